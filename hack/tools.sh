@@ -1,0 +1,167 @@
+#!/usr/bin/env bash
+# Builds (or finds) the pinned toolchain tfk8s needs for a real `pulumi up` against a local
+# Kubernetes API: the Pulumi CLI, the Kubernetes provider, kube-apiserver & co, etcd and kwok.
+#
+# Why from Go modules: this machine reaches the Go module proxy but not GitHub releases or
+# get.pulumi.com. Every binary is cached by version under $TFK8S_CACHE/tools and linked into
+# $TFK8S_CACHE/bin; a second run only re-links. A tool already on PATH at the pinned version is
+# used as it is.
+#
+# Usage: hack/tools.sh [all|pulumi|provider|kwok|etcd|kube]   (default: all)
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=hack/versions.sh
+source "$here/versions.sh"
+
+cache=${TFK8S_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tfk8s}
+tools=$cache/tools
+bin=$cache/bin
+work=$cache/build
+mkdir -p "$tools" "$bin" "$work"
+
+# Some pinned modules (the Kubernetes provider at a commit, older Pulumi releases) have no
+# checksum-database entry; the proxy still serves them, so verification is turned off here only.
+export GOSUMDB=off GOFLAGS=-mod=mod GOTOOLCHAIN=auto CGO_ENABLED=0
+export GOMODCACHE=${GOMODCACHE:-$(go env GOMODCACHE)}
+
+log() { printf '[tools %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+
+# link NAME DIR: expose DIR/NAME as $bin/NAME.
+link() { ln -sfn "$2/$1" "$bin/$1"; }
+
+# have_on_path NAME WANT: true if NAME on PATH (outside our cache) prints version WANT.
+have_on_path() {
+  local path
+  path=$(PATH=$(printf '%s' "$PATH" | tr ':' '\n' | grep -vxF "$bin" | paste -sd:) command -v "$1" 2>/dev/null) || return 1
+  "$path" version 2>/dev/null | grep -qF "$2" || "$path" --version 2>/dev/null | grep -qF "$2" || return 1
+  ln -sfn "$path" "$bin/$1"
+  log "$1: using $path ($2)"
+}
+
+# scratch_module DIR: a throwaway module to build other modules' commands from.
+scratch_module() {
+  rm -rf "$1" && mkdir -p "$1"
+  printf 'module tfk8s.local/build\n\ngo 1.25\n' >"$1/go.mod"
+}
+
+build_pulumi() {
+  local dest=$tools/pulumi-$PULUMI_VERSION
+  if [ -x "$dest/pulumi" ]; then link pulumi "$dest"; return; fi
+  have_on_path pulumi "v$PULUMI_VERSION" && return
+  log "pulumi $PULUMI_VERSION: building the CLI (10-20 min cold)"
+  local mod=$work/pulumi
+  scratch_module "$mod"
+  cd "$mod"
+  go mod download "github.com/pulumi/pulumi/pkg/v3@v$PULUMI_VERSION" "github.com/pulumi/pulumi/sdk/v3@v$PULUMI_VERSION"
+  # pkg/go.mod replaces sdk with ../sdk and pins a clipboard fork: keep the non-relative replaces.
+  grep -hE '^replace .* => [^.]' \
+    "$GOMODCACHE/cache/download/github.com/pulumi/pulumi/pkg/v3/@v/v$PULUMI_VERSION.mod" \
+    "$GOMODCACHE/cache/download/github.com/pulumi/pulumi/sdk/v3/@v/v$PULUMI_VERSION.mod" >>go.mod || true
+  go get "github.com/pulumi/pulumi/pkg/v3@v$PULUMI_VERSION" "github.com/pulumi/pulumi/sdk/v3@v$PULUMI_VERSION"
+  mkdir -p "$dest.tmp"
+  go build -trimpath -tags osusergo,grpcnotrace \
+    -ldflags "-s -w -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=v$PULUMI_VERSION" \
+    -o "$dest.tmp/pulumi" github.com/pulumi/pulumi/pkg/v3/cmd/pulumi
+  rm -rf "$dest" && mv "$dest.tmp" "$dest"
+  link pulumi "$dest"
+  log "pulumi $PULUMI_VERSION: done"
+}
+
+build_provider() {
+  local dest=$tools/pulumi-resource-kubernetes-$K8S_PROVIDER_VERSION
+  if [ -x "$dest/pulumi-resource-kubernetes" ]; then link pulumi-resource-kubernetes "$dest"; return; fi
+  log "pulumi-resource-kubernetes $K8S_PROVIDER_VERSION: building from $K8S_PROVIDER_MODULE_VERSION (10-20 min cold)"
+  local mod=github.com/pulumi/pulumi-kubernetes/provider/v4
+  go mod download "$mod@$K8S_PROVIDER_MODULE_VERSION"
+  local src=$work/provider
+  rm -rf "$src" && cp -r "$GOMODCACHE/$mod@$K8S_PROVIDER_MODULE_VERSION" "$src" && chmod -R u+w "$src"
+  cd "$src"
+  # provider/go.mod points the SDK at ../sdk (a sibling directory in the repository, not in
+  # the module zip); the released SDK module of the same version has the same Go code.
+  go mod edit -replace "github.com/pulumi/pulumi-kubernetes/sdk/v4=github.com/pulumi/pulumi-kubernetes/sdk/v4@v$K8S_PROVIDER_SDK_GO_VERSION"
+  (cd cmd/pulumi-resource-kubernetes && VERSION=$K8S_PROVIDER_VERSION go run generate.go)
+  mkdir -p "$dest.tmp"
+  go build -trimpath -ldflags "-s -w -X github.com/pulumi/pulumi-kubernetes/provider/v4/pkg/version.Version=$K8S_PROVIDER_VERSION" \
+    -o "$dest.tmp/pulumi-resource-kubernetes" ./cmd/pulumi-resource-kubernetes
+  rm -rf "$dest" && mv "$dest.tmp" "$dest"
+  link pulumi-resource-kubernetes "$dest"
+  log "pulumi-resource-kubernetes: done"
+}
+
+build_kwok() {
+  local dest=$tools/kwok-$KWOK_VERSION
+  if [ -x "$dest/kwokctl" ] && [ -x "$dest/kwok" ]; then link kwok "$dest"; link kwokctl "$dest"; return; fi
+  log "kwok $KWOK_VERSION: building kwok and kwokctl"
+  mkdir -p "$dest.tmp"
+  GOBIN=$dest.tmp go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION" "sigs.k8s.io/kwok/cmd/kwokctl@$KWOK_VERSION"
+  rm -rf "$dest" && mv "$dest.tmp" "$dest"
+  link kwok "$dest"; link kwokctl "$dest"
+  log "kwok: done"
+}
+
+build_etcd() {
+  local dest=$tools/etcd-$ETCD_VERSION
+  if [ -x "$dest/etcd" ]; then link etcd "$dest"; return; fi
+  log "etcd $ETCD_VERSION: building"
+  local mod=$work/etcd
+  scratch_module "$mod"
+  cd "$mod"
+  go get "go.etcd.io/etcd/server/v3@v$ETCD_VERSION"
+  mkdir -p "$dest.tmp"
+  go build -trimpath -ldflags "-s -w" -o "$dest.tmp/etcd" go.etcd.io/etcd/server/v3
+  rm -rf "$dest" && mv "$dest.tmp" "$dest"
+  link etcd "$dest"
+  log "etcd: done"
+}
+
+build_kube() {
+  local dest=$tools/kubernetes-$KUBE_VERSION
+  local cmds=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
+  local missing=0 c
+  for c in "${cmds[@]}"; do [ -x "$dest/$c" ] || missing=1; done
+  if [ $missing = 0 ]; then for c in "${cmds[@]}"; do link "$c" "$dest"; done; return; fi
+  log "kubernetes $KUBE_VERSION: building ${cmds[*]} (20-30 min cold)"
+  local mod=$work/kubernetes minor=${KUBE_VERSION#1.}
+  minor=${minor%%.*}
+  scratch_module "$mod"
+  cd "$mod"
+  go mod download "k8s.io/kubernetes@v$KUBE_VERSION"
+  # k8s.io/kubernetes requires its staging modules at v0.0.0 and replaces them with ./staging:
+  # point each at its published v0.N.M instead.
+  sed -nE 's#^\s*(k8s\.io/[^ ]+) => \./staging/.*#\1#p' \
+    "$GOMODCACHE/cache/download/k8s.io/kubernetes/@v/v$KUBE_VERSION.mod" |
+    while read -r m; do go mod edit -replace "$m=$m@v0.${KUBE_VERSION#1.}"; done
+  go get "k8s.io/kubernetes@v$KUBE_VERSION"
+  local date ld pkg
+  date=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+  ld="-s -w"
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ld+=" -X $pkg.gitVersion=v$KUBE_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
+    ld+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=$date"
+  done
+  mkdir -p "$dest.tmp"
+  for c in "${cmds[@]}"; do
+    log "kubernetes: building $c"
+    go build -trimpath -tags selinux,notest,grpcnotrace -ldflags "$ld" -o "$dest.tmp/$c" "k8s.io/kubernetes/cmd/$c"
+  done
+  rm -rf "$dest" && mv "$dest.tmp" "$dest"
+  for c in "${cmds[@]}"; do link "$c" "$dest"; done
+  log "kubernetes: done"
+}
+
+main() {
+  local what=${1:-all} start=$SECONDS
+  case $what in
+    all) build_pulumi; build_provider; build_kwok; build_etcd; build_kube ;;
+    pulumi) build_pulumi ;;
+    provider) build_provider ;;
+    kwok) build_kwok ;;
+    etcd) build_etcd ;;
+    kube) build_kube ;;
+    *) echo "usage: $0 [all|pulumi|provider|kwok|etcd|kube]" >&2; exit 2 ;;
+  esac
+  log "tools ready in $bin ($((SECONDS - start)) s)"
+}
+
+main "$@"

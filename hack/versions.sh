@@ -1,0 +1,13 @@
+# Pinned toolchain versions, one place. Sourced by hack/*.sh and read by the Makefile.
+#
+# Pulumi: the newest CLI release whose pkg module the Go proxy here serves is 3.259.0; the
+# Python SDK is pinned to the same release in pyproject.toml.
+PULUMI_VERSION=3.259.0
+# pulumi-kubernetes publishes no provider module tags; this commit's pseudo-version is
+# served, and PyPI has the SDK built from the very same commit (4.25.0a1768448096).
+K8S_PROVIDER_MODULE_VERSION=v4.0.0-20260115033456-f47bc2d6f199
+K8S_PROVIDER_VERSION=4.25.0-alpha.1768448096
+K8S_PROVIDER_SDK_GO_VERSION=4.25.0
+KUBE_VERSION=1.34.4
+ETCD_VERSION=3.6.5
+KWOK_VERSION=v0.8.0

@@ -1,0 +1,11 @@
+"""Entry point Pulumi runs (`main: infra/` in Pulumi.yaml)."""
+
+import sys
+from pathlib import Path
+
+# The program directory holds the `tfk8s` package; make it importable however Pulumi starts us.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from tfk8s.program import main  # noqa: E402
+
+main()

@@ -1,0 +1,96 @@
+"""The TensorFlow cluster layout of one training cluster: names, hosts, TF_CONFIG and flags.
+
+Pure functions of settings. The same layout feeds the Kubernetes Services (so every host in the
+spec resolves to exactly one task) and the pod environment read by `tfk8s_train.launch`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+
+from tfk8s.settings import ClusterSettings
+
+PS, WORKER, CHIEF = "ps", "worker", "chief"
+DATA_DIR, LOG_DIR = "/data", "/log"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Names:
+    """Kubernetes names that carry DNS identity; everything else is auto-named by Pulumi."""
+
+    cluster: str
+
+    def ps_service(self, index: int) -> str:
+        return f"{self.cluster}-ps-{index}"
+
+    @property
+    def worker_job(self) -> str:
+        return f"{self.cluster}-worker"
+
+    @property
+    def worker_service(self) -> str:
+        return f"{self.cluster}-worker"
+
+    @property
+    def chief_job(self) -> str:
+        return f"{self.cluster}-chief"
+
+    @property
+    def chief_service(self) -> str:
+        return f"{self.cluster}-chief"
+
+
+def has_chief_job(cluster: ClusterSettings) -> bool:
+    return cluster.replication == "in-graph" and cluster.in_graph_client == "chief"
+
+
+def cluster_spec(cluster: ClusterSettings, port: int, notebook_host: str | None = None) -> dict[str, list[str]]:
+    """The `cluster` part of TF_CONFIG.
+
+    PS tasks sit behind one Service each (`<c>-ps-<i>`); worker (and chief) pods of an Indexed
+    Job get the hostname `<job>-<index>` under the headless Service named like the Job, so
+    `<c>-worker-<i>.<c>-worker` resolves to task i alone.
+    """
+    names = Names(cluster=cluster.name)
+    spec = {
+        PS: [f"{names.ps_service(i)}:{port}" for i in range(cluster.ps.count)],
+        WORKER: [f"{names.worker_job}-{i}.{names.worker_service}:{port}" for i in range(cluster.workers.count)],
+    }
+    if has_chief_job(cluster):
+        spec[CHIEF] = [f"{names.chief_job}-0.{names.chief_service}:{port}"]
+    elif cluster.replication == "in-graph" and notebook_host is not None:
+        spec[CHIEF] = [notebook_host]
+    return spec
+
+
+def tf_config(spec: dict[str, list[str]], job: str, index: int) -> str:
+    """TF_CONFIG for one task, as TensorFlow reads it (built as a dict, never templated)."""
+    if job not in spec or not 0 <= index < len(spec[job]):
+        raise ValueError(f"task {job}:{index} is not in the cluster spec {sorted(spec)}")
+    return json.dumps({"cluster": spec, "task": {"type": job, "index": index}}, sort_keys=True)
+
+
+def classic_flags(spec: dict[str, list[str]], job: str, index: int) -> list[str]:
+    """The seed's flag convention, for scripts written against tf.train.ClusterSpec."""
+    return [
+        f"--ps_hosts={','.join(spec[PS])}",
+        f"--worker_hosts={','.join(spec[WORKER])}",
+        f"--job_name={job}",
+        f"--task_index={index}",
+        f"--data_dir={DATA_DIR}",
+        f"--log_path={LOG_DIR}",
+    ]
+
+
+def run_id(cluster: ClusterSettings, spec: dict[str, list[str]], image: str, code_digest: str) -> str:
+    """Identifies one training run: changes whenever what the tasks run changes.
+
+    Deterministic (no diff on a no-op `pulumi up`); namespaces the done markers that let
+    parameter servers retire once every worker has finished.
+    """
+    material = json.dumps({"spec": spec, "image": image, "command": cluster.command, "args": cluster.args,
+                           "replication": cluster.replication, "training": cluster.training,
+                           "code": [cluster.code.source, cluster.code.url, code_digest]}, sort_keys=True)
+    return hashlib.sha256(material.encode()).hexdigest()[:12]

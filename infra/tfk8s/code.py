@@ -1,0 +1,48 @@
+"""Training code delivered to pods: the launcher package (always) and the user's code directory.
+
+Both become ConfigMaps whose content hash is part of the run id, so changed code means a new
+run (new Job, fresh parameter servers), never a silent mix of old and new tasks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from tfk8s.pods import key_of
+
+LAUNCHER_PACKAGE = "training/tfk8s_train"
+
+
+@dataclass(frozen=True)
+class CodeBundle:
+    """Files of one directory, keyed by their path relative to it."""
+
+    files: dict[str, str]
+
+    @property
+    def digest(self) -> str:
+        h = hashlib.sha256()
+        for name in sorted(self.files):
+            h.update(name.encode() + b"\0" + self.files[name].encode() + b"\0")
+        return h.hexdigest()[:12]
+
+    def config_map_data(self) -> dict[str, str]:
+        return {key_of(name): text for name, text in sorted(self.files.items())}
+
+
+def bundle(directory: Path, pattern: str = "**/*") -> CodeBundle:
+    """Read a directory's text files (skipping caches) for shipping as a ConfigMap."""
+    files = {}
+    for path in sorted(directory.glob(pattern)):
+        if path.is_file() and "__pycache__" not in path.parts and path.suffix not in {".pyc", ".ipynb"}:
+            files[path.relative_to(directory).as_posix()] = path.read_text(encoding="utf-8")
+    if not files:
+        raise FileNotFoundError(f"no files to ship in {directory}")
+    return CodeBundle(files=files)
+
+
+def launcher_bundle(project_root: Path) -> CodeBundle:
+    """The tfk8s_train package (launcher and trainer), flat: `tfk8s_train/*.py`."""
+    return bundle(project_root / LAUNCHER_PACKAGE, "*.py")

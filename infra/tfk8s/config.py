@@ -1,0 +1,294 @@
+"""Parse and validate stack configuration into `tfk8s.settings`, once, before any resource exists.
+
+Every problem found is reported together, each naming its config key (as written in the stack
+file) and how to fix it. Unknown keys are errors too: a typo must not silently fall back to a
+default.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+from tfk8s import settings as s
+from tfk8s.quantities import parse_quantity
+
+NAMESPACE = "tfk8s"
+_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+# Leaves room for "-worker-<index>" in pod hostnames and "-ps-<index>" in Service names.
+MAX_NAME_LENGTH = 40
+CONFIGMAP_LIMIT_BYTES = 1024 * 1024
+T = TypeVar("T")
+
+
+class ConfigError(ValueError):
+    """The stack configuration is invalid; `problems` lists every finding."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        super().__init__("invalid tfk8s configuration:\n  - " + "\n  - ".join(problems))
+
+
+class _Node:
+    """A config mapping plus its key path, collecting problems instead of raising at once."""
+
+    def __init__(self, raw: Any, path: str, problems: list[str], allowed: set[str]) -> None:
+        self.path = path
+        self.problems = problems
+        if raw is None:
+            raw = {}
+        if not isinstance(raw, Mapping):
+            self.fail(path, f"must be a mapping, got {type(raw).__name__}")
+            raw = {}
+        self.raw: Mapping[str, Any] = raw
+        for key in raw:
+            if key not in allowed:
+                self.fail(self.key(key), f"unknown key; expected one of {sorted(allowed)}")
+
+    def key(self, name: str) -> str:
+        return f"{self.path}.{name}"
+
+    def fail(self, key: str, message: str) -> None:
+        self.problems.append(f"{key}: {message}")
+
+    def child(self, name: str, allowed: set[str]) -> _Node:
+        return _Node(self.raw.get(name), self.key(name), self.problems, allowed)
+
+    def get(self, name: str, kind: type[T], default: T, check: Callable[[T], str | None] | None = None) -> T:
+        value = self.raw.get(name, default)
+        # bool is an int subclass: `count: true` must not pass as 1.
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            if value is None and default is None:
+                return default
+            self.fail(self.key(name), f"must be {kind.__name__}, got {value!r}")
+            return default
+        problem = check(value) if check else None
+        if problem:
+            self.fail(self.key(name), problem)
+            return default
+        return value
+
+    def require(self, name: str, kind: type[T], fix: str, check: Callable[[T], str | None] | None = None) -> T | None:
+        if self.raw.get(name) is None:
+            self.fail(self.key(name), f"is required: {fix}")
+            return None
+        return self.get(name, kind, None, check)  # type: ignore[arg-type]
+
+    def choice(self, name: str, options: tuple[str, ...], default: str) -> Any:
+        return self.get(name, str, default, lambda v: None if v in options else f"must be one of {list(options)}, got {v!r}")
+
+
+def _dns_label(value: str) -> str | None:
+    if len(value) > MAX_NAME_LENGTH:
+        return f"{value!r} is {len(value)} characters; at most {MAX_NAME_LENGTH} (it prefixes Kubernetes names)"
+    if not _DNS1123_LABEL.match(value):
+        return f"{value!r} is not a DNS-1123 label: use lowercase letters, digits and '-', starting and ending alphanumeric"
+    return None
+
+
+def _positive(value: int) -> str | None:
+    return None if value >= 1 else f"must be at least 1, got {value}"
+
+
+def _non_negative(value: int) -> str | None:
+    return None if value >= 0 else f"must be 0 or more, got {value}"
+
+
+def _port(value: int) -> str | None:
+    return None if 1 <= value <= 65535 else f"must be a TCP port (1-65535), got {value}"
+
+
+def _quantity(value: str) -> str | None:
+    try:
+        return None if parse_quantity(value) > 0 else f"must be greater than zero, got {value!r}"
+    except ValueError as error:
+        return str(error)
+
+
+def _k8s_version(value: str) -> str | None:
+    return None if re.fullmatch(r"1\.\d+", value) else f"must look like '1.34', got {value!r}"
+
+
+def _string_map(node: _Node, name: str) -> dict[str, str]:
+    value = node.get(name, dict, {})
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        node.fail(node.key(name), "must map strings to strings (quote numbers and booleans)")
+        return {}
+    return dict(value)
+
+
+def _storage(node: _Node) -> s.StorageSettings:
+    backend = node.choice("backend", ("glusterfs", "csi", "existing", "local"), "local")
+    glusterfs = csi = None
+    if backend == "glusterfs":
+        g = node.child("glusterfs", {"restUrl", "restUser", "clusterId", "volumeType", "gidMin", "gidMax", "secretNamespace"})
+        rest_url = g.require("restUrl", str, "the Heketi REST endpoint, e.g. http://heketi.storage:8080",
+                             lambda v: None if re.match(r"^https?://", v) else f"must be an http(s) URL, got {v!r}")
+        gid_min = g.get("gidMin", int, 2000, _positive)
+        gid_max = g.get("gidMax", int, 2147483647, _positive)
+        if gid_min > gid_max:
+            g.fail(g.key("gidMin"), f"must not exceed gidMax ({gid_min} > {gid_max})")
+        glusterfs = s.GlusterfsSettings(
+            rest_url=rest_url or "", rest_user=g.get("restUser", str, "admin"),
+            cluster_id=g.get("clusterId", str, None), volume_type=g.get("volumeType", str, "replicate:3"),
+            gid_min=gid_min, gid_max=gid_max, secret_namespace=g.get("secretNamespace", str, "default", _dns_label))
+    elif backend == "csi":
+        c = node.child("csi", {"provisioner", "parameters"})
+        provisioner = c.require("provisioner", str, "the CSI driver name, e.g. nfs.csi.k8s.io")
+        csi = s.CsiSettings(provisioner=provisioner or "", parameters=_string_map(c, "parameters"))
+    local = node.child("local", {"hostPathRoot"})
+    return s.StorageSettings(
+        backend=backend, class_name=node.get("className", str, "tfk8s-shared", _dns_label),
+        reclaim_policy=node.choice("reclaimPolicy", ("Retain", "Delete"), "Retain"),
+        glusterfs=glusterfs, csi=csi,
+        local=s.LocalSettings(host_path_root=local.get("hostPathRoot", str, "/var/lib/tfk8s",
+                                                      lambda v: None if v.startswith("/") else "must be an absolute path")))
+
+
+def _platform(raw: Any, problems: list[str]) -> s.PlatformSettings:
+    node = _Node(raw, f"{NAMESPACE}:platform", problems,
+                 {"userNode", "storage", "images", "ports", "kubernetesVersion", "namespacePrefix", "allowPsGpus", "awaitTimeoutSeconds"})
+    un = node.child("userNode", {"name", "address", "taintKey"})
+    user_node = s.UserNodeSettings(
+        name=un.require("name", str, "the name of an existing node to dedicate to Jupyter and TensorBoard") or "",
+        address=un.get("address", str, None), taint_key=un.get("taintKey", str, "tfk8s.io/user-node"))
+    img, ports = node.child("images", {"tensorflow", "jupyter", "tensorboard"}), node.child("ports", {"tensorflow", "jupyter", "tensorboard"})
+    d_img, d_ports = s.ImageSettings(), s.PortSettings()
+    version = node.get("kubernetesVersion", str, None, _k8s_version)
+    storage = _storage(node.child("storage", {"backend", "className", "reclaimPolicy", "glusterfs", "csi", "local"}))
+    kube = tuple(int(p) for p in version.split(".")) if version else None
+    if storage.backend == "glusterfs" and kube is not None and kube >= s.GLUSTERFS_REMOVED_IN:
+        node.fail(f"{node.path}.storage.backend",
+                  f"'glusterfs' uses the in-tree kubernetes.io/glusterfs provisioner, removed in Kubernetes 1.26; "
+                  f"kubernetesVersion is {version}. Fix: use backend 'csi' with a Gluster/NFS/CephFS CSI driver "
+                  f"(e.g. Kadalu, nfs.csi.k8s.io) or 'existing' with a class your cluster already has")
+    return s.PlatformSettings(
+        user_node=user_node, storage=storage,
+        images=s.ImageSettings(**{k: img.get(k, str, getattr(d_img, k)) for k in ("tensorflow", "jupyter", "tensorboard")}),
+        ports=s.PortSettings(**{k: ports.get(k, int, getattr(d_ports, k), _port) for k in ("tensorflow", "jupyter", "tensorboard")}),
+        kubernetes_version=kube,  # type: ignore[arg-type]
+        namespace_prefix=node.get("namespacePrefix", str, "tfk8s-"),
+        allow_ps_gpus=node.get("allowPsGpus", bool, False),
+        await_timeout_seconds=node.get("awaitTimeoutSeconds", int, 600, _positive))
+
+
+_RESOURCE_KEYS = {"count", "cpu", "memory", "gpus"}
+
+
+def _resources(node: _Node, default: s.Resources) -> s.Resources:
+    cpu = node.raw.get("cpu", default.cpu)
+    if isinstance(cpu, (int, float)) and not isinstance(cpu, bool):
+        cpu = str(cpu)  # `cpu: 2` is as natural as `cpu: "2"`
+    if not isinstance(cpu, str) or _quantity(cpu):
+        node.fail(node.key("cpu"), _quantity(cpu) if isinstance(cpu, str) else f"must be a quantity like 500m or 2, got {cpu!r}")
+        cpu = default.cpu
+    return s.Resources(cpu=cpu,
+                       memory=node.get("memory", str, default.memory, _quantity),
+                       gpus=node.get("gpus", int, default.gpus, _non_negative))
+
+
+def _code(node: _Node, project_root: Path) -> s.CodeSettings:
+    source = node.choice("source", ("configmap", "url", "image"), "configmap")
+    path, url = node.get("path", str, s.CodeSettings().path), node.get("url", str, None)
+    if source == "configmap" and path is not None:
+        directory = project_root / path
+        if not directory.is_dir():
+            node.fail(node.key("path"), f"{path!r} is not a directory of the project ({directory})")
+        else:
+            size = sum(f.stat().st_size for f in directory.rglob("*") if f.is_file() and "__pycache__" not in f.parts)
+            if size > CONFIGMAP_LIMIT_BYTES * 0.9:
+                node.fail(node.key("path"), f"{path!r} holds {size} bytes; a ConfigMap carries at most 1 MiB: "
+                          "bake the code into the image (source: image) or serve it (source: url)")
+    if source == "url" and not (url and re.match(r"^https?://", url)):
+        node.fail(node.key("url"), "source 'url' needs an http(s) URL to fetch the training script from")
+    return s.CodeSettings(source=source, path=path if source == "configmap" else None, url=url if source == "url" else None)
+
+
+def _string_list(node: _Node, name: str, default: tuple[str, ...]) -> tuple[str, ...]:
+    value = node.get(name, list, list(default))
+    if not all(isinstance(v, str) for v in value):
+        node.fail(node.key(name), "must be a list of strings")
+        return default
+    return tuple(value)
+
+
+def _cluster(raw: Any, path: str, problems: list[str], platform: s.PlatformSettings, project_root: Path) -> s.ClusterSettings:
+    node = _Node(raw, path, problems, {"name", "replication", "training", "inGraphClient", "ps", "workers", "image",
+                                       "code", "command", "args", "classicFlags", "volumes"})
+    name = node.require("name", str, "a DNS-1123 name for the training cluster, e.g. mnist", _dns_label) or ""
+    ps_node = node.child("ps", _RESOURCE_KEYS)
+    w_node = node.child("workers", _RESOURCE_KEYS | {"nodeSelector", "tolerations", "backoffLimitPerIndex"})
+    default_ps, default_w = s.PsSettings(), s.WorkerSettings()
+    ps = s.PsSettings(count=ps_node.get("count", int, default_ps.count, _positive), resources=_resources(ps_node, default_ps.resources))
+    if ps.resources.gpus and not platform.allow_ps_gpus:
+        ps_node.fail(ps_node.key("gpus"), "parameter servers hold variables and need no GPU; remove it, "
+                     f"or set {NAMESPACE}:platform.allowPsGpus: true if you really mean it")
+    tolerations = tuple(_tolerations(w_node, w_node.raw.get("tolerations", []), platform.user_node.taint_key))
+    workers = s.WorkerSettings(
+        count=w_node.get("count", int, default_w.count, _positive), resources=_resources(w_node, default_w.resources),
+        node_selector=_string_map(w_node, "nodeSelector"), tolerations=tolerations,
+        backoff_limit_per_index=w_node.get("backoffLimitPerIndex", int, default_w.backoff_limit_per_index, _non_negative))
+    v_node = node.child("volumes", {"dataSize", "logSize", "keepOnDestroy"})
+    default_v = s.VolumeSettings()
+    return s.ClusterSettings(
+        name=name, replication=node.choice("replication", ("between-graph", "in-graph"), "between-graph"),
+        training=node.choice("training", ("async", "sync"), "async"),
+        in_graph_client=node.choice("inGraphClient", ("chief", "notebook"), "chief"),
+        ps=ps, workers=workers, image=node.get("image", str, None),
+        code=_code(node.child("code", {"source", "path", "url"}), project_root),
+        command=_string_list(node, "command", s.ClusterSettings(name="x").command) or s.ClusterSettings(name="x").command,
+        args=_string_list(node, "args", ()), classic_flags=node.get("classicFlags", bool, True),
+        volumes=s.VolumeSettings(data_size=v_node.get("dataSize", str, default_v.data_size, _quantity),
+                                 log_size=v_node.get("logSize", str, default_v.log_size, _quantity),
+                                 keep_on_destroy=v_node.get("keepOnDestroy", bool, True)))
+
+
+def _tolerations(node: _Node, raw: Any, user_node_taint: str) -> list[dict[str, str]]:
+    key = node.key("tolerations")
+    if not isinstance(raw, list) or not all(isinstance(t, Mapping) for t in raw):
+        node.fail(key, "must be a list of Kubernetes tolerations (mappings)")
+        return []
+    for t in raw:
+        if t.get("key") == user_node_taint or (t.get("operator") == "Exists" and not t.get("key")):
+            node.fail(key, f"{dict(t)} tolerates the User Node taint {user_node_taint!r}: training pods must never "
+                      "run on the User Node; tolerate specific taints instead")
+    return [{str(k): str(v) for k, v in t.items()} for t in raw]
+
+
+def parse(platform_raw: Any, users_raw: Any, project_root: Path) -> s.Settings:
+    """Validate raw `tfk8s:platform` and `tfk8s:users` values; raise ConfigError listing every problem."""
+    problems: list[str] = []
+    platform = _platform(platform_raw, problems)
+    users: list[s.UserSettings] = []
+    if not isinstance(users_raw, list) or not users_raw:
+        problems.append(f"{NAMESPACE}:users: must be a non-empty list of users, each with a name and clusters")
+        users_raw = []
+    seen_users: set[str] = set()
+    for i, user_raw in enumerate(users_raw):
+        node = _Node(user_raw, f"{NAMESPACE}:users[{i}]", problems, {"name", "clusters"})
+        name = node.require("name", str, "a DNS-1123 user name, e.g. alice", _dns_label) or ""
+        if name in seen_users:
+            node.fail(node.key("name"), f"duplicate user {name!r}: each user gets one namespace")
+        seen_users.add(name)
+        clusters_raw = node.raw.get("clusters")
+        if not isinstance(clusters_raw, list) or not clusters_raw:
+            node.fail(node.key("clusters"), "must be a non-empty list of training clusters")
+            clusters_raw = []
+        clusters = tuple(_cluster(c, f"{node.path}.clusters[{j}]", problems, platform, project_root) for j, c in enumerate(clusters_raw))
+        names = [c.name for c in clusters]
+        for dup in sorted({n for n in names if names.count(n) > 1}):
+            node.fail(node.key("clusters"), f"duplicate cluster name {dup!r}: cluster names must be unique per user")
+        users.append(s.UserSettings(name=name, clusters=clusters))
+    if problems:
+        raise ConfigError(problems)
+    return s.Settings(platform=platform, users=tuple(users))
+
+
+def load(project_root: Path) -> s.Settings:
+    """Read `tfk8s:platform` and `tfk8s:users` from the running stack's configuration."""
+    import pulumi  # deferred: parse() stays usable without a Pulumi engine
+
+    config = pulumi.Config(NAMESPACE)
+    return parse(config.get_object("platform"), config.get_object("users"), project_root)

@@ -1,0 +1,37 @@
+"""The one source of labels: every selector is built from the labels of what it selects."""
+
+from __future__ import annotations
+
+PART_OF = "tfk8s"
+USER = "tfk8s.io/user"
+CLUSTER = "tfk8s.io/cluster"
+ROLE = "tfk8s.io/role"
+INDEX = "tfk8s.io/index"
+
+
+def labels(user: str, component: str, *, cluster: str | None = None, role: str | None = None,
+           index: int | None = None) -> dict[str, str]:
+    """Kubernetes recommended labels plus ours; `selector_of` picks the identifying subset."""
+    result = {
+        "app.kubernetes.io/name": component,
+        "app.kubernetes.io/part-of": PART_OF,
+        "app.kubernetes.io/managed-by": "pulumi",
+        USER: user,
+    }
+    if cluster is not None:
+        result["app.kubernetes.io/instance"] = cluster
+        result[CLUSTER] = cluster
+    if role is not None:
+        result["app.kubernetes.io/component"] = role
+        result[ROLE] = role
+    if index is not None:
+        result[INDEX] = str(index)
+    return result
+
+
+_IDENTIFYING = ("app.kubernetes.io/name", USER, CLUSTER, ROLE, INDEX)
+
+
+def selector_of(pod_labels: dict[str, str]) -> dict[str, str]:
+    """The identifying subset of `pod_labels`: stable across upgrades, unique per workload."""
+    return {k: v for k, v in pod_labels.items() if k in _IDENTIFYING}

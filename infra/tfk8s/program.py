@@ -1,0 +1,78 @@
+"""The Pulumi program: settings in, platform and per-user environments out, readiness exported."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pulumi
+
+from tfk8s import config, readiness
+from tfk8s.code import CodeBundle, bundle, launcher_bundle
+from tfk8s.settings import Settings
+from tfk8s.storage import SharedStorage
+from tfk8s.user_env import UserEnvironment, UserEnvironmentArgs
+from tfk8s.user_node import UserNode
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+NOTEBOOK = PROJECT_ROOT / "training" / "master_client.ipynb"
+
+
+def heketi_admin_key(settings: Settings) -> pulumi.Output[str] | None:
+    if settings.platform.storage.backend != "glusterfs":
+        return None
+    return pulumi.Config(config.NAMESPACE).require_secret("heketiAdminKey")
+
+
+def user_codes(settings: Settings, root: Path) -> dict[str, dict[str, CodeBundle | None]]:
+    """Per user and cluster, the code directory to ship (None when the launcher package suffices)."""
+    result: dict[str, dict[str, CodeBundle | None]] = {}
+    for user in settings.users:
+        result[user.name] = {}
+        for c in user.clusters:
+            shipped = c.code.source == "configmap" and c.code.path not in (None, "training/tfk8s_train")
+            result[user.name][c.name] = bundle(root / c.code.path) if shipped and c.code.path else None
+    return result
+
+
+def build(settings: Settings, root: Path = PROJECT_ROOT) -> dict[str, Any]:
+    """Declare every resource; return the components (tests inspect them)."""
+    user_node = UserNode("user-node", settings.platform.user_node)
+    storage = SharedStorage("storage", settings.platform, heketi_admin_key(settings))
+    launcher = launcher_bundle(root)
+    notebooks = {NOTEBOOK.name: NOTEBOOK.read_text(encoding="utf-8")} if NOTEBOOK.exists() else {}
+    codes = user_codes(settings, root)
+    envs = {
+        user.name: UserEnvironment(user.name, UserEnvironmentArgs(
+            user=user, platform=settings.platform, storage_class=storage.class_name, launcher=launcher,
+            codes=codes[user.name], notebooks=notebooks))
+        for user in settings.users
+    }
+    report = readiness_output(settings, user_node, envs)
+    pulumi.export("ready", report.apply(lambda r: r["ready"]))
+    pulumi.export("readiness", report)
+    pulumi.export("clusterSpecs", {u: {c: env.clusters[c].spec for c in env.clusters} for u, env in envs.items()})
+    pulumi.export("jupyterTokens", pulumi.Output.secret(pulumi.Output.all(**{u: e.jupyter_token for u, e in envs.items()})))
+    return {"user_node": user_node, "storage": storage, "users": envs, "readiness": report}
+
+
+def readiness_output(settings: Settings, user_node: UserNode, envs: dict[str, UserEnvironment]) -> pulumi.Output[dict[str, Any]]:
+    per_user = {}
+    for user in settings.users:
+        env = envs[user.name]
+        apps = {app: pulumi.Output.all(deployment.status, service.spec, user_node.address).apply(
+                    lambda a: readiness.app_readiness(deployment_status=a[0], service_spec=a[1], address=a[2]))
+                for app, (deployment, service) in (("jupyter", env.jupyter), ("tensorboard", env.tensorboard))}
+        clusters = {
+            c.name: env.clusters[c.name].status.apply(
+                lambda status, c=c, chief=env.clusters[c.name].chief_job is not None: readiness.cluster_readiness(
+                    ps_expected=c.ps.count, workers_expected=c.workers.count, chief_expected=chief, status=status))
+            for c in user.clusters
+        }
+        per_user[user.name] = pulumi.Output.all(jupyter=apps["jupyter"], tensorboard=apps["tensorboard"],
+                                                clusters=pulumi.Output.all(**clusters))
+    return pulumi.Output.all(**per_user).apply(readiness.stack_readiness)
+
+
+def main() -> None:
+    build(config.load(PROJECT_ROOT))

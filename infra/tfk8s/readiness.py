@@ -1,0 +1,97 @@
+"""Readiness from live status: what is up, what is not and why, and one overall `ready`.
+
+Pure functions over the status fields the Kubernetes provider returns (Deployment
+`availableReplicas`, Job `ready`/`succeeded`/`failed`/conditions, PVC `phase`, Service
+`nodePort`), never over the configuration: a cluster is ready because Kubernetes says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+RUNNING, SUCCEEDED, FAILED, PENDING = "Running", "Succeeded", "Failed", "Pending"
+
+
+def _get(obj: Any, key: str, default: Any = None) -> Any:
+    if obj is None:
+        return default
+    value = obj.get(key) if isinstance(obj, Mapping) else getattr(obj, key, None)
+    return default if value is None else value
+
+
+def _job_failed(status: Any) -> bool:
+    return any(_get(c, "type") == "Failed" and _get(c, "status") == "True" for c in _get(status, "conditions", []))
+
+
+def job_counts(status: Any) -> dict[str, int]:
+    return {key: int(_get(status, key, 0)) for key in ("ready", "active", "succeeded", "failed")}
+
+
+def cluster_readiness(*, ps_expected: int, workers_expected: int, chief_expected: bool, status: Mapping[str, Any]) -> dict[str, Any]:
+    """Phase and problems of one training cluster from its `TrainingCluster.status`."""
+    problems: list[str] = []
+    ps_available = [int(_get(s, "available_replicas", 0)) for s in status.get("ps") or []]
+    workers, chief = job_counts(status.get("workers")), job_counts(status.get("chief"))
+    tasks_done = workers["succeeded"] == workers_expected and (not chief_expected or chief["succeeded"] == 1)
+    failed = _job_failed(status.get("workers")) or (chief_expected and _job_failed(status.get("chief")))
+
+    if failed:
+        phase = FAILED
+        problems.append(f"training failed: {workers['failed']} worker pod(s) failed"
+                        + (f", chief failed {chief['failed']}x" if chief["failed"] else ""))
+    elif tasks_done:
+        phase = SUCCEEDED  # parameter servers have retired themselves: zero available is right
+    else:
+        ps_up = sum(1 for a in ps_available if a >= 1)
+        if ps_up < ps_expected:
+            problems.append(f"parameter servers: {ps_up}/{ps_expected} available")
+        running = workers["ready"] + workers["succeeded"]
+        if running < workers_expected:
+            problems.append(f"workers: {running}/{workers_expected} ready or done")
+        if workers["failed"]:
+            problems.append(f"workers: {workers['failed']} pod(s) failed (retried per index)")
+        if chief_expected and chief["ready"] + chief["succeeded"] < 1:
+            problems.append("chief: not ready")
+        phase = RUNNING if not problems else PENDING
+        if workers["failed"] and running < workers_expected:
+            phase = PENDING
+
+    volumes = {purpose: _get(s, "phase", "Unknown") for purpose, s in (status.get("volumes") or {}).items()}
+    problems += [f"{purpose} volume is {phase_}, not Bound" for purpose, phase_ in sorted(volumes.items()) if phase_ != "Bound"]
+    return {
+        "phase": phase,
+        "ready": not problems,
+        "ps": {"available": sum(ps_available), "expected": ps_expected},
+        "workers": {**workers, "expected": workers_expected},
+        **({"chief": chief} if chief_expected else {}),
+        "volumes": volumes,
+        "problems": problems,
+    }
+
+
+def app_readiness(*, deployment_status: Any, service_spec: Any, address: str | None) -> dict[str, Any]:
+    """A user-facing app (Jupyter, TensorBoard): available replicas and its User Node URL."""
+    available = int(_get(deployment_status, "available_replicas", 0))
+    ports = _get(service_spec, "ports", [])
+    node_port = _get(ports[0], "node_port") if ports else None
+    problems = []
+    if available < 1:
+        problems.append("not available")
+    if node_port is None:
+        problems.append("no NodePort assigned")
+    if not address:
+        problems.append("User Node address unknown (set tfk8s:platform.userNode.address)")
+    url = f"http://{address}:{node_port}/" if address and node_port else None
+    return {"ready": not problems, "available": available, "url": url, "problems": problems}
+
+
+def stack_readiness(users: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """Fold per-user results into one report; `notReady` lists every problem with its place."""
+    not_ready = []
+    for user, parts in sorted(users.items()):
+        for app in ("jupyter", "tensorboard"):
+            not_ready += [f"{user}/{app}: {p}" for p in parts[app]["problems"]]
+        for cluster, result in sorted(parts["clusters"].items()):
+            not_ready += [f"{user}/{cluster}: {p}" for p in result["problems"]]
+    return {"ready": not not_ready, "notReady": not_ready, "users": dict(users)}

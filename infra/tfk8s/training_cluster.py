@@ -1,0 +1,187 @@
+"""`TrainingCluster`: one distributed TensorFlow cluster (PS + workers [+ chief]) and its volumes.
+
+Shape (resource count is independent of the worker count):
+  * per PS task: a Deployment and a Service `<c>-ps-<i>` (the seed's shape; PS counts are small);
+  * workers: one Indexed Job `<c>-worker` and one headless Service `<c>-worker`, so task i is the
+    pod `<c>-worker-<i>.<c>-worker` and learns its index from JOB_COMPLETION_INDEX;
+  * in-graph with a chief client: one more Indexed Job + headless Service `<c>-chief`;
+  * data and log claims (ReadWriteMany), the code ConfigMaps, and the RBAC that lets a PS
+    scale its own Deployment to zero once every worker is done (no PS left behind).
+
+What `pulumi up` waits for: PS Deployments until available; the worker Job only until every
+worker pod is Ready, or one has failed or succeeded (never until training completes).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from tfk8s import cluster_spec as cs
+from tfk8s import pods
+from tfk8s.code import CodeBundle
+from tfk8s.labels import labels, selector_of
+from tfk8s.settings import ClusterSettings, PlatformSettings
+from tfk8s.storage import claim
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainingClusterArgs:
+    user: str
+    cluster: ClusterSettings
+    platform: PlatformSettings
+    namespace: pulumi.Input[str]
+    storage_class: pulumi.Input[str]
+    launcher: CodeBundle
+    code: CodeBundle | None = None
+    notebook_host: str | None = None
+
+
+def job_wait_for(tasks: int) -> str:
+    """`pulumi.com/waitFor` for a training Job: all pods Ready, or any pod already done/failed.
+
+    A JSONPath filter on the Job object, so `up` returns as soon as training runs (it may run
+    for days) and still stops at once when a task fails. No '=' may appear in the expression:
+    the provider splits `path=value` on it.
+    """
+    return f"jsonpath={{$[?@.ready > {tasks - 1} || @.failed > 0 || @.succeeded > 0]}}"
+
+
+class TrainingCluster(pulumi.ComponentResource):
+    spec: dict[str, list[str]]
+    status: pulumi.Output[dict[str, Any]]
+
+    def __init__(self, name: str, args: TrainingClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("tfk8s:index:TrainingCluster", name, None, opts)
+        c, platform, user = args.cluster, args.platform, args.user
+        self.names = cs.Names(cluster=c.name)
+        self.spec = cs.cluster_spec(c, platform.ports.tensorflow, args.notebook_host)
+        image = c.image or platform.images.tensorflow
+        code_digest = args.launcher.digest + (args.code.digest if args.code else "")
+        self.run_id = cs.run_id(c, self.spec, image, code_digest)
+        child = pulumi.ResourceOptions(parent=self)
+        keep = c.volumes.keep_on_destroy
+
+        self.data_claim, self.data_volume = claim(
+            f"{name}-data", claim_name=f"{c.name}-data", namespace=args.namespace, size=c.volumes.data_size,
+            class_name=args.storage_class, user=user, cluster=c.name, purpose="data", keep=keep, platform=platform, parent=self)
+        self.log_claim, self.log_volume = claim(
+            f"{name}-log", claim_name=f"{c.name}-log", namespace=args.namespace, size=c.volumes.log_size,
+            class_name=args.storage_class, user=user, cluster=c.name, purpose="log", keep=keep, platform=platform, parent=self)
+
+        code_labels = labels(user, "tensorflow", cluster=c.name, role="code")
+        self.launcher_config = k8s.core.v1.ConfigMap(
+            f"{name}-launcher", metadata={"namespace": args.namespace, "labels": code_labels},
+            data=args.launcher.config_map_data(), opts=child)
+        self.code_config = None
+        if args.code is not None:
+            self.code_config = k8s.core.v1.ConfigMap(
+                f"{name}-code", metadata={"namespace": args.namespace, "labels": code_labels},
+                data=args.code.config_map_data(), opts=child)
+
+        self.ps_deployment_names = [f"{c.name}-ps-{i}-{self.run_id[:8]}" for i in range(c.ps.count)]
+        self._build_ps_rbac(name, args)
+        self.ps_deployments: list[k8s.apps.v1.Deployment] = []
+        self.ps_services: list[k8s.core.v1.Service] = []
+        for i in range(c.ps.count):
+            self._build_ps(name, args, i)
+        self.worker_service, self.worker_job = self._build_indexed(name, args, cs.WORKER, c.workers.count)
+        self.chief_service = self.chief_job = None
+        if cs.has_chief_job(c):
+            self.chief_service, self.chief_job = self._build_indexed(name, args, cs.CHIEF, 1)
+
+        self.status = pulumi.Output.all(
+            ps=pulumi.Output.all(*[d.status for d in self.ps_deployments]),
+            workers=self.worker_job.status,
+            chief=self.chief_job.status if self.chief_job else None,
+            data=self.data_claim.status, log=self.log_claim.status,
+        ).apply(lambda s: {"ps": list(s["ps"]), "workers": s["workers"], "chief": s["chief"],
+                           "volumes": {"data": s["data"], "log": s["log"]}})
+        self.register_outputs({"spec": self.spec, "status": self.status})
+
+    def _volumes(self, args: TrainingClusterArgs, *, mount_data: bool) -> list[dict[str, Any]]:
+        return pods.volumes(
+            self.launcher_config.metadata.name, sorted(args.launcher.files), self.data_claim.metadata.name,
+            self.log_claim.metadata.name, self.code_config.metadata.name if self.code_config else None,
+            sorted(args.code.files) if args.code else [], mount_data)
+
+    def _build_ps_rbac(self, name: str, args: TrainingClusterArgs) -> None:
+        """Lets PS pods scale their own Deployments to zero, and nothing else."""
+        child = pulumi.ResourceOptions(parent=self)
+        meta = {"namespace": args.namespace, "labels": labels(args.user, "tensorflow", cluster=args.cluster.name, role=cs.PS)}
+        self.ps_account = k8s.core.v1.ServiceAccount(f"{name}-ps", metadata=meta, automount_service_account_token=False, opts=child)
+        self.ps_role = k8s.rbac.v1.Role(f"{name}-ps-retire", metadata=meta, rules=[{
+            "apiGroups": ["apps"], "resources": ["deployments/scale"], "verbs": ["get", "patch", "update"],
+            "resourceNames": self.ps_deployment_names,
+        }], opts=child)
+        k8s.rbac.v1.RoleBinding(
+            f"{name}-ps-retire", metadata=meta,
+            role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": self.ps_role.metadata.name},
+            subjects=[{"kind": "ServiceAccount", "name": self.ps_account.metadata.name, "namespace": args.namespace}], opts=child)
+
+    def _build_ps(self, name: str, args: TrainingClusterArgs, index: int) -> None:
+        c, platform = args.cluster, args.platform
+        pod_labels = labels(args.user, "tensorflow", cluster=c.name, role=cs.PS, index=index)
+        env = pods.task_env(c, self.spec, cs.PS, index, self.run_id)
+        container = pods.tf_container(c, platform, env, resources_spec=c.ps.resources, mount_data=False)
+        # The run id in the name: a new run gets a fresh Deployment, and the PS can find its own
+        # Deployment to retire it (see tfk8s_train.launch).
+        deployment_name = self.ps_deployment_names[index]
+        container["env"].append({"name": "TFK8S_PS_DEPLOYMENT", "value": deployment_name})
+        annotations = {"pulumi.com/timeoutSeconds": str(platform.await_timeout_seconds)}
+        deployment = k8s.apps.v1.Deployment(
+            f"{name}-ps-{index}",
+            metadata={"name": deployment_name, "namespace": args.namespace, "labels": pod_labels, "annotations": annotations},
+            # No `replicas`: the server default (1) applies, and the PS may scale itself to zero
+            # without Pulumi fighting it.
+            spec={"selector": {"matchLabels": selector_of(pod_labels)}, "strategy": {"type": "Recreate"},
+                  "template": {"metadata": {"labels": pod_labels},
+                               "spec": pods.tf_pod_spec(c, platform, container, self._volumes(args, mount_data=False),
+                                                        restart_policy="Always",
+                                                        service_account=self.ps_account.metadata.name)}},
+            opts=pulumi.ResourceOptions(parent=self))
+        service = k8s.core.v1.Service(
+            f"{name}-ps-{index}",
+            metadata={"name": self.names.ps_service(index), "namespace": args.namespace, "labels": pod_labels,
+                      "annotations": annotations},
+            # publishNotReadyAddresses: workers resolve a PS as soon as its pod exists, instead of
+            # crashing on NXDOMAIN while it starts (kubeflow/trainer#1458).
+            spec={"selector": selector_of(pod_labels), "publishNotReadyAddresses": True,
+                  "ports": [{"name": "grpc", "port": platform.ports.tensorflow, "targetPort": "grpc"}]},
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[deployment]))
+        self.ps_deployments.append(deployment)
+        self.ps_services.append(service)
+
+    def _build_indexed(self, name: str, args: TrainingClusterArgs, role: str, tasks: int) -> tuple[k8s.core.v1.Service, k8s.batch.v1.Job]:
+        c, platform = args.cluster, args.platform
+        job_name = self.names.worker_job if role == cs.WORKER else self.names.chief_job
+        pod_labels = labels(args.user, "tensorflow", cluster=c.name, role=role)
+        service = k8s.core.v1.Service(
+            f"{name}-{role}",
+            metadata={"name": job_name, "namespace": args.namespace, "labels": pod_labels},
+            spec={"clusterIP": "None", "selector": selector_of(pod_labels), "publishNotReadyAddresses": True,
+                  "ports": [{"name": "grpc", "port": platform.ports.tensorflow, "targetPort": "grpc"}]},
+            opts=pulumi.ResourceOptions(parent=self))
+        index = 0 if role == cs.CHIEF else None  # workers read JOB_COMPLETION_INDEX
+        env = pods.task_env(c, self.spec, role, index, self.run_id)
+        # The chief only coordinates: worker CPU and memory, never a GPU.
+        resources = c.workers.resources if role == cs.WORKER else replace(c.workers.resources, gpus=0)
+        container = pods.tf_container(c, platform, env, resources_spec=resources, mount_data=True)
+        job = k8s.batch.v1.Job(
+            f"{name}-{role}",
+            metadata={"name": job_name, "namespace": args.namespace, "labels": pod_labels,
+                      "annotations": {"pulumi.com/waitFor": job_wait_for(tasks),
+                                      "pulumi.com/timeoutSeconds": str(platform.await_timeout_seconds)}},
+            spec={"completionMode": "Indexed", "completions": tasks, "parallelism": tasks,
+                  # A crashed task is retried on its own index; the others keep running.
+                  "backoffLimitPerIndex": c.workers.backoff_limit_per_index,
+                  "template": {"metadata": {"labels": pod_labels},
+                               "spec": pods.tf_pod_spec(c, platform, container, self._volumes(args, mount_data=True),
+                                                        restart_policy="Never", subdomain=job_name,
+                                                        workers=role == cs.WORKER)}},
+            # The Job name is its pods' DNS identity, so a changed Job must go before its successor.
+            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True, depends_on=[service, *self.ps_services]))
+        return service, job

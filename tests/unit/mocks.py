@@ -1,0 +1,60 @@
+"""A recording Pulumi mock that answers with the status fields readiness reads."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+import pulumi
+
+StatusHook = Callable[[str, str, dict[str, Any]], dict[str, Any] | None]
+
+
+def healthy_status(typ: str, name: str, state: dict[str, Any]) -> dict[str, Any] | None:
+    """What a healthy cluster reports right after `pulumi up` (camelCase, as the provider does)."""
+    spec = state.get("spec") or {}
+    if typ == "kubernetes:apps/v1:Deployment":
+        replicas = int(spec.get("replicas", 1))
+        return {"replicas": replicas, "readyReplicas": replicas, "availableReplicas": replicas}
+    if typ == "kubernetes:batch/v1:Job":
+        n = int(spec.get("completions", 1))
+        return {"active": n, "ready": n, "succeeded": 0, "failed": 0}
+    if typ == "kubernetes:core/v1:PersistentVolumeClaim":
+        return {"phase": "Bound"}
+    if typ == "kubernetes:core/v1:NodePatch":
+        return {"addresses": [{"type": "InternalIP", "address": "10.0.0.10"}]}
+    return None
+
+
+class RecordingMocks(pulumi.runtime.Mocks):
+    """Records every resource; `status_hook` decides the live status each one reports."""
+
+    def __init__(self, status_hook: StatusHook = healthy_status) -> None:
+        self.resources: list[pulumi.runtime.MockResourceArgs] = []
+        self.status_hook = status_hook
+        self._node_ports = iter(range(30000, 32768))
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
+        self.resources.append(args)
+        state = copy.deepcopy(dict(args.inputs))
+        metadata = state.setdefault("metadata", {})
+        metadata.setdefault("name", f"{args.name}-auto")  # Pulumi auto-naming adds a suffix
+        if args.typ == "kubernetes:core/v1:Service" and state.get("spec", {}).get("type") == "NodePort":
+            for port in state["spec"]["ports"]:
+                port.setdefault("nodePort", next(self._node_ports))
+        status = self.status_hook(args.typ, args.name, state)
+        if status is not None:
+            state["status"] = status
+        return f"{args.name}-id", state
+
+    def call(self, args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
+        return {}
+
+    def of_type(self, typ: str) -> list[pulumi.runtime.MockResourceArgs]:
+        return [r for r in self.resources if r.typ == typ]
+
+    def named(self, typ: str, name: str) -> pulumi.runtime.MockResourceArgs:
+        found = [r for r in self.of_type(typ) if r.name == name]
+        assert len(found) == 1, f"expected one {typ} named {name}, found {[r.name for r in self.of_type(typ)]}"
+        return found[0]

@@ -1,0 +1,125 @@
+"""Bad configuration is rejected before any resource exists, naming the key and the fix."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from conftest import ROOT, stack_config
+from tfk8s import settings as s
+from tfk8s.config import ConfigError, parse
+
+Raw = dict[str, Any]
+
+
+def cluster(raw: Raw) -> Raw:
+    return raw["users"][0]["clusters"][0]
+
+
+def _set(path: Callable[[Raw], Raw], key: str, value: Any) -> Callable[[Raw], None]:
+    def mutate(raw: Raw) -> None:
+        path(raw)[key] = value
+    return mutate
+
+
+def _gluster_on(version: str) -> Callable[[Raw], None]:
+    def mutate(raw: Raw) -> None:
+        raw["platform"]["kubernetesVersion"] = version
+        raw["platform"]["storage"] = {"backend": "glusterfs", "glusterfs": {"restUrl": "http://heketi:8080"}}
+    return mutate
+
+
+def _duplicate_cluster(raw: Raw) -> None:
+    raw["users"][0]["clusters"].append(copy.deepcopy(cluster(raw)))
+
+
+def _duplicate_user(raw: Raw) -> None:
+    raw["users"].append(copy.deepcopy(raw["users"][0]))
+
+
+BAD = [
+    ("workers-zero", _set(lambda r: cluster(r)["workers"], "count", 0), r"workers\.count: must be at least 1"),
+    ("ps-negative", _set(lambda r: cluster(r)["ps"], "count", -1), r"ps\.count: must be at least 1"),
+    ("workers-count-string", _set(lambda r: cluster(r)["workers"], "count", "two"), r"workers\.count: must be int"),
+    ("workers-count-bool", _set(lambda r: cluster(r)["workers"], "count", True), r"workers\.count: must be int"),
+    ("cluster-name-upper", _set(cluster, "name", "MNIST"), r"clusters\[0\]\.name: 'MNIST' is not a DNS-1123 label"),
+    ("cluster-name-underscore", _set(cluster, "name", "my_model"), r"clusters\[0\]\.name: .*DNS-1123"),
+    ("cluster-name-too-long", _set(cluster, "name", "a" * 41), r"clusters\[0\]\.name: .*41 characters; at most 40"),
+    ("user-name-missing", lambda r: r["users"][0].pop("name"), r"users\[0\]\.name: is required"),
+    ("unknown-replication", _set(cluster, "replication", "all-reduce"), r"replication: must be one of \['between-graph', 'in-graph'\]"),
+    ("unknown-training", _set(cluster, "training", "semi-sync"), r"training: must be one of \['async', 'sync'\]"),
+    ("unknown-backend", _set(lambda r: r["platform"]["storage"], "backend", "hdfs"), r"storage\.backend: must be one of"),
+    ("heketi-url-missing", lambda r: r["platform"].update(kubernetesVersion="1.25", storage={"backend": "glusterfs", "glusterfs": {}}),
+     r"glusterfs\.restUrl: is required"),
+    ("heketi-url-not-http", lambda r: r["platform"].update(kubernetesVersion="1.25", storage={"backend": "glusterfs", "glusterfs": {"restUrl": "heketi:8080"}}),
+     r"glusterfs\.restUrl: must be an http\(s\) URL"),
+    ("glusterfs-on-1.26", _gluster_on("1.26"), r"storage\.backend: 'glusterfs' .* removed in Kubernetes 1\.26.*Fix: use backend 'csi'"),
+    ("csi-without-provisioner", _set(lambda r: r["platform"], "storage", {"backend": "csi", "csi": {}}), r"csi\.provisioner: is required"),
+    ("gpus-on-ps", _set(lambda r: cluster(r)["ps"], "gpus", 1), r"ps\.gpus: parameter servers .*allowPsGpus"),
+    ("gpus-negative", _set(lambda r: cluster(r)["workers"], "gpus", -2), r"workers\.gpus: must be 0 or more"),
+    ("duplicate-cluster", _duplicate_cluster, r"users\[0\]\.clusters: duplicate cluster name 'mnist'"),
+    ("duplicate-user", _duplicate_user, r"users\[1\]\.name: duplicate user 'alice'"),
+    ("memory-not-quantity", _set(lambda r: cluster(r)["workers"], "memory", "lots"), r"workers\.memory: 'lots' is not a Kubernetes quantity"),
+    ("data-size-zero", _set(lambda r: cluster(r), "volumes", {"dataSize": "0Gi"}), r"volumes\.dataSize: must be greater than zero"),
+    ("user-node-missing", lambda r: r["platform"].pop("userNode"), r"platform\.userNode\.name: is required"),
+    ("typo-key", _set(cluster, "wokers", {"count": 3}), r"clusters\[0\]\.wokers: unknown key"),
+    ("url-source-without-url", _set(cluster, "code", {"source": "url"}), r"code\.url: source 'url' needs an http\(s\) URL"),
+    ("code-path-missing", _set(cluster, "code", {"source": "configmap", "path": "no/such/dir"}), r"code\.path: 'no/such/dir' is not a directory"),
+    ("port-out-of-range", _set(lambda r: r["platform"], "ports", {"tensorflow": 70000}), r"ports\.tensorflow: must be a TCP port"),
+    ("user-node-toleration", _set(lambda r: cluster(r)["workers"], "tolerations", [{"operator": "Exists"}]),
+     r"workers\.tolerations: .* tolerates the User Node taint"),
+    ("users-empty", lambda r: r.update(users=[]), r"tfk8s:users: must be a non-empty list"),
+    ("clusters-not-list", _set(lambda r: r["users"][0], "clusters", {"name": "mnist"}), r"users\[0\]\.clusters: must be a non-empty list"),
+    ("bad-k8s-version", _set(lambda r: r["platform"], "kubernetesVersion", "v1.34.0"), r"kubernetesVersion: must look like '1\.34'"),
+]
+
+
+@pytest.mark.parametrize(("mutate", "message"), [(m, msg) for _, m, msg in BAD], ids=[i for i, _, _ in BAD])
+def test_bad_config_is_rejected_with_the_key_named(dev_config: Raw, mutate: Callable[[Raw], None], message: str) -> None:
+    mutate(dev_config)
+    with pytest.raises(ConfigError, match=message):
+        parse(dev_config["platform"], dev_config["users"], ROOT)
+
+
+def test_every_problem_is_reported_at_once(dev_config: Raw) -> None:
+    cluster(dev_config)["workers"]["count"] = 0
+    cluster(dev_config)["replication"] = "nope"
+    dev_config["platform"]["storage"]["backend"] = "hdfs"
+    with pytest.raises(ConfigError) as error:
+        parse(dev_config["platform"], dev_config["users"], ROOT)
+    assert len(error.value.problems) == 3
+
+
+def test_bad_config_creates_no_resources(dev_config: Raw) -> None:
+    """The program parses before declaring anything: a bad stack leaves the mocks untouched."""
+    from conftest import run_program
+
+    cluster(dev_config)["workers"]["count"] = 0
+    with pytest.raises(ConfigError):
+        deployment = run_program(dev_config)
+        pytest.fail(f"created {len(deployment.mocks.resources)} resources")
+
+
+def test_dev_stack_parses_with_documented_defaults() -> None:
+    raw = stack_config("dev")
+    settings = parse(raw["platform"], raw["users"], ROOT)
+    c = settings.users[0].clusters[0]
+    assert (c.ps.count, c.workers.count, c.workers.resources.gpus) == (1, 2, 0)
+    assert settings.platform.storage.backend == "local"
+    assert c.volumes.keep_on_destroy is True
+    assert c.image is None and settings.platform.images.tensorflow == s.ImageSettings().tensorflow
+
+
+def test_numbers_are_accepted_for_cpu(dev_config: Raw) -> None:
+    cluster(dev_config)["workers"]["cpu"] = 2
+    settings = parse(dev_config["platform"], dev_config["users"], ROOT)
+    assert settings.users[0].clusters[0].workers.resources.cpu == "2"
+
+
+def test_glusterfs_is_accepted_before_1_26(imagenet_config: Raw) -> None:
+    settings = parse(imagenet_config["platform"], imagenet_config["users"], ROOT)
+    g = settings.platform.storage.glusterfs
+    assert g is not None and g.rest_url == "http://heketi.storage.svc:8080"

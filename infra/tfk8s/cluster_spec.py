@@ -90,7 +90,16 @@ def run_id(cluster: ClusterSettings, spec: dict[str, list[str]], image: str, cod
     Deterministic (no diff on a no-op `pulumi up`); namespaces the done markers that let
     parameter servers retire once every worker has finished.
     """
-    material = json.dumps({"spec": spec, "image": image, "command": cluster.command, "args": cluster.args,
-                           "replication": cluster.replication, "training": cluster.training,
-                           "code": [cluster.code.source, cluster.code.url, code_digest]}, sort_keys=True)
+    material = json.dumps(
+        {
+            "spec": spec,
+            "image": image,
+            "command": cluster.command,
+            "args": cluster.args,
+            "replication": cluster.replication,
+            "training": cluster.training,
+            "code": [cluster.code.source, cluster.code.url, code_digest],
+        },
+        sort_keys=True,
+    )
     return hashlib.sha256(material.encode()).hexdigest()[:12]

@@ -124,54 +124,84 @@ def _storage(node: _Node) -> s.StorageSettings:
     glusterfs = csi = None
     if backend == "glusterfs":
         g = node.child("glusterfs", {"restUrl", "restUser", "clusterId", "volumeType", "gidMin", "gidMax", "secretNamespace"})
-        rest_url = g.require("restUrl", str, "the Heketi REST endpoint, e.g. http://heketi.storage:8080",
-                             lambda v: None if re.match(r"^https?://", v) else f"must be an http(s) URL, got {v!r}")
+        rest_url = g.require(
+            "restUrl",
+            str,
+            "the Heketi REST endpoint, e.g. http://heketi.storage:8080",
+            lambda v: None if re.match(r"^https?://", v) else f"must be an http(s) URL, got {v!r}",
+        )
         gid_min = g.get("gidMin", int, 2000, _positive)
         gid_max = g.get("gidMax", int, 2147483647, _positive)
         if gid_min > gid_max:
             g.fail(g.key("gidMin"), f"must not exceed gidMax ({gid_min} > {gid_max})")
         glusterfs = s.GlusterfsSettings(
-            rest_url=rest_url or "", rest_user=g.get("restUser", str, "admin"),
-            cluster_id=g.get("clusterId", str, None), volume_type=g.get("volumeType", str, "replicate:3"),
-            gid_min=gid_min, gid_max=gid_max, secret_namespace=g.get("secretNamespace", str, "default", _dns_label))
+            rest_url=rest_url or "",
+            rest_user=g.get("restUser", str, "admin"),
+            cluster_id=g.get("clusterId", str, None),
+            volume_type=g.get("volumeType", str, "replicate:3"),
+            gid_min=gid_min,
+            gid_max=gid_max,
+            secret_namespace=g.get("secretNamespace", str, "default", _dns_label),
+        )
     elif backend == "csi":
         c = node.child("csi", {"provisioner", "parameters"})
         provisioner = c.require("provisioner", str, "the CSI driver name, e.g. nfs.csi.k8s.io")
         csi = s.CsiSettings(provisioner=provisioner or "", parameters=_string_map(c, "parameters"))
     local = node.child("local", {"hostPathRoot"})
     return s.StorageSettings(
-        backend=backend, class_name=node.get("className", str, "tfk8s-shared", _dns_label),
+        backend=backend,
+        class_name=node.get("className", str, "tfk8s-shared", _dns_label),
         reclaim_policy=node.choice("reclaimPolicy", ("Retain", "Delete"), "Retain"),
-        glusterfs=glusterfs, csi=csi,
-        local=s.LocalSettings(host_path_root=local.get("hostPathRoot", str, "/var/lib/tfk8s",
-                                                      lambda v: None if v.startswith("/") else "must be an absolute path")))
+        glusterfs=glusterfs,
+        csi=csi,
+        local=s.LocalSettings(
+            host_path_root=local.get(
+                "hostPathRoot", str, "/var/lib/tfk8s", lambda v: None if v.startswith("/") else "must be an absolute path"
+            )
+        ),
+    )
 
 
 def _platform(raw: Any, problems: list[str]) -> s.PlatformSettings:
-    node = _Node(raw, f"{NAMESPACE}:platform", problems,
-                 {"userNode", "storage", "images", "ports", "kubernetesVersion", "namespacePrefix", "allowPsGpus", "awaitTimeoutSeconds"})
+    node = _Node(
+        raw,
+        f"{NAMESPACE}:platform",
+        problems,
+        {"userNode", "storage", "images", "ports", "kubernetesVersion", "namespacePrefix", "allowPsGpus", "awaitTimeoutSeconds"},
+    )
     un = node.child("userNode", {"name", "address", "taintKey"})
     user_node = s.UserNodeSettings(
         name=un.require("name", str, "the name of an existing node to dedicate to Jupyter and TensorBoard") or "",
-        address=un.get("address", str, None), taint_key=un.get("taintKey", str, "tfk8s.io/user-node"))
-    img, ports = node.child("images", {"tensorflow", "jupyter", "tensorboard"}), node.child("ports", {"tensorflow", "jupyter", "tensorboard"})
+        address=un.get("address", str, None),
+        taint_key=un.get("taintKey", str, "tfk8s.io/user-node"),
+    )
+    img, ports = (
+        node.child("images", {"tensorflow", "jupyter", "tensorboard"}),
+        node.child("ports", {"tensorflow", "jupyter", "tensorboard"}),
+    )
     d_img, d_ports = s.ImageSettings(), s.PortSettings()
     version = node.get("kubernetesVersion", str, None, _k8s_version)
     storage = _storage(node.child("storage", {"backend", "className", "reclaimPolicy", "glusterfs", "csi", "local"}))
     kube = tuple(int(p) for p in version.split(".")) if version else None
     if storage.backend == "glusterfs" and kube is not None and kube >= s.GLUSTERFS_REMOVED_IN:
-        node.fail(f"{node.path}.storage.backend",
-                  f"'glusterfs' uses the in-tree kubernetes.io/glusterfs provisioner, removed in Kubernetes 1.26; "
-                  f"kubernetesVersion is {version}. Fix: use backend 'csi' with a Gluster/NFS/CephFS CSI driver "
-                  f"(e.g. Kadalu, nfs.csi.k8s.io) or 'existing' with a class your cluster already has")
+        node.fail(
+            f"{node.path}.storage.backend",
+            f"'glusterfs' uses the in-tree kubernetes.io/glusterfs provisioner, removed in Kubernetes 1.26; "
+            f"kubernetesVersion is {version}. Fix: use backend 'csi' with a Gluster/NFS/CephFS CSI driver "
+            f"(e.g. Kadalu, nfs.csi.k8s.io) or 'existing' with a class your cluster already has",
+        )
     return s.PlatformSettings(
-        user_node=user_node, storage=storage,
+        user_node=user_node,
+        storage=storage,
         images=s.ImageSettings(**{k: img.get(k, str, getattr(d_img, k)) for k in ("tensorflow", "jupyter", "tensorboard")}),
-        ports=s.PortSettings(**{k: ports.get(k, int, getattr(d_ports, k), _port) for k in ("tensorflow", "jupyter", "tensorboard")}),
+        ports=s.PortSettings(
+            **{k: ports.get(k, int, getattr(d_ports, k), _port) for k in ("tensorflow", "jupyter", "tensorboard")}
+        ),
         kubernetes_version=kube,  # type: ignore[arg-type]
         namespace_prefix=node.get("namespacePrefix", str, "tfk8s-"),
         allow_ps_gpus=node.get("allowPsGpus", bool, False),
-        await_timeout_seconds=node.get("awaitTimeoutSeconds", int, 600, _positive))
+        await_timeout_seconds=node.get("awaitTimeoutSeconds", int, 600, _positive),
+    )
 
 
 _RESOURCE_KEYS = {"count", "cpu", "memory", "gpus"}
@@ -184,9 +214,11 @@ def _resources(node: _Node, default: s.Resources) -> s.Resources:
     if not isinstance(cpu, str) or _quantity(cpu):
         node.fail(node.key("cpu"), _quantity(cpu) if isinstance(cpu, str) else f"must be a quantity like 500m or 2, got {cpu!r}")
         cpu = default.cpu
-    return s.Resources(cpu=cpu,
-                       memory=node.get("memory", str, default.memory, _quantity),
-                       gpus=node.get("gpus", int, default.gpus, _non_negative))
+    return s.Resources(
+        cpu=cpu,
+        memory=node.get("memory", str, default.memory, _quantity),
+        gpus=node.get("gpus", int, default.gpus, _non_negative),
+    )
 
 
 def _code(node: _Node, project_root: Path) -> s.CodeSettings:
@@ -199,8 +231,11 @@ def _code(node: _Node, project_root: Path) -> s.CodeSettings:
         else:
             size = sum(f.stat().st_size for f in directory.rglob("*") if f.is_file() and "__pycache__" not in f.parts)
             if size > CONFIGMAP_LIMIT_BYTES * 0.9:
-                node.fail(node.key("path"), f"{path!r} holds {size} bytes; a ConfigMap carries at most 1 MiB: "
-                          "bake the code into the image (source: image) or serve it (source: url)")
+                node.fail(
+                    node.key("path"),
+                    f"{path!r} holds {size} bytes; a ConfigMap carries at most 1 MiB: "
+                    "bake the code into the image (source: image) or serve it (source: url)",
+                )
     if source == "url" and not (url and re.match(r"^https?://", url)):
         node.fail(node.key("url"), "source 'url' needs an http(s) URL to fetch the training script from")
     return s.CodeSettings(source=source, path=path if source == "configmap" else None, url=url if source == "url" else None)
@@ -215,34 +250,66 @@ def _string_list(node: _Node, name: str, default: tuple[str, ...]) -> tuple[str,
 
 
 def _cluster(raw: Any, path: str, problems: list[str], platform: s.PlatformSettings, project_root: Path) -> s.ClusterSettings:
-    node = _Node(raw, path, problems, {"name", "replication", "training", "inGraphClient", "ps", "workers", "image",
-                                       "code", "command", "args", "classicFlags", "volumes"})
+    node = _Node(
+        raw,
+        path,
+        problems,
+        {
+            "name",
+            "replication",
+            "training",
+            "inGraphClient",
+            "ps",
+            "workers",
+            "image",
+            "code",
+            "command",
+            "args",
+            "classicFlags",
+            "volumes",
+        },
+    )
     name = node.require("name", str, "a DNS-1123 name for the training cluster, e.g. mnist", _dns_label) or ""
     ps_node = node.child("ps", _RESOURCE_KEYS)
     w_node = node.child("workers", _RESOURCE_KEYS | {"nodeSelector", "tolerations", "backoffLimitPerIndex"})
     default_ps, default_w = s.PsSettings(), s.WorkerSettings()
-    ps = s.PsSettings(count=ps_node.get("count", int, default_ps.count, _positive), resources=_resources(ps_node, default_ps.resources))
+    ps = s.PsSettings(
+        count=ps_node.get("count", int, default_ps.count, _positive), resources=_resources(ps_node, default_ps.resources)
+    )
     if ps.resources.gpus and not platform.allow_ps_gpus:
-        ps_node.fail(ps_node.key("gpus"), "parameter servers hold variables and need no GPU; remove it, "
-                     f"or set {NAMESPACE}:platform.allowPsGpus: true if you really mean it")
+        ps_node.fail(
+            ps_node.key("gpus"),
+            "parameter servers hold variables and need no GPU; remove it, "
+            f"or set {NAMESPACE}:platform.allowPsGpus: true if you really mean it",
+        )
     tolerations = tuple(_tolerations(w_node, w_node.raw.get("tolerations", []), platform.user_node.taint_key))
     workers = s.WorkerSettings(
-        count=w_node.get("count", int, default_w.count, _positive), resources=_resources(w_node, default_w.resources),
-        node_selector=_string_map(w_node, "nodeSelector"), tolerations=tolerations,
-        backoff_limit_per_index=w_node.get("backoffLimitPerIndex", int, default_w.backoff_limit_per_index, _non_negative))
+        count=w_node.get("count", int, default_w.count, _positive),
+        resources=_resources(w_node, default_w.resources),
+        node_selector=_string_map(w_node, "nodeSelector"),
+        tolerations=tolerations,
+        backoff_limit_per_index=w_node.get("backoffLimitPerIndex", int, default_w.backoff_limit_per_index, _non_negative),
+    )
     v_node = node.child("volumes", {"dataSize", "logSize", "keepOnDestroy"})
     default_v = s.VolumeSettings()
     return s.ClusterSettings(
-        name=name, replication=node.choice("replication", ("between-graph", "in-graph"), "between-graph"),
+        name=name,
+        replication=node.choice("replication", ("between-graph", "in-graph"), "between-graph"),
         training=node.choice("training", ("async", "sync"), "async"),
         in_graph_client=node.choice("inGraphClient", ("chief", "notebook"), "chief"),
-        ps=ps, workers=workers, image=node.get("image", str, None),
+        ps=ps,
+        workers=workers,
+        image=node.get("image", str, None),
         code=_code(node.child("code", {"source", "path", "url"}), project_root),
         command=_string_list(node, "command", s.ClusterSettings(name="x").command) or s.ClusterSettings(name="x").command,
-        args=_string_list(node, "args", ()), classic_flags=node.get("classicFlags", bool, True),
-        volumes=s.VolumeSettings(data_size=v_node.get("dataSize", str, default_v.data_size, _quantity),
-                                 log_size=v_node.get("logSize", str, default_v.log_size, _quantity),
-                                 keep_on_destroy=v_node.get("keepOnDestroy", bool, True)))
+        args=_string_list(node, "args", ()),
+        classic_flags=node.get("classicFlags", bool, True),
+        volumes=s.VolumeSettings(
+            data_size=v_node.get("dataSize", str, default_v.data_size, _quantity),
+            log_size=v_node.get("logSize", str, default_v.log_size, _quantity),
+            keep_on_destroy=v_node.get("keepOnDestroy", bool, True),
+        ),
+    )
 
 
 def _tolerations(node: _Node, raw: Any, user_node_taint: str) -> list[dict[str, str]]:
@@ -252,8 +319,11 @@ def _tolerations(node: _Node, raw: Any, user_node_taint: str) -> list[dict[str, 
         return []
     for t in raw:
         if t.get("key") == user_node_taint or (t.get("operator") == "Exists" and not t.get("key")):
-            node.fail(key, f"{dict(t)} tolerates the User Node taint {user_node_taint!r}: training pods must never "
-                      "run on the User Node; tolerate specific taints instead")
+            node.fail(
+                key,
+                f"{dict(t)} tolerates the User Node taint {user_node_taint!r}: training pods must never "
+                "run on the User Node; tolerate specific taints instead",
+            )
     return [{str(k): str(v) for k, v in t.items()} for t in raw]
 
 
@@ -276,7 +346,9 @@ def parse(platform_raw: Any, users_raw: Any, project_root: Path) -> s.Settings:
         if not isinstance(clusters_raw, list) or not clusters_raw:
             node.fail(node.key("clusters"), "must be a non-empty list of training clusters")
             clusters_raw = []
-        clusters = tuple(_cluster(c, f"{node.path}.clusters[{j}]", problems, platform, project_root) for j, c in enumerate(clusters_raw))
+        clusters = tuple(
+            _cluster(c, f"{node.path}.clusters[{j}]", problems, platform, project_root) for j, c in enumerate(clusters_raw)
+        )
         names = [c.name for c in clusters]
         for dup in sorted({n for n in names if names.count(n) > 1}):
             node.fail(node.key("clusters"), f"duplicate cluster name {dup!r}: cluster names must be unique per user")

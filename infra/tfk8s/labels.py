@@ -9,8 +9,9 @@ ROLE = "tfk8s.io/role"
 INDEX = "tfk8s.io/index"
 
 
-def labels(user: str, component: str, *, cluster: str | None = None, role: str | None = None,
-           index: int | None = None) -> dict[str, str]:
+def labels(
+    user: str, component: str, *, cluster: str | None = None, role: str | None = None, index: int | None = None
+) -> dict[str, str]:
     """Kubernetes recommended labels plus ours; `selector_of` picks the identifying subset."""
     result = {
         "app.kubernetes.io/name": component,

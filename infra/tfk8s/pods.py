@@ -39,8 +39,13 @@ def user_node_placement(platform: PlatformSettings) -> Json:
 
 def avoid_user_node(platform: PlatformSettings) -> Json:
     """Training pods stay off the User Node even if a toleration would let them on."""
-    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-        {"matchExpressions": [{"key": platform.user_node.taint_key, "operator": "DoesNotExist"}]}]}}}
+    return {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [{"key": platform.user_node.taint_key, "operator": "DoesNotExist"}]}]
+            }
+        }
+    }
 
 
 def task_env(cluster: ClusterSettings, spec: dict[str, list[str]], job: str, index: int | None, run: str) -> list[Json]:
@@ -67,19 +72,32 @@ def task_env(cluster: ClusterSettings, spec: dict[str, list[str]], job: str, ind
     return env
 
 
-def volumes(launcher_config_map: Any, launcher_files: list[str], data_claim: Any, log_claim: Any,
-            code_config_map: Any | None, code_files: list[str], mount_data: bool) -> list[Json]:
+def volumes(
+    launcher_config_map: Any,
+    launcher_files: list[str],
+    data_claim: Any,
+    log_claim: Any,
+    code_config_map: Any | None,
+    code_files: list[str],
+    mount_data: bool,
+) -> list[Json]:
     """Pod volumes; ConfigMap keys are flat, so `items` rebuild the package directory."""
     result: list[Json] = [
         {"name": "log", "persistentVolumeClaim": {"claimName": log_claim}},
-        {"name": "launcher", "configMap": {"name": launcher_config_map,
-                                           "items": [{"key": key_of(f), "path": f"tfk8s_train/{f}"} for f in launcher_files]}},
+        {
+            "name": "launcher",
+            "configMap": {
+                "name": launcher_config_map,
+                "items": [{"key": key_of(f), "path": f"tfk8s_train/{f}"} for f in launcher_files],
+            },
+        },
     ]
     if mount_data:
         result.insert(0, {"name": "data", "persistentVolumeClaim": {"claimName": data_claim}})
     if code_config_map is not None:
-        result.append({"name": "code", "configMap": {"name": code_config_map,
-                                                     "items": [{"key": key_of(f), "path": f} for f in code_files]}})
+        result.append(
+            {"name": "code", "configMap": {"name": code_config_map, "items": [{"key": key_of(f), "path": f} for f in code_files]}}
+        )
     else:
         result.append({"name": "code", "emptyDir": {}})
     return result
@@ -90,12 +108,15 @@ def key_of(relative_path: str) -> str:
     return relative_path.replace("/", "__")
 
 
-def tf_container(cluster: ClusterSettings, platform: PlatformSettings, env: list[Json], *,
-                 resources_spec: Resources, mount_data: bool) -> Json:
+def tf_container(
+    cluster: ClusterSettings, platform: PlatformSettings, env: list[Json], *, resources_spec: Resources, mount_data: bool
+) -> Json:
     port = platform.ports.tensorflow
-    mounts = [{"name": "log", "mountPath": cs.LOG_DIR},
-              {"name": "launcher", "mountPath": LAUNCHER_DIR + "/tfk8s_train", "readOnly": True},
-              {"name": "code", "mountPath": CODE_DIR}]
+    mounts = [
+        {"name": "log", "mountPath": cs.LOG_DIR},
+        {"name": "launcher", "mountPath": LAUNCHER_DIR + "/tfk8s_train", "readOnly": True},
+        {"name": "code", "mountPath": CODE_DIR},
+    ]
     if mount_data:
         mounts.insert(0, {"name": "data", "mountPath": cs.DATA_DIR})
     return {
@@ -117,21 +138,30 @@ def url_fetcher(cluster: ClusterSettings, platform: PlatformSettings) -> Json:
     """The seed's `curl script -o /opt/name.py`, as an init container that fails loudly."""
     assert cluster.code.url is not None
     filename = cluster.code.url.rstrip("/").rsplit("/", 1)[-1] or "train.py"
-    fetch = ("import os, urllib.request; "
-             "urllib.request.urlretrieve(os.environ['TFK8S_CODE_URL'], os.environ['TFK8S_CODE_FILE'])")
+    fetch = "import os, urllib.request; urllib.request.urlretrieve(os.environ['TFK8S_CODE_URL'], os.environ['TFK8S_CODE_FILE'])"
     return {
         "name": "fetch-code",
         "image": cluster.image or platform.images.tensorflow,
         "command": ["python", "-c", fetch],
-        "env": [{"name": "TFK8S_CODE_URL", "value": cluster.code.url},
-                {"name": "TFK8S_CODE_FILE", "value": f"{CODE_DIR}/{filename}"}],
+        "env": [
+            {"name": "TFK8S_CODE_URL", "value": cluster.code.url},
+            {"name": "TFK8S_CODE_FILE", "value": f"{CODE_DIR}/{filename}"},
+        ],
         "volumeMounts": [{"name": "code", "mountPath": CODE_DIR}],
     }
 
 
-def tf_pod_spec(cluster: ClusterSettings, platform: PlatformSettings, container: Json, pod_volumes: list[Json], *,
-                restart_policy: str, subdomain: str | None = None, service_account: Any = None,
-                workers: bool = False) -> Json:
+def tf_pod_spec(
+    cluster: ClusterSettings,
+    platform: PlatformSettings,
+    container: Json,
+    pod_volumes: list[Json],
+    *,
+    restart_policy: str,
+    subdomain: str | None = None,
+    service_account: Any = None,
+    workers: bool = False,
+) -> Json:
     spec: Json = {
         "restartPolicy": restart_policy,
         "containers": [container],

@@ -43,9 +43,17 @@ def build(settings: Settings, root: Path = PROJECT_ROOT) -> dict[str, Any]:
     notebooks = {NOTEBOOK.name: NOTEBOOK.read_text(encoding="utf-8")} if NOTEBOOK.exists() else {}
     codes = user_codes(settings, root)
     envs = {
-        user.name: UserEnvironment(user.name, UserEnvironmentArgs(
-            user=user, platform=settings.platform, storage_class=storage.class_name, launcher=launcher,
-            codes=codes[user.name], notebooks=notebooks))
+        user.name: UserEnvironment(
+            user.name,
+            UserEnvironmentArgs(
+                user=user,
+                platform=settings.platform,
+                storage_class=storage.class_name,
+                launcher=launcher,
+                codes=codes[user.name],
+                notebooks=notebooks,
+            ),
+        )
         for user in settings.users
     }
     report = readiness_output(settings, user_node, envs)
@@ -60,17 +68,23 @@ def readiness_output(settings: Settings, user_node: UserNode, envs: dict[str, Us
     per_user = {}
     for user in settings.users:
         env = envs[user.name]
-        apps = {app: pulumi.Output.all(deployment.status, service.spec, user_node.address).apply(
-                    lambda a: readiness.app_readiness(deployment_status=a[0], service_spec=a[1], address=a[2]))
-                for app, (deployment, service) in (("jupyter", env.jupyter), ("tensorboard", env.tensorboard))}
+        apps = {
+            app: pulumi.Output.all(deployment.status, service.spec, user_node.address).apply(
+                lambda a: readiness.app_readiness(deployment_status=a[0], service_spec=a[1], address=a[2])
+            )
+            for app, (deployment, service) in (("jupyter", env.jupyter), ("tensorboard", env.tensorboard))
+        }
         clusters = {
             c.name: env.clusters[c.name].status.apply(
                 lambda status, c=c, chief=env.clusters[c.name].chief_job is not None: readiness.cluster_readiness(
-                    ps_expected=c.ps.count, workers_expected=c.workers.count, chief_expected=chief, status=status))
+                    ps_expected=c.ps.count, workers_expected=c.workers.count, chief_expected=chief, status=status
+                )
+            )
             for c in user.clusters
         }
-        per_user[user.name] = pulumi.Output.all(jupyter=apps["jupyter"], tensorboard=apps["tensorboard"],
-                                                clusters=pulumi.Output.all(**clusters))
+        per_user[user.name] = pulumi.Output.all(
+            jupyter=apps["jupyter"], tensorboard=apps["tensorboard"], clusters=pulumi.Output.all(**clusters)
+        )
     return pulumi.Output.all(**per_user).apply(readiness.stack_readiness)
 
 

@@ -28,7 +28,9 @@ def job_counts(status: Any) -> dict[str, int]:
     return {key: int(_get(status, key, 0)) for key in ("ready", "active", "succeeded", "failed")}
 
 
-def cluster_readiness(*, ps_expected: int, workers_expected: int, chief_expected: bool, status: Mapping[str, Any]) -> dict[str, Any]:
+def cluster_readiness(
+    *, ps_expected: int, workers_expected: int, chief_expected: bool, status: Mapping[str, Any]
+) -> dict[str, Any]:
     """Phase and problems of one training cluster from its `TrainingCluster.status`."""
     problems: list[str] = []
     ps_available = [int(_get(s, "available_replicas", 0)) for s in status.get("ps") or []]
@@ -38,8 +40,10 @@ def cluster_readiness(*, ps_expected: int, workers_expected: int, chief_expected
 
     if failed:
         phase = FAILED
-        problems.append(f"training failed: {workers['failed']} worker pod(s) failed"
-                        + (f", chief failed {chief['failed']}x" if chief["failed"] else ""))
+        problems.append(
+            f"training failed: {workers['failed']} worker pod(s) failed"
+            + (f", chief failed {chief['failed']}x" if chief["failed"] else "")
+        )
     elif tasks_done:
         phase = SUCCEEDED  # parameter servers have retired themselves: zero available is right
     else:
@@ -58,7 +62,10 @@ def cluster_readiness(*, ps_expected: int, workers_expected: int, chief_expected
             phase = PENDING
 
     volumes = {purpose: _get(s, "phase", "Unknown") for purpose, s in (status.get("volumes") or {}).items()}
-    problems += [f"{purpose} volume is {phase_}, not Bound" for purpose, phase_ in sorted(volumes.items()) if phase_ != "Bound"]
+    unbound = [f"{purpose} volume is {phase_}, not Bound" for purpose, phase_ in sorted(volumes.items()) if phase_ != "Bound"]
+    if unbound and phase == RUNNING:
+        phase = PENDING
+    problems += unbound
     return {
         "phase": phase,
         "ready": not problems,

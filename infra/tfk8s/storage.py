@@ -25,9 +25,15 @@ def storage_class_spec(platform: PlatformSettings, heketi_secret_name: str | Non
     if storage.backend == "glusterfs":
         g = storage.glusterfs
         assert g is not None
-        parameters = {"resturl": g.rest_url, "restuser": g.rest_user, "secretNamespace": g.secret_namespace,
-                      "secretName": heketi_secret_name or HEKETI_SECRET_NAME, "volumetype": g.volume_type,
-                      "gidMin": str(g.gid_min), "gidMax": str(g.gid_max)}
+        parameters = {
+            "resturl": g.rest_url,
+            "restuser": g.rest_user,
+            "secretNamespace": g.secret_namespace,
+            "secretName": heketi_secret_name or HEKETI_SECRET_NAME,
+            "volumetype": g.volume_type,
+            "gidMin": str(g.gid_min),
+            "gidMax": str(g.gid_max),
+        }
         if g.cluster_id:
             parameters["clusterid"] = g.cluster_id
         spec.update(provisioner="kubernetes.io/glusterfs", parameters=parameters, allowVolumeExpansion=True)
@@ -45,8 +51,13 @@ class SharedStorage(pulumi.ComponentResource):
 
     class_name: pulumi.Output[str]
 
-    def __init__(self, name: str, platform: PlatformSettings, heketi_admin_key: pulumi.Output[str] | None,
-                 opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        platform: PlatformSettings,
+        heketi_admin_key: pulumi.Output[str] | None,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
         super().__init__("tfk8s:index:SharedStorage", name, None, opts)
         storage = platform.storage
         self.heketi_secret: k8s.core.v1.Secret | None = None
@@ -55,29 +66,48 @@ class SharedStorage(pulumi.ComponentResource):
         if storage.backend == "glusterfs":
             assert storage.glusterfs is not None and heketi_admin_key is not None
             self.heketi_secret = k8s.core.v1.Secret(
-                f"{name}-heketi", type="kubernetes.io/glusterfs",
+                f"{name}-heketi",
+                type="kubernetes.io/glusterfs",
                 metadata={"name": HEKETI_SECRET_NAME, "namespace": storage.glusterfs.secret_namespace, "labels": meta_labels},
-                string_data={"key": heketi_admin_key}, opts=pulumi.ResourceOptions(parent=self))
+                string_data={"key": heketi_admin_key},
+                opts=pulumi.ResourceOptions(parent=self),
+            )
         if storage.backend == "existing":
             self.class_name = pulumi.Output.from_input(storage.class_name)
         else:
             self.storage_class = k8s.storage.v1.StorageClass(
-                f"{name}-class", metadata={"name": storage.class_name, "labels": meta_labels},
+                f"{name}-class",
+                metadata={"name": storage.class_name, "labels": meta_labels},
                 **_snake(storage_class_spec(platform)),
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[self.heketi_secret] if self.heketi_secret else None))
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[self.heketi_secret] if self.heketi_secret else None),
+            )
             self.class_name = self.storage_class.metadata.apply(lambda m: m["name"])
         self.register_outputs({"class_name": self.class_name})
 
 
 def _snake(spec: dict[str, object]) -> dict[str, object]:
-    table = {"reclaimPolicy": "reclaim_policy", "volumeBindingMode": "volume_binding_mode",
-             "allowVolumeExpansion": "allow_volume_expansion"}
+    table = {
+        "reclaimPolicy": "reclaim_policy",
+        "volumeBindingMode": "volume_binding_mode",
+        "allowVolumeExpansion": "allow_volume_expansion",
+    }
     return {table.get(k, k): v for k, v in spec.items()}
 
 
-def claim(resource_name: str, *, claim_name: str, namespace: pulumi.Input[str], size: str, class_name: pulumi.Input[str],
-          user: str, cluster: str, purpose: str, keep: bool, platform: PlatformSettings,
-          parent: pulumi.Resource) -> tuple[k8s.core.v1.PersistentVolumeClaim, k8s.core.v1.PersistentVolume | None]:
+def claim(
+    resource_name: str,
+    *,
+    claim_name: str,
+    namespace: pulumi.Input[str],
+    size: str,
+    class_name: pulumi.Input[str],
+    user: str,
+    cluster: str,
+    purpose: str,
+    keep: bool,
+    platform: PlatformSettings,
+    parent: pulumi.Resource,
+) -> tuple[k8s.core.v1.PersistentVolumeClaim, k8s.core.v1.PersistentVolume | None]:
     """A ReadWriteMany claim; for the `local` backend also the hostPath volume pre-bound to it."""
     meta_labels = labels(user, "storage", cluster=cluster, role=purpose)
     volume = None
@@ -86,16 +116,24 @@ def claim(resource_name: str, *, claim_name: str, namespace: pulumi.Input[str], 
         volume = k8s.core.v1.PersistentVolume(
             f"{resource_name}-pv",
             metadata={"labels": meta_labels},
-            spec={"capacity": {"storage": size}, "accessModes": ["ReadWriteMany"], "storageClassName": class_name,
-                  "persistentVolumeReclaimPolicy": platform.storage.reclaim_policy,
-                  "hostPath": {"path": pulumi.Output.concat(platform.storage.local.host_path_root, "/", namespace, "/", claim_name),
-                               "type": "DirectoryOrCreate"},
-                  # Pre-binding: the binder matches this volume to this claim and no other.
-                  "claimRef": {"namespace": namespace, "name": claim_name}},
-            opts=pulumi.ResourceOptions(parent=parent, retain_on_delete=keep))
+            spec={
+                "capacity": {"storage": size},
+                "accessModes": ["ReadWriteMany"],
+                "storageClassName": class_name,
+                "persistentVolumeReclaimPolicy": platform.storage.reclaim_policy,
+                "hostPath": {
+                    "path": pulumi.Output.concat(platform.storage.local.host_path_root, "/", namespace, "/", claim_name),
+                    "type": "DirectoryOrCreate",
+                },
+                # Pre-binding: the binder matches this volume to this claim and no other.
+                "claimRef": {"namespace": namespace, "name": claim_name},
+            },
+            opts=pulumi.ResourceOptions(parent=parent, retain_on_delete=keep),
+        )
     pvc = k8s.core.v1.PersistentVolumeClaim(
         resource_name,
         metadata={"name": claim_name, "namespace": namespace, "labels": meta_labels, "annotations": timeout},
         spec={"accessModes": ["ReadWriteMany"], "storageClassName": class_name, "resources": {"requests": {"storage": size}}},
-        opts=pulumi.ResourceOptions(parent=parent, retain_on_delete=keep, depends_on=[volume] if volume else None))
+        opts=pulumi.ResourceOptions(parent=parent, retain_on_delete=keep, depends_on=[volume] if volume else None),
+    )
     return pvc, volume

@@ -66,21 +66,47 @@ class TrainingCluster(pulumi.ComponentResource):
         keep = c.volumes.keep_on_destroy
 
         self.data_claim, self.data_volume = claim(
-            f"{name}-data", claim_name=f"{c.name}-data", namespace=args.namespace, size=c.volumes.data_size,
-            class_name=args.storage_class, user=user, cluster=c.name, purpose="data", keep=keep, platform=platform, parent=self)
+            f"{name}-data",
+            claim_name=f"{c.name}-data",
+            namespace=args.namespace,
+            size=c.volumes.data_size,
+            class_name=args.storage_class,
+            user=user,
+            cluster=c.name,
+            purpose="data",
+            keep=keep,
+            platform=platform,
+            parent=self,
+        )
         self.log_claim, self.log_volume = claim(
-            f"{name}-log", claim_name=f"{c.name}-log", namespace=args.namespace, size=c.volumes.log_size,
-            class_name=args.storage_class, user=user, cluster=c.name, purpose="log", keep=keep, platform=platform, parent=self)
+            f"{name}-log",
+            claim_name=f"{c.name}-log",
+            namespace=args.namespace,
+            size=c.volumes.log_size,
+            class_name=args.storage_class,
+            user=user,
+            cluster=c.name,
+            purpose="log",
+            keep=keep,
+            platform=platform,
+            parent=self,
+        )
 
         code_labels = labels(user, "tensorflow", cluster=c.name, role="code")
         self.launcher_config = k8s.core.v1.ConfigMap(
-            f"{name}-launcher", metadata={"namespace": args.namespace, "labels": code_labels},
-            data=args.launcher.config_map_data(), opts=child)
+            f"{name}-launcher",
+            metadata={"namespace": args.namespace, "labels": code_labels},
+            data=args.launcher.config_map_data(),
+            opts=child,
+        )
         self.code_config = None
         if args.code is not None:
             self.code_config = k8s.core.v1.ConfigMap(
-                f"{name}-code", metadata={"namespace": args.namespace, "labels": code_labels},
-                data=args.code.config_map_data(), opts=child)
+                f"{name}-code",
+                metadata={"namespace": args.namespace, "labels": code_labels},
+                data=args.code.config_map_data(),
+                opts=child,
+            )
 
         self.ps_deployment_names = [f"{c.name}-ps-{i}-{self.run_id[:8]}" for i in range(c.ps.count)]
         self._build_ps_rbac(name, args)
@@ -97,30 +123,56 @@ class TrainingCluster(pulumi.ComponentResource):
             ps=pulumi.Output.all(*[d.status for d in self.ps_deployments]),
             workers=self.worker_job.status,
             chief=self.chief_job.status if self.chief_job else None,
-            data=self.data_claim.status, log=self.log_claim.status,
-        ).apply(lambda s: {"ps": list(s["ps"]), "workers": s["workers"], "chief": s["chief"],
-                           "volumes": {"data": s["data"], "log": s["log"]}})
+            data=self.data_claim.status,
+            log=self.log_claim.status,
+        ).apply(
+            lambda s: {
+                "ps": list(s["ps"]),
+                "workers": s["workers"],
+                "chief": s["chief"],
+                "volumes": {"data": s["data"], "log": s["log"]},
+            }
+        )
         self.register_outputs({"spec": self.spec, "status": self.status})
 
     def _volumes(self, args: TrainingClusterArgs, *, mount_data: bool) -> list[dict[str, Any]]:
         return pods.volumes(
-            self.launcher_config.metadata.name, sorted(args.launcher.files), self.data_claim.metadata.name,
-            self.log_claim.metadata.name, self.code_config.metadata.name if self.code_config else None,
-            sorted(args.code.files) if args.code else [], mount_data)
+            self.launcher_config.metadata.name,
+            sorted(args.launcher.files),
+            self.data_claim.metadata.name,
+            self.log_claim.metadata.name,
+            self.code_config.metadata.name if self.code_config else None,
+            sorted(args.code.files) if args.code else [],
+            mount_data,
+        )
 
     def _build_ps_rbac(self, name: str, args: TrainingClusterArgs) -> None:
         """Lets PS pods scale their own Deployments to zero, and nothing else."""
         child = pulumi.ResourceOptions(parent=self)
         meta = {"namespace": args.namespace, "labels": labels(args.user, "tensorflow", cluster=args.cluster.name, role=cs.PS)}
-        self.ps_account = k8s.core.v1.ServiceAccount(f"{name}-ps", metadata=meta, automount_service_account_token=False, opts=child)
-        self.ps_role = k8s.rbac.v1.Role(f"{name}-ps-retire", metadata=meta, rules=[{
-            "apiGroups": ["apps"], "resources": ["deployments/scale"], "verbs": ["get", "patch", "update"],
-            "resourceNames": self.ps_deployment_names,
-        }], opts=child)
+        self.ps_account = k8s.core.v1.ServiceAccount(
+            f"{name}-ps", metadata=meta, automount_service_account_token=False, opts=child
+        )
+        self.ps_role = k8s.rbac.v1.Role(
+            f"{name}-ps-retire",
+            metadata=meta,
+            rules=[
+                {
+                    "apiGroups": ["apps"],
+                    "resources": ["deployments/scale"],
+                    "verbs": ["get", "patch", "update"],
+                    "resourceNames": self.ps_deployment_names,
+                }
+            ],
+            opts=child,
+        )
         k8s.rbac.v1.RoleBinding(
-            f"{name}-ps-retire", metadata=meta,
+            f"{name}-ps-retire",
+            metadata=meta,
             role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": self.ps_role.metadata.name},
-            subjects=[{"kind": "ServiceAccount", "name": self.ps_account.metadata.name, "namespace": args.namespace}], opts=child)
+            subjects=[{"kind": "ServiceAccount", "name": self.ps_account.metadata.name, "namespace": args.namespace}],
+            opts=child,
+        )
 
     def _build_ps(self, name: str, args: TrainingClusterArgs, index: int) -> None:
         c, platform = args.cluster, args.platform
@@ -137,34 +189,60 @@ class TrainingCluster(pulumi.ComponentResource):
             metadata={"name": deployment_name, "namespace": args.namespace, "labels": pod_labels, "annotations": annotations},
             # No `replicas`: the server default (1) applies, and the PS may scale itself to zero
             # without Pulumi fighting it.
-            spec={"selector": {"matchLabels": selector_of(pod_labels)}, "strategy": {"type": "Recreate"},
-                  "template": {"metadata": {"labels": pod_labels},
-                               "spec": pods.tf_pod_spec(c, platform, container, self._volumes(args, mount_data=False),
-                                                        restart_policy="Always",
-                                                        service_account=self.ps_account.metadata.name)}},
-            opts=pulumi.ResourceOptions(parent=self))
+            spec={
+                "selector": {"matchLabels": selector_of(pod_labels)},
+                "strategy": {"type": "Recreate"},
+                "template": {
+                    "metadata": {"labels": pod_labels},
+                    "spec": pods.tf_pod_spec(
+                        c,
+                        platform,
+                        container,
+                        self._volumes(args, mount_data=False),
+                        restart_policy="Always",
+                        service_account=self.ps_account.metadata.name,
+                    ),
+                },
+            },
+            opts=pulumi.ResourceOptions(parent=self),
+        )
         service = k8s.core.v1.Service(
             f"{name}-ps-{index}",
-            metadata={"name": self.names.ps_service(index), "namespace": args.namespace, "labels": pod_labels,
-                      "annotations": annotations},
+            metadata={
+                "name": self.names.ps_service(index),
+                "namespace": args.namespace,
+                "labels": pod_labels,
+                "annotations": annotations,
+            },
             # publishNotReadyAddresses: workers resolve a PS as soon as its pod exists, instead of
             # crashing on NXDOMAIN while it starts (kubeflow/trainer#1458).
-            spec={"selector": selector_of(pod_labels), "publishNotReadyAddresses": True,
-                  "ports": [{"name": "grpc", "port": platform.ports.tensorflow, "targetPort": "grpc"}]},
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[deployment]))
+            spec={
+                "selector": selector_of(pod_labels),
+                "publishNotReadyAddresses": True,
+                "ports": [{"name": "grpc", "port": platform.ports.tensorflow, "targetPort": "grpc"}],
+            },
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[deployment]),
+        )
         self.ps_deployments.append(deployment)
         self.ps_services.append(service)
 
-    def _build_indexed(self, name: str, args: TrainingClusterArgs, role: str, tasks: int) -> tuple[k8s.core.v1.Service, k8s.batch.v1.Job]:
+    def _build_indexed(
+        self, name: str, args: TrainingClusterArgs, role: str, tasks: int
+    ) -> tuple[k8s.core.v1.Service, k8s.batch.v1.Job]:
         c, platform = args.cluster, args.platform
         job_name = self.names.worker_job if role == cs.WORKER else self.names.chief_job
         pod_labels = labels(args.user, "tensorflow", cluster=c.name, role=role)
         service = k8s.core.v1.Service(
             f"{name}-{role}",
             metadata={"name": job_name, "namespace": args.namespace, "labels": pod_labels},
-            spec={"clusterIP": "None", "selector": selector_of(pod_labels), "publishNotReadyAddresses": True,
-                  "ports": [{"name": "grpc", "port": platform.ports.tensorflow, "targetPort": "grpc"}]},
-            opts=pulumi.ResourceOptions(parent=self))
+            spec={
+                "clusterIP": "None",
+                "selector": selector_of(pod_labels),
+                "publishNotReadyAddresses": True,
+                "ports": [{"name": "grpc", "port": platform.ports.tensorflow, "targetPort": "grpc"}],
+            },
+            opts=pulumi.ResourceOptions(parent=self),
+        )
         index = 0 if role == cs.CHIEF else None  # workers read JOB_COMPLETION_INDEX
         env = pods.task_env(c, self.spec, role, index, self.run_id)
         # The chief only coordinates: worker CPU and memory, never a GPU.
@@ -172,16 +250,35 @@ class TrainingCluster(pulumi.ComponentResource):
         container = pods.tf_container(c, platform, env, resources_spec=resources, mount_data=True)
         job = k8s.batch.v1.Job(
             f"{name}-{role}",
-            metadata={"name": job_name, "namespace": args.namespace, "labels": pod_labels,
-                      "annotations": {"pulumi.com/waitFor": job_wait_for(tasks),
-                                      "pulumi.com/timeoutSeconds": str(platform.await_timeout_seconds)}},
-            spec={"completionMode": "Indexed", "completions": tasks, "parallelism": tasks,
-                  # A crashed task is retried on its own index; the others keep running.
-                  "backoffLimitPerIndex": c.workers.backoff_limit_per_index,
-                  "template": {"metadata": {"labels": pod_labels},
-                               "spec": pods.tf_pod_spec(c, platform, container, self._volumes(args, mount_data=True),
-                                                        restart_policy="Never", subdomain=job_name,
-                                                        workers=role == cs.WORKER)}},
+            metadata={
+                "name": job_name,
+                "namespace": args.namespace,
+                "labels": pod_labels,
+                "annotations": {
+                    "pulumi.com/waitFor": job_wait_for(tasks),
+                    "pulumi.com/timeoutSeconds": str(platform.await_timeout_seconds),
+                },
+            },
+            spec={
+                "completionMode": "Indexed",
+                "completions": tasks,
+                "parallelism": tasks,
+                # A crashed task is retried on its own index; the others keep running.
+                "backoffLimitPerIndex": c.workers.backoff_limit_per_index,
+                "template": {
+                    "metadata": {"labels": pod_labels},
+                    "spec": pods.tf_pod_spec(
+                        c,
+                        platform,
+                        container,
+                        self._volumes(args, mount_data=True),
+                        restart_policy="Never",
+                        subdomain=job_name,
+                        workers=role == cs.WORKER,
+                    ),
+                },
+            },
             # The Job name is its pods' DNS identity, so a changed Job must go before its successor.
-            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True, depends_on=[service, *self.ps_services]))
+            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True, depends_on=[service, *self.ps_services]),
+        )
         return service, job

@@ -51,8 +51,10 @@ class UserEnvironment(pulumi.ComponentResource):
         keep_data = any(c.volumes.keep_on_destroy for c in user.clusters)
         # Deleting a namespace deletes its claims: keep it when any of its claims are kept.
         self.namespace = k8s.core.v1.Namespace(
-            name, metadata={"name": f"{platform.namespace_prefix}{user.name}", "labels": labels(user.name, "namespace")},
-            opts=pulumi.ResourceOptions(parent=self, retain_on_delete=keep_data))
+            name,
+            metadata={"name": f"{platform.namespace_prefix}{user.name}", "labels": labels(user.name, "namespace")},
+            opts=pulumi.ResourceOptions(parent=self, retain_on_delete=keep_data),
+        )
         ns = self.namespace.metadata.name
 
         notebook_host = f"{name}-jupyter-tf:{platform.ports.tensorflow}"
@@ -60,10 +62,18 @@ class UserEnvironment(pulumi.ComponentResource):
         for c in user.clusters:
             self.clusters[c.name] = TrainingCluster(
                 f"{user.name}-{c.name}",
-                TrainingClusterArgs(user=user.name, cluster=c, platform=platform, namespace=ns,
-                                    storage_class=args.storage_class, launcher=args.launcher, code=args.codes.get(c.name),
-                                    notebook_host=notebook_host if c.in_graph_client == "notebook" else None),
-                opts=child)
+                TrainingClusterArgs(
+                    user=user.name,
+                    cluster=c,
+                    platform=platform,
+                    namespace=ns,
+                    storage_class=args.storage_class,
+                    launcher=args.launcher,
+                    code=args.codes.get(c.name),
+                    notebook_host=notebook_host if c.in_graph_client == "notebook" else None,
+                ),
+                opts=child,
+            )
 
         self._build_jupyter(name, args, ns)
         self._build_tensorboard(name, args, ns)
@@ -76,69 +86,130 @@ class UserEnvironment(pulumi.ComponentResource):
         # one, and the exported token is read back from the Secret's state, so it never changes.
         fresh = base64.b64encode(secrets.token_hex(24).encode()).decode()
         self.token_secret = k8s.core.v1.Secret(
-            f"{name}-jupyter-token", metadata={"namespace": ns, "labels": labels(user.name, "jupyter")},
+            f"{name}-jupyter-token",
+            metadata={"namespace": ns, "labels": labels(user.name, "jupyter")},
             data={TOKEN_KEY: pulumi.Output.secret(fresh)},
-            opts=pulumi.ResourceOptions(parent=self, ignore_changes=["data", "stringData"], additional_secret_outputs=["data"]))
-        self.jupyter_token = pulumi.Output.secret(
-            self.token_secret.data.apply(lambda d: base64.b64decode(d[TOKEN_KEY]).decode()))
+            opts=pulumi.ResourceOptions(parent=self, ignore_changes=["data", "stringData"], additional_secret_outputs=["data"]),
+        )
+        self.jupyter_token = pulumi.Output.secret(self.token_secret.data.apply(lambda d: base64.b64decode(d[TOKEN_KEY]).decode()))
 
         pod_labels = labels(user.name, "jupyter")
-        in_graph = {c.name: cluster.spec for c in user.clusters
-                    if c.replication == "in-graph" and c.in_graph_client == "notebook"
-                    for cluster in [self.clusters[c.name]]}
+        in_graph = {
+            c.name: cluster.spec
+            for c in user.clusters
+            if c.replication == "in-graph" and c.in_graph_client == "notebook"
+            for cluster in [self.clusters[c.name]]
+        }
         self.notebook_config = k8s.core.v1.ConfigMap(
-            f"{name}-notebooks", metadata={"namespace": ns, "labels": pod_labels}, data=args.notebooks, opts=child)
+            f"{name}-notebooks", metadata={"namespace": ns, "labels": pod_labels}, data=args.notebooks, opts=child
+        )
         container = {
-            "name": "jupyter", "image": platform.images.jupyter,
-            "env": [{"name": "JUPYTER_TOKEN", "valueFrom": {"secretKeyRef": {"name": self.token_secret.metadata.name, "key": TOKEN_KEY}}},
-                    # In-graph clusters this notebook drives: name -> TF cluster spec.
-                    {"name": "TFK8S_CLUSTERS", "value": json.dumps(in_graph, sort_keys=True)}],
-            "ports": [{"name": "http", "containerPort": platform.ports.jupyter},
-                      {"name": "grpc", "containerPort": platform.ports.tensorflow}],
+            "name": "jupyter",
+            "image": platform.images.jupyter,
+            "env": [
+                {
+                    "name": "JUPYTER_TOKEN",
+                    "valueFrom": {"secretKeyRef": {"name": self.token_secret.metadata.name, "key": TOKEN_KEY}},
+                },
+                # In-graph clusters this notebook drives: name -> TF cluster spec.
+                {"name": "TFK8S_CLUSTERS", "value": json.dumps(in_graph, sort_keys=True)},
+            ],
+            "ports": [
+                {"name": "http", "containerPort": platform.ports.jupyter},
+                {"name": "grpc", "containerPort": platform.ports.tensorflow},
+            ],
             "readinessProbe": {"httpGet": {"path": "/api", "port": "http"}, "periodSeconds": 5},
             "volumeMounts": [{"name": "notebooks", "mountPath": "/home/jovyan/work/tfk8s", "readOnly": True}],
         }
-        self.jupyter = self._user_facing_app(f"{name}-jupyter", "jupyter", user.name, ns, platform, container,
-                                             [{"name": "notebooks", "configMap": {"name": self.notebook_config.metadata.name}}],
-                                             platform.ports.jupyter)
+        self.jupyter = self._user_facing_app(
+            f"{name}-jupyter",
+            "jupyter",
+            user.name,
+            ns,
+            platform,
+            container,
+            [{"name": "notebooks", "configMap": {"name": self.notebook_config.metadata.name}}],
+            platform.ports.jupyter,
+        )
         if in_graph:
             # The notebook is the in-graph chief: servers reach it by this name.
             k8s.core.v1.Service(
-                f"{name}-jupyter-tf", metadata={"name": f"{name}-jupyter-tf", "namespace": ns, "labels": pod_labels},
+                f"{name}-jupyter-tf",
+                metadata={"name": f"{name}-jupyter-tf", "namespace": ns, "labels": pod_labels},
                 spec={"selector": selector_of(pod_labels), "ports": [{"name": "grpc", "port": platform.ports.tensorflow}]},
-                opts=child)
+                opts=child,
+            )
 
     def _build_tensorboard(self, name: str, args: UserEnvironmentArgs, ns: pulumi.Output[str]) -> None:
         user, platform = args.user, args.platform
         names = [c.name for c in user.clusters]
         container = {
-            "name": "tensorboard", "image": platform.images.tensorboard,
-            "command": ["tensorboard", "--logdir_spec", tensorboard_logdir_spec(names), "--bind_all",
-                        "--port", str(platform.ports.tensorboard)],
+            "name": "tensorboard",
+            "image": platform.images.tensorboard,
+            "command": [
+                "tensorboard",
+                "--logdir_spec",
+                tensorboard_logdir_spec(names),
+                "--bind_all",
+                "--port",
+                str(platform.ports.tensorboard),
+            ],
             "ports": [{"name": "http", "containerPort": platform.ports.tensorboard}],
             "readinessProbe": {"httpGet": {"path": "/", "port": "http"}, "periodSeconds": 5},
             "volumeMounts": [{"name": f"log-{n}", "mountPath": f"/logs/{n}", "readOnly": True} for n in names],
         }
-        volumes = [{"name": f"log-{n}", "persistentVolumeClaim": {"claimName": self.clusters[n].log_claim.metadata.name,
-                                                                   "readOnly": True}} for n in names]
-        self.tensorboard = self._user_facing_app(f"{name}-tensorboard", "tensorboard", user.name, ns, platform,
-                                                 container, volumes, platform.ports.tensorboard)
+        volumes = [
+            {
+                "name": f"log-{n}",
+                "persistentVolumeClaim": {"claimName": self.clusters[n].log_claim.metadata.name, "readOnly": True},
+            }
+            for n in names
+        ]
+        self.tensorboard = self._user_facing_app(
+            f"{name}-tensorboard", "tensorboard", user.name, ns, platform, container, volumes, platform.ports.tensorboard
+        )
 
-    def _user_facing_app(self, name: str, component: str, user: str, ns: pulumi.Output[str], platform: PlatformSettings,
-                         container: dict[str, Any], volumes: list[dict[str, Any]], port: int) -> tuple[k8s.apps.v1.Deployment, k8s.core.v1.Service]:
+    def _user_facing_app(
+        self,
+        name: str,
+        component: str,
+        user: str,
+        ns: pulumi.Output[str],
+        platform: PlatformSettings,
+        container: dict[str, Any],
+        volumes: list[dict[str, Any]],
+        port: int,
+    ) -> tuple[k8s.apps.v1.Deployment, k8s.core.v1.Service]:
         pod_labels = labels(user, component)
         annotations = {"pulumi.com/timeoutSeconds": str(platform.await_timeout_seconds)}
         deployment = k8s.apps.v1.Deployment(
-            name, metadata={"namespace": ns, "labels": pod_labels, "annotations": annotations},
-            spec={"replicas": 1, "selector": {"matchLabels": selector_of(pod_labels)},
-                  "template": {"metadata": {"labels": pod_labels},
-                               "spec": {**pods.user_node_placement(platform), "containers": [container], "volumes": volumes,
-                                        "automountServiceAccountToken": False}}},
-            opts=pulumi.ResourceOptions(parent=self))
+            name,
+            metadata={"namespace": ns, "labels": pod_labels, "annotations": annotations},
+            spec={
+                "replicas": 1,
+                "selector": {"matchLabels": selector_of(pod_labels)},
+                "template": {
+                    "metadata": {"labels": pod_labels},
+                    "spec": {
+                        **pods.user_node_placement(platform),
+                        "containers": [container],
+                        "volumes": volumes,
+                        "automountServiceAccountToken": False,
+                    },
+                },
+            },
+            opts=pulumi.ResourceOptions(parent=self),
+        )
         service = k8s.core.v1.Service(
-            name, metadata={"namespace": ns, "labels": pod_labels, "annotations": annotations},
+            name,
+            metadata={"namespace": ns, "labels": pod_labels, "annotations": annotations},
             # Local: the NodePort answers only on nodes running the pod, i.e. the User Node.
-            spec={"type": "NodePort", "externalTrafficPolicy": "Local", "selector": selector_of(pod_labels),
-                  "ports": [{"name": "http", "port": port, "targetPort": "http"}]},
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[deployment]))
+            spec={
+                "type": "NodePort",
+                "externalTrafficPolicy": "Local",
+                "selector": selector_of(pod_labels),
+                "ports": [{"name": "http", "port": port, "targetPort": "http"}],
+            },
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[deployment]),
+        )
         return deployment, service

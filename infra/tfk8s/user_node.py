@@ -29,7 +29,8 @@ class UserNode(pulumi.ComponentResource):
             name,
             metadata={"name": settings.name, "labels": {settings.taint_key: "true"}},
             spec={"taints": [{"key": settings.taint_key, "value": "true", "effect": "NoSchedule"}]},
-            opts=pulumi.ResourceOptions(parent=self))
+            opts=pulumi.ResourceOptions(parent=self),
+        )
         self.address = self.patch.status.apply(lambda status: node_address(settings, _plain(status)))
         self.register_outputs({"address": self.address})
 

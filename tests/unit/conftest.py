@@ -10,7 +10,6 @@ from typing import Any
 import pulumi
 import pytest
 import yaml
-
 from mocks import RecordingMocks, StatusHook, healthy_status
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,15 +40,17 @@ class Deployment:
     options: dict[str, pulumi.ResourceOptions] = field(default_factory=dict)
 
 
-def run_program(raw: dict[str, Any], status_hook: StatusHook = healthy_status,
-                secrets: dict[str, str] | None = None) -> Deployment:
+def run_program(
+    raw: dict[str, Any], status_hook: StatusHook = healthy_status, secrets: dict[str, str] | None = None
+) -> Deployment:
     """Parse `raw` like the real program and declare everything under fresh mocks."""
     from tfk8s import config, program
 
     mocks = RecordingMocks(status_hook)
     pulumi.runtime.set_mocks(mocks, project="tfk8s", stack="test", preview=False)
-    pulumi.runtime.set_all_config({f"tfk8s:{k}": v for k, v in (secrets or {}).items()},
-                                  secret_keys=[f"tfk8s:{k}" for k in (secrets or {})])
+    pulumi.runtime.set_all_config(
+        {f"tfk8s:{k}": v for k, v in (secrets or {}).items()}, secret_keys=[f"tfk8s:{k}" for k in (secrets or {})]
+    )
     options: dict[str, pulumi.ResourceOptions] = {}
 
     def record(args: pulumi.ResourceTransformationArgs) -> None:

@@ -7,7 +7,6 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-
 from conftest import ROOT, stack_config
 from tfk8s import settings as s
 from tfk8s.config import ConfigError, parse
@@ -22,6 +21,7 @@ def cluster(raw: Raw) -> Raw:
 def _set(path: Callable[[Raw], Raw], key: str, value: Any) -> Callable[[Raw], None]:
     def mutate(raw: Raw) -> None:
         path(raw)[key] = value
+
     return mutate
 
 
@@ -29,6 +29,7 @@ def _gluster_on(version: str) -> Callable[[Raw], None]:
     def mutate(raw: Raw) -> None:
         raw["platform"]["kubernetesVersion"] = version
         raw["platform"]["storage"] = {"backend": "glusterfs", "glusterfs": {"restUrl": "http://heketi:8080"}}
+
     return mutate
 
 
@@ -49,31 +50,78 @@ BAD = [
     ("cluster-name-underscore", _set(cluster, "name", "my_model"), r"clusters\[0\]\.name: .*DNS-1123"),
     ("cluster-name-too-long", _set(cluster, "name", "a" * 41), r"clusters\[0\]\.name: .*41 characters; at most 40"),
     ("user-name-missing", lambda r: r["users"][0].pop("name"), r"users\[0\]\.name: is required"),
-    ("unknown-replication", _set(cluster, "replication", "all-reduce"), r"replication: must be one of \['between-graph', 'in-graph'\]"),
+    (
+        "unknown-replication",
+        _set(cluster, "replication", "all-reduce"),
+        r"replication: must be one of \['between-graph', 'in-graph'\]",
+    ),
     ("unknown-training", _set(cluster, "training", "semi-sync"), r"training: must be one of \['async', 'sync'\]"),
     ("unknown-backend", _set(lambda r: r["platform"]["storage"], "backend", "hdfs"), r"storage\.backend: must be one of"),
-    ("heketi-url-missing", lambda r: r["platform"].update(kubernetesVersion="1.25", storage={"backend": "glusterfs", "glusterfs": {}}),
-     r"glusterfs\.restUrl: is required"),
-    ("heketi-url-not-http", lambda r: r["platform"].update(kubernetesVersion="1.25", storage={"backend": "glusterfs", "glusterfs": {"restUrl": "heketi:8080"}}),
-     r"glusterfs\.restUrl: must be an http\(s\) URL"),
-    ("glusterfs-on-1.26", _gluster_on("1.26"), r"storage\.backend: 'glusterfs' .* removed in Kubernetes 1\.26.*Fix: use backend 'csi'"),
-    ("csi-without-provisioner", _set(lambda r: r["platform"], "storage", {"backend": "csi", "csi": {}}), r"csi\.provisioner: is required"),
+    (
+        "heketi-url-missing",
+        lambda r: r["platform"].update(kubernetesVersion="1.25", storage={"backend": "glusterfs", "glusterfs": {}}),
+        r"glusterfs\.restUrl: is required",
+    ),
+    (
+        "heketi-url-not-http",
+        lambda r: r["platform"].update(
+            kubernetesVersion="1.25", storage={"backend": "glusterfs", "glusterfs": {"restUrl": "heketi:8080"}}
+        ),
+        r"glusterfs\.restUrl: must be an http\(s\) URL",
+    ),
+    (
+        "glusterfs-on-1.26",
+        _gluster_on("1.26"),
+        r"storage\.backend: 'glusterfs' .* removed in Kubernetes 1\.26.*Fix: use backend 'csi'",
+    ),
+    (
+        "csi-without-provisioner",
+        _set(lambda r: r["platform"], "storage", {"backend": "csi", "csi": {}}),
+        r"csi\.provisioner: is required",
+    ),
     ("gpus-on-ps", _set(lambda r: cluster(r)["ps"], "gpus", 1), r"ps\.gpus: parameter servers .*allowPsGpus"),
     ("gpus-negative", _set(lambda r: cluster(r)["workers"], "gpus", -2), r"workers\.gpus: must be 0 or more"),
     ("duplicate-cluster", _duplicate_cluster, r"users\[0\]\.clusters: duplicate cluster name 'mnist'"),
     ("duplicate-user", _duplicate_user, r"users\[1\]\.name: duplicate user 'alice'"),
-    ("memory-not-quantity", _set(lambda r: cluster(r)["workers"], "memory", "lots"), r"workers\.memory: 'lots' is not a Kubernetes quantity"),
-    ("data-size-zero", _set(lambda r: cluster(r), "volumes", {"dataSize": "0Gi"}), r"volumes\.dataSize: must be greater than zero"),
+    (
+        "memory-not-quantity",
+        _set(lambda r: cluster(r)["workers"], "memory", "lots"),
+        r"workers\.memory: 'lots' is not a Kubernetes quantity",
+    ),
+    (
+        "data-size-zero",
+        _set(lambda r: cluster(r), "volumes", {"dataSize": "0Gi"}),
+        r"volumes\.dataSize: must be greater than zero",
+    ),
     ("user-node-missing", lambda r: r["platform"].pop("userNode"), r"platform\.userNode\.name: is required"),
     ("typo-key", _set(cluster, "wokers", {"count": 3}), r"clusters\[0\]\.wokers: unknown key"),
     ("url-source-without-url", _set(cluster, "code", {"source": "url"}), r"code\.url: source 'url' needs an http\(s\) URL"),
-    ("code-path-missing", _set(cluster, "code", {"source": "configmap", "path": "no/such/dir"}), r"code\.path: 'no/such/dir' is not a directory"),
-    ("port-out-of-range", _set(lambda r: r["platform"], "ports", {"tensorflow": 70000}), r"ports\.tensorflow: must be a TCP port"),
-    ("user-node-toleration", _set(lambda r: cluster(r)["workers"], "tolerations", [{"operator": "Exists"}]),
-     r"workers\.tolerations: .* tolerates the User Node taint"),
+    (
+        "code-path-missing",
+        _set(cluster, "code", {"source": "configmap", "path": "no/such/dir"}),
+        r"code\.path: 'no/such/dir' is not a directory",
+    ),
+    (
+        "port-out-of-range",
+        _set(lambda r: r["platform"], "ports", {"tensorflow": 70000}),
+        r"ports\.tensorflow: must be a TCP port",
+    ),
+    (
+        "user-node-toleration",
+        _set(lambda r: cluster(r)["workers"], "tolerations", [{"operator": "Exists"}]),
+        r"workers\.tolerations: .* tolerates the User Node taint",
+    ),
     ("users-empty", lambda r: r.update(users=[]), r"tfk8s:users: must be a non-empty list"),
-    ("clusters-not-list", _set(lambda r: r["users"][0], "clusters", {"name": "mnist"}), r"users\[0\]\.clusters: must be a non-empty list"),
-    ("bad-k8s-version", _set(lambda r: r["platform"], "kubernetesVersion", "v1.34.0"), r"kubernetesVersion: must look like '1\.34'"),
+    (
+        "clusters-not-list",
+        _set(lambda r: r["users"][0], "clusters", {"name": "mnist"}),
+        r"users\[0\]\.clusters: must be a non-empty list",
+    ),
+    (
+        "bad-k8s-version",
+        _set(lambda r: r["platform"], "kubernetesVersion", "v1.34.0"),
+        r"kubernetesVersion: must look like '1\.34'",
+    ),
 ]
 
 

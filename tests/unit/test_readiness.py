@@ -1,0 +1,143 @@
+"""Readiness comes from live status: every not-ready case is named, `ready` only when all are."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+import pytest
+from conftest import run_program
+from mocks import healthy_status
+from tfk8s.readiness import app_readiness, cluster_readiness
+
+HEALTHY: dict[str, Any] = {
+    "ps": [{"available_replicas": 1}],
+    "workers": {"ready": 2, "active": 2, "succeeded": 0, "failed": 0},
+    "chief": None,
+    "volumes": {"data": {"phase": "Bound"}, "log": {"phase": "Bound"}},
+}
+
+
+def with_(**changes: Any) -> dict[str, Any]:
+    return {**HEALTHY, **changes}
+
+
+CLUSTER_CASES = [
+    ("healthy", HEALTHY, "Running", []),
+    ("ps-unavailable", with_(ps=[{"available_replicas": 0}]), "Pending", ["parameter servers: 0/1 available"]),
+    ("ps-no-status", with_(ps=[None]), "Pending", ["parameter servers: 0/1 available"]),
+    ("workers-starting", with_(workers={"ready": 1, "active": 2}), "Pending", ["workers: 1/2 ready or done"]),
+    (
+        "worker-crashed-retrying",
+        with_(workers={"ready": 1, "active": 2, "failed": 1}),
+        "Pending",
+        ["workers: 1/2 ready or done", "workers: 1 pod(s) failed (retried per index)"],
+    ),
+    (
+        "job-failed",
+        with_(workers={"failed": 4, "conditions": [{"type": "Failed", "status": "True"}]}),
+        "Failed",
+        ["training failed: 4 worker pod(s) failed"],
+    ),
+    (
+        "volume-pending",
+        with_(volumes={"data": {"phase": "Pending"}, "log": {"phase": "Bound"}}),
+        "Pending",
+        ["data volume is Pending, not Bound"],
+    ),
+    (
+        "volume-lost",
+        with_(volumes={"data": {"phase": "Bound"}, "log": {"phase": "Lost"}}),
+        "Pending",
+        ["log volume is Lost, not Bound"],
+    ),
+    # Training done: PS retired themselves, so zero available is the healthy answer.
+    ("succeeded", with_(ps=[{"available_replicas": 0}], workers={"succeeded": 2}), "Succeeded", []),
+    ("one-worker-done-one-running", with_(workers={"ready": 1, "succeeded": 1}), "Running", []),
+]
+
+
+@pytest.mark.parametrize(("status", "phase", "problems"), [c[1:] for c in CLUSTER_CASES], ids=[c[0] for c in CLUSTER_CASES])
+def test_cluster_readiness(status: dict[str, Any], phase: str, problems: list[str]) -> None:
+    result = cluster_readiness(ps_expected=1, workers_expected=2, chief_expected=False, status=status)
+    assert result["problems"] == problems
+    assert result["ready"] is (not problems)
+    assert result["phase"] == phase
+
+
+def test_in_graph_chief_must_be_ready_too() -> None:
+    status = with_(chief={"ready": 0, "active": 1})
+    result = cluster_readiness(ps_expected=1, workers_expected=2, chief_expected=True, status=status)
+    assert result["problems"] == ["chief: not ready"] and not result["ready"]
+
+
+@pytest.mark.parametrize(
+    ("deployment", "spec", "address", "problems", "url"),
+    [
+        ({"available_replicas": 1}, {"ports": [{"node_port": 30001}]}, "10.0.0.10", [], "http://10.0.0.10:30001/"),
+        ({"available_replicas": 0}, {"ports": [{"node_port": 30001}]}, "10.0.0.10", ["not available"], "http://10.0.0.10:30001/"),
+        ({"available_replicas": 1}, {"ports": [{}]}, "10.0.0.10", ["no NodePort assigned"], None),
+        (
+            {"available_replicas": 1},
+            {"ports": [{"node_port": 30001}]},
+            None,
+            ["User Node address unknown (set tfk8s:platform.userNode.address)"],
+            None,
+        ),
+    ],
+    ids=["healthy", "unavailable", "no-node-port", "no-address"],
+)
+def test_app_readiness(deployment: Any, spec: Any, address: str | None, problems: list[str], url: str | None) -> None:
+    result = app_readiness(deployment_status=deployment, service_spec=spec, address=address)
+    assert (result["problems"], result["url"], result["ready"]) == (problems, url, not problems)
+
+
+def _hook(broken_type: str, status: dict[str, Any]) -> Any:
+    def hook(typ: str, name: str, state: dict[str, Any]) -> dict[str, Any] | None:
+        if typ == broken_type and ("ps" in name or "jupyter" in name or "worker" in name or "log" in name):
+            return status
+        return healthy_status(typ, name, state)
+
+    return hook
+
+
+PROGRAM_CASES = [
+    ("healthy", None, None, []),
+    (
+        "ps-down",
+        "kubernetes:apps/v1:Deployment",
+        {"availableReplicas": 0},
+        ["alice/jupyter: not available", "alice/mnist: parameter servers: 0/1 available"],
+    ),
+    (
+        "worker-failed",
+        "kubernetes:batch/v1:Job",
+        {"ready": 1, "failed": 1},
+        ["alice/mnist: workers: 1/2 ready or done", "alice/mnist: workers: 1 pod(s) failed (retried per index)"],
+    ),
+    (
+        "log-claim-pending",
+        "kubernetes:core/v1:PersistentVolumeClaim",
+        {"phase": "Pending"},
+        ["alice/mnist: log volume is Pending, not Bound"],
+    ),
+]
+
+
+@pytest.mark.parametrize(("typ", "status", "not_ready"), [c[1:] for c in PROGRAM_CASES], ids=[c[0] for c in PROGRAM_CASES])
+def test_stack_output_reports_every_problem(
+    dev_config: dict[str, Any], typ: str | None, status: Any, not_ready: list[str]
+) -> None:
+    @pulumi.runtime.test
+    def run() -> pulumi.Output[Any]:
+        d = run_program(dev_config, _hook(typ, status) if typ else healthy_status)
+
+        def check(report: dict[str, Any]) -> None:
+            assert report["notReady"] == not_ready
+            assert report["ready"] is (not not_ready)
+            jupyter = report["users"]["alice"]["jupyter"]
+            assert jupyter["url"].startswith("http://10.0.0.10:3")  # User Node InternalIP + NodePort
+
+        return d.components["readiness"].apply(check)
+
+    run()

@@ -1,0 +1,250 @@
+"""What a user cares about in one training cluster, read from the resources the program declares."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pulumi
+from conftest import Deployment, run_program
+
+DEPLOYMENT, JOB, SERVICE = "kubernetes:apps/v1:Deployment", "kubernetes:batch/v1:Job", "kubernetes:core/v1:Service"
+PVC = "kubernetes:core/v1:PersistentVolumeClaim"
+
+
+def pod_spec(resource: Any) -> dict[str, Any]:
+    return resource.inputs["spec"]["template"]["spec"]
+
+
+def pod_labels(resource: Any) -> dict[str, str]:
+    return resource.inputs["spec"]["template"]["metadata"]["labels"]
+
+
+def env_of(resource: Any) -> dict[str, str]:
+    return {e["name"]: e.get("value") for e in pod_spec(resource)["containers"][0]["env"]}
+
+
+def selects(selector: dict[str, str], labels: dict[str, str]) -> bool:
+    return all(labels.get(k) == v for k, v in selector.items())
+
+
+def tf_workloads(d: Deployment) -> list[Any]:
+    return [
+        r
+        for r in d.mocks.of_type(DEPLOYMENT) + d.mocks.of_type(JOB)
+        if pod_labels(r).get("app.kubernetes.io/name") == "tensorflow"
+    ]
+
+
+def after(d: Deployment, check: Any) -> pulumi.Output[Any]:
+    return d.components["readiness"].apply(lambda _: check())
+
+
+@pulumi.runtime.test
+def test_every_host_in_the_spec_resolves_to_a_service_selecting_exactly_that_task(dev_config: dict[str, Any]) -> None:
+    d = run_program(dev_config)
+
+    def check() -> None:
+        services = {r.inputs["metadata"].get("name"): r.inputs["spec"] for r in d.mocks.of_type(SERVICE)}
+        spec = json.loads(env_of(tf_workloads(d)[0])["TFK8S_CLUSTER_SPEC"])
+        assert [h.split(":")[1] for h in spec["ps"] + spec["worker"]] == ["2222"] * 3
+        ps_deployments = [r for r in d.mocks.of_type(DEPLOYMENT) if pod_labels(r).get("tfk8s.io/role") == "ps"]
+        for index, host in enumerate(spec["ps"]):
+            service = services[host.split(":")[0]]
+            matching = [r for r in tf_workloads(d) if selects(service["selector"], pod_labels(r))]
+            assert matching == [ps_deployments[index]], f"{host} must select PS task {index} only"
+            assert env_of(ps_deployments[index])["TFK8S_TASK_INDEX"] == str(index)
+        (job,) = d.mocks.of_type(JOB)
+        for index, host in enumerate(spec["worker"]):
+            pod_host, subdomain = host.split(":")[0].split(".")
+            # An Indexed Job names pod i's hostname `<job>-<i>`; the subdomain is the headless Service.
+            assert pod_host == f"{job.inputs['metadata']['name']}-{index}"
+            assert pod_spec(job)["subdomain"] == subdomain
+            service = services[subdomain]
+            assert service["clusterIP"] == "None"
+            assert [r for r in tf_workloads(d) if selects(service["selector"], pod_labels(r))] == [job]
+
+    return after(d, check)
+
+
+@pulumi.runtime.test
+def test_worker_indexes_are_all_present_and_unique_and_come_from_the_indexed_job(dev_config: dict[str, Any]) -> None:
+    dev_config["users"][0]["clusters"][0]["workers"]["count"] = 7
+    d = run_program(dev_config)
+
+    def check() -> None:
+        (job,) = d.mocks.of_type(JOB)
+        spec = job.inputs["spec"]
+        assert (spec["completionMode"], spec["completions"], spec["parallelism"]) == ("Indexed", 7, 7)
+        env = env_of(job)
+        assert "TFK8S_TASK_INDEX" not in env  # JOB_COMPLETION_INDEX, set per pod by Kubernetes
+        hosts = json.loads(env["TFK8S_CLUSTER_SPEC"])["worker"]
+        assert hosts == [f"mnist-worker-{i}.mnist-worker:2222" for i in range(7)]
+        assert len(set(hosts)) == 7
+
+    return after(d, check)
+
+
+@pulumi.runtime.test
+def test_data_and_log_mounts_point_at_the_clusters_claims(dev_config: dict[str, Any]) -> None:
+    d = run_program(dev_config)
+
+    def check() -> None:
+        claims = {r.inputs["metadata"]["name"]: r.inputs for r in d.mocks.of_type(PVC)}
+        assert set(claims) == {"mnist-data", "mnist-log"}
+        for claim in claims.values():
+            assert claim["spec"]["accessModes"] == ["ReadWriteMany"]
+        for workload in tf_workloads(d):
+            spec = pod_spec(workload)
+            volumes = {v["name"]: v.get("persistentVolumeClaim", {}).get("claimName") for v in spec["volumes"]}
+            mounts = {m["mountPath"]: volumes[m["name"]] for m in spec["containers"][0]["volumeMounts"]}
+            assert mounts["/log"] == "mnist-log"
+            role = pod_labels(workload)["tfk8s.io/role"]
+            # The seed's shape: workers read /data; PS only need /log (done markers, no data).
+            assert mounts.get("/data") == ("mnist-data" if role == "worker" else None)
+
+    return after(d, check)
+
+
+@pulumi.runtime.test
+def test_only_user_facing_pods_tolerate_the_user_node_taint(dev_config: dict[str, Any]) -> None:
+    dev_config["users"][0]["clusters"][0]["workers"]["tolerations"] = [
+        {"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}
+    ]
+    d = run_program(dev_config)
+
+    def check() -> None:
+        (patch,) = d.mocks.of_type("kubernetes:core/v1:NodePatch")
+        (taint,) = patch.inputs["spec"]["taints"]
+        tolerating = {
+            pod_labels(r)["app.kubernetes.io/name"]
+            for r in d.mocks.of_type(DEPLOYMENT) + d.mocks.of_type(JOB)
+            if any(t.get("key") == taint["key"] for t in pod_spec(r).get("tolerations", []))
+        }
+        assert tolerating == {"jupyter", "tensorboard"}
+        for workload in tf_workloads(d):
+            terms = pod_spec(workload)["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+            assert {"key": taint["key"], "operator": "DoesNotExist"} in terms["nodeSelectorTerms"][0]["matchExpressions"]
+        for app in d.mocks.of_type(DEPLOYMENT):
+            if pod_labels(app)["app.kubernetes.io/name"] in {"jupyter", "tensorboard"}:
+                assert pod_spec(app)["nodeSelector"] == {taint["key"]: "true"}
+
+    return after(d, check)
+
+
+@pulumi.runtime.test
+def test_gpu_requests_land_on_workers_only(dev_config: dict[str, Any]) -> None:
+    dev_config["users"][0]["clusters"][0]["workers"].update(gpus=2, nodeSelector={"accelerator": "nvidia"})
+    d = run_program(dev_config)
+
+    def check() -> None:
+        for workload in d.mocks.of_type(DEPLOYMENT) + d.mocks.of_type(JOB):
+            limits = pod_spec(workload)["containers"][0].get("resources", {}).get("limits", {})
+            is_worker = pod_labels(workload).get("tfk8s.io/role") == "worker"
+            assert limits.get("nvidia.com/gpu") == ("2" if is_worker else None), workload.name
+        (job,) = d.mocks.of_type(JOB)
+        assert pod_spec(job)["nodeSelector"] == {"accelerator": "nvidia"}
+
+    return after(d, check)
+
+
+@pulumi.runtime.test
+def test_tasks_learn_the_layout_both_ways(dev_config: dict[str, Any]) -> None:
+    d = run_program(dev_config)
+
+    def check() -> None:
+        for workload in tf_workloads(d):
+            container = pod_spec(workload)["containers"][0]
+            env = env_of(workload)
+            assert container["command"][:4] == ["python", "/opt/tfk8s/tfk8s_train/launch.py", "--", "python"]
+            assert env["TFK8S_CLASSIC_FLAGS"] == "true"  # launcher appends --ps_hosts ... --log_path
+            assert env["TFK8S_JOB_NAME"] == pod_labels(workload)["tfk8s.io/role"]
+            assert set(json.loads(env["TFK8S_CLUSTER_SPEC"])) == {"ps", "worker"}
+
+    return after(d, check)
+
+
+def _count(config: dict[str, Any], users: int, clusters: int, workers: int) -> int:
+    import copy
+
+    base = config["users"][0]
+    config["users"] = []
+    for u in range(users):
+        user = copy.deepcopy(base)
+        user["name"] = f"user{u}"
+        user["clusters"] = []
+        for c in range(clusters):
+            cluster = copy.deepcopy(base["clusters"][0])
+            cluster["name"] = f"c{c}"
+            cluster["workers"]["count"] = workers
+            user["clusters"].append(cluster)
+        config["users"].append(user)
+    return 0
+
+
+@pulumi.runtime.test
+def test_resource_count_does_not_grow_with_workers(dev_config: dict[str, Any]) -> None:
+    import copy
+
+    small, large = copy.deepcopy(dev_config), copy.deepcopy(dev_config)
+    _count(small, 1, 1, 2)
+    _count(large, 1, 1, 1000)
+    d_small = run_program(small)
+    n_small = d_small.components["readiness"].apply(lambda _: len(d_small.mocks.resources))
+
+    def second(n: int) -> pulumi.Output[Any]:
+        d_large = run_program(large)
+        return d_large.components["readiness"].apply(lambda _: (n, len(d_large.mocks.resources)))
+
+    return n_small.apply(second).apply(lambda counts: _assert_equal(*counts))
+
+
+def _assert_equal(a: int, b: int) -> None:
+    assert a == b, f"2 workers: {a} resources, 1000 workers: {b}"
+
+
+@pulumi.runtime.test
+def test_in_graph_chief_gets_its_own_job_and_is_in_the_spec(dev_config: dict[str, Any]) -> None:
+    dev_config["users"][0]["clusters"][0].update(replication="in-graph", inGraphClient="chief")
+    d = run_program(dev_config)
+
+    def check() -> None:
+        jobs = {r.inputs["metadata"]["name"]: r for r in d.mocks.of_type(JOB)}
+        assert set(jobs) == {"mnist-worker", "mnist-chief"}
+        spec = json.loads(env_of(jobs["mnist-chief"])["TFK8S_CLUSTER_SPEC"])
+        assert spec["chief"] == ["mnist-chief-0.mnist-chief:2222"]
+        assert env_of(jobs["mnist-chief"])["TFK8S_TASK_INDEX"] == "0"
+        assert jobs["mnist-chief"].inputs["spec"]["completions"] == 1
+
+    return after(d, check)
+
+
+@pulumi.runtime.test
+def test_in_graph_notebook_client_gets_the_cluster_layout(dev_config: dict[str, Any]) -> None:
+    dev_config["users"][0]["clusters"][0].update(replication="in-graph", inGraphClient="notebook")
+    d = run_program(dev_config)
+
+    def check() -> None:
+        assert [r.inputs["metadata"]["name"] for r in d.mocks.of_type(JOB)] == ["mnist-worker"]
+        (jupyter,) = [r for r in d.mocks.of_type(DEPLOYMENT) if pod_labels(r)["app.kubernetes.io/name"] == "jupyter"]
+        clusters = json.loads(env_of(jupyter)["TFK8S_CLUSTERS"])
+        assert clusters["mnist"]["chief"] == ["alice-jupyter-tf:2222"]
+        services = {r.inputs["metadata"].get("name") for r in d.mocks.of_type(SERVICE)}
+        assert "alice-jupyter-tf" in services
+
+    return after(d, check)
+
+
+@pulumi.runtime.test
+def test_pulumi_up_waits_for_running_workers_not_for_training_to_finish(dev_config: dict[str, Any]) -> None:
+    d = run_program(dev_config)
+
+    def check() -> None:
+        (job,) = d.mocks.of_type(JOB)
+        annotations = job.inputs["metadata"]["annotations"]
+        assert annotations["pulumi.com/waitFor"] == "jsonpath={$[?@.ready > 1 || @.failed > 0 || @.succeeded > 0]}"
+        assert "=" not in annotations["pulumi.com/waitFor"].removeprefix("jsonpath=")
+        assert annotations["pulumi.com/timeoutSeconds"] == "180"
+        assert d.options[f"{JOB}::alice-mnist-worker"].delete_before_replace is True
+
+    return after(d, check)

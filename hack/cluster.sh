@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# The local Kubernetes API for tfk8s: a real control plane (etcd, kube-apiserver,
+# kube-controller-manager, kube-scheduler) whose nodes and pods are simulated by kwok.
+#
+# Usage: hack/cluster.sh start|stop|status|kubeconfig
+#
+# It only ever touches its own cluster: state under $TFK8S_CACHE/kwok, its own kubeconfig file
+# ($TFK8S_CACHE/kwok/<name>.kubeconfig), never ~/.kube/config.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=hack/versions.sh
+source "$here/versions.sh"
+cache=${TFK8S_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tfk8s}
+bin=$cache/bin
+name=${TFK8S_CLUSTER_NAME:-tfk8s}
+export KWOK_WORKDIR=$cache/kwok
+kubeconfig=$KWOK_WORKDIR/$name.kubeconfig
+stages=$KWOK_WORKDIR/stages.yaml
+export PATH=$bin:$PATH
+
+log() { printf '[cluster %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+kubectl() { command "$bin/kubectl" --kubeconfig "$kubeconfig" "$@"; }
+
+running() {
+  [ -f "$kubeconfig" ] && kubectl get --raw /readyz >/dev/null 2>&1
+}
+
+# Stages: kwok's own node stages and fast pod stages, minus pod-complete (a training pod runs
+# until it is done, which a simulated pod never is), plus a stage that fails a known-bad image.
+write_stages() {
+  local stage_dir
+  stage_dir=$(go env GOMODCACHE)/sigs.k8s.io/kwok@$KWOK_VERSION/kustomize/stage
+  [ -d "$stage_dir" ] || (cd /tmp && go mod download "sigs.k8s.io/kwok@$KWOK_VERSION")
+  mkdir -p "$KWOK_WORKDIR"
+  : >"$stages"
+  for f in node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
+    pod/fast/pod-ready.yaml pod/fast/pod-delete.yaml; do
+    cat "$stage_dir/$f" >>"$stages"
+    printf '\n---\n' >>"$stages"
+  done
+  cat "$here/kwok/failing-worker-stage.yaml" >>"$stages"
+}
+
+start() {
+  if running; then log "cluster $name already running ($kubeconfig)"; return; fi
+  "$here/tools.sh" >&2
+  write_stages
+  log "creating kwok cluster $name (Kubernetes $KUBE_VERSION, binary runtime)"
+  KWOK_KUBE_VERSION=v$KUBE_VERSION kwokctl create cluster --name "$name" --runtime binary \
+    --config "$stages" --kubeconfig "$kubeconfig" \
+    --kube-apiserver-binary "$bin/kube-apiserver" \
+    --kube-controller-manager-binary "$bin/kube-controller-manager" \
+    --kube-scheduler-binary "$bin/kube-scheduler" \
+    --kwok-controller-binary "$bin/kwok" \
+    --etcd-binary "$bin/etcd" \
+    --wait 2m >&2
+  kubectl apply -f "$here/kwok/nodes.yaml" >&2
+  kubectl wait --for=condition=Ready node --all --timeout=120s >&2
+  log "ready: export KUBECONFIG=$kubeconfig"
+}
+
+stop() {
+  if [ -d "$KWOK_WORKDIR/clusters/$name" ]; then
+    kwokctl delete cluster --name "$name" --kubeconfig "$kubeconfig" >&2 || true
+  fi
+  rm -f "$kubeconfig"
+  log "cluster $name stopped"
+}
+
+status() {
+  if running; then
+    kubectl get nodes -o wide
+  else
+    echo "cluster $name is not running"
+    return 1
+  fi
+}
+
+case ${1:-status} in
+  start) start ;;
+  stop) stop ;;
+  status) status ;;
+  kubeconfig) echo "$kubeconfig" ;;
+  *) echo "usage: $0 start|stop|status|kubeconfig" >&2; exit 2 ;;
+esac

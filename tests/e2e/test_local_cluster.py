@@ -1,0 +1,165 @@
+"""A real `pulumi up` of the dev stack against a real Kubernetes API (kwok-simulated nodes).
+
+The tests run in file order and share one stack: preview and up, a no-op second up, a change of
+one value, a failing worker, then destroy, each checked against the API server itself.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pulumi.automation as auto
+import pytest
+
+from conftest import Kube
+from tfk8s import automation
+
+USER_NODE = "tfk8s-user-node"
+NAMESPACE = "tfk8s-alice"
+FAILING_IMAGE = "tfk8s.invalid/failing-trainer:e2e"  # hack/kwok/failing-worker-stage.yaml fails it
+
+
+@pytest.fixture(scope="module")
+def stack(project: Path) -> auto.Stack:
+    return automation.stack("dev", work_dir=project)
+
+
+def outputs(stack: auto.Stack) -> dict[str, Any]:
+    return {k: v.value for k, v in stack.outputs().items() if not v.secret}
+
+
+def users_config(stack: auto.Stack) -> list[dict[str, Any]]:
+    value = stack.get_config("tfk8s:users").value
+    return json.loads(value)
+
+
+def set_users(stack: auto.Stack, users: list[dict[str, Any]]) -> None:
+    stack.set_config("tfk8s:users", auto.ConfigValue(value=json.dumps(users)))
+
+
+class Steps:
+    """Resource operations of one preview/up, from the engine's event stream."""
+
+    def __init__(self) -> None:
+        self.ops: dict[str, str] = {}
+
+    def __call__(self, event: auto.EngineEvent) -> None:
+        pre = event.resource_pre_event
+        if pre is not None and pre.metadata.type.startswith("kubernetes:"):
+            self.ops[f"{pre.metadata.type.rsplit(':', 1)[1]}::{pre.metadata.urn.rsplit('::', 1)[1]}"] = pre.metadata.op.value
+
+    def changed(self) -> dict[str, str]:
+        return {k: v for k, v in self.ops.items() if v not in ("same", "read")}
+
+
+def test_preview_then_up_brings_the_stack_to_ready(stack: auto.Stack, kube: Kube) -> None:
+    preview = stack.preview(color="never")
+    assert preview.change_summary.get("create", 0) >= 20, preview.change_summary
+    assert NAMESPACE not in {n["metadata"]["name"] for n in kube.get("namespaces")}  # preview created nothing
+
+    stack.up(color="never", on_output=print)
+    out = outputs(stack)
+    assert out["ready"] is True, json.dumps(out["readiness"], indent=2)
+
+    # What Pulumi said, checked against the API server.
+    deployments = {d["metadata"]["name"]: d for d in kube.get("deployments", NAMESPACE)}
+    assert all(d["status"].get("availableReplicas") == 1 for d in deployments.values())
+    assert len([n for n in deployments if n.startswith("mnist-ps-0-")]) == 1
+    (job,) = kube.get("jobs", NAMESPACE)
+    assert (job["metadata"]["name"], job["status"].get("ready")) == ("mnist-worker", 2)
+    claims = {c["metadata"]["name"]: c["status"]["phase"] for c in kube.get("pvc", NAMESPACE)}
+    assert claims == {"mnist-data": "Bound", "mnist-log": "Bound"}
+
+    pods = kube.get("pods", NAMESPACE)
+    workers = sorted(
+        p["metadata"]["labels"]["batch.kubernetes.io/job-completion-index"]
+        for p in pods
+        if p["metadata"]["labels"].get("tfk8s.io/role") == "worker"
+    )
+    assert workers == ["0", "1"]
+    on_user_node = {
+        p["metadata"]["labels"]["app.kubernetes.io/name"] for p in kube.get("pods") if p["spec"].get("nodeName") == USER_NODE
+    }
+    assert on_user_node == {"jupyter", "tensorboard"}
+    for service in kube.get("services", NAMESPACE):
+        if service["spec"]["type"] == "NodePort":
+            assert service["spec"]["externalTrafficPolicy"] == "Local"
+    node = kube.get("node", name=USER_NODE)
+    assert {"key": "tfk8s.io/user-node", "value": "true", "effect": "NoSchedule"} in node["spec"]["taints"]
+    url = out["readiness"]["users"]["alice"]["jupyter"]["url"]
+    node_ports = {s["spec"]["ports"][0]["nodePort"] for s in kube.get("services", NAMESPACE) if s["spec"]["type"] == "NodePort"}
+    assert url.startswith("http://") and int(url.rsplit(":", 1)[1].rstrip("/")) in node_ports
+
+
+def test_second_up_changes_nothing(stack: auto.Stack) -> None:
+    result = stack.up(color="never")
+    assert set(result.summary.resource_changes or {}) == {"same"}, result.summary.resource_changes
+
+
+def test_more_workers_change_only_what_depends_on_the_layout(stack: auto.Stack, kube: Kube) -> None:
+    users = users_config(stack)
+    users[0]["clusters"][0]["workers"]["count"] = 3
+    set_users(stack, users)
+    steps = Steps()
+    stack.up(color="never", on_event=steps)
+    changed = steps.changed()
+    # The worker Job is replaced (its pod template and completions change); PS tasks start a new
+    # run (new Deployment name), so the retire Role follows. Volumes, Services, Jupyter: untouched.
+    assert changed.get("Job::alice-mnist-worker") in {"replace", "create-replacement", "delete-replaced"}
+    assert not [k for k in changed if k.startswith(("PersistentVolume", "Namespace", "StorageClass", "Secret"))], changed
+    assert not [k for k in changed if "jupyter" in k or "tensorboard" in k], changed
+    assert "Service::alice-mnist-worker" not in changed and "Service::alice-mnist-ps-0" not in changed
+    assert outputs(stack)["ready"] is True
+    (job,) = kube.get("jobs", NAMESPACE)
+    assert (job["spec"]["completions"], job["status"].get("ready")) == (3, 3)
+
+
+def test_failing_worker_is_reported_and_up_does_not_hang(stack: auto.Stack) -> None:
+    users = users_config(stack)
+    users[0]["clusters"][0]["image"] = FAILING_IMAGE
+    set_users(stack, users)
+    started = time.monotonic()
+    stack.up(color="never")
+    elapsed = time.monotonic() - started
+    readiness = outputs(stack)["readiness"]
+    assert readiness["ready"] is False
+    assert any("alice/mnist: workers:" in p and "failed" in p for p in readiness["notReady"]), readiness["notReady"]
+    assert elapsed < 120, f"up took {elapsed:.0f}s with a failing worker"
+
+
+def test_destroy_leaves_only_the_data_the_user_kept(stack: auto.Stack, kube: Kube) -> None:
+    stack.destroy(color="never")
+    leftovers = {
+        kind: [o["metadata"]["name"] for o in kube.get(kind, NAMESPACE)]
+        for kind in ("deployments", "jobs", "services", "secrets", "serviceaccounts", "roles", "rolebindings")
+    }
+    leftovers["serviceaccounts"] = [n for n in leftovers["serviceaccounts"] if n != "default"]
+    assert all(not names for names in leftovers.values()), leftovers
+    assert [c["metadata"]["name"] for c in kube.get("configmaps", NAMESPACE)] == ["kube-root-ca.crt"]
+    # keepOnDestroy (the default): claims, their volumes and the namespace holding them stay.
+    assert sorted(c["metadata"]["name"] for c in kube.get("pvc", NAMESPACE)) == ["mnist-data", "mnist-log"]
+    kept_volumes = [v for v in kube.get("pv") if v["spec"].get("claimRef", {}).get("namespace") == NAMESPACE]
+    assert len(kept_volumes) == 2
+    assert "tfk8s.io/user-node" not in kube.get("node", name=USER_NODE)["metadata"].get("labels", {})
+    assert not [t for t in kube.get("node", name=USER_NODE)["spec"].get("taints", []) if t["key"] == "tfk8s.io/user-node"]
+    assert not kube.get("storageclasses") or all(s["metadata"]["name"] != "tfk8s-local" for s in kube.get("storageclasses"))
+
+
+def test_destroy_without_keep_leaves_nothing(stack: auto.Stack, kube: Kube) -> None:
+    kube.run("delete", "namespace", NAMESPACE, "--wait=true")
+    kube.run("delete", "pv", "--all", "--wait=true")
+    users = users_config(stack)
+    users[0]["clusters"][0].pop("image", None)
+    users[0]["clusters"][0]["volumes"]["keepOnDestroy"] = False
+    set_users(stack, users)
+    stack.up(color="never")
+    assert outputs(stack)["ready"] is True
+    stack.destroy(color="never")
+    assert (
+        NAMESPACE not in {n["metadata"]["name"] for n in kube.get("namespaces")}
+        or kube.get("namespace", name=NAMESPACE)["status"]["phase"] == "Terminating"
+    )
+    assert [v["metadata"]["name"] for v in kube.get("pv")] == []

@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 from tfk8s import cluster_spec as cs
-from tfk8s.settings import ClusterSettings, PlatformSettings, Resources
+from tfk8s.settings import DEFAULT_TRAINER, ClusterSettings, PlatformSettings, Resources
 
 LAUNCHER_DIR = "/opt/tfk8s"
 LAUNCHER = f"{LAUNCHER_DIR}/tfk8s_train/launch.py"
@@ -108,6 +108,13 @@ def key_of(relative_path: str) -> str:
     return relative_path.replace("/", "__")
 
 
+def task_args(cluster: ClusterSettings) -> list[str]:
+    """Our trainer learns sync/async from a flag; user scripts read TFK8S_TRAINING if they care."""
+    if tuple(cluster.command) == DEFAULT_TRAINER and cluster.training == "sync":
+        return ["--sync", *cluster.args]
+    return list(cluster.args)
+
+
 def tf_container(
     cluster: ClusterSettings, platform: PlatformSettings, env: list[Json], *, resources_spec: Resources, mount_data: bool
 ) -> Json:
@@ -123,7 +130,7 @@ def tf_container(
         "name": "tensorflow",
         "image": cluster.image or platform.images.tensorflow,
         "command": ["python", LAUNCHER, "--", *cluster.command],
-        "args": list(cluster.args),
+        "args": task_args(cluster),
         "workingDir": CODE_DIR,
         "env": env,
         "ports": [{"name": "grpc", "containerPort": port}],

@@ -53,6 +53,9 @@ def build(settings: Settings, root: Path = PROJECT_ROOT) -> dict[str, Any]:
                 codes=codes[user.name],
                 notebooks=notebooks,
             ),
+            # The User Node's label and taint must exist before anything is scheduled: user-facing
+            # pods select the label, and the taint must already keep training pods off.
+            opts=pulumi.ResourceOptions(depends_on=[user_node]),
         )
         for user in settings.users
     }

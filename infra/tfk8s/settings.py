@@ -15,6 +15,9 @@ TrainingMode = Literal["async", "sync"]
 CodeSource = Literal["configmap", "url", "image"]
 InGraphClient = Literal["chief", "notebook"]
 
+# Our trainer (training/tfk8s_train), shipped with the launcher; any other command is a user script.
+DEFAULT_TRAINER = ("python", "-m", "tfk8s_train", "train")
+
 # The in-tree kubernetes.io/glusterfs provisioner was removed in Kubernetes 1.26
 # (kubernetes/kubernetes#115035).
 GLUSTERFS_REMOVED_IN = (1, 26)
@@ -155,7 +158,7 @@ class ClusterSettings:
     workers: WorkerSettings = field(default_factory=WorkerSettings)
     image: str | None = None
     code: CodeSettings = field(default_factory=CodeSettings)
-    command: tuple[str, ...] = ("python", "-m", "tfk8s_train.train")
+    command: tuple[str, ...] = DEFAULT_TRAINER
     args: tuple[str, ...] = ()
     # Append --ps_hosts/--worker_hosts/--job_name/--task_index/--data_dir/--log_path.
     classic_flags: bool = True

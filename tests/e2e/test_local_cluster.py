@@ -13,7 +13,6 @@ from typing import Any
 
 import pulumi.automation as auto
 import pytest
-
 from conftest import Kube
 from tfk8s import automation
 

@@ -6,7 +6,6 @@ from pathlib import Path
 
 import jinja2
 import yaml
-
 from tfk8s import cluster_spec as cs
 from tfk8s.settings import ClusterSettings, PsSettings, WorkerSettings
 

@@ -248,3 +248,18 @@ def test_pulumi_up_waits_for_running_workers_not_for_training_to_finish(dev_conf
         assert d.options[f"{JOB}::alice-mnist-worker"].delete_before_replace is True
 
     return after(d, check)
+
+
+@pulumi.runtime.test
+def test_sync_training_reaches_our_trainer_as_a_flag(dev_config: dict[str, Any]) -> None:
+    dev_config["users"][0]["clusters"][0]["training"] = "sync"
+    d = run_program(dev_config)
+
+    def check() -> None:
+        for workload in tf_workloads(d):
+            container = pod_spec(workload)["containers"][0]
+            assert container["command"][-4:] == ["python", "-m", "tfk8s_train", "train"]
+            assert container["args"] == ["--sync"]
+            assert env_of(workload)["TFK8S_TRAINING"] == "sync"
+
+    return after(d, check)

@@ -1,0 +1,180 @@
+"""Time to readiness: `pulumi up` vs `kubectl apply` + `kubectl wait` of the same objects.
+
+For the dev stack and a 3-user x 2-cluster stack, on the local kwok cluster (`make cluster`):
+  1. pulumi up from nothing until it returns (it waits for PS, workers, claims, Jupyter and
+     TensorBoard itself), then a no-change `pulumi up` and a `pulumi preview`; then destroy;
+  2. the same program rendered to YAML (the provider's `render_yaml_to_directory`), applied with
+     `kubectl apply --server-side` and waited on with `kubectl wait` for the same conditions;
+     then deleted.
+Ratios are pulumi / kubectl. The rendered YAML holds Secrets in plain text: it lives in a
+temporary directory that is removed at the end.
+
+    make cluster && .venv/bin/python bench/deploy_vs_apply.py
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "infra"))
+
+import pulumi  # noqa: E402
+import pulumi.automation as auto  # noqa: E402
+import pulumi_kubernetes as k8s  # noqa: E402
+
+from tfk8s import automation  # noqa: E402
+
+KUBECTL = str(automation.CACHE / "bin" / "kubectl")
+ORDER = [
+    "Namespace",
+    "StorageClass",
+    "PersistentVolume",
+    "ServiceAccount",
+    "Role",
+    "RoleBinding",
+    "Secret",
+    "ConfigMap",
+    "PersistentVolumeClaim",
+    "Service",
+    "Deployment",
+    "Job",
+    "Node",
+]
+
+
+def big_users() -> list[dict[str, Any]]:
+    base = yaml.safe_load((ROOT / "stacks" / "Pulumi.dev.yaml").read_text())["config"]["tfk8s:users"][0]
+    users = []
+    for u in range(3):
+        user = copy.deepcopy(base)
+        user["name"] = f"user{u}"
+        user["clusters"] = [dict(copy.deepcopy(base["clusters"][0]), name=f"c{c}") for c in range(2)]
+        users.append(user)
+    return users
+
+
+def kubectl(*args: str) -> str:
+    return subprocess.run([KUBECTL, *args], check=True, capture_output=True, text=True).stdout
+
+
+def project(users: list[dict[str, Any]] | None) -> Path:
+    work = Path(tempfile.mkdtemp(prefix="tfk8s-bench-"))
+    shutil.copy(ROOT / "Pulumi.yaml", work)
+    shutil.copytree(ROOT / "stacks", work / "stacks")
+    (work / "state").mkdir()
+    os.environ["PULUMI_BACKEND_URL"] = f"file://{work / 'state'}"
+    if users is not None:
+        config = yaml.safe_load((work / "stacks" / "Pulumi.dev.yaml").read_text())
+        config["config"]["tfk8s:users"] = users
+        (work / "stacks" / "Pulumi.dev.yaml").write_text(yaml.safe_dump(config))
+    return work
+
+
+def timed(fn: Any) -> float:
+    started = time.perf_counter()
+    fn()
+    return time.perf_counter() - started
+
+
+def pulumi_side(users: list[dict[str, Any]] | None) -> dict[str, float]:
+    stack = automation.stack("dev", work_dir=project(users))
+    result = {"up": timed(lambda: stack.up(color="never"))}
+    assert stack.outputs()["ready"].value is True, stack.outputs()["readiness"].value
+    result["up (no change)"] = timed(lambda: stack.up(color="never"))
+    result["preview"] = timed(lambda: stack.preview(color="never"))
+    stack.destroy(color="never")
+    delete_kept()
+    return result
+
+
+def render(users: list[dict[str, Any]] | None, out: Path) -> None:
+    """Run the same program with every Kubernetes resource sent to a rendering provider."""
+    from tfk8s.program import main
+
+    def program() -> None:
+        renderer = k8s.Provider("render", render_yaml_to_directory=str(out))
+
+        def to_renderer(args: pulumi.ResourceTransformationArgs) -> pulumi.ResourceTransformationResult | None:
+            if args.type_.startswith("kubernetes:"):
+                return pulumi.ResourceTransformationResult(
+                    args.props, pulumi.ResourceOptions.merge(args.opts, pulumi.ResourceOptions(provider=renderer))
+                )
+            return None
+
+        pulumi.runtime.register_stack_transformation(to_renderer)
+        main()
+
+    automation.engine_env()
+    work = project(users)
+    stack = auto.create_or_select_stack("render", project_name="tfk8s", program=program, work_dir=str(work))
+    stack.set_all_config(
+        {
+            k: auto.ConfigValue(json.dumps(v) if not isinstance(v, str) else v)
+            for k, v in yaml.safe_load((work / "stacks" / "Pulumi.dev.yaml").read_text())["config"].items()
+        }
+    )
+    stack.up(color="never")
+
+
+def kubectl_side(users: list[dict[str, Any]] | None) -> dict[str, float]:
+    out = Path(tempfile.mkdtemp(prefix="tfk8s-render-"))
+    try:
+        render(users, out)
+        docs = [d for f in sorted(out.rglob("*.yaml")) for d in yaml.safe_load_all(f.read_text()) if d]
+        docs.sort(key=lambda d: ORDER.index(d["kind"]) if d["kind"] in ORDER else len(ORDER))
+        manifest = out / "all.yaml"
+        manifest.write_text(yaml.safe_dump_all(docs))
+        namespaces = sorted({d["metadata"]["namespace"] for d in docs if d["metadata"].get("namespace")})
+
+        def apply_and_wait() -> None:
+            kubectl("apply", "--server-side", "--force-conflicts", "-f", str(manifest))
+            for ns in namespaces:
+                kubectl("wait", "-n", ns, "--for=jsonpath={.status.phase}=Bound", "pvc", "--all", "--timeout=300s")
+                kubectl("wait", "-n", ns, "--for=condition=Available", "deployment", "--all", "--timeout=300s")
+                kubectl("wait", "-n", ns, "--for=condition=Ready", "pod", "-l", "tfk8s.io/role=worker", "--timeout=300s")
+
+        result = {"apply+wait": timed(apply_and_wait)}
+        kubectl("delete", "--wait=true", "-f", str(manifest), "--ignore-not-found")
+        delete_kept()
+        return result
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+def delete_kept() -> None:
+    """Both sides start from an empty cluster: drop namespaces and volumes kept on destroy."""
+    for ns in json.loads(kubectl("get", "ns", "-o", "json"))["items"]:
+        if ns["metadata"]["name"].startswith("tfk8s-"):
+            kubectl("delete", "ns", ns["metadata"]["name"], "--wait=true")
+    kubectl("delete", "pv", "--all", "--wait=true")
+
+
+def main() -> None:
+    automation.engine_env()
+    os.environ["KUBECONFIG"] = str(automation.CACHE / "kwok" / "tfk8s.kubeconfig")
+    print("| stack | pulumi up (s) | apply+wait (s) | ratio up / apply+wait | no-change up (s) | preview (s) |")
+    print("|---|---|---|---|---|---|")
+    for label, users in (("dev (1 user x 1 cluster)", None), ("3 users x 2 clusters", big_users())):
+        theirs = kubectl_side(users)
+        ours = pulumi_side(users)
+        print(
+            f"| {label} | {ours['up']:.1f} | {theirs['apply+wait']:.1f} | {ours['up'] / theirs['apply+wait']:.2f} "
+            f"| {ours['up (no change)']:.1f} | {ours['preview']:.1f} |",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()

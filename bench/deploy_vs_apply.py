@@ -33,7 +33,6 @@ sys.path.insert(0, str(ROOT / "infra"))
 import pulumi  # noqa: E402
 import pulumi.automation as auto  # noqa: E402
 import pulumi_kubernetes as k8s  # noqa: E402
-
 from tfk8s import automation  # noqa: E402
 
 KUBECTL = str(automation.CACHE / "bin" / "kubectl")

@@ -72,6 +72,7 @@ def project(users: list[dict[str, Any]] | None) -> Path:
     work = Path(tempfile.mkdtemp(prefix="tfk8s-bench-"))
     shutil.copy(ROOT / "Pulumi.yaml", work)
     shutil.copytree(ROOT / "stacks", work / "stacks")
+    (work / "infra").symlink_to(ROOT / "infra")  # Pulumi.yaml's `main` must exist
     (work / "state").mkdir()
     os.environ["PULUMI_BACKEND_URL"] = f"file://{work / 'state'}"
     if users is not None:

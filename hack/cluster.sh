@@ -16,7 +16,7 @@ bin=$cache/bin
 name=${TFK8S_CLUSTER_NAME:-tfk8s}
 export KWOK_WORKDIR=$cache/kwok
 kubeconfig=$KWOK_WORKDIR/$name.kubeconfig
-stages=$KWOK_WORKDIR/stages.yaml
+stages=$KWOK_WORKDIR/$name.stages.yaml
 export PATH=$bin:$PATH
 
 log() { printf '[cluster %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
@@ -27,7 +27,8 @@ running() {
 }
 
 # Stages: kwok's own node stages and fast pod stages, minus pod-complete (a training pod runs
-# until it is done, which a simulated pod never is), plus a stage that fails a known-bad image.
+# until it is done, which a simulated pod never is), plus ours: deleted pods terminate as under a
+# kubelet, and workers of a known-bad image fail.
 write_stages() {
   local stage_dir
   stage_dir=$(go env GOMODCACHE)/sigs.k8s.io/kwok@$KWOK_VERSION/kustomize/stage
@@ -39,6 +40,8 @@ write_stages() {
     cat "$stage_dir/$f" >>"$stages"
     printf '\n---\n' >>"$stages"
   done
+  cat "$here/kwok/pod-terminate-stage.yaml" >>"$stages"
+  printf '\n---\n' >>"$stages"
   cat "$here/kwok/failing-worker-stage.yaml" >>"$stages"
 }
 

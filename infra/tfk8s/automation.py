@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pulumi.automation as auto
+import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("TFK8S_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tfk8s")
@@ -44,11 +45,11 @@ def engine_env() -> dict[str, str]:
         CACHE.mkdir(parents=True, exist_ok=True)
         passphrase.write_text(secrets.token_urlsafe(32))
         passphrase.chmod(0o600)
-    (ROOT / ".state").mkdir(exist_ok=True)
+    (ROOT / ".state" / "backend").mkdir(parents=True, exist_ok=True)
     env = {
         "PATH": f"{CACHE / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
         "PULUMI_HOME": str(CACHE / "pulumi-home"),
-        "PULUMI_BACKEND_URL": os.environ.get("PULUMI_BACKEND_URL", f"file://{ROOT / '.state'}"),
+        "PULUMI_BACKEND_URL": os.environ.get("PULUMI_BACKEND_URL", f"file://{ROOT / '.state' / 'backend'}"),
         "PULUMI_CONFIG_PASSPHRASE_FILE": os.environ.get("PULUMI_CONFIG_PASSPHRASE_FILE", str(passphrase)),
         "PULUMI_SKIP_UPDATE_CHECK": "true",
         "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
@@ -72,13 +73,38 @@ def ensure_provider_plugin(env: dict[str, str]) -> None:
     )
 
 
-def stack(name: str, work_dir: Path = ROOT) -> auto.Stack:
-    """The stack `name` of the project in `work_dir` (its Pulumi.yaml and stacks/), program in-process."""
+def sync_workdir(name: str, work_dir: Path) -> Path:
+    """A project directory for the engine: Pulumi.yaml, infra/ and the stack file from this repo.
+
+    Pulumi writes the passphrase salt (`encryptionsalt`) into the stack file it uses. The salt
+    belongs to this machine's generated passphrase, so it must not land in the tracked
+    stacks/ file: the engine gets a copy, refreshed from stacks/ on every run, salt preserved.
+    """
+    work_dir.mkdir(parents=True, exist_ok=True)
+    for entry in ("Pulumi.yaml", "infra"):
+        link = work_dir / entry
+        if not link.exists():
+            link.symlink_to(ROOT / entry)
+    (work_dir / "stacks").mkdir(exist_ok=True)
+    tracked = yaml.safe_load((ROOT / "stacks" / f"Pulumi.{name}.yaml").read_text()) or {}
+    copy = work_dir / "stacks" / f"Pulumi.{name}.yaml"
+    if copy.exists():
+        salt = (yaml.safe_load(copy.read_text()) or {}).get("encryptionsalt")
+        if salt:
+            tracked["encryptionsalt"] = salt
+    copy.write_text(yaml.safe_dump(tracked, sort_keys=False))
+    return work_dir
+
+
+def stack(name: str, work_dir: Path | None = None) -> auto.Stack:
+    """The stack `name`, program in-process; `work_dir` (default: a synced copy in .state/) holds
+    Pulumi.yaml and stacks/."""
     sys.path.insert(0, str(ROOT / "infra"))
     from tfk8s.program import main
 
     env = engine_env()
     ensure_provider_plugin(env)
+    work_dir = work_dir or sync_workdir(name, ROOT / ".state" / "project")
     options = auto.LocalWorkspaceOptions(work_dir=str(work_dir), env_vars=env, pulumi_home=env["PULUMI_HOME"])
     return auto.create_or_select_stack(stack_name=name, project_name="tfk8s", program=main, work_dir=str(work_dir), opts=options)
 

@@ -70,6 +70,7 @@ def project(tmp_path_factory: pytest.TempPathFactory, kube: Kube) -> Path:
     work = tmp_path_factory.mktemp("project")
     shutil.copy(ROOT / "Pulumi.yaml", work / "Pulumi.yaml")
     shutil.copytree(ROOT / "stacks", work / "stacks")
+    (work / "infra").symlink_to(ROOT / "infra")  # Pulumi.yaml's `main` must exist
     (work / "state").mkdir()
     os.environ["PULUMI_BACKEND_URL"] = f"file://{work / 'state'}"
     os.environ["KUBECONFIG"] = str(kube.kubeconfig)

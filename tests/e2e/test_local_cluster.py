@@ -13,12 +13,13 @@ from typing import Any
 
 import pulumi.automation as auto
 import pytest
+import yaml
 from conftest import Kube
 from tfk8s import automation
 
 USER_NODE = "tfk8s-user-node"
 NAMESPACE = "tfk8s-alice"
-FAILING_IMAGE = "tfk8s.invalid/failing-trainer:e2e"  # hack/kwok/failing-worker-stage.yaml fails it
+FAILING_IMAGE = "tfk8s.invalid/failing-trainer:e2e"  # hack/kwok/failing-worker-stage.yaml fails its workers
 
 
 @pytest.fixture(scope="module")
@@ -30,13 +31,19 @@ def outputs(stack: auto.Stack) -> dict[str, Any]:
     return {k: v.value for k, v in stack.outputs().items() if not v.secret}
 
 
+def stack_file(stack: auto.Stack) -> Path:
+    return Path(stack.workspace.work_dir) / "stacks" / f"Pulumi.{stack.name}.yaml"
+
+
 def users_config(stack: auto.Stack) -> list[dict[str, Any]]:
-    value = stack.get_config("tfk8s:users").value
-    return json.loads(value)
+    return yaml.safe_load(stack_file(stack).read_text())["config"]["tfk8s:users"]
 
 
 def set_users(stack: auto.Stack, users: list[dict[str, Any]]) -> None:
-    stack.set_config("tfk8s:users", auto.ConfigValue(value=json.dumps(users)))
+    """Edit the stack file, as a user or a GitOps pipeline does before the next `up`."""
+    document = yaml.safe_load(stack_file(stack).read_text())
+    document["config"]["tfk8s:users"] = users
+    stack_file(stack).write_text(yaml.safe_dump(document))
 
 
 class Steps:

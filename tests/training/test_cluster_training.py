@@ -1,0 +1,240 @@
+"""Real clusters: 2 PS x 2 workers (plus a chief in-graph) of real TensorFlow processes on loopback.
+
+Each test starts every task through the launcher with the same env contract as a pod, and
+checks what a user would: accuracy on held-out digits, every process exiting 0 by itself, the
+done markers, where the variables live, and the files a chief leaves behind.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tfk8s_train.cluster import LocalCluster, make_spec
+from tfk8s_train.launch import done_dir
+
+pytestmark = pytest.mark.training
+TESTS_DIR = Path(__file__).resolve().parent
+
+
+def train_command(mode: str, *extra: str, steps: int = 300) -> list[str]:
+    return [sys.executable, "-m", "tfk8s_train", "train", "--mode", mode, "--steps", str(steps), *extra]
+
+
+def run_cluster(
+    log_dir: Path,
+    data_dir: Path,
+    command: list[str],
+    *,
+    num_ps: int = 2,
+    num_workers: int = 2,
+    chief: bool = False,
+    timeout: float = 150,
+) -> tuple[LocalCluster, dict[str, int | None]]:
+    cluster = LocalCluster(
+        spec=make_spec(num_ps, num_workers, chief), command=command, log_dir=str(log_dir), data_dir=str(data_dir)
+    )
+    with cluster:
+        codes = cluster.wait(timeout)
+    return cluster, codes
+
+
+def result(log_dir: Path, task: str) -> dict[str, Any]:
+    return json.loads((log_dir / "results" / f"{task}.json").read_text())
+
+
+def assert_clean_finish(cluster: LocalCluster, codes: dict[str, int | None], clients: list[str]) -> None:
+    """Every process exited 0, every client left a done marker, every server retired itself."""
+    assert codes == dict.fromkeys(cluster.tasks, 0), codes
+    markers = {p.name for p in done_dir(cluster.log_dir, cluster.run_id).iterdir()}
+    assert set(clients) <= markers
+    for name, task in cluster.tasks.items():
+        if name not in clients:  # a server: stopped by its own launcher, not by the runner
+            assert any("are done; retiring" in line for line in task.lines), f"{name} did not retire itself"
+
+
+def assert_on_ps(devices: dict[str, str], num_ps: int) -> None:
+    used = {re.search(r"/job:ps/(?:replica:0/)?task:(\d+)", d)[1] for d in devices.values()}  # type: ignore[index]
+    assert used == {str(i) for i in range(num_ps)}, devices
+
+
+@pytest.fixture(scope="module")
+def async_run(tmp_path_factory: pytest.TempPathFactory, digits_tfrecords: Path) -> tuple[LocalCluster, dict]:
+    log_dir = tmp_path_factory.mktemp("async-log")
+    return run_cluster(log_dir, digits_tfrecords, train_command("between-graph"))
+
+
+def test_between_graph_async_trains_to_90_percent_and_everyone_exits(async_run: tuple[LocalCluster, dict]) -> None:
+    cluster, codes = async_run
+    log_dir = Path(cluster.log_dir)
+    assert_clean_finish(cluster, codes, clients=["worker-0", "worker-1"])
+    chief, other = result(log_dir, "worker-0"), result(log_dir, "worker-1")
+    assert chief["test_accuracy"] >= 0.90
+    assert chief["data"].startswith("tfrecords")
+    assert min(chief["global_step"], other["global_step"]) >= 300
+    assert chief["local_steps"] > 0 and other["local_steps"] > 0  # async: both trained, neither waited
+    assert chief["local_steps"] + other["local_steps"] >= 300
+    assert_on_ps(chief["variable_devices"], num_ps=2)
+    assert (log_dir / "checkpoints" / "checkpoint").is_file()
+
+
+def test_exported_saved_model_classifies_held_out_digits(async_run: tuple[LocalCluster, dict], digits_tfrecords: Path) -> None:
+    import numpy as np
+    import tensorflow as tf
+    from tfk8s_train.pipeline import load_training_data
+
+    cluster, _ = async_run
+    data = load_training_data(str(digits_tfrecords))
+    serve = tf.saved_model.load(str(Path(cluster.log_dir) / "saved_model")).signatures["serving_default"]
+    classes = serve(tf.constant(data.x_test[..., 0]))["classes"].numpy()
+    assert np.mean(classes == data.y_test) >= 0.90
+
+
+def test_between_graph_sync_trains_to_90_percent(tmp_path: Path, digits_tfrecords: Path) -> None:
+    cluster, codes = run_cluster(tmp_path, digits_tfrecords, train_command("between-graph", "--sync"))
+    assert_clean_finish(cluster, codes, clients=["worker-0", "worker-1"])
+    chief, other = result(tmp_path, "worker-0"), result(tmp_path, "worker-1")
+    assert chief["sync"] and chief["test_accuracy"] >= 0.90
+    # Sync never overshoots: one update per aggregated step, every worker stops at the same step.
+    assert chief["global_step"] == other["global_step"] == 300
+
+
+def test_in_graph_cnn_trains_to_90_percent_from_the_chief(tmp_path: Path, digits_tfrecords: Path) -> None:
+    command = train_command("in-graph", "--model", "cnn", "--checkpoint-steps", "100")
+    cluster, codes = run_cluster(tmp_path, digits_tfrecords, command, chief=True)
+    assert_clean_finish(cluster, codes, clients=["chief-0"])
+    chief = result(tmp_path, "chief-0")
+    assert chief["mode"] == "in-graph" and chief["global_step"] == 300
+    assert chief["test_accuracy"] >= 0.90
+    assert_on_ps(chief["variable_devices"], num_ps=2)
+    assert (tmp_path / "saved_model" / "saved_model.pb").is_file()
+    for name in ("ps-0", "ps-1", "worker-0", "worker-1"):  # pure servers: no client code ran there
+        assert not (tmp_path / "results" / f"{name}.json").exists()
+
+
+def test_unmodified_classic_flag_script_runs_under_the_runner(tmp_path: Path, training_env: dict[str, str]) -> None:
+    script = TESTS_DIR / "fixtures" / "mnist_replica.py"
+    runner = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tfk8s_train.runner",
+            "--ps",
+            "1",
+            "--workers",
+            "2",
+            "--data-dir",
+            str(tmp_path / "data"),
+            "--log-dir",
+            str(tmp_path / "log"),
+            "--timeout",
+            "120",
+            "--",
+            sys.executable,
+            str(script),
+            "--train_steps",
+            "200",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=training_env,
+    )
+    out = runner.stdout
+    assert runner.returncode == 0, out[-4000:]
+    for worker in (0, 1):
+        assert re.search(rf"^\[worker-{worker}\] Worker {worker}: training done .* test accuracy", out, re.M), out[-3000:]
+    assert "[ps-0] tfk8s-launch: ps-0: all of ['worker-0', 'worker-1'] are done; retiring" in out
+    assert "all tasks finished" in out
+
+
+def _latest_checkpoint_step(checkpoint_dir: Path) -> int:
+    state = checkpoint_dir / "checkpoint"
+    if not state.is_file():
+        return -1
+    match = re.search(r'^model_checkpoint_path: ".*-(\d+)"', state.read_text(), re.M)
+    return int(match[1]) if match else -1
+
+
+def test_killed_ps_restarts_and_training_resumes_from_the_checkpoint(tmp_path: Path, digits_tfrecords: Path) -> None:
+    steps, every = 2000, 100
+    command = train_command("between-graph", "--checkpoint-steps", str(every), "--log-every", "50", steps=steps)
+    cluster = LocalCluster(spec=make_spec(1, 2, False), command=command, log_dir=str(tmp_path), data_dir=str(digits_tfrecords))
+    with cluster:
+        deadline = time.monotonic() + 90
+        while _latest_checkpoint_step(tmp_path / "checkpoints") < 2 * every:
+            assert time.monotonic() < deadline, "no checkpoint within 90 s"
+            assert all(code is None for code in cluster.returncodes().values()), cluster.returncodes()
+            time.sleep(0.2)
+        saved_before_kill = _latest_checkpoint_step(tmp_path / "checkpoints")
+        cluster.signal_task("ps-0", signal.SIGKILL)  # the PS and all variables on it are gone
+        cluster.start_task("ps-0")  # as Kubernetes would restart it, at the same address
+        codes = cluster.wait(150)
+    assert_clean_finish(cluster, codes, clients=["worker-0", "worker-1"])
+    chief = result(tmp_path, "worker-0")
+    assert chief["global_step"] >= steps and chief["test_accuracy"] >= 0.90
+    assert chief["recoveries"], "the chief's session was never recreated: the PS kill went unnoticed"
+    recovery = chief["recoveries"][0]
+    restored_step = int(recovery["checkpoint"].rsplit("-", 1)[1])
+    assert restored_step >= saved_before_kill  # restored the newest checkpoint, not an older one
+    assert recovery["resumed_at"] >= restored_step  # the global step never went back past it
+    assert result(tmp_path, "worker-1")["recoveries"], "worker-1 did not survive the PS restart"
+
+
+def test_tensorboard_serves_every_workers_scalars(async_run: tuple[LocalCluster, dict]) -> None:
+    """Start a real TensorBoard on the run's log dir and ask its HTTP API what it can read."""
+    import urllib.request
+
+    from tfk8s_train.cluster import free_ports
+
+    cluster, _ = async_run
+    [port] = free_ports(1)
+    board = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tensorboard.main",
+            "--logdir",
+            cluster.log_dir,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--reload_interval",
+            "1",
+            "--load_fast",
+            "false",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    base = f"http://127.0.0.1:{port}/data/plugin/scalars"
+    wanted = {"loss", "accuracy", "examples_per_sec"}
+    tags: dict[str, dict[str, Any]] = {}
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"{base}/tags", timeout=5) as response:
+                    tags = json.load(response)
+            except OSError:
+                tags = {}  # not listening yet
+            if all(wanted <= set(tags.get(f"tensorboard/worker-{i}", {})) for i in (0, 1)):
+                break
+            time.sleep(0.5)
+        assert {f"tensorboard/worker-{i}" for i in (0, 1)} <= set(tags), tags
+        for run in ("tensorboard/worker-0", "tensorboard/worker-1"):
+            assert wanted <= set(tags[run]), tags[run]
+        with urllib.request.urlopen(f"{base}/scalars?run=tensorboard/worker-0&tag=loss", timeout=5) as response:
+            points = json.load(response)  # [[wall_time, step, value], ...]
+        assert len(points) >= 2 and points[-1][1] > points[0][1] and points[-1][2] < points[0][2]
+    finally:
+        board.terminate()
+        board.wait(10)

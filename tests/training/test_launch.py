@@ -1,0 +1,280 @@
+"""The launcher: env contract parsing, the child's flags and TF_CONFIG, the done-marker barrier
+that retires servers, signal forwarding, and scaling a PS Deployment to zero (fake API server).
+
+No TensorFlow here: the children are tiny Python programs, the launcher is the real file.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tfk8s_train import kube_retire, launch
+from tfk8s_train.launch import LaunchError, parse_env
+
+SPEC = {"ps": ["ps-0:2222", "ps-1:2222"], "worker": ["w-0.w:2222", "w-1.w:2222"]}
+CHIEF_SPEC = {**SPEC, "chief": ["c-0:2222"]}
+TRAINING_DIR = Path(launch.__file__).resolve().parent.parent
+
+
+def env(spec: dict[str, list[str]] | None = None, **overrides: str) -> dict[str, str]:
+    base = {"TFK8S_CLUSTER_SPEC": json.dumps(spec or SPEC), "TFK8S_JOB_NAME": "worker", "TFK8S_TASK_INDEX": "1"}
+    return {k: v for k, v in {**base, **overrides}.items() if v != "<unset>"}
+
+
+@pytest.mark.parametrize(
+    ("environ", "job", "index", "done_when"),
+    [
+        (env(), "worker", 1, "workers"),
+        (env(TFK8S_TASK_INDEX="<unset>", JOB_COMPLETION_INDEX="0"), "worker", 0, "workers"),
+        (env(TFK8S_TASK_INDEX="1", JOB_COMPLETION_INDEX="0"), "worker", 1, "workers"),
+        (env(TFK8S_JOB_NAME="ps", TFK8S_TASK_INDEX="0"), "ps", 0, "workers"),
+        (env(CHIEF_SPEC, TFK8S_JOB_NAME="chief", TFK8S_TASK_INDEX="0"), "chief", 0, "chief"),
+        (env(CHIEF_SPEC, TFK8S_DONE_WHEN="workers"), "worker", 1, "workers"),
+    ],
+    ids=["explicit-index", "indexed-job", "explicit-wins", "ps", "chief", "done-when-override"],
+)
+def test_parse_env_reads_the_contract(environ: dict[str, str], job: str, index: int, done_when: str) -> None:
+    spec = parse_env(environ)
+    assert (spec.job, spec.index, spec.done_when) == (job, index, done_when)
+    assert (spec.data_dir, spec.log_dir, spec.classic_flags) == ("/data", "/log", True)
+
+
+@pytest.mark.parametrize(
+    ("environ", "message"),
+    [
+        (env(TFK8S_CLUSTER_SPEC="<unset>"), "TFK8S_CLUSTER_SPEC is not set"),
+        (env(TFK8S_CLUSTER_SPEC="{ps:"), "not valid JSON"),
+        (env(TFK8S_CLUSTER_SPEC='["ps-0:1"]'), "must be a non-empty JSON object"),
+        (env({"ps": ["ps-0"]}), "list of 'host:port'"),
+        (env({"evaluator": ["e:1"]}), "unknown job 'evaluator'"),
+        (env(TFK8S_JOB_NAME="master"), "TFK8S_JOB_NAME='master'"),
+        (env(TFK8S_JOB_NAME="chief"), "not a job of TFK8S_CLUSTER_SPEC"),
+        (env(TFK8S_TASK_INDEX="<unset>"), "neither TFK8S_TASK_INDEX nor JOB_COMPLETION_INDEX"),
+        (env(TFK8S_TASK_INDEX="one"), "TFK8S_TASK_INDEX='one' is not an integer"),
+        (env(TFK8S_TASK_INDEX="2"), "task index 2 is out of range"),
+        (env(TFK8S_CLASSIC_FLAGS="yes"), "TFK8S_CLASSIC_FLAGS='yes'"),
+        (env(TFK8S_DONE_WHEN="chief"), "no chief"),
+        (env(TFK8S_POLL_SECONDS="soon"), "TFK8S_POLL_SECONDS='soon'"),
+    ],
+    ids=[
+        "no-spec",
+        "bad-json",
+        "not-object",
+        "no-port",
+        "unknown-job",
+        "bad-job",
+        "job-not-in-spec",
+        "no-index",
+        "bad-index",
+        "index-range",
+        "bad-flag-switch",
+        "chief-missing",
+        "bad-poll",
+    ],
+)
+def test_parse_env_rejects_bad_input_naming_the_variable(environ: dict[str, str], message: str) -> None:
+    with pytest.raises(LaunchError, match=message.replace("(", r"\(").replace("[", r"\[")):
+        parse_env(environ)
+
+
+def test_child_gets_tf_config_and_classic_flags() -> None:
+    spec = parse_env(env(TFK8S_DATA_DIR="/d", TFK8S_LOG_DIR="/l"))
+    assert json.loads(launch.child_env(spec, {"PATH": "/bin"})["TF_CONFIG"]) == {
+        "cluster": SPEC,
+        "task": {"type": "worker", "index": 1},
+    }
+    assert launch.child_command(spec, ["python", "t.py"]) == [
+        "python",
+        "t.py",
+        "--ps_hosts=ps-0:2222,ps-1:2222",
+        "--worker_hosts=w-0.w:2222,w-1.w:2222",
+        "--job_name=worker",
+        "--task_index=1",
+        "--data_dir=/d",
+        "--log_path=/l",
+    ]
+    no_flags = parse_env(env(TFK8S_CLASSIC_FLAGS="false"))
+    assert launch.child_command(no_flags, ["python", "t.py"]) == ["python", "t.py"]
+
+
+def test_barrier_waits_for_every_expected_marker(tmp_path: Path) -> None:
+    ps = parse_env(env(TFK8S_JOB_NAME="ps", TFK8S_TASK_INDEX="0", TFK8S_LOG_DIR=str(tmp_path), TFK8S_RUN_ID="r1"))
+    assert not launch.barrier_met(ps)
+    launch.write_done_marker(tmp_path, "r1", "worker", 1)
+    launch.write_done_marker(tmp_path, "other-run", "worker", 0)  # another run's marker never counts
+    assert not launch.barrier_met(ps)
+    marker = launch.write_done_marker(tmp_path, "r1", "worker", 0)
+    assert launch.barrier_met(ps)
+    assert json.loads(marker.read_text())["job"] == "worker"
+    assert sorted(p.name for p in marker.parent.iterdir()) == ["worker-0", "worker-1"]  # no temp files left
+
+
+def _launch(
+    tmp_path: Path, job: str, index: int, code: str, spec: dict[str, list[str]] | None = None, **extra: str
+) -> subprocess.Popen[str]:
+    environ = {
+        **os.environ,
+        **env(spec, TFK8S_JOB_NAME=job, TFK8S_TASK_INDEX=str(index)),
+        "TFK8S_LOG_DIR": str(tmp_path),
+        "TFK8S_RUN_ID": "run",
+        "TFK8S_POLL_SECONDS": "0.1",
+        "TFK8S_GRACE_SECONDS": "2",
+        "TFK8S_CLASSIC_FLAGS": "false",
+        **extra,
+    }
+    if "KUBERNETES_SERVICE_HOST" not in extra:
+        environ.pop("KUBERNETES_SERVICE_HOST", None)
+    return subprocess.Popen(
+        [sys.executable, str(TRAINING_DIR / "tfk8s_train" / "launch.py"), "--", sys.executable, "-c", code],
+        env=environ,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+
+
+SERVER = "import time\nwhile True: time.sleep(0.05)"
+
+
+def test_ps_launcher_stops_its_server_once_all_workers_are_done(tmp_path: Path) -> None:
+    ps = _launch(tmp_path, "ps", 0, SERVER)
+    worker0 = _launch(tmp_path, "worker", 0, "import os, json; print(json.loads(os.environ['TF_CONFIG'])['task'])")
+    assert worker0.wait(30) == 0
+    assert "{'type': 'worker', 'index': 0}" in worker0.stdout.read()  # type: ignore[union-attr]
+    with pytest.raises(subprocess.TimeoutExpired):
+        ps.wait(1.0)  # one of two workers done: the PS must keep serving
+    assert _launch(tmp_path, "worker", 1, "pass").wait(30) == 0
+    assert ps.wait(30) == 0
+    assert "are done; retiring" in ps.stdout.read()  # type: ignore[union-attr]
+    # Markers persist: a PS restarted after the run is done exits at once without serving.
+    late = _launch(tmp_path, "ps", 1, "import sys; sys.exit(7)")
+    assert late.wait(30) == 0
+
+
+def test_in_graph_workers_are_servers_retired_by_the_chief_marker(tmp_path: Path) -> None:
+    worker = _launch(tmp_path, "worker", 1, SERVER, spec=CHIEF_SPEC)
+    with pytest.raises(subprocess.TimeoutExpired):
+        worker.wait(1.0)
+    assert _launch(tmp_path, "chief", 0, "pass", spec=CHIEF_SPEC).wait(30) == 0
+    assert worker.wait(30) == 0
+    assert not (launch.done_dir(tmp_path, "run") / "worker-1").exists()  # stopped, not finished
+
+
+def test_failed_worker_writes_no_marker_and_passes_its_code(tmp_path: Path) -> None:
+    assert _launch(tmp_path, "worker", 0, "import sys; sys.exit(3)").wait(30) == 3
+    assert not launch.done_dir(tmp_path, "run").exists()
+
+
+def test_sigterm_is_forwarded_to_the_child(tmp_path: Path) -> None:
+    code = (
+        "import signal, sys, time\n"
+        "signal.signal(signal.SIGTERM, lambda *_: (print('child got SIGTERM', flush=True), sys.exit(0)))\n"
+        "print('ready', flush=True)\nwhile True: time.sleep(0.05)"
+    )
+    proc = _launch(tmp_path, "worker", 0, code)
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.strip() == "ready":
+            break
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(30) == 0
+    assert "child got SIGTERM" in proc.stdout.read()
+
+
+def test_launcher_runs_as_module_and_reports_usage_errors(tmp_path: Path) -> None:
+    environ = {**os.environ, "PYTHONPATH": str(TRAINING_DIR), **env(TFK8S_TASK_INDEX="<unset>")}
+    environ.pop("JOB_COMPLETION_INDEX", None)
+    run = subprocess.run(
+        [sys.executable, "-m", "tfk8s_train.launch", "--", "true"], env=environ, capture_output=True, text=True, timeout=30
+    )
+    assert run.returncode == 2
+    assert "neither TFK8S_TASK_INDEX nor JOB_COMPLETION_INDEX" in run.stderr
+
+
+class _FakeApiServer(http.server.BaseHTTPRequestHandler):
+    requests: list[dict[str, Any]] = []
+    status = 200
+
+    def do_PATCH(self) -> None:  # noqa: N802 - the http.server naming convention
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        type(self).requests.append({"path": self.path, "headers": dict(self.headers), "body": json.loads(body)})
+        self.send_response(type(self).status)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(b'{"kind": "Scale", "spec": {"replicas": 0}}')
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def api_server() -> Iterator[tuple[str, type[_FakeApiServer]]]:
+    handler = type("Handler", (_FakeApiServer,), {"requests": [], "status": 200})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", handler
+    server.shutdown()
+
+
+def test_scale_deployment_patches_the_scale_subresource(api_server: tuple[str, Any]) -> None:
+    url, handler = api_server
+    assert kube_retire.scale_deployment(url, "team-a", "exp1-ps-0", token="s3cret") == 200
+    [request] = handler.requests
+    assert request["path"] == "/apis/apps/v1/namespaces/team-a/deployments/exp1-ps-0/scale"
+    assert request["body"] == {"spec": {"replicas": 0}}
+    assert request["headers"]["Authorization"] == "Bearer s3cret"
+    assert request["headers"]["Content-Type"] == "application/merge-patch+json"
+
+
+def test_retiring_reads_the_service_account_and_never_raises(tmp_path: Path, api_server: tuple[str, Any]) -> None:
+    url, handler = api_server
+    sa = tmp_path / "sa"
+    sa.mkdir()
+    (sa / "token").write_text("tok\n")
+    (sa / "namespace").write_text("from-sa\n")
+    in_pod = {"KUBERNETES_SERVICE_HOST": "10.0.0.1", "TFK8S_KUBE_API": url}  # a proxy in front of the API
+    assert kube_retire.retire_deployment("exp1-ps-0", None, in_pod, sa_dir=sa)
+    assert handler.requests[-1]["path"] == "/apis/apps/v1/namespaces/from-sa/deployments/exp1-ps-0/scale"
+    assert handler.requests[-1]["headers"]["Authorization"] == "Bearer tok"
+    assert kube_retire.retire_deployment("d", "ns", in_pod, sa_dir=sa)  # TFK8S_NAMESPACE wins over the file
+    assert handler.requests[-1]["path"] == "/apis/apps/v1/namespaces/ns/deployments/d/scale"
+    handler.status = 403  # RBAC forgot deployments/scale: logged, not fatal
+    assert not kube_retire.retire_deployment("d", "ns", in_pod, sa_dir=sa)
+    calls = len(handler.requests)
+    assert not kube_retire.retire_deployment("d", "ns", {}, sa_dir=sa)  # not in a pod: nothing to do
+    assert kube_retire._api_server({"KUBERNETES_SERVICE_HOST": "fd00::1"}) == "https://[fd00::1]:443"
+    assert len(handler.requests) == calls
+
+
+def test_ps_launcher_scales_its_deployment_to_zero_after_the_barrier(tmp_path: Path, api_server: tuple[str, Any]) -> None:
+    """End to end through the real launcher: barrier met -> PATCH /scale -> server stopped -> exit 0."""
+    url, handler = api_server
+    sa = tmp_path / "sa"
+    sa.mkdir()
+    (sa / "token").write_text("tok")
+    launch.write_done_marker(tmp_path, "run", "worker", 0)
+    launch.write_done_marker(tmp_path, "run", "worker", 1)
+    ps = _launch(
+        tmp_path,
+        "ps",
+        0,
+        SERVER,
+        TFK8S_PS_DEPLOYMENT="exp1-ps-0",
+        TFK8S_NAMESPACE="team-a",
+        KUBERNETES_SERVICE_HOST="127.0.0.1",
+        TFK8S_KUBE_API=url,
+        TFK8S_SA_DIR=str(sa),
+    )
+    assert ps.wait(30) == 0
+    assert [r["path"] for r in handler.requests] == ["/apis/apps/v1/namespaces/team-a/deployments/exp1-ps-0/scale"]

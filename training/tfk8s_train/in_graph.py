@@ -1,0 +1,147 @@
+"""In-graph replication with TF2: one client drives all PS and workers.
+
+The client (job ``chief``, or a notebook) builds the model under ``ParameterServerStrategy``
+so every variable lives on a PS; ``ClusterCoordinator`` ships the step function to whichever
+worker is free (asynchronous training: each worker applies its own gradients). PS and worker
+processes only serve (``serve()``), and are retired by the launcher's done-marker barrier.
+
+The optimizer is a small hand-written Adam because Keras 3 optimizers do not support
+ParameterServerStrategy; its slots are plain variables, placed on the PS like the weights.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from tfk8s_train.config import TrainConfig
+from tfk8s_train.model import create_variables, forward, init_params, loss_and_accuracy
+from tfk8s_train.pipeline import TrainingData, make_dataset
+from tfk8s_train.reporting import Progress, checkpoint_dir, tensorboard_dir, v2_scalar_writer
+from tfk8s_train.role import ClusterRole
+
+
+def serve(role: ClusterRole) -> None:
+    """Run this task's gRPC server until the process is stopped (PS, and in-graph workers)."""
+    server = tf.distribute.Server(
+        tf.train.ClusterSpec(role.cluster_dict()),
+        job_name=role.job_name,
+        task_index=role.task_index,
+        protocol="grpc",
+        start=True,
+    )
+    print(f"tfk8s: {role.task} serving at {server.target}", flush=True)
+    server.join()
+
+
+class Adam(tf.Module):
+    """Adam (Kingma & Ba) over a dict of variables; create it inside the strategy scope."""
+
+    def __init__(
+        self,
+        params: Mapping[str, tf.Variable],
+        learning_rate: float,
+        beta1: float = 0.9,
+        beta2: float = 0.999,
+        epsilon: float = 1e-7,
+    ) -> None:
+        super().__init__()
+        self.lr, self.beta1, self.beta2, self.epsilon = learning_rate, beta1, beta2, epsilon
+        self.m = {
+            k: tf.Variable(np.zeros(v.shape, np.float32), trainable=False, name=f"m_{i}")
+            for i, (k, v) in enumerate(params.items())
+        }
+        self.v = {
+            k: tf.Variable(np.zeros(v.shape, np.float32), trainable=False, name=f"v_{i}")
+            for i, (k, v) in enumerate(params.items())
+        }
+
+    def apply(self, grads: Mapping[str, tf.Tensor], params: Mapping[str, tf.Variable], step: tf.Tensor) -> None:
+        t = tf.cast(step, tf.float32)
+        lr = self.lr * tf.sqrt(1.0 - self.beta2**t) / (1.0 - self.beta1**t)
+        for name, grad in grads.items():
+            m = self.m[name].assign(self.beta1 * self.m[name] + (1.0 - self.beta1) * grad)
+            v = self.v[name].assign(self.beta2 * self.v[name] + (1.0 - self.beta2) * tf.square(grad))
+            params[name].assign_sub(lr * m / (tf.sqrt(v) + self.epsilon))
+
+
+def make_strategy(role: ClusterRole) -> tf.distribute.ParameterServerStrategy:
+    resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
+        tf.train.ClusterSpec(role.cluster_dict()), task_type="chief", task_id=0, rpc_layer="grpc"
+    )
+    return tf.distribute.ParameterServerStrategy(resolver)
+
+
+def train_in_graph(cfg: TrainConfig, role: ClusterRole, data: TrainingData) -> dict[str, Any]:
+    """Drive the cluster from this client until the global step reaches ``cfg.steps``."""
+    if not role.has_chief or role.job_name != "chief":
+        raise ValueError(f"in-graph training runs on the chief (the client); got {role.task}")
+    if cfg.sync:
+        raise ValueError("--sync is between-graph only: ParameterServerStrategy trains asynchronously")
+    strategy = make_strategy(role)
+    coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
+    with strategy.scope():
+        params = create_variables(init_params(cfg.model, data.meta.height, data.meta.width, seed=cfg.seed))
+        global_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
+        adam = Adam(params, cfg.learning_rate)
+    placement = {name: v.device for name, v in params.items()}
+    checkpoint = tf.train.Checkpoint(global_step=global_step, params=params, adam=adam)
+    manager = tf.train.CheckpointManager(checkpoint, str(checkpoint_dir(cfg.log_dir)), max_to_keep=3)
+    restored = manager.restore_or_initialize()
+    first_step = int(global_step.numpy())
+    print(f"tfk8s: {role.task} starts at global step {first_step} (restored: {restored}); variables on {placement}", flush=True)
+
+    def dataset_fn(_: tf.distribute.InputContext) -> tf.data.Dataset:
+        # ParameterServerStrategy cannot tell a worker its index: workers read every shard,
+        # each in its own random order (no fixed seed).
+        return make_dataset(data, batch_size=cfg.batch_size)
+
+    per_worker = coordinator.create_per_worker_dataset(lambda: strategy.distribute_datasets_from_function(dataset_fn))
+    iterator = iter(per_worker)
+
+    @tf.function
+    def train_step(it: Any) -> tuple[tf.Tensor, tf.Tensor]:
+        def replica_fn(images: tf.Tensor, labels: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+            with tf.GradientTape() as tape:
+                loss, accuracy = loss_and_accuracy(forward(params, images, cfg.model), labels)
+            grads = dict(zip(params, tape.gradient(loss, list(params.values())), strict=True))
+            adam.apply(grads, params, global_step.assign_add(1))
+            return loss, accuracy
+
+        images, labels = next(it)
+        return strategy.run(replica_fn, args=(images, labels))
+
+    write, close = v2_scalar_writer(tensorboard_dir(cfg.log_dir, role.task))
+    progress = Progress(role.task, cfg.batch_size, write)
+    step, last_saved = first_step, first_step
+    while step < cfg.steps:
+        chunk = min(cfg.log_every, cfg.steps - step)
+        handles = [coordinator.schedule(train_step, args=(iterator,)) for _ in range(chunk)]
+        coordinator.join()
+        progress.steps_done(chunk)
+        step = int(global_step.numpy())
+        loss_v, acc_v = handles[-1].fetch()
+        progress.report(step, float(loss_v), float(acc_v))
+        if step - last_saved >= cfg.checkpoint_steps:
+            manager.save(checkpoint_number=step)
+            last_saved = step
+    if step != last_saved:
+        manager.save(checkpoint_number=step)
+    close()
+    return {
+        "task": role.task,
+        "mode": "in-graph",
+        "sync": False,
+        "first_step": first_step,
+        "global_step": step,
+        "local_steps": progress.local_steps,
+        "examples_per_sec": progress.overall_rate(),
+        "variable_devices": placement,
+        "recoveries": [],
+        "finished_at": time.time(),
+        "weights": {k: v.numpy() for k, v in params.items()},
+    }

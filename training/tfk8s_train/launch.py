@@ -1,0 +1,303 @@
+"""Run one task of a TensorFlow cluster under the tfk8s env contract (standard library only).
+
+Every tfk8s pod, and every process of the local runner, starts its training command through
+this file, so it must run in stock images (tensorflow/tensorflow, jupyter) that lack our deps:
+
+    python /opt/tfk8s/tfk8s_train/launch.py -- CMD...
+    python -m tfk8s_train.launch -- CMD...
+
+Contract (environment, written by the infra code and by ``tfk8s_train.runner``):
+
+    TFK8S_CLUSTER_SPEC  JSON {"ps": [...], "worker": [...], "chief": [...]} of "host:port"
+    TFK8S_JOB_NAME      ps | worker | chief
+    TFK8S_TASK_INDEX    integer; if absent, JOB_COMPLETION_INDEX (Kubernetes Indexed Jobs)
+    TFK8S_DATA_DIR      default /data          TFK8S_LOG_DIR  default /log
+    TFK8S_RUN_ID        opaque id of this run; namespaces the done markers (default "default")
+    TFK8S_CLASSIC_FLAGS "true" (default) appends --ps_hosts --worker_hosts --job_name
+                        --task_index --data_dir --log_path to CMD; "false" does not
+    TFK8S_DONE_WHEN     "workers" or "chief"; default: "chief" if the spec has a chief
+    TFK8S_POLL_SECONDS  barrier poll interval (default 2)
+    TFK8S_GRACE_SECONDS SIGTERM-to-SIGKILL grace when retiring a server (default 10)
+    TFK8S_PS_DEPLOYMENT, TFK8S_NAMESPACE  optional: the PS's own Deployment, scaled to 0
+    TFK8S_KUBE_API, TFK8S_SA_DIR          optional: API server URL / service-account dir
+
+The child always gets TF_CONFIG = {"cluster": spec, "task": {"type": job, "index": i}}.
+SIGTERM and SIGINT are forwarded to the child; the launcher exits with the child's code
+(128 + N if the child died of signal N).
+
+Why a done-marker barrier: a TensorFlow PS (and an in-graph worker) runs ``server.join()``
+and never returns, so a finished job leaves its PS running forever (kubeflow/trainer#657,
+tensorflow/tensorflow#4713). Here, when a worker or chief child exits 0, its launcher writes
+``<log_dir>/.tfk8s/<run_id>/done/<job>-<index>`` (atomically: temp file + rename) on the
+shared log volume. The launchers of the serving tasks (every PS; in chief mode also every
+worker) poll that directory; once all expected markers exist (all workers, or the chief)
+they scale their own Deployment to zero if asked to, stop the child (SIGTERM, then SIGKILL
+after the grace period) and exit 0. Markers persist, so a worker that finished long ago
+still counts, and a server restarted after the barrier exits at once. This works for
+unmodified user scripts because only the launcher takes part. A PS run by a Deployment
+would be restarted after exiting, so with TFK8S_PS_DEPLOYMENT set it first scales that
+Deployment to zero (``kube_retire.py``: service-account token, failures only logged).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+try:  # a module of the package: python -m tfk8s_train.launch, or PYTHONPATH=/opt/tfk8s as in pods
+    from tfk8s_train.kube_retire import retire_deployment
+except ImportError:  # a plain script without the package on the path: the sibling file
+    from kube_retire import retire_deployment  # type: ignore[no-redef]
+
+JOBS = ("ps", "worker", "chief")
+
+
+class LaunchError(ValueError):
+    """The env contract is broken; the message names the variable and the fix."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class LaunchSpec:
+    """The env contract of one task, parsed once."""
+
+    cluster: Mapping[str, tuple[str, ...]]
+    job: str
+    index: int
+    data_dir: str
+    log_dir: str
+    run_id: str
+    classic_flags: bool
+    done_when: str
+    poll_seconds: float
+    grace_seconds: float
+    ps_deployment: str | None
+    namespace: str | None
+
+    @property
+    def task(self) -> str:
+        return f"{self.job}-{self.index}"
+
+    @property
+    def serves(self) -> bool:
+        """True if the child is a server that only stops when the barrier is met."""
+        return self.job == "ps" or (self.job == "worker" and self.done_when == "chief")
+
+
+def _log(message: str) -> None:
+    print(f"tfk8s-launch: {message}", file=sys.stderr, flush=True)
+
+
+def _parse_cluster(raw: str | None) -> dict[str, tuple[str, ...]]:
+    if not raw:
+        raise LaunchError('TFK8S_CLUSTER_SPEC is not set: give a JSON object like {"ps": ["h:2222"], "worker": [...]}')
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as err:
+        raise LaunchError(f"TFK8S_CLUSTER_SPEC is not valid JSON ({err})") from err
+    if not isinstance(value, dict) or not value:
+        raise LaunchError("TFK8S_CLUSTER_SPEC must be a non-empty JSON object of job -> list of host:port")
+    cluster: dict[str, tuple[str, ...]] = {}
+    for job, hosts in value.items():
+        if job not in JOBS:
+            raise LaunchError(f"TFK8S_CLUSTER_SPEC has unknown job {job!r}; expected one of {', '.join(JOBS)}")
+        if not isinstance(hosts, list) or not all(isinstance(h, str) and ":" in h for h in hosts):
+            raise LaunchError(f"TFK8S_CLUSTER_SPEC[{job!r}] must be a list of 'host:port' strings")
+        cluster[job] = tuple(hosts)
+    return cluster
+
+
+def _parse_int(name: str, raw: str) -> int:
+    try:
+        return int(raw)
+    except ValueError:
+        raise LaunchError(f"{name}={raw!r} is not an integer") from None
+
+
+def _parse_float(environ: Mapping[str, str], name: str, default: float) -> float:
+    raw = environ.get(name, "")
+    try:
+        return float(raw) if raw else default
+    except ValueError:
+        raise LaunchError(f"{name}={raw!r} is not a number") from None
+
+
+def parse_env(environ: Mapping[str, str]) -> LaunchSpec:
+    """Parse and validate the env contract; raise LaunchError naming the culprit."""
+    cluster = _parse_cluster(environ.get("TFK8S_CLUSTER_SPEC"))
+    job = environ.get("TFK8S_JOB_NAME", "")
+    if job not in JOBS:
+        raise LaunchError(f"TFK8S_JOB_NAME={job!r}: expected one of {', '.join(JOBS)}")
+    if job not in cluster:
+        raise LaunchError(f"TFK8S_JOB_NAME={job!r} is not a job of TFK8S_CLUSTER_SPEC ({', '.join(cluster)})")
+    if environ.get("TFK8S_TASK_INDEX"):
+        index = _parse_int("TFK8S_TASK_INDEX", environ["TFK8S_TASK_INDEX"])
+    elif environ.get("JOB_COMPLETION_INDEX"):
+        index = _parse_int("JOB_COMPLETION_INDEX", environ["JOB_COMPLETION_INDEX"])
+    else:
+        raise LaunchError("neither TFK8S_TASK_INDEX nor JOB_COMPLETION_INDEX is set: set one to this task's index")
+    if not 0 <= index < len(cluster[job]):
+        raise LaunchError(f"task index {index} is out of range: job {job!r} has {len(cluster[job])} task(s)")
+    classic = environ.get("TFK8S_CLASSIC_FLAGS", "true").strip().lower()
+    if classic not in ("true", "false"):
+        raise LaunchError(f"TFK8S_CLASSIC_FLAGS={classic!r}: expected true or false")
+    done_when = environ.get("TFK8S_DONE_WHEN") or ("chief" if "chief" in cluster else "workers")
+    if done_when not in ("workers", "chief"):
+        raise LaunchError(f"TFK8S_DONE_WHEN={done_when!r}: expected workers or chief")
+    if done_when == "chief" and "chief" not in cluster:
+        raise LaunchError("TFK8S_DONE_WHEN=chief but TFK8S_CLUSTER_SPEC has no chief")
+    if done_when == "workers" and "worker" not in cluster:
+        raise LaunchError("TFK8S_DONE_WHEN=workers but TFK8S_CLUSTER_SPEC has no worker")
+    return LaunchSpec(
+        cluster=cluster,
+        job=job,
+        index=index,
+        data_dir=environ.get("TFK8S_DATA_DIR") or "/data",
+        log_dir=environ.get("TFK8S_LOG_DIR") or "/log",
+        run_id=environ.get("TFK8S_RUN_ID") or "default",
+        classic_flags=classic == "true",
+        done_when=done_when,
+        poll_seconds=_parse_float(environ, "TFK8S_POLL_SECONDS", 2.0),
+        grace_seconds=_parse_float(environ, "TFK8S_GRACE_SECONDS", 10.0),
+        ps_deployment=environ.get("TFK8S_PS_DEPLOYMENT") or None,
+        namespace=environ.get("TFK8S_NAMESPACE") or None,
+    )
+
+
+def tf_config(spec: LaunchSpec) -> str:
+    cluster = {job: list(hosts) for job, hosts in spec.cluster.items()}
+    return json.dumps({"cluster": cluster, "task": {"type": spec.job, "index": spec.index}})
+
+
+def classic_flags(spec: LaunchSpec) -> list[str]:
+    """The flags of the seed era's mnist_replica.py convention."""
+    return [
+        f"--ps_hosts={','.join(spec.cluster.get('ps', ()))}",
+        f"--worker_hosts={','.join(spec.cluster.get('worker', ()))}",
+        f"--job_name={spec.job}",
+        f"--task_index={spec.index}",
+        f"--data_dir={spec.data_dir}",
+        f"--log_path={spec.log_dir}",
+    ]
+
+
+def child_command(spec: LaunchSpec, cmd: Sequence[str]) -> list[str]:
+    return [*cmd, *classic_flags(spec)] if spec.classic_flags else list(cmd)
+
+
+def child_env(spec: LaunchSpec, environ: Mapping[str, str]) -> dict[str, str]:
+    return {**environ, "TF_CONFIG": tf_config(spec)}
+
+
+def done_dir(log_dir: str | os.PathLike[str], run_id: str) -> Path:
+    return Path(log_dir) / ".tfk8s" / run_id / "done"
+
+
+def write_done_marker(log_dir: str | os.PathLike[str], run_id: str, job: str, index: int) -> Path:
+    """Atomically record that task job-index finished with exit code 0.
+
+    Also usable from a notebook client: ``write_done_marker(log_dir, run_id, "chief", 0)``.
+    """
+    directory = done_dir(log_dir, run_id)
+    directory.mkdir(parents=True, exist_ok=True)
+    body = json.dumps({"job": job, "index": index, "host": socket.gethostname(), "time": time.time()})
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{job}-{index}.")
+    with os.fdopen(fd, "w") as handle:
+        handle.write(body)
+    final = directory / f"{job}-{index}"
+    os.replace(tmp, final)  # rename is atomic on one filesystem: readers never see half a file
+    return final
+
+
+def expected_markers(spec: LaunchSpec) -> set[str]:
+    job = "chief" if spec.done_when == "chief" else "worker"
+    return {f"{job}-{i}" for i in range(len(spec.cluster[job]))}
+
+
+def barrier_met(spec: LaunchSpec) -> bool:
+    directory = done_dir(spec.log_dir, spec.run_id)
+    present = {p.name for p in directory.iterdir()} if directory.is_dir() else set()
+    return expected_markers(spec) <= present
+
+
+def _retire(spec: LaunchSpec, environ: Mapping[str, str]) -> None:
+    if spec.job == "ps" and spec.ps_deployment:
+        retire_deployment(spec.ps_deployment, spec.namespace, environ)
+
+
+def _stop(child: subprocess.Popen[bytes], grace: float) -> None:
+    if child.poll() is not None:
+        return
+    child.terminate()
+    try:
+        child.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        _log(f"child {child.pid} ignored SIGTERM for {grace:.0f}s: SIGKILL")
+        child.kill()
+        child.wait()
+
+
+def _exit_code(returncode: int) -> int:
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def run(spec: LaunchSpec, cmd: Sequence[str], environ: Mapping[str, str]) -> int:
+    """Run the child under the contract; return the launcher's exit code."""
+    if spec.serves and barrier_met(spec):
+        _log(f"{spec.task}: run {spec.run_id} is already done; not starting the server")
+        _retire(spec, environ)
+        return 0
+    argv = child_command(spec, cmd)
+    _log(f"{spec.task}: starting {' '.join(argv)}")
+    child = subprocess.Popen(argv, env=child_env(spec, environ))
+
+    def forward(signum: int, _frame: object) -> None:
+        if child.poll() is None:
+            child.send_signal(signum)
+
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, forward)
+    if spec.serves:
+        while child.poll() is None:
+            if barrier_met(spec):
+                _log(f"{spec.task}: all of {sorted(expected_markers(spec))} are done; retiring")
+                _retire(spec, environ)
+                _stop(child, spec.grace_seconds)
+                return 0
+            try:
+                child.wait(timeout=spec.poll_seconds)
+            except subprocess.TimeoutExpired:
+                pass
+    code = _exit_code(child.wait())
+    if code == 0 and spec.job in ("worker", "chief"):
+        marker = write_done_marker(spec.log_dir, spec.run_id, spec.job, spec.index)
+        _log(f"{spec.task}: finished; wrote {marker}")
+    elif code != 0:
+        _log(f"{spec.task}: child exited with {code}")
+    return code
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    cmd = args[args.index("--") + 1 :] if "--" in args else args
+    if not cmd:
+        _log("usage: launch.py -- CMD [ARGS...]")
+        return 2
+    try:
+        spec = parse_env(os.environ)
+    except LaunchError as err:
+        _log(f"error: {err}")
+        return 2
+    return run(spec, cmd, os.environ)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

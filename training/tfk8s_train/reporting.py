@@ -1,0 +1,95 @@
+"""What a task tells the world: progress lines, TensorBoard scalars, a result file.
+
+Progress lines have a fixed, greppable shape that ``tfk8s_train.runner`` parses:
+``tfk8s-progress task=worker-0 step=120 loss=0.3120 accuracy=0.9219 examples_per_sec=5120.4``.
+TensorBoard event files go to ``<log_dir>/tensorboard/<task>/`` so every task is a run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import tensorflow as tf
+
+ScalarWriter = Callable[[str, float, int], None]
+PROGRESS_PREFIX = "tfk8s-progress"
+
+
+def tensorboard_dir(log_dir: str, task: str) -> Path:
+    return Path(log_dir) / "tensorboard" / task
+
+
+def checkpoint_dir(log_dir: str) -> Path:
+    return Path(log_dir) / "checkpoints"
+
+
+def v1_scalar_writer(logdir: Path) -> tuple[ScalarWriter, Callable[[], None]]:
+    """For tf.compat.v1 graph code: a FileWriter fed with Summary protos (no graph ops)."""
+    writer = tf.compat.v1.summary.FileWriter(str(logdir))
+
+    def write(tag: str, value: float, step: int) -> None:
+        summary = tf.compat.v1.Summary(value=[tf.compat.v1.Summary.Value(tag=tag, simple_value=value)])
+        writer.add_summary(summary, step)
+
+    return write, writer.close
+
+
+def v2_scalar_writer(logdir: Path) -> tuple[ScalarWriter, Callable[[], None]]:
+    """For eager code (in-graph client, notebook)."""
+    writer = tf.summary.create_file_writer(str(logdir))
+
+    def write(tag: str, value: float, step: int) -> None:
+        with writer.as_default():
+            tf.summary.scalar(tag, value, step=step)
+
+    return write, writer.close
+
+
+class Progress:
+    """Rate-aware progress for one task: prints, and writes TensorBoard scalars."""
+
+    def __init__(self, task: str, batch_size: int, write: ScalarWriter) -> None:
+        self.task = task
+        self.batch_size = batch_size
+        self.write = write
+        self.local_steps = 0
+        self.started = time.perf_counter()
+        self._mark = (self.started, 0)
+
+    def steps_done(self, count: int) -> None:
+        self.local_steps += count
+
+    def report(self, step: int, loss: float, accuracy: float) -> float:
+        """Log one point; return examples/s of this task since the previous report."""
+        now = time.perf_counter()
+        then, steps_then = self._mark
+        rate = (self.local_steps - steps_then) * self.batch_size / max(now - then, 1e-9)
+        self._mark = (now, self.local_steps)
+        self.write("loss", loss, step)
+        self.write("accuracy", accuracy, step)
+        self.write("examples_per_sec", rate, step)
+        print(
+            f"{PROGRESS_PREFIX} task={self.task} step={step} loss={loss:.4f} accuracy={accuracy:.4f} examples_per_sec={rate:.1f}",
+            flush=True,
+        )
+        return rate
+
+    def overall_rate(self) -> float:
+        return self.local_steps * self.batch_size / max(time.perf_counter() - self.started, 1e-9)
+
+
+def write_result(log_dir: str, task: str, result: dict[str, Any]) -> Path:
+    """``<log_dir>/results/<task>.json``: what tests and humans read after a run."""
+    path = Path(log_dir) / "results" / f"{task}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+    print(f"tfk8s-result task={task} {json.dumps(result, sort_keys=True)}", file=sys.stderr, flush=True)
+    return path

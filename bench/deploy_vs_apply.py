@@ -118,6 +118,7 @@ def render(users: list[dict[str, Any]] | None, out: Path) -> None:
 
     automation.engine_env()
     work = project(users)
+    kubeconfig = os.environ.pop("KUBECONFIG")  # a rendering provider must not see a cluster
     stack = auto.create_or_select_stack("render", project_name="tfk8s", program=program, work_dir=str(work))
     stack.set_all_config(
         {
@@ -125,7 +126,10 @@ def render(users: list[dict[str, Any]] | None, out: Path) -> None:
             for k, v in yaml.safe_load((work / "stacks" / "Pulumi.dev.yaml").read_text())["config"].items()
         }
     )
-    stack.up(color="never")
+    try:
+        stack.up(color="never")
+    finally:
+        os.environ["KUBECONFIG"] = kubeconfig
 
 
 def kubectl_side(users: list[dict[str, Any]] | None) -> dict[str, float]:
@@ -146,7 +150,15 @@ def kubectl_side(users: list[dict[str, Any]] | None) -> dict[str, float]:
                 kubectl("wait", "-n", ns, "--for=condition=Ready", "pod", "-l", "tfk8s.io/role=worker", "--timeout=300s")
 
         result = {"apply+wait": timed(apply_and_wait)}
-        kubectl("delete", "--wait=true", "-f", str(manifest), "--ignore-not-found")
+        # The NodePatch renders as a Node manifest: never delete the node, only undo the patch.
+        owned = out / "owned.yaml"
+        owned.write_text(yaml.safe_dump_all([d for d in docs if d["kind"] != "Node"]))
+        kubectl("delete", "--wait=true", "-f", str(owned), "--ignore-not-found")
+        for node in (d for d in docs if d["kind"] == "Node"):
+            for key in node["metadata"].get("labels", {}):
+                kubectl("label", "node", node["metadata"]["name"], f"{key}-")
+            for taint in node.get("spec", {}).get("taints", []):
+                kubectl("taint", "node", node["metadata"]["name"], f"{taint['key']}-")
         delete_kept()
         return result
     finally:
@@ -159,6 +171,7 @@ def delete_kept() -> None:
         if ns["metadata"]["name"].startswith("tfk8s-"):
             kubectl("delete", "ns", ns["metadata"]["name"], "--wait=true")
     kubectl("delete", "pv", "--all", "--wait=true")
+    kubectl("delete", "storageclass", "--all", "--wait=true")
 
 
 def main() -> None:

@@ -47,7 +47,8 @@ def engine_env() -> dict[str, str]:
         passphrase.chmod(0o600)
     (ROOT / ".state" / "backend").mkdir(parents=True, exist_ok=True)
     env = {
-        "PATH": f"{CACHE / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
+        # Only the CLI's own directory: a provider binary on PATH would shadow the registered plugin.
+        "PATH": f"{CACHE / 'tools' / ('pulumi-' + versions()['PULUMI_VERSION'])}{os.pathsep}{os.environ.get('PATH', '')}",
         "PULUMI_HOME": str(CACHE / "pulumi-home"),
         "PULUMI_BACKEND_URL": os.environ.get("PULUMI_BACKEND_URL", f"file://{ROOT / '.state' / 'backend'}"),
         "PULUMI_CONFIG_PASSPHRASE_FILE": os.environ.get("PULUMI_CONFIG_PASSPHRASE_FILE", str(passphrase)),

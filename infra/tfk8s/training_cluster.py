@@ -40,6 +40,11 @@ class TrainingClusterArgs:
     notebook_host: str | None = None
 
 
+# Services are not awaited: the provider's Service await sleeps 10 s after every endpoint change
+# (it was 70% of a dev `up`), and the Deployment/Job awaits already prove the pods behind them.
+SERVICE_NO_AWAIT = {"pulumi.com/skipAwait": "true"}
+
+
 def job_wait_for(tasks: int) -> str:
     """`pulumi.com/waitFor` for a training Job: all pods Ready, or any pod already done/failed.
 
@@ -212,7 +217,7 @@ class TrainingCluster(pulumi.ComponentResource):
                 "name": self.names.ps_service(index),
                 "namespace": args.namespace,
                 "labels": pod_labels,
-                "annotations": annotations,
+                "annotations": SERVICE_NO_AWAIT,
             },
             # publishNotReadyAddresses: workers resolve a PS as soon as its pod exists, instead of
             # crashing on NXDOMAIN while it starts (kubeflow/trainer#1458).
@@ -221,7 +226,7 @@ class TrainingCluster(pulumi.ComponentResource):
                 "publishNotReadyAddresses": True,
                 "ports": [{"name": "grpc", "port": platform.ports.tensorflow, "targetPort": "grpc"}],
             },
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[deployment]),
+            opts=pulumi.ResourceOptions(parent=self),
         )
         self.ps_deployments.append(deployment)
         self.ps_services.append(service)

@@ -20,7 +20,7 @@ from tfk8s import pods
 from tfk8s.code import CodeBundle
 from tfk8s.labels import labels, selector_of
 from tfk8s.settings import PlatformSettings, UserSettings
-from tfk8s.training_cluster import TrainingCluster, TrainingClusterArgs
+from tfk8s.training_cluster import SERVICE_NO_AWAIT, TrainingCluster, TrainingClusterArgs
 
 TOKEN_KEY = "token"
 
@@ -202,7 +202,7 @@ class UserEnvironment(pulumi.ComponentResource):
         )
         service = k8s.core.v1.Service(
             name,
-            metadata={"namespace": ns, "labels": pod_labels, "annotations": annotations},
+            metadata={"namespace": ns, "labels": pod_labels, "annotations": SERVICE_NO_AWAIT},
             # Local: the NodePort answers only on nodes running the pod, i.e. the User Node.
             spec={
                 "type": "NodePort",
@@ -210,6 +210,6 @@ class UserEnvironment(pulumi.ComponentResource):
                 "selector": selector_of(pod_labels),
                 "ports": [{"name": "http", "port": port, "targetPort": "http"}],
             },
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[deployment]),
+            opts=pulumi.ResourceOptions(parent=self),
         )
         return deployment, service

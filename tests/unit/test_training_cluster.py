@@ -246,6 +246,11 @@ def test_pulumi_up_waits_for_running_workers_not_for_training_to_finish(dev_conf
         assert "=" not in annotations["pulumi.com/waitFor"].removeprefix("jsonpath=")
         assert annotations["pulumi.com/timeoutSeconds"] == "180"
         assert d.options[f"{JOB}::alice-mnist-worker"].delete_before_replace is True
+        # Services are not awaited (the provider sleeps 10 s per endpoint change); workloads are.
+        for service in d.mocks.of_type(SERVICE):
+            assert service.inputs["metadata"].get("annotations") in (None, {"pulumi.com/skipAwait": "true"})
+        for deployment in d.mocks.of_type(DEPLOYMENT):
+            assert "pulumi.com/skipAwait" not in deployment.inputs["metadata"]["annotations"]
 
     return after(d, check)
 

@@ -290,18 +290,27 @@ def _cluster(raw: Any, path: str, problems: list[str], platform: s.PlatformSetti
         tolerations=tolerations,
         backoff_limit_per_index=w_node.get("backoffLimitPerIndex", int, default_w.backoff_limit_per_index, _non_negative),
     )
+    replication = node.choice("replication", ("between-graph", "in-graph"), "between-graph")
+    training = node.choice("training", ("async", "sync"), "async")
+    command = _string_list(node, "command", s.DEFAULT_TRAINER) or s.DEFAULT_TRAINER
+    if replication == "in-graph" and training == "sync" and command == s.DEFAULT_TRAINER:
+        node.fail(
+            node.key("training"),
+            "our trainer trains in-graph clusters asynchronously only "
+            "(ParameterServerStrategy); use training: async, between-graph replication, or your own command",
+        )
     v_node = node.child("volumes", {"dataSize", "logSize", "keepOnDestroy"})
     default_v = s.VolumeSettings()
     return s.ClusterSettings(
         name=name,
-        replication=node.choice("replication", ("between-graph", "in-graph"), "between-graph"),
-        training=node.choice("training", ("async", "sync"), "async"),
+        replication=replication,
+        training=training,
         in_graph_client=node.choice("inGraphClient", ("chief", "notebook"), "chief"),
         ps=ps,
         workers=workers,
         image=node.get("image", str, None),
         code=_code(node.child("code", {"source", "path", "url"}), project_root),
-        command=_string_list(node, "command", s.ClusterSettings(name="x").command) or s.ClusterSettings(name="x").command,
+        command=command,
         args=_string_list(node, "args", ()),
         classic_flags=node.get("classicFlags", bool, True),
         volumes=s.VolumeSettings(

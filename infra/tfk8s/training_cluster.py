@@ -68,34 +68,23 @@ class TrainingCluster(pulumi.ComponentResource):
         code_digest = args.launcher.digest + (args.code.digest if args.code else "")
         self.run_id = cs.run_id(c, self.spec, image, code_digest)
         child = pulumi.ResourceOptions(parent=self)
-        keep = c.volumes.keep_on_destroy
-
-        self.data_claim, self.data_volume = claim(
-            f"{name}-data",
-            claim_name=f"{c.name}-data",
-            namespace=args.namespace,
-            size=c.volumes.data_size,
-            class_name=args.storage_class,
-            user=user,
-            cluster=c.name,
-            purpose="data",
-            keep=keep,
-            platform=platform,
-            parent=self,
-        )
-        self.log_claim, self.log_volume = claim(
-            f"{name}-log",
-            claim_name=f"{c.name}-log",
-            namespace=args.namespace,
-            size=c.volumes.log_size,
-            class_name=args.storage_class,
-            user=user,
-            cluster=c.name,
-            purpose="log",
-            keep=keep,
-            platform=platform,
-            parent=self,
-        )
+        claims = {
+            purpose: claim(
+                f"{name}-{purpose}",
+                claim_name=f"{c.name}-{purpose}",
+                namespace=args.namespace,
+                size=size,
+                class_name=args.storage_class,
+                user=user,
+                cluster=c.name,
+                purpose=purpose,
+                keep=c.volumes.keep_on_destroy,
+                platform=platform,
+                parent=self,
+            )
+            for purpose, size in (("data", c.volumes.data_size), ("log", c.volumes.log_size))
+        }
+        (self.data_claim, self.data_volume), (self.log_claim, self.log_volume) = claims["data"], claims["log"]
 
         code_labels = labels(user, "tensorflow", cluster=c.name, role="code")
         self.launcher_config = k8s.core.v1.ConfigMap(

@@ -92,6 +92,7 @@ build_provider() {
 build_kwok() {
   local dest=$tools/kwok-$KWOK_VERSION
   if [ -x "$dest/kwokctl" ] && [ -x "$dest/kwok" ]; then link kwok "$dest"; link kwokctl "$dest"; return; fi
+  have_on_path kwokctl "$KWOK_VERSION" && have_on_path kwok "$KWOK_VERSION" && return
   log "kwok $KWOK_VERSION: building kwok and kwokctl"
   mkdir -p "$dest.tmp"
   GOBIN=$dest.tmp go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION" "sigs.k8s.io/kwok/cmd/kwokctl@$KWOK_VERSION"
@@ -103,6 +104,7 @@ build_kwok() {
 build_etcd() {
   local dest=$tools/etcd-$ETCD_VERSION
   if [ -x "$dest/etcd" ]; then link etcd "$dest"; return; fi
+  have_on_path etcd "$ETCD_VERSION" && return
   log "etcd $ETCD_VERSION: building"
   local mod=$work/etcd
   scratch_module "$mod"
@@ -121,6 +123,9 @@ build_kube() {
   local missing=0 c
   for c in "${cmds[@]}"; do [ -x "$dest/$c" ] || missing=1; done
   if [ $missing = 0 ]; then for c in "${cmds[@]}"; do link "$c" "$dest"; done; return; fi
+  local found=0
+  for c in "${cmds[@]}"; do have_on_path "$c" "v$KUBE_VERSION" && found=$((found + 1)); done
+  [ $found = ${#cmds[@]} ] && return
   log "kubernetes $KUBE_VERSION: building ${cmds[*]} (20-30 min cold)"
   local mod=$work/kubernetes minor=${KUBE_VERSION#1.}
   minor=${minor%%.*}

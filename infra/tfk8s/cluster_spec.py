@@ -6,6 +6,7 @@ spec resolves to exactly one task) and the pod environment read by `tfk8s_train.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass
@@ -85,21 +86,13 @@ def classic_flags(spec: dict[str, list[str]], job: str, index: int) -> list[str]
 
 
 def run_id(cluster: ClusterSettings, spec: dict[str, list[str]], image: str, code_digest: str) -> str:
-    """Identifies one training run: changes whenever what the tasks run changes.
+    """Identifies one training run: changes whenever anything the tasks' pods run with changes.
 
-    Deterministic (no diff on a no-op `pulumi up`); namespaces the done markers that let
-    parameter servers retire once every worker has finished.
+    Anything that replaces the worker Job must be a new run: done markers of the old run would
+    otherwise retire the new run's parameter servers at once. Only the volume settings are left
+    out (they never touch a pod). Deterministic, so a no-op `pulumi up` changes nothing.
     """
-    material = json.dumps(
-        {
-            "spec": spec,
-            "image": image,
-            "command": cluster.command,
-            "args": cluster.args,
-            "replication": cluster.replication,
-            "training": cluster.training,
-            "code": [cluster.code.source, cluster.code.url, code_digest],
-        },
-        sort_keys=True,
-    )
+    settings = dataclasses.asdict(cluster)
+    del settings["volumes"]
+    material = json.dumps({"cluster": settings, "spec": spec, "image": image, "code": code_digest}, sort_keys=True)
     return hashlib.sha256(material.encode()).hexdigest()[:12]

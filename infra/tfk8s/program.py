@@ -21,6 +21,11 @@ NOTEBOOK = PROJECT_ROOT / "training" / "master_client.ipynb"
 def heketi_admin_key(settings: Settings) -> pulumi.Output[str] | None:
     if settings.platform.storage.backend != "glusterfs":
         return None
+    if settings.platform.kubernetes_version is None:
+        pulumi.log.warn(
+            "storage.backend 'glusterfs' needs the in-tree kubernetes.io/glusterfs provisioner, removed in "
+            "Kubernetes 1.26: set tfk8s:platform.kubernetesVersion so tfk8s can check, or use backend 'csi'"
+        )
     return pulumi.Config(config.NAMESPACE).require_secret("heketiAdminKey")
 
 

@@ -101,8 +101,32 @@ def test_preview_then_up_brings_the_stack_to_ready(stack: auto.Stack, kube: Kube
 
 
 def test_second_up_changes_nothing(stack: auto.Stack) -> None:
+    token = stack.outputs()["jupyterTokens"]
     result = stack.up(color="never")
     assert set(result.summary.resource_changes or {}) == {"same"}, result.summary.resource_changes
+    after = stack.outputs()["jupyterTokens"]
+    assert after.secret and after.value == token.value  # generated once, stable across ups
+
+
+def test_gpu_workers_are_scheduled_on_gpu_nodes_only(stack: auto.Stack, kube: Kube) -> None:
+    users = users_config(stack)
+    users[0]["clusters"][0]["workers"]["gpus"] = 1
+    set_users(stack, users)
+    stack.up(color="never")
+    assert outputs(stack)["ready"] is True
+    pods = [
+        p
+        for p in kube.get("pods", NAMESPACE)
+        if p["metadata"]["labels"].get("tfk8s.io/role") == "worker" and not p["metadata"].get("deletionTimestamp")
+    ]
+    assert len(pods) == 2
+    # No nodeSelector: the scheduler finds the nodes advertising nvidia.com/gpu by itself.
+    assert {p["spec"]["nodeName"] for p in pods} <= {"tfk8s-gpu-0", "tfk8s-gpu-1"}
+    assert all(p["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "1" for p in pods)
+    ps = [p for p in kube.get("pods", NAMESPACE) if p["metadata"]["labels"].get("tfk8s.io/role") == "ps"]
+    assert all("nvidia.com/gpu" not in p["spec"]["containers"][0]["resources"].get("limits", {}) for p in ps)
+    users[0]["clusters"][0]["workers"].pop("gpus")
+    set_users(stack, users)
 
 
 def test_more_workers_change_only_what_depends_on_the_layout(stack: auto.Stack, kube: Kube) -> None:

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 from tfk8s import cluster_spec as cs
-from tfk8s.settings import ClusterSettings, PsSettings, WorkerSettings
+from tfk8s.settings import ClusterSettings, PsSettings, Resources, VolumeSettings, WorkerSettings
 
 CLUSTER = ClusterSettings(name="mnist", ps=PsSettings(count=2), workers=WorkerSettings(count=3))
 
@@ -46,8 +46,12 @@ def test_run_id_is_stable_and_changes_with_what_runs() -> None:
         cs.run_id(CLUSTER, spec, "tf:2", "code2"),
         cs.run_id(more_workers, cs.cluster_spec(more_workers, 2222), "tf:2", "code1"),
         cs.run_id(replace(CLUSTER, training="sync"), spec, "tf:2", "code1"),
+        # Same layout, GPUs added: the Job is replaced, so it is a new run too.
+        cs.run_id(replace(CLUSTER, workers=WorkerSettings(count=3, resources=Resources(gpus=1))), spec, "tf:2", "code1"),
     }
-    assert base not in variants and len(variants) == 4
+    assert base not in variants and len(variants) == 5
+    # Volume settings never touch a pod: same run.
+    assert cs.run_id(replace(CLUSTER, volumes=VolumeSettings(keep_on_destroy=False)), spec, "tf:2", "code1") == base
 
 
 def test_in_graph_spec_has_a_chief_only_when_someone_drives_it() -> None:

@@ -1,6 +1,7 @@
 """Time to readiness: `pulumi up` vs `kubectl apply` + `kubectl wait` of the same objects.
 
-For the dev stack and a 3-user x 2-cluster stack, on the local kwok cluster (`make cluster`):
+For the dev stack and a 3-user x 2-cluster stack, on a throwaway kwok cluster (`tfk8s-bench`,
+started and deleted by this script; the `make up` cluster is never touched):
   1. pulumi up from nothing until it returns (it waits for PS, workers, claims, Jupyter and
      TensorBoard itself), then a no-change `pulumi up` and a `pulumi preview`; then destroy;
   2. the same program rendered to YAML (the provider's `render_yaml_to_directory`), applied with
@@ -9,7 +10,7 @@ For the dev stack and a 3-user x 2-cluster stack, on the local kwok cluster (`ma
 Ratios are pulumi / kubectl. The rendered YAML holds Secrets in plain text: it lives in a
 temporary directory that is removed at the end.
 
-    make cluster && .venv/bin/python bench/deploy_vs_apply.py
+    make tools && .venv/bin/python bench/deploy_vs_apply.py
 """
 
 from __future__ import annotations
@@ -65,7 +66,9 @@ def big_users() -> list[dict[str, Any]]:
 
 
 def kubectl(*args: str) -> str:
-    return subprocess.run([KUBECTL, *args], check=True, capture_output=True, text=True).stdout
+    return subprocess.run(
+        [KUBECTL, "--kubeconfig", os.environ["KUBECONFIG"], *args], check=True, capture_output=True, text=True
+    ).stdout
 
 
 def project(users: list[dict[str, Any]] | None) -> Path:
@@ -175,8 +178,19 @@ def delete_kept() -> None:
 
 
 def main() -> None:
-    automation.engine_env()
-    os.environ["KUBECONFIG"] = str(automation.CACHE / "kwok" / "tfk8s.kubeconfig")
+    cluster = [str(ROOT / "hack" / "cluster.sh")]
+    env = {**os.environ, "TFK8S_CLUSTER_NAME": "tfk8s-bench"}
+    subprocess.run([*cluster, "start"], check=True, env=env)
+    try:
+        kubeconfig = subprocess.run([*cluster, "kubeconfig"], check=True, env=env, capture_output=True, text=True).stdout
+        os.environ["KUBECONFIG"] = kubeconfig.strip()
+        automation.engine_env()
+        compare()
+    finally:
+        subprocess.run([*cluster, "stop"], check=False, env=env)
+
+
+def compare() -> None:
     print("| stack | pulumi up (s) | apply+wait (s) | ratio up / apply+wait | no-change up (s) | preview (s) |")
     print("|---|---|---|---|---|---|")
     for label, users in (("dev (1 user x 1 cluster)", None), ("3 users x 2 clusters", big_users())):

@@ -119,11 +119,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tfk8s.automation", description=__doc__.splitlines()[0])
     parser.add_argument("command", choices=["up", "preview", "destroy", "outputs", "refresh"])
     parser.add_argument("stack", nargs="?", default="dev")
+    parser.add_argument("--refresh", action="store_true", help="read live state first, so readiness is current")
     args = parser.parse_args(argv)
     s = stack(args.stack)
     echo = {"on_output": print, "color": "never"}
     if args.command == "up":
-        s.up(**echo)
+        s.up(refresh=args.refresh, **echo)
     elif args.command == "preview":
         s.preview(**echo)
     elif args.command == "refresh":

@@ -33,8 +33,8 @@ cluster-stop: ## Stop the local cluster
 cluster-status: ## Show the local cluster's nodes
 	hack/cluster.sh status
 
-up: venv cluster ## Deploy the $(STACK) stack to the local cluster and print its readiness
-	cd infra && ../$(PY) -m tfk8s.automation up $(STACK)
+up: venv cluster ## Deploy the $(STACK) stack to the local cluster (refreshing state first: the cluster may be new) and print its readiness
+	cd infra && ../$(PY) -m tfk8s.automation up $(STACK) --refresh
 
 preview: venv cluster ## Preview the $(STACK) stack
 	cd infra && ../$(PY) -m tfk8s.automation preview $(STACK)

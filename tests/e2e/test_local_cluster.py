@@ -108,6 +108,35 @@ def test_second_up_changes_nothing(stack: auto.Stack) -> None:
     assert after.secret and after.value == token.value  # generated once, stable across ups
 
 
+def test_a_ps_can_retire_itself_and_nothing_else(stack: auto.Stack, kube: Kube, tmp_path: Path) -> None:
+    """The launcher's scale-to-zero call, with the PS pods' own service account, against the real API."""
+    from tfk8s_train.kube_retire import retire_deployment
+
+    deployments = {
+        d["metadata"]["labels"]["app.kubernetes.io/name"] + "/" + d["metadata"]["labels"].get("tfk8s.io/role", ""): d
+        for d in kube.get("deployments", NAMESPACE)
+    }
+    ps, jupyter = deployments["tensorflow/ps"], deployments["jupyter/"]
+    account = ps["spec"]["template"]["spec"]["serviceAccountName"]
+    (tmp_path / "token").write_text(kube.run("create", "token", account, "-n", NAMESPACE))
+    config = json.loads(kube.run("config", "view", "--raw", "-o", "json"))["clusters"][0]["cluster"]
+    (tmp_path / "ca.crt").write_bytes(Path(config["certificate-authority"]).read_bytes())
+    environ = {"TFK8S_KUBE_API": config["server"]}
+
+    assert retire_deployment(jupyter["metadata"]["name"], NAMESPACE, environ, tmp_path) is False  # RBAC: 403
+    assert retire_deployment(ps["metadata"]["name"], NAMESPACE, environ, tmp_path) is True
+    scale = {d["metadata"]["name"]: d["spec"]["replicas"] for d in kube.get("deployments", NAMESPACE)}
+    assert scale[ps["metadata"]["name"]] == 0 and scale[jupyter["metadata"]["name"]] == 1
+
+    # Pulumi does not fight the retirement: the PS Deployment declares no replicas.
+    result = stack.up(color="never")
+    assert set(result.summary.resource_changes or {}) == {"same"}
+    assert kube.get("deployment", NAMESPACE, ps["metadata"]["name"])["spec"]["replicas"] == 0
+    # Readiness reads live status once refreshed: a retired PS while workers run is a problem.
+    stack.up(color="never", refresh=True)
+    assert "alice/mnist: parameter servers: 0/1 available" in outputs(stack)["readiness"]["notReady"]
+
+
 def test_gpu_workers_are_scheduled_on_gpu_nodes_only(stack: auto.Stack, kube: Kube) -> None:
     users = users_config(stack)
     users[0]["clusters"][0]["workers"]["gpus"] = 1

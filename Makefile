@@ -63,9 +63,11 @@ bench: venv ## Benchmarks (see README "Benchmarks")
 	$(PY) bench/input_pipeline.py
 	$(PY) bench/training_throughput.py
 
-lint: venv
+lint: venv ## ruff and mypy
 	$(VENV)/bin/ruff check infra training tests bench
 	$(VENV)/bin/ruff format --check infra tests
+	cd infra && ../$(VENV)/bin/mypy tfk8s
+	cd training && ../$(VENV)/bin/mypy tfk8s_train
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

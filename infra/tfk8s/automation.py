@@ -19,6 +19,7 @@ import os
 import secrets
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -110,7 +111,7 @@ def stack(name: str, work_dir: Path | None = None) -> auto.Stack:
     return auto.create_or_select_stack(stack_name=name, project_name="tfk8s", program=main, work_dir=str(work_dir), opts=options)
 
 
-def plain_outputs(outputs: dict[str, auto.OutputValue]) -> dict[str, Any]:
+def plain_outputs(outputs: Mapping[str, auto.OutputValue]) -> dict[str, Any]:
     """Stack outputs with secrets masked: never print a secret in plain text."""
     return {key: "[secret]" if value.secret else value.value for key, value in outputs.items()}
 
@@ -122,15 +123,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--refresh", action="store_true", help="read live state first, so readiness is current")
     args = parser.parse_args(argv)
     s = stack(args.stack)
-    echo = {"on_output": print, "color": "never"}
     if args.command == "up":
-        s.up(refresh=args.refresh, **echo)
+        s.up(refresh=args.refresh, on_output=print, color="never")
     elif args.command == "preview":
-        s.preview(**echo)
+        s.preview(on_output=print, color="never")
     elif args.command == "refresh":
-        s.refresh(**echo)
+        s.refresh(on_output=print, color="never")
     elif args.command == "destroy":
-        s.destroy(**echo)
+        s.destroy(on_output=print, color="never")
         return 0
     outputs = plain_outputs(s.outputs())
     print(json.dumps({"ready": outputs.get("ready"), "readiness": outputs.get("readiness")}, indent=2))

@@ -57,24 +57,30 @@ class _Node:
         return _Node(self.raw.get(name), self.key(name), self.problems, allowed)
 
     def get(self, name: str, kind: type[T], default: T, check: Callable[[T], str | None] | None = None) -> T:
-        value = self.raw.get(name, default)
+        """The value, or `default` when absent (or invalid, which is recorded)."""
+        value = self.optional(name, kind, check)
+        return default if value is None else value
+
+    def optional(self, name: str, kind: type[T], check: Callable[[T], str | None] | None = None) -> T | None:
+        """The value, or None when the key is absent (or invalid, which is recorded)."""
+        value = self.raw.get(name)
+        if value is None:
+            return None
         # bool is an int subclass: `count: true` must not pass as 1.
         if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-            if value is None and default is None:
-                return default
             self.fail(self.key(name), f"must be {kind.__name__}, got {value!r}")
-            return default
+            return None
         problem = check(value) if check else None
         if problem:
             self.fail(self.key(name), problem)
-            return default
+            return None
         return value
 
     def require(self, name: str, kind: type[T], fix: str, check: Callable[[T], str | None] | None = None) -> T | None:
         if self.raw.get(name) is None:
             self.fail(self.key(name), f"is required: {fix}")
             return None
-        return self.get(name, kind, None, check)  # type: ignore[arg-type]
+        return self.optional(name, kind, check)
 
     def choice(self, name: str, options: tuple[str, ...], default: str) -> Any:
         return self.get(name, str, default, lambda v: None if v in options else f"must be one of {list(options)}, got {v!r}")
@@ -137,7 +143,7 @@ def _storage(node: _Node) -> s.StorageSettings:
         glusterfs = s.GlusterfsSettings(
             rest_url=rest_url or "",
             rest_user=g.get("restUser", str, "admin"),
-            cluster_id=g.get("clusterId", str, None),
+            cluster_id=g.optional("clusterId", str),
             volume_type=g.get("volumeType", str, "replicate:3"),
             gid_min=gid_min,
             gid_max=gid_max,
@@ -172,7 +178,7 @@ def _platform(raw: Any, problems: list[str]) -> s.PlatformSettings:
     un = node.child("userNode", {"name", "address", "taintKey"})
     user_node = s.UserNodeSettings(
         name=un.require("name", str, "the name of an existing node to dedicate to Jupyter and TensorBoard") or "",
-        address=un.get("address", str, None),
+        address=un.optional("address", str),
         taint_key=un.get("taintKey", str, "tfk8s.io/user-node"),
     )
     img, ports = (
@@ -180,7 +186,7 @@ def _platform(raw: Any, problems: list[str]) -> s.PlatformSettings:
         node.child("ports", {"tensorflow", "jupyter", "tensorboard"}),
     )
     d_img, d_ports = s.ImageSettings(), s.PortSettings()
-    version = node.get("kubernetesVersion", str, None, _k8s_version)
+    version = node.optional("kubernetesVersion", str, _k8s_version)
     storage = _storage(node.child("storage", {"backend", "className", "reclaimPolicy", "glusterfs", "csi", "local"}))
     kube = tuple(int(p) for p in version.split(".")) if version else None
     if storage.backend == "glusterfs" and kube is not None and kube >= s.GLUSTERFS_REMOVED_IN:
@@ -211,8 +217,9 @@ def _resources(node: _Node, default: s.Resources) -> s.Resources:
     cpu = node.raw.get("cpu", default.cpu)
     if isinstance(cpu, (int, float)) and not isinstance(cpu, bool):
         cpu = str(cpu)  # `cpu: 2` is as natural as `cpu: "2"`
-    if not isinstance(cpu, str) or _quantity(cpu):
-        node.fail(node.key("cpu"), _quantity(cpu) if isinstance(cpu, str) else f"must be a quantity like 500m or 2, got {cpu!r}")
+    problem = _quantity(cpu) if isinstance(cpu, str) else f"must be a quantity like 500m or 2, got {cpu!r}"
+    if problem:
+        node.fail(node.key("cpu"), problem)
         cpu = default.cpu
     return s.Resources(
         cpu=cpu,
@@ -223,7 +230,7 @@ def _resources(node: _Node, default: s.Resources) -> s.Resources:
 
 def _code(node: _Node, project_root: Path) -> s.CodeSettings:
     source = node.choice("source", ("configmap", "url", "image"), "configmap")
-    path, url = node.get("path", str, s.CodeSettings().path), node.get("url", str, None)
+    path, url = node.get("path", str, s.CodeSettings().path), node.optional("url", str)
     if source == "configmap" and path is not None:
         directory = project_root / path
         if not directory.is_dir():
@@ -308,7 +315,7 @@ def _cluster(raw: Any, path: str, problems: list[str], platform: s.PlatformSetti
         in_graph_client=node.choice("inGraphClient", ("chief", "notebook"), "chief"),
         ps=ps,
         workers=workers,
-        image=node.get("image", str, None),
+        image=node.optional("image", str),
         code=_code(node.child("code", {"source", "path", "url"}), project_root),
         command=command,
         args=_string_list(node, "args", ()),

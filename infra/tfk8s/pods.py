@@ -54,7 +54,7 @@ def task_env(cluster: ClusterSettings, spec: dict[str, list[str]], job: str, ind
     Worker pods get no TFK8S_TASK_INDEX: the Indexed Job sets JOB_COMPLETION_INDEX at run time,
     so one pod template serves every worker.
     """
-    env = [
+    env: list[Json] = [
         {"name": "TFK8S_CLUSTER_SPEC", "value": json.dumps(spec, sort_keys=True)},
         {"name": "TFK8S_JOB_NAME", "value": job},
         {"name": "TFK8S_DATA_DIR", "value": cs.DATA_DIR},

@@ -9,8 +9,9 @@ import pulumi
 
 from tfk8s import config, readiness
 from tfk8s.code import CodeBundle, bundle, launcher_bundle
-from tfk8s.settings import Settings
+from tfk8s.settings import ClusterSettings, Settings
 from tfk8s.storage import SharedStorage
+from tfk8s.training_cluster import TrainingCluster
 from tfk8s.user_env import UserEnvironment, UserEnvironmentArgs
 from tfk8s.user_node import UserNode
 
@@ -72,6 +73,20 @@ def build(settings: Settings, root: Path = PROJECT_ROOT) -> dict[str, Any]:
     return {"user_node": user_node, "storage": storage, "users": envs, "readiness": report}
 
 
+def cluster_readiness(settings: ClusterSettings, cluster: TrainingCluster) -> pulumi.Output[dict[str, Any]]:
+    chief_expected = cluster.chief_job is not None
+
+    def report(status: dict[str, Any]) -> dict[str, Any]:
+        return readiness.cluster_readiness(
+            ps_expected=settings.ps.count,
+            workers_expected=settings.workers.count,
+            chief_expected=chief_expected,
+            status=status,
+        )
+
+    return cluster.status.apply(report)
+
+
 def readiness_output(settings: Settings, user_node: UserNode, envs: dict[str, UserEnvironment]) -> pulumi.Output[dict[str, Any]]:
     per_user = {}
     for user in settings.users:
@@ -82,14 +97,7 @@ def readiness_output(settings: Settings, user_node: UserNode, envs: dict[str, Us
             )
             for app, (deployment, service) in (("jupyter", env.jupyter), ("tensorboard", env.tensorboard))
         }
-        clusters = {
-            c.name: env.clusters[c.name].status.apply(
-                lambda status, c=c, chief=env.clusters[c.name].chief_job is not None: readiness.cluster_readiness(
-                    ps_expected=c.ps.count, workers_expected=c.workers.count, chief_expected=chief, status=status
-                )
-            )
-            for c in user.clusters
-        }
+        clusters = {c.name: cluster_readiness(c, env.clusters[c.name]) for c in user.clusters}
         per_user[user.name] = pulumi.Output.all(
             jupyter=apps["jupyter"], tensorboard=apps["tensorboard"], clusters=pulumi.Output.all(**clusters)
         )

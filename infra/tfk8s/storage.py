@@ -9,6 +9,8 @@ adopts them again by name.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import pulumi
 import pulumi_kubernetes as k8s
 
@@ -18,10 +20,18 @@ from tfk8s.settings import PlatformSettings
 HEKETI_SECRET_NAME = "tfk8s-heketi-admin"
 
 
-def storage_class_spec(platform: PlatformSettings, heketi_secret_name: str | None = None) -> dict[str, object]:
-    """provisioner/parameters/reclaimPolicy/volumeBindingMode for the configured backend."""
+@dataclass(frozen=True, kw_only=True)
+class StorageClassSpec:
+    provisioner: str
+    parameters: dict[str, str] = field(default_factory=dict)
+    reclaim_policy: str = "Retain"
+    volume_binding_mode: str = "Immediate"
+    allow_volume_expansion: bool | None = None
+
+
+def storage_class_spec(platform: PlatformSettings) -> StorageClassSpec:
+    """Provisioner and parameters of the class the configured backend needs (not for `existing`)."""
     storage = platform.storage
-    spec: dict[str, object] = {"reclaimPolicy": storage.reclaim_policy, "volumeBindingMode": "Immediate"}
     if storage.backend == "glusterfs":
         g = storage.glusterfs
         assert g is not None
@@ -29,21 +39,26 @@ def storage_class_spec(platform: PlatformSettings, heketi_secret_name: str | Non
             "resturl": g.rest_url,
             "restuser": g.rest_user,
             "secretNamespace": g.secret_namespace,
-            "secretName": heketi_secret_name or HEKETI_SECRET_NAME,
+            "secretName": HEKETI_SECRET_NAME,
             "volumetype": g.volume_type,
             "gidMin": str(g.gid_min),
             "gidMax": str(g.gid_max),
         }
         if g.cluster_id:
             parameters["clusterid"] = g.cluster_id
-        spec.update(provisioner="kubernetes.io/glusterfs", parameters=parameters, allowVolumeExpansion=True)
-    elif storage.backend == "csi":
+        return StorageClassSpec(
+            provisioner="kubernetes.io/glusterfs",
+            parameters=parameters,
+            reclaim_policy=storage.reclaim_policy,
+            allow_volume_expansion=True,
+        )
+    if storage.backend == "csi":
         assert storage.csi is not None
-        spec.update(provisioner=storage.csi.provisioner, parameters=dict(storage.csi.parameters))
-    elif storage.backend == "local":
-        # No dynamic provisioner: each claim gets a pre-created volume bound by Kubernetes' binder.
-        spec.update(provisioner="kubernetes.io/no-provisioner")
-    return spec
+        return StorageClassSpec(
+            provisioner=storage.csi.provisioner, parameters=dict(storage.csi.parameters), reclaim_policy=storage.reclaim_policy
+        )
+    # local: no dynamic provisioner; each claim gets a pre-created volume bound by Kubernetes' binder.
+    return StorageClassSpec(provisioner="kubernetes.io/no-provisioner", reclaim_policy=storage.reclaim_policy)
 
 
 class SharedStorage(pulumi.ComponentResource):
@@ -78,20 +93,11 @@ class SharedStorage(pulumi.ComponentResource):
             self.storage_class = k8s.storage.v1.StorageClass(
                 f"{name}-class",
                 metadata={"name": storage.class_name, "labels": meta_labels},
-                **_snake(storage_class_spec(platform)),
+                **vars(storage_class_spec(platform)),
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[self.heketi_secret] if self.heketi_secret else None),
             )
             self.class_name = self.storage_class.metadata.apply(lambda m: m["name"])
         self.register_outputs({"class_name": self.class_name})
-
-
-def _snake(spec: dict[str, object]) -> dict[str, object]:
-    table = {
-        "reclaimPolicy": "reclaim_policy",
-        "volumeBindingMode": "volume_binding_mode",
-        "allowVolumeExpansion": "allow_volume_expansion",
-    }
-    return {table.get(k, k): v for k, v in spec.items()}
 
 
 def claim(

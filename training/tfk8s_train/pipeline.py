@@ -139,7 +139,7 @@ def load_training_data(data_dir: str | None) -> TrainingData:
     """TFRecords (from ``prepare-data``) if the data dir has them, else IDX or sklearn digits."""
     meta = read_meta(data_dir) if data_dir else None
     files = shard_files(data_dir) if data_dir and meta else []
-    if meta and files:
+    if data_dir and meta and files:
         x_test, y_test = read_test_split(shard_files(data_dir, "test-*.tfrecord"), meta)
         return TrainingData(meta=meta, train_files=tuple(files), arrays=None, x_test=x_test, y_test=y_test)
     digits = load_digits_arrays(data_dir)

@@ -31,11 +31,7 @@ class UserNode(pulumi.ComponentResource):
             spec={"taints": [{"key": settings.taint_key, "value": "true", "effect": "NoSchedule"}]},
             opts=pulumi.ResourceOptions(parent=self),
         )
-        self.address = self.patch.status.apply(lambda status: node_address(settings, _plain(status)))
+        # Provider output types are dict subclasses, so node_address reads them like plain dicts.
+        self.address = self.patch.status.apply(lambda status: node_address(settings, status))
         self.register_outputs({"address": self.address})
 
-
-def _plain(status: Any) -> dict[str, Any]:
-    if status is None:
-        return {}
-    return status if isinstance(status, dict) else {"addresses": [vars(a) for a in getattr(status, "addresses", None) or []]}

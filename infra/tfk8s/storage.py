@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_kubernetes as k8s
 
+from tfk8s import awaits
 from tfk8s.labels import labels
 from tfk8s.settings import PlatformSettings
 
@@ -117,7 +118,6 @@ def claim(
     """A ReadWriteMany claim; for the `local` backend also the hostPath volume pre-bound to it."""
     meta_labels = labels(user, "storage", cluster=cluster, role=purpose)
     volume = None
-    timeout = {"pulumi.com/timeoutSeconds": str(platform.await_timeout_seconds)}
     if platform.storage.backend == "local":
         volume = k8s.core.v1.PersistentVolume(
             f"{resource_name}-pv",
@@ -138,7 +138,7 @@ def claim(
         )
     pvc = k8s.core.v1.PersistentVolumeClaim(
         resource_name,
-        metadata={"name": claim_name, "namespace": namespace, "labels": meta_labels, "annotations": timeout},
+        metadata={"name": claim_name, "namespace": namespace, "labels": meta_labels, "annotations": awaits.timeout(platform)},
         spec={"accessModes": ["ReadWriteMany"], "storageClassName": class_name, "resources": {"requests": {"storage": size}}},
         opts=pulumi.ResourceOptions(parent=parent, retain_on_delete=keep, depends_on=[volume] if volume else None),
     )

@@ -20,8 +20,8 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from tfk8s import awaits, pods
 from tfk8s import cluster_spec as cs
-from tfk8s import pods
 from tfk8s.code import CodeBundle
 from tfk8s.labels import labels, selector_of
 from tfk8s.settings import ClusterSettings, PlatformSettings
@@ -38,21 +38,6 @@ class TrainingClusterArgs:
     launcher: CodeBundle
     code: CodeBundle | None = None
     notebook_host: str | None = None
-
-
-# Services are not awaited: the provider's Service await sleeps 10 s after every endpoint change
-# (it was 70% of a dev `up`), and the Deployment/Job awaits already prove the pods behind them.
-SERVICE_NO_AWAIT = {"pulumi.com/skipAwait": "true"}
-
-
-def job_wait_for(tasks: int) -> str:
-    """`pulumi.com/waitFor` for a training Job: all pods Ready, or any pod already done/failed.
-
-    A JSONPath filter on the Job object, so `up` returns as soon as training runs (it may run
-    for days) and still stops at once when a task fails. No '=' may appear in the expression:
-    the provider splits `path=value` on it.
-    """
-    return f"jsonpath={{$[?@.ready > {tasks - 1} || @.failed > 0 || @.succeeded > 0]}}"
 
 
 class TrainingCluster(pulumi.ComponentResource):
@@ -177,7 +162,7 @@ class TrainingCluster(pulumi.ComponentResource):
         # Deployment to retire it (see tfk8s_train.launch).
         deployment_name = self.ps_deployment_names[index]
         container["env"].append({"name": "TFK8S_PS_DEPLOYMENT", "value": deployment_name})
-        annotations = {"pulumi.com/timeoutSeconds": str(platform.await_timeout_seconds)}
+        annotations = awaits.timeout(platform)
         deployment = k8s.apps.v1.Deployment(
             f"{name}-ps-{index}",
             metadata={"name": deployment_name, "namespace": args.namespace, "labels": pod_labels, "annotations": annotations},
@@ -206,7 +191,7 @@ class TrainingCluster(pulumi.ComponentResource):
                 "name": self.names.ps_service(index),
                 "namespace": args.namespace,
                 "labels": pod_labels,
-                "annotations": SERVICE_NO_AWAIT,
+                "annotations": awaits.SERVICE_NO_AWAIT,
             },
             # publishNotReadyAddresses: workers resolve a PS as soon as its pod exists, instead of
             # crashing on NXDOMAIN while it starts (kubeflow/trainer#1458).
@@ -248,10 +233,7 @@ class TrainingCluster(pulumi.ComponentResource):
                 "name": job_name,
                 "namespace": args.namespace,
                 "labels": pod_labels,
-                "annotations": {
-                    "pulumi.com/waitFor": job_wait_for(tasks),
-                    "pulumi.com/timeoutSeconds": str(platform.await_timeout_seconds),
-                },
+                "annotations": awaits.training_job(platform, tasks),
             },
             spec={
                 "completionMode": "Indexed",

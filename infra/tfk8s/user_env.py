@@ -16,11 +16,11 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from tfk8s import pods
+from tfk8s import awaits, pods
 from tfk8s.code import CodeBundle
 from tfk8s.labels import labels, selector_of
 from tfk8s.settings import PlatformSettings, UserSettings
-from tfk8s.training_cluster import SERVICE_NO_AWAIT, TrainingCluster, TrainingClusterArgs
+from tfk8s.training_cluster import TrainingCluster, TrainingClusterArgs
 
 TOKEN_KEY = "token"
 
@@ -181,7 +181,7 @@ class UserEnvironment(pulumi.ComponentResource):
         port: int,
     ) -> tuple[k8s.apps.v1.Deployment, k8s.core.v1.Service]:
         pod_labels = labels(user, component)
-        annotations = {"pulumi.com/timeoutSeconds": str(platform.await_timeout_seconds)}
+        annotations = awaits.timeout(platform)
         deployment = k8s.apps.v1.Deployment(
             name,
             metadata={"namespace": ns, "labels": pod_labels, "annotations": annotations},
@@ -202,7 +202,7 @@ class UserEnvironment(pulumi.ComponentResource):
         )
         service = k8s.core.v1.Service(
             name,
-            metadata={"namespace": ns, "labels": pod_labels, "annotations": SERVICE_NO_AWAIT},
+            metadata={"namespace": ns, "labels": pod_labels, "annotations": awaits.SERVICE_NO_AWAIT},
             # Local: the NodePort answers only on nodes running the pod, i.e. the User Node.
             spec={
                 "type": "NodePort",

@@ -34,4 +34,3 @@ class UserNode(pulumi.ComponentResource):
         # Provider output types are dict subclasses, so node_address reads them like plain dicts.
         self.address = self.patch.status.apply(lambda status: node_address(settings, status))
         self.register_outputs({"address": self.address})
-

@@ -88,7 +88,8 @@ def volumes(
             "name": "launcher",
             "configMap": {
                 "name": launcher_config_map,
-                "items": [{"key": key_of(f), "path": f"tfk8s_train/{f}"} for f in launcher_files],
+                # Mounted at /opt/tfk8s/tfk8s_train: each file sits directly under it.
+                "items": [{"key": key_of(f), "path": f} for f in launcher_files],
             },
         },
     ]

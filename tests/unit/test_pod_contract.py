@@ -1,0 +1,95 @@
+"""The pod as Kubernetes would lay it out, run for real: ConfigMap items at their mount paths,
+the container's command and env, the launcher from the shipped files.
+
+This is where the infra (what goes into the pod) and training/ (what runs there) meet; mocks
+alone cannot show that the launcher is where the command says it is.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pulumi
+from conftest import run_program
+from test_training_cluster import JOB, after, pod_spec
+
+POD_ROOT = "/opt/tfk8s"
+PROBE = "import json, os, sys; print(json.dumps({'tf_config': json.loads(os.environ['TF_CONFIG']), 'argv': sys.argv[1:]}))"
+
+
+def materialize(spec: dict[str, Any], config_maps: dict[str, dict[str, str]], root: Path) -> None:
+    """Write every ConfigMap volume's items where the container mounts them (under `root`)."""
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    for mount in spec["containers"][0]["volumeMounts"]:
+        source = volumes[mount["name"]].get("configMap")
+        if not source:
+            continue
+        data = config_maps[source["name"]]
+        for item in source["items"]:
+            target = root / mount["mountPath"].lstrip("/") / item["path"]
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(data[item["key"]])
+
+
+def relocate(value: str, root: Path) -> str:
+    return value.replace(POD_ROOT, str(root / POD_ROOT.lstrip("/")))
+
+
+@pulumi.runtime.test
+def test_worker_pod_runs_the_shipped_launcher_with_the_infra_contract(dev_config: dict[str, Any], tmp_path: Path) -> None:
+    d = run_program(dev_config)
+
+    def check() -> None:
+        config_maps = {f"{r.name}-auto": r.inputs["data"] for r in d.mocks.of_type("kubernetes:core/v1:ConfigMap")}
+        (job,) = d.mocks.of_type(JOB)
+        spec = pod_spec(job)
+        materialize(spec, config_maps, tmp_path)
+        container = spec["containers"][0]
+        launcher_part = container["command"][: container["command"].index("--") + 1]
+        command = [sys.executable if c == "python" else relocate(c, tmp_path) for c in launcher_part]
+        env = {e["name"]: relocate(e["value"], tmp_path) for e in container["env"] if "value" in e}
+        env.update(PATH=os.environ["PATH"], JOB_COMPLETION_INDEX="1", TFK8S_NAMESPACE="tfk8s-alice")
+        (tmp_path / "log").mkdir()
+        env.update(TFK8S_LOG_DIR=str(tmp_path / "log"))
+
+        probe = subprocess.run([*command, sys.executable, "-c", PROBE], env=env, capture_output=True, text=True, timeout=60)
+        assert probe.returncode == 0, probe.stderr
+        seen = json.loads(probe.stdout.strip().splitlines()[-1])
+        assert seen["tf_config"]["task"] == {"type": "worker", "index": 1}  # from JOB_COMPLETION_INDEX
+        assert seen["tf_config"]["cluster"] == json.loads(env["TFK8S_CLUSTER_SPEC"])
+        assert "--job_name=worker" in seen["argv"] and "--task_index=1" in seen["argv"]
+        assert "--ps_hosts=mnist-ps-0:2222" in seen["argv"]
+
+        # The default command imports our trainer from the same shipped files.
+        trainer = subprocess.run(
+            [sys.executable, "-c", "import tfk8s_train.cli"], env=env, capture_output=True, text=True, timeout=60, cwd=tmp_path
+        )
+        assert trainer.returncode == 0, trainer.stderr
+
+    return after(d, check)
+
+
+@pulumi.runtime.test
+def test_user_code_directory_lands_where_the_command_expects_it(dev_config: dict[str, Any], tmp_path: Path) -> None:
+    cluster = dev_config["users"][0]["clusters"][0]
+    cluster.update(
+        code={"source": "configmap", "path": "tests/training/fixtures"}, command=["python", "/opt/tfk8s/code/mnist_replica.py"]
+    )
+    d = run_program(dev_config)
+
+    def check() -> None:
+        config_maps = {f"{r.name}-auto": r.inputs["data"] for r in d.mocks.of_type("kubernetes:core/v1:ConfigMap")}
+        (job,) = d.mocks.of_type(JOB)
+        spec = pod_spec(job)
+        materialize(spec, config_maps, tmp_path)
+        script = Path(relocate(spec["containers"][0]["command"][-1], tmp_path))
+        shipped = Path(__file__).resolve().parents[1] / "training" / "fixtures" / "mnist_replica.py"
+        assert script.read_text() == shipped.read_text()
+        assert spec["containers"][0]["workingDir"] == "/opt/tfk8s/code"
+
+    return after(d, check)

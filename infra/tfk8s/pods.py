@@ -117,7 +117,13 @@ def task_args(cluster: ClusterSettings) -> list[str]:
 
 
 def tf_container(
-    cluster: ClusterSettings, platform: PlatformSettings, env: list[Json], *, resources_spec: Resources, mount_data: bool
+    cluster: ClusterSettings,
+    platform: PlatformSettings,
+    env: list[Json],
+    *,
+    resources_spec: Resources,
+    mount_data: bool,
+    serves: bool = True,
 ) -> Json:
     port = platform.ports.tensorflow
     mounts = [
@@ -127,7 +133,7 @@ def tf_container(
     ]
     if mount_data:
         mounts.insert(0, {"name": "data", "mountPath": cs.DATA_DIR})
-    return {
+    container: Json = {
         "name": "tensorflow",
         "image": cluster.image or platform.images.tensorflow,
         "command": ["python", LAUNCHER, "--", *cluster.command],
@@ -136,10 +142,14 @@ def tf_container(
         "env": env,
         "ports": [{"name": "grpc", "containerPort": port}],
         # The gRPC server listening is what makes a task usable by its peers.
-        "readinessProbe": {"tcpSocket": {"port": port}, "periodSeconds": 5},
         "resources": resources(resources_spec),
         "volumeMounts": mounts,
     }
+    if serves:
+        # A serving task is usable by its peers once its gRPC server listens. A chief is only a
+        # client (nobody connects to it), so it has no probe.
+        container["readinessProbe"] = {"tcpSocket": {"port": port}, "periodSeconds": 5}
+    return container
 
 
 def url_fetcher(cluster: ClusterSettings, platform: PlatformSettings) -> Json:

@@ -226,7 +226,7 @@ class TrainingCluster(pulumi.ComponentResource):
         env = pods.task_env(c, self.spec, role, index, self.run_id)
         # The chief only coordinates: worker CPU and memory, never a GPU.
         resources = c.workers.resources if role == cs.WORKER else replace(c.workers.resources, gpus=0)
-        container = pods.tf_container(c, platform, env, resources_spec=resources, mount_data=True)
+        container = pods.tf_container(c, platform, env, resources_spec=resources, mount_data=True, serves=role == cs.WORKER)
         job = k8s.batch.v1.Job(
             f"{name}-{role}",
             metadata={

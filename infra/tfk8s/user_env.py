@@ -8,7 +8,6 @@ on the User Node alone.
 from __future__ import annotations
 
 import base64
-import json
 import secrets
 from dataclasses import dataclass
 from typing import Any
@@ -19,6 +18,7 @@ import pulumi_kubernetes as k8s
 from tfk8s import awaits, pods
 from tfk8s.code import CodeBundle
 from tfk8s.labels import labels, selector_of
+from tfk8s.notebook import notebook_client
 from tfk8s.settings import PlatformSettings, UserSettings
 from tfk8s.training_cluster import TrainingCluster, TrainingClusterArgs
 
@@ -94,12 +94,12 @@ class UserEnvironment(pulumi.ComponentResource):
         self.jupyter_token = pulumi.Output.secret(self.token_secret.data.apply(lambda d: base64.b64decode(d[TOKEN_KEY]).decode()))
 
         pod_labels = labels(user.name, "jupyter")
-        in_graph = {
-            c.name: cluster.spec
+        driven = {
+            c.name: self.clusters[c.name]
             for c in user.clusters
             if c.replication == "in-graph" and c.in_graph_client == "notebook"
-            for cluster in [self.clusters[c.name]]
         }
+        client = notebook_client(driven, sorted(args.launcher.files))
         self.notebook_config = k8s.core.v1.ConfigMap(
             f"{name}-notebooks", metadata={"namespace": ns, "labels": pod_labels}, data=args.notebooks, opts=child
         )
@@ -111,15 +111,14 @@ class UserEnvironment(pulumi.ComponentResource):
                     "name": "JUPYTER_TOKEN",
                     "valueFrom": {"secretKeyRef": {"name": self.token_secret.metadata.name, "key": TOKEN_KEY}},
                 },
-                # In-graph clusters this notebook drives: name -> TF cluster spec.
-                {"name": "TFK8S_CLUSTERS", "value": json.dumps(in_graph, sort_keys=True)},
+                *client.env,
             ],
             "ports": [
                 {"name": "http", "containerPort": platform.ports.jupyter},
                 {"name": "grpc", "containerPort": platform.ports.tensorflow},
             ],
             "readinessProbe": {"httpGet": {"path": "/api", "port": "http"}, "periodSeconds": 5},
-            "volumeMounts": [{"name": "notebooks", "mountPath": "/home/jovyan/work/tfk8s", "readOnly": True}],
+            "volumeMounts": [{"name": "notebooks", "mountPath": "/home/jovyan/work/tfk8s", "readOnly": True}, *client.mounts],
         }
         self.jupyter = self._user_facing_app(
             f"{name}-jupyter",
@@ -128,10 +127,10 @@ class UserEnvironment(pulumi.ComponentResource):
             ns,
             platform,
             container,
-            [{"name": "notebooks", "configMap": {"name": self.notebook_config.metadata.name}}],
+            [{"name": "notebooks", "configMap": {"name": self.notebook_config.metadata.name}}, *client.volumes],
             platform.ports.jupyter,
         )
-        if in_graph:
+        if driven:
             # The notebook is the in-graph chief: servers reach it by this name.
             k8s.core.v1.Service(
                 f"{name}-jupyter-tf",

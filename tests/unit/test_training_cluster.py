@@ -215,6 +215,12 @@ def test_in_graph_chief_gets_its_own_job_and_is_in_the_spec(dev_config: dict[str
         assert spec["chief"] == ["mnist-chief-0.mnist-chief:2222"]
         assert env_of(jobs["mnist-chief"])["TFK8S_TASK_INDEX"] == "0"
         assert jobs["mnist-chief"].inputs["spec"]["completions"] == 1
+        # Servers are Ready when their gRPC port listens; the chief is a client only.
+        assert "readinessProbe" not in pod_spec(jobs["mnist-chief"])["containers"][0]
+        assert pod_spec(jobs["mnist-worker"])["containers"][0]["readinessProbe"] == {
+            "tcpSocket": {"port": 2222},
+            "periodSeconds": 5,
+        }
 
     return after(d, check)
 
@@ -225,10 +231,21 @@ def test_in_graph_notebook_client_gets_the_cluster_layout(dev_config: dict[str, 
     d = run_program(dev_config)
 
     def check() -> None:
-        assert [r.inputs["metadata"]["name"] for r in d.mocks.of_type(JOB)] == ["mnist-worker"]
+        (job,) = d.mocks.of_type(JOB)
+        assert job.inputs["metadata"]["name"] == "mnist-worker"  # no chief Job: the notebook is the client
         (jupyter,) = [r for r in d.mocks.of_type(DEPLOYMENT) if pod_labels(r)["app.kubernetes.io/name"] == "jupyter"]
-        clusters = json.loads(env_of(jupyter)["TFK8S_CLUSTERS"])
-        assert clusters["mnist"]["chief"] == ["alice-jupyter-tf:2222"]
+        notebook_env, server_env = env_of(jupyter), env_of(job)
+        spec = json.loads(notebook_env["TFK8S_CLUSTER_SPEC"])
+        assert spec == json.loads(server_env["TFK8S_CLUSTER_SPEC"]) and spec["chief"] == ["alice-jupyter-tf:2222"]
+        assert json.loads(notebook_env["TFK8S_CLUSTERS"])["mnist"]["runId"] == server_env["TFK8S_RUN_ID"]
+        assert notebook_env["TFK8S_RUN_ID"] == server_env["TFK8S_RUN_ID"]
+        # The notebook's done marker must land on the volume the servers' launchers poll.
+        claims = {v["name"]: v.get("persistentVolumeClaim", {}).get("claimName") for v in pod_spec(jupyter)["volumes"]}
+        mounts = {m["mountPath"]: m for m in pod_spec(jupyter)["containers"][0]["volumeMounts"]}
+        log_mount = mounts[notebook_env["TFK8S_LOG_DIR"]]
+        assert claims[log_mount["name"]] == "mnist-log" and not log_mount.get("readOnly")
+        assert claims[mounts[notebook_env["TFK8S_DATA_DIR"]]["name"]] == "mnist-data"
+        assert "/opt/tfk8s/tfk8s_train" in mounts and notebook_env["PYTHONPATH"] == "/opt/tfk8s"
         services = {r.inputs["metadata"].get("name") for r in d.mocks.of_type(SERVICE)}
         assert "alice-jupyter-tf" in services
 

@@ -8,19 +8,15 @@ default.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from tfk8s import settings as s
-from tfk8s.quantities import parse_quantity
+from tfk8s.config_reader import Node, dns_label, k8s_version, non_negative, port, positive, quantity, string_map
 
 NAMESPACE = "tfk8s"
-_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-# Leaves room for "-worker-<index>" in pod hostnames and "-ps-<index>" in Service names.
-MAX_NAME_LENGTH = 40
 CONFIGMAP_LIMIT_BYTES = 1024 * 1024
-T = TypeVar("T")
 
 
 class ConfigError(ValueError):
@@ -31,101 +27,7 @@ class ConfigError(ValueError):
         super().__init__("invalid tfk8s configuration:\n  - " + "\n  - ".join(problems))
 
 
-class _Node:
-    """A config mapping plus its key path, collecting problems instead of raising at once."""
-
-    def __init__(self, raw: Any, path: str, problems: list[str], allowed: set[str]) -> None:
-        self.path = path
-        self.problems = problems
-        if raw is None:
-            raw = {}
-        if not isinstance(raw, Mapping):
-            self.fail(path, f"must be a mapping, got {type(raw).__name__}")
-            raw = {}
-        self.raw: Mapping[str, Any] = raw
-        for key in raw:
-            if key not in allowed:
-                self.fail(self.key(key), f"unknown key; expected one of {sorted(allowed)}")
-
-    def key(self, name: str) -> str:
-        return f"{self.path}.{name}"
-
-    def fail(self, key: str, message: str) -> None:
-        self.problems.append(f"{key}: {message}")
-
-    def child(self, name: str, allowed: set[str]) -> _Node:
-        return _Node(self.raw.get(name), self.key(name), self.problems, allowed)
-
-    def get(self, name: str, kind: type[T], default: T, check: Callable[[T], str | None] | None = None) -> T:
-        """The value, or `default` when absent (or invalid, which is recorded)."""
-        value = self.optional(name, kind, check)
-        return default if value is None else value
-
-    def optional(self, name: str, kind: type[T], check: Callable[[T], str | None] | None = None) -> T | None:
-        """The value, or None when the key is absent (or invalid, which is recorded)."""
-        value = self.raw.get(name)
-        if value is None:
-            return None
-        # bool is an int subclass: `count: true` must not pass as 1.
-        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-            self.fail(self.key(name), f"must be {kind.__name__}, got {value!r}")
-            return None
-        problem = check(value) if check else None
-        if problem:
-            self.fail(self.key(name), problem)
-            return None
-        return value
-
-    def require(self, name: str, kind: type[T], fix: str, check: Callable[[T], str | None] | None = None) -> T | None:
-        if self.raw.get(name) is None:
-            self.fail(self.key(name), f"is required: {fix}")
-            return None
-        return self.optional(name, kind, check)
-
-    def choice(self, name: str, options: tuple[str, ...], default: str) -> Any:
-        return self.get(name, str, default, lambda v: None if v in options else f"must be one of {list(options)}, got {v!r}")
-
-
-def _dns_label(value: str) -> str | None:
-    if len(value) > MAX_NAME_LENGTH:
-        return f"{value!r} is {len(value)} characters; at most {MAX_NAME_LENGTH} (it prefixes Kubernetes names)"
-    if not _DNS1123_LABEL.match(value):
-        return f"{value!r} is not a DNS-1123 label: use lowercase letters, digits and '-', starting and ending alphanumeric"
-    return None
-
-
-def _positive(value: int) -> str | None:
-    return None if value >= 1 else f"must be at least 1, got {value}"
-
-
-def _non_negative(value: int) -> str | None:
-    return None if value >= 0 else f"must be 0 or more, got {value}"
-
-
-def _port(value: int) -> str | None:
-    return None if 1 <= value <= 65535 else f"must be a TCP port (1-65535), got {value}"
-
-
-def _quantity(value: str) -> str | None:
-    try:
-        return None if parse_quantity(value) > 0 else f"must be greater than zero, got {value!r}"
-    except ValueError as error:
-        return str(error)
-
-
-def _k8s_version(value: str) -> str | None:
-    return None if re.fullmatch(r"1\.\d+", value) else f"must look like '1.34', got {value!r}"
-
-
-def _string_map(node: _Node, name: str) -> dict[str, str]:
-    value = node.get(name, dict, {})
-    if not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
-        node.fail(node.key(name), "must map strings to strings (quote numbers and booleans)")
-        return {}
-    return dict(value)
-
-
-def _storage(node: _Node) -> s.StorageSettings:
+def _storage(node: Node) -> s.StorageSettings:
     backend = node.choice("backend", ("glusterfs", "csi", "existing", "local"), "local")
     glusterfs = csi = None
     if backend == "glusterfs":
@@ -136,8 +38,8 @@ def _storage(node: _Node) -> s.StorageSettings:
             "the Heketi REST endpoint, e.g. http://heketi.storage:8080",
             lambda v: None if re.match(r"^https?://", v) else f"must be an http(s) URL, got {v!r}",
         )
-        gid_min = g.get("gidMin", int, 2000, _positive)
-        gid_max = g.get("gidMax", int, 2147483647, _positive)
+        gid_min = g.get("gidMin", int, 2000, positive)
+        gid_max = g.get("gidMax", int, 2147483647, positive)
         if gid_min > gid_max:
             g.fail(g.key("gidMin"), f"must not exceed gidMax ({gid_min} > {gid_max})")
         glusterfs = s.GlusterfsSettings(
@@ -147,16 +49,16 @@ def _storage(node: _Node) -> s.StorageSettings:
             volume_type=g.get("volumeType", str, "replicate:3"),
             gid_min=gid_min,
             gid_max=gid_max,
-            secret_namespace=g.get("secretNamespace", str, "default", _dns_label),
+            secret_namespace=g.get("secretNamespace", str, "default", dns_label),
         )
     elif backend == "csi":
         c = node.child("csi", {"provisioner", "parameters"})
         provisioner = c.require("provisioner", str, "the CSI driver name, e.g. nfs.csi.k8s.io")
-        csi = s.CsiSettings(provisioner=provisioner or "", parameters=_string_map(c, "parameters"))
+        csi = s.CsiSettings(provisioner=provisioner or "", parameters=string_map(c, "parameters"))
     local = node.child("local", {"hostPathRoot"})
     return s.StorageSettings(
         backend=backend,
-        class_name=node.get("className", str, "tfk8s-shared", _dns_label),
+        class_name=node.get("className", str, "tfk8s-shared", dns_label),
         reclaim_policy=node.choice("reclaimPolicy", ("Retain", "Delete"), "Retain"),
         glusterfs=glusterfs,
         csi=csi,
@@ -169,7 +71,7 @@ def _storage(node: _Node) -> s.StorageSettings:
 
 
 def _platform(raw: Any, problems: list[str]) -> s.PlatformSettings:
-    node = _Node(
+    node = Node(
         raw,
         f"{NAMESPACE}:platform",
         problems,
@@ -186,7 +88,7 @@ def _platform(raw: Any, problems: list[str]) -> s.PlatformSettings:
         node.child("ports", {"tensorflow", "jupyter", "tensorboard"}),
     )
     d_img, d_ports = s.ImageSettings(), s.PortSettings()
-    version = node.optional("kubernetesVersion", str, _k8s_version)
+    version = node.optional("kubernetesVersion", str, k8s_version)
     storage = _storage(node.child("storage", {"backend", "className", "reclaimPolicy", "glusterfs", "csi", "local"}))
     kube = tuple(int(p) for p in version.split(".")) if version else None
     if storage.backend == "glusterfs" and kube is not None and kube >= s.GLUSTERFS_REMOVED_IN:
@@ -201,34 +103,34 @@ def _platform(raw: Any, problems: list[str]) -> s.PlatformSettings:
         storage=storage,
         images=s.ImageSettings(**{k: img.get(k, str, getattr(d_img, k)) for k in ("tensorflow", "jupyter", "tensorboard")}),
         ports=s.PortSettings(
-            **{k: ports.get(k, int, getattr(d_ports, k), _port) for k in ("tensorflow", "jupyter", "tensorboard")}
+            **{k: ports.get(k, int, getattr(d_ports, k), port) for k in ("tensorflow", "jupyter", "tensorboard")}
         ),
         kubernetes_version=kube,  # type: ignore[arg-type]
         namespace_prefix=node.get("namespacePrefix", str, "tfk8s-"),
         allow_ps_gpus=node.get("allowPsGpus", bool, False),
-        await_timeout_seconds=node.get("awaitTimeoutSeconds", int, 600, _positive),
+        await_timeout_seconds=node.get("awaitTimeoutSeconds", int, 600, positive),
     )
 
 
 _RESOURCE_KEYS = {"count", "cpu", "memory", "gpus"}
 
 
-def _resources(node: _Node, default: s.Resources) -> s.Resources:
+def _resources(node: Node, default: s.Resources) -> s.Resources:
     cpu = node.raw.get("cpu", default.cpu)
     if isinstance(cpu, (int, float)) and not isinstance(cpu, bool):
         cpu = str(cpu)  # `cpu: 2` is as natural as `cpu: "2"`
-    problem = _quantity(cpu) if isinstance(cpu, str) else f"must be a quantity like 500m or 2, got {cpu!r}"
+    problem = quantity(cpu) if isinstance(cpu, str) else f"must be a quantity like 500m or 2, got {cpu!r}"
     if problem:
         node.fail(node.key("cpu"), problem)
         cpu = default.cpu
     return s.Resources(
         cpu=cpu,
-        memory=node.get("memory", str, default.memory, _quantity),
-        gpus=node.get("gpus", int, default.gpus, _non_negative),
+        memory=node.get("memory", str, default.memory, quantity),
+        gpus=node.get("gpus", int, default.gpus, non_negative),
     )
 
 
-def _code(node: _Node, project_root: Path) -> s.CodeSettings:
+def _code(node: Node, project_root: Path) -> s.CodeSettings:
     source = node.choice("source", ("configmap", "url", "image"), "configmap")
     path, url = node.get("path", str, s.CodeSettings().path), node.optional("url", str)
     if source == "configmap" and path is not None:
@@ -248,7 +150,7 @@ def _code(node: _Node, project_root: Path) -> s.CodeSettings:
     return s.CodeSettings(source=source, path=path if source == "configmap" else None, url=url if source == "url" else None)
 
 
-def _string_list(node: _Node, name: str, default: tuple[str, ...]) -> tuple[str, ...]:
+def _string_list(node: Node, name: str, default: tuple[str, ...]) -> tuple[str, ...]:
     value = node.get(name, list, list(default))
     if not all(isinstance(v, str) for v in value):
         node.fail(node.key(name), "must be a list of strings")
@@ -257,7 +159,7 @@ def _string_list(node: _Node, name: str, default: tuple[str, ...]) -> tuple[str,
 
 
 def _cluster(raw: Any, path: str, problems: list[str], platform: s.PlatformSettings, project_root: Path) -> s.ClusterSettings:
-    node = _Node(
+    node = Node(
         raw,
         path,
         problems,
@@ -276,12 +178,12 @@ def _cluster(raw: Any, path: str, problems: list[str], platform: s.PlatformSetti
             "volumes",
         },
     )
-    name = node.require("name", str, "a DNS-1123 name for the training cluster, e.g. mnist", _dns_label) or ""
+    name = node.require("name", str, "a DNS-1123 name for the training cluster, e.g. mnist", dns_label) or ""
     ps_node = node.child("ps", _RESOURCE_KEYS)
     w_node = node.child("workers", _RESOURCE_KEYS | {"nodeSelector", "tolerations", "backoffLimitPerIndex"})
     default_ps, default_w = s.PsSettings(), s.WorkerSettings()
     ps = s.PsSettings(
-        count=ps_node.get("count", int, default_ps.count, _positive), resources=_resources(ps_node, default_ps.resources)
+        count=ps_node.get("count", int, default_ps.count, positive), resources=_resources(ps_node, default_ps.resources)
     )
     if ps.resources.gpus and not platform.allow_ps_gpus:
         ps_node.fail(
@@ -291,11 +193,11 @@ def _cluster(raw: Any, path: str, problems: list[str], platform: s.PlatformSetti
         )
     tolerations = tuple(_tolerations(w_node, w_node.raw.get("tolerations", []), platform.user_node.taint_key))
     workers = s.WorkerSettings(
-        count=w_node.get("count", int, default_w.count, _positive),
+        count=w_node.get("count", int, default_w.count, positive),
         resources=_resources(w_node, default_w.resources),
-        node_selector=_string_map(w_node, "nodeSelector"),
+        node_selector=string_map(w_node, "nodeSelector"),
         tolerations=tolerations,
-        backoff_limit_per_index=w_node.get("backoffLimitPerIndex", int, default_w.backoff_limit_per_index, _non_negative),
+        backoff_limit_per_index=w_node.get("backoffLimitPerIndex", int, default_w.backoff_limit_per_index, non_negative),
     )
     replication = node.choice("replication", ("between-graph", "in-graph"), "between-graph")
     training = node.choice("training", ("async", "sync"), "async")
@@ -321,14 +223,14 @@ def _cluster(raw: Any, path: str, problems: list[str], platform: s.PlatformSetti
         args=_string_list(node, "args", ()),
         classic_flags=node.get("classicFlags", bool, True),
         volumes=s.VolumeSettings(
-            data_size=v_node.get("dataSize", str, default_v.data_size, _quantity),
-            log_size=v_node.get("logSize", str, default_v.log_size, _quantity),
+            data_size=v_node.get("dataSize", str, default_v.data_size, quantity),
+            log_size=v_node.get("logSize", str, default_v.log_size, quantity),
             keep_on_destroy=v_node.get("keepOnDestroy", bool, True),
         ),
     )
 
 
-def _tolerations(node: _Node, raw: Any, user_node_taint: str) -> list[dict[str, str]]:
+def _tolerations(node: Node, raw: Any, user_node_taint: str) -> list[dict[str, str]]:
     key = node.key("tolerations")
     if not isinstance(raw, list) or not all(isinstance(t, Mapping) for t in raw):
         node.fail(key, "must be a list of Kubernetes tolerations (mappings)")
@@ -353,8 +255,8 @@ def parse(platform_raw: Any, users_raw: Any, project_root: Path) -> s.Settings:
         users_raw = []
     seen_users: set[str] = set()
     for i, user_raw in enumerate(users_raw):
-        node = _Node(user_raw, f"{NAMESPACE}:users[{i}]", problems, {"name", "clusters"})
-        name = node.require("name", str, "a DNS-1123 user name, e.g. alice", _dns_label) or ""
+        node = Node(user_raw, f"{NAMESPACE}:users[{i}]", problems, {"name", "clusters"})
+        name = node.require("name", str, "a DNS-1123 user name, e.g. alice", dns_label) or ""
         if name in seen_users:
             node.fail(node.key("name"), f"duplicate user {name!r}: each user gets one namespace")
         seen_users.add(name)

@@ -182,25 +182,21 @@ def _count(config: dict[str, Any], users: int, clusters: int, workers: int) -> i
     return 0
 
 
-@pulumi.runtime.test
 def test_resource_count_does_not_grow_with_workers(dev_config: dict[str, Any]) -> None:
     import copy
 
-    small, large = copy.deepcopy(dev_config), copy.deepcopy(dev_config)
-    _count(small, 1, 1, 2)
-    _count(large, 1, 1, 1000)
-    d_small = run_program(small)
-    n_small = d_small.components["readiness"].apply(lambda _: len(d_small.mocks.resources))
+    counts = {}
+    for workers in (2, 1000):
+        config = copy.deepcopy(dev_config)
+        _count(config, 1, 1, workers)
 
-    def second(n: int) -> pulumi.Output[Any]:
-        d_large = run_program(large)
-        return d_large.components["readiness"].apply(lambda _: (n, len(d_large.mocks.resources)))
+        @pulumi.runtime.test
+        def declare(config: dict[str, Any] = config, workers: int = workers) -> pulumi.Output[Any]:
+            d = run_program(config)
+            return d.components["readiness"].apply(lambda _: counts.__setitem__(workers, len(d.mocks.resources)))
 
-    return n_small.apply(second).apply(lambda counts: _assert_equal(*counts))
-
-
-def _assert_equal(a: int, b: int) -> None:
-    assert a == b, f"2 workers: {a} resources, 1000 workers: {b}"
+        declare()
+    assert counts[2] == counts[1000], f"2 workers: {counts[2]} resources, 1000 workers: {counts[1000]}"
 
 
 @pulumi.runtime.test

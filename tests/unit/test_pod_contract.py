@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pulumi
-from conftest import run_program
+from conftest import Deployment, run_program
 from test_training_cluster import JOB, after, pod_spec
 
 POD_ROOT = "/opt/tfk8s"
@@ -36,6 +36,15 @@ def materialize(spec: dict[str, Any], config_maps: dict[str, dict[str, str]], ro
             target.write_text(data[item["key"]])
 
 
+def worker_pod_on_disk(d: Deployment, root: Path) -> dict[str, Any]:
+    """The worker Job's pod spec, its ConfigMap volumes written under `root`."""
+    config_maps = {f"{r.name}-auto": r.inputs["data"] for r in d.mocks.of_type("kubernetes:core/v1:ConfigMap")}
+    (job,) = d.mocks.of_type(JOB)
+    spec = pod_spec(job)
+    materialize(spec, config_maps, root)
+    return spec
+
+
 def relocate(value: str, root: Path) -> str:
     return value.replace(POD_ROOT, str(root / POD_ROOT.lstrip("/")))
 
@@ -45,10 +54,7 @@ def test_worker_pod_runs_the_shipped_launcher_with_the_infra_contract(dev_config
     d = run_program(dev_config)
 
     def check() -> None:
-        config_maps = {f"{r.name}-auto": r.inputs["data"] for r in d.mocks.of_type("kubernetes:core/v1:ConfigMap")}
-        (job,) = d.mocks.of_type(JOB)
-        spec = pod_spec(job)
-        materialize(spec, config_maps, tmp_path)
+        spec = worker_pod_on_disk(d, tmp_path)
         container = spec["containers"][0]
         launcher_part = container["command"][: container["command"].index("--") + 1]
         command = [sys.executable if c == "python" else relocate(c, tmp_path) for c in launcher_part]
@@ -83,10 +89,7 @@ def test_user_code_directory_lands_where_the_command_expects_it(dev_config: dict
     d = run_program(dev_config)
 
     def check() -> None:
-        config_maps = {f"{r.name}-auto": r.inputs["data"] for r in d.mocks.of_type("kubernetes:core/v1:ConfigMap")}
-        (job,) = d.mocks.of_type(JOB)
-        spec = pod_spec(job)
-        materialize(spec, config_maps, tmp_path)
+        spec = worker_pod_on_disk(d, tmp_path)
         script = Path(relocate(spec["containers"][0]["command"][-1], tmp_path))
         shipped = Path(__file__).resolve().parents[1] / "training" / "fixtures" / "mnist_replica.py"
         assert script.read_text() == shipped.read_text()

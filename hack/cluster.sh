@@ -47,6 +47,12 @@ write_stages() {
 
 start() {
   if running; then log "cluster $name already running ($kubeconfig)"; return; fi
+  if [ -d "$KWOK_WORKDIR/clusters/$name" ]; then
+    # Left over from a session or machine that ended without `stop`: its processes are gone (or
+    # half gone) and kwokctl cannot revive it. A simulated cluster holds nothing worth keeping.
+    log "found a dead cluster $name: deleting it first"
+    stop
+  fi
   "$here/tools.sh" >&2
   write_stages
   log "creating kwok cluster $name (Kubernetes $KUBE_VERSION, binary runtime)"

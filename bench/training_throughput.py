@@ -23,6 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "training"))
 
 from tfk8s_train.cluster import PROGRESS, LocalCluster, make_spec  # noqa: E402
+from tfk8s_train.runner import trainer_command  # noqa: E402
 
 BATCH = 64  # the trainer's default --batch-size, per worker step
 NOTE = """\
@@ -46,25 +47,9 @@ def steady_rate(lines: list[str]) -> float:
 
 
 def run_local(model: str, steps: int, data_dir: Path, log_dir: Path) -> float:
-    env_cmd = [
-        sys.executable,
-        "-m",
-        "tfk8s_train",
-        "train",
-        "--mode",
-        "local",
-        "--model",
-        model,
-        "--steps",
-        str(steps),
-        "--log-every",
-        "50",
-        "--data-dir",
-        str(data_dir),
-        "--log-dir",
-        str(log_dir),
-        "--no-export",
-    ]
+    env_cmd = trainer_command(
+        "local", model, steps, "--log-every", "50", "--data-dir", str(data_dir), "--log-dir", str(log_dir), "--no-export"
+    )
     from tfk8s_train.cluster import TRAINING_DIR
 
     out = subprocess.run(
@@ -79,22 +64,7 @@ def run_local(model: str, steps: int, data_dir: Path, log_dir: Path) -> float:
 
 
 def run_cluster(mode: str, sync: bool, model: str, steps: int, data_dir: Path, log_dir: Path) -> float:
-    cmd = [
-        sys.executable,
-        "-m",
-        "tfk8s_train",
-        "train",
-        "--mode",
-        mode,
-        "--model",
-        model,
-        "--steps",
-        str(steps),
-        "--log-every",
-        "50",
-        "--no-export",
-        *(["--sync"] if sync else []),
-    ]
+    cmd = trainer_command(mode, model, steps, "--log-every", "50", "--no-export", *(["--sync"] if sync else []))
     cluster = LocalCluster(
         spec=make_spec(1, 2, mode == "in-graph"), command=cmd, log_dir=str(log_dir), data_dir=str(data_dir), output=None
     )

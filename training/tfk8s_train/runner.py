@@ -50,21 +50,13 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def trainer_command(mode: str, model: str, steps: int, *extra: str) -> list[str]:
+    """`python -m tfk8s_train train` with this interpreter: what every local task runs by default."""
+    return [sys.executable, "-m", "tfk8s_train", "train", "--mode", mode, "--model", model, "--steps", str(steps), *extra]
+
+
 def default_command(args: argparse.Namespace) -> list[str]:
-    cmd = [
-        sys.executable,
-        "-m",
-        "tfk8s_train",
-        "train",
-        "--mode",
-        args.mode,
-        "--model",
-        args.model,
-        "--steps",
-        str(args.steps),
-        "--checkpoint-steps",
-        str(args.checkpoint_steps),
-    ]
+    cmd = trainer_command(args.mode, args.model, args.steps, "--checkpoint-steps", str(args.checkpoint_steps))
     if args.no_classic_flags:  # then the launcher appends nothing: tell the trainer where things are
         cmd += ["--data-dir", args.data_dir, "--log-dir", args.log_dir]
     return cmd + (["--sync"] if args.sync else [])

@@ -26,21 +26,10 @@ class Names:
     def ps_service(self, index: int) -> str:
         return f"{self.cluster}-ps-{index}"
 
-    @property
-    def worker_job(self) -> str:
-        return f"{self.cluster}-worker"
-
-    @property
-    def worker_service(self) -> str:
-        return f"{self.cluster}-worker"
-
-    @property
-    def chief_job(self) -> str:
-        return f"{self.cluster}-chief"
-
-    @property
-    def chief_service(self) -> str:
-        return f"{self.cluster}-chief"
+    def indexed(self, role: str) -> str:
+        """Name of the Indexed Job of `role` and of its headless Service: one name, because pod i's
+        DNS name `<job>-<i>.<service>` only resolves when the Service is the pods' subdomain."""
+        return f"{self.cluster}-{role}"
 
 
 def has_chief_job(cluster: ClusterSettings) -> bool:
@@ -57,10 +46,10 @@ def cluster_spec(cluster: ClusterSettings, port: int, notebook_host: str | None 
     names = Names(cluster=cluster.name)
     spec = {
         PS: [f"{names.ps_service(i)}:{port}" for i in range(cluster.ps.count)],
-        WORKER: [f"{names.worker_job}-{i}.{names.worker_service}:{port}" for i in range(cluster.workers.count)],
+        WORKER: [f"{names.indexed(WORKER)}-{i}.{names.indexed(WORKER)}:{port}" for i in range(cluster.workers.count)],
     }
     if has_chief_job(cluster):
-        spec[CHIEF] = [f"{names.chief_job}-0.{names.chief_service}:{port}"]
+        spec[CHIEF] = [f"{names.indexed(CHIEF)}-0.{names.indexed(CHIEF)}:{port}"]
     elif cluster.replication == "in-graph" and notebook_host is not None:
         spec[CHIEF] = [notebook_host]
     return spec

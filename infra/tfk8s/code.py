@@ -11,8 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tfk8s.pods import key_of
-
-LAUNCHER_PACKAGE = "training/tfk8s_train"
+from tfk8s.settings import LAUNCHER_PACKAGE
 
 
 @dataclass(frozen=True)

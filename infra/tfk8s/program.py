@@ -9,7 +9,7 @@ import pulumi
 
 from tfk8s import config, readiness
 from tfk8s.code import CodeBundle, bundle, launcher_bundle
-from tfk8s.settings import ClusterSettings, Settings
+from tfk8s.settings import LAUNCHER_PACKAGE, ClusterSettings, Settings
 from tfk8s.storage import SharedStorage
 from tfk8s.training_cluster import TrainingCluster
 from tfk8s.user_env import UserEnvironment, UserEnvironmentArgs
@@ -36,7 +36,7 @@ def user_codes(settings: Settings, root: Path) -> dict[str, dict[str, CodeBundle
     for user in settings.users:
         result[user.name] = {}
         for c in user.clusters:
-            shipped = c.code.source == "configmap" and c.code.path not in (None, "training/tfk8s_train")
+            shipped = c.code.source == "configmap" and c.code.path not in (None, LAUNCHER_PACKAGE)
             result[user.name][c.name] = bundle(root / c.code.path) if shipped and c.code.path else None
     return result
 

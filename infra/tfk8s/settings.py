@@ -15,7 +15,9 @@ TrainingMode = Literal["async", "sync"]
 CodeSource = Literal["configmap", "url", "image"]
 InGraphClient = Literal["chief", "notebook"]
 
-# Our trainer (training/tfk8s_train), shipped with the launcher; any other command is a user script.
+# The launcher and our trainer: always shipped to every TensorFlow pod (see tfk8s.code).
+LAUNCHER_PACKAGE = "training/tfk8s_train"
+# Our trainer, shipped with the launcher; any other command is a user script.
 DEFAULT_TRAINER = ("python", "-m", "tfk8s_train", "train")
 
 # The in-tree kubernetes.io/glusterfs provisioner was removed in Kubernetes 1.26
@@ -134,7 +136,7 @@ class WorkerSettings:
 class CodeSettings:
     source: CodeSource = "configmap"
     # configmap: a directory of this repository, shipped as a ConfigMap (1 MiB limit).
-    path: str | None = "training/tfk8s_train"
+    path: str | None = LAUNCHER_PACKAGE
     # url: fetched by an init container before the task starts (the seed's curl).
     url: str | None = None
 

@@ -209,7 +209,7 @@ class TrainingCluster(pulumi.ComponentResource):
         self, name: str, args: TrainingClusterArgs, role: str, tasks: int
     ) -> tuple[k8s.core.v1.Service, k8s.batch.v1.Job]:
         c, platform = args.cluster, args.platform
-        job_name = self.names.worker_job if role == cs.WORKER else self.names.chief_job
+        job_name = self.names.indexed(role)
         pod_labels = labels(args.user, "tensorflow", cluster=c.name, role=role)
         service = k8s.core.v1.Service(
             f"{name}-{role}",

@@ -188,6 +188,17 @@ def test_killed_ps_restarts_and_training_resumes_from_the_checkpoint(tmp_path: P
     assert result(tmp_path, "worker-1")["recoveries"], "worker-1 did not survive the PS restart"
 
 
+def written_scalars(run_dir: Path, tag: str) -> list[tuple[int, float]]:
+    """(step, value) of one tag as written to a run's event files, read without TensorBoard."""
+    import tensorflow as tf
+
+    points = []
+    for events in sorted(run_dir.glob("events.out.tfevents.*")):
+        for event in tf.compat.v1.train.summary_iterator(str(events)):
+            points += [(event.step, value.simple_value) for value in event.summary.value if value.tag == tag]
+    return sorted(points)
+
+
 def test_tensorboard_serves_every_workers_scalars(async_run: tuple[LocalCluster, dict]) -> None:
     """Start a real TensorBoard on the run's log dir and ask its HTTP API what it can read."""
     import urllib.request
@@ -234,7 +245,15 @@ def test_tensorboard_serves_every_workers_scalars(async_run: tuple[LocalCluster,
             assert wanted <= set(tags[run]), tags[run]
         with urllib.request.urlopen(f"{base}/scalars?run=tensorboard/worker-0&tag=loss", timeout=5) as response:
             points = json.load(response)  # [[wall_time, step, value], ...]
-        assert len(points) >= 2 and points[-1][1] > points[0][1] and points[-1][2] < points[0][2]
+        # Per-batch loss under async updates is noisy, so "it went down" would be a coin toss here;
+        # learning is asserted by the accuracy tests. This one asserts TensorBoard serves exactly
+        # what the worker wrote: the same (step, value) series as its event files on disk.
+        written = written_scalars(Path(cluster.log_dir) / "tensorboard" / "worker-0", "loss")
+        served = [(step, value) for _, step, value in points]
+        assert len(served) >= 2, served
+        assert [step for step, _ in served] == [step for step, _ in written]
+        assert [value for _, value in served] == pytest.approx([value for _, value in written])
+        assert [step for step, _ in served] == sorted({step for step, _ in served}), "steps repeat or go back"
     finally:
         board.terminate()
         board.wait(10)

@@ -53,21 +53,24 @@ def test_prepared_shards_round_trip_and_workers_read_disjoint_files(digits_tfrec
         ds = tfrecord_dataset(files, meta, batch_size=1, num_shards=2, shard_index=worker, shuffle=False, repeat=False)
         images = np.concatenate([x.numpy() for x, _ in ds.unbatch().batch(4096)])
         seen.append({row.tobytes() for row in images.reshape(len(images), -1)})
-        assert 0.0 <= images.min() and images.max() <= 1.0
+        assert images.dtype == np.uint8  # scaled to 0..1 by the training step, not by the pipeline
     digits = load_digits_arrays()
-    expected = {(row.astype(np.float32) / 255.0).tobytes() for row in digits.x_train.reshape(len(digits.x_train), -1)}
+    expected = {row.tobytes() for row in digits.x_train.reshape(len(digits.x_train), -1)}
     assert seen[0] | seen[1] == expected  # together the workers read the whole train split
 
 
 @pytest.mark.parametrize("use_tfrecords", [True, False], ids=["tfrecords", "in-memory"])
-def test_training_data_yields_normalised_batches(digits_tfrecords: Path, tmp_path: Path, use_tfrecords: bool) -> None:
+def test_training_data_yields_uint8_batches_and_scaled_test_images(
+    digits_tfrecords: Path, tmp_path: Path, use_tfrecords: bool
+) -> None:
     from tfk8s_train.pipeline import make_dataset
 
     data = load_training_data(str(digits_tfrecords if use_tfrecords else tmp_path))
     assert bool(data.train_files) == use_tfrecords and len(data.x_test) == len(data.y_test) == 360
     images, labels = next(iter(make_dataset(data, batch_size=32, num_shards=2, shard_index=1)))
-    assert images.shape == (32, 8, 8, 1) and labels.shape == (32,)
+    assert images.shape == (32, 8, 8, 1) and images.numpy().dtype == np.uint8 and labels.shape == (32,)
     assert set(labels.numpy()) <= set(range(10))
+    assert data.x_test.dtype == np.float32 and 0.0 <= data.x_test.min() and data.x_test.max() == 1.0
 
 
 def test_blocked_records_yield_the_same_images_as_single_examples(tmp_path: Path) -> None:
@@ -82,5 +85,17 @@ def test_blocked_records_yield_the_same_images_as_single_examples(tmp_path: Path
     labels = np.concatenate([y.numpy() for _, y in batches])
     assert images.shape[1:] == (8, 8, 1) and len(images) == meta.train_examples - meta.train_examples % 16
     # every (image, label) pair is a real one: blocks keep rows and labels together through the shuffle
-    truth = {(x.astype(np.float32) / 255.0).tobytes(): y for x, y in zip(digits.x_train, digits.y_train, strict=True)}
+    truth = {x.tobytes(): y for x, y in zip(digits.x_train, digits.y_train, strict=True)}
     assert all(truth[x[..., 0].tobytes()] == y for x, y in zip(images, labels, strict=True))
+
+
+def test_model_sees_uint8_batches_and_float_test_images_alike() -> None:
+    """The pipeline hands the step uint8 pixels, evaluation and serving hand it floats in 0..1."""
+    import tensorflow as tf
+    from tfk8s_train.model import forward, init_params
+
+    pixels = load_digits_arrays().x_test[:16, ..., None]
+    params = {k: tf.constant(v) for k, v in init_params("cnn", 8, 8, seed=3).items()}
+    from_uint8 = forward(params, tf.constant(pixels), "cnn").numpy()
+    from_float = forward(params, tf.constant(pixels.astype(np.float32) / 255.0), "cnn").numpy()
+    assert np.allclose(from_uint8, from_float, atol=1e-5) and not np.allclose(from_uint8, 0.0)

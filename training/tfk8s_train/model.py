@@ -53,8 +53,16 @@ def create_variables(initial: Mapping[str, np.ndarray]) -> dict[str, tf.Variable
     return {name: tf.Variable(value, name=name.replace("/", "_")) for name, value in initial.items()}
 
 
+def as_float_images(images: tf.Tensor) -> tf.Tensor:
+    """uint8 pixels (what the input pipeline delivers) -> float32 in 0..1; float input is already scaled."""
+    if images.dtype == tf.uint8:
+        return tf.cast(images, tf.float32) * (1.0 / 255.0)
+    return tf.cast(images, tf.float32)
+
+
 def forward(params: Mapping[str, tf.Tensor | tf.Variable], images: tf.Tensor, kind: str) -> tf.Tensor:
-    """Logits for float images [B, H, W, 1]."""
+    """Logits for images [B, H, W, 1]: uint8 pixels, or floats already in 0..1."""
+    images = as_float_images(images)
     if kind == "mlp":
         flat = tf.reshape(images, [-1, params["dense1/kernel"].shape[0]])
         hidden = tf.nn.relu(tf.matmul(flat, params["dense1/kernel"]) + params["dense1/bias"])

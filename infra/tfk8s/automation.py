@@ -123,8 +123,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--refresh", action="store_true", help="read live state first, so readiness is current")
     args = parser.parse_args(argv)
     s = stack(args.stack)
+    result: Mapping[str, auto.OutputValue] | None = None
     if args.command == "up":
-        s.up(refresh=args.refresh, on_output=print, color="never")
+        result = s.up(refresh=args.refresh, on_output=print, color="never").outputs  # already read: no second `stack output`
     elif args.command == "preview":
         s.preview(on_output=print, color="never")
     elif args.command == "refresh":
@@ -132,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command == "destroy":
         s.destroy(on_output=print, color="never")
         return 0
-    outputs = plain_outputs(s.outputs())
+    outputs = plain_outputs(result if result is not None else s.outputs())
     print(json.dumps({"ready": outputs.get("ready"), "readiness": outputs.get("readiness")}, indent=2))
     return 0 if args.command != "up" or outputs.get("ready") else 3
 

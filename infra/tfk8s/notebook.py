@@ -15,6 +15,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+import pulumi
+
 from tfk8s.pods import LAUNCHER_DIR, Json, key_of
 from tfk8s.training_cluster import TrainingCluster
 
@@ -26,7 +28,9 @@ class NotebookClient:
     mounts: list[Json] = field(default_factory=list)
 
 
-def notebook_client(clusters: dict[str, TrainingCluster], launcher_files: list[str]) -> NotebookClient:
+def notebook_client(
+    clusters: dict[str, TrainingCluster], launcher_config_map: pulumi.Input[str], launcher_files: list[str]
+) -> NotebookClient:
     """Env, volumes and mounts for Jupyter; empty when no cluster is driven from the notebook."""
     client = NotebookClient()
     layouts: dict[str, Any] = {}
@@ -43,13 +47,11 @@ def notebook_client(clusters: dict[str, TrainingCluster], launcher_files: list[s
         ]
     if not clusters:
         return client
-    # The trainer package is the same in every cluster's launcher ConfigMap: mount the first.
-    first = next(iter(clusters.values()))
     client.volumes.append(
         {
             "name": "tfk8s-train",
             "configMap": {
-                "name": first.launcher_config.metadata.name,
+                "name": launcher_config_map,
                 "items": [{"key": key_of(f), "path": f} for f in launcher_files],
             },
         }

@@ -5,8 +5,9 @@ Shape (resource count is independent of the worker count):
   * workers: one Indexed Job `<c>-worker` and one headless Service `<c>-worker`, so task i is the
     pod `<c>-worker-<i>.<c>-worker` and learns its index from JOB_COMPLETION_INDEX;
   * in-graph with a chief client: one more Indexed Job + headless Service `<c>-chief`;
-  * data and log claims (ReadWriteMany), the code ConfigMaps, and the RBAC that lets a PS
-    scale its own Deployment to zero once every worker is done (no PS left behind).
+  * data and log claims (ReadWriteMany), the user's code ConfigMap if any, and the RBAC that lets
+    a PS scale its own Deployment to zero once every worker is done (no PS left behind). The
+    trainer package's ConfigMap is the namespace's, shared by all its clusters (UserEnvironment).
 
 What `pulumi up` waits for: PS Deployments until available; the worker Job only until every
 worker pod is Ready, or one has failed or succeeded (never until training completes).
@@ -36,6 +37,7 @@ class TrainingClusterArgs:
     namespace: pulumi.Input[str]
     storage_class: pulumi.Input[str]
     launcher: CodeBundle
+    launcher_config_map: pulumi.Input[str]  # the namespace's ConfigMap holding `launcher`
     code: CodeBundle | None = None
     notebook_host: str | None = None
 
@@ -71,18 +73,11 @@ class TrainingCluster(pulumi.ComponentResource):
         }
         (self.data_claim, self.data_volume), (self.log_claim, self.log_volume) = claims["data"], claims["log"]
 
-        code_labels = labels(user, "tensorflow", cluster=c.name, role="code")
-        self.launcher_config = k8s.core.v1.ConfigMap(
-            f"{name}-launcher",
-            metadata={"namespace": args.namespace, "labels": code_labels},
-            data=args.launcher.config_map_data(),
-            opts=child,
-        )
         self.code_config = None
         if args.code is not None:
             self.code_config = k8s.core.v1.ConfigMap(
                 f"{name}-code",
-                metadata={"namespace": args.namespace, "labels": code_labels},
+                metadata={"namespace": args.namespace, "labels": labels(user, "tensorflow", cluster=c.name, role="code")},
                 data=args.code.config_map_data(),
                 opts=child,
             )
@@ -116,7 +111,7 @@ class TrainingCluster(pulumi.ComponentResource):
 
     def _volumes(self, args: TrainingClusterArgs, *, mount_data: bool) -> list[dict[str, Any]]:
         return pods.volumes(
-            self.launcher_config.metadata.name,
+            args.launcher_config_map,
             sorted(args.launcher.files),
             self.data_claim.metadata.name,
             self.log_claim.metadata.name,

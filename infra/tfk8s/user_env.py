@@ -57,6 +57,15 @@ class UserEnvironment(pulumi.ComponentResource):
         )
         ns = self.namespace.metadata.name
 
+        # One copy of the trainer package per namespace, mounted by every cluster and Jupyter: it is
+        # ~90 KB of source, and Pulumi keeps three copies of each ConfigMap's data in the state it
+        # rewrites after every step, so a copy per cluster made large stacks CPU-bound in the engine.
+        self.trainer_config = k8s.core.v1.ConfigMap(
+            f"{name}-trainer",
+            metadata={"namespace": ns, "labels": labels(user.name, "tensorflow", role="code")},
+            data=args.launcher.config_map_data(),
+            opts=child,
+        )
         notebook_host = f"{name}-jupyter-tf:{platform.ports.tensorflow}"
         self.clusters = {}
         for c in user.clusters:
@@ -69,6 +78,7 @@ class UserEnvironment(pulumi.ComponentResource):
                     namespace=ns,
                     storage_class=args.storage_class,
                     launcher=args.launcher,
+                    launcher_config_map=self.trainer_config.metadata.name,
                     code=args.codes.get(c.name),
                     notebook_host=notebook_host if c.in_graph_client == "notebook" else None,
                 ),
@@ -99,7 +109,7 @@ class UserEnvironment(pulumi.ComponentResource):
             for c in user.clusters
             if c.replication == "in-graph" and c.in_graph_client == "notebook"
         }
-        client = notebook_client(driven, sorted(args.launcher.files))
+        client = notebook_client(driven, self.trainer_config.metadata.name, sorted(args.launcher.files))
         self.notebook_config = k8s.core.v1.ConfigMap(
             f"{name}-notebooks", metadata={"namespace": ns, "labels": pod_labels}, data=args.notebooks, opts=child
         )

@@ -6,10 +6,11 @@ import json
 from typing import Any
 
 import pulumi
-from conftest import Deployment, run_program
+from conftest import ROOT, Deployment, run_program
 
 DEPLOYMENT, JOB, SERVICE = "kubernetes:apps/v1:Deployment", "kubernetes:batch/v1:Job", "kubernetes:core/v1:Service"
 PVC = "kubernetes:core/v1:PersistentVolumeClaim"
+CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
 
 
 def pod_spec(resource: Any) -> dict[str, Any]:
@@ -279,5 +280,31 @@ def test_sync_training_reaches_our_trainer_as_a_flag(dev_config: dict[str, Any])
             assert container["command"][-4:] == ["python", "-m", "tfk8s_train", "train"]
             assert container["args"] == ["--sync"]
             assert env_of(workload)["TFK8S_TRAINING"] == "sync"
+
+    return after(d, check)
+
+
+@pulumi.runtime.test
+def test_all_pods_of_a_user_mount_the_one_trainer_config_map_of_its_namespace(dev_config: dict[str, Any]) -> None:
+    """One copy of the trainer package per namespace, not per cluster: large stacks keep a small state."""
+    from tfk8s.code import launcher_bundle
+    from tfk8s.pods import key_of
+
+    base = dev_config["users"][0]["clusters"][0]
+    notebook_driven = dict(base, name="cifar", replication="in-graph", inGraphClient="notebook")
+    dev_config["users"][0]["clusters"] = [base, dict(base, name="svhn"), notebook_driven]
+    d = run_program(dev_config)
+
+    def check() -> None:
+        code_maps = [r for r in d.mocks.of_type(CONFIG_MAP) if r.inputs["metadata"]["labels"].get("tfk8s.io/role") == "code"]
+        (trainer,) = code_maps
+        assert set(trainer.inputs["data"]) == {key_of(f) for f in launcher_bundle(ROOT).files}
+        name = f"{trainer.name}-auto"
+        (jupyter,) = [r for r in d.mocks.of_type(DEPLOYMENT) if pod_labels(r)["app.kubernetes.io/name"] == "jupyter"]
+        pods = [*tf_workloads(d), jupyter]
+        assert len(pods) == 3 * 2 + 1  # per cluster a PS Deployment and a worker Job (the notebook is cifar's client)
+        for workload in pods:
+            mounted = [v["configMap"]["name"] for v in pod_spec(workload)["volumes"] if "configMap" in v]
+            assert name in mounted, (workload.name, mounted)
 
     return after(d, check)

@@ -10,15 +10,17 @@ started and deleted by this script; the `make up` cluster is never touched):
 Ratios are pulumi / kubectl. The rendered YAML holds Secrets in plain text: it lives in a
 temporary directory that is removed at the end.
 
-    make tools && .venv/bin/python bench/deploy_vs_apply.py
+    make tools && .venv/bin/python bench/deploy_vs_apply.py [--repeat 3]
 """
 
 from __future__ import annotations
 
+import argparse
 import copy
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -221,6 +223,9 @@ def delete_kept() -> None:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each side per stack; medians are reported")
+    args = parser.parse_args()
     cluster = [str(ROOT / "hack" / "cluster.sh")]
     env = {**os.environ, "TFK8S_CLUSTER_NAME": "tfk8s-bench"}
     subprocess.run([*cluster, "start"], check=True, env=env)
@@ -228,20 +233,28 @@ def main() -> None:
         kubeconfig = subprocess.run([*cluster, "kubeconfig"], check=True, env=env, capture_output=True, text=True).stdout
         os.environ["KUBECONFIG"] = kubeconfig.strip()
         automation.engine_env()
-        compare()
+        compare(args.repeat)
     finally:
         subprocess.run([*cluster, "stop"], check=False, env=env)
 
 
-def compare() -> None:
+def medians(runs: list[dict[str, float]]) -> dict[str, float]:
+    return {key: statistics.median(run[key] for run in runs) for key in runs[0]}
+
+
+def compare(repeat: int) -> None:
+    print(f"medians of {repeat} runs per side, each from an empty cluster, sides alternating")
     print(
         "| stack | pulumi up (s) | apply+wait, Job ready (s) | ratio | apply+wait, pods Ready (s) | ratio "
         "| Stack.up incl. Automation API reads (s) | no-change up (s) | preview (s) |"
     )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for label, users in (("dev (1 user x 1 cluster)", None), ("3 users x 2 clusters", big_users())):
-        theirs = kubectl_side(users)
-        ours = pulumi_side(users)
+        theirs_runs, ours_runs = [], []
+        for _ in range(repeat):
+            theirs_runs.append(kubectl_side(users))
+            ours_runs.append(pulumi_side(users))
+        theirs, ours = medians(theirs_runs), medians(ours_runs)
         job, pods = theirs["apply+wait (job)"], theirs["apply+wait (pods)"]
         print(
             f"| {label} | {ours['up']:.1f} | {job:.1f} | {ours['up'] / job:.2f} | {pods:.1f} | {ours['up'] / pods:.2f} "

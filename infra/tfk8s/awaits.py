@@ -1,7 +1,8 @@
 """What `pulumi up` waits for, as pulumi-kubernetes annotations (see README "What `pulumi up` waits for").
 
-Deployments and PVCs keep the provider's own await (rollout complete, Bound), bounded by
-`platform.awaitTimeoutSeconds`; training Jobs get a custom condition; Services get none.
+Deployments keep the provider's own await (rollout complete), bounded by
+`platform.awaitTimeoutSeconds`; claims of the classes tfk8s creates and training Jobs get custom
+conditions; Services get none.
 """
 
 from __future__ import annotations
@@ -29,3 +30,17 @@ def job_wait_for(tasks: int) -> str:
 
 def training_job(platform: PlatformSettings, tasks: int) -> dict[str, str]:
     return {"pulumi.com/waitFor": job_wait_for(tasks), **timeout(platform)}
+
+
+# The provider's own PVC await polls every 0.5-0.6 s, and every pod waits for its claims, so that
+# poll sat on the critical path of each `up`; `waitFor` watches instead and sees Bound at once.
+# Only for the classes tfk8s creates, which all bind Immediately: a WaitForFirstConsumer class
+# (possible with `existing`) stays Pending until a pod uses the claim, which the provider's own
+# await knows and a Bound condition would wait out to the timeout.
+CLAIM_BOUND = "jsonpath={.status.phase}=Bound"
+
+
+def claim(platform: PlatformSettings) -> dict[str, str]:
+    if platform.storage.backend == "existing":
+        return timeout(platform)
+    return {"pulumi.com/waitFor": CLAIM_BOUND, **timeout(platform)}

@@ -138,7 +138,7 @@ def claim(
         )
     pvc = k8s.core.v1.PersistentVolumeClaim(
         resource_name,
-        metadata={"name": claim_name, "namespace": namespace, "labels": meta_labels, "annotations": awaits.timeout(platform)},
+        metadata={"name": claim_name, "namespace": namespace, "labels": meta_labels, "annotations": awaits.claim(platform)},
         spec={"accessModes": ["ReadWriteMany"], "storageClassName": class_name, "resources": {"requests": {"storage": size}}},
         opts=pulumi.ResourceOptions(parent=parent, retain_on_delete=keep, depends_on=[volume] if volume else None),
     )

@@ -133,6 +133,39 @@ def test_local_backend_prebinds_one_volume_per_claim(dev_config: dict[str, Any])
     return after(d, check)
 
 
+@pytest.mark.parametrize(
+    ("storage", "watched"),
+    [
+        ({"backend": "local"}, True),
+        ({"backend": "csi", "className": "nfs", "csi": {"provisioner": "nfs.csi.k8s.io"}}, True),
+        ({"backend": "existing", "className": "maybe-wait-for-first-consumer"}, False),
+    ],
+    ids=["local", "csi", "existing"],
+)
+def test_claims_of_our_immediate_classes_are_watched_until_bound(
+    dev_config: dict[str, Any], storage: dict[str, Any], watched: bool
+) -> None:
+    """Our classes bind Immediately: watch for Bound. A class we did not create keeps the provider's
+    own await, which accepts Pending for WaitForFirstConsumer (a Bound condition would hang there)."""
+    dev_config["platform"]["storage"] = storage
+
+    @pulumi.runtime.test
+    def run() -> pulumi.Output[Any]:
+        d = run_program(dev_config)
+
+        def check() -> None:
+            claims = d.mocks.of_type(PVC)
+            assert len(claims) == 2
+            for pvc in claims:
+                annotations = pvc.inputs["metadata"]["annotations"]
+                assert annotations["pulumi.com/timeoutSeconds"] == "180"
+                assert annotations.get("pulumi.com/waitFor") == ("jsonpath={.status.phase}=Bound" if watched else None)
+
+        return after(d, check)
+
+    run()
+
+
 @pytest.mark.parametrize("keep", [True, False], ids=["keep", "delete"])
 def test_data_survives_destroy_only_when_asked(dev_config: dict[str, Any], keep: bool) -> None:
     dev_config["users"][0]["clusters"][0]["volumes"]["keepOnDestroy"] = keep

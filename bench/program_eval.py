@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import gc
 import re
 import sys
 import time
@@ -52,6 +53,8 @@ def stack_config(users: int, clusters: int, workers: int) -> dict[str, Any]:
 def run_tfk8s(raw: dict[str, Any]) -> tuple[float, int]:
     mocks = RecordingMocks()
     pulumi.runtime.set_mocks(mocks, project="tfk8s", stack="bench", preview=False)
+    default_thresholds = gc.get_threshold()
+    gc.set_threshold(*program.EVALUATION_GC_THRESHOLDS)  # as program.main() does
     started = time.perf_counter()
 
     @pulumi.runtime.test
@@ -59,8 +62,11 @@ def run_tfk8s(raw: dict[str, Any]) -> tuple[float, int]:
         settings = config.parse(raw["platform"], raw["users"], ROOT)
         return program.build(settings, ROOT)["readiness"]
 
-    evaluate()
-    return time.perf_counter() - started, len(mocks.resources)
+    try:
+        evaluate()
+        return time.perf_counter() - started, len(mocks.resources)
+    finally:
+        gc.set_threshold(*default_thresholds)  # the seed's side runs with Python's defaults
 
 
 def run_seed(users: int, clusters: int, workers: int) -> tuple[float, int]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 from typing import Any
 
@@ -104,5 +105,13 @@ def readiness_output(settings: Settings, user_node: UserNode, envs: dict[str, Us
     return pulumi.Output.all(**per_user).apply(readiness.stack_readiness)
 
 
+# A stack keeps every Output and future alive until the program ends; with Python's default
+# thresholds the cyclic GC rescans that growing heap again and again, which made program
+# evaluation super-linear: 5.3 ms per resource at 4,504 resources, 3.1 ms with these thresholds
+# and 2.5 ms with no collection at all (bench/program_eval.py). Programs are short-lived.
+EVALUATION_GC_THRESHOLDS = (100_000, 50, 100)
+
+
 def main() -> None:
+    gc.set_threshold(*EVALUATION_GC_THRESHOLDS)
     build(config.load(PROJECT_ROOT))

@@ -1,4 +1,4 @@
-"""Training throughput: one process vs 1 PS x 2 workers (between-graph async, sync) vs in-graph, on loopback.
+"""Training throughput: one process vs 1 PS x 2 workers (between-graph and in-graph, async and sync), on loopback.
 
     .venv/bin/python bench/training_throughput.py [--steps 600] [--models mlp cnn]
 
@@ -116,8 +116,12 @@ def main() -> None:
                     lambda m=model: run_cluster("between-graph", True, m, args.steps, data_dir, Path(tmp) / f"sync-{m}"),
                 ),
                 (
-                    "1 PS x 2 workers + chief, in-graph",
+                    "1 PS x 2 workers + chief, in-graph async",
                     lambda m=model: run_cluster("in-graph", False, m, args.steps, data_dir, Path(tmp) / f"ig-{m}"),
+                ),
+                (
+                    "1 PS x 2 workers + chief, in-graph sync",
+                    lambda m=model: run_cluster("in-graph", True, m, args.steps, data_dir, Path(tmp) / f"ig-sync-{m}"),
                 ),
             ]
             base = None

@@ -202,12 +202,6 @@ def _cluster(raw: Any, path: str, problems: list[str], platform: s.PlatformSetti
     replication = node.choice("replication", ("between-graph", "in-graph"), "between-graph")
     training = node.choice("training", ("async", "sync"), "async")
     command = _string_list(node, "command", s.DEFAULT_TRAINER) or s.DEFAULT_TRAINER
-    if replication == "in-graph" and training == "sync" and command == s.DEFAULT_TRAINER:
-        node.fail(
-            node.key("training"),
-            "our trainer trains in-graph clusters asynchronously only "
-            "(ParameterServerStrategy); use training: async, between-graph replication, or your own command",
-        )
     v_node = node.child("volumes", {"dataSize", "logSize", "keepOnDestroy"})
     default_v = s.VolumeSettings()
     return s.ClusterSettings(

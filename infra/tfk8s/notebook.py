@@ -36,7 +36,13 @@ def notebook_client(
     layouts: dict[str, Any] = {}
     for name, cluster in clusters.items():
         data_dir, log_dir = f"/data/{name}", f"/logs/{name}"
-        layouts[name] = {"spec": cluster.spec, "runId": cluster.run_id, "dataDir": data_dir, "logDir": log_dir}
+        layouts[name] = {
+            "spec": cluster.spec,
+            "runId": cluster.run_id,
+            "training": cluster.training,
+            "dataDir": data_dir,
+            "logDir": log_dir,
+        }
         client.volumes += [
             {"name": f"data-{name}", "persistentVolumeClaim": {"claimName": cluster.data_claim.metadata.name, "readOnly": True}},
             {"name": f"log-{name}", "persistentVolumeClaim": {"claimName": cluster.log_claim.metadata.name}},
@@ -66,6 +72,7 @@ def notebook_client(
         client.env += [
             {"name": "TFK8S_CLUSTER_SPEC", "value": json.dumps(layout["spec"], sort_keys=True)},
             {"name": "TFK8S_RUN_ID", "value": layout["runId"]},
+            {"name": "TFK8S_TRAINING", "value": layout["training"]},
             {"name": "TFK8S_DATA_DIR", "value": layout["dataDir"]},
             {"name": "TFK8S_LOG_DIR", "value": layout["logDir"]},
         ]

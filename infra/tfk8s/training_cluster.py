@@ -44,6 +44,7 @@ class TrainingClusterArgs:
 
 class TrainingCluster(pulumi.ComponentResource):
     spec: dict[str, list[str]]
+    training: str
     status: pulumi.Output[dict[str, Any]]
 
     def __init__(self, name: str, args: TrainingClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
@@ -51,6 +52,7 @@ class TrainingCluster(pulumi.ComponentResource):
         c, platform, user = args.cluster, args.platform, args.user
         self.names = cs.Names(cluster=c.name)
         self.spec = cs.cluster_spec(c, platform.ports.tensorflow, args.notebook_host)
+        self.training = c.training  # an in-graph client (the notebook) must train the same way
         image = c.image or platform.images.tensorflow
         code_digest = args.launcher.digest + (args.code.digest if args.code else "")
         self.run_id = cs.run_id(c, self.spec, image, code_digest)

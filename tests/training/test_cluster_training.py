@@ -106,6 +106,16 @@ def test_between_graph_sync_trains_to_90_percent(tmp_path: Path, digits_tfrecord
     assert chief["global_step"] == other["global_step"] == 300
 
 
+def test_in_graph_sync_averages_one_gradient_per_worker_into_each_update(tmp_path: Path, digits_tfrecords: Path) -> None:
+    cluster, codes = run_cluster(tmp_path, digits_tfrecords, train_command("in-graph", "--sync"), chief=True)
+    assert_clean_finish(cluster, codes, clients=["chief-0"])
+    chief = result(tmp_path, "chief-0")
+    assert chief["mode"] == "in-graph" and chief["sync"]
+    assert chief["first_step"] == 0 and chief["global_step"] == 300  # one update per synchronous step
+    assert chief["test_accuracy"] >= 0.90
+    assert_on_ps(chief["variable_devices"], num_ps=2)
+
+
 def test_in_graph_cnn_trains_to_90_percent_from_the_chief(tmp_path: Path, digits_tfrecords: Path) -> None:
     command = train_command("in-graph", "--model", "cnn", "--checkpoint-steps", "100")
     cluster, codes = run_cluster(tmp_path, digits_tfrecords, command, chief=True)

@@ -118,11 +118,6 @@ BAD = [
         r"users\[0\]\.clusters: must be a non-empty list",
     ),
     (
-        "in-graph-sync-with-our-trainer",
-        lambda r: cluster(r).update(replication="in-graph", training="sync"),
-        r"clusters\[0\]\.training: our trainer trains in-graph clusters asynchronously only",
-    ),
-    (
         "bad-k8s-version",
         _set(lambda r: r["platform"], "kubernetesVersion", "v1.34.0"),
         r"kubernetesVersion: must look like '1\.34'",

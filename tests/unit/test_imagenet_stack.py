@@ -37,7 +37,8 @@ def test_imagenet_stack_objects(imagenet_config: dict[str, Any]) -> None:
     d = run_program(imagenet_config, secrets={"heketiAdminKey": "heketi-admin-key"})
 
     def check() -> None:
-        assert Counter(r.typ for r in d.mocks.resources) == EXPECTED
+        found = Counter(r.typ for r in d.mocks.resources)
+        assert found == EXPECTED, {"missing": EXPECTED - found, "unexpected": found - EXPECTED}
         names = {(r.typ.rsplit(":", 1)[1], r.inputs.get("metadata", {}).get("name")) for r in d.mocks.resources}
         for expected in [
             ("PersistentVolumeClaim", "imagenet-data"),

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
 import pulumi
+import pytest
 from conftest import ROOT, Deployment, run_program
 
 DEPLOYMENT, JOB, SERVICE = "kubernetes:apps/v1:Deployment", "kubernetes:batch/v1:Job", "kubernetes:core/v1:Service"
@@ -38,7 +40,22 @@ def tf_workloads(d: Deployment) -> list[Any]:
 
 
 def after(d: Deployment, check: Any) -> pulumi.Output[Any]:
-    return d.components["readiness"].apply(lambda _: check())
+    """Run `check` once readiness resolved and every declared resource has reached the mocks.
+
+    Readiness does not depend on every resource (a RoleBinding feeds nothing), so its resolving
+    alone does not prove the rest were registered; checks that count resources need both.
+    """
+
+    async def settle_then_check() -> None:
+        deadline = asyncio.get_running_loop().time() + 10
+        while len(d.mocks.resources) < len(d.options):
+            if asyncio.get_running_loop().time() > deadline:
+                seen = {f"{r.typ}::{r.name}" for r in d.mocks.resources}
+                raise AssertionError(f"declared but never registered: {sorted(set(d.options) - seen)}")
+            await asyncio.sleep(0.01)
+        check()
+
+    return d.components["readiness"].apply(lambda _: asyncio.ensure_future(settle_then_check()))
 
 
 @pulumi.runtime.test
@@ -269,17 +286,38 @@ def test_pulumi_up_waits_for_running_workers_not_for_training_to_finish(dev_conf
     return after(d, check)
 
 
+@pytest.mark.parametrize("replication", ["between-graph", "in-graph"])
+def test_sync_training_reaches_our_trainer_as_a_flag(dev_config: dict[str, Any], replication: str) -> None:
+    dev_config["users"][0]["clusters"][0].update(training="sync", replication=replication)
+
+    @pulumi.runtime.test
+    def run() -> pulumi.Output[Any]:
+        d = run_program(dev_config)
+
+        def check() -> None:
+            workloads = tf_workloads(d)
+            assert len(workloads) == (3 if replication == "in-graph" else 2)  # in-graph: plus the chief Job
+            for workload in workloads:
+                container = pod_spec(workload)["containers"][0]
+                assert container["command"][-4:] == ["python", "-m", "tfk8s_train", "train"]
+                assert container["args"] == ["--sync"]
+                assert env_of(workload)["TFK8S_TRAINING"] == "sync"
+
+        return after(d, check)
+
+    run()
+
+
 @pulumi.runtime.test
-def test_sync_training_reaches_our_trainer_as_a_flag(dev_config: dict[str, Any]) -> None:
-    dev_config["users"][0]["clusters"][0]["training"] = "sync"
+def test_a_notebook_client_learns_to_train_synchronously(dev_config: dict[str, Any]) -> None:
+    dev_config["users"][0]["clusters"][0].update(replication="in-graph", inGraphClient="notebook", training="sync")
     d = run_program(dev_config)
 
     def check() -> None:
-        for workload in tf_workloads(d):
-            container = pod_spec(workload)["containers"][0]
-            assert container["command"][-4:] == ["python", "-m", "tfk8s_train", "train"]
-            assert container["args"] == ["--sync"]
-            assert env_of(workload)["TFK8S_TRAINING"] == "sync"
+        (jupyter,) = [r for r in d.mocks.of_type(DEPLOYMENT) if pod_labels(r)["app.kubernetes.io/name"] == "jupyter"]
+        notebook_env = env_of(jupyter)
+        assert notebook_env["TFK8S_TRAINING"] == "sync"
+        assert json.loads(notebook_env["TFK8S_CLUSTERS"])["mnist"]["training"] == "sync"
 
     return after(d, check)
 

@@ -29,7 +29,11 @@ def _train_parser(sub: Any) -> None:
         default=DEFAULTS.mode,
         help="auto: in-graph if the cluster has a chief, else between-graph, else local",
     )
-    p.add_argument("--sync", action="store_true", help="between-graph: synchronous (SyncReplicasOptimizer)")
+    p.add_argument(
+        "--sync",
+        action="store_true",
+        help="synchronous: one averaged update per step from every worker (between-graph: SyncReplicasOptimizer)",
+    )
     p.add_argument("--model", choices=("mlp", "cnn"), default=DEFAULTS.model)
     p.add_argument("--steps", type=int, default=DEFAULTS.steps, help="global steps to train to")
     p.add_argument("--batch-size", type=int, default=DEFAULTS.batch_size, help="per worker and step")

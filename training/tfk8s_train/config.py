@@ -14,7 +14,7 @@ class TrainConfig:
     """What to train and how; parsed from the command line by ``tfk8s_train.cli``."""
 
     mode: str = "auto"  # auto: $TFK8S_REPLICATION, else in-graph iff the cluster has a chief; no cluster: local
-    sync: bool = False  # between-graph only: aggregate one gradient per worker before applying
+    sync: bool = False  # aggregate one gradient per worker before each update (both replication modes)
     model: str = "mlp"  # mlp | cnn
     steps: int = 300  # global steps (one per applied update) to train to
     batch_size: int = 64  # per worker and step

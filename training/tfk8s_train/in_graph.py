@@ -1,9 +1,15 @@
 """In-graph replication with TF2: one client drives all PS and workers.
 
 The client (job ``chief``, or a notebook) builds the model under ``ParameterServerStrategy``
-so every variable lives on a PS; ``ClusterCoordinator`` ships the step function to whichever
-worker is free (asynchronous training: each worker applies its own gradients). PS and worker
-processes only serve (``serve()``), and are retired by the launcher's done-marker barrier.
+so every variable lives on a PS; ``ClusterCoordinator`` ships step functions to whichever
+worker is free. PS and worker processes only serve (``serve()``), and are retired by the
+launcher's done-marker barrier.
+
+- async (default): each scheduled step computes gradients on one worker and applies them to the
+  PS variables at once; workers never wait for each other.
+- sync (``--sync``): the classic in-graph replication. Each global step schedules one gradient
+  computation per worker against the same variable values, the client averages them and
+  applies the mean once, so every update sees ``num_workers`` batches.
 
 The optimizer is a small hand-written Adam because Keras 3 optimizers do not support
 ParameterServerStrategy; its slots are plain variables, placed on the PS like the weights.
@@ -80,8 +86,6 @@ def train_in_graph(cfg: TrainConfig, role: ClusterRole, data: TrainingData) -> d
     """Drive the cluster from this client until the global step reaches ``cfg.steps``."""
     if not role.has_chief or role.job_name != "chief":
         raise ValueError(f"in-graph training runs on the chief (the client); got {role.task}")
-    if cfg.sync:
-        raise ValueError("--sync is between-graph only: ParameterServerStrategy trains asynchronously")
     strategy = make_strategy(role)
     coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
     with strategy.scope():
@@ -103,29 +107,56 @@ def train_in_graph(cfg: TrainConfig, role: ClusterRole, data: TrainingData) -> d
     per_worker = coordinator.create_per_worker_dataset(lambda: strategy.distribute_datasets_from_function(dataset_fn))
     iterator = iter(per_worker)
 
+    def batch_gradients(images: tf.Tensor, labels: tf.Tensor) -> tuple[list[tf.Tensor], tf.Tensor, tf.Tensor]:
+        with tf.GradientTape() as tape:
+            loss, accuracy = loss_and_accuracy(forward(params, images, cfg.model), labels)
+        return tape.gradient(loss, list(params.values())), loss, accuracy
+
     @tf.function
-    def train_step(it: Any) -> tuple[tf.Tensor, tf.Tensor]:
+    def async_step(it: Any) -> tuple[tf.Tensor, tf.Tensor]:
         def replica_fn(images: tf.Tensor, labels: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-            with tf.GradientTape() as tape:
-                loss, accuracy = loss_and_accuracy(forward(params, images, cfg.model), labels)
-            grads = dict(zip(params, tape.gradient(loss, list(params.values())), strict=True))
-            adam.apply(grads, params, global_step.assign_add(1))
+            grads, loss, accuracy = batch_gradients(images, labels)
+            adam.apply(dict(zip(params, grads, strict=True)), params, global_step.assign_add(1))
             return loss, accuracy
 
         images, labels = next(it)
         return strategy.run(replica_fn, args=(images, labels))
 
+    @tf.function
+    def gradient_step(it: Any) -> tuple[list[tf.Tensor], tf.Tensor, tf.Tensor]:
+        images, labels = next(it)
+        return strategy.run(batch_gradients, args=(images, labels))
+
+    @tf.function
+    def apply_mean(per_worker: list[list[tf.Tensor]]) -> None:
+        mean = [tf.add_n(list(grads)) / len(grads) for grads in zip(*per_worker, strict=True)]
+        adam.apply(dict(zip(params, mean, strict=True)), params, global_step.assign_add(1))
+
+    def sync_steps(count: int) -> tuple[float, float]:
+        """``count`` synchronous global steps; the last step's mean loss and accuracy."""
+        for _ in range(count):
+            handles = [coordinator.schedule(gradient_step, args=(iterator,)) for _ in range(role.num_workers)]
+            coordinator.join()
+            results = [h.fetch() for h in handles]  # a worker lost mid-step: the coordinator re-runs its closure
+            apply_mean([grads for grads, _, _ in results])
+        return float(np.mean([r[1] for r in results])), float(np.mean([r[2] for r in results]))
+
+    def async_steps(count: int) -> tuple[float, float]:
+        handles = [coordinator.schedule(async_step, args=(iterator,)) for _ in range(count)]
+        coordinator.join()
+        loss_v, acc_v = handles[-1].fetch()
+        return float(loss_v), float(acc_v)
+
     write, close = v2_scalar_writer(tensorboard_dir(cfg.log_dir, role.task))
-    progress = Progress(role.task, cfg.batch_size, write)
+    # Examples per global step: one batch async, one batch per worker sync.
+    progress = Progress(role.task, cfg.batch_size * (role.num_workers if cfg.sync else 1), write)
     step, last_saved = first_step, first_step
     while step < cfg.steps:
         chunk = min(cfg.log_every, cfg.steps - step)
-        handles = [coordinator.schedule(train_step, args=(iterator,)) for _ in range(chunk)]
-        coordinator.join()
+        loss_v, acc_v = (sync_steps if cfg.sync else async_steps)(chunk)
         progress.steps_done(chunk)
         step = int(global_step.numpy())
-        loss_v, acc_v = handles[-1].fetch()
-        progress.report(step, float(loss_v), float(acc_v))
+        progress.report(step, loss_v, acc_v)
         if step - last_saved >= cfg.checkpoint_steps:
             manager.save(checkpoint_number=step)
             last_saved = step
@@ -135,7 +166,7 @@ def train_in_graph(cfg: TrainConfig, role: ClusterRole, data: TrainingData) -> d
     return {
         "task": role.task,
         "mode": "in-graph",
-        "sync": False,
+        "sync": cfg.sync,
         "first_step": first_step,
         "global_step": step,
         "local_steps": progress.local_steps,

@@ -36,7 +36,9 @@ heavier compute hides more of it. Sync adds the gradient-accumulator barrier and
 step waits for the slowest worker. In-graph (ParameterServerStrategy) dispatches one tf.function per
 step from the client to a free worker, so per-step RPC latency from the chief adds on top; it
 overlaps work by scheduling asynchronously, but the closure queue and remote-value bookkeeping cost
-per step, and the client joins every 50 steps to report progress and checkpoint. On this 2-core
+per step, and the client joins every 50 steps to report progress and checkpoint. In-graph sync
+joins every step instead, and its gradients travel worker -> client -> PS, so it pays the most
+round trips per example. On this 2-core
 machine all tasks share the same two cores, so a distributed run cannot be faster than one process:
 the ratios show the price of distribution, not its scaling on real nodes."""
 

@@ -36,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
         default="between-graph",
         help="in-graph adds a chief task that is the client",
     )
-    p.add_argument("--sync", action="store_true", help="between-graph synchronous training")
+    p.add_argument("--sync", action="store_true", help="synchronous training (both modes): one averaged update per step")
     p.add_argument("--model", choices=("mlp", "cnn"), default="mlp")
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--checkpoint-steps", type=int, default=100)
@@ -94,9 +94,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if args.no_client and args.mode != "in-graph":
         print("error: --no-client needs --mode in-graph (between-graph clients are the workers)", file=sys.stderr)
-        return 2
-    if args.sync and args.mode == "in-graph" and not command:
-        print("error: --sync is between-graph only (ParameterServerStrategy is asynchronous)", file=sys.stderr)
         return 2
     chief = args.mode == "in-graph"
     spec = make_spec(args.ps, args.workers, chief)

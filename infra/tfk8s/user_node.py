@@ -9,6 +9,58 @@ import pulumi_kubernetes as k8s
 
 from tfk8s.settings import UserNodeSettings
 
+# pulumi-kubernetes applies as `pulumi-kubernetes-<hash>`; any other manager is someone else.
+PULUMI_MANAGER_PREFIX = "pulumi-kubernetes"
+
+
+class UserNodeTaken(RuntimeError):
+    """The node's taints belong to someone else: patching ours in would conflict or clobber theirs."""
+
+
+def our_taint(settings: UserNodeSettings) -> dict[str, str]:
+    return {"key": settings.taint_key, "value": "true", "effect": "NoSchedule"}
+
+
+def _field(obj: Any, camel: str, snake: str) -> Any:
+    # The SDK's typed outputs (ObjectMeta, ManagedFieldsEntry) are dicts keyed in snake_case;
+    # the same objects as plain JSON use the API's camelCase.
+    return (obj or {}).get(camel, (obj or {}).get(snake))
+
+
+def foreign_taint_managers(metadata: Any) -> list[str]:
+    """Field managers other than Pulumi's that own the node's `.spec.taints`."""
+    owners = []
+    for entry in _field(metadata, "managedFields", "managed_fields") or []:
+        fields = (_field(entry, "fieldsV1", "fields_v1") or {}).get("f:spec") or {}
+        manager = entry.get("manager") or "?"
+        if "f:taints" in fields and not manager.startswith(PULUMI_MANAGER_PREFIX):
+            owners.append(manager)
+    return sorted(set(owners))
+
+
+def checked_taints(settings: UserNodeSettings, live: Any) -> list[dict[str, str]]:
+    """Our taint list for the patch, or UserNodeTaken before anything is patched.
+
+    Kubernetes keeps a node's taints as one atomic list: a server-side apply of ours next to
+    taints another manager (kubectl taint, kubelet --register-with-taints, a cloud controller)
+    set fails with a field conflict, and forcing it would delete theirs. Applying exactly the
+    value already there is no conflict (both become owners), so that case passes.
+    """
+    ours = [our_taint(settings)]
+    live = live or {}
+    taints = [{k: t.get(k) for k in ("key", "value", "effect")} for t in (live.get("spec") or {}).get("taints") or []]
+    managers = foreign_taint_managers(live.get("metadata"))
+    if managers and taints != ours:
+        shown = ", ".join(f"{t['key']}={t.get('value') or ''}:{t['effect']}" for t in taints)
+        untaint = " ".join(f"{t['key']}-" for t in taints)
+        raise UserNodeTaken(
+            f"tfk8s:platform.userNode.name: node {settings.name!r} already has taints [{shown}] set by "
+            f"{', '.join(managers)}; Kubernetes keeps a node's taints as one list, so tfk8s cannot add "
+            f"its {settings.taint_key} taint without conflicting with them or deleting them. Remove them "
+            f"(kubectl taint node {settings.name} {untaint}) or choose another node for userNode.name."
+        )
+    return ours
+
 
 def node_address(settings: UserNodeSettings, status: Any) -> str | None:
     """The configured address, else the InternalIP (then ExternalIP, Hostname) from live status."""
@@ -19,16 +71,25 @@ def node_address(settings: UserNodeSettings, status: Any) -> str | None:
 
 
 class UserNode(pulumi.ComponentResource):
-    """Patches (never owns) the node: `pulumi destroy` removes only our taint and label."""
+    """Patches (never owns) the node: `pulumi destroy` removes only our taint and label.
+
+    The node is read first and the patch's taints are computed from it, so a node whose taints
+    belong to someone else stops `pulumi preview`/`up` with UserNodeTaken before the patch, and
+    everything that depends on the User Node (all user environments), is sent.
+    """
 
     address: pulumi.Output[str | None]
 
     def __init__(self, name: str, settings: UserNodeSettings, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("tfk8s:index:UserNode", name, None, opts)
+        live = k8s.core.v1.Node.get(f"{name}-live", settings.name, opts=pulumi.ResourceOptions(parent=self))
+        taints = pulumi.Output.all(live.metadata, live.spec).apply(
+            lambda ms: checked_taints(settings, {"metadata": ms[0], "spec": ms[1]})
+        )
         self.patch = k8s.core.v1.NodePatch(
             name,
             metadata={"name": settings.name, "labels": {settings.taint_key: "true"}},
-            spec={"taints": [{"key": settings.taint_key, "value": "true", "effect": "NoSchedule"}]},
+            spec={"taints": taints},
             opts=pulumi.ResourceOptions(parent=self),
         )
         # Provider output types are dict subclasses, so node_address reads them like plain dicts.

@@ -61,6 +61,12 @@ class Steps:
         return {k: v for k, v in self.ops.items() if v not in ("same", "read")}
 
 
+def changes(result: auto.UpResult) -> dict[str, int]:
+    """What an `up` changed. Reads (the User Node is read on every run) are not changes, as for
+    `pulumi up --expect-no-changes`."""
+    return {op: n for op, n in (result.summary.resource_changes or {}).items() if op not in ("same", "read")}
+
+
 def test_preview_then_up_brings_the_stack_to_ready(stack: auto.Stack, kube: Kube) -> None:
     preview = stack.preview(color="never")
     assert preview.change_summary.get("create", 0) >= 20, preview.change_summary
@@ -103,9 +109,31 @@ def test_preview_then_up_brings_the_stack_to_ready(stack: auto.Stack, kube: Kube
 def test_second_up_changes_nothing(stack: auto.Stack) -> None:
     token = stack.outputs()["jupyterTokens"]
     result = stack.up(color="never")
-    assert set(result.summary.resource_changes or {}) == {"same"}, result.summary.resource_changes
+    assert changes(result) == {}, result.summary.resource_changes
     after = stack.outputs()["jupyterTokens"]
     assert after.secret and after.value == token.value  # generated once, stable across ups
+
+
+def test_someone_elses_taint_on_the_user_node_stops_up_and_is_left_alone(stack: auto.Stack, kube: Kube) -> None:
+    """Node taints are one atomic list: tfk8s must refuse, clearly, rather than conflict or clobber."""
+    ours = {"key": "tfk8s.io/user-node", "value": "true", "effect": "NoSchedule"}
+    theirs = {"key": "dedicated", "value": "infra", "effect": "NoSchedule"}
+    kube.run("taint", "node", USER_NODE, "dedicated=infra:NoSchedule")
+    try:
+        with pytest.raises(auto.CommandError, match=r"tfk8s:platform\.userNode\.name: node 'tfk8s-user-node' already has taints"):
+            stack.up(color="never")
+        taints = kube.get("node", name=USER_NODE)["spec"]["taints"]
+        assert len(taints) == 2 and ours in taints and theirs in taints  # nothing patched, nothing lost
+    finally:
+        kube.run("taint", "node", USER_NODE, "dedicated-")
+    result = stack.up(color="never")  # their taint gone: exactly ours is no conflict, whoever co-owns it
+    assert changes(result) == {}, result.summary.resource_changes
+
+    # kubectl now co-owns our taint, so a destroy would leave it behind (SSA releases only our
+    # share). Drop it as an operator might; `up --refresh` sees the drift and puts ours back alone.
+    kube.run("taint", "node", USER_NODE, "tfk8s.io/user-node-")
+    stack.up(color="never", refresh=True)
+    assert kube.get("node", name=USER_NODE)["spec"]["taints"] == [ours]
 
 
 def test_a_ps_can_retire_itself_and_nothing_else(stack: auto.Stack, kube: Kube, tmp_path: Path) -> None:
@@ -130,7 +158,7 @@ def test_a_ps_can_retire_itself_and_nothing_else(stack: auto.Stack, kube: Kube, 
 
     # Pulumi does not fight the retirement: the PS Deployment declares no replicas.
     result = stack.up(color="never")
-    assert set(result.summary.resource_changes or {}) == {"same"}
+    assert changes(result) == {}, result.summary.resource_changes
     assert kube.get("deployment", NAMESPACE, ps["metadata"]["name"])["spec"]["replicas"] == 0
     # Readiness reads live status once refreshed: a retired PS while workers run is a problem.
     stack.up(color="never", refresh=True)

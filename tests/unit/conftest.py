@@ -10,7 +10,7 @@ from typing import Any
 import pulumi
 import pytest
 import yaml
-from mocks import RecordingMocks, StatusHook, healthy_status
+from mocks import LiveHook, RecordingMocks, StatusHook, healthy_status, plain_nodes
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -41,12 +41,15 @@ class Deployment:
 
 
 def run_program(
-    raw: dict[str, Any], status_hook: StatusHook = healthy_status, secrets: dict[str, str] | None = None
+    raw: dict[str, Any],
+    status_hook: StatusHook = healthy_status,
+    secrets: dict[str, str] | None = None,
+    live_hook: LiveHook = plain_nodes,
 ) -> Deployment:
     """Parse `raw` like the real program and declare everything under fresh mocks."""
     from tfk8s import config, program
 
-    mocks = RecordingMocks(status_hook)
+    mocks = RecordingMocks(status_hook, live_hook)
     pulumi.runtime.set_mocks(mocks, project="tfk8s", stack="test", preview=False)
     pulumi.runtime.set_all_config(
         {f"tfk8s:{k}": v for k, v in (secrets or {}).items()}, secret_keys=[f"tfk8s:{k}" for k in (secrets or {})]

@@ -9,6 +9,7 @@ from typing import Any
 import pulumi
 
 StatusHook = Callable[[str, str, dict[str, Any]], dict[str, Any] | None]
+LiveHook = Callable[[str, str], dict[str, Any]]  # (type, object id) -> the existing object's state
 
 
 def healthy_status(typ: str, name: str, state: dict[str, Any]) -> dict[str, Any] | None:
@@ -27,15 +28,28 @@ def healthy_status(typ: str, name: str, state: dict[str, Any]) -> dict[str, Any]
     return None
 
 
+def plain_nodes(typ: str, object_id: str) -> dict[str, Any]:
+    """Existing objects the program reads: nodes as kwok/kubelet register them, without taints."""
+    metadata: dict[str, Any] = {"name": object_id}
+    if typ == "kubernetes:core/v1:Node":
+        metadata["managedFields"] = [{"manager": "kubectl-client-side-apply", "fieldsV1": {"f:metadata": {"f:labels": {}}}}]
+    return {"metadata": metadata, "spec": {}}
+
+
 class RecordingMocks(pulumi.runtime.Mocks):
     """Records every resource; `status_hook` decides the live status each one reports."""
 
-    def __init__(self, status_hook: StatusHook = healthy_status) -> None:
+    def __init__(self, status_hook: StatusHook = healthy_status, live_hook: LiveHook = plain_nodes) -> None:
         self.resources: list[pulumi.runtime.MockResourceArgs] = []
+        self.reads: list[pulumi.runtime.MockResourceArgs] = []  # Resource.get of existing objects
         self.status_hook = status_hook
+        self.live_hook = live_hook
         self._node_ports = iter(range(30000, 32768))
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
+        if args.resource_id:  # a read of something that exists, not a resource the program creates
+            self.reads.append(args)
+            return args.resource_id, self.live_hook(args.typ, args.resource_id)
         self.resources.append(args)
         state = copy.deepcopy(dict(args.inputs))
         metadata = state.setdefault("metadata", {})

@@ -48,9 +48,9 @@ def after(d: Deployment, check: Any) -> pulumi.Output[Any]:
 
     async def settle_then_check() -> None:
         deadline = asyncio.get_running_loop().time() + 10
-        while len(d.mocks.resources) < len(d.options):
+        while len(d.mocks.resources) + len(d.mocks.reads) < len(d.options):
             if asyncio.get_running_loop().time() > deadline:
-                seen = {f"{r.typ}::{r.name}" for r in d.mocks.resources}
+                seen = {f"{r.typ}::{r.name}" for r in d.mocks.resources + d.mocks.reads}
                 raise AssertionError(f"declared but never registered: {sorted(set(d.options) - seen)}")
             await asyncio.sleep(0.01)
         check()

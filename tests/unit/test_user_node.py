@@ -1,0 +1,69 @@
+"""The User Node is read before it is patched: a node whose taints belong to someone else stops the
+run with a message naming the key and the fix, before the patch or anything user-facing is sent."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+import pytest
+from conftest import run_program
+from tfk8s.settings import UserNodeSettings
+from tfk8s.user_node import UserNodeTaken, checked_taints
+
+SETTINGS = UserNodeSettings(name="gpu-7")
+OURS = [{"key": "tfk8s.io/user-node", "value": "true", "effect": "NoSchedule"}]
+
+
+def node(taints: list[dict[str, str]], *managers: str, snake_case: bool = False) -> dict[str, Any]:
+    """A live Node whose `.spec.taints` are owned by `managers`, as the API (or the SDK's typed outputs) spell it."""
+    fields, entries = ("fields_v1", "managed_fields") if snake_case else ("fieldsV1", "managedFields")
+    owned = [{"manager": m, fields: {"f:spec": {"f:taints": {}}}} for m in managers]
+    labels_only = {"manager": "kubelet", fields: {"f:metadata": {"f:labels": {}}}}
+    return {"metadata": {"name": "gpu-7", entries: [labels_only, *owned]}, "spec": {"taints": taints}}
+
+
+@pytest.mark.parametrize(
+    "live",
+    [
+        node([]),
+        node(OURS, "pulumi-kubernetes-7f6d523d"),  # ours, from the last `up`
+        node([{"key": "tfk8s.io/old-key", "value": "true", "effect": "NoSchedule"}], "pulumi-kubernetes-1"),  # key renamed
+        node(OURS, "kubectl-taint"),  # someone added exactly ours: applying the same value is no conflict
+        {},
+    ],
+    ids=["untainted", "ours", "ours-renamed", "same-value-elsewhere", "unknown-in-preview"],
+)
+def test_a_node_we_may_patch_gets_exactly_our_taint(live: dict[str, Any]) -> None:
+    assert checked_taints(SETTINGS, live) == OURS
+
+
+@pytest.mark.parametrize("snake_case", [False, True], ids=["api-json", "sdk-typed-outputs"])
+def test_someone_elses_taints_stop_the_run_naming_the_key_the_owner_and_the_fix(snake_case: bool) -> None:
+    theirs = [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
+    with pytest.raises(UserNodeTaken) as caught:
+        checked_taints(SETTINGS, node(theirs, "kubectl-taint", snake_case=snake_case))
+    message = str(caught.value)
+    assert message.startswith("tfk8s:platform.userNode.name: node 'gpu-7'")
+    assert "nvidia.com/gpu=present:NoSchedule" in message and "set by kubectl-taint" in message
+    assert "kubectl taint node gpu-7 nvidia.com/gpu-" in message
+
+
+def test_a_taken_node_stops_the_program_before_the_patch_and_the_user_environments(dev_config: dict[str, Any]) -> None:
+    def taken(typ: str, object_id: str) -> dict[str, Any]:
+        return node([{"key": "dedicated", "value": "infra", "effect": "NoExecute"}], "kubelet")
+
+    declared: list[Any] = []
+
+    @pulumi.runtime.test
+    def run() -> pulumi.Output[Any]:
+        d = run_program(dev_config, live_hook=taken)
+        declared.append(d)
+        return d.components["readiness"]
+
+    with pytest.raises(Exception, match=r"tfk8s:platform\.userNode\.name: node 'tfk8s-user-node'"):
+        run()
+    (d,) = declared
+    sent = {r.typ for r in d.mocks.resources}
+    assert "kubernetes:core/v1:NodePatch" not in sent
+    assert not any(t.startswith("kubernetes:") and t != "kubernetes:storage.k8s.io/v1:StorageClass" for t in sent), sent

@@ -136,11 +136,15 @@ def render(users: list[dict[str, Any]] | None, out: Path) -> None:
 
     def program() -> None:
         renderer = k8s.Provider("render", render_yaml_to_directory=str(out))
+        # The program reads the live User Node (user_node.py checks who owns its taints): that
+        # read needs the cluster, everything else goes to the renderer.
+        live = k8s.Provider("live", kubeconfig=kubeconfig)
 
         def to_renderer(args: pulumi.ResourceTransformationArgs) -> pulumi.ResourceTransformationResult | None:
             if args.type_.startswith("kubernetes:"):
+                provider = live if args.type_ == "kubernetes:core/v1:Node" else renderer
                 return pulumi.ResourceTransformationResult(
-                    args.props, pulumi.ResourceOptions.merge(args.opts, pulumi.ResourceOptions(provider=renderer))
+                    args.props, pulumi.ResourceOptions.merge(args.opts, pulumi.ResourceOptions(provider=provider))
                 )
             return None
 

@@ -59,10 +59,12 @@ def build(settings: Settings, root: Path = PROJECT_ROOT) -> dict[str, Any]:
                 launcher=launcher,
                 codes=codes[user.name],
                 notebooks=notebooks,
+                # The User Node's label and taint must exist before any pod is scheduled: user-facing
+                # pods select the label, and the taint must already keep training pods off. Only
+                # the workloads wait; namespaces, claims and ConfigMaps are created meanwhile.
+                schedule_after=[user_node],
+                node_checked=user_node.checked_taints,
             ),
-            # The User Node's label and taint must exist before anything is scheduled: user-facing
-            # pods select the label, and the taint must already keep training pods off.
-            opts=pulumi.ResourceOptions(depends_on=[user_node]),
         )
         for user in settings.users
     }

@@ -15,6 +15,7 @@ worker pod is Ready, or one has failed or succeeded (never until training comple
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -40,6 +41,9 @@ class TrainingClusterArgs:
     launcher_config_map: pulumi.Input[str]  # the namespace's ConfigMap holding `launcher`
     code: CodeBundle | None = None
     notebook_host: str | None = None
+    # What every pod-creating workload waits for: the User Node patch, so the taint keeps training
+    # pods off that node from their first scheduling. Claims, ConfigMaps and Services need not wait.
+    schedule_after: Sequence[pulumi.Resource] = ()
 
 
 class TrainingCluster(pulumi.ComponentResource):
@@ -180,7 +184,7 @@ class TrainingCluster(pulumi.ComponentResource):
                     ),
                 },
             },
-            opts=pulumi.ResourceOptions(parent=self),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.schedule_after)),
         )
         service = k8s.core.v1.Service(
             f"{name}-ps-{index}",
@@ -252,6 +256,8 @@ class TrainingCluster(pulumi.ComponentResource):
                 },
             },
             # The Job name is its pods' DNS identity, so a changed Job must go before its successor.
-            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True, depends_on=[service, *self.ps_services]),
+            opts=pulumi.ResourceOptions(
+                parent=self, delete_before_replace=True, depends_on=[service, *self.ps_services, *args.schedule_after]
+            ),
         )
         return service, job

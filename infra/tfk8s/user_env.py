@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +34,10 @@ class UserEnvironmentArgs:
     launcher: CodeBundle
     codes: dict[str, CodeBundle | None]  # cluster name -> its code (None: launcher/trainer only)
     notebooks: dict[str, str]  # file name -> notebook JSON shipped into Jupyter's work dir
+    schedule_after: Sequence[pulumi.Resource] = ()  # see TrainingClusterArgs.schedule_after
+    # Resolves once the User Node may be patched (UserNode.checked_taints): the namespace, and so
+    # everything in it, is not created on a node tfk8s would have to refuse.
+    node_checked: pulumi.Output[Any] | None = None
 
 
 def tensorboard_logdir_spec(cluster_names: list[str]) -> str:
@@ -47,12 +52,16 @@ class UserEnvironment(pulumi.ComponentResource):
     def __init__(self, name: str, args: UserEnvironmentArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("tfk8s:index:UserEnvironment", name, None, opts)
         user, platform = args.user, args.platform
+        self.schedule_after = args.schedule_after
         child = pulumi.ResourceOptions(parent=self)
         keep_data = any(c.volumes.keep_on_destroy for c in user.clusters)
         # Deleting a namespace deletes its claims: keep it when any of its claims are kept.
         self.namespace = k8s.core.v1.Namespace(
             name,
-            metadata={"name": f"{platform.namespace_prefix}{user.name}", "labels": labels(user.name, "namespace")},
+            metadata={
+                "name": self._gated(f"{platform.namespace_prefix}{user.name}", args.node_checked),
+                "labels": labels(user.name, "namespace"),
+            },
             opts=pulumi.ResourceOptions(parent=self, retain_on_delete=keep_data),
         )
         ns = self.namespace.metadata.name
@@ -81,6 +90,7 @@ class UserEnvironment(pulumi.ComponentResource):
                     launcher_config_map=self.trainer_config.metadata.name,
                     code=args.codes.get(c.name),
                     notebook_host=notebook_host if c.in_graph_client == "notebook" else None,
+                    schedule_after=args.schedule_after,
                 ),
                 opts=child,
             )
@@ -88,6 +98,10 @@ class UserEnvironment(pulumi.ComponentResource):
         self._build_jupyter(name, args, ns)
         self._build_tensorboard(name, args, ns)
         self.register_outputs({"jupyter_token": self.jupyter_token})
+
+    @staticmethod
+    def _gated(value: str, gate: pulumi.Output[Any] | None) -> pulumi.Input[str]:
+        return gate.apply(lambda _: value) if gate is not None else value
 
     def _build_jupyter(self, name: str, args: UserEnvironmentArgs, ns: pulumi.Output[str]) -> None:
         user, platform = args.user, args.platform
@@ -207,7 +221,8 @@ class UserEnvironment(pulumi.ComponentResource):
                     },
                 },
             },
-            opts=pulumi.ResourceOptions(parent=self),
+            # Its pods select the User Node's label: the patch must be there first.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=list(self.schedule_after)),
         )
         service = k8s.core.v1.Service(
             name,

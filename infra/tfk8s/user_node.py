@@ -73,23 +73,24 @@ def node_address(settings: UserNodeSettings, status: Any) -> str | None:
 class UserNode(pulumi.ComponentResource):
     """Patches (never owns) the node: `pulumi destroy` removes only our taint and label.
 
-    The node is read first and the patch's taints are computed from it, so a node whose taints
-    belong to someone else stops `pulumi preview`/`up` with UserNodeTaken before the patch, and
-    everything that depends on the User Node (all user environments), is sent.
+    The node is read first and the patch's taints are computed from it (`checked_taints`), so a
+    node whose taints belong to someone else stops `pulumi preview`/`up` with UserNodeTaken before
+    the patch, and before anything gated on `checked_taints` (every user namespace), is sent.
     """
 
     address: pulumi.Output[str | None]
+    checked_taints: pulumi.Output[list[dict[str, str]]]
 
     def __init__(self, name: str, settings: UserNodeSettings, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("tfk8s:index:UserNode", name, None, opts)
         live = k8s.core.v1.Node.get(f"{name}-live", settings.name, opts=pulumi.ResourceOptions(parent=self))
-        taints = pulumi.Output.all(live.metadata, live.spec).apply(
+        self.checked_taints = pulumi.Output.all(live.metadata, live.spec).apply(
             lambda ms: checked_taints(settings, {"metadata": ms[0], "spec": ms[1]})
         )
         self.patch = k8s.core.v1.NodePatch(
             name,
             metadata={"name": settings.name, "labels": {settings.taint_key: "true"}},
-            spec={"taints": taints},
+            spec={"taints": self.checked_taints},
             opts=pulumi.ResourceOptions(parent=self),
         )
         # Provider output types are dict subclasses, so node_address reads them like plain dicts.

@@ -8,6 +8,7 @@ from typing import Any
 import pulumi
 import pytest
 from conftest import run_program
+from test_training_cluster import after
 from tfk8s.settings import UserNodeSettings
 from tfk8s.user_node import UserNodeTaken, checked_taints
 
@@ -67,3 +68,20 @@ def test_a_taken_node_stops_the_program_before_the_patch_and_the_user_environmen
     sent = {r.typ for r in d.mocks.resources}
     assert "kubernetes:core/v1:NodePatch" not in sent
     assert not any(t.startswith("kubernetes:") and t != "kubernetes:storage.k8s.io/v1:StorageClass" for t in sent), sent
+
+
+@pulumi.runtime.test
+def test_only_workloads_wait_for_the_user_node_patch(dev_config: dict[str, Any]) -> None:
+    """Pods must not be scheduled before the taint and label exist; everything else goes in parallel."""
+    dev_config["users"][0]["clusters"].append(dict(dev_config["users"][0]["clusters"][0], name="chiefed", replication="in-graph"))
+    d = run_program(dev_config)
+    user_node = d.components["user_node"]
+    workloads = ("kubernetes:apps/v1:Deployment", "kubernetes:batch/v1:Job")
+
+    def check() -> None:
+        waiting = [key.split("::")[0] for key, opts in d.options.items() if user_node in (opts.depends_on or [])]
+        # PS of both clusters, Jupyter and TensorBoard; both worker Jobs and the in-graph chief Job
+        assert sorted(waiting) == [workloads[0]] * 4 + [workloads[1]] * 3
+        assert len(d.mocks.of_type(workloads[0])) == 4 and len(d.mocks.of_type(workloads[1])) == 3
+
+    return after(d, check)

@@ -14,7 +14,6 @@ Two seed-era traps handled here:
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import numpy as np
@@ -23,7 +22,7 @@ import tensorflow as tf
 from tfk8s_train.config import TrainConfig
 from tfk8s_train.model import create_variables, forward, init_params, loss_and_accuracy
 from tfk8s_train.pipeline import TrainingData, make_dataset
-from tfk8s_train.reporting import Progress, checkpoint_dir, tensorboard_dir, v1_scalar_writer
+from tfk8s_train.reporting import Progress, checkpoint_dir, run_result, tensorboard_dir, v1_scalar_writer
 from tfk8s_train.role import ClusterRole
 
 
@@ -149,18 +148,16 @@ def train_between_graph(cfg: TrainConfig, role: ClusterRole, data: TrainingData)
                     progress.report(step, float(loss_v), float(acc_v))
             weights = sess.run(params) if role.is_chief else None
         close()
-    result: dict[str, Any] = {
-        "task": role.task,
-        "mode": "local" if role.is_local else "between-graph",
-        "sync": cfg.sync,
-        "first_step": first_step,
-        "global_step": step,
-        "local_steps": progress.local_steps,
-        "examples_per_sec": progress.overall_rate(),
-        "variable_devices": placement,
-        "recoveries": starts.starts[1:],
-        "finished_at": time.time(),
-    }
+    result = run_result(
+        task=role.task,
+        mode="local" if role.is_local else "between-graph",
+        sync=cfg.sync,
+        first_step=first_step,
+        global_step=step,
+        progress=progress,
+        variable_devices=placement,
+        recoveries=starts.starts[1:],
+    )
     if weights is not None:
         result["weights"] = {k: np.asarray(v) for k, v in weights.items()}
     return result

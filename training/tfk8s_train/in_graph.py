@@ -17,7 +17,6 @@ ParameterServerStrategy; its slots are plain variables, placed on the PS like th
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -27,7 +26,7 @@ import tensorflow as tf
 from tfk8s_train.config import TrainConfig
 from tfk8s_train.model import create_variables, forward, init_params, loss_and_accuracy
 from tfk8s_train.pipeline import TrainingData, make_dataset
-from tfk8s_train.reporting import Progress, checkpoint_dir, tensorboard_dir, v2_scalar_writer
+from tfk8s_train.reporting import Progress, checkpoint_dir, run_result, tensorboard_dir, v2_scalar_writer
 from tfk8s_train.role import ClusterRole
 
 
@@ -163,16 +162,14 @@ def train_in_graph(cfg: TrainConfig, role: ClusterRole, data: TrainingData) -> d
     if step != last_saved:
         manager.save(checkpoint_number=step)
     close()
-    return {
-        "task": role.task,
-        "mode": "in-graph",
-        "sync": cfg.sync,
-        "first_step": first_step,
-        "global_step": step,
-        "local_steps": progress.local_steps,
-        "examples_per_sec": progress.overall_rate(),
-        "variable_devices": placement,
-        "recoveries": [],
-        "finished_at": time.time(),
-        "weights": {k: v.numpy() for k, v in params.items()},
-    }
+    result = run_result(
+        task=role.task,
+        mode="in-graph",
+        sync=cfg.sync,
+        first_step=first_step,
+        global_step=step,
+        progress=progress,
+        variable_devices=placement,
+        recoveries=[],
+    )
+    return {**result, "weights": {k: v.numpy() for k, v in params.items()}}

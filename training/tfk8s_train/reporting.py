@@ -84,6 +84,32 @@ class Progress:
         return self.local_steps * self.batch_size / max(time.perf_counter() - self.started, 1e-9)
 
 
+def run_result(
+    *,
+    task: str,
+    mode: str,
+    sync: bool,
+    first_step: int,
+    global_step: int,
+    progress: Progress,
+    variable_devices: dict[str, str],
+    recoveries: list[Any],
+) -> dict[str, Any]:
+    """What every trainer reports when it finishes (the result file's schema; a chief adds `weights`)."""
+    return {
+        "task": task,
+        "mode": mode,
+        "sync": sync,
+        "first_step": first_step,
+        "global_step": global_step,
+        "local_steps": progress.local_steps,
+        "examples_per_sec": progress.overall_rate(),
+        "variable_devices": variable_devices,
+        "recoveries": recoveries,
+        "finished_at": time.time(),
+    }
+
+
 def write_result(log_dir: str, task: str, result: dict[str, Any]) -> Path:
     """``<log_dir>/results/<task>.json``: what tests and humans read after a run."""
     path = Path(log_dir) / "results" / f"{task}.json"

@@ -1,5 +1,6 @@
 # The single entry point: set-up, local cluster, deploy, test, bench.
 #   make up     - install everything needed, start the local cluster, `pulumi up` the dev stack
+#   eval "$(make env)" - then plain `pulumi` commands work on stacks/ (see README "Usage")
 #   make test   - the whole test suite (unit with mocks, real TensorFlow, real pulumi up on kwok)
 SHELL := /bin/bash
 PYTHON ?= python3
@@ -8,18 +9,26 @@ PY := $(VENV)/bin/python
 STACK ?= dev
 PYTEST_ARGS ?=
 
-.PHONY: help venv tools cluster cluster-stop cluster-status up preview down outputs test test-unit test-training test-e2e bench lint clean
+.PHONY: help env requirements venv tools cluster cluster-stop cluster-status up preview down outputs test test-unit test-training test-e2e bench lint clean
 
 help:
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | sort
 
-$(VENV)/.installed: pyproject.toml
+# The program's own dependencies come from requirements.txt, the file `pulumi install` reads
+# (generated from pyproject.toml); the training and test extras on top.
+$(VENV)/.installed: pyproject.toml requirements.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[training,dev]'
+	$(PY) -m pip install -q -r requirements.txt -e '.[training,dev]'
 	touch $@
 
 venv: $(VENV)/.installed ## Python virtualenv with every dependency
+
+requirements: ## Regenerate requirements.txt from pyproject.toml
+	$(PYTHON) hack/requirements.py
+
+env: ## Print the environment for plain `pulumi` commands: eval "$$(make env)"
+	@hack/env.sh
 
 tools: ## Build or find the pinned Pulumi CLI, Kubernetes provider, kube binaries, etcd, kwok
 	hack/tools.sh all
@@ -33,17 +42,24 @@ cluster-stop: ## Stop the local cluster
 cluster-status: ## Show the local cluster's nodes
 	hack/cluster.sh status
 
-up: venv cluster ## Deploy the $(STACK) stack to the local cluster (refreshing state first: the cluster may be new) and print its readiness
-	cd infra && ../$(PY) -m tfk8s.automation up $(STACK) --refresh
+# The deploy targets are thin wrappers over the plain CLI, in the environment `make env` prints.
+PULUMI := eval "$$(hack/env.sh)" && pulumi
 
-preview: venv cluster ## Preview the $(STACK) stack
-	cd infra && ../$(PY) -m tfk8s.automation preview $(STACK)
+up: venv tools cluster ## `pulumi up` the $(STACK) stack on the local cluster (refreshing first: the cluster may be new) and print its outputs
+	$(PULUMI) stack select --create $(STACK) >/dev/null
+	$(PULUMI) up --stack $(STACK) --yes --skip-preview --refresh
+	$(PULUMI) stack output --stack $(STACK) --json
+	@$(PULUMI) stack output --stack $(STACK) ready | grep -qx true || { echo "stack $(STACK) is not ready (see notReady above)" >&2; exit 3; }
 
-outputs: venv ## Print the readiness of the $(STACK) stack
-	cd infra && ../$(PY) -m tfk8s.automation outputs $(STACK)
+preview: venv tools cluster ## Preview the $(STACK) stack
+	$(PULUMI) stack select --create $(STACK) >/dev/null
+	$(PULUMI) preview --stack $(STACK) --diff
 
-down: venv ## Destroy the $(STACK) stack and stop the local cluster
-	if hack/cluster.sh status >/dev/null 2>&1; then cd infra && ../$(PY) -m tfk8s.automation destroy $(STACK); fi
+outputs: ## Print the outputs of the $(STACK) stack (secrets masked)
+	$(PULUMI) stack output --stack $(STACK) --json
+
+down: ## Destroy the $(STACK) stack and stop the local cluster
+	if hack/cluster.sh status >/dev/null 2>&1; then $(PULUMI) destroy --stack $(STACK) --yes; fi
 	hack/cluster.sh stop
 
 test: venv tools ## Every test: mocks, real TensorFlow processes, real pulumi up against kwok
@@ -64,8 +80,9 @@ bench: venv ## Benchmarks (see README "Benchmarks")
 	$(PY) bench/training_throughput.py
 
 lint: venv ## ruff and mypy
-	$(VENV)/bin/ruff check infra training tests bench
-	$(VENV)/bin/ruff format --check infra tests
+	$(VENV)/bin/ruff check infra training tests bench hack
+	$(VENV)/bin/ruff format --check infra tests hack
+	$(VENV)/bin/mypy hack/langhost hack/requirements.py
 	cd infra && ../$(VENV)/bin/mypy tfk8s
 	cd training && ../$(VENV)/bin/mypy tfk8s_train
 

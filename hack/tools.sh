@@ -7,7 +7,7 @@
 # $TFK8S_CACHE/bin; a second run only re-links. A tool already on PATH at the pinned version is
 # used as it is.
 #
-# Usage: hack/tools.sh [all|pulumi|provider|kwok|etcd|kube]   (default: all)
+# Usage: hack/tools.sh [all|pulumi|langhost|provider|kwok|etcd|kube]   (default: all)
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -18,6 +18,8 @@ cache=${TFK8S_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tfk8s}
 tools=$cache/tools
 bin=$cache/bin
 work=$cache/build
+# Pulumi's plugin cache for this toolchain (hack/env.sh exports it as PULUMI_HOME).
+pulumi_home=$cache/pulumi-home
 mkdir -p "$tools" "$bin" "$work"
 
 # Some pinned modules (the Kubernetes provider at a commit, older Pulumi releases) have no
@@ -68,25 +70,61 @@ build_pulumi() {
   log "pulumi $PULUMI_VERSION: done"
 }
 
+# Our Python language host (hack/langhost, see its host.py): installed next to the CLI, where
+# the CLI looks for `pulumi-language-python`, never declared in Pulumi.yaml (users of the official
+# installers keep the official host). It runs in a virtualenv of its own holding only the pulumi
+# wheel (grpc and the servicer classes); programs run in their project's virtualenv.
+build_langhost() {
+  local dest=$tools/pulumi-$PULUMI_VERSION venv=$tools/langhost-venv-$PULUMI_VERSION
+  local cli
+  cli=$(readlink -f "$bin/pulumi")
+  if [ "$(dirname "$cli")" != "$dest" ] && [ -x "$(dirname "$cli")/pulumi-language-python" ]; then
+    log "pulumi-language-python: the CLI at $cli has its own host; not installing ours"
+    return
+  fi
+  if [ ! -x "$venv/bin/python" ]; then
+    log "pulumi-language-python: creating its virtualenv (pulumi==$PULUMI_VERSION)"
+    rm -rf "$venv.tmp"
+    python3 -m venv "$venv.tmp"
+    "$venv.tmp/bin/python" -m pip install -q --disable-pip-version-check "pulumi==$PULUMI_VERSION"
+    rm -rf "$venv" && mv "$venv.tmp" "$venv"
+  fi
+  mkdir -p "$dest/langhost"
+  # Copied, not linked: the host must not change under a running CLI when the checkout does.
+  install -m644 "$here"/langhost/*.py "$dest/langhost/"
+  printf '#!/bin/sh\nexec "%s/bin/python" "%s/langhost/host.py" "$@"\n' "$venv" "$dest" >"$dest/pulumi-language-python.tmp"
+  chmod 755 "$dest/pulumi-language-python.tmp" && mv "$dest/pulumi-language-python.tmp" "$dest/pulumi-language-python"
+  link pulumi-language-python "$dest"
+}
+
+# The provider is registered in tfk8s's PULUMI_HOME under the version the Python SDK asks for,
+# and deliberately not linked into $bin: a provider on PATH would shadow the registered plugin
+# (with a warning on every command).
 build_provider() {
   local dest=$tools/pulumi-resource-kubernetes-$K8S_PROVIDER_VERSION
-  if [ -x "$dest/pulumi-resource-kubernetes" ]; then link pulumi-resource-kubernetes "$dest"; return; fi
-  log "pulumi-resource-kubernetes $K8S_PROVIDER_VERSION: building from $K8S_PROVIDER_MODULE_VERSION (10-20 min cold)"
-  local mod=github.com/pulumi/pulumi-kubernetes/provider/v4
-  go mod download "$mod@$K8S_PROVIDER_MODULE_VERSION"
-  local src=$work/provider
-  rm -rf "$src" && cp -r "$GOMODCACHE/$mod@$K8S_PROVIDER_MODULE_VERSION" "$src" && chmod -R u+w "$src"
-  cd "$src"
-  # provider/go.mod points the SDK at ../sdk (a sibling directory in the repository, not in
-  # the module zip); the released SDK module of the same version has the same Go code.
-  go mod edit -replace "github.com/pulumi/pulumi-kubernetes/sdk/v4=github.com/pulumi/pulumi-kubernetes/sdk/v4@v$K8S_PROVIDER_SDK_GO_VERSION"
-  (cd cmd/pulumi-resource-kubernetes && VERSION=$K8S_PROVIDER_VERSION go run generate.go)
-  mkdir -p "$dest.tmp"
-  go build -trimpath -ldflags "-s -w -X github.com/pulumi/pulumi-kubernetes/provider/v4/pkg/version.Version=$K8S_PROVIDER_VERSION" \
-    -o "$dest.tmp/pulumi-resource-kubernetes" ./cmd/pulumi-resource-kubernetes
-  rm -rf "$dest" && mv "$dest.tmp" "$dest"
-  link pulumi-resource-kubernetes "$dest"
-  log "pulumi-resource-kubernetes: done"
+  if [ ! -x "$dest/pulumi-resource-kubernetes" ]; then
+    log "pulumi-resource-kubernetes $K8S_PROVIDER_VERSION: building from $K8S_PROVIDER_MODULE_VERSION (10-20 min cold)"
+    local mod=github.com/pulumi/pulumi-kubernetes/provider/v4
+    go mod download "$mod@$K8S_PROVIDER_MODULE_VERSION"
+    local src=$work/provider
+    rm -rf "$src" && cp -r "$GOMODCACHE/$mod@$K8S_PROVIDER_MODULE_VERSION" "$src" && chmod -R u+w "$src"
+    cd "$src"
+    # provider/go.mod points the SDK at ../sdk (a sibling directory in the repository, not in
+    # the module zip); the released SDK module of the same version has the same Go code.
+    go mod edit -replace "github.com/pulumi/pulumi-kubernetes/sdk/v4=github.com/pulumi/pulumi-kubernetes/sdk/v4@v$K8S_PROVIDER_SDK_GO_VERSION"
+    (cd cmd/pulumi-resource-kubernetes && VERSION=$K8S_PROVIDER_VERSION go run generate.go)
+    mkdir -p "$dest.tmp"
+    go build -trimpath -ldflags "-s -w -X github.com/pulumi/pulumi-kubernetes/provider/v4/pkg/version.Version=$K8S_PROVIDER_VERSION" \
+      -o "$dest.tmp/pulumi-resource-kubernetes" ./cmd/pulumi-resource-kubernetes
+    rm -rf "$dest" && mv "$dest.tmp" "$dest"
+    log "pulumi-resource-kubernetes: built"
+  fi
+  rm -f "$bin/pulumi-resource-kubernetes"
+  if [ ! -x "$pulumi_home/plugins/resource-kubernetes-v$K8S_PROVIDER_VERSION/pulumi-resource-kubernetes" ]; then
+    PULUMI_HOME=$pulumi_home PULUMI_SKIP_UPDATE_CHECK=true "$bin/pulumi" plugin install resource kubernetes \
+      "$K8S_PROVIDER_VERSION" --file "$dest/pulumi-resource-kubernetes" >&2
+    log "pulumi-resource-kubernetes: registered in $pulumi_home"
+  fi
 }
 
 build_kwok() {
@@ -158,13 +196,14 @@ build_kube() {
 main() {
   local what=${1:-all} start=$SECONDS
   case $what in
-    all) build_pulumi; build_provider; build_kwok; build_etcd; build_kube ;;
-    pulumi) build_pulumi ;;
+    all) build_pulumi; build_langhost; build_provider; build_kwok; build_etcd; build_kube ;;
+    pulumi) build_pulumi; build_langhost ;;
+    langhost) build_langhost ;;
     provider) build_provider ;;
     kwok) build_kwok ;;
     etcd) build_etcd ;;
     kube) build_kube ;;
-    *) echo "usage: $0 [all|pulumi|provider|kwok|etcd|kube]" >&2; exit 2 ;;
+    *) echo "usage: $0 [all|pulumi|langhost|provider|kwok|etcd|kube]" >&2; exit 2 ;;
   esac
   log "tools ready in $bin ($((SECONDS - start)) s)"
 }

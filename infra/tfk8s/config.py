@@ -7,10 +7,13 @@ default.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+import pulumi
 
 from tfk8s import settings as s
 from tfk8s.config_reader import Node, dns_label, k8s_version, non_negative, port, positive, quantity, string_map
@@ -19,8 +22,11 @@ NAMESPACE = "tfk8s"
 CONFIGMAP_LIMIT_BYTES = 1024 * 1024
 
 
-class ConfigError(ValueError):
-    """The stack configuration is invalid; `problems` lists every finding."""
+class ConfigError(pulumi.RunError, ValueError):
+    """The stack configuration is invalid; `problems` lists every finding.
+
+    A `pulumi.RunError`: the CLI shows the message alone, without a Python traceback.
+    """
 
     def __init__(self, problems: list[str]) -> None:
         self.problems = problems
@@ -270,9 +276,48 @@ def parse(platform_raw: Any, users_raw: Any, project_root: Path) -> s.Settings:
     return s.Settings(platform=platform, users=tuple(users))
 
 
+JUPYTER_TOKENS_KEY = f"{NAMESPACE}:jupyterTokens"
+MIN_TOKEN_LENGTH = 16
+
+
+def parse_jupyter_tokens(raw: str | None, is_secret: bool, users: tuple[s.UserSettings, ...]) -> dict[str, str]:
+    """`tfk8s:jupyterTokens`: optional `{user: token}`, set with `pulumi config set --secret --path`.
+
+    Checked before any resource exists; the values never enter Settings (callers wrap them in
+    `pulumi.Output.secret` at once). A token stored in plain text in the stack file is refused.
+    """
+    if raw is None:
+        return {}
+    fix = f"set it with `pulumi config set --secret --path '{JUPYTER_TOKENS_KEY}.<user>' <token>`"
+    if not is_secret:
+        raise ConfigError([f"{JUPYTER_TOKENS_KEY}: is stored in plain text in the stack file; remove it and {fix}"])
+    try:
+        tokens = json.loads(raw)
+    except ValueError:
+        tokens = None
+    if not isinstance(tokens, dict):
+        raise ConfigError([f"{JUPYTER_TOKENS_KEY}: must be a map of user name to token; {fix}"])
+    known = {u.name for u in users}
+    problems = []
+    for user, token in tokens.items():
+        key = f"{JUPYTER_TOKENS_KEY}.{user}"
+        if user not in known:
+            problems.append(f"{key}: no user {user!r} in tfk8s:users; remove it or add the user")
+        elif not isinstance(token, str) or len(token) < MIN_TOKEN_LENGTH:
+            problems.append(f"{key}: must be a string of at least {MIN_TOKEN_LENGTH} characters (e.g. `openssl rand -hex 24`)")
+    if problems:
+        raise ConfigError(problems)
+    return tokens
+
+
+def jupyter_tokens(settings: s.Settings) -> dict[str, pulumi.Output[str]]:
+    """The users' chosen Jupyter tokens from the running stack, as secrets (users without one get a generated token)."""
+    raw = pulumi.runtime.get_config(JUPYTER_TOKENS_KEY)
+    tokens = parse_jupyter_tokens(raw, pulumi.runtime.is_config_secret(JUPYTER_TOKENS_KEY), settings.users)
+    return {user: pulumi.Output.secret(token) for user, token in tokens.items()}
+
+
 def load(project_root: Path) -> s.Settings:
     """Read `tfk8s:platform` and `tfk8s:users` from the running stack's configuration."""
-    import pulumi  # deferred: parse() stays usable without a Pulumi engine
-
     config = pulumi.Config(NAMESPACE)
     return parse(config.get_object("platform"), config.get_object("users"), project_root)

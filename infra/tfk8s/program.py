@@ -44,6 +44,7 @@ def user_codes(settings: Settings, root: Path) -> dict[str, dict[str, CodeBundle
 
 def build(settings: Settings, root: Path = PROJECT_ROOT) -> dict[str, Any]:
     """Declare every resource; return the components (tests inspect them)."""
+    tokens = config.jupyter_tokens(settings)  # validated before anything is declared
     user_node = UserNode("user-node", settings.platform.user_node)
     storage = SharedStorage("storage", settings.platform, heketi_admin_key(settings))
     launcher = launcher_bundle(root)
@@ -64,6 +65,7 @@ def build(settings: Settings, root: Path = PROJECT_ROOT) -> dict[str, Any]:
                 # the workloads wait; namespaces, claims and ConfigMaps are created meanwhile.
                 schedule_after=[user_node],
                 node_checked=user_node.checked_taints,
+                jupyter_token=tokens.get(user.name),
             ),
         )
         for user in settings.users

@@ -38,6 +38,8 @@ class UserEnvironmentArgs:
     # Resolves once the User Node may be patched (UserNode.checked_taints): the namespace, and so
     # everything in it, is not created on a node tfk8s would have to refuse.
     node_checked: pulumi.Output[Any] | None = None
+    # The user's own Jupyter token (tfk8s:jupyterTokens, a secret); None: generated once.
+    jupyter_token: pulumi.Output[str] | None = None
 
 
 def tensorboard_logdir_spec(cluster_names: list[str]) -> str:
@@ -106,14 +108,20 @@ class UserEnvironment(pulumi.ComponentResource):
     def _build_jupyter(self, name: str, args: UserEnvironmentArgs, ns: pulumi.Output[str]) -> None:
         user, platform = args.user, args.platform
         child = pulumi.ResourceOptions(parent=self)
-        # Generated once: later runs generate another value, but ignore_changes keeps the stored
-        # one, and the exported token is read back from the Secret's state, so it never changes.
-        fresh = base64.b64encode(secrets.token_hex(24).encode()).decode()
+        # A chosen token is applied as configured (changing it rotates it). A generated one is made
+        # once: later runs generate another value, but ignore_changes keeps the stored one, and the
+        # exported token is read back from the Secret's state, so it never changes.
+        chosen = args.jupyter_token
+        token = chosen.apply(lambda t: base64.b64encode(t.encode()).decode()) if chosen is not None else None
         self.token_secret = k8s.core.v1.Secret(
             f"{name}-jupyter-token",
             metadata={"namespace": ns, "labels": labels(user.name, "jupyter")},
-            data={TOKEN_KEY: pulumi.Output.secret(fresh)},
-            opts=pulumi.ResourceOptions(parent=self, ignore_changes=["data", "stringData"], additional_secret_outputs=["data"]),
+            data={TOKEN_KEY: token or pulumi.Output.secret(base64.b64encode(secrets.token_hex(24).encode()).decode())},
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                ignore_changes=[] if chosen is not None else ["data", "stringData"],
+                additional_secret_outputs=["data"],
+            ),
         )
         self.jupyter_token = pulumi.Output.secret(self.token_secret.data.apply(lambda d: base64.b64decode(d[TOKEN_KEY]).decode()))
 

@@ -13,8 +13,11 @@ from tfk8s.settings import UserNodeSettings
 PULUMI_MANAGER_PREFIX = "pulumi-kubernetes"
 
 
-class UserNodeTaken(RuntimeError):
-    """The node's taints belong to someone else: patching ours in would conflict or clobber theirs."""
+class UserNodeTaken(pulumi.RunError):
+    """The node's taints belong to someone else: patching ours in would conflict or clobber theirs.
+
+    A `pulumi.RunError`: the CLI shows the message (which names the key and the fix) alone.
+    """
 
 
 def our_taint(settings: UserNodeSettings) -> dict[str, str]:

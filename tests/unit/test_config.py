@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from conftest import ROOT, stack_config
 from tfk8s import settings as s
-from tfk8s.config import ConfigError, parse
+from tfk8s.config import ConfigError, parse, parse_jupyter_tokens
 
 Raw = dict[str, Any]
 
@@ -171,3 +171,44 @@ def test_glusterfs_is_accepted_before_1_26(imagenet_config: Raw) -> None:
     settings = parse(imagenet_config["platform"], imagenet_config["users"], ROOT)
     g = settings.platform.storage.glusterfs
     assert g is not None and g.rest_url == "http://heketi.storage.svc:8080"
+
+
+USERS = (s.UserSettings(name="alice", clusters=()),)
+
+
+@pytest.mark.parametrize(
+    ("raw", "is_secret", "message"),
+    [
+        ('{"alice": "0123456789abcdef"}', False, r"tfk8s:jupyterTokens: is stored in plain text .*`pulumi config set --secret --path"),
+        ('"just-a-string-token"', True, r"tfk8s:jupyterTokens: must be a map of user name to token"),
+        ('{"bob": "0123456789abcdef"}', True, r"tfk8s:jupyterTokens.bob: no user 'bob' in tfk8s:users"),
+        ('{"alice": "short"}', True, r"tfk8s:jupyterTokens.alice: must be a string of at least 16 characters"),
+    ],
+    ids=["plain-text", "not-a-map", "unknown-user", "too-short"],
+)
+def test_bad_jupyter_tokens_name_the_key_and_the_fix(raw: str, is_secret: bool, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        parse_jupyter_tokens(raw, is_secret, USERS)
+
+
+def test_jupyter_tokens_are_optional_and_read_per_user() -> None:
+    assert parse_jupyter_tokens(None, False, USERS) == {}
+    assert parse_jupyter_tokens('{"alice": "0123456789abcdef"}', True, USERS) == {"alice": "0123456789abcdef"}
+
+
+def test_config_errors_are_run_errors_the_cli_shows_without_a_traceback() -> None:
+    import pulumi
+
+    assert issubclass(ConfigError, pulumi.RunError)
+
+
+def test_requirements_txt_is_generated_from_pyproject() -> None:
+    """`pulumi install` (pip toolchain) reads requirements.txt only; it must list exactly the program's dependencies."""
+    import subprocess
+    import sys
+    import tomllib
+
+    check = subprocess.run([sys.executable, str(ROOT / "hack" / "requirements.py"), "--check"], capture_output=True, text=True)
+    assert check.returncode == 0, check.stderr
+    listed = [line for line in (ROOT / "requirements.txt").read_text().splitlines() if line and not line.startswith("#")]
+    assert listed == tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]

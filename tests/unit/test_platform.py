@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 import copy
 from typing import Any
 
@@ -206,6 +207,25 @@ def test_jupyter_token_is_a_secret_in_a_secret(dev_config: dict[str, Any]) -> No
     return pulumi.Output.all(pulumi.Output.from_input(secret_flag()), env.jupyter_token, d.components["readiness"]).apply(
         lambda a: check(a[0], a[1])
     )
+
+
+@pulumi.runtime.test
+def test_a_chosen_jupyter_token_is_applied_and_can_rotate(dev_config: dict[str, Any]) -> None:
+    """tfk8s:jupyterTokens.alice (a config secret) becomes the Secret's value, without ignore_changes."""
+    chosen = "alice-chose-this-token-0123"
+    d = run_program(dev_config, secrets={"jupyterTokens": json.dumps({"alice": chosen})})
+    env = d.components["users"]["alice"]
+
+    def check(token: str) -> None:
+        assert token == chosen
+        (secret,) = [r for r in d.mocks.of_type(SECRET) if r.inputs.get("type") != "kubernetes.io/glusterfs"]
+        data = secret.inputs["data"]
+        stored = unwrap_secret(data["token"]) if SECRET_SIG not in data else unwrap_secret(data)["token"]
+        assert base64.b64decode(stored).decode() == chosen
+        (opts,) = [o for k, o in d.options.items() if k.endswith("alice-jupyter-token")]
+        assert not opts.ignore_changes  # a changed token in the stack file rotates it
+
+    return pulumi.Output.all(env.jupyter_token, d.components["readiness"]).apply(lambda a: check(a[0]))
 
 
 @pulumi.runtime.test

@@ -1,0 +1,134 @@
+"""Runs one Pulumi Python program for tfk8s's language host, in the project's own interpreter.
+
+    python run_program.py --monitor ADDR --engine ADDR --project P --stack S --pwd DIR
+        --parallel N --root-directory DIR [--organization O] [--dry-run] ENTRY -- [ARGS...]
+
+Config arrives as the official host passes it: `PULUMI_CONFIG` (a JSON map) and
+`PULUMI_CONFIG_SECRET_KEYS` (a JSON list). ENTRY is a file, or a directory holding
+`__main__.py` (Pulumi.yaml's `main: infra/` arrives as pwd `<root>/infra` and entry `.`).
+
+Errors: a `pulumi.RunError` is the program's own, already-worded message (tfk8s's config and
+ownership errors are RunErrors): it is reported once, without a traceback. Anything else is a
+bug and is reported with its traceback. Either way the process exits 32 ("bail": the engine has
+the message, the CLI adds no second one). SIGINT (the host's Cancel) stops the program quietly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import runpy
+import signal
+import sys
+import traceback
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+BAIL_EXIT_CODE = 32
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="run_program.py")
+    parser.add_argument("--monitor", required=True)
+    parser.add_argument("--engine", default="")
+    parser.add_argument("--project", required=True)
+    parser.add_argument("--stack", required=True)
+    parser.add_argument("--pwd", required=True)
+    parser.add_argument("--parallel", type=int, default=0)
+    parser.add_argument("--root-directory", default="")
+    parser.add_argument("--organization", default="")
+    parser.add_argument("--dry-run", action="store_true")
+    parser.add_argument("entry")
+    parser.add_argument("args", nargs="*")
+    return parser.parse_args(argv)
+
+
+def entry_file(pwd: str, entry: str) -> Path:
+    path = Path(pwd) / entry
+    return path / "__main__.py" if path.is_dir() else path
+
+
+def program_traceback(error: BaseException, root: Path) -> str:
+    """The traceback from the program's first frame on: the runner's, runpy's and the SDK's frames above it are noise."""
+    frames = traceback.extract_tb(error.__traceback__)
+    first = next((i for i, f in enumerate(frames) if Path(f.filename).resolve().is_relative_to(root.resolve())), 0)
+    lines = ["Traceback (most recent call last):\n", *traceback.format_list(frames[first:])]
+    return "".join(lines + traceback.format_exception_only(error))
+
+
+def main(argv: list[str]) -> int:
+    options = parse(argv)
+    # Imported here so `--help` and argument errors need no SDK.
+    import grpc
+    import pulumi
+    from pulumi.runtime import reset_options, run_in_stack, set_all_config
+
+    # An unobserved failed task is reported through the engine already; asyncio's own
+    # "exception was never retrieved" lines would only repeat it.
+    logging.getLogger("asyncio").setLevel(logging.CRITICAL)
+
+    reset_options(
+        project=options.project,
+        stack=options.stack,
+        root_directory=options.root_directory or options.pwd,
+        parallel=options.parallel,
+        engine_address=options.engine,
+        monitor_address=options.monitor,
+        preview=options.dry_run,
+        organization=options.organization or "organization",
+    )
+    set_all_config(
+        json.loads(os.environ.get("PULUMI_CONFIG") or "{}"), json.loads(os.environ.get("PULUMI_CONFIG_SECRET_KEYS") or "[]")
+    )
+
+    program = entry_file(options.pwd, options.entry)
+    if not program.exists():
+        pulumi.log.error(f"the program's entry point {program} does not exist: check `main` in Pulumi.yaml")
+        return BAIL_EXIT_CODE
+    sys.argv = [str(program), *options.args]
+    sys.path.insert(0, str(program.parent))
+
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    loop.set_default_executor(ThreadPoolExecutor(max_workers=max(options.parallel, 1) * 4))
+
+    def run() -> None:
+        runpy.run_path(str(program), run_name="__main__")
+
+    try:
+        loop.run_until_complete(run_in_stack(run))
+    except pulumi.RunError as error:
+        pulumi.log.error(str(error))
+        return BAIL_EXIT_CODE
+    except grpc.RpcError as error:
+        if error.code() == grpc.StatusCode.UNAVAILABLE:  # the engine is shutting down (e.g. cancelled)
+            return BAIL_EXIT_CODE
+        pulumi.log.error(f"RPC error: {error.details()}")
+        return BAIL_EXIT_CODE
+    except KeyboardInterrupt:
+        return BAIL_EXIT_CODE
+    except Exception as error:
+        pulumi.log.error(
+            "the program failed with an unhandled exception:\n"
+            + program_traceback(error, Path(options.root_directory or options.pwd))
+        )
+        return BAIL_EXIT_CODE
+    finally:
+        pending = asyncio.all_tasks(loop)
+        for task in pending:
+            task.cancel()
+        if pending:
+            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        loop.close()
+        sys.stdout.flush()
+        sys.stderr.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    # Cancel is a SIGINT from the host: end without a KeyboardInterrupt traceback.
+    signal.signal(signal.SIGINT, lambda signum, frame: os._exit(BAIL_EXIT_CODE))
+    sys.exit(main(sys.argv[1:]))

@@ -121,6 +121,19 @@ class LanguageHost(language_pb2_grpc.LanguageRuntimeServicer):
         ).stdout.strip()
         return language_pb2.AboutResponse(executable=str(python), version=version, metadata={"host": VERSION})
 
+    def GetProgramDependencies(self, request: Any, context: Any) -> Any:
+        """The distributions installed in the project's interpreter (`pulumi about` lists them)."""
+        program = program_info(request.info, request.pwd)
+        listed = subprocess.run(
+            [str(program.python()), "-m", "pip", "list", "--format", "json", "--disable-pip-version-check"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        return language_pb2.GetProgramDependenciesResponse(
+            dependencies=[language_pb2.DependencyInfo(name=d["name"], version=d["version"]) for d in json.loads(listed)]
+        )
+
     # -- plugins the program needs -------------------------------------------------------------
     def GetRequiredPackages(self, request: Any, context: Any) -> Any:
         program = program_info(request.info, os.getcwd())

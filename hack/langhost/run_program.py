@@ -54,7 +54,8 @@ def entry_file(pwd: str, entry: str) -> Path:
 def program_traceback(error: BaseException, root: Path) -> str:
     """The traceback from the program's first frame on: the runner's, runpy's and the SDK's frames above it are noise."""
     frames = traceback.extract_tb(error.__traceback__)
-    first = next((i for i, f in enumerate(frames) if Path(f.filename).resolve().is_relative_to(root.resolve())), 0)
+    mine = [os.path.isabs(f.filename) and Path(f.filename).resolve().is_relative_to(root.resolve()) for f in frames]
+    first = mine.index(True) if True in mine else 0
     lines = ["Traceback (most recent call last):\n", *traceback.format_list(frames[first:])]
     return "".join(lines + traceback.format_exception_only(error))
 

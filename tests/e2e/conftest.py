@@ -2,27 +2,28 @@
 
 The cluster (`tfk8s-e2e`) is separate from the one `make up` uses, and is deleted when the
 session ends, also when a test fails. Stack state and config live in a temporary directory, so
-tests that change config never touch stacks/.
+tests that change config never touch stacks/. Every Pulumi command is the real CLI with tfk8s's
+own language host, in the environment `hack/env.sh` (`make env`) prints for users.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import subprocess
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+import toolenv
+
 ROOT = Path(__file__).resolve().parents[2]
 CLUSTER = "tfk8s-e2e"
-
-
-def _cache() -> Path:
-    return Path(os.environ.get("TFK8S_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tfk8s")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -36,7 +37,7 @@ class Kube:
 
     def __init__(self, kubeconfig: Path) -> None:
         self.kubeconfig = kubeconfig
-        self.binary = str(_cache() / "bin" / "kubectl")
+        self.binary = toolenv.KUBECTL
 
     def run(self, *args: str) -> str:
         return subprocess.run(
@@ -66,12 +67,53 @@ def kube() -> Iterator[Kube]:
 
 @pytest.fixture(scope="session")
 def project(tmp_path_factory: pytest.TempPathFactory, kube: Kube) -> Path:
-    """A copy of Pulumi.yaml and stacks/, with its own state backend, pointing at the e2e cluster."""
+    """A copy of Pulumi.yaml and stacks/, with its own state backend, pointing at the e2e cluster.
+
+    The process environment becomes what `eval "$(make env)"` gives a user, with this copy's
+    backend, the e2e cluster and a passphrase of its own, so the Automation API-driven tests and
+    the plain-CLI tests run the same `pulumi` and language host.
+    """
     work = tmp_path_factory.mktemp("project")
     shutil.copy(ROOT / "Pulumi.yaml", work / "Pulumi.yaml")
     shutil.copytree(ROOT / "stacks", work / "stacks")
     (work / "infra").symlink_to(ROOT / "infra")  # Pulumi.yaml's `main` must exist
+    (work / ".venv").symlink_to(ROOT / ".venv")  # runtime.options.virtualenv
     (work / "state").mkdir()
-    os.environ["PULUMI_BACKEND_URL"] = f"file://{work / 'state'}"
-    os.environ["KUBECONFIG"] = str(kube.kubeconfig)
+    os.environ.update(
+        toolenv.exported(
+            {
+                "PULUMI_BACKEND_URL": f"file://{work / 'state'}",
+                "KUBECONFIG": str(kube.kubeconfig),
+                "PULUMI_CONFIG_PASSPHRASE": secrets.token_urlsafe(24),
+            }
+        )
+    )
     return work
+
+
+@dataclass
+class Cli:
+    """The plain `pulumi` CLI in the project copy, as a user types it."""
+
+    cwd: Path
+
+    def __call__(self, *args: str, check: bool = True, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            ["pulumi", *args, "--non-interactive", "--color", "never"],
+            cwd=self.cwd,
+            capture_output=True,
+            text=True,
+            env=env or dict(os.environ),
+        )
+        if check and done.returncode != 0:
+            raise AssertionError(f"pulumi {' '.join(args)} exited {done.returncode}:\n{done.stdout}\n{done.stderr}")
+        return done
+
+    def outputs(self, stack: str, *, show_secrets: bool = False) -> dict[str, Any]:
+        flags = ["--show-secrets"] if show_secrets else []
+        return json.loads(self("stack", "output", "--stack", stack, "--json", *flags).stdout)
+
+
+@pytest.fixture(scope="session")
+def cli(project: Path) -> Cli:
+    return Cli(project)

@@ -7,6 +7,7 @@ one value, a failing worker, then destroy, each checked against the API server i
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,6 @@ import pulumi.automation as auto
 import pytest
 import yaml
 from conftest import Kube
-from tfk8s import automation
 
 USER_NODE = "tfk8s-user-node"
 NAMESPACE = "tfk8s-alice"
@@ -24,7 +24,10 @@ FAILING_IMAGE = "tfk8s.invalid/failing-trainer:e2e"  # hack/kwok/failing-worker-
 
 @pytest.fixture(scope="module")
 def stack(project: Path) -> auto.Stack:
-    return automation.stack("dev", work_dir=project)
+    """The dev stack of the project copy, driven through the Automation API's local-program mode:
+    the real CLI and tfk8s's language host run the program (the API only adds the event stream)."""
+    workspace = auto.LocalWorkspace(work_dir=str(project), pulumi_home=os.environ["PULUMI_HOME"])
+    return auto.Stack.create_or_select("dev", workspace)
 
 
 def outputs(stack: auto.Stack) -> dict[str, Any]:

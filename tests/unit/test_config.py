@@ -179,7 +179,11 @@ USERS = (s.UserSettings(name="alice", clusters=()),)
 @pytest.mark.parametrize(
     ("raw", "is_secret", "message"),
     [
-        ('{"alice": "0123456789abcdef"}', False, r"tfk8s:jupyterTokens: is stored in plain text .*`pulumi config set --secret --path"),
+        (
+            '{"alice": "0123456789abcdef"}',
+            False,
+            r"jupyterTokens: is stored in plain text .*`pulumi config set --secret --path",
+        ),
         ('"just-a-string-token"', True, r"tfk8s:jupyterTokens: must be a map of user name to token"),
         ('{"bob": "0123456789abcdef"}', True, r"tfk8s:jupyterTokens.bob: no user 'bob' in tfk8s:users"),
         ('{"alice": "short"}', True, r"tfk8s:jupyterTokens.alice: must be a string of at least 16 characters"),

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import base64
-import json
 import copy
+import json
 from typing import Any
 
 import pulumi

@@ -1,0 +1,199 @@
+"""The plain `pulumi` CLI as users type it, with tfk8s's own language host, on the e2e cluster.
+
+One stack, `cli`, created from nothing with `stack init` and `config set --path`, for a user of its
+own (carol, keepOnDestroy false), taken through preview, up, a no-change up, refresh, errors, an
+interrupted up and destroy. It runs before test_local_cluster.py (file order) and leaves nothing
+behind.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import secrets
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import Cli, Kube
+
+STACK = "cli"
+NAMESPACE = "tfk8s-carol"
+TOKEN = secrets.token_hex(16)
+# What a user types to write a stack file without copying YAML: (path, value, --type).
+CONFIG = [
+    ("tfk8s:platform.userNode.name", "tfk8s-user-node", None),
+    ("tfk8s:platform.storage.backend", "local", None),
+    ("tfk8s:platform.storage.className", "tfk8s-local", None),
+    ("tfk8s:platform.kubernetesVersion", "1.34", "string"),
+    ("tfk8s:platform.awaitTimeoutSeconds", "180", None),
+    ("tfk8s:users[0].name", "carol", None),
+    ("tfk8s:users[0].clusters[0].name", "cifar", None),
+    ("tfk8s:users[0].clusters[0].workers.count", "2", None),
+    ("tfk8s:users[0].clusters[0].workers.cpu", "500m", None),
+    ("tfk8s:users[0].clusters[0].workers.memory", "1Gi", None),
+    ("tfk8s:users[0].clusters[0].volumes.dataSize", "1Gi", None),
+    ("tfk8s:users[0].clusters[0].volumes.logSize", "1Gi", None),
+    ("tfk8s:users[0].clusters[0].volumes.keepOnDestroy", "false", None),
+]
+
+
+def stack_file(project: Path) -> Path:
+    return project / "stacks" / f"Pulumi.{STACK}.yaml"
+
+
+def output_of(done: subprocess.CompletedProcess[str]) -> str:
+    return done.stdout + done.stderr
+
+
+def langhost_processes() -> list[str]:
+    """Command lines of every live process of tfk8s's language host or a program it started."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        line = " ".join(a.decode(errors="replace") for a in argv if a)
+        if "langhost/host.py" in line or "langhost/run_program.py" in line:
+            found.append(f"{proc.name}: {line}")
+    return found
+
+
+def test_stack_init_and_config_set_write_a_stack_file_with_an_encrypted_secret(cli: Cli, project: Path) -> None:
+    cli("stack", "init", STACK)
+    for path, value, kind in CONFIG:
+        cli("config", "set", "--path", path, value, *(["--type", kind] if kind else []))
+    cli("config", "set", "--secret", "--path", "tfk8s:jupyterTokens.carol", TOKEN)
+
+    text = stack_file(project).read_text()
+    assert TOKEN not in text
+    document = yaml.safe_load(text)
+    assert document["encryptionsalt"].startswith("v1:")  # the salt lives with the stack file, as Pulumi users expect
+    assert set(document["config"]["tfk8s:jupyterTokens"]["carol"]) == {"secure"}
+    cluster = document["config"]["tfk8s:users"][0]["clusters"][0]
+    assert cluster["workers"]["count"] == 2 and cluster["volumes"]["keepOnDestroy"] is False  # typed, not strings
+    assert document["config"]["tfk8s:platform"]["kubernetesVersion"] == "1.34"
+    assert cli("config", "get", "--path", "tfk8s:jupyterTokens.carol").stdout.strip() == TOKEN
+    listed = cli("stack", "ls").stdout
+    assert any(line.split()[0].rstrip("*") == STACK for line in listed.splitlines()[1:]), listed
+
+
+def test_preview_shows_the_plan_and_creates_nothing(cli: Cli, kube: Kube) -> None:
+    cli("stack", "select", STACK)
+    done = cli("preview", "--diff")  # the selected stack, as a user would run it
+    assert "kubernetes:batch/v1:Job" in done.stdout and "+ " in done.stdout
+    assert TOKEN not in output_of(done)
+    assert NAMESPACE not in {n["metadata"]["name"] for n in kube.get("namespaces")}
+
+
+def test_up_reaches_ready_and_the_chosen_token_is_a_secret_output(cli: Cli, kube: Kube) -> None:
+    done = cli("up", "--stack", STACK, "--yes", "--skip-preview")
+    assert TOKEN not in output_of(done)
+    outputs = cli.outputs(STACK)
+    assert outputs["ready"] is True, outputs["readiness"]
+    assert outputs["jupyterTokens"] == "[secret]"
+    assert cli.outputs(STACK, show_secrets=True)["jupyterTokens"] == {"carol": TOKEN}
+    (secret,) = [s for s in kube.get("secrets", NAMESPACE) if "jupyter" in s["metadata"]["name"]]
+    assert base64.b64decode(secret["data"]["token"]).decode() == TOKEN
+
+
+def test_second_up_and_refresh_change_nothing(cli: Cli) -> None:
+    cli("up", "--stack", STACK, "--yes", "--skip-preview", "--expect-no-changes")
+    cli("refresh", "--stack", STACK, "--yes")
+    cli("preview", "--stack", STACK, "--expect-no-changes")
+
+
+def test_a_config_error_is_one_message_naming_the_key_and_the_fix(cli: Cli, kube: Kube) -> None:
+    key = "tfk8s:users[0].clusters[0].workers.count"
+    cli("config", "set", "--path", key, "0")
+    try:
+        done = cli("up", "--stack", STACK, "--yes", "--skip-preview", check=False)
+    finally:
+        cli("config", "set", "--path", key, "2")
+    text = output_of(done)
+    assert done.returncode != 0
+    assert f"{key}: must be at least 1, got 0" in text, text
+    # One error in the summary (the progress display shows it live too), no traceback, no generic second error.
+    diagnostics = text.split("Diagnostics:", 1)[1]
+    assert diagnostics.count(key) == 1 and diagnostics.count("error:") == 1, text
+    assert "Traceback" not in text, text
+    (job,) = kube.get("jobs", NAMESPACE)
+    assert job["spec"]["completions"] == 2  # nothing changed
+
+
+def test_a_program_error_is_one_message_without_a_traceback(cli: Cli, kube: Kube) -> None:
+    """A taint someone else put on the User Node: the program refuses, through the engine, in one message."""
+    kube.run("taint", "node", "tfk8s-user-node", "dedicated=infra:NoSchedule")
+    try:
+        done = cli("preview", "--stack", STACK, check=False)
+    finally:
+        kube.run("taint", "node", "tfk8s-user-node", "dedicated-")
+    text = output_of(done)
+    assert done.returncode != 0
+    assert "tfk8s:platform.userNode.name: node 'tfk8s-user-node' already has taints" in text, text
+    assert "Traceback" not in text and "an unhandled exception" not in text, text
+
+
+@pytest.mark.parametrize(
+    ("args", "drop", "extra", "message"),
+    [
+        (["preview", "--stack", "no-such-stack"], [], {}, "no stack named 'no-such-stack' found"),
+        (
+            ["preview", "--stack", STACK],
+            ["PULUMI_CONFIG_PASSPHRASE", "PULUMI_CONFIG_PASSPHRASE_FILE"],
+            {},
+            "PULUMI_CONFIG_PASSPHRASE",
+        ),
+        (["preview", "--stack", STACK], [], {"PULUMI_CONFIG_PASSPHRASE": "wrong"}, "incorrect passphrase"),
+        (["preview", "--stack", STACK], [], {"KUBECONFIG": "/nonexistent/kubeconfig"}, "/nonexistent/kubeconfig"),
+    ],
+    ids=["missing-stack", "missing-passphrase", "wrong-passphrase", "missing-cluster"],
+)
+def test_setup_mistakes_get_one_clear_message(
+    cli: Cli, args: list[str], drop: list[str], extra: dict[str, str], message: str
+) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in drop} | extra
+    done = cli(*args, check=False, env=env)
+    text = output_of(done)
+    assert done.returncode != 0
+    assert message in text, text
+    assert "Traceback" not in text, text
+
+
+def test_sigint_during_up_stops_the_program_and_leaves_no_process(cli: Cli, project: Path) -> None:
+    assert not langhost_processes()
+    cli("config", "set", "--path", "tfk8s:users[0].clusters[0].workers.count", "3")
+    up = subprocess.Popen(
+        ["pulumi", "up", "--stack", STACK, "--yes", "--skip-preview", "--non-interactive", "--color", "never"],
+        cwd=project,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 60
+    while not any("run_program.py" in p for p in langhost_processes()):
+        assert up.poll() is None and time.monotonic() < deadline, "the program never started"
+        time.sleep(0.05)
+    up.send_signal(signal.SIGINT)  # what ^C in the terminal sends to the CLI
+    out, _ = up.communicate(timeout=120)
+    leftovers = langhost_processes()
+    assert not leftovers, f"{leftovers}\n{out}"
+    # The stack is usable at once: no pending operations to clear, the next up finishes the change.
+    cli("up", "--stack", STACK, "--yes", "--skip-preview")
+    assert cli.outputs(STACK)["ready"] is True
+
+
+def test_destroy_and_stack_rm_leave_nothing(cli: Cli, kube: Kube, project: Path) -> None:
+    cli("destroy", "--stack", STACK, "--yes")
+    namespaces = {n["metadata"]["name"]: n["status"]["phase"] for n in kube.get("namespaces")}
+    assert namespaces.get(NAMESPACE) in (None, "Terminating")
+    assert not [v for v in kube.get("pv") if v["spec"].get("claimRef", {}).get("namespace") == NAMESPACE]
+    cli("stack", "rm", STACK, "--yes")
+    assert not stack_file(project).exists()

@@ -1,0 +1,223 @@
+"""tfk8s's Python language host (hack/langhost), judged by the real `pulumi` CLI, not a fake engine.
+
+Each test runs the CLI hack/tools.sh built, which finds our `pulumi-language-python` next to
+itself, on a provider-free project (tests/langhost/project) with a local backend: no cluster.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import platform
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from toolenv import BIN, CACHE
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+STACK = "check"
+
+
+def host_processes() -> list[str]:
+    """Live processes of our language host or of a program it started."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            line = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if proc.name.isdigit() and ("langhost/host.py" in line or "langhost/run_program.py" in line):
+            found.append(f"{proc.name}: {line}")
+    return found
+
+
+@dataclass
+class Project:
+    directory: Path
+    env: dict[str, str]
+
+    def pulumi(self, *args: str, check: bool = True, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            ["pulumi", *args, "--non-interactive", "--color", "never"],
+            cwd=self.directory,
+            env=env or self.env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        if check and done.returncode != 0:
+            raise AssertionError(f"pulumi {' '.join(args)} exited {done.returncode}:\n{done.stdout}\n{done.stderr}")
+        return done
+
+    def outputs(self, show_secrets: bool = False) -> dict[str, Any]:
+        return json.loads(self.pulumi("stack", "output", "--json", *(["--show-secrets"] if show_secrets else [])).stdout)
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Iterator[Project]:
+    if not (BIN / "pulumi-language-python").exists():
+        pytest.fail("the toolchain is not built: run `make tools` (hack/tools.sh) first")
+    directory = tmp_path / "project"
+    shutil.copytree(HERE / "project", directory)
+    (directory / "venv").symlink_to(Path(sys.prefix))  # the project's virtualenv: the one running the tests
+    (tmp_path / "state").mkdir()
+    env = {
+        **os.environ,
+        "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
+        "PULUMI_HOME": str(CACHE / "pulumi-home"),
+        "PULUMI_BACKEND_URL": f"file://{tmp_path / 'state'}",
+        "PULUMI_CONFIG_PASSPHRASE": secrets.token_urlsafe(16),
+        "PULUMI_SKIP_UPDATE_CHECK": "true",
+        "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
+    }
+    p = Project(directory, env)
+    p.pulumi("stack", "init", STACK)
+    yield p
+    assert not host_processes(), "the host or a program outlived the CLI"
+
+
+def test_the_cli_finds_our_host_next_to_itself_without_a_warning(project: Project) -> None:
+    cli = Path(shutil.which("pulumi", path=project.env["PATH"]) or "").resolve()
+    assert (cli.parent / "pulumi-language-python").exists()
+    done = project.pulumi("preview")
+    assert "warning" not in (done.stdout + done.stderr).lower(), done.stdout + done.stderr
+
+
+def test_run_gets_config_secrets_and_the_program_directory(project: Project) -> None:
+    project.pulumi("config", "set", "plain", "visible")
+    project.pulumi("config", "set", "--secret", "hidden", "s3cret-value")
+    done = project.pulumi("up", "--yes", "--skip-preview")
+    assert "dry-run=False" in done.stdout and "s3cret-value" not in done.stdout
+    out = project.outputs()
+    assert out["cwd"] == str(project.directory / "app")  # `main: app/`
+    assert out["python"].startswith(str(project.directory / "venv"))  # runtime.options.virtualenv
+    assert out["virtualEnv"] == str(project.directory / "venv")
+    assert (out["project"], out["stack"], out["plain"]) == ("hostcheck", STACK, "visible")
+    assert out["hidden"] == "[secret]"  # PULUMI_CONFIG_SECRET_KEYS reached the program
+    assert project.outputs(show_secrets=True)["hidden"] == "s3cret-value"
+
+
+def test_preview_runs_the_program_as_a_dry_run(project: Project) -> None:
+    assert "dry-run=True" in project.pulumi("preview").stdout
+
+
+@pytest.mark.parametrize(
+    ("mode", "expected", "absent"),
+    [
+        ("run-error", "hostcheck:mode: the program refused; fix: set mode to ok", ["Traceback", "unhandled exception"]),
+        ("bug", "KeyError: 'missing'", ["run_program.py", "runpy", "pulumi/runtime"]),
+        ("exit", "the program exited with code 3", ["Traceback"]),
+    ],
+    ids=["run-error", "bug", "exit-code"],
+)
+def test_program_failures_are_reported_once(project: Project, mode: str, expected: str, absent: list[str]) -> None:
+    project.pulumi("config", "set", "mode", mode)
+    done = project.pulumi("preview", check=False)
+    text = done.stdout + done.stderr
+    assert done.returncode != 0
+    assert expected in text, text
+    for noise in absent:
+        assert noise not in text, text
+    if mode == "bug":  # a real bug keeps the program's own frames
+        assert "app/__main__.py" in text and "Traceback" in text, text
+
+
+def test_a_missing_virtualenv_says_how_to_create_it(project: Project) -> None:
+    (project.directory / "venv").unlink()
+    done = project.pulumi("preview", check=False)
+    text = done.stdout + done.stderr
+    assert done.returncode != 0
+    assert f"the project's virtualenv {project.directory / 'venv'} does not exist: run `pulumi install`" in text, text
+
+
+def test_pulumi_install_creates_the_virtualenv_with_the_pip_toolchain(project: Project) -> None:
+    (project.directory / "venv").unlink()
+    project.pulumi("install")
+    assert (project.directory / "venv" / "bin" / "python").exists()
+    assert (project.directory / "venv" / "bin" / "pip").exists()
+
+
+def test_required_packages_are_the_installed_sdks_plugins(project: Project) -> None:
+    """GetRequiredPackages reports pulumi-kubernetes' plugin; without it in PULUMI_HOME the CLI names it."""
+    empty_home = project.directory / "empty-home"
+    done = project.pulumi("plugin", "install", check=False, env={**project.env, "PULUMI_HOME": str(empty_home)})
+    text = done.stdout + done.stderr
+    versions = (ROOT / "hack" / "versions.sh").read_text()
+    wanted = next(line.split("=", 1)[1] for line in versions.splitlines() if line.startswith("K8S_PROVIDER_VERSION="))
+    assert f"kubernetes-{wanted}" in text or f"kubernetes v{wanted}" in text, text
+
+
+def test_about_reports_the_projects_interpreter_and_packages(project: Project) -> None:
+    about = json.loads(project.pulumi("about", "--json").stdout)
+    runtime = about["runtime"]
+    assert runtime["executable"] == str(project.directory / "venv" / "bin" / "python"), runtime
+    assert (runtime["language"], runtime["version"]) == ("python", platform.python_version())
+    assert runtime["host"].endswith("+tfk8s")  # ours, not the official host
+    dependencies = {d["name"].lower(): d["version"] for d in about["dependencies"]}
+    assert dependencies["pulumi"] == importlib.metadata.version("pulumi"), about["dependencies"]
+    assert not about.get("errors"), about["errors"]
+
+
+def test_sigint_cancels_the_program_and_nothing_outlives_the_cli(project: Project) -> None:
+    pid_file = project.directory / "program.pid"
+    project.pulumi("config", "set", "mode", "sleep")
+    project.pulumi("config", "set", "pidFile", str(pid_file))
+    up = subprocess.Popen(
+        ["pulumi", "up", "--yes", "--skip-preview", "--non-interactive", "--color", "never"],
+        cwd=project.directory,
+        env=project.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 60
+    while not pid_file.exists():
+        assert up.poll() is None and time.monotonic() < deadline, "the program never started"
+        time.sleep(0.05)
+    program = int(pid_file.read_text())
+    started = time.monotonic()
+    up.send_signal(signal.SIGINT)  # ^C in the terminal
+    out, _ = up.communicate(timeout=60)
+    assert time.monotonic() - started < 15, out  # the 600 s sleep was cut short
+    assert not Path(f"/proc/{program}").exists(), out
+    assert not host_processes(), out
+
+
+@pytest.fixture(scope="session")
+def policy_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """pulumi-policy in a virtualenv of its own: it pins protobuf 5, the project's TensorFlow needs 6."""
+    venv = CACHE / "test-policy-venv"
+    if not (venv / ".installed").exists():
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        pins = [line for line in (ROOT / "requirements.txt").read_text().splitlines() if line.startswith("pulumi==")]
+        subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "pulumi-policy==1.21.0", *pins], check=True)
+        (venv / ".installed").touch()
+    return venv
+
+
+def test_run_plugin_starts_a_python_policy_pack_that_judges_the_stack(project: Project, policy_venv: Path) -> None:
+    pack = project.directory.parent / "policy"
+    shutil.copytree(HERE / "policy", pack)
+    (pack / "venv").symlink_to(policy_venv)
+    project.pulumi("config", "set", "plain", "visible")
+    denied = project.pulumi("preview", "--policy-pack", str(pack), check=False)
+    text = denied.stdout + denied.stderr
+    assert denied.returncode != 0
+    assert "hostcheck: the stack exports 'plain'; remove that output" in text, text
+    assert "no-plain-output" in text, text
+    project.pulumi("config", "rm", "plain")
+    allowed = project.pulumi("preview", "--policy-pack", str(pack), check=False)
+    assert allowed.returncode == 0, allowed.stdout + allowed.stderr

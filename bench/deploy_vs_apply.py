@@ -120,7 +120,8 @@ def pulumi_side(users: list[dict[str, Any]] | None) -> dict[str, float]:
 
 def render(users: list[dict[str, Any]] | None, out: Path) -> None:
     """Run the same program with every Kubernetes resource sent to a rendering provider."""
-    from tfk8s.program import main
+    from tfk8s import config
+    from tfk8s.program import PROJECT_ROOT, build
 
     def program() -> None:
         renderer = k8s.Provider("render", render_yaml_to_directory=str(out))
@@ -137,7 +138,7 @@ def render(users: list[dict[str, Any]] | None, out: Path) -> None:
             return None
 
         pulumi.runtime.register_stack_transformation(to_renderer)
-        main()
+        build(config.load(PROJECT_ROOT))  # not main(): its cluster preflight would look at the popped KUBECONFIG
 
     work = project(users)
     kubeconfig = os.environ.pop("KUBECONFIG")  # a rendering provider must not see a cluster

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import gc
+import os
 from pathlib import Path
 from typing import Any
 
 import pulumi
 
-from tfk8s import config, readiness
+from tfk8s import config, preflight, readiness
 from tfk8s.code import CodeBundle, bundle, launcher_bundle
 from tfk8s.settings import LAUNCHER_PACKAGE, ClusterSettings, Settings
 from tfk8s.storage import SharedStorage
@@ -118,4 +119,6 @@ EVALUATION_GC_THRESHOLDS = (100_000, 50, 100)
 
 def main() -> None:
     gc.set_threshold(*EVALUATION_GC_THRESHOLDS)
-    build(config.load(PROJECT_ROOT))
+    settings = config.load(PROJECT_ROOT)
+    preflight.check_cluster(os.environ, kubeconfig_in_config=pulumi.Config("kubernetes").get("kubeconfig") is not None)
+    build(settings)

@@ -79,15 +79,16 @@ def project(tmp_path_factory: pytest.TempPathFactory, kube: Kube) -> Path:
     (work / "infra").symlink_to(ROOT / "infra")  # Pulumi.yaml's `main` must exist
     (work / ".venv").symlink_to(ROOT / ".venv")  # runtime.options.virtualenv
     (work / "state").mkdir()
+    # As a user whose shell already has these set before `eval "$(make env)"` (env.sh keeps them).
     os.environ.update(
-        toolenv.exported(
-            {
-                "PULUMI_BACKEND_URL": f"file://{work / 'state'}",
-                "KUBECONFIG": str(kube.kubeconfig),
-                "PULUMI_CONFIG_PASSPHRASE": secrets.token_urlsafe(24),
-            }
-        )
+        {
+            "PULUMI_BACKEND_URL": f"file://{work / 'state'}",
+            "KUBECONFIG": str(kube.kubeconfig),
+            "PULUMI_CONFIG_PASSPHRASE": secrets.token_urlsafe(24),
+        }
     )
+    os.environ.pop("PULUMI_CONFIG_PASSPHRASE_FILE", None)
+    os.environ.update(toolenv.exported())
     return work
 
 

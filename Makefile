@@ -82,7 +82,9 @@ bench: venv ## Benchmarks (see README "Benchmarks")
 lint: venv ## ruff and mypy
 	$(VENV)/bin/ruff check infra training tests bench hack
 	$(VENV)/bin/ruff format --check infra tests hack
-	$(VENV)/bin/mypy hack/langhost hack/requirements.py
+	$(VENV)/bin/mypy hack/langhost hack/requirements.py hack/toolenv.py
+	# The launcher and PS retirement helper run in TF 1.x images: Python 3.6 and newer.
+	$(VENV)/bin/vermin --target=3.6- --no-tips --violations --eval-annotations training/tfk8s_train/launch.py training/tfk8s_train/kube_retire.py
 	cd infra && ../$(VENV)/bin/mypy tfk8s
 	cd training && ../$(VENV)/bin/mypy tfk8s_train
 

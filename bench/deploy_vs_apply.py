@@ -138,7 +138,7 @@ def render(users: list[dict[str, Any]] | None, out: Path) -> None:
             return None
 
         pulumi.runtime.register_stack_transformation(to_renderer)
-        build(config.load(PROJECT_ROOT))  # not main(): its cluster preflight would look at the popped KUBECONFIG
+        build(config.load(PROJECT_ROOT, None))  # not main(): its cluster preflight would look at the popped KUBECONFIG
 
     work = project(users)
     kubeconfig = os.environ.pop("KUBECONFIG")  # a rendering provider must not see a cluster

@@ -2,7 +2,11 @@
 # The local Kubernetes API for tfk8s: a real control plane (etcd, kube-apiserver,
 # kube-controller-manager, kube-scheduler) whose nodes and pods are simulated by kwok.
 #
-# Usage: hack/cluster.sh start|stop|status|kubeconfig
+# Usage: hack/cluster.sh start [--kube 1.34|1.25] | stop | status | kubeconfig
+#
+# --kube picks the control plane: 1.34 (the default, $KUBE_VERSION) or 1.25 ($KUBE_LEGACY_VERSION,
+# the last with the in-tree GlusterFS provisioner; hack/tools.sh kube-legacy builds it). Name the
+# clusters apart with TFK8S_CLUSTER_NAME.
 #
 # It only ever touches its own cluster: state under $TFK8S_CACHE/kwok, its own kubeconfig file
 # ($TFK8S_CACHE/kwok/<name>.kubeconfig), never ~/.kube/config.
@@ -46,7 +50,19 @@ write_stages() {
 }
 
 start() {
-  if running; then log "cluster $name already running ($kubeconfig)"; return; fi
+  local want=${1:-${KUBE_VERSION%.*}} version kube_bin
+  case $want in
+    "${KUBE_VERSION%.*}") version=$KUBE_VERSION ;;
+    "${KUBE_LEGACY_VERSION%.*}") version=$KUBE_LEGACY_VERSION ;;
+    *) echo "--kube $want: choose ${KUBE_VERSION%.*} or ${KUBE_LEGACY_VERSION%.*}" >&2; exit 2 ;;
+  esac
+  if running; then
+    local serving
+    serving=$(kubectl version -o json 2>/dev/null | sed -nE 's/.*"gitVersion": *"v([0-9.]+)".*/\1/p' | tail -1)
+    if [ "$serving" = "$version" ]; then log "cluster $name already running ($kubeconfig)"; return; fi
+    log "cluster $name runs Kubernetes $serving, not $version: recreating it"
+    stop
+  fi
   if [ -d "$KWOK_WORKDIR/clusters/$name" ]; then
     # Left over from a session or machine that ended without `stop`: its processes are gone (or
     # half gone) and kwokctl cannot revive it. A simulated cluster holds nothing worth keeping.
@@ -54,13 +70,15 @@ start() {
     stop
   fi
   "$here/tools.sh" >&2
+  [ "$version" = "$KUBE_VERSION" ] || "$here/tools.sh" kube-legacy >&2
+  kube_bin=$cache/tools/kubernetes-$version
   write_stages
-  log "creating kwok cluster $name (Kubernetes $KUBE_VERSION, binary runtime)"
-  KWOK_KUBE_VERSION=v$KUBE_VERSION kwokctl create cluster --name "$name" --runtime binary \
+  log "creating kwok cluster $name (Kubernetes $version, binary runtime)"
+  KWOK_KUBE_VERSION=v$version kwokctl create cluster --name "$name" --runtime binary \
     --config "$stages" --kubeconfig "$kubeconfig" \
-    --kube-apiserver-binary "$bin/kube-apiserver" \
-    --kube-controller-manager-binary "$bin/kube-controller-manager" \
-    --kube-scheduler-binary "$bin/kube-scheduler" \
+    --kube-apiserver-binary "$kube_bin/kube-apiserver" \
+    --kube-controller-manager-binary "$kube_bin/kube-controller-manager" \
+    --kube-scheduler-binary "$kube_bin/kube-scheduler" \
     --kwok-controller-binary "$bin/kwok" \
     --etcd-binary "$bin/etcd" \
     --wait 2m >&2
@@ -87,7 +105,8 @@ status() {
 }
 
 case ${1:-status} in
-  start) start ;;
+  start)
+    if [ "${2:-}" = --kube ]; then start "${3:?--kube needs a version}"; else start; fi ;;
   stop) stop ;;
   status) status ;;
   kubeconfig) echo "$kubeconfig" ;;

@@ -7,7 +7,7 @@
 # $TFK8S_CACHE/bin; a second run only re-links. A tool already on PATH at the pinned version is
 # used as it is.
 #
-# Usage: hack/tools.sh [all|pulumi|langhost|provider|kwok|etcd|kube]   (default: all)
+# Usage: hack/tools.sh [all|pulumi|langhost|provider|kwok|etcd|kube|kube-legacy]   (default: all)
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -155,17 +155,25 @@ build_etcd() {
   log "etcd: done"
 }
 
+# build_kube VERSION [LINK]: kube-apiserver & co at VERSION; LINK=link exposes them in $bin (the
+# default control plane), otherwise they stay in $tools/kubernetes-VERSION for cluster.sh --kube.
 build_kube() {
+  local KUBE_VERSION=$1 expose=${2:-}
   local dest=$tools/kubernetes-$KUBE_VERSION
   local cmds=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
   local missing=0 c
   for c in "${cmds[@]}"; do [ -x "$dest/$c" ] || missing=1; done
-  if [ $missing = 0 ]; then for c in "${cmds[@]}"; do link "$c" "$dest"; done; return; fi
-  local found=0
-  for c in "${cmds[@]}"; do have_on_path "$c" "v$KUBE_VERSION" && found=$((found + 1)); done
-  [ $found = ${#cmds[@]} ] && return
+  if [ $missing = 0 ]; then
+    if [ "$expose" = link ]; then for c in "${cmds[@]}"; do link "$c" "$dest"; done; fi
+    return
+  fi
+  if [ "$expose" = link ]; then
+    local found=0
+    for c in "${cmds[@]}"; do have_on_path "$c" "v$KUBE_VERSION" && found=$((found + 1)); done
+    [ $found = ${#cmds[@]} ] && return
+  fi
   log "kubernetes $KUBE_VERSION: building ${cmds[*]} (20-30 min cold)"
-  local mod=$work/kubernetes minor=${KUBE_VERSION#1.}
+  local mod=$work/kubernetes-$KUBE_VERSION minor=${KUBE_VERSION#1.}
   minor=${minor%%.*}
   scratch_module "$mod"
   cd "$mod"
@@ -189,21 +197,22 @@ build_kube() {
     go build -trimpath -tags selinux,notest,grpcnotrace -ldflags "$ld" -o "$dest.tmp/$c" "k8s.io/kubernetes/cmd/$c"
   done
   rm -rf "$dest" && mv "$dest.tmp" "$dest"
-  for c in "${cmds[@]}"; do link "$c" "$dest"; done
-  log "kubernetes: done"
+  if [ "$expose" = link ]; then for c in "${cmds[@]}"; do link "$c" "$dest"; done; fi
+  log "kubernetes $KUBE_VERSION: done"
 }
 
 main() {
   local what=${1:-all} start=$SECONDS
   case $what in
-    all) build_pulumi; build_langhost; build_provider; build_kwok; build_etcd; build_kube ;;
+    all) build_pulumi; build_langhost; build_provider; build_kwok; build_etcd; build_kube "$KUBE_VERSION" link ;;
     pulumi) build_pulumi; build_langhost ;;
     langhost) build_langhost ;;
     provider) build_provider ;;
     kwok) build_kwok ;;
     etcd) build_etcd ;;
-    kube) build_kube ;;
-    *) echo "usage: $0 [all|pulumi|langhost|provider|kwok|etcd|kube]" >&2; exit 2 ;;
+    kube) build_kube "$KUBE_VERSION" link ;;
+    kube-legacy) build_kube "$KUBE_LEGACY_VERSION" ;;
+    *) echo "usage: $0 [all|pulumi|langhost|provider|kwok|etcd|kube|kube-legacy]" >&2; exit 2 ;;
   esac
   log "tools ready in $bin ($((SECONDS - start)) s)"
 }

@@ -9,5 +9,9 @@ K8S_PROVIDER_MODULE_VERSION=v4.0.0-20260115033456-f47bc2d6f199
 K8S_PROVIDER_VERSION=4.25.0-alpha.1768448096
 K8S_PROVIDER_SDK_GO_VERSION=4.25.0
 KUBE_VERSION=1.34.4
+# The seed's storage (the in-tree kubernetes.io/glusterfs provisioner) exists only up to 1.25:
+# a second, older control plane for the tests that need it (hack/cluster.sh start --kube 1.25).
+# 1.25.16 cannot build here (the proxy refuses k8s.io/cluster-bootstrap@v0.25.16); 1.25.15 does.
+KUBE_LEGACY_VERSION=1.25.15
 ETCD_VERSION=3.6.5
 KWOK_VERSION=v0.8.0

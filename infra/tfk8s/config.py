@@ -76,7 +76,7 @@ def _storage(node: Node) -> s.StorageSettings:
     )
 
 
-def _platform(raw: Any, problems: list[str]) -> s.PlatformSettings:
+def _platform(raw: Any, problems: list[str], server_version: tuple[int, int] | None) -> s.PlatformSettings:
     node = Node(
         raw,
         f"{NAMESPACE}:platform",
@@ -96,12 +96,20 @@ def _platform(raw: Any, problems: list[str]) -> s.PlatformSettings:
     d_img, d_ports = s.ImageSettings(), s.PortSettings()
     version = node.optional("kubernetesVersion", str, k8s_version)
     storage = _storage(node.child("storage", {"backend", "className", "reclaimPolicy", "glusterfs", "csi", "local"}))
-    kube = tuple(int(p) for p in version.split(".")) if version else None
+    configured = tuple(int(p) for p in version.split(".")) if version else None
+    # The server's version, when it can be read, is the truth: objects follow it, not the stack file.
+    kube = server_version or configured
+    if server_version and configured and configured != server_version:
+        node.fail(
+            node.key("kubernetesVersion"),
+            f"is {version} but the cluster serves {server_version[0]}.{server_version[1]}: "
+            "fix it, or remove the key to use the server's version",
+        )
     if storage.backend == "glusterfs" and kube is not None and kube >= s.GLUSTERFS_REMOVED_IN:
         node.fail(
             f"{node.path}.storage.backend",
             f"'glusterfs' uses the in-tree kubernetes.io/glusterfs provisioner, removed in Kubernetes 1.26; "
-            f"kubernetesVersion is {version}. Fix: use backend 'csi' with a Gluster/NFS/CephFS CSI driver "
+            f"the cluster is {kube[0]}.{kube[1]}. Fix: use backend 'csi' with a Gluster/NFS/CephFS CSI driver "
             f"(e.g. Kadalu, nfs.csi.k8s.io) or 'existing' with a class your cluster already has",
         )
     return s.PlatformSettings(
@@ -182,6 +190,7 @@ def _cluster(raw: Any, path: str, problems: list[str], platform: s.PlatformSetti
             "args",
             "classicFlags",
             "volumes",
+            "run",
         },
     )
     name = node.require("name", str, "a DNS-1123 name for the training cluster, e.g. mnist", dns_label) or ""
@@ -210,6 +219,7 @@ def _cluster(raw: Any, path: str, problems: list[str], platform: s.PlatformSetti
     command = _string_list(node, "command", s.DEFAULT_TRAINER) or s.DEFAULT_TRAINER
     v_node = node.child("volumes", {"dataSize", "logSize", "keepOnDestroy"})
     default_v = s.VolumeSettings()
+    r_node = node.child("run", {"number", "activeDeadlineSeconds", "ttlSecondsAfterFinished"})
     return s.ClusterSettings(
         name=name,
         replication=replication,
@@ -226,6 +236,11 @@ def _cluster(raw: Any, path: str, problems: list[str], platform: s.PlatformSetti
             data_size=v_node.get("dataSize", str, default_v.data_size, quantity),
             log_size=v_node.get("logSize", str, default_v.log_size, quantity),
             keep_on_destroy=v_node.get("keepOnDestroy", bool, True),
+        ),
+        run=s.RunSettings(
+            number=r_node.get("number", int, 0, non_negative),
+            active_deadline_seconds=r_node.optional("activeDeadlineSeconds", int, positive),
+            ttl_seconds_after_finished=r_node.optional("ttlSecondsAfterFinished", int, non_negative),
         ),
     )
 
@@ -245,10 +260,10 @@ def _tolerations(node: Node, raw: Any, user_node_taint: str) -> list[dict[str, s
     return [{str(k): str(v) for k, v in t.items()} for t in raw]
 
 
-def parse(platform_raw: Any, users_raw: Any, project_root: Path) -> s.Settings:
+def parse(platform_raw: Any, users_raw: Any, project_root: Path, server_version: tuple[int, int] | None = None) -> s.Settings:
     """Validate raw `tfk8s:platform` and `tfk8s:users` values; raise ConfigError listing every problem."""
     problems: list[str] = []
-    platform = _platform(platform_raw, problems)
+    platform = _platform(platform_raw, problems, server_version)
     users: list[s.UserSettings] = []
     if not isinstance(users_raw, list) or not users_raw:
         problems.append(f"{NAMESPACE}:users: must be a non-empty list of users, each with a name and clusters")
@@ -317,7 +332,20 @@ def jupyter_tokens(settings: s.Settings) -> dict[str, pulumi.Output[str]]:
     return {user: pulumi.Output.secret(token) for user, token in tokens.items()}
 
 
-def load(project_root: Path) -> s.Settings:
-    """Read `tfk8s:platform` and `tfk8s:users` from the running stack's configuration."""
+def load(project_root: Path, server_version: tuple[int, int] | None) -> s.Settings:
+    """Read `tfk8s:platform` and `tfk8s:users` from the running stack's configuration.
+
+    `server_version` is what the cluster says it is (preflight); with neither it nor
+    `kubernetesVersion`, version-dependent objects (the Job's retry fields) cannot be chosen.
+    """
     config = pulumi.Config(NAMESPACE)
-    return parse(config.get_object("platform"), config.get_object("users"), project_root)
+    settings = parse(config.get_object("platform"), config.get_object("users"), project_root, server_version)
+    if settings.platform.kubernetes_version is None:
+        raise ConfigError(
+            [
+                f"{NAMESPACE}:platform.kubernetesVersion: the cluster did not say which Kubernetes it is "
+                "(its /version needs credentials tfk8s cannot use): set it, e.g. "
+                f"`pulumi config set --path --type string '{NAMESPACE}:platform.kubernetesVersion' 1.34`"
+            ]
+        )
+    return settings

@@ -7,10 +7,19 @@ USER = "tfk8s.io/user"
 CLUSTER = "tfk8s.io/cluster"
 ROLE = "tfk8s.io/role"
 INDEX = "tfk8s.io/index"
+# The training run a PS pod serves (cluster_spec.run_id): its Service selects only the current run,
+# so new workers can never reach a PS of an earlier run that has not stopped yet.
+RUN = "tfk8s.io/run"
 
 
 def labels(
-    user: str, component: str, *, cluster: str | None = None, role: str | None = None, index: int | None = None
+    user: str,
+    component: str,
+    *,
+    cluster: str | None = None,
+    role: str | None = None,
+    index: int | None = None,
+    run: str | None = None,
 ) -> dict[str, str]:
     """Kubernetes recommended labels plus ours; `selector_of` picks the identifying subset."""
     result = {
@@ -27,10 +36,12 @@ def labels(
         result[ROLE] = role
     if index is not None:
         result[INDEX] = str(index)
+    if run is not None:
+        result[RUN] = run
     return result
 
 
-_IDENTIFYING = ("app.kubernetes.io/name", USER, CLUSTER, ROLE, INDEX)
+_IDENTIFYING = ("app.kubernetes.io/name", USER, CLUSTER, ROLE, INDEX, RUN)
 
 
 def selector_of(pod_labels: dict[str, str]) -> dict[str, str]:

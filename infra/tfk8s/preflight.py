@@ -1,4 +1,4 @@
-"""Before anything is declared: is there a Kubernetes cluster to talk to?
+"""Before anything is declared: is there a Kubernetes cluster to talk to, and which version is it?
 
 Without this, a stopped or missing cluster surfaces as the provider's "failed to read resource
 state due to unreachable cluster" with advice to set PULUMI_K8S_DELETE_UNREACHABLE, which would
@@ -7,13 +7,22 @@ drop the stack's resources from its state: the wrong fix for "the cluster is not
 The check mirrors how the default Kubernetes provider finds its cluster: the `kubernetes:kubeconfig`
 config if set (then we trust it), else `KUBECONFIG` (a list of files) or `~/.kube/config`, else
 in-cluster credentials (as a GitOps runner pod has). It only opens a TCP connection to the
-current context's API server; authentication stays the provider's business.
+current context's API server, and reads its `/version` with the kubeconfig's own credentials
+(client certificate, token or basic auth; exec plugins are left to the provider, and `/version`
+is readable anonymously on default clusters), so version-dependent objects follow the server,
+not a guess.
 """
 
 from __future__ import annotations
 
+import base64
+import json
 import os
+import re
 import socket
+import ssl
+import tempfile
+import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -37,30 +46,19 @@ def kubeconfig_files(environ: Mapping[str, str]) -> list[Path]:
     return [Path(environ.get("HOME", str(Path.home()))) / ".kube" / "config"]
 
 
-def api_server(documents: list[dict[str, Any]]) -> str | None:
-    """The server URL of the current context, merged across kubeconfig files as kubectl does (first wins)."""
-    current = next((d.get("current-context") for d in documents if d.get("current-context")), None)
-    # Later entries overwrite earlier ones in a dict, so walk from the last file's last entry back.
-    backwards = list(reversed(documents))
-    contexts = {c["name"]: c.get("context", {}) for d in backwards for c in reversed(d.get("contexts") or [])}
-    clusters = {c["name"]: c.get("cluster", {}) for d in backwards for c in reversed(d.get("clusters") or [])}
-    cluster = clusters.get(contexts.get(current or "", {}).get("cluster", ""), {})
-    return cluster.get("server")
-
-
-def check_cluster(environ: Mapping[str, str], kubeconfig_in_config: bool) -> None:
-    """Raise ClusterUnreachable with the fix, or return when there is a cluster worth asking."""
+def check_cluster(environ: Mapping[str, str], kubeconfig_in_config: bool) -> tuple[int, int] | None:
+    """Raise ClusterUnreachable with the fix; else the server's (major, minor) if it can be read."""
     if kubeconfig_in_config:
-        return
+        return None
     files = kubeconfig_files(environ)
     present = [f for f in files if f.is_file()]
     if not present:
         if environ.get("KUBERNETES_SERVICE_HOST"):
-            return  # in-cluster credentials, as the provider uses them
+            return in_cluster_version(environ)  # in-cluster credentials, as the provider uses them
         shown = os.pathsep.join(str(f) for f in files)
         raise ClusterUnreachable(f"no Kubernetes cluster: the kubeconfig {shown} does not exist; {FIX}")
     documents = [yaml.safe_load(f.read_text()) or {} for f in present]
-    server = api_server(documents)
+    server, user, cluster = current_entries(documents)
     if not server:
         raise ClusterUnreachable(f"no current context with a cluster server in {present[0]}; {FIX}")
     url = urlsplit(server)
@@ -71,3 +69,69 @@ def check_cluster(environ: Mapping[str, str], kubeconfig_in_config: bool) -> Non
         raise ClusterUnreachable(
             f"the Kubernetes API server {server} (from {present[0]}) does not answer ({error}); {FIX}"
         ) from None
+    return read_version(server, cluster, user)
+
+
+def current_entries(documents: list[dict[str, Any]]) -> tuple[str | None, dict[str, Any], dict[str, Any]]:
+    """(server, user entry, cluster entry) of the current context, the first file winning as in kubectl."""
+    backwards = list(reversed(documents))  # later dict entries overwrite earlier ones: walk back to front
+
+    def table(kind: str, field: str) -> dict[str, dict[str, Any]]:
+        return {e["name"]: e.get(field) or {} for d in backwards for e in reversed(d.get(kind) or [])}
+
+    current = next((d.get("current-context") for d in documents if d.get("current-context")), None)
+    context = table("contexts", "context").get(current or "", {})
+    cluster = table("clusters", "cluster").get(context.get("cluster", ""), {})
+    return cluster.get("server"), table("users", "user").get(context.get("user", ""), {}), cluster
+
+
+def _pem(entry: dict[str, Any], key: str, directory: str) -> str | None:
+    """A kubeconfig credential as a file path: `key` is a path, `key-data` base64 content."""
+    if entry.get(key):
+        return str(entry[key])
+    if entry.get(f"{key}-data"):
+        path = os.path.join(directory, key)
+        with open(path, "wb") as out:
+            out.write(base64.b64decode(entry[f"{key}-data"]))
+        return path
+    return None
+
+
+def read_version(server: str, cluster: dict[str, Any], user: dict[str, Any]) -> tuple[int, int] | None:
+    """GET <server>/version as the kubeconfig's user; None if the server will not say."""
+    with tempfile.TemporaryDirectory(prefix="tfk8s-kubeconfig-") as scratch:
+        try:
+            context = ssl.create_default_context(cafile=_pem(cluster, "certificate-authority", scratch))
+            if cluster.get("insecure-skip-tls-verify"):
+                context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+            certificate = _pem(user, "client-certificate", scratch)
+            if certificate:
+                context.load_cert_chain(certificate, _pem(user, "client-key", scratch))
+            headers = {"Accept": "application/json"}
+            token = user.get("token") or (Path(user["tokenFile"]).read_text().strip() if user.get("tokenFile") else None)
+            if token:
+                headers["Authorization"] = f"Bearer {token}"
+            elif user.get("username"):
+                basic = base64.b64encode(f"{user['username']}:{user.get('password', '')}".encode()).decode()
+                headers["Authorization"] = f"Basic {basic}"
+            request = urllib.request.Request(f"{server.rstrip('/')}/version", headers=headers)
+            with urllib.request.urlopen(request, timeout=CONNECT_TIMEOUT_SECONDS, context=context) as response:
+                return parse_version(json.load(response))
+        except (OSError, ValueError, ssl.SSLError):
+            return None
+
+
+def in_cluster_version(environ: Mapping[str, str]) -> tuple[int, int] | None:
+    account = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+    host, port = environ["KUBERNETES_SERVICE_HOST"], environ.get("KUBERNETES_SERVICE_PORT", "443")
+    server = f"https://[{host}]:{port}" if ":" in host else f"https://{host}:{port}"
+    token = account / "token"
+    return read_version(
+        server, {"certificate-authority": str(account / "ca.crt")}, {"tokenFile": str(token)} if token.exists() else {}
+    )
+
+
+def parse_version(body: dict[str, Any]) -> tuple[int, int] | None:
+    """`{"major": "1", "minor": "25+"}` (some distributions append "+") -> (1, 25)."""
+    major, minor = (re.match(r"\d+", str(body.get(k, ""))) for k in ("major", "minor"))
+    return (int(major.group()), int(minor.group())) if major and minor else None

@@ -119,6 +119,5 @@ EVALUATION_GC_THRESHOLDS = (100_000, 50, 100)
 
 def main() -> None:
     gc.set_threshold(*EVALUATION_GC_THRESHOLDS)
-    settings = config.load(PROJECT_ROOT)
-    preflight.check_cluster(os.environ, kubeconfig_in_config=pulumi.Config("kubernetes").get("kubeconfig") is not None)
-    build(settings)
+    server = preflight.check_cluster(os.environ, kubeconfig_in_config=pulumi.Config("kubernetes").get("kubeconfig") is not None)
+    build(config.load(PROJECT_ROOT, server))

@@ -23,6 +23,9 @@ DEFAULT_TRAINER = ("python", "-m", "tfk8s_train", "train")
 # The in-tree kubernetes.io/glusterfs provisioner was removed in Kubernetes 1.26
 # (kubernetes/kubernetes#115035).
 GLUSTERFS_REMOVED_IN = (1, 26)
+# Job backoffLimitPerIndex / maxFailedIndexes: beta (on by default) from 1.29; older API servers
+# drop the fields with only a warning.
+PER_INDEX_RETRIES_SINCE = (1, 29)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -150,6 +153,20 @@ class VolumeSettings:
 
 
 @dataclass(frozen=True, kw_only=True)
+class RunSettings:
+    """What TFJob users call the run policy, per training cluster."""
+
+    # Bump to start a fresh run after a failed one: re-applying an unchanged failed Job does
+    # nothing (pulumi-kubernetes#856); a new number is a new run id, so a new Job and new PS.
+    number: int = 0
+    # Kubernetes fails the worker (and chief) Job this many seconds after it starts; None: never.
+    active_deadline_seconds: int | None = None
+    # Finished worker/chief Jobs and their pods are deleted this long after they end; None: kept.
+    # Logs live on the log volume, not in the pods, so nothing of them is lost.
+    ttl_seconds_after_finished: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class ClusterSettings:
     name: str
     replication: Replication = "between-graph"
@@ -165,6 +182,7 @@ class ClusterSettings:
     # Append --ps_hosts/--worker_hosts/--job_name/--task_index/--data_dir/--log_path.
     classic_flags: bool = True
     volumes: VolumeSettings = field(default_factory=VolumeSettings)
+    run: RunSettings = field(default_factory=RunSettings)
 
 
 @dataclass(frozen=True, kw_only=True)

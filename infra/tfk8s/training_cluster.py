@@ -22,7 +22,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from tfk8s import awaits, pods
+from tfk8s import awaits, pods, run_policy
 from tfk8s import cluster_spec as cs
 from tfk8s.code import CodeBundle
 from tfk8s.labels import labels, selector_of
@@ -60,6 +60,11 @@ class TrainingCluster(pulumi.ComponentResource):
         image = c.image or platform.images.tensorflow
         code_digest = args.launcher.digest + (args.code.digest if args.code else "")
         self.run_id = cs.run_id(c, self.spec, image, code_digest)
+        if platform.kubernetes_version is None:
+            raise ValueError("platform.kubernetes_version must be resolved (config.load) before declaring clusters")
+        self.kubernetes_version: tuple[int, int] = platform.kubernetes_version
+        # The Job a PS watches: when it fails (or ends, or is deleted) the run is over.
+        self.watched_job = self.names.indexed(cs.CHIEF if cs.has_chief_job(c) else cs.WORKER)
         child = pulumi.ResourceOptions(parent=self)
         claims = {
             purpose: claim(
@@ -127,7 +132,7 @@ class TrainingCluster(pulumi.ComponentResource):
         )
 
     def _build_ps_rbac(self, name: str, args: TrainingClusterArgs) -> None:
-        """Lets PS pods scale their own Deployments to zero, and nothing else."""
+        """Lets PS pods read the Job they watch and scale their own Deployments to zero, and nothing else."""
         child = pulumi.ResourceOptions(parent=self)
         meta = {"namespace": args.namespace, "labels": labels(args.user, "tensorflow", cluster=args.cluster.name, role=cs.PS)}
         self.ps_account = k8s.core.v1.ServiceAccount(
@@ -142,7 +147,8 @@ class TrainingCluster(pulumi.ComponentResource):
                     "resources": ["deployments/scale"],
                     "verbs": ["get", "patch", "update"],
                     "resourceNames": self.ps_deployment_names,
-                }
+                },
+                {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get"], "resourceNames": [self.watched_job]},
             ],
             opts=child,
         )
@@ -156,13 +162,14 @@ class TrainingCluster(pulumi.ComponentResource):
 
     def _build_ps(self, name: str, args: TrainingClusterArgs, index: int) -> None:
         c, platform = args.cluster, args.platform
-        pod_labels = labels(args.user, "tensorflow", cluster=c.name, role=cs.PS, index=index)
+        pod_labels = labels(args.user, "tensorflow", cluster=c.name, role=cs.PS, index=index, run=self.run_id)
         env = pods.task_env(c, self.spec, cs.PS, index, self.run_id)
         container = pods.tf_container(c, platform, env, resources_spec=c.ps.resources, mount_data=False)
         # The run id in the name: a new run gets a fresh Deployment, and the PS can find its own
         # Deployment to retire it (see tfk8s_train.launch).
         deployment_name = self.ps_deployment_names[index]
         container["env"].append({"name": "TFK8S_PS_DEPLOYMENT", "value": deployment_name})
+        container["env"].append({"name": "TFK8S_WATCH_JOB", "value": self.watched_job})
         annotations = awaits.timeout(platform)
         deployment = k8s.apps.v1.Deployment(
             f"{name}-ps-{index}",
@@ -195,7 +202,8 @@ class TrainingCluster(pulumi.ComponentResource):
                 "annotations": awaits.SERVICE_NO_AWAIT,
             },
             # publishNotReadyAddresses: workers resolve a PS as soon as its pod exists, instead of
-            # crashing on NXDOMAIN while it starts (kubeflow/trainer#1458).
+            # crashing on NXDOMAIN while it starts (kubeflow/trainer#1458). The selector holds the
+            # run id: a PS of an earlier run that is still stopping is never an endpoint.
             spec={
                 "selector": selector_of(pod_labels),
                 "publishNotReadyAddresses": True,
@@ -228,6 +236,9 @@ class TrainingCluster(pulumi.ComponentResource):
         # The chief only coordinates: worker CPU and memory, never a GPU.
         resources = c.workers.resources if role == cs.WORKER else replace(c.workers.resources, gpus=0)
         container = pods.tf_container(c, platform, env, resources_spec=resources, mount_data=True, serves=role == cs.WORKER)
+        warning = run_policy.shared_retries_warning(c, tasks, self.kubernetes_version) if role == cs.WORKER else None
+        if warning:
+            pulumi.log.warn(warning, resource=self)
         job = k8s.batch.v1.Job(
             f"{name}-{role}",
             metadata={
@@ -240,8 +251,8 @@ class TrainingCluster(pulumi.ComponentResource):
                 "completionMode": "Indexed",
                 "completions": tasks,
                 "parallelism": tasks,
-                # A crashed task is retried on its own index; the others keep running.
-                "backoffLimitPerIndex": c.workers.backoff_limit_per_index,
+                # Retries (per index where the server can), deadline and TTL: see run_policy.
+                **run_policy.job_fields(c, tasks, self.kubernetes_version),
                 "template": {
                     "metadata": {"labels": pod_labels},
                     "spec": pods.tf_pod_spec(

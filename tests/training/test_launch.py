@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -204,6 +205,15 @@ def test_launcher_runs_as_module_and_reports_usage_errors(tmp_path: Path) -> Non
 class _FakeApiServer(http.server.BaseHTTPRequestHandler):
     requests: list[dict[str, Any]] = []
     status = 200
+    job: dict[str, Any] | None = None  # what GET .../jobs/<name> answers; None: 404
+
+    def do_GET(self) -> None:  # noqa: N802
+        type(self).requests.append({"path": self.path, "method": "GET"})
+        job = type(self).job
+        self.send_response(200 if job is not None else 404)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(json.dumps(job or {"kind": "Status", "code": 404}).encode())
 
     def do_PATCH(self) -> None:  # noqa: N802 - the http.server naming convention
         body = self.rfile.read(int(self.headers["Content-Length"]))
@@ -219,7 +229,7 @@ class _FakeApiServer(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture
 def api_server() -> Iterator[tuple[str, type[_FakeApiServer]]]:
-    handler = type("Handler", (_FakeApiServer,), {"requests": [], "status": 200})
+    handler = type("Handler", (_FakeApiServer,), {"requests": [], "status": 200, "job": None})
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -278,3 +288,67 @@ def test_ps_launcher_scales_its_deployment_to_zero_after_the_barrier(tmp_path: P
     )
     assert ps.wait(30) == 0
     assert [r["path"] for r in handler.requests] == ["/apis/apps/v1/namespaces/team-a/deployments/exp1-ps-0/scale"]
+
+
+RUNNING = {"kind": "Job", "status": {"active": 2}}
+FAILED = {"kind": "Job", "status": {"conditions": [{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}]}}
+
+
+def _watching_ps(tmp_path: Path, url: str) -> subprocess.Popen[str]:
+    sa = tmp_path / "sa"
+    sa.mkdir(exist_ok=True)
+    (sa / "token").write_text("tok")
+    return _launch(
+        tmp_path,
+        "ps",
+        0,
+        SERVER,
+        TFK8S_PS_DEPLOYMENT="exp1-ps-0",
+        TFK8S_NAMESPACE="team-a",
+        TFK8S_WATCH_JOB="exp1-worker",
+        KUBERNETES_SERVICE_HOST="127.0.0.1",
+        TFK8S_KUBE_API=url,
+        TFK8S_SA_DIR=str(sa),
+    )
+
+
+def _gets(handler: Any) -> list[str]:
+    return [r["path"] for r in handler.requests if r.get("method") == "GET"]
+
+
+def test_ps_retires_when_its_workers_fail_for_good(tmp_path: Path, api_server: tuple[str, Any]) -> None:
+    """No done marker will ever come: the Job's Failed condition retires the PS."""
+    url, handler = api_server
+    handler.job = RUNNING
+    ps = _watching_ps(tmp_path, url)
+    deadline = time.monotonic() + 10
+    while len(_gets(handler)) < 2:  # it is polling the Job and still serving
+        assert ps.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    handler.job = FAILED
+    assert ps.wait(10) == 0
+    out = ps.stdout.read() if ps.stdout else ""
+    assert "job exp1-worker is Failed; retiring" in out, out
+    assert _gets(handler)[0] == "/apis/batch/v1/namespaces/team-a/jobs/exp1-worker"
+    assert [r["path"] for r in handler.requests if "method" not in r] == [
+        "/apis/apps/v1/namespaces/team-a/deployments/exp1-ps-0/scale"
+    ]
+
+
+def test_ps_waits_for_a_job_not_created_yet_but_retires_when_it_is_deleted(tmp_path: Path, api_server: tuple[str, Any]) -> None:
+    """PS start before their Job exists (pulumi creates the Job once they are available); a Job deleted
+    after it was seen (TTL clean-up, a new run) ends the run."""
+    url, handler = api_server
+    ps = _watching_ps(tmp_path, url)
+    deadline = time.monotonic() + 10
+    while len(_gets(handler)) < 3:  # 404s: not created yet, keep serving
+        assert ps.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    handler.job = RUNNING
+    seen = len(_gets(handler))
+    while len(_gets(handler)) < seen + 2:
+        assert ps.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    handler.job = None
+    assert ps.wait(10) == 0
+    assert "job exp1-worker was deleted; retiring" in (ps.stdout.read() if ps.stdout else "")

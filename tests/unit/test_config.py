@@ -216,3 +216,40 @@ def test_requirements_txt_is_generated_from_pyproject() -> None:
     assert check.returncode == 0, check.stderr
     listed = [line for line in (ROOT / "requirements.txt").read_text().splitlines() if line and not line.startswith("#")]
     assert listed == tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+
+
+def test_the_servers_version_wins_and_a_different_configured_one_is_an_error() -> None:
+    raw = stack_config("dev")
+    settings = parse(raw["platform"], raw["users"], ROOT, server_version=(1, 34))
+    assert settings.platform.kubernetes_version == (1, 34)
+    with pytest.raises(ConfigError, match=r"kubernetesVersion: is 1.34 but the cluster serves 1.25: fix it, or remove the key"):
+        parse(raw["platform"], raw["users"], ROOT, server_version=(1, 25))
+    del raw["platform"]["kubernetesVersion"]
+    assert parse(raw["platform"], raw["users"], ROOT, server_version=(1, 28)).platform.kubernetes_version == (1, 28)
+
+
+def test_glusterfs_against_a_newer_server_is_refused_with_the_1_26_message() -> None:
+    """The imagenet stack says 1.25; deployed against a 1.34 cluster it must stop before anything exists."""
+    raw = stack_config("imagenet")
+    with pytest.raises(ConfigError) as error:
+        parse(raw["platform"], raw["users"], ROOT, server_version=(1, 34))
+    text = str(error.value)
+    assert "removed in Kubernetes 1.26; the cluster is 1.34" in text and "serves 1.34" in text
+    assert parse(raw["platform"], raw["users"], ROOT, server_version=(1, 25)).platform.storage.backend == "glusterfs"
+
+
+@pytest.mark.parametrize(
+    ("run", "message"),
+    [
+        ({"number": -1}, r"run.number: must be 0 or more"),
+        ({"activeDeadlineSeconds": 0}, r"run.activeDeadlineSeconds: must be at least 1"),
+        ({"ttlSecondsAfterFinished": "1h"}, r"run.ttlSecondsAfterFinished: must be int"),
+        ({"deadline": 5}, r"run.deadline: unknown key"),
+    ],
+    ids=["negative-number", "zero-deadline", "ttl-not-int", "unknown-key"],
+)
+def test_bad_run_policy_names_the_key(run: dict[str, Any], message: str) -> None:
+    raw = stack_config("dev")
+    cluster(raw)["run"] = run
+    with pytest.raises(ConfigError, match=r"tfk8s:users\[0\]\.clusters\[0\]\." + message):
+        parse(raw["platform"], raw["users"], ROOT)

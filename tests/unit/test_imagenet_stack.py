@@ -54,7 +54,7 @@ def test_imagenet_stack_objects(imagenet_config: dict[str, Any]) -> None:
         (job,) = d.mocks.of_type(JOB)
         assert job.inputs["spec"]["completions"] == 3
         container = pod_spec(job)["containers"][0]
-        assert container["image"] == "tensorflow/tensorflow:1.15.5"
+        assert container["image"] == "tensorflow/tensorflow:1.15.5-py3"
         assert container["command"] == [
             "python",
             "/opt/tfk8s/tfk8s_train/launch.py",

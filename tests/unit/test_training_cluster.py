@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from typing import Any
 
 import pulumi
 import pytest
 from conftest import ROOT, Deployment, run_program
+from tfk8s import cluster_spec as cs
+from tfk8s import config
 
 DEPLOYMENT, JOB, SERVICE = "kubernetes:apps/v1:Deployment", "kubernetes:batch/v1:Job", "kubernetes:core/v1:Service"
 PVC = "kubernetes:core/v1:PersistentVolumeClaim"
@@ -344,5 +347,83 @@ def test_all_pods_of_a_user_mount_the_one_trainer_config_map_of_its_namespace(de
         for workload in pods:
             mounted = [v["configMap"]["name"] for v in pod_spec(workload)["volumes"] if "configMap" in v]
             assert name in mounted, (workload.name, mounted)
+
+    return after(d, check)
+
+
+ROLE = "kubernetes:rbac.authorization.k8s.io/v1:Role"
+
+
+@pytest.mark.parametrize(
+    ("version", "fields", "absent"),
+    [
+        ("1.34", {"backoffLimitPerIndex": 3, "maxFailedIndexes": 0}, {"backoffLimit"}),
+        ("1.29", {"backoffLimitPerIndex": 3, "maxFailedIndexes": 0}, {"backoffLimit"}),
+        ("1.28", {"backoffLimit": 6}, {"backoffLimitPerIndex", "maxFailedIndexes"}),
+        ("1.25", {"backoffLimit": 6}, {"backoffLimitPerIndex", "maxFailedIndexes"}),
+    ],
+    ids=["1.34", "1.29", "1.28", "1.25"],
+)
+def test_job_retries_follow_the_kubernetes_version(
+    dev_config: dict[str, Any], version: str, fields: dict[str, int], absent: set[str]
+) -> None:
+    """Below 1.29 the API server drops per-index fields: the same total budget is shared instead."""
+    dev_config["platform"]["kubernetesVersion"] = version
+
+    @pulumi.runtime.test
+    def run() -> pulumi.Output[Any]:
+        d = run_program(dev_config)
+
+        def check() -> None:
+            (job,) = d.mocks.of_type(JOB)
+            spec = job.inputs["spec"]
+            assert {k: spec.get(k) for k in fields} == fields
+            assert not absent & set(spec), spec
+
+        return after(d, check)
+
+    run()
+
+
+@pulumi.runtime.test
+def test_run_policy_sets_deadline_and_ttl_and_a_new_run_number_is_a_new_run(dev_config: dict[str, Any]) -> None:
+    cluster = dev_config["users"][0]["clusters"][0]
+    cluster["run"] = {"number": 1, "activeDeadlineSeconds": 3600, "ttlSecondsAfterFinished": 600}
+    d = run_program(dev_config)
+
+    def check() -> None:
+        (job,) = d.mocks.of_type(JOB)
+        assert (job.inputs["spec"]["activeDeadlineSeconds"], job.inputs["spec"]["ttlSecondsAfterFinished"]) == (3600, 600)
+        (ps,) = [r for r in d.mocks.of_type(DEPLOYMENT) if pod_labels(r).get("tfk8s.io/role") == "ps"]
+        run = env_of(job)["TFK8S_RUN_ID"]
+        assert env_of(ps)["TFK8S_RUN_ID"] == run and ps.inputs["metadata"]["name"].endswith(run[:8])
+        settings = config.parse(dev_config["platform"], dev_config["users"], ROOT).users[0].clusters[0]
+        spec = json.loads(env_of(job)["TFK8S_CLUSTER_SPEC"])
+        image = settings.image or "tensorflow/tensorflow:2.21.0"
+        again = cs.run_id(dataclasses.replace(settings, run=dataclasses.replace(settings.run, number=2)), spec, image, "")
+        assert again != cs.run_id(settings, spec, image, "")  # bumping the number is a fresh run
+
+    return after(d, check)
+
+
+@pulumi.runtime.test
+def test_a_ps_service_selects_only_its_runs_pods_and_the_ps_may_read_only_its_job(dev_config: dict[str, Any]) -> None:
+    d = run_program(dev_config)
+
+    def check() -> None:
+        (ps,) = [r for r in d.mocks.of_type(DEPLOYMENT) if pod_labels(r).get("tfk8s.io/role") == "ps"]
+        run = env_of(ps)["TFK8S_RUN_ID"]
+        assert pod_labels(ps)["tfk8s.io/run"] == run
+        (service,) = [r for r in d.mocks.of_type(SERVICE) if r.inputs["metadata"].get("name") == "mnist-ps-0"]
+        selector = service.inputs["spec"]["selector"]
+        assert selects(selector, pod_labels(ps))
+        assert not selects(selector, {**pod_labels(ps), "tfk8s.io/run": "an-older-run"})  # a stale PS is no endpoint
+        assert env_of(ps)["TFK8S_WATCH_JOB"] == "mnist-worker"
+        (role,) = [r for r in d.mocks.of_type(ROLE) if r.name.endswith("ps-retire")]
+        rules = {(tuple(r["resources"]), tuple(r["verbs"])): r["resourceNames"] for r in role.inputs["rules"]}
+        assert rules == {
+            (("deployments/scale",), ("get", "patch", "update")): [ps.inputs["metadata"]["name"]],
+            (("jobs",), ("get",)): ["mnist-worker"],
+        }
 
     return after(d, check)

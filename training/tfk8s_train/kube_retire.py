@@ -1,20 +1,20 @@
-"""Scale a Deployment to zero from inside its own pod (standard library only).
+"""Scale a Deployment to zero, and read a Job's state, from inside a pod (standard library, Python >= 3.6).
 
 Used by ``launch.py`` so that a retired PS is not restarted by its Deployment: once the
 done-marker barrier is met, the PS launcher PATCHes ``/apis/apps/v1/namespaces/<ns>/deployments/
 <name>/scale`` to ``{"spec": {"replicas": 0}}`` with the pod's service-account token over TLS
-(the cluster CA from the service-account directory).
+(the cluster CA from the service-account directory). ``job_state`` GETs the run's Job so a PS
+can retire when its workers failed for good (RBAC: ``get`` on that one Job).
 """
-
-from __future__ import annotations
 
 import json
 import ssl
 import sys
+import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Mapping
 from pathlib import Path
+from typing import Mapping, Optional
 
 SA_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 
@@ -29,7 +29,7 @@ def scale_deployment(
     name: str,
     *,
     token: str,
-    ca_file: str | None = None,
+    ca_file: Optional[str] = None,
     replicas: int = 0,
     timeout: float = 10.0,
 ) -> int:
@@ -51,7 +51,9 @@ def scale_deployment(
         return int(response.status)
 
 
-def retire_deployment(deployment: str, namespace: str | None, environ: Mapping[str, str], sa_dir: Path | None = None) -> bool:
+def retire_deployment(
+    deployment: str, namespace: Optional[str], environ: Mapping[str, str], sa_dir: Optional[Path] = None
+) -> bool:
     """Scale this pod's own Deployment to 0 so it is not restarted; log, never raise, on failure.
 
     Needs RBAC: ``patch`` on ``deployments/scale`` for the pod's service account. The API server
@@ -74,14 +76,44 @@ def retire_deployment(deployment: str, namespace: str | None, environ: Mapping[s
     return True
 
 
-def _api_server(environ: Mapping[str, str]) -> str | None:
+def job_state(job: str, namespace: Optional[str], environ: Mapping[str, str], sa_dir: Optional[Path] = None) -> Optional[str]:
+    """ "Failed" | "Complete" (its conditions), "Running", "Gone" (HTTP 404), or None (no API, or an error)."""
+    api = environ.get("TFK8S_KUBE_API") or _api_server(environ)
+    if not api:
+        return None
+    sa_dir = sa_dir or Path(environ.get("TFK8S_SA_DIR") or SA_DIR)
+    namespace = namespace or _read(sa_dir / "namespace") or "default"
+    quote = urllib.parse.quote
+    url = "{}/apis/batch/v1/namespaces/{}/jobs/{}".format(api.rstrip("/"), quote(namespace), quote(job))
+    try:
+        token = (sa_dir / "token").read_text().strip()
+        ca = sa_dir / "ca.crt"
+        request = urllib.request.Request(url, headers={"Authorization": "Bearer " + token, "Accept": "application/json"})
+        context = ssl.create_default_context(cafile=str(ca) if ca.exists() else None) if url.startswith("https:") else None
+        with urllib.request.urlopen(request, timeout=5.0, context=context) as response:
+            body = json.loads(response.read().decode())
+    except urllib.error.HTTPError as err:
+        if err.code == 404:
+            return "Gone"
+        _log(f"could not read job {namespace}/{job}: HTTP {err.code}")
+        return None
+    except Exception as err:  # best effort: the done barrier still works without it
+        _log(f"could not read job {namespace}/{job}: {err}")
+        return None
+    for condition in (body.get("status") or {}).get("conditions") or []:
+        if condition.get("type") in ("Failed", "Complete") and condition.get("status") == "True":
+            return str(condition["type"])
+    return "Running"
+
+
+def _api_server(environ: Mapping[str, str]) -> Optional[str]:
     host, port = environ.get("KUBERNETES_SERVICE_HOST"), environ.get("KUBERNETES_SERVICE_PORT", "443")
     if not host:
         return None
     return f"https://[{host}]:{port}" if ":" in host else f"https://{host}:{port}"
 
 
-def _read(path: Path) -> str | None:
+def _read(path: Path) -> Optional[str]:
     try:
         return path.read_text().strip() or None
     except OSError:

@@ -16,10 +16,15 @@ Contract (environment, written by the infra code and by ``tfk8s_train.runner``):
     TFK8S_CLASSIC_FLAGS "true" (default) appends --ps_hosts --worker_hosts --job_name
                         --task_index --data_dir --log_path to CMD; "false" does not
     TFK8S_DONE_WHEN     "workers" or "chief"; default: "chief" if the spec has a chief
-    TFK8S_POLL_SECONDS  barrier poll interval (default 2)
+    TFK8S_POLL_SECONDS  barrier and Job poll interval (default 1)
     TFK8S_GRACE_SECONDS SIGTERM-to-SIGKILL grace when retiring a server (default 10)
     TFK8S_PS_DEPLOYMENT, TFK8S_NAMESPACE  optional: the PS's own Deployment, scaled to 0
+    TFK8S_WATCH_JOB     optional: the run's worker (or chief) Job; a PS retires when it is
+                        Failed, Complete, or deleted after it was seen
     TFK8S_KUBE_API, TFK8S_SA_DIR          optional: API server URL / service-account dir
+
+Runs on Python 3.6 and newer (the tensorflow/tensorflow:1.15.5-py3 image): `make lint` checks it
+with vermin, so no dataclasses, no `from __future__ import annotations`, no `X | None` at runtime.
 
 The child always gets TF_CONFIG = {"cluster": spec, "task": {"type": job, "index": i}}.
 SIGTERM and SIGINT are forwarded to the child; the launcher exits with the child's code
@@ -37,9 +42,12 @@ still counts, and a server restarted after the barrier exits at once. This works
 unmodified user scripts because only the launcher takes part. A PS run by a Deployment
 would be restarted after exiting, so with TFK8S_PS_DEPLOYMENT set it first scales that
 Deployment to zero (``kube_retire.py``: service-account token, failures only logged).
-"""
 
-from __future__ import annotations
+Why a PS also watches its Job: markers are written only on success, so a run whose workers fail
+for good (or pass their deadline) would leave its PS serving forever. With TFK8S_WATCH_JOB the PS
+launcher reads that Job's conditions through the API at every poll and retires when it is Failed
+or Complete, or was deleted (a TTL clean-up, or a new run replacing it) after it was seen.
+"""
 
 import json
 import os
@@ -49,14 +57,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
+from typing import Dict, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple, Union
 
 try:  # a module of the package: python -m tfk8s_train.launch, or PYTHONPATH=/opt/tfk8s as in pods
-    from tfk8s_train.kube_retire import retire_deployment
+    from tfk8s_train.kube_retire import job_state, retire_deployment
 except ImportError:  # a plain script without the package on the path: the sibling file
-    from kube_retire import retire_deployment  # type: ignore[no-redef]
+    from kube_retire import job_state, retire_deployment  # type: ignore[no-redef]
 
 JOBS = ("ps", "worker", "chief")
 
@@ -65,13 +72,12 @@ class LaunchError(ValueError):
     """The env contract is broken; the message names the variable and the fix."""
 
 
-@dataclass(frozen=True, kw_only=True)
-class LaunchSpec:
+class LaunchSpec(NamedTuple):
     """The env contract of one task, parsed once."""
 
-    cluster: Mapping[str, tuple[str, ...]]
+    cluster: Mapping[str, Tuple[str, ...]]
     job: str
-    index: int
+    index: int  # type: ignore[assignment]  # shadows tuple.index, which nothing here calls
     data_dir: str
     log_dir: str
     run_id: str
@@ -79,8 +85,9 @@ class LaunchSpec:
     done_when: str
     poll_seconds: float
     grace_seconds: float
-    ps_deployment: str | None
-    namespace: str | None
+    ps_deployment: Optional[str]
+    namespace: Optional[str]
+    watch_job: Optional[str] = None
 
     @property
     def task(self) -> str:
@@ -96,7 +103,7 @@ def _log(message: str) -> None:
     print(f"tfk8s-launch: {message}", file=sys.stderr, flush=True)
 
 
-def _parse_cluster(raw: str | None) -> dict[str, tuple[str, ...]]:
+def _parse_cluster(raw: Optional[str]) -> Dict[str, Tuple[str, ...]]:
     if not raw:
         raise LaunchError('TFK8S_CLUSTER_SPEC is not set: give a JSON object like {"ps": ["h:2222"], "worker": [...]}')
     try:
@@ -105,7 +112,7 @@ def _parse_cluster(raw: str | None) -> dict[str, tuple[str, ...]]:
         raise LaunchError(f"TFK8S_CLUSTER_SPEC is not valid JSON ({err})") from err
     if not isinstance(value, dict) or not value:
         raise LaunchError("TFK8S_CLUSTER_SPEC must be a non-empty JSON object of job -> list of host:port")
-    cluster: dict[str, tuple[str, ...]] = {}
+    cluster = {}  # type: Dict[str, Tuple[str, ...]]
     for job, hosts in value.items():
         if job not in JOBS:
             raise LaunchError(f"TFK8S_CLUSTER_SPEC has unknown job {job!r}; expected one of {', '.join(JOBS)}")
@@ -165,10 +172,11 @@ def parse_env(environ: Mapping[str, str]) -> LaunchSpec:
         run_id=environ.get("TFK8S_RUN_ID") or "default",
         classic_flags=classic == "true",
         done_when=done_when,
-        poll_seconds=_parse_float(environ, "TFK8S_POLL_SECONDS", 2.0),
+        poll_seconds=_parse_float(environ, "TFK8S_POLL_SECONDS", 1.0),
         grace_seconds=_parse_float(environ, "TFK8S_GRACE_SECONDS", 10.0),
         ps_deployment=environ.get("TFK8S_PS_DEPLOYMENT") or None,
         namespace=environ.get("TFK8S_NAMESPACE") or None,
+        watch_job=environ.get("TFK8S_WATCH_JOB") or None,
     )
 
 
@@ -177,7 +185,7 @@ def tf_config(spec: LaunchSpec) -> str:
     return json.dumps({"cluster": cluster, "task": {"type": spec.job, "index": spec.index}})
 
 
-def classic_flags(spec: LaunchSpec) -> list[str]:
+def classic_flags(spec: LaunchSpec) -> List[str]:
     """The flags of the seed era's mnist_replica.py convention."""
     return [
         f"--ps_hosts={','.join(spec.cluster.get('ps', ()))}",
@@ -189,19 +197,19 @@ def classic_flags(spec: LaunchSpec) -> list[str]:
     ]
 
 
-def child_command(spec: LaunchSpec, cmd: Sequence[str]) -> list[str]:
+def child_command(spec: LaunchSpec, cmd: Sequence[str]) -> List[str]:
     return [*cmd, *classic_flags(spec)] if spec.classic_flags else list(cmd)
 
 
-def child_env(spec: LaunchSpec, environ: Mapping[str, str]) -> dict[str, str]:
+def child_env(spec: LaunchSpec, environ: Mapping[str, str]) -> Dict[str, str]:
     return {**environ, "TF_CONFIG": tf_config(spec)}
 
 
-def done_dir(log_dir: str | os.PathLike[str], run_id: str) -> Path:
+def done_dir(log_dir: Union[str, Path], run_id: str) -> Path:
     return Path(log_dir) / ".tfk8s" / run_id / "done"
 
 
-def write_done_marker(log_dir: str | os.PathLike[str], run_id: str, job: str, index: int) -> Path:
+def write_done_marker(log_dir: Union[str, Path], run_id: str, job: str, index: int) -> Path:
     """Atomically record that task job-index finished with exit code 0.
 
     Also usable from a notebook client: ``write_done_marker(log_dir, run_id, "chief", 0)``.
@@ -217,7 +225,7 @@ def write_done_marker(log_dir: str | os.PathLike[str], run_id: str, job: str, in
     return final
 
 
-def expected_markers(spec: LaunchSpec) -> set[str]:
+def expected_markers(spec: LaunchSpec) -> Set[str]:
     job = "chief" if spec.done_when == "chief" else "worker"
     return {f"{job}-{i}" for i in range(len(spec.cluster[job]))}
 
@@ -228,12 +236,30 @@ def barrier_met(spec: LaunchSpec) -> bool:
     return expected_markers(spec) <= present
 
 
+class JobWatch:
+    """Whether the run's Job says the run is over (Failed, Complete, or gone after it was seen)."""
+
+    def __init__(self, spec: LaunchSpec, environ: Mapping[str, str]) -> None:
+        self.spec, self.environ, self.seen = spec, environ, False
+
+    def run_over(self) -> Optional[str]:
+        if not self.spec.watch_job:
+            return None
+        state = job_state(self.spec.watch_job, self.spec.namespace, self.environ)
+        if state in ("Failed", "Complete"):
+            return f"job {self.spec.watch_job} is {state}"
+        if state == "Gone" and self.seen:
+            return f"job {self.spec.watch_job} was deleted"
+        self.seen = self.seen or state == "Running"
+        return None
+
+
 def _retire(spec: LaunchSpec, environ: Mapping[str, str]) -> None:
     if spec.job == "ps" and spec.ps_deployment:
         retire_deployment(spec.ps_deployment, spec.namespace, environ)
 
 
-def _stop(child: subprocess.Popen[bytes], grace: float) -> None:
+def _stop(child: "subprocess.Popen[bytes]", grace: float) -> None:
     if child.poll() is not None:
         return
     child.terminate()
@@ -266,9 +292,15 @@ def run(spec: LaunchSpec, cmd: Sequence[str], environ: Mapping[str, str]) -> int
     signal.signal(signal.SIGTERM, forward)
     signal.signal(signal.SIGINT, forward)
     if spec.serves:
+        watch = JobWatch(spec, environ)
         while child.poll() is None:
+            reason = None
             if barrier_met(spec):
-                _log(f"{spec.task}: all of {sorted(expected_markers(spec))} are done; retiring")
+                reason = f"all of {sorted(expected_markers(spec))} are done"
+            elif spec.job == "ps":
+                reason = watch.run_over()
+            if reason:
+                _log(f"{spec.task}: {reason}; retiring")
                 _retire(spec, environ)
                 _stop(child, spec.grace_seconds)
                 return 0
@@ -285,7 +317,7 @@ def run(spec: LaunchSpec, cmd: Sequence[str], environ: Mapping[str, str]) -> int
     return code
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Optional[Sequence[str]] = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     cmd = args[args.index("--") + 1 :] if "--" in args else args
     if not cmd:

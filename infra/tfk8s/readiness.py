@@ -20,8 +20,20 @@ def _get(obj: Any, key: str, default: Any = None) -> Any:
     return default if value is None else value
 
 
+def _failure(status: Any) -> Any:
+    """The Job's Failed=True condition, if any (its reason says why: BackoffLimitExceeded,
+    FailedIndexes, DeadlineExceeded, ...)."""
+    return next((c for c in _get(status, "conditions", []) if _get(c, "type") == "Failed" and _get(c, "status") == "True"), None)
+
+
 def _job_failed(status: Any) -> bool:
-    return any(_get(c, "type") == "Failed" and _get(c, "status") == "True" for c in _get(status, "conditions", []))
+    return _failure(status) is not None
+
+
+def _why(job: str, status: Any) -> str:
+    condition = _failure(status)
+    reason, message = _get(condition, "reason", ""), _get(condition, "message", "")
+    return f"{job} Job failed: {reason}" + (f" ({message})" if message else "") if reason else f"{job} Job failed"
 
 
 def job_counts(status: Any) -> dict[str, int]:
@@ -44,6 +56,9 @@ def cluster_readiness(
             f"training failed: {workers['failed']} worker pod(s) failed"
             + (f", chief failed {chief['failed']}x" if chief["failed"] else "")
         )
+        problems += [
+            _why(job, status.get(job)) for job in ("workers", "chief") if status.get(job) and _job_failed(status.get(job))
+        ]
     elif tasks_done:
         phase = SUCCEEDED  # parameter servers have retired themselves: zero available is right
     else:

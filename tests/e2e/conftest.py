@@ -94,9 +94,10 @@ def project(tmp_path_factory: pytest.TempPathFactory, kube: Kube) -> Path:
 
 @dataclass
 class Cli:
-    """The plain `pulumi` CLI in the project copy, as a user types it."""
+    """The plain `pulumi` CLI in a project copy, as a user types it (in `env`, default: this process's)."""
 
     cwd: Path
+    env: dict[str, str] | None = None
 
     def __call__(self, *args: str, check: bool = True, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
         done = subprocess.run(
@@ -104,7 +105,7 @@ class Cli:
             cwd=self.cwd,
             capture_output=True,
             text=True,
-            env=env or dict(os.environ),
+            env=env or self.env or dict(os.environ),
         )
         if check and done.returncode != 0:
             raise AssertionError(f"pulumi {' '.join(args)} exited {done.returncode}:\n{done.stdout}\n{done.stderr}")

@@ -37,7 +37,28 @@ CLUSTER_CASES = [
         "job-failed",
         with_(workers={"failed": 4, "conditions": [{"type": "Failed", "status": "True"}]}),
         "Failed",
-        ["training failed: 4 worker pod(s) failed"],
+        ["training failed: 4 worker pod(s) failed", "workers Job failed"],
+    ),
+    (
+        "deadline-exceeded",
+        with_(
+            workers={
+                "failed": 0,
+                "conditions": [
+                    {
+                        "type": "Failed",
+                        "status": "True",
+                        "reason": "DeadlineExceeded",
+                        "message": "Job was active longer than specified deadline",
+                    }
+                ],
+            }
+        ),
+        "Failed",
+        [
+            "training failed: 0 worker pod(s) failed",
+            "workers Job failed: DeadlineExceeded (Job was active longer than specified deadline)",
+        ],
     ),
     (
         "volume-pending",

@@ -1,0 +1,263 @@
+"""The seed's own storage, for real: a Kubernetes 1.25 control plane whose in-tree
+`kubernetes.io/glusterfs` provisioner (inside kube-controller-manager, with Heketi's own Go
+client) provisions the stack's claims through a real Heketi server (mock executor: the full REST
+API and JWT auth, no GlusterFS bricks). Also: the retry fields a pre-1.29 API server keeps.
+
+A cluster of its own (`tfk8s-e2e-125`, hack/cluster.sh start --kube 1.25) and a project copy
+of its own; the 1.34 cluster of the other e2e modules is used only to show the refusal there.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from conftest import ROOT, Cli, Kube
+
+import toolenv
+
+CLUSTER = "tfk8s-e2e-125"
+NAMESPACE = "tfk8s-taas"
+
+
+@dataclass
+class Heketi:
+    """A client of the Heketi REST API as its docs describe it: JWT HS256 with iss, iat, exp, qsh."""
+
+    url: str
+    key: str
+
+    def token(self, method: str, path: str) -> str:
+        def b64(data: bytes) -> str:
+            return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+        now = int(time.time())
+        claims = {"iss": "admin", "iat": now, "exp": now + 60, "qsh": hashlib.sha256(f"{method}&{path}".encode()).hexdigest()}
+        head = b64(json.dumps({"alg": "HS256", "typ": "JWT"}).encode()) + "." + b64(json.dumps(claims).encode())
+        return head + "." + b64(hmac.new(self.key.encode(), head.encode(), hashlib.sha256).digest())
+
+    def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> tuple[int, dict[str, Any], str]:
+        request = urllib.request.Request(
+            self.url + path,
+            data=json.dumps(body).encode() if body is not None else None,
+            method=method,
+            headers={"Authorization": "bearer " + self.token(method, path), "Content-Type": "application/json"},
+        )
+
+        class NoRedirect(urllib.request.HTTPRedirectHandler):
+            def redirect_request(self, *args: Any) -> None:
+                return None
+
+        try:
+            with urllib.request.build_opener(NoRedirect).open(request, timeout=10) as response:
+                raw = response.read()
+                return response.status, json.loads(raw) if raw.strip() else {}, response.headers.get("Location", "")
+        except urllib.error.HTTPError as error:
+            return error.code, {}, error.headers.get("Location", "")
+
+    def wait(self, method: str, path: str, body: dict[str, Any]) -> str:
+        """POST an asynchronous operation and poll its queue entry; the object's path, if any."""
+        status, _, location = self.call(method, path, body)
+        assert status == 202, (status, path)
+        for _ in range(200):
+            status, _, target = self.call("GET", location)
+            if status in (303, 204):
+                return target
+            assert status == 200, (status, location)
+            time.sleep(0.05)
+        raise AssertionError(f"{location} never finished")
+
+    def volumes(self) -> list[str]:
+        return list(self.call("GET", "/volumes")[1]["volumes"])
+
+
+@pytest.fixture(scope="module")
+def heketi(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Heketi]:
+    """A Heketi v9 server on loopback (reachable from the controller-manager, which runs on the host)
+    with one cluster of 3 nodes in 3 zones, one mock device each (replicate:3 needs 3 zones)."""
+    binary = subprocess.run([str(ROOT / "hack" / "heketi.sh"), "build"], check=True, capture_output=True, text=True).stdout
+    assert binary.strip()
+    work = tmp_path_factory.mktemp("heketi")
+    key = secrets.token_urlsafe(24)
+    with socket_port() as port:
+        pass
+    server = subprocess.Popen(
+        [str(ROOT / "hack" / "heketi.sh"), "run", str(work), str(port), key],
+        stdout=open(work / "heketi.log", "w"),  # noqa: SIM115 - closed with the process
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    client = Heketi(f"http://127.0.0.1:{port}", key)
+    try:
+        for _ in range(100):
+            try:
+                if urllib.request.urlopen(client.url + "/hello", timeout=1).status == 200:
+                    break
+            except OSError:
+                time.sleep(0.1)
+        else:
+            raise AssertionError((work / "heketi.log").read_text())
+        status, cluster, _ = client.call("POST", "/clusters", {"file": True, "block": False})
+        assert status == 201, status
+        for zone in (1, 2, 3):
+            node = client.wait(
+                "POST",
+                "/nodes",
+                {
+                    "cluster": cluster["id"],
+                    "zone": zone,
+                    "hostnames": {"manage": [f"gluster-{zone}"], "storage": [f"10.10.0.{zone}"]},
+                },
+            )
+            node_id = node.rsplit("/", 1)[1]
+            client.wait("POST", "/devices", {"node": node_id, "name": "/dev/vdb"})
+        yield client
+    finally:
+        os.killpg(server.pid, 15)
+        server.wait(10)
+
+
+class socket_port:
+    """A free TCP port on loopback (closed again before the server binds it)."""
+
+    def __enter__(self) -> int:
+        import socket
+
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        return int(self.sock.getsockname()[1])
+
+    def __exit__(self, *exc: object) -> None:
+        self.sock.close()
+
+
+@pytest.fixture(scope="module")
+def legacy_kube() -> Iterator[Kube]:
+    env = {**os.environ, "TFK8S_CLUSTER_NAME": CLUSTER}
+    subprocess.run([str(ROOT / "hack" / "cluster.sh"), "start", "--kube", "1.25"], check=True, env=env)
+    path = subprocess.run([str(ROOT / "hack" / "cluster.sh"), "kubeconfig"], check=True, env=env, capture_output=True, text=True)
+    try:
+        yield Kube(Path(path.stdout.strip()))
+    finally:
+        subprocess.run([str(ROOT / "hack" / "cluster.sh"), "stop"], check=False, env=env)
+
+
+@pytest.fixture(scope="module")
+def legacy(tmp_path_factory: pytest.TempPathFactory, legacy_kube: Kube) -> Cli:
+    """The plain CLI on a project copy of its own, pointed at the 1.25 cluster."""
+    work = tmp_path_factory.mktemp("legacy")
+    shutil.copy(ROOT / "Pulumi.yaml", work / "Pulumi.yaml")
+    shutil.copytree(ROOT / "stacks", work / "stacks")
+    (work / "infra").symlink_to(ROOT / "infra")
+    (work / ".venv").symlink_to(ROOT / ".venv")
+    (work / "state").mkdir()
+    mine = {
+        "PULUMI_BACKEND_URL": f"file://{work / 'state'}",
+        "KUBECONFIG": str(legacy_kube.kubeconfig),
+        "PULUMI_CONFIG_PASSPHRASE": secrets.token_urlsafe(16),
+    }
+    env = {k: v for k, v in os.environ.items() if k != "PULUMI_CONFIG_PASSPHRASE_FILE"} | mine
+    return Cli(work, env=env | toolenv.exported(mine))
+
+
+def edit_stack(cli: Cli, stack: str, change: Any) -> None:
+    path = cli.cwd / "stacks" / f"Pulumi.{stack}.yaml"
+    document = yaml.safe_load(path.read_text())
+    change(document["config"])
+    path.write_text(yaml.safe_dump(document))
+
+
+def test_before_1_29_the_retry_budget_is_shared_and_preview_says_so(legacy: Cli, legacy_kube: Kube) -> None:
+    """No kubernetesVersion in the stack: the server's 1.25 decides; the API server keeps the shared limit."""
+    legacy("stack", "init", "dev")
+    edit_stack(legacy, "dev", lambda c: c["tfk8s:platform"].pop("kubernetesVersion"))
+    preview = legacy("preview", "--stack", "dev")
+    assert "Kubernetes 1.25 has no per-worker retries (backoffLimitPerIndex needs 1.29)" in preview.stdout, preview.stdout
+    legacy("up", "--stack", "dev", "--yes", "--skip-preview")
+    assert legacy.outputs("dev")["ready"] is True
+    (job,) = legacy_kube.get("jobs", "tfk8s-alice")
+    assert job["spec"]["backoffLimit"] == 6  # 3 per worker x 2 workers, as the README promises
+    assert "backoffLimitPerIndex" not in job["spec"] and "maxFailedIndexes" not in job["spec"]
+    legacy("destroy", "--stack", "dev", "--yes")
+    legacy_kube.run("delete", "namespace", "tfk8s-alice", "--wait=true")
+    legacy_kube.run("delete", "pv", "--all", "--wait=true")
+
+
+def glusterfs_stack(legacy: Cli, heketi: Heketi) -> None:
+    """The seed's imagenet stack, pointed at this Heketi and this cluster's User Node."""
+
+    def change(config: dict[str, Any]) -> None:
+        platform = config["tfk8s:platform"]
+        platform["userNode"]["name"] = "tfk8s-user-node"
+        platform["storage"]["glusterfs"]["restUrl"] = heketi.url
+        platform["awaitTimeoutSeconds"] = 120
+        (cluster,) = config["tfk8s:users"][0]["clusters"]
+        cluster["volumes"] = {"dataSize": "1Gi", "logSize": "1Gi"}
+
+    legacy("stack", "init", "imagenet")
+    edit_stack(legacy, "imagenet", change)
+    legacy("config", "set", "--secret", "--stack", "imagenet", "heketiAdminKey", heketi.key)
+
+
+def test_glusterfs_claims_are_bound_by_the_in_tree_provisioner_through_heketi(
+    legacy: Cli, legacy_kube: Kube, heketi: Heketi
+) -> None:
+    glusterfs_stack(legacy, heketi)
+    assert heketi.volumes() == []
+    legacy("up", "--stack", "imagenet", "--yes", "--skip-preview")
+
+    claims = {c["metadata"]["name"]: c for c in legacy_kube.get("pvc", NAMESPACE)}
+    assert {n: c["status"]["phase"] for n, c in claims.items()} == {"imagenet-data": "Bound", "imagenet-log": "Bound"}
+    volumes = {v["spec"]["claimRef"]["name"]: v for v in legacy_kube.get("pv") if v["spec"].get("claimRef")}
+    in_heketi = {heketi.call("GET", f"/volumes/{i}")[1]["name"] for i in heketi.volumes()}
+    for name in claims:
+        pv = volumes[name]
+        assert pv["metadata"]["annotations"]["pv.kubernetes.io/provisioned-by"] == "kubernetes.io/glusterfs"
+        assert pv["spec"]["persistentVolumeReclaimPolicy"] == "Retain"
+        assert pv["spec"]["glusterfs"]["path"] in in_heketi  # the volume the controller-manager asked Heketi for
+        assert pv["spec"]["glusterfs"]["endpoints"].startswith("glusterfs-dynamic-")
+    assert len(in_heketi) == 2
+    # The admin key went from the stack's Pulumi secret into a kubernetes.io/glusterfs Secret only.
+    secret = legacy_kube.get("secret", "default", "tfk8s-heketi-admin")
+    assert secret["type"] == "kubernetes.io/glusterfs" and base64.b64decode(secret["data"]["key"]).decode() == heketi.key
+    assert heketi.key not in (legacy.cwd / "stacks" / "Pulumi.imagenet.yaml").read_text()
+    assert legacy.outputs("imagenet")["ready"] is True
+
+    legacy("destroy", "--stack", "imagenet", "--yes")
+    # keepOnDestroy (the default) and reclaimPolicy Retain: claims, volumes and Heketi's bricks stay.
+    assert sorted(c["metadata"]["name"] for c in legacy_kube.get("pvc", NAMESPACE)) == ["imagenet-data", "imagenet-log"]
+    assert len(heketi.volumes()) == 2
+    assert not [s for s in legacy_kube.get("storageclasses") if s["metadata"]["name"] == "glusterfs"]
+
+
+def test_the_glusterfs_stack_is_refused_on_1_34_before_anything_exists(cli: Cli, kube: Kube, heketi: Heketi) -> None:
+    """Same stack file, the 1.34 cluster: one message about 1.26, nothing created."""
+    shutil.copy(cli.cwd / "stacks" / "Pulumi.imagenet.yaml", cli.cwd / "stacks" / "Pulumi.imagenet.yaml.orig")
+    try:
+        glusterfs_stack(cli, heketi)
+        before = {n["metadata"]["name"] for n in kube.get("namespaces")}
+        done = cli("up", "--stack", "imagenet", "--yes", "--skip-preview", check=False)
+        text = done.stdout + done.stderr
+        assert done.returncode != 0
+        assert "removed in Kubernetes 1.26; the cluster is 1.34" in text, text
+        assert "Traceback" not in text
+        assert {n["metadata"]["name"] for n in kube.get("namespaces")} == before
+        assert not [s for s in kube.get("storageclasses") if s["metadata"]["name"] == "glusterfs"]
+    finally:
+        cli("stack", "rm", "imagenet", "--yes", "--force", check=False)
+        shutil.move(cli.cwd / "stacks" / "Pulumi.imagenet.yaml.orig", cli.cwd / "stacks" / "Pulumi.imagenet.yaml")

@@ -267,3 +267,52 @@ def test_tensorboard_serves_every_workers_scalars(async_run: tuple[LocalCluster,
     finally:
         board.terminate()
         board.wait(10)
+
+
+def _alive(cluster: LocalCluster) -> list[str]:
+    """Tasks whose process group still has a live process (a launcher or its TF child)."""
+    import os
+
+    alive = []
+    for name, task in cluster.tasks.items():
+        if task.process is None:
+            continue
+        try:
+            os.killpg(task.process.pid, 0)
+            alive.append(name)
+        except ProcessLookupError:
+            pass
+    return alive
+
+
+def test_killed_worker_is_retried_and_the_run_ends_as_an_uninterrupted_one(tmp_path: Path, digits_tfrecords: Path) -> None:
+    """SIGKILL a worker mid-run and start it again at the same address, as the Indexed Job retries an
+    index: training completes, the global step stops at its target once (the retried worker resumes
+    from the PS's step, it does not train the run again), accuracy matches an uninterrupted run
+    within 1 point, and no process is left."""
+    steps, every = 1500, 100
+    command = train_command("between-graph", "--checkpoint-steps", str(every), "--log-every", "50", steps=steps)
+    baseline, codes = run_cluster(tmp_path / "baseline", digits_tfrecords, command, num_ps=1, num_workers=2)
+    assert codes == dict.fromkeys(baseline.tasks, 0), codes
+    expected = result(tmp_path / "baseline", "worker-0")["test_accuracy"]
+
+    log_dir = tmp_path / "killed"
+    cluster = LocalCluster(spec=make_spec(1, 2, False), command=command, log_dir=str(log_dir), data_dir=str(digits_tfrecords))
+    with cluster:
+        deadline = time.monotonic() + 90
+        while _latest_checkpoint_step(log_dir / "checkpoints") < 3 * every:
+            assert time.monotonic() < deadline, "no checkpoint within 90 s"
+            assert all(code is None for code in cluster.returncodes().values()), cluster.returncodes()
+            time.sleep(0.1)
+        killed_at = _latest_checkpoint_step(log_dir / "checkpoints")
+        cluster.signal_task("worker-1", signal.SIGKILL)  # the worker and its launcher die at once
+        cluster.start_task("worker-1")  # the Job's retry of index 1: same pod name, same address
+        codes = cluster.wait(150)
+    assert_clean_finish(cluster, codes, clients=["worker-0", "worker-1"])
+    assert cluster.tasks["worker-1"].starts == 2
+    chief, retried = result(log_dir, "worker-0"), result(log_dir, "worker-1")
+    assert retried["first_step"] >= killed_at > 0  # resumed at the shared global step, not from 0
+    for finished in (chief, retried):
+        assert steps <= finished["global_step"] < steps + 2, finished["global_step"]  # the target, reached once
+    assert abs(chief["test_accuracy"] - expected) <= 0.01, (chief["test_accuracy"], expected)
+    assert not _alive(cluster) and not _alive(baseline)

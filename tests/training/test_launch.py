@@ -121,8 +121,15 @@ def test_barrier_waits_for_every_expected_marker(tmp_path: Path) -> None:
 
 
 def _launch(
-    tmp_path: Path, job: str, index: int, code: str, spec: dict[str, list[str]] | None = None, **extra: str
+    tmp_path: Path,
+    job: str,
+    index: int,
+    code: str,
+    spec: dict[str, list[str]] | None = None,
+    python: str = sys.executable,
+    **extra: str,
 ) -> subprocess.Popen[str]:
+    """The launcher as a process under `python` (the child it supervises runs under this interpreter)."""
     environ = {
         **os.environ,
         **env(spec, TFK8S_JOB_NAME=job, TFK8S_TASK_INDEX=str(index)),
@@ -136,7 +143,7 @@ def _launch(
     if "KUBERNETES_SERVICE_HOST" not in extra:
         environ.pop("KUBERNETES_SERVICE_HOST", None)
     return subprocess.Popen(
-        [sys.executable, str(TRAINING_DIR / "tfk8s_train" / "launch.py"), "--", sys.executable, "-c", code],
+        [python, str(TRAINING_DIR / "tfk8s_train" / "launch.py"), "--", sys.executable, "-c", code],
         env=environ,
         text=True,
         stdout=subprocess.PIPE,
@@ -147,42 +154,44 @@ def _launch(
 SERVER = "import time\nwhile True: time.sleep(0.05)"
 
 
-def test_ps_launcher_stops_its_server_once_all_workers_are_done(tmp_path: Path) -> None:
-    ps = _launch(tmp_path, "ps", 0, SERVER)
-    worker0 = _launch(tmp_path, "worker", 0, "import os, json; print(json.loads(os.environ['TF_CONFIG'])['task'])")
+def test_ps_launcher_stops_its_server_once_all_workers_are_done(tmp_path: Path, launcher_python: str) -> None:
+    ps = _launch(tmp_path, "ps", 0, SERVER, python=launcher_python)
+    worker0 = _launch(
+        tmp_path, "worker", 0, "import os, json; print(json.loads(os.environ['TF_CONFIG'])['task'])", python=launcher_python
+    )
     assert worker0.wait(30) == 0
     assert "{'type': 'worker', 'index': 0}" in worker0.stdout.read()  # type: ignore[union-attr]
     with pytest.raises(subprocess.TimeoutExpired):
         ps.wait(1.0)  # one of two workers done: the PS must keep serving
-    assert _launch(tmp_path, "worker", 1, "pass").wait(30) == 0
+    assert _launch(tmp_path, "worker", 1, "pass", python=launcher_python).wait(30) == 0
     assert ps.wait(30) == 0
     assert "are done; retiring" in ps.stdout.read()  # type: ignore[union-attr]
     # Markers persist: a PS restarted after the run is done exits at once without serving.
-    late = _launch(tmp_path, "ps", 1, "import sys; sys.exit(7)")
+    late = _launch(tmp_path, "ps", 1, "import sys; sys.exit(7)", python=launcher_python)
     assert late.wait(30) == 0
 
 
-def test_in_graph_workers_are_servers_retired_by_the_chief_marker(tmp_path: Path) -> None:
-    worker = _launch(tmp_path, "worker", 1, SERVER, spec=CHIEF_SPEC)
+def test_in_graph_workers_are_servers_retired_by_the_chief_marker(tmp_path: Path, launcher_python: str) -> None:
+    worker = _launch(tmp_path, "worker", 1, SERVER, spec=CHIEF_SPEC, python=launcher_python)
     with pytest.raises(subprocess.TimeoutExpired):
         worker.wait(1.0)
-    assert _launch(tmp_path, "chief", 0, "pass", spec=CHIEF_SPEC).wait(30) == 0
+    assert _launch(tmp_path, "chief", 0, "pass", spec=CHIEF_SPEC, python=launcher_python).wait(30) == 0
     assert worker.wait(30) == 0
     assert not (launch.done_dir(tmp_path, "run") / "worker-1").exists()  # stopped, not finished
 
 
-def test_failed_worker_writes_no_marker_and_passes_its_code(tmp_path: Path) -> None:
-    assert _launch(tmp_path, "worker", 0, "import sys; sys.exit(3)").wait(30) == 3
+def test_failed_worker_writes_no_marker_and_passes_its_code(tmp_path: Path, launcher_python: str) -> None:
+    assert _launch(tmp_path, "worker", 0, "import sys; sys.exit(3)", python=launcher_python).wait(30) == 3
     assert not launch.done_dir(tmp_path, "run").exists()
 
 
-def test_sigterm_is_forwarded_to_the_child(tmp_path: Path) -> None:
+def test_sigterm_is_forwarded_to_the_child(tmp_path: Path, launcher_python: str) -> None:
     code = (
         "import signal, sys, time\n"
         "signal.signal(signal.SIGTERM, lambda *_: (print('child got SIGTERM', flush=True), sys.exit(0)))\n"
         "print('ready', flush=True)\nwhile True: time.sleep(0.05)"
     )
-    proc = _launch(tmp_path, "worker", 0, code)
+    proc = _launch(tmp_path, "worker", 0, code, python=launcher_python)
     assert proc.stdout is not None
     for line in proc.stdout:
         if line.strip() == "ready":
@@ -267,7 +276,9 @@ def test_retiring_reads_the_service_account_and_never_raises(tmp_path: Path, api
     assert len(handler.requests) == calls
 
 
-def test_ps_launcher_scales_its_deployment_to_zero_after_the_barrier(tmp_path: Path, api_server: tuple[str, Any]) -> None:
+def test_ps_launcher_scales_its_deployment_to_zero_after_the_barrier(
+    tmp_path: Path, api_server: tuple[str, Any], launcher_python: str
+) -> None:
     """End to end through the real launcher: barrier met -> PATCH /scale -> server stopped -> exit 0."""
     url, handler = api_server
     sa = tmp_path / "sa"
@@ -280,6 +291,7 @@ def test_ps_launcher_scales_its_deployment_to_zero_after_the_barrier(tmp_path: P
         "ps",
         0,
         SERVER,
+        python=launcher_python,
         TFK8S_PS_DEPLOYMENT="exp1-ps-0",
         TFK8S_NAMESPACE="team-a",
         KUBERNETES_SERVICE_HOST="127.0.0.1",
@@ -294,7 +306,7 @@ RUNNING = {"kind": "Job", "status": {"active": 2}}
 FAILED = {"kind": "Job", "status": {"conditions": [{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}]}}
 
 
-def _watching_ps(tmp_path: Path, url: str) -> subprocess.Popen[str]:
+def _watching_ps(tmp_path: Path, url: str, python: str) -> subprocess.Popen[str]:
     sa = tmp_path / "sa"
     sa.mkdir(exist_ok=True)
     (sa / "token").write_text("tok")
@@ -305,6 +317,7 @@ def _watching_ps(tmp_path: Path, url: str) -> subprocess.Popen[str]:
         SERVER,
         TFK8S_PS_DEPLOYMENT="exp1-ps-0",
         TFK8S_NAMESPACE="team-a",
+        python=python,
         TFK8S_WATCH_JOB="exp1-worker",
         KUBERNETES_SERVICE_HOST="127.0.0.1",
         TFK8S_KUBE_API=url,
@@ -316,11 +329,11 @@ def _gets(handler: Any) -> list[str]:
     return [r["path"] for r in handler.requests if r.get("method") == "GET"]
 
 
-def test_ps_retires_when_its_workers_fail_for_good(tmp_path: Path, api_server: tuple[str, Any]) -> None:
+def test_ps_retires_when_its_workers_fail_for_good(tmp_path: Path, api_server: tuple[str, Any], launcher_python: str) -> None:
     """No done marker will ever come: the Job's Failed condition retires the PS."""
     url, handler = api_server
     handler.job = RUNNING
-    ps = _watching_ps(tmp_path, url)
+    ps = _watching_ps(tmp_path, url, launcher_python)
     deadline = time.monotonic() + 10
     while len(_gets(handler)) < 2:  # it is polling the Job and still serving
         assert ps.poll() is None and time.monotonic() < deadline
@@ -335,11 +348,13 @@ def test_ps_retires_when_its_workers_fail_for_good(tmp_path: Path, api_server: t
     ]
 
 
-def test_ps_waits_for_a_job_not_created_yet_but_retires_when_it_is_deleted(tmp_path: Path, api_server: tuple[str, Any]) -> None:
+def test_ps_waits_for_a_job_not_created_yet_but_retires_when_it_is_deleted(
+    tmp_path: Path, api_server: tuple[str, Any], launcher_python: str
+) -> None:
     """PS start before their Job exists (pulumi creates the Job once they are available); a Job deleted
     after it was seen (TTL clean-up, a new run) ends the run."""
     url, handler = api_server
-    ps = _watching_ps(tmp_path, url)
+    ps = _watching_ps(tmp_path, url, launcher_python)
     deadline = time.monotonic() + 10
     while len(_gets(handler)) < 3:  # 404s: not created yet, keep serving
         assert ps.poll() is None and time.monotonic() < deadline

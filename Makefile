@@ -9,7 +9,7 @@ PY := $(VENV)/bin/python
 STACK ?= dev
 PYTEST_ARGS ?=
 
-.PHONY: help env requirements venv tools cluster cluster-stop cluster-status up preview down outputs test test-unit test-training test-e2e bench lint clean
+.PHONY: help env requirements venv tools tools-legacy cluster cluster-stop cluster-status up preview down outputs test test-unit test-training test-e2e bench lint clean
 
 help:
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | sort
@@ -32,6 +32,10 @@ env: ## Print the environment for plain `pulumi` commands: eval "$$(make env)"
 
 tools: ## Build or find the pinned Pulumi CLI, Kubernetes provider, kube binaries, etcd, kwok
 	hack/tools.sh all
+
+tools-legacy: ## Build the seed's environment for the tests that need it: Kubernetes 1.25 binaries and Heketi v9
+	hack/tools.sh kube-legacy
+	hack/heketi.sh build >/dev/null
 
 cluster: tools ## Start the local kwok cluster (idempotent)
 	hack/cluster.sh start
@@ -62,7 +66,7 @@ down: ## Destroy the $(STACK) stack and stop the local cluster
 	if hack/cluster.sh status >/dev/null 2>&1; then $(PULUMI) destroy --stack $(STACK) --yes; fi
 	hack/cluster.sh stop
 
-test: venv tools ## Every test: mocks, real TensorFlow processes, real pulumi up against kwok
+test: venv tools tools-legacy ## Every test: mocks, real TensorFlow processes, real pulumi up against kwok (1.34 and 1.25 + Heketi)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 test-unit: venv ## Mock-based unit tests only (seconds)
@@ -71,7 +75,7 @@ test-unit: venv ## Mock-based unit tests only (seconds)
 test-training: venv ## Real TensorFlow processes on loopback
 	$(PY) -m pytest tests/training $(PYTEST_ARGS)
 
-test-e2e: venv tools ## Real pulumi up/destroy against a throwaway kwok cluster
+test-e2e: venv tools tools-legacy ## Real pulumi up/destroy against throwaway kwok clusters
 	$(PY) -m pytest tests/e2e $(PYTEST_ARGS)
 
 bench: venv ## Benchmarks (see README "Benchmarks")

@@ -76,10 +76,15 @@ class Program:
 
     def resource_plugins(self) -> list[Plugin]:
         """Resource plugins the installed SDKs ask for (each ships a pulumi-plugin.json), as the official host reports them."""
-        script = "import json, site, sys\nprint(json.dumps(site.getsitepackages() + [site.getusersitepackages()]))\n"
-        out = subprocess.run([str(self.python()), "-c", script], capture_output=True, text=True, check=True).stdout
+        venv = self.virtualenv()
+        if venv is not None:  # a virtualenv's layout is fixed: no interpreter start needed to find it
+            directories = [str(d) for d in sorted(venv.glob("lib/python3*/site-packages"))]
+        else:
+            script = "import json, site; print(json.dumps(site.getsitepackages() + [site.getusersitepackages()]))"
+            out = subprocess.run([str(self.python()), "-c", script], capture_output=True, text=True, check=True).stdout
+            directories = json.loads(out)
         plugins: dict[str, Plugin] = {}
-        for directory in json.loads(out):
+        for directory in directories:
             for manifest in sorted(Path(directory).glob("*/pulumi-plugin.json")):
                 data = json.loads(manifest.read_text())
                 if data.get("resource") and data.get("name"):

@@ -76,12 +76,7 @@ def kubectl(*args: str) -> str:
 
 
 def project(users: list[dict[str, Any]] | None) -> Path:
-    work = Path(tempfile.mkdtemp(prefix="tfk8s-bench-"))
-    shutil.copy(ROOT / "Pulumi.yaml", work)
-    shutil.copytree(ROOT / "stacks", work / "stacks")
-    (work / "infra").symlink_to(ROOT / "infra")  # Pulumi.yaml's `main` must exist
-    (work / ".venv").symlink_to(ROOT / ".venv")  # runtime.options.virtualenv
-    (work / "state").mkdir()
+    work = toolenv.project_copy(Path(tempfile.mkdtemp(prefix="tfk8s-bench-")))
     os.environ["PULUMI_BACKEND_URL"] = f"file://{work / 'state'}"
     if users is not None:
         config = yaml.safe_load((work / "stacks" / "Pulumi.dev.yaml").read_text())
@@ -218,15 +213,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=3, help="runs of each side per stack; medians are reported")
     args = parser.parse_args()
-    cluster = [str(ROOT / "hack" / "cluster.sh")]
-    env = {**os.environ, "TFK8S_CLUSTER_NAME": "tfk8s-bench"}
-    subprocess.run([*cluster, "start"], check=True, env=env)
-    try:
-        kubeconfig = subprocess.run([*cluster, "kubeconfig"], check=True, env=env, capture_output=True, text=True).stdout
-        os.environ.update(toolenv.exported({"KUBECONFIG": kubeconfig.strip()}))
+    with toolenv.throwaway_cluster("tfk8s-bench") as kubeconfig:
+        os.environ.update(toolenv.exported({"KUBECONFIG": str(kubeconfig)}))
         compare(args.repeat)
-    finally:
-        subprocess.run([*cluster, "stop"], check=False, env=env)
 
 
 def medians(runs: list[dict[str, float]]) -> dict[str, float]:

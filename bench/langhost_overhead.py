@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -34,12 +33,7 @@ import toolenv  # noqa: E402
 
 
 def project() -> Path:
-    work = Path(tempfile.mkdtemp(prefix="tfk8s-bench-host-"))
-    shutil.copy(ROOT / "Pulumi.yaml", work)
-    shutil.copytree(ROOT / "stacks", work / "stacks")
-    (work / "infra").symlink_to(ROOT / "infra")
-    (work / ".venv").symlink_to(ROOT / ".venv")
-    (work / "state").mkdir()
+    work = toolenv.project_copy(Path(tempfile.mkdtemp(prefix="tfk8s-bench-host-")))
     os.environ["PULUMI_BACKEND_URL"] = f"file://{work / 'state'}"
     return work
 
@@ -103,15 +97,9 @@ def main() -> None:
     if args.automation_preview:
         print(automation_preview(args.automation_preview))
         return
-    cluster = [str(ROOT / "hack" / "cluster.sh")]
-    env = {**os.environ, "TFK8S_CLUSTER_NAME": "tfk8s-bench"}
-    subprocess.run([*cluster, "start"], check=True, env=env)
-    try:
-        kubeconfig = subprocess.run([*cluster, "kubeconfig"], check=True, env=env, capture_output=True, text=True).stdout
-        os.environ.update(toolenv.exported({"KUBECONFIG": kubeconfig.strip()}))
+    with toolenv.throwaway_cluster("tfk8s-bench") as kubeconfig:
+        os.environ.update(toolenv.exported({"KUBECONFIG": str(kubeconfig)}))
         compare(args.repeat)
-    finally:
-        subprocess.run([*cluster, "stop"], check=False, env=env)
 
 
 if __name__ == "__main__":

@@ -126,59 +126,50 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
-    cluster = [str(ROOT / "hack" / "cluster.sh")]
-    env = {**os.environ, "TFK8S_CLUSTER_NAME": "tfk8s-bench"}
-    subprocess.run([*cluster, "start"], check=True, env=env, capture_output=True)
     work = Path(tempfile.mkdtemp(prefix="tfk8s-bench-reclaim-"))
     try:
-        kubeconfig = Path(
-            subprocess.run([*cluster, "kubeconfig"], check=True, env=env, capture_output=True, text=True).stdout.strip()
-        )
-        os.environ.update(toolenv.exported({"KUBECONFIG": str(kubeconfig), "PULUMI_BACKEND_URL": f"file://{work / 'state'}"}))
-
-        def kubectl(*a: str) -> str:
-            return subprocess.run(
-                [toolenv.KUBECTL, "--kubeconfig", str(kubeconfig), *a], check=True, capture_output=True, text=True
-            ).stdout
-
-        project = work / "project"
-        project.mkdir()
-        (work / "state").mkdir()
-        shutil.copy(ROOT / "Pulumi.yaml", project)
-        shutil.copytree(ROOT / "stacks", project / "stacks")
-        (project / "infra").symlink_to(ROOT / "infra")
-        (project / ".venv").symlink_to(ROOT / ".venv")
-
-        def pulumi(*a: str) -> None:
-            subprocess.run(["pulumi", *a, "--stack", "dev", "--non-interactive"], cwd=project, check=True, capture_output=True)
-
-        subprocess.run(["pulumi", "stack", "init", "dev", "--non-interactive"], cwd=project, check=True, capture_output=True)
-        pulumi("config", "set", "--path", "tfk8s:users[0].clusters[0].workers.backoffLimitPerIndex", "0")
-        results = []
-        for number in range(args.repeat):
-            pulumi("config", "set", "--path", "tfk8s:users[0].clusters[0].run.number", str(number))
-            pulumi("up", "--yes", "--skip-preview")
-            result = reclaim(kubectl, kubeconfig, "tfk8s-alice", "mnist-worker", work / f"run-{number}")
-            assert result["exit_codes"] == [0] and result["replicas"] == [0], result
-            results.append(result)
-        pulumi("destroy", "--yes")
-        version = toolenv_version(kubectl)
-        print(f"PS reclaim on kwok (Kubernetes {version}), {args.repeat} runs, seconds after the last worker failed")
-        print("| event | median (s) | worst (s) |")
-        print("|---|---:|---:|")
-        for key, label in (
-            ("job_failed", "Job Failed (Job controller)"),
-            ("launchers_exited", "PS launcher retired its Deployment and exited"),
-            ("ps_pods_gone", "PS pods gone (the goal: <= 5 s)"),
-        ):
-            values = [r[key] for r in results]
-            print(f"| {label} | {statistics.median(values):.2f} | {max(values):.2f} |")
+        with toolenv.throwaway_cluster("tfk8s-bench") as kubeconfig:
+            backend = f"file://{work / 'project' / 'state'}"
+            os.environ.update(toolenv.exported({"KUBECONFIG": str(kubeconfig), "PULUMI_BACKEND_URL": backend}))
+            measure(args.repeat, kubeconfig, work)
     finally:
-        subprocess.run([*cluster, "stop"], check=False, env=env, capture_output=True)
         shutil.rmtree(work, ignore_errors=True)
 
 
-def toolenv_version(kubectl: Kubectl) -> str:
+def measure(repeat: int, kubeconfig: Path, work: Path) -> None:
+    def kubectl(*a: str) -> str:
+        argv = [toolenv.KUBECTL, "--kubeconfig", str(kubeconfig), *a]
+        return subprocess.run(argv, check=True, capture_output=True, text=True).stdout
+
+    project = toolenv.project_copy(work / "project")
+
+    def pulumi(*a: str) -> None:
+        subprocess.run(["pulumi", *a, "--stack", "dev", "--non-interactive"], cwd=project, check=True, capture_output=True)
+
+    subprocess.run(["pulumi", "stack", "init", "dev", "--non-interactive"], cwd=project, check=True, capture_output=True)
+    pulumi("config", "set", "--path", "tfk8s:users[0].clusters[0].workers.backoffLimitPerIndex", "0")
+    results = []
+    for number in range(repeat):
+        pulumi("config", "set", "--path", "tfk8s:users[0].clusters[0].run.number", str(number))
+        pulumi("up", "--yes", "--skip-preview")
+        result = reclaim(kubectl, kubeconfig, "tfk8s-alice", "mnist-worker", work / f"run-{number}")
+        assert result["exit_codes"] == [0] and result["replicas"] == [0], result
+        results.append(result)
+    pulumi("destroy", "--yes")
+    version = server_version(kubectl)
+    print(f"PS reclaim on kwok (Kubernetes {version}), {repeat} runs, seconds after the last worker failed")
+    print("| event | median (s) | worst (s) |")
+    print("|---|---:|---:|")
+    for key, label in (
+        ("job_failed", "Job Failed (Job controller)"),
+        ("launchers_exited", "PS launcher retired its Deployment and exited"),
+        ("ps_pods_gone", "PS pods gone (the goal: <= 5 s)"),
+    ):
+        values = [r[key] for r in results]
+        print(f"| {label} | {statistics.median(values):.2f} | {max(values):.2f} |")
+
+
+def server_version(kubectl: Kubectl) -> str:
     return str(json.loads(kubectl("version", "-o", "json"))["serverVersion"]["gitVersion"])
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import shutil
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -52,17 +51,8 @@ class Kube:
 
 @pytest.fixture(scope="session")
 def kube() -> Iterator[Kube]:
-    env = {**os.environ, "TFK8S_CLUSTER_NAME": CLUSTER}
-    subprocess.run([str(ROOT / "hack" / "cluster.sh"), "start"], check=True, env=env)
-    kubeconfig = Path(
-        subprocess.run(
-            [str(ROOT / "hack" / "cluster.sh"), "kubeconfig"], check=True, env=env, capture_output=True, text=True
-        ).stdout.strip()
-    )
-    try:
+    with toolenv.throwaway_cluster(CLUSTER) as kubeconfig:
         yield Kube(kubeconfig)
-    finally:
-        subprocess.run([str(ROOT / "hack" / "cluster.sh"), "stop"], check=False, env=env)
 
 
 @pytest.fixture(scope="session")
@@ -73,12 +63,7 @@ def project(tmp_path_factory: pytest.TempPathFactory, kube: Kube) -> Path:
     backend, the e2e cluster and a passphrase of its own, so the Automation API-driven tests and
     the plain-CLI tests run the same `pulumi` and language host.
     """
-    work = tmp_path_factory.mktemp("project")
-    shutil.copy(ROOT / "Pulumi.yaml", work / "Pulumi.yaml")
-    shutil.copytree(ROOT / "stacks", work / "stacks")
-    (work / "infra").symlink_to(ROOT / "infra")  # Pulumi.yaml's `main` must exist
-    (work / ".venv").symlink_to(ROOT / ".venv")  # runtime.options.virtualenv
-    (work / "state").mkdir()
+    work = toolenv.project_copy(tmp_path_factory.mktemp("project"))
     # As a user whose shell already has these set before `eval "$(make env)"` (env.sh keeps them).
     os.environ.update(
         {

@@ -22,7 +22,6 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -94,8 +93,7 @@ def heketi(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Heketi]:
     assert binary.strip()
     work = tmp_path_factory.mktemp("heketi")
     key = secrets.token_urlsafe(24)
-    with socket_port() as port:
-        pass
+    port = free_port()
     server = subprocess.Popen(
         [str(ROOT / "hack" / "heketi.sh"), "run", str(work), str(port), key],
         stdout=open(work / "heketi.log", "w"),  # noqa: SIM115 - closed with the process
@@ -132,40 +130,25 @@ def heketi(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Heketi]:
         server.wait(10)
 
 
-class socket_port:
+def free_port() -> int:
     """A free TCP port on loopback (closed again before the server binds it)."""
+    import socket
 
-    def __enter__(self) -> int:
-        import socket
-
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        return int(self.sock.getsockname()[1])
-
-    def __exit__(self, *exc: object) -> None:
-        self.sock.close()
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
 def legacy_kube() -> Iterator[Kube]:
-    env = {**os.environ, "TFK8S_CLUSTER_NAME": CLUSTER}
-    subprocess.run([str(ROOT / "hack" / "cluster.sh"), "start", "--kube", "1.25"], check=True, env=env)
-    path = subprocess.run([str(ROOT / "hack" / "cluster.sh"), "kubeconfig"], check=True, env=env, capture_output=True, text=True)
-    try:
-        yield Kube(Path(path.stdout.strip()))
-    finally:
-        subprocess.run([str(ROOT / "hack" / "cluster.sh"), "stop"], check=False, env=env)
+    with toolenv.throwaway_cluster(CLUSTER, kube="1.25") as kubeconfig:
+        yield Kube(kubeconfig)
 
 
 @pytest.fixture(scope="module")
 def legacy(tmp_path_factory: pytest.TempPathFactory, legacy_kube: Kube) -> Cli:
     """The plain CLI on a project copy of its own, pointed at the 1.25 cluster."""
-    work = tmp_path_factory.mktemp("legacy")
-    shutil.copy(ROOT / "Pulumi.yaml", work / "Pulumi.yaml")
-    shutil.copytree(ROOT / "stacks", work / "stacks")
-    (work / "infra").symlink_to(ROOT / "infra")
-    (work / ".venv").symlink_to(ROOT / ".venv")
-    (work / "state").mkdir()
+    work = toolenv.project_copy(tmp_path_factory.mktemp("legacy"))
     mine = {
         "PULUMI_BACKEND_URL": f"file://{work / 'state'}",
         "KUBECONFIG": str(legacy_kube.kubeconfig),

@@ -197,11 +197,16 @@ def test_more_workers_change_only_what_depends_on_the_layout(stack: auto.Stack, 
     stack.up(color="never", on_event=steps)
     changed = steps.changed()
     # The worker Job is replaced (its pod template and completions change); PS tasks start a new
-    # run (new Deployment name), so the retire Role follows. Volumes, Services, Jupyter: untouched.
+    # run (new Deployment name), so the retire Role follows, and the PS Service is updated in place
+    # to select only the new run's pods (same name, same DNS). Volumes, Jupyter: untouched.
     assert changed.get("Job::alice-mnist-worker") in {"replace", "create-replacement", "delete-replaced"}
     assert not [k for k in changed if k.startswith(("PersistentVolume", "Namespace", "StorageClass", "Secret"))], changed
     assert not [k for k in changed if "jupyter" in k or "tensorboard" in k], changed
-    assert "Service::alice-mnist-worker" not in changed and "Service::alice-mnist-ps-0" not in changed
+    assert "Service::alice-mnist-worker" not in changed and changed.get("Service::alice-mnist-ps-0") == "update", changed
+    run = kube.get("service", NAMESPACE, "mnist-ps-0")["spec"]["selector"]["tfk8s.io/run"]
+    assert [d["metadata"]["name"] for d in kube.get("deployments", NAMESPACE) if "-ps-0-" in d["metadata"]["name"]] == [
+        f"mnist-ps-0-{run[:8]}"
+    ]
     assert outputs(stack)["ready"] is True
     (job,) = kube.get("jobs", NAMESPACE)
     assert (job["spec"]["completions"], job["status"].get("ready")) == (3, 3)

@@ -119,5 +119,7 @@ EVALUATION_GC_THRESHOLDS = (100_000, 50, 100)
 
 def main() -> None:
     gc.set_threshold(*EVALUATION_GC_THRESHOLDS)
-    server = preflight.check_cluster(os.environ, kubeconfig_in_config=pulumi.Config("kubernetes").get("kubeconfig") is not None)
+    # Presence only: reading a kubeconfig stored as a secret through Config.get would warn.
+    kubeconfig_in_config = pulumi.runtime.get_config("kubernetes:kubeconfig") is not None
+    server = preflight.check_cluster(os.environ, kubeconfig_in_config=kubeconfig_in_config)
     build(config.load(PROJECT_ROOT, server))

@@ -11,7 +11,6 @@
 # devices, volumes, the async queue) and keeps volumes in its database without GlusterFS nodes.
 set -euo pipefail
 
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cache=${TFK8S_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tfk8s}
 version=9.0.0
 dest=$cache/tools/heketi-$version
@@ -63,7 +62,7 @@ pins=(
 
 build() {
   if [ -x "$dest/heketi" ]; then echo "$dest/heketi"; return; fi
-  log "building Heketi v$version from the module proxy (~1 min)"
+  log "building Heketi v$version from the module proxy (~2 min cold on 2 cores)"
   rm -rf "$work" && mkdir -p "$work/local" && cd "$work"
   printf 'module tfk8s.local/heketi\n\ngo 1.25\n' >go.mod
   local pin requires=()

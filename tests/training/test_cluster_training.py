@@ -173,17 +173,23 @@ def _latest_checkpoint_step(checkpoint_dir: Path) -> int:
     return int(match[1]) if match else -1
 
 
+def checkpointed_mid_run(cluster: LocalCluster, step: int, timeout: float = 90) -> int:
+    """Wait, with every task still running, until a checkpoint at `step` or later exists; its step."""
+    checkpoints = Path(cluster.log_dir) / "checkpoints"
+    deadline = time.monotonic() + timeout
+    while _latest_checkpoint_step(checkpoints) < step:
+        assert time.monotonic() < deadline, f"no checkpoint at step {step} within {timeout:.0f} s"
+        assert all(code is None for code in cluster.returncodes().values()), cluster.returncodes()
+        time.sleep(0.1)
+    return _latest_checkpoint_step(checkpoints)
+
+
 def test_killed_ps_restarts_and_training_resumes_from_the_checkpoint(tmp_path: Path, digits_tfrecords: Path) -> None:
     steps, every = 2000, 100
     command = train_command("between-graph", "--checkpoint-steps", str(every), "--log-every", "50", steps=steps)
     cluster = LocalCluster(spec=make_spec(1, 2, False), command=command, log_dir=str(tmp_path), data_dir=str(digits_tfrecords))
     with cluster:
-        deadline = time.monotonic() + 90
-        while _latest_checkpoint_step(tmp_path / "checkpoints") < 2 * every:
-            assert time.monotonic() < deadline, "no checkpoint within 90 s"
-            assert all(code is None for code in cluster.returncodes().values()), cluster.returncodes()
-            time.sleep(0.2)
-        saved_before_kill = _latest_checkpoint_step(tmp_path / "checkpoints")
+        saved_before_kill = checkpointed_mid_run(cluster, 2 * every)
         cluster.signal_task("ps-0", signal.SIGKILL)  # the PS and all variables on it are gone
         cluster.start_task("ps-0")  # as Kubernetes would restart it, at the same address
         codes = cluster.wait(150)
@@ -299,12 +305,7 @@ def test_killed_worker_is_retried_and_the_run_ends_as_an_uninterrupted_one(tmp_p
     log_dir = tmp_path / "killed"
     cluster = LocalCluster(spec=make_spec(1, 2, False), command=command, log_dir=str(log_dir), data_dir=str(digits_tfrecords))
     with cluster:
-        deadline = time.monotonic() + 90
-        while _latest_checkpoint_step(log_dir / "checkpoints") < 3 * every:
-            assert time.monotonic() < deadline, "no checkpoint within 90 s"
-            assert all(code is None for code in cluster.returncodes().values()), cluster.returncodes()
-            time.sleep(0.1)
-        killed_at = _latest_checkpoint_step(log_dir / "checkpoints")
+        killed_at = checkpointed_mid_run(cluster, 3 * every)
         cluster.signal_task("worker-1", signal.SIGKILL)  # the worker and its launcher die at once
         cluster.start_task("worker-1")  # the Job's retry of index 1: same pod name, same address
         codes = cluster.wait(150)

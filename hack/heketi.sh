@@ -62,7 +62,7 @@ pins=(
 
 build() {
   if [ -x "$dest/heketi" ]; then echo "$dest/heketi"; return; fi
-  log "building Heketi v$version from the module proxy (~2 min cold on 2 cores)"
+  log "building Heketi v$version from the module proxy (41-95 s cold on 2 cores, by load)"
   rm -rf "$work" && mkdir -p "$work/local" && cd "$work"
   printf 'module tfk8s.local/heketi\n\ngo 1.25\n' >go.mod
   local pin requires=()

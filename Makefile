@@ -1,5 +1,6 @@
 # The single entry point: set-up, local cluster, deploy, test, bench.
-#   make up     - install everything needed, start the local cluster, `pulumi up` the dev stack
+#   make up     - install everything needed, start the local cluster, `pulumi up` the platform-dev
+#                 platform stack and then the dev experiment stack
 #   eval "$(make env)" - then plain `pulumi` commands work on stacks/ (see README "Usage")
 #   make test   - the whole test suite (unit with mocks, real TensorFlow, real pulumi up on kwok)
 SHELL := /bin/bash
@@ -7,9 +8,10 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STACK ?= dev
+PLATFORM ?= platform-dev
 PYTEST_ARGS ?=
 
-.PHONY: help env requirements venv tools tools-legacy cluster cluster-stop cluster-status up preview down outputs test test-unit test-training test-e2e bench lint clean
+.PHONY: help env requirements schema venv tools tools-legacy cluster cluster-stop cluster-status up preview down outputs test test-unit test-training test-e2e bench lint clean
 
 help:
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | sort
@@ -26,6 +28,9 @@ venv: $(VENV)/.installed ## Python virtualenv with every dependency
 
 requirements: ## Regenerate requirements.txt from pyproject.toml
 	$(PYTHON) hack/requirements.py
+
+schema: venv ## Regenerate schema/*.schema.json (the stack files' JSON Schema) from infra/tfk8s/settings.py
+	$(PY) hack/schema.py
 
 env: ## Print the environment for plain `pulumi` commands: eval "$$(make env)"
 	@hack/env.sh
@@ -49,7 +54,9 @@ cluster-status: ## Show the local cluster's nodes
 # The deploy targets are thin wrappers over the plain CLI, in the environment `make env` prints.
 PULUMI := eval "$$(hack/env.sh)" && pulumi
 
-up: venv tools cluster ## `pulumi up` the $(STACK) stack on the local cluster (refreshing first: the cluster may be new) and print its outputs
+up: venv tools cluster ## `pulumi up` the $(PLATFORM) platform, then the $(STACK) experiment on it (refreshing first: the cluster may be new); print the experiment's outputs
+	$(PULUMI) stack select --create $(PLATFORM) >/dev/null
+	$(PULUMI) up --stack $(PLATFORM) --yes --skip-preview --refresh
 	$(PULUMI) stack select --create $(STACK) >/dev/null
 	$(PULUMI) up --stack $(STACK) --yes --skip-preview --refresh
 	$(PULUMI) stack output --stack $(STACK) --json
@@ -62,8 +69,8 @@ preview: venv tools cluster ## Preview the $(STACK) stack
 outputs: ## Print the outputs of the $(STACK) stack (secrets masked)
 	$(PULUMI) stack output --stack $(STACK) --json
 
-down: ## Destroy the $(STACK) stack and stop the local cluster
-	if hack/cluster.sh status >/dev/null 2>&1; then $(PULUMI) destroy --stack $(STACK) --yes; fi
+down: ## Destroy the $(STACK) experiment, then the $(PLATFORM) platform, and stop the local cluster
+	if hack/cluster.sh status >/dev/null 2>&1; then $(PULUMI) destroy --stack $(STACK) --yes && $(PULUMI) destroy --stack $(PLATFORM) --yes; fi
 	hack/cluster.sh stop
 
 test: venv tools tools-legacy ## Every test: mocks, real TensorFlow processes, real pulumi up against kwok (1.34 and 1.25 + Heketi)
@@ -86,7 +93,7 @@ bench: venv ## Benchmarks (see README "Benchmarks")
 lint: venv ## ruff and mypy
 	$(VENV)/bin/ruff check infra training tests bench hack
 	$(VENV)/bin/ruff format --check infra tests hack
-	$(VENV)/bin/mypy hack/langhost hack/requirements.py hack/toolenv.py
+	$(VENV)/bin/mypy hack/langhost hack/requirements.py hack/schema.py hack/toolenv.py
 	# The launcher and PS retirement helper run in TF 1.x images: Python 3.6 and newer.
 	$(VENV)/bin/vermin --target=3.6- --no-tips --violations --eval-annotations training/tfk8s_train/launch.py training/tfk8s_train/kube_retire.py
 	cd infra && ../$(VENV)/bin/mypy tfk8s

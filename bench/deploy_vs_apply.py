@@ -1,12 +1,13 @@
-"""Time to readiness: `pulumi up` vs `kubectl apply` + `kubectl wait` of the same objects.
+"""Time to readiness of a new experiment: `pulumi up` vs `kubectl apply` + `kubectl wait` of the same objects.
 
-For the dev stack and a 3-user x 2-cluster stack, on a throwaway kwok cluster (`tfk8s-bench`,
-started and deleted by this script; the `make up` cluster is never touched):
-  1. pulumi up from nothing until it returns (it waits for PS, workers, claims, Jupyter and
-     TensorBoard itself), then a no-change `pulumi up` and a `pulumi preview`; then destroy;
-  2. the same program rendered to YAML (the provider's `render_yaml_to_directory`), applied with
-     `kubectl apply --server-side` and waited on with `kubectl wait` for the same conditions;
-     then deleted.
+On a throwaway kwok cluster (`tfk8s-bench`, started and deleted by this script; the `make up`
+cluster is never touched) the platform-dev platform is deployed once; then, for the dev
+experiment (1 cluster) and a 3-cluster experiment, alternating:
+  1. `pulumi up` of the experiment until it returns (it waits for PS and workers itself), then a
+     no-change `pulumi up` and a `pulumi preview`; then destroy;
+  2. the same experiment program rendered to YAML (the provider's `render_yaml_to_directory`),
+     applied with `kubectl apply --server-side` and waited on with `kubectl wait` for the same
+     conditions; then deleted.
 Ratios are pulumi / kubectl. The pulumi side is the plain CLI with tfk8s's language host, in the
 environment `make env` prints, timed as a user typing `pulumi up` waits. The rendered YAML holds
 Secrets in plain text: it lives in a temporary directory that is removed at the end.
@@ -18,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import json
 import os
 import shutil
 import statistics
@@ -32,11 +32,9 @@ from typing import Any
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "infra"), str(ROOT / "hack")]
+sys.path[:0] = [str(ROOT / "infra"), str(ROOT / "hack"), str(ROOT / "bench")]
 
-import pulumi  # noqa: E402
-import pulumi.automation as auto  # noqa: E402
-import pulumi_kubernetes as k8s  # noqa: E402
+from rendering import render  # noqa: E402
 
 import toolenv  # noqa: E402
 
@@ -58,15 +56,9 @@ ORDER = [
 ]
 
 
-def big_users() -> list[dict[str, Any]]:
-    base = yaml.safe_load((ROOT / "stacks" / "Pulumi.dev.yaml").read_text())["config"]["tfk8s:users"][0]
-    users = []
-    for u in range(3):
-        user = copy.deepcopy(base)
-        user["name"] = f"user{u}"
-        user["clusters"] = [dict(copy.deepcopy(base["clusters"][0]), name=f"c{c}") for c in range(2)]
-        users.append(user)
-    return users
+def three_clusters() -> list[dict[str, Any]]:
+    base = yaml.safe_load((ROOT / "stacks" / "Pulumi.dev.yaml").read_text())["config"]["tfk8s:clusters"][0]
+    return [dict(copy.deepcopy(base), name=f"c{c}") for c in range(3)]
 
 
 def kubectl(*args: str) -> str:
@@ -75,14 +67,11 @@ def kubectl(*args: str) -> str:
     ).stdout
 
 
-def project(users: list[dict[str, Any]] | None) -> Path:
-    work = toolenv.project_copy(Path(tempfile.mkdtemp(prefix="tfk8s-bench-")))
-    os.environ["PULUMI_BACKEND_URL"] = f"file://{work / 'state'}"
-    if users is not None:
+def set_clusters(work: Path, clusters: list[dict[str, Any]] | None) -> None:
+    if clusters is not None:
         config = yaml.safe_load((work / "stacks" / "Pulumi.dev.yaml").read_text())
-        config["config"]["tfk8s:users"] = users
+        config["config"]["tfk8s:clusters"] = clusters
         (work / "stacks" / "Pulumi.dev.yaml").write_text(yaml.safe_dump(config))
-    return work
 
 
 def timed(fn: Any) -> float:
@@ -91,69 +80,51 @@ def timed(fn: Any) -> float:
     return time.perf_counter() - started
 
 
-def pulumi_cli(work: Path, *args: str) -> float:
+def pulumi_cli(work: Path, *args: str, stack: str = "dev") -> float:
     """Seconds one plain `pulumi` command takes, as a user typing it waits."""
     started = time.perf_counter()
     subprocess.run(
-        ["pulumi", *args, "--stack", "dev", "--non-interactive", "--color", "never"], cwd=work, check=True, capture_output=True
+        ["pulumi", *args, "--stack", stack, "--non-interactive", "--color", "never"], cwd=work, check=True, capture_output=True
     )
     return time.perf_counter() - started
 
 
-def pulumi_side(users: list[dict[str, Any]] | None) -> dict[str, float]:
-    work = project(users)
-    subprocess.run(["pulumi", "stack", "init", "dev", "--non-interactive"], cwd=work, check=True, capture_output=True)
+def platform(work: Path) -> None:
+    """The running platform every experiment is measured against (deployed once, not timed)."""
+    os.environ["PULUMI_BACKEND_URL"] = f"file://{work / 'state'}"
+    for stack in ("platform-dev", "dev", "render"):
+        subprocess.run(["pulumi", "stack", "init", stack, "--non-interactive"], cwd=work, check=True, capture_output=True)
+    pulumi_cli(work, "up", "--yes", "--skip-preview", stack="platform-dev")
+
+
+def pulumi_side(work: Path) -> dict[str, float]:
     result = {"up": pulumi_cli(work, "up", "--yes", "--skip-preview")}
     ready = subprocess.run(["pulumi", "stack", "output", "ready", "--stack", "dev"], cwd=work, capture_output=True, text=True)
     assert ready.stdout.strip() == "true", ready.stdout + ready.stderr
     result["up (no change)"] = pulumi_cli(work, "up", "--yes", "--skip-preview")
     result["preview"] = pulumi_cli(work, "preview")
     pulumi_cli(work, "destroy", "--yes")
-    delete_kept()
     return result
 
 
-def render(users: list[dict[str, Any]] | None, out: Path) -> None:
-    """Run the same program with every Kubernetes resource sent to a rendering provider."""
-    from tfk8s import config
-    from tfk8s.program import PROJECT_ROOT, build
+def render_experiment(work: Path, out: Path) -> None:
+    """The dev experiment's objects, as `pulumi up -s dev` would create them."""
+    from tfk8s import config, program
 
-    def program() -> None:
-        renderer = k8s.Provider("render", render_yaml_to_directory=str(out))
-        # The program reads the live User Node (user_node.py checks who owns its taints): that
-        # read needs the cluster, everything else goes to the renderer.
-        live = k8s.Provider("live", kubeconfig=kubeconfig)
+    def declare() -> None:
+        stack = config.load()
+        assert isinstance(stack, config.s.ExperimentStack)
+        stack = stack.model_copy(update={"experiment": "dev"})  # the names `pulumi up -s dev` gives
+        # No ownership reads (read=None): the rendered objects are applied by kubectl, not adopted.
+        program.run_experiment(stack, None, None, os.environ, ROOT)
 
-        def to_renderer(args: pulumi.ResourceTransformationArgs) -> pulumi.ResourceTransformationResult | None:
-            if args.type_.startswith("kubernetes:"):
-                provider = live if args.type_ == "kubernetes:core/v1:Node" else renderer
-                return pulumi.ResourceTransformationResult(
-                    args.props, pulumi.ResourceOptions.merge(args.opts, pulumi.ResourceOptions(provider=provider))
-                )
-            return None
-
-        pulumi.runtime.register_stack_transformation(to_renderer)
-        build(config.load(PROJECT_ROOT, None))  # not main(): its cluster preflight would look at the popped KUBECONFIG
-
-    work = project(users)
-    kubeconfig = os.environ.pop("KUBECONFIG")  # a rendering provider must not see a cluster
-    stack = auto.create_or_select_stack("render", project_name="tfk8s", program=program, work_dir=str(work))
-    stack.set_all_config(
-        {
-            k: auto.ConfigValue(json.dumps(v) if not isinstance(v, str) else v)
-            for k, v in yaml.safe_load((work / "stacks" / "Pulumi.dev.yaml").read_text())["config"].items()
-        }
-    )
-    try:
-        stack.up(color="never")
-    finally:
-        os.environ["KUBECONFIG"] = kubeconfig
+    render(work, out, yaml.safe_load((work / "stacks" / "Pulumi.dev.yaml").read_text())["config"], declare)
 
 
-def kubectl_side(users: list[dict[str, Any]] | None) -> dict[str, float]:
+def kubectl_side(work: Path) -> dict[str, float]:
     out = Path(tempfile.mkdtemp(prefix="tfk8s-render-"))
     try:
-        render(users, out)
+        render_experiment(work, out)
         docs = [d for f in sorted(out.rglob("*.yaml")) for d in yaml.safe_load_all(f.read_text()) if d]
         docs.sort(key=lambda d: ORDER.index(d["kind"]) if d["kind"] in ORDER else len(ORDER))
         manifest = out / "all.yaml"
@@ -165,8 +136,7 @@ def kubectl_side(users: list[dict[str, Any]] | None) -> dict[str, float]:
         def apply_and_wait(workers_ready: str) -> None:
             kubectl("apply", "--server-side", "--force-conflicts", "-f", str(manifest))
             for ns in namespaces:
-                kubectl("wait", "-n", ns, "--for=jsonpath={.status.phase}=Bound", "pvc", "--all", "--timeout=300s")
-                kubectl("wait", "-n", ns, "--for=condition=Available", "deployment", "--all", "--timeout=300s")
+                kubectl("wait", "-n", ns, "--for=condition=Available", "deployment", "-l", "tfk8s.io/role=ps", "--timeout=300s")
                 if workers_ready == "pods":
                     kubectl("wait", "-n", ns, "--for=condition=Ready", "pod", "-l", "tfk8s.io/role=worker", "--timeout=300s")
             if workers_ready == "job":
@@ -188,25 +158,9 @@ def kubectl_side(users: list[dict[str, Any]] | None) -> dict[str, float]:
 
 
 def clean_up(out: Path, docs: list[dict[str, Any]]) -> None:
-    # The NodePatch renders as a Node manifest: never delete the node, only undo the patch.
     owned = out / "owned.yaml"
-    owned.write_text(yaml.safe_dump_all([d for d in docs if d["kind"] != "Node"]))
+    owned.write_text(yaml.safe_dump_all(docs))
     kubectl("delete", "--wait=true", "-f", str(owned), "--ignore-not-found")
-    for node in (d for d in docs if d["kind"] == "Node"):
-        for key in node["metadata"].get("labels", {}):
-            kubectl("label", "node", node["metadata"]["name"], f"{key}-")
-        for taint in node.get("spec", {}).get("taints", []):
-            kubectl("taint", "node", node["metadata"]["name"], f"{taint['key']}-")
-    delete_kept()
-
-
-def delete_kept() -> None:
-    """Both sides start from an empty cluster: drop namespaces and volumes kept on destroy."""
-    for ns in json.loads(kubectl("get", "ns", "-o", "json"))["items"]:
-        if ns["metadata"]["name"].startswith("tfk8s-"):
-            kubectl("delete", "ns", ns["metadata"]["name"], "--wait=true")
-    kubectl("delete", "pv", "--all", "--wait=true")
-    kubectl("delete", "storageclass", "--all", "--wait=true")
 
 
 def main() -> None:
@@ -223,17 +177,20 @@ def medians(runs: list[dict[str, float]]) -> dict[str, float]:
 
 
 def compare(repeat: int) -> None:
-    print(f"medians of {repeat} runs per side, each from an empty cluster, sides alternating")
+    work = toolenv.project_copy(Path(tempfile.mkdtemp(prefix="tfk8s-bench-")))
+    platform(work)
+    print(f"a new experiment on a running platform; medians of {repeat} runs per side, sides alternating")
     print(
-        "| stack | pulumi up (s) | apply+wait, Job ready (s) | ratio | apply+wait, pods Ready (s) | ratio "
+        "| experiment | pulumi up (s) | apply+wait, Job ready (s) | ratio | apply+wait, pods Ready (s) | ratio "
         "| no-change up (s) | preview (s) |"
     )
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
-    for label, users in (("dev (1 user x 1 cluster)", None), ("3 users x 2 clusters", big_users())):
+    for label, clusters in (("dev (1 cluster: 1 PS, 2 workers)", None), ("3 clusters", three_clusters())):
+        set_clusters(work, clusters)
         theirs_runs, ours_runs = [], []
         for _ in range(repeat):
-            theirs_runs.append(kubectl_side(users))
-            ours_runs.append(pulumi_side(users))
+            theirs_runs.append(kubectl_side(work))
+            ours_runs.append(pulumi_side(work))
         theirs, ours = medians(theirs_runs), medians(ours_runs)
         job, pods = theirs["apply+wait (job)"], theirs["apply+wait (pods)"]
         print(
@@ -241,6 +198,7 @@ def compare(repeat: int) -> None:
             f"| {ours['up (no change)']:.1f} | {ours['preview']:.1f} |",
             flush=True,
         )
+    pulumi_cli(work, "destroy", "--yes", stack="platform-dev")
 
 
 if __name__ == "__main__":

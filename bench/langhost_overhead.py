@@ -1,7 +1,7 @@
 """The language host's overhead: `pulumi preview` of the dev stack through tfk8s's host vs the
 Automation API path the project used before (`python -m tfk8s.automation preview dev`).
 
-On a throwaway kwok cluster (`tfk8s-bench`, started and deleted here), the dev stack is deployed
+On a throwaway kwok cluster (`tfk8s-bench`, started and deleted here), the dev experiment (on platform-dev) is deployed
 once, then previewed `--repeat` times each way, alternating, from the same project copy, state
 and cluster:
   - host: `pulumi preview --stack dev`, the plain CLI starting our `pulumi-language-python`,
@@ -38,10 +38,10 @@ def project() -> Path:
     return work
 
 
-def pulumi(work: Path, *args: str) -> float:
+def pulumi(work: Path, *args: str, stack: str = "dev") -> float:
     started = time.perf_counter()
     subprocess.run(
-        ["pulumi", *args, "--stack", "dev", "--non-interactive", "--color", "never"], cwd=work, check=True, capture_output=True
+        ["pulumi", *args, "--stack", stack, "--non-interactive", "--color", "never"], cwd=work, check=True, capture_output=True
     )
     return time.perf_counter() - started
 
@@ -68,8 +68,9 @@ def timed_automation(work: Path) -> tuple[float, float]:
 
 def compare(repeat: int) -> None:
     work = project()
-    subprocess.run(["pulumi", "stack", "init", "dev", "--non-interactive"], cwd=work, check=True, capture_output=True)
-    pulumi(work, "up", "--yes", "--skip-preview")
+    for stack in ("platform-dev", "dev"):
+        subprocess.run(["pulumi", "stack", "init", stack, "--non-interactive"], cwd=work, check=True, capture_output=True)
+        pulumi(work, "up", "--yes", "--skip-preview", stack=stack)
     host, whole, call = [], [], []
     try:
         pulumi(work, "preview")  # warm the page cache for both sides
@@ -80,6 +81,7 @@ def compare(repeat: int) -> None:
             call.append(inner)
     finally:
         pulumi(work, "destroy", "--yes")
+        pulumi(work, "destroy", "--yes", stack="platform-dev")
     h, a, c = (statistics.median(x) for x in (host, whole, call))
     print(f"medians of {repeat}, alternating; dev stack deployed, preview = no changes")
     print("| path | preview (s) | ratio host / Automation API |")

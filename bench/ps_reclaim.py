@@ -1,6 +1,6 @@
 """PS-reclaim latency: the last worker failed -> the run's parameter-server pods are gone.
 
-On a throwaway kwok cluster (`tfk8s-bench`, started and deleted here) the dev stack is deployed
+On a throwaway kwok cluster (`tfk8s-bench`, started and deleted here) the platform-dev and dev stacks are deployed
 with `backoffLimitPerIndex: 0`. kwok runs no containers, so each PS task's launcher runs here as
 a local process exactly as it would in its pod: the PS container's environment, the PS service
 account's own token (`kubectl create token`), the real API server. Then every worker pod is
@@ -143,19 +143,22 @@ def measure(repeat: int, kubeconfig: Path, work: Path) -> None:
 
     project = toolenv.project_copy(work / "project")
 
-    def pulumi(*a: str) -> None:
-        subprocess.run(["pulumi", *a, "--stack", "dev", "--non-interactive"], cwd=project, check=True, capture_output=True)
+    def pulumi(*a: str, stack: str = "dev") -> None:
+        subprocess.run(["pulumi", *a, "--stack", stack, "--non-interactive"], cwd=project, check=True, capture_output=True)
 
-    subprocess.run(["pulumi", "stack", "init", "dev", "--non-interactive"], cwd=project, check=True, capture_output=True)
-    pulumi("config", "set", "--path", "tfk8s:users[0].clusters[0].workers.backoffLimitPerIndex", "0")
+    for stack in ("platform-dev", "dev"):
+        subprocess.run(["pulumi", "stack", "init", stack, "--non-interactive"], cwd=project, check=True, capture_output=True)
+    pulumi("up", "--yes", "--skip-preview", stack="platform-dev")
+    pulumi("config", "set", "--path", "tfk8s:clusters[0].workers.backoffLimitPerIndex", "0")
     results = []
     for number in range(repeat):
-        pulumi("config", "set", "--path", "tfk8s:users[0].clusters[0].run.number", str(number))
+        pulumi("config", "set", "--path", "tfk8s:clusters[0].run.number", str(number))
         pulumi("up", "--yes", "--skip-preview")
-        result = reclaim(kubectl, kubeconfig, "tfk8s-alice", "mnist-worker", work / f"run-{number}")
+        result = reclaim(kubectl, kubeconfig, "tfk8s-alice", "dev-mnist-worker", work / f"run-{number}")
         assert result["exit_codes"] == [0] and result["replicas"] == [0], result
         results.append(result)
     pulumi("destroy", "--yes")
+    pulumi("destroy", "--yes", stack="platform-dev")
     version = server_version(kubectl)
     print(f"PS reclaim on kwok (Kubernetes {version}), {repeat} runs, seconds after the last worker failed")
     print("| event | median (s) | worst (s) |")

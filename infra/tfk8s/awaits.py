@@ -14,8 +14,8 @@ from tfk8s.settings import PlatformSettings
 SERVICE_NO_AWAIT = {"pulumi.com/skipAwait": "true"}
 
 
-def timeout(platform: PlatformSettings) -> dict[str, str]:
-    return {"pulumi.com/timeoutSeconds": str(platform.await_timeout_seconds)}
+def timeout(seconds: int) -> dict[str, str]:
+    return {"pulumi.com/timeoutSeconds": str(seconds)}
 
 
 def job_wait_for(tasks: int) -> str:
@@ -28,8 +28,8 @@ def job_wait_for(tasks: int) -> str:
     return f"jsonpath={{$[?@.ready > {tasks - 1} || @.failed > 0 || @.succeeded > 0]}}"
 
 
-def training_job(platform: PlatformSettings, tasks: int) -> dict[str, str]:
-    return {"pulumi.com/waitFor": job_wait_for(tasks), **timeout(platform)}
+def training_job(timeout_seconds: int, tasks: int) -> dict[str, str]:
+    return {"pulumi.com/waitFor": job_wait_for(tasks), **timeout(timeout_seconds)}
 
 
 # The provider's own PVC await polls every 0.5-0.6 s, and every pod waits for its claims, so that
@@ -42,5 +42,5 @@ CLAIM_BOUND = "jsonpath={.status.phase}=Bound"
 
 def claim(platform: PlatformSettings) -> dict[str, str]:
     if platform.storage.backend == "existing":
-        return timeout(platform)
-    return {"pulumi.com/waitFor": CLAIM_BOUND, **timeout(platform)}
+        return timeout(platform.await_timeout_seconds)
+    return {"pulumi.com/waitFor": CLAIM_BOUND, **timeout(platform.await_timeout_seconds)}

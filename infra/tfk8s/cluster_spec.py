@@ -6,7 +6,6 @@ spec resolves to exactly one task) and the pod environment read by `tfk8s_train.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass
@@ -26,24 +25,41 @@ class Names:
     def ps_service(self, index: int) -> str:
         return f"{self.cluster}-ps-{index}"
 
+    def layout(self) -> str:
+        """The Layout that publishes this cluster to the user's Jupyter (tfk8s.layout)."""
+        return f"{self.cluster}-layout"
+
     def indexed(self, role: str) -> str:
         """Name of the Indexed Job of `role` and of its headless Service: one name, because pod i's
         DNS name `<job>-<i>.<service>` only resolves when the Service is the pods' subdomain."""
         return f"{self.cluster}-{role}"
 
 
+def qualified_name(experiment: str, cluster: str) -> str:
+    """What names a cluster's Services and Jobs: unique in the user's namespace across experiments.
+
+    A cluster named like its experiment keeps its own name, so the seed's `imagenet` experiment
+    with its one cluster `imagenet` has the seed's Service names (`imagenet-ps-0`). Two experiments
+    whose names would collide are refused by the ownership check (tfk8s.ownership).
+    """
+    return cluster if cluster == experiment else f"{experiment}-{cluster}"
+
+
 def has_chief_job(cluster: ClusterSettings) -> bool:
     return cluster.replication == "in-graph" and cluster.in_graph_client == "chief"
 
 
-def cluster_spec(cluster: ClusterSettings, port: int, notebook_host: str | None = None) -> dict[str, list[str]]:
+def cluster_spec(
+    cluster: ClusterSettings, port: int, notebook_host: str | None = None, *, experiment: str | None = None
+) -> dict[str, list[str]]:
     """The `cluster` part of TF_CONFIG.
 
+    `<c>` is `<experiment>-<cluster>` inside an experiment.
     PS tasks sit behind one Service each (`<c>-ps-<i>`); worker (and chief) pods of an Indexed
     Job get the hostname `<job>-<index>` under the headless Service named like the Job, so
     `<c>-worker-<i>.<c>-worker` resolves to task i alone.
     """
-    names = Names(cluster=cluster.name)
+    names = Names(cluster=qualified_name(experiment, cluster.name) if experiment else cluster.name)
     spec = {
         PS: [f"{names.ps_service(i)}:{port}" for i in range(cluster.ps.count)],
         WORKER: [f"{names.indexed(WORKER)}-{i}.{names.indexed(WORKER)}:{port}" for i in range(cluster.workers.count)],
@@ -78,10 +94,9 @@ def run_id(cluster: ClusterSettings, spec: dict[str, list[str]], image: str, cod
     """Identifies one training run: changes whenever anything the tasks' pods run with changes.
 
     Anything that replaces the worker Job must be a new run: done markers of the old run would
-    otherwise retire the new run's parameter servers at once. Only the volume settings are left
-    out (they never touch a pod). Deterministic, so a no-op `pulumi up` changes nothing.
+    otherwise retire the new run's parameter servers at once (the spec carries the experiment).
+    Deterministic, so a no-op `pulumi up` changes nothing.
     """
-    settings = dataclasses.asdict(cluster)
-    del settings["volumes"]
+    settings = cluster.model_dump(mode="json")
     material = json.dumps({"cluster": settings, "spec": spec, "image": image, "code": code_digest}, sort_keys=True)
     return hashlib.sha256(material.encode()).hexdigest()[:12]

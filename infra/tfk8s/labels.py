@@ -4,6 +4,7 @@ from __future__ import annotations
 
 PART_OF = "tfk8s"
 USER = "tfk8s.io/user"
+EXPERIMENT = "tfk8s.io/experiment"
 CLUSTER = "tfk8s.io/cluster"
 ROLE = "tfk8s.io/role"
 INDEX = "tfk8s.io/index"
@@ -16,6 +17,7 @@ def labels(
     user: str,
     component: str,
     *,
+    experiment: str | None = None,
     cluster: str | None = None,
     role: str | None = None,
     index: int | None = None,
@@ -28,8 +30,10 @@ def labels(
         "app.kubernetes.io/managed-by": "pulumi",
         USER: user,
     }
+    if experiment is not None:
+        result[EXPERIMENT] = experiment
     if cluster is not None:
-        result["app.kubernetes.io/instance"] = cluster
+        result["app.kubernetes.io/instance"] = f"{experiment}-{cluster}" if experiment else cluster
         result[CLUSTER] = cluster
     if role is not None:
         result["app.kubernetes.io/component"] = role
@@ -41,7 +45,7 @@ def labels(
     return result
 
 
-_IDENTIFYING = ("app.kubernetes.io/name", USER, CLUSTER, ROLE, INDEX, RUN)
+_IDENTIFYING = ("app.kubernetes.io/name", USER, EXPERIMENT, CLUSTER, ROLE, INDEX, RUN)
 
 
 def selector_of(pod_labels: dict[str, str]) -> dict[str, str]:

@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 from tfk8s import cluster_spec as cs
-from tfk8s.settings import DEFAULT_TRAINER, ClusterSettings, PlatformSettings, Resources
+from tfk8s.settings import DEFAULT_TRAINER, ClusterSettings, PlatformFacts, Resources
 
 LAUNCHER_DIR = "/opt/tfk8s"
 LAUNCHER = f"{LAUNCHER_DIR}/tfk8s_train/launch.py"
@@ -28,21 +28,21 @@ def resources(spec: Resources) -> Json:
     return {"requests": dict(amounts), "limits": dict(amounts)}
 
 
-def user_node_toleration(platform: PlatformSettings) -> Json:
-    return {"key": platform.user_node.taint_key, "operator": "Equal", "value": "true", "effect": "NoSchedule"}
+def user_node_toleration(taint_key: str) -> Json:
+    return {"key": taint_key, "operator": "Equal", "value": "true", "effect": "NoSchedule"}
 
 
-def user_node_placement(platform: PlatformSettings) -> Json:
+def user_node_placement(taint_key: str) -> Json:
     """Pin a pod to the User Node: select its label and tolerate its taint."""
-    return {"nodeSelector": {platform.user_node.taint_key: "true"}, "tolerations": [user_node_toleration(platform)]}
+    return {"nodeSelector": {taint_key: "true"}, "tolerations": [user_node_toleration(taint_key)]}
 
 
-def avoid_user_node(platform: PlatformSettings) -> Json:
+def avoid_user_node(taint_key: str) -> Json:
     """Training pods stay off the User Node even if a toleration would let them on."""
     return {
         "nodeAffinity": {
             "requiredDuringSchedulingIgnoredDuringExecution": {
-                "nodeSelectorTerms": [{"matchExpressions": [{"key": platform.user_node.taint_key, "operator": "DoesNotExist"}]}]
+                "nodeSelectorTerms": [{"matchExpressions": [{"key": taint_key, "operator": "DoesNotExist"}]}]
             }
         }
     }
@@ -118,21 +118,28 @@ def task_args(cluster: ClusterSettings) -> list[str]:
 
 def tf_container(
     cluster: ClusterSettings,
-    platform: PlatformSettings,
+    platform: PlatformFacts,
     env: list[Json],
     *,
     resources_spec: Resources,
     mount_data: bool,
+    log_sub_path: str,
     serves: bool = True,
 ) -> Json:
+    """The seed's /data and /log in every task: /log is this run's own directory of the user's log
+    volume (`<experiment>/<cluster>`, which TensorBoard shows as the run's name), /data the user's
+    data volume or the part of it `dataSubPath` names."""
     port = platform.ports.tensorflow
-    mounts = [
-        {"name": "log", "mountPath": cs.LOG_DIR},
+    mounts: list[Json] = [
+        {"name": "log", "mountPath": cs.LOG_DIR, "subPath": log_sub_path},
         {"name": "launcher", "mountPath": LAUNCHER_DIR + "/tfk8s_train", "readOnly": True},
         {"name": "code", "mountPath": CODE_DIR},
     ]
     if mount_data:
-        mounts.insert(0, {"name": "data", "mountPath": cs.DATA_DIR})
+        data_mount: Json = {"name": "data", "mountPath": cs.DATA_DIR}
+        if cluster.data_sub_path:
+            data_mount["subPath"] = cluster.data_sub_path
+        mounts.insert(0, data_mount)
     container: Json = {
         "name": "tensorflow",
         "image": cluster.image or platform.images.tensorflow,
@@ -152,7 +159,7 @@ def tf_container(
     return container
 
 
-def url_fetcher(cluster: ClusterSettings, platform: PlatformSettings) -> Json:
+def url_fetcher(cluster: ClusterSettings, platform: PlatformFacts) -> Json:
     """The seed's `curl script -o /opt/name.py`, as an init container that fails loudly."""
     assert cluster.code.url is not None
     filename = cluster.code.url.rstrip("/").rsplit("/", 1)[-1] or "train.py"
@@ -171,7 +178,7 @@ def url_fetcher(cluster: ClusterSettings, platform: PlatformSettings) -> Json:
 
 def tf_pod_spec(
     cluster: ClusterSettings,
-    platform: PlatformSettings,
+    platform: PlatformFacts,
     container: Json,
     pod_volumes: list[Json],
     *,
@@ -184,7 +191,7 @@ def tf_pod_spec(
         "restartPolicy": restart_policy,
         "containers": [container],
         "volumes": pod_volumes,
-        "affinity": avoid_user_node(platform),
+        "affinity": avoid_user_node(platform.user_node.taint_key),
         "automountServiceAccountToken": service_account is not None,
     }
     if service_account is not None:

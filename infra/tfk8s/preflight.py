@@ -22,8 +22,10 @@ import re
 import socket
 import ssl
 import tempfile
+import urllib.error
 import urllib.request
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -32,6 +34,7 @@ import pulumi
 import yaml
 
 CONNECT_TIMEOUT_SECONDS = 3.0
+METADATA_ONLY = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
 FIX = 'start the local cluster (`make cluster`) or point KUBECONFIG at your cluster, then `eval "$(make env)"` again'
 
 
@@ -46,15 +49,23 @@ def kubeconfig_files(environ: Mapping[str, str]) -> list[Path]:
     return [Path(environ.get("HOME", str(Path.home()))) / ".kube" / "config"]
 
 
-def check_cluster(environ: Mapping[str, str], kubeconfig_in_config: bool) -> tuple[int, int] | None:
-    """Raise ClusterUnreachable with the fix; else the server's (major, minor) if it can be read."""
+@dataclass(frozen=True)
+class Cluster:
+    """What preflight learnt: the server's (major, minor) and a reader, when the credentials allow."""
+
+    version: tuple[int, int] | None
+    api: KubeApi | None
+
+
+def check_cluster(environ: Mapping[str, str], kubeconfig_in_config: bool) -> Cluster:
+    """Raise ClusterUnreachable with the fix; else the server's version and a reader, if they can be had."""
     if kubeconfig_in_config:
-        return None
+        return Cluster(None, None)
     files = kubeconfig_files(environ)
     present = [f for f in files if f.is_file()]
     if not present:
         if environ.get("KUBERNETES_SERVICE_HOST"):
-            return in_cluster_version(environ)  # in-cluster credentials, as the provider uses them
+            return in_cluster(environ)  # in-cluster credentials, as the provider uses them
         shown = os.pathsep.join(str(f) for f in files)
         raise ClusterUnreachable(f"no Kubernetes cluster: the kubeconfig {shown} does not exist; {FIX}")
     documents = [yaml.safe_load(f.read_text()) or {} for f in present]
@@ -69,7 +80,15 @@ def check_cluster(environ: Mapping[str, str], kubeconfig_in_config: bool) -> tup
         raise ClusterUnreachable(
             f"the Kubernetes API server {server} (from {present[0]}) does not answer ({error}); {FIX}"
         ) from None
-    return read_version(server, cluster, user)
+    return _connected(KubeApi(server, cluster, user))
+
+
+def _connected(api: KubeApi) -> Cluster:
+    try:
+        body = api.get("/version")
+    except KubeApiError:
+        return Cluster(None, None)  # credentials tfk8s cannot use (exec plugins): the provider still can
+    return Cluster(parse_version(body or {}), api)
 
 
 def current_entries(documents: list[dict[str, Any]]) -> tuple[str | None, dict[str, Any], dict[str, Any]]:
@@ -97,37 +116,67 @@ def _pem(entry: dict[str, Any], key: str, directory: str) -> str | None:
     return None
 
 
-def read_version(server: str, cluster: dict[str, Any], user: dict[str, Any]) -> tuple[int, int] | None:
-    """GET <server>/version as the kubeconfig's user; None if the server will not say."""
-    with tempfile.TemporaryDirectory(prefix="tfk8s-kubeconfig-") as scratch:
-        try:
-            context = ssl.create_default_context(cafile=_pem(cluster, "certificate-authority", scratch))
-            if cluster.get("insecure-skip-tls-verify"):
-                context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
-            certificate = _pem(user, "client-certificate", scratch)
-            if certificate:
-                context.load_cert_chain(certificate, _pem(user, "client-key", scratch))
-            headers = {"Accept": "application/json"}
-            token = user.get("token") or (Path(user["tokenFile"]).read_text().strip() if user.get("tokenFile") else None)
-            if token:
-                headers["Authorization"] = f"Bearer {token}"
-            elif user.get("username"):
-                basic = base64.b64encode(f"{user['username']}:{user.get('password', '')}".encode()).decode()
-                headers["Authorization"] = f"Basic {basic}"
-            request = urllib.request.Request(f"{server.rstrip('/')}/version", headers=headers)
-            with urllib.request.urlopen(request, timeout=CONNECT_TIMEOUT_SECONDS, context=context) as response:
-                return parse_version(json.load(response))
-        except (OSError, ValueError, ssl.SSLError):
-            return None
+class KubeApiError(Exception):
+    """A read tfk8s needed could not be made (not a 404: that is "absent")."""
 
 
-def in_cluster_version(environ: Mapping[str, str]) -> tuple[int, int] | None:
+class KubeApi:
+    """GETs with the kubeconfig's own credentials (client certificate, token or basic auth).
+
+    Only reads, only what preflight and the ownership checks need; everything else is the
+    provider's job.
+    """
+
+    def __init__(self, server: str, cluster: dict[str, Any], user: dict[str, Any]) -> None:
+        self.server, self.cluster, self.user = server.rstrip("/"), cluster, user
+
+    def get(self, path: str, *, metadata_only: bool = False) -> dict[str, Any] | None:
+        """The JSON at `path`, or None when the object does not exist (404).
+
+        `metadata_only`: the server returns the object's metadata alone (PartialObjectMetadata),
+        so an ownership read of a Secret never carries its data.
+        """
+        with tempfile.TemporaryDirectory(prefix="tfk8s-kubeconfig-") as scratch:
+            try:
+                context = ssl.create_default_context(cafile=_pem(self.cluster, "certificate-authority", scratch))
+                if self.cluster.get("insecure-skip-tls-verify"):
+                    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+                certificate = _pem(self.user, "client-certificate", scratch)
+                if certificate:
+                    context.load_cert_chain(certificate, _pem(self.user, "client-key", scratch))
+                headers = self._headers()
+                if metadata_only:
+                    headers["Accept"] = f"{METADATA_ONLY},application/json"
+                request = urllib.request.Request(f"{self.server}{path}", headers=headers)
+                with urllib.request.urlopen(request, timeout=CONNECT_TIMEOUT_SECONDS, context=context) as response:
+                    result: dict[str, Any] = json.load(response)
+                    return result
+            except urllib.error.HTTPError as error:
+                if error.code == 404:
+                    return None
+                raise KubeApiError(f"GET {path}: HTTP {error.code} {error.reason}") from None
+            except (OSError, ValueError, ssl.SSLError) as error:
+                raise KubeApiError(f"GET {path}: {error}") from None
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"Accept": "application/json"}
+        user = self.user
+        token = user.get("token") or (Path(user["tokenFile"]).read_text().strip() if user.get("tokenFile") else None)
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        elif user.get("username"):
+            basic = base64.b64encode(f"{user['username']}:{user.get('password', '')}".encode()).decode()
+            headers["Authorization"] = f"Basic {basic}"
+        return headers
+
+
+def in_cluster(environ: Mapping[str, str]) -> Cluster:
     account = Path("/var/run/secrets/kubernetes.io/serviceaccount")
     host, port = environ["KUBERNETES_SERVICE_HOST"], environ.get("KUBERNETES_SERVICE_PORT", "443")
     server = f"https://[{host}]:{port}" if ":" in host else f"https://{host}:{port}"
     token = account / "token"
-    return read_version(
-        server, {"certificate-authority": str(account / "ca.crt")}, {"tokenFile": str(token)} if token.exists() else {}
+    return _connected(
+        KubeApi(server, {"certificate-authority": str(account / "ca.crt")}, {"tokenFile": str(token)} if token.exists() else {})
     )
 
 

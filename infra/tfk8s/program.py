@@ -1,113 +1,113 @@
-"""The Pulumi program: settings in, platform and per-user environments out, readiness exported."""
+"""The Pulumi program: which kind of stack this is, checks before anything exists, then declare.
+
+Order, so that nothing is created on bad input: the configuration (schema), the cluster
+(preflight: reachable, which version), for experiments the platform stack's facts, the context
+checks, and the ownership reads of every object to be created under a fixed name. Only then are
+resources declared.
+"""
 
 from __future__ import annotations
 
 import gc
 import os
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import pulumi
 
-from tfk8s import config, preflight, readiness
-from tfk8s.code import CodeBundle, bundle, launcher_bundle
-from tfk8s.settings import LAUNCHER_PACKAGE, ClusterSettings, Settings
-from tfk8s.storage import SharedStorage
-from tfk8s.training_cluster import TrainingCluster
-from tfk8s.user_env import UserEnvironment, UserEnvironmentArgs
-from tfk8s.user_node import UserNode
+from tfk8s import config, experiment_stack, ownership, platform_ref, platform_stack, preflight
+from tfk8s.settings import ExperimentStack, PlatformStack
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = PROJECT_ROOT / "training" / "master_client.ipynb"
 
+Reader = Callable[[str], Mapping[str, Any] | None]
 
-def heketi_admin_key(settings: Settings) -> pulumi.Output[str] | None:
-    if settings.platform.storage.backend != "glusterfs":
-        return None
-    if settings.platform.kubernetes_version is None:
+
+class OwnershipConflict(pulumi.RunError):
+    """An object this stack would create exists and belongs to someone else; nothing was changed."""
+
+
+def owner_of(kind: str, environ: Mapping[str, str]) -> ownership.Owner:
+    return ownership.Owner(
+        organization=pulumi.get_organization(),
+        project=pulumi.get_project(),
+        stack=pulumi.get_stack(),
+        kind=kind,
+        state=ownership.state_id(environ),
+    )
+
+
+def refuse_foreign(claims: list[ownership.Claimed], read: Reader | None, owner: ownership.Owner, fix: str) -> None:
+    if read is None:
         pulumi.log.warn(
-            "storage.backend 'glusterfs' needs the in-tree kubernetes.io/glusterfs provisioner, removed in "
-            "Kubernetes 1.26: set tfk8s:platform.kubernetesVersion so tfk8s can check, or use backend 'csi'"
+            "tfk8s cannot read the cluster with the kubeconfig's credentials: ownership of existing objects is not checked"
         )
-    return pulumi.Config(config.NAMESPACE).require_secret("heketiAdminKey")
-
-
-def user_codes(settings: Settings, root: Path) -> dict[str, dict[str, CodeBundle | None]]:
-    """Per user and cluster, the code directory to ship (None when the launcher package suffices)."""
-    result: dict[str, dict[str, CodeBundle | None]] = {}
-    for user in settings.users:
-        result[user.name] = {}
-        for c in user.clusters:
-            shipped = c.code.source == "configmap" and c.code.path not in (None, LAUNCHER_PACKAGE)
-            result[user.name][c.name] = bundle(root / c.code.path) if shipped and c.code.path else None
-    return result
-
-
-def build(settings: Settings, root: Path = PROJECT_ROOT) -> dict[str, Any]:
-    """Declare every resource; return the components (tests inspect them)."""
-    tokens = config.jupyter_tokens(settings)  # validated before anything is declared
-    user_node = UserNode("user-node", settings.platform.user_node)
-    storage = SharedStorage("storage", settings.platform, heketi_admin_key(settings))
-    launcher = launcher_bundle(root)
-    notebooks = {NOTEBOOK.name: NOTEBOOK.read_text(encoding="utf-8")} if NOTEBOOK.exists() else {}
-    codes = user_codes(settings, root)
-    envs = {
-        user.name: UserEnvironment(
-            user.name,
-            UserEnvironmentArgs(
-                user=user,
-                platform=settings.platform,
-                storage_class=storage.class_name,
-                launcher=launcher,
-                codes=codes[user.name],
-                notebooks=notebooks,
-                # The User Node's label and taint must exist before any pod is scheduled: user-facing
-                # pods select the label, and the taint must already keep training pods off. Only
-                # the workloads wait; namespaces, claims and ConfigMaps are created meanwhile.
-                schedule_after=[user_node],
-                node_checked=user_node.checked_taints,
-                jupyter_token=tokens.get(user.name),
-            ),
-        )
-        for user in settings.users
-    }
-    report = readiness_output(settings, user_node, envs)
-    pulumi.export("ready", report.apply(lambda r: r["ready"]))
-    pulumi.export("readiness", report)
-    pulumi.export("clusterSpecs", {u: {c: env.clusters[c].spec for c in env.clusters} for u, env in envs.items()})
-    pulumi.export("jupyterTokens", pulumi.Output.secret(pulumi.Output.all(**{u: e.jupyter_token for u, e in envs.items()})))
-    return {"user_node": user_node, "storage": storage, "users": envs, "readiness": report}
-
-
-def cluster_readiness(settings: ClusterSettings, cluster: TrainingCluster) -> pulumi.Output[dict[str, Any]]:
-    chief_expected = cluster.chief_job is not None
-
-    def report(status: dict[str, Any]) -> dict[str, Any]:
-        return readiness.cluster_readiness(
-            ps_expected=settings.ps.count,
-            workers_expected=settings.workers.count,
-            chief_expected=chief_expected,
-            status=status,
+        return
+    problems = ownership.refusals(claims, read, owner.annotation, fix)
+    if problems:
+        raise OwnershipConflict(
+            "refusing to adopt objects tfk8s does not own; nothing was changed:\n  - " + "\n  - ".join(problems)
         )
 
-    return cluster.status.apply(report)
+
+def run_platform(
+    stack: PlatformStack,
+    server: tuple[int, int] | None,
+    read: Reader | None,
+    environ: Mapping[str, str],
+    root: Path = PROJECT_ROOT,
+) -> dict[str, Any]:
+    stack = config.check_platform(stack, server)
+    storage = stack.platform.storage
+    if (
+        storage.backend == "existing"
+        and read is not None
+        and read(f"/apis/storage.k8s.io/v1/storageclasses/{storage.class_name}") is None
+    ):
+        raise config.ConfigError(
+            [
+                f"{config.NAMESPACE}:platform.storage.className: backend 'existing' uses class {storage.class_name!r}, "
+                "which the cluster does not have: create it, name one `kubectl get storageclass` lists, or choose "
+                "backend local, csi or glusterfs"
+            ]
+        )
+    owner = owner_of("platform", environ)
+    fix = (
+        "Choose another name (namespacePrefix, user name, className), "
+        "or delete or relabel the object if it is a leftover of this stack"
+    )
+    refuse_foreign(platform_stack.claimed(stack, owner), read, owner, fix)
+    return platform_stack.build(stack, owner, root, NOTEBOOK)
 
 
-def readiness_output(settings: Settings, user_node: UserNode, envs: dict[str, UserEnvironment]) -> pulumi.Output[dict[str, Any]]:
-    per_user = {}
-    for user in settings.users:
-        env = envs[user.name]
-        apps = {
-            app: pulumi.Output.all(deployment.status, service.spec, user_node.address).apply(
-                lambda a: readiness.app_readiness(deployment_status=a[0], service_spec=a[1], address=a[2])
+def run_experiment(
+    stack: ExperimentStack,
+    server: tuple[int, int] | None,
+    read: Reader | None,
+    environ: Mapping[str, str],
+    root: Path = PROJECT_ROOT,
+    read_outputs: Callable[[str], dict[str, Any]] = platform_ref.read_outputs,
+) -> dict[str, Any]:
+    facts = platform_ref.platform_facts(stack.platform_stack, stack.user, read_outputs)
+    if server is not None:  # the cluster may have been upgraded since the platform's last `up`
+        facts = facts.model_copy(update={"kubernetes_version": f"{server[0]}.{server[1]}"})
+    experiment = config.experiment_name(stack, pulumi.get_stack())
+    config.check_experiment(stack, pulumi.get_stack(), facts, root)
+    owner = owner_of("experiment", environ)
+    namespace = facts.users[stack.user].namespace
+    if read is not None:
+        other = ownership.foreign(read(f"/api/v1/namespaces/{namespace}") or {"metadata": {}}, facts.owner)
+        if other:
+            raise OwnershipConflict(
+                f"tfk8s:user: namespace {namespace!r} of user {stack.user!r} is not the platform stack's "
+                f"({facts.owner}): it is missing or managed by {other}. `pulumi up` the platform stack "
+                f"{stack.platform_stack!r} first; nothing was changed"
             )
-            for app, (deployment, service) in (("jupyter", env.jupyter), ("tensorboard", env.tensorboard))
-        }
-        clusters = {c.name: cluster_readiness(c, env.clusters[c.name]) for c in user.clusters}
-        per_user[user.name] = pulumi.Output.all(
-            jupyter=apps["jupyter"], tensorboard=apps["tensorboard"], clusters=pulumi.Output.all(**clusters)
-        )
-    return pulumi.Output.all(**per_user).apply(readiness.stack_readiness)
+    fix = "Another experiment uses this name: set a different tfk8s:experiment (or cluster name)"
+    refuse_foreign(experiment_stack.claimed(stack, experiment, facts), read, owner, fix)
+    return experiment_stack.build(stack, experiment, facts, owner, root)
 
 
 # A stack keeps every Output and future alive until the program ends; with Python's default
@@ -119,7 +119,13 @@ EVALUATION_GC_THRESHOLDS = (100_000, 50, 100)
 
 def main() -> None:
     gc.set_threshold(*EVALUATION_GC_THRESHOLDS)
+    stack = config.load()
     # Presence only: reading a kubeconfig stored as a secret through Config.get would warn.
     kubeconfig_in_config = pulumi.runtime.get_config("kubernetes:kubeconfig") is not None
-    server = preflight.check_cluster(os.environ, kubeconfig_in_config=kubeconfig_in_config)
-    build(config.load(PROJECT_ROOT, server))
+    cluster = preflight.check_cluster(os.environ, kubeconfig_in_config=kubeconfig_in_config)
+    api = cluster.api
+    read = (lambda path: api.get(path, metadata_only=True)) if api is not None else None
+    if isinstance(stack, PlatformStack):
+        run_platform(stack, cluster.version, read, os.environ)
+    else:
+        run_experiment(stack, cluster.version, read, os.environ)

@@ -3,6 +3,7 @@
 Pure functions over the status fields the Kubernetes provider returns (Deployment
 `availableReplicas`, Job `ready`/`succeeded`/`failed`/conditions, PVC `phase`, Service
 `nodePort`), never over the configuration: a cluster is ready because Kubernetes says so.
+A platform stack reports its storage and per-user apps and volumes; an experiment its clusters.
 """
 
 from __future__ import annotations
@@ -76,18 +77,12 @@ def cluster_readiness(
         if workers["failed"] and running < workers_expected:
             phase = PENDING
 
-    volumes = {purpose: _get(s, "phase", "Unknown") for purpose, s in (status.get("volumes") or {}).items()}
-    unbound = [f"{purpose} volume is {phase_}, not Bound" for purpose, phase_ in sorted(volumes.items()) if phase_ != "Bound"]
-    if unbound and phase == RUNNING:
-        phase = PENDING
-    problems += unbound
     return {
         "phase": phase,
         "ready": not problems,
         "ps": {"available": sum(ps_available), "expected": ps_expected},
         "workers": {**workers, "expected": workers_expected},
         **({"chief": chief} if chief_expected else {}),
-        "volumes": volumes,
         "problems": problems,
     }
 
@@ -108,12 +103,31 @@ def app_readiness(*, deployment_status: Any, service_spec: Any, address: str | N
     return {"ready": not problems, "available": available, "url": url, "problems": problems}
 
 
-def stack_readiness(users: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    """Fold per-user results into one report; `notReady` lists every problem with its place."""
-    not_ready = []
+def node_readiness(name: str, address: str | None) -> dict[str, Any]:
+    """The User Node: patched, and an address users can reach its NodePorts on."""
+    problems = [] if address else [f"no address for node {name!r} (set tfk8s:platform.userNode.address)"]
+    return {"name": name, "address": address, "problems": problems}
+
+
+def platform_readiness(
+    storage: Mapping[str, Any], node: Mapping[str, Any], users: Mapping[str, Mapping[str, Any]]
+) -> dict[str, Any]:
+    """The platform's own report: storage, the User Node, and per user the volumes, Jupyter and TensorBoard."""
+    not_ready = [f"storage: {p}" for p in storage.get("problems", [])] + [f"userNode: {p}" for p in node.get("problems", [])]
     for user, parts in sorted(users.items()):
-        for app in ("jupyter", "tensorboard"):
-            not_ready += [f"{user}/{app}: {p}" for p in parts[app]["problems"]]
-        for cluster, result in sorted(parts["clusters"].items()):
-            not_ready += [f"{user}/{cluster}: {p}" for p in result["problems"]]
-    return {"ready": not not_ready, "notReady": not_ready, "users": dict(users)}
+        for part in ("volumes", "jupyter", "tensorboard"):
+            not_ready += [f"{user}/{part}: {p}" for p in parts[part]["problems"]]
+    return {"ready": not not_ready, "notReady": not_ready, "storage": dict(storage), "userNode": dict(node), "users": dict(users)}
+
+
+def volumes_readiness(phases: Mapping[str, Any]) -> dict[str, Any]:
+    """The user's shared claims: each must be Bound."""
+    found = {purpose: _get(status, "phase", "Unknown") for purpose, status in phases.items()}
+    problems = [f"{purpose} volume is {phase}, not Bound" for purpose, phase in sorted(found.items()) if phase != "Bound"]
+    return {"ready": not problems, "phases": found, "problems": problems}
+
+
+def experiment_readiness(clusters: Mapping[str, Mapping[str, Any]], links: Mapping[str, str | None]) -> dict[str, Any]:
+    """An experiment's report: its clusters, and where the user's Jupyter and TensorBoard answer."""
+    not_ready = [f"{cluster}: {p}" for cluster, result in sorted(clusters.items()) for p in result["problems"]]
+    return {"ready": not not_ready, "notReady": not_ready, "clusters": dict(clusters), **dict(links)}

@@ -1,10 +1,10 @@
-"""Shared storage: the StorageClass (GlusterFS/Heketi, CSI, local or an existing one) and the
-ReadWriteMany claims of each training cluster.
+"""Shared storage (platform stack): the StorageClass (GlusterFS/Heketi, CSI, local or an existing
+one) and each user's ReadWriteMany data and log claims, which every experiment of the user mounts.
 
 Data survival: the class reclaims with `Retain` (deleting a claim never deletes its volume), and
-claims of clusters with `volumes.keepOnDestroy` carry Pulumi's `retain_on_delete`, so
-`pulumi destroy` leaves them (and the namespace holding them) in place; the next `pulumi up`
-adopts them again by name.
+claims of users with `volumes.keepOnDestroy` carry Pulumi's `retain_on_delete`, so destroying the
+platform leaves them (and the namespace holding them) in place; the next `pulumi up` of the same
+platform stack takes them back by name. Experiments never create or delete claims.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import pulumi_kubernetes as k8s
 
 from tfk8s import awaits
 from tfk8s.labels import labels
+from tfk8s.ownership import Owner
 from tfk8s.settings import PlatformSettings
 
 HEKETI_SECRET_NAME = "tfk8s-heketi-admin"
@@ -72,19 +73,26 @@ class SharedStorage(pulumi.ComponentResource):
         name: str,
         platform: PlatformSettings,
         heketi_admin_key: pulumi.Output[str] | None,
+        owner: Owner,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("tfk8s:index:SharedStorage", name, None, opts)
         storage = platform.storage
         self.heketi_secret: k8s.core.v1.Secret | None = None
         self.storage_class: k8s.storage.v1.StorageClass | None = None
-        meta_labels = {"app.kubernetes.io/part-of": "tfk8s", "app.kubernetes.io/managed-by": "pulumi"}
+        meta_labels = {"app.kubernetes.io/part-of": "tfk8s", "app.kubernetes.io/managed-by": "pulumi", **owner.labels()}
+        annotations = owner.annotations()
         if storage.backend == "glusterfs":
             assert storage.glusterfs is not None and heketi_admin_key is not None
             self.heketi_secret = k8s.core.v1.Secret(
                 f"{name}-heketi",
                 type="kubernetes.io/glusterfs",
-                metadata={"name": HEKETI_SECRET_NAME, "namespace": storage.glusterfs.secret_namespace, "labels": meta_labels},
+                metadata={
+                    "name": HEKETI_SECRET_NAME,
+                    "namespace": storage.glusterfs.secret_namespace,
+                    "labels": meta_labels,
+                    "annotations": annotations,
+                },
                 string_data={"key": heketi_admin_key},
                 opts=pulumi.ResourceOptions(parent=self),
             )
@@ -93,7 +101,7 @@ class SharedStorage(pulumi.ComponentResource):
         else:
             self.storage_class = k8s.storage.v1.StorageClass(
                 f"{name}-class",
-                metadata={"name": storage.class_name, "labels": meta_labels},
+                metadata={"name": storage.class_name, "labels": meta_labels, "annotations": annotations},
                 **vars(storage_class_spec(platform)),
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[self.heketi_secret] if self.heketi_secret else None),
             )
@@ -109,19 +117,19 @@ def claim(
     size: str,
     class_name: pulumi.Input[str],
     user: str,
-    cluster: str,
     purpose: str,
     keep: bool,
     platform: PlatformSettings,
+    owner: Owner,
     parent: pulumi.Resource,
 ) -> tuple[k8s.core.v1.PersistentVolumeClaim, k8s.core.v1.PersistentVolume | None]:
     """A ReadWriteMany claim; for the `local` backend also the hostPath volume pre-bound to it."""
-    meta_labels = labels(user, "storage", cluster=cluster, role=purpose)
+    meta_labels = {**labels(user, "storage", role=purpose), **owner.labels()}
     volume = None
     if platform.storage.backend == "local":
         volume = k8s.core.v1.PersistentVolume(
             f"{resource_name}-pv",
-            metadata={"labels": meta_labels},
+            metadata={"labels": meta_labels, "annotations": owner.annotations()},
             spec={
                 "capacity": {"storage": size},
                 "accessModes": ["ReadWriteMany"],
@@ -138,7 +146,12 @@ def claim(
         )
     pvc = k8s.core.v1.PersistentVolumeClaim(
         resource_name,
-        metadata={"name": claim_name, "namespace": namespace, "labels": meta_labels, "annotations": awaits.claim(platform)},
+        metadata={
+            "name": claim_name,
+            "namespace": namespace,
+            "labels": meta_labels,
+            "annotations": {**awaits.claim(platform), **owner.annotations()},
+        },
         spec={"accessModes": ["ReadWriteMany"], "storageClassName": class_name, "resources": {"requests": {"storage": size}}},
         opts=pulumi.ResourceOptions(parent=parent, retain_on_delete=keep, depends_on=[volume] if volume else None),
     )

@@ -5,9 +5,13 @@ Shape (resource count is independent of the worker count):
   * workers: one Indexed Job `<c>-worker` and one headless Service `<c>-worker`, so task i is the
     pod `<c>-worker-<i>.<c>-worker` and learns its index from JOB_COMPLETION_INDEX;
   * in-graph with a chief client: one more Indexed Job + headless Service `<c>-chief`;
-  * data and log claims (ReadWriteMany), the user's code ConfigMap if any, and the RBAC that lets
-    a PS scale its own Deployment to zero once every worker is done (no PS left behind). The
-    trainer package's ConfigMap is the namespace's, shared by all its clusters (UserEnvironment).
+  * the user's code ConfigMap if any, the RBAC that lets a PS scale its own Deployment to zero
+    once every worker is done (no PS left behind), and the Layout that registers the cluster with
+    its platform and publishes it to the user's Jupyter (tfk8s.layout, tfk8s.guard). The trainer package's ConfigMap is the
+    experiment's, shared by its clusters (tfk8s.experiment).
+
+No claims: pods mount the user's data and log volumes, which the platform stack owns, so logs and
+data sets outlive the experiment. `<c>` in names is `<experiment>-<cluster>`.
 
 What `pulumi up` waits for: PS Deployments until available; the worker Job only until every
 worker pod is Ready, or one has failed or succeeded (never until training completes).
@@ -15,35 +19,34 @@ worker pod is Ready, or one has failed or succeeded (never until training comple
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
 
-from tfk8s import awaits, pods, run_policy
+from tfk8s import awaits, layout, pods, run_policy
 from tfk8s import cluster_spec as cs
 from tfk8s.code import CodeBundle
 from tfk8s.labels import labels, selector_of
-from tfk8s.settings import ClusterSettings, PlatformSettings
-from tfk8s.storage import claim
+from tfk8s.ownership import Owner
+from tfk8s.settings import ClusterSettings, PlatformFacts
 
 
 @dataclass(frozen=True, kw_only=True)
 class TrainingClusterArgs:
     user: str
+    experiment: str
     cluster: ClusterSettings
-    platform: PlatformSettings
-    namespace: pulumi.Input[str]
-    storage_class: pulumi.Input[str]
+    platform: PlatformFacts
+    owner: Owner
+    namespace: str
+    data_claim: str  # the user's volumes (platform stack)
+    log_claim: str
     launcher: CodeBundle
-    launcher_config_map: pulumi.Input[str]  # the namespace's ConfigMap holding `launcher`
+    launcher_config_map: pulumi.Input[str]  # the experiment's ConfigMap holding `launcher`
     code: CodeBundle | None = None
     notebook_host: str | None = None
-    # What every pod-creating workload waits for: the User Node patch, so the taint keeps training
-    # pods off that node from their first scheduling. Claims, ConfigMaps and Services need not wait.
-    schedule_after: Sequence[pulumi.Resource] = ()
 
 
 class TrainingCluster(pulumi.ComponentResource):
@@ -53,47 +56,40 @@ class TrainingCluster(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: TrainingClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("tfk8s:index:TrainingCluster", name, None, opts)
-        c, platform, user = args.cluster, args.platform, args.user
-        self.names = cs.Names(cluster=c.name)
-        self.spec = cs.cluster_spec(c, platform.ports.tensorflow, args.notebook_host)
+        c, platform = args.cluster, args.platform
+        self.args = args
+        self.names = cs.Names(cluster=cs.qualified_name(args.experiment, c.name))
+        self.spec = cs.cluster_spec(c, platform.ports.tensorflow, args.notebook_host, experiment=args.experiment)
         self.training = c.training  # an in-graph client (the notebook) must train the same way
         image = c.image or platform.images.tensorflow
         code_digest = args.launcher.digest + (args.code.digest if args.code else "")
         self.run_id = cs.run_id(c, self.spec, image, code_digest)
-        if platform.kubernetes_version is None:
-            raise ValueError("platform.kubernetes_version must be resolved (config.load) before declaring clusters")
-        self.kubernetes_version: tuple[int, int] = platform.kubernetes_version
+        self.kubernetes_version = platform.version
+        self.log_sub_path = layout.log_sub_path(args.experiment, c.name)
         # The Job a PS watches: when it fails (or ends, or is deleted) the run is over.
         self.watched_job = self.names.indexed(cs.CHIEF if cs.has_chief_job(c) else cs.WORKER)
         child = pulumi.ResourceOptions(parent=self)
-        claims = {
-            purpose: claim(
-                f"{name}-{purpose}",
-                claim_name=f"{c.name}-{purpose}",
-                namespace=args.namespace,
-                size=size,
-                class_name=args.storage_class,
-                user=user,
-                cluster=c.name,
-                purpose=purpose,
-                keep=c.volumes.keep_on_destroy,
-                platform=platform,
-                parent=self,
-            )
-            for purpose, size in (("data", c.volumes.data_size), ("log", c.volumes.log_size))
-        }
-        (self.data_claim, self.data_volume), (self.log_claim, self.log_volume) = claims["data"], claims["log"]
-
         self.code_config = None
         if args.code is not None:
             self.code_config = k8s.core.v1.ConfigMap(
                 f"{name}-code",
-                metadata={"namespace": args.namespace, "labels": labels(user, "tensorflow", cluster=c.name, role="code")},
+                metadata=self._meta(labels=self._labels("tensorflow", role="code")),
                 data=args.code.config_map_data(),
                 opts=child,
             )
+        layouts = platform.layouts
+        self.layout = k8s.apiextensions.CustomResource(
+            f"{name}-layout",
+            api_version=f"{layouts.group}/{layouts.version}",
+            kind=layouts.kind,
+            metadata=self._meta(name=self.names.layout(), labels=self._labels("layout")),
+            spec=layout.document(
+                experiment=args.experiment, cluster=c, spec=self.spec, run_id=self.run_id, log_sub_path=self.log_sub_path
+            ),
+            opts=child,
+        )
 
-        self.ps_deployment_names = [f"{c.name}-ps-{i}-{self.run_id[:8]}" for i in range(c.ps.count)]
+        self.ps_deployment_names = [f"{self.names.cluster}-ps-{i}-{self.run_id[:8]}" for i in range(c.ps.count)]
         self._build_ps_rbac(name, args)
         self.ps_deployments: list[k8s.apps.v1.Deployment] = []
         self.ps_services: list[k8s.core.v1.Service] = []
@@ -108,24 +104,32 @@ class TrainingCluster(pulumi.ComponentResource):
             ps=pulumi.Output.all(*[d.status for d in self.ps_deployments]),
             workers=self.worker_job.status,
             chief=self.chief_job.status if self.chief_job else None,
-            data=self.data_claim.status,
-            log=self.log_claim.status,
-        ).apply(
-            lambda s: {
-                "ps": list(s["ps"]),
-                "workers": s["workers"],
-                "chief": s["chief"],
-                "volumes": {"data": s["data"], "log": s["log"]},
-            }
-        )
+        ).apply(lambda s: {"ps": list(s["ps"]), "workers": s["workers"], "chief": s["chief"]})
         self.register_outputs({"spec": self.spec, "status": self.status})
+
+    def _labels(self, component: str, **extra: Any) -> dict[str, str]:
+        """Our recommended labels plus the owning stack's (see tfk8s.ownership)."""
+        a = self.args
+        return {**labels(a.user, component, experiment=a.experiment, cluster=a.cluster.name, **extra), **a.owner.labels()}
+
+    def _meta(
+        self, *, labels: dict[str, str], name: str | None = None, annotations: dict[str, str] | None = None
+    ) -> dict[str, Any]:
+        meta: dict[str, Any] = {
+            "namespace": self.args.namespace,
+            "labels": labels,
+            "annotations": {**(annotations or {}), **self.args.owner.annotations()},
+        }
+        if name is not None:
+            meta["name"] = name
+        return meta
 
     def _volumes(self, args: TrainingClusterArgs, *, mount_data: bool) -> list[dict[str, Any]]:
         return pods.volumes(
             args.launcher_config_map,
             sorted(args.launcher.files),
-            self.data_claim.metadata.name,
-            self.log_claim.metadata.name,
+            args.data_claim,
+            args.log_claim,
             self.code_config.metadata.name if self.code_config else None,
             sorted(args.code.files) if args.code else [],
             mount_data,
@@ -134,7 +138,7 @@ class TrainingCluster(pulumi.ComponentResource):
     def _build_ps_rbac(self, name: str, args: TrainingClusterArgs) -> None:
         """Lets PS pods read the Job they watch and scale their own Deployments to zero, and nothing else."""
         child = pulumi.ResourceOptions(parent=self)
-        meta = {"namespace": args.namespace, "labels": labels(args.user, "tensorflow", cluster=args.cluster.name, role=cs.PS)}
+        meta = self._meta(labels=self._labels("tensorflow", role=cs.PS))
         self.ps_account = k8s.core.v1.ServiceAccount(
             f"{name}-ps", metadata=meta, automount_service_account_token=False, opts=child
         )
@@ -162,18 +166,21 @@ class TrainingCluster(pulumi.ComponentResource):
 
     def _build_ps(self, name: str, args: TrainingClusterArgs, index: int) -> None:
         c, platform = args.cluster, args.platform
-        pod_labels = labels(args.user, "tensorflow", cluster=c.name, role=cs.PS, index=index, run=self.run_id)
+        pod_labels = self._labels("tensorflow", role=cs.PS, index=index, run=self.run_id)
         env = pods.task_env(c, self.spec, cs.PS, index, self.run_id)
-        container = pods.tf_container(c, platform, env, resources_spec=c.ps.resources, mount_data=False)
+        container = pods.tf_container(
+            c, platform, env, resources_spec=c.ps.resources, mount_data=False, log_sub_path=self.log_sub_path
+        )
         # The run id in the name: a new run gets a fresh Deployment, and the PS can find its own
         # Deployment to retire it (see tfk8s_train.launch).
         deployment_name = self.ps_deployment_names[index]
         container["env"].append({"name": "TFK8S_PS_DEPLOYMENT", "value": deployment_name})
         container["env"].append({"name": "TFK8S_WATCH_JOB", "value": self.watched_job})
-        annotations = awaits.timeout(platform)
         deployment = k8s.apps.v1.Deployment(
             f"{name}-ps-{index}",
-            metadata={"name": deployment_name, "namespace": args.namespace, "labels": pod_labels, "annotations": annotations},
+            metadata=self._meta(
+                name=deployment_name, labels=pod_labels, annotations=awaits.timeout(platform.await_timeout_seconds)
+            ),
             # No `replicas`: the server default (1) applies, and the PS may scale itself to zero
             # without Pulumi fighting it.
             spec={
@@ -191,16 +198,11 @@ class TrainingCluster(pulumi.ComponentResource):
                     ),
                 },
             },
-            opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.schedule_after)),
+            opts=pulumi.ResourceOptions(parent=self),
         )
         service = k8s.core.v1.Service(
             f"{name}-ps-{index}",
-            metadata={
-                "name": self.names.ps_service(index),
-                "namespace": args.namespace,
-                "labels": pod_labels,
-                "annotations": awaits.SERVICE_NO_AWAIT,
-            },
+            metadata=self._meta(name=self.names.ps_service(index), labels=pod_labels, annotations=awaits.SERVICE_NO_AWAIT),
             # publishNotReadyAddresses: workers resolve a PS as soon as its pod exists, instead of
             # crashing on NXDOMAIN while it starts (kubeflow/trainer#1458). The selector holds the
             # run id: a PS of an earlier run that is still stopping is never an endpoint.
@@ -219,10 +221,10 @@ class TrainingCluster(pulumi.ComponentResource):
     ) -> tuple[k8s.core.v1.Service, k8s.batch.v1.Job]:
         c, platform = args.cluster, args.platform
         job_name = self.names.indexed(role)
-        pod_labels = labels(args.user, "tensorflow", cluster=c.name, role=role)
+        pod_labels = self._labels("tensorflow", role=role)
         service = k8s.core.v1.Service(
             f"{name}-{role}",
-            metadata={"name": job_name, "namespace": args.namespace, "labels": pod_labels},
+            metadata=self._meta(name=job_name, labels=pod_labels),
             spec={
                 "clusterIP": "None",
                 "selector": selector_of(pod_labels),
@@ -234,19 +236,18 @@ class TrainingCluster(pulumi.ComponentResource):
         index = 0 if role == cs.CHIEF else None  # workers read JOB_COMPLETION_INDEX
         env = pods.task_env(c, self.spec, role, index, self.run_id)
         # The chief only coordinates: worker CPU and memory, never a GPU.
-        resources = c.workers.resources if role == cs.WORKER else replace(c.workers.resources, gpus=0)
-        container = pods.tf_container(c, platform, env, resources_spec=resources, mount_data=True, serves=role == cs.WORKER)
+        resources = c.workers.resources if role == cs.WORKER else c.workers.resources.model_copy(update={"gpus": 0})
+        container = pods.tf_container(
+            c, platform, env, resources_spec=resources, mount_data=True, log_sub_path=self.log_sub_path, serves=role == cs.WORKER
+        )
         warning = run_policy.shared_retries_warning(c, tasks, self.kubernetes_version) if role == cs.WORKER else None
         if warning:
             pulumi.log.warn(warning, resource=self)
         job = k8s.batch.v1.Job(
             f"{name}-{role}",
-            metadata={
-                "name": job_name,
-                "namespace": args.namespace,
-                "labels": pod_labels,
-                "annotations": awaits.training_job(platform, tasks),
-            },
+            metadata=self._meta(
+                name=job_name, labels=pod_labels, annotations=awaits.training_job(platform.await_timeout_seconds, tasks)
+            ),
             spec={
                 "completionMode": "Indexed",
                 "completions": tasks,
@@ -267,8 +268,6 @@ class TrainingCluster(pulumi.ComponentResource):
                 },
             },
             # The Job name is its pods' DNS identity, so a changed Job must go before its successor.
-            opts=pulumi.ResourceOptions(
-                parent=self, delete_before_replace=True, depends_on=[service, *self.ps_services, *args.schedule_after]
-            ),
+            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True, depends_on=[service, *self.ps_services]),
         )
         return service, job

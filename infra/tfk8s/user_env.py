@@ -1,8 +1,14 @@
-"""`UserEnvironment`: one user's namespace, Jupyter Notebook, TensorBoard and training clusters.
+"""`UserEnvironment` (platform stack): one user's namespace, shared volumes, Jupyter and TensorBoard.
 
 Jupyter and TensorBoard run only on the User Node (they tolerate its taint and select its label)
 and are exposed by NodePort Services with `externalTrafficPolicy: Local`, so their ports answer
-on the User Node alone.
+on the User Node alone. Both outlive experiments, which is why they see every experiment without
+a platform redeploy:
+  * TensorBoard reads the whole log volume: each run writes under `<experiment>/<cluster>`, so
+    runs of finished and destroyed experiments stay listed;
+  * Jupyter mounts the whole data and log volumes and reads the Layouts experiments create
+    (tfk8s.layout) with a service account that may only read Layouts here; the `jupyter-tf`
+    Service is the address notebook-driven clusters name as their chief.
 """
 
 from __future__ import annotations
@@ -16,90 +22,125 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from tfk8s import awaits, pods
+from tfk8s import awaits, pods, readiness
 from tfk8s.code import CodeBundle
+from tfk8s.guard import LayoutKind
 from tfk8s.labels import labels, selector_of
-from tfk8s.notebook import notebook_client
-from tfk8s.settings import PlatformSettings, UserSettings
-from tfk8s.training_cluster import TrainingCluster, TrainingClusterArgs
+from tfk8s.ownership import Owner
+from tfk8s.pods import LAUNCHER_DIR, key_of
+from tfk8s.settings import PlatformSettings, PlatformUser
+from tfk8s.storage import claim
 
 TOKEN_KEY = "token"
+DATA_CLAIM, LOG_CLAIM = "tfk8s-data", "tfk8s-log"
+NOTEBOOK_SERVICE = "jupyter-tf"
+# Where Jupyter mounts the user's volumes; layouts name directories relative to them.
+NOTEBOOK_DATA_ROOT, NOTEBOOK_LOG_ROOT = "/data", "/logs"
 
 
 @dataclass(frozen=True, kw_only=True)
 class UserEnvironmentArgs:
-    user: UserSettings
+    user: PlatformUser
     platform: PlatformSettings
+    owner: Owner
     storage_class: pulumi.Input[str]
+    layouts: LayoutKind  # what Jupyter may read: the platform's Layouts (tfk8s.guard)
     launcher: CodeBundle
-    codes: dict[str, CodeBundle | None]  # cluster name -> its code (None: launcher/trainer only)
     notebooks: dict[str, str]  # file name -> notebook JSON shipped into Jupyter's work dir
-    schedule_after: Sequence[pulumi.Resource] = ()  # see TrainingClusterArgs.schedule_after
+    # The User Node patch: user-facing pods select its label, so they wait for it.
+    schedule_after: Sequence[pulumi.Resource] = ()
     # Resolves once the User Node may be patched (UserNode.checked_taints): the namespace, and so
     # everything in it, is not created on a node tfk8s would have to refuse.
     node_checked: pulumi.Output[Any] | None = None
+    node_address: pulumi.Output[str | None] | None = None
     # The user's own Jupyter token (tfk8s:jupyterTokens, a secret); None: generated once.
     jupyter_token: pulumi.Output[str] | None = None
 
 
-def tensorboard_logdir_spec(cluster_names: list[str]) -> str:
-    """One TensorBoard run per cluster: `mnist:/logs/mnist,cifar:/logs/cifar`."""
-    return ",".join(f"{name}:/logs/{name}" for name in cluster_names)
+def namespace_name(platform: PlatformSettings, user: str) -> str:
+    return f"{platform.namespace_prefix}{user}"
 
 
 class UserEnvironment(pulumi.ComponentResource):
     jupyter_token: pulumi.Output[str]
-    clusters: dict[str, TrainingCluster]
+    readiness: pulumi.Output[dict[str, Any]]
 
     def __init__(self, name: str, args: UserEnvironmentArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("tfk8s:index:UserEnvironment", name, None, opts)
         user, platform = args.user, args.platform
-        self.schedule_after = args.schedule_after
+        self.args = args
         child = pulumi.ResourceOptions(parent=self)
-        keep_data = any(c.volumes.keep_on_destroy for c in user.clusters)
-        # Deleting a namespace deletes its claims: keep it when any of its claims are kept.
+        keep = user.volumes.keep_on_destroy
+        self.namespace_name = namespace_name(platform, user.name)
+        # Deleting a namespace deletes its claims (and every experiment in it): keep it with the data.
         self.namespace = k8s.core.v1.Namespace(
             name,
             metadata={
-                "name": self._gated(f"{platform.namespace_prefix}{user.name}", args.node_checked),
-                "labels": labels(user.name, "namespace"),
+                "name": self._gated(self.namespace_name, args.node_checked),
+                "labels": {**labels(user.name, "namespace"), **args.owner.labels()},
+                "annotations": args.owner.annotations(),
             },
-            opts=pulumi.ResourceOptions(parent=self, retain_on_delete=keep_data),
+            opts=pulumi.ResourceOptions(parent=self, retain_on_delete=keep),
         )
         ns = self.namespace.metadata.name
-
-        # One copy of the trainer package per namespace, mounted by every cluster and Jupyter: it is
-        # ~90 KB of source, and Pulumi keeps three copies of each ConfigMap's data in the state it
-        # rewrites after every step, so a copy per cluster made large stacks CPU-bound in the engine.
+        self.claims = {
+            purpose: claim(
+                f"{name}-{purpose}",
+                claim_name=claim_name,
+                namespace=ns,
+                size=size,
+                class_name=args.storage_class,
+                user=user.name,
+                purpose=purpose,
+                keep=keep,
+                platform=platform,
+                owner=args.owner,
+                parent=self,
+            )[0]
+            for purpose, claim_name, size in (
+                ("data", DATA_CLAIM, user.volumes.data_size),
+                ("log", LOG_CLAIM, user.volumes.log_size),
+            )
+        }
+        # The trainer package for notebooks; experiments ship their own copy (their code may be newer).
         self.trainer_config = k8s.core.v1.ConfigMap(
             f"{name}-trainer",
-            metadata={"namespace": ns, "labels": labels(user.name, "tensorflow", role="code")},
+            metadata=self._meta(ns, labels(user.name, "jupyter", role="code")),
             data=args.launcher.config_map_data(),
             opts=child,
         )
-        notebook_host = f"{name}-jupyter-tf:{platform.ports.tensorflow}"
-        self.clusters = {}
-        for c in user.clusters:
-            self.clusters[c.name] = TrainingCluster(
-                f"{user.name}-{c.name}",
-                TrainingClusterArgs(
-                    user=user.name,
-                    cluster=c,
-                    platform=platform,
-                    namespace=ns,
-                    storage_class=args.storage_class,
-                    launcher=args.launcher,
-                    launcher_config_map=self.trainer_config.metadata.name,
-                    code=args.codes.get(c.name),
-                    notebook_host=notebook_host if c.in_graph_client == "notebook" else None,
-                    schedule_after=args.schedule_after,
-                ),
-                opts=child,
-            )
-
         self._build_jupyter(name, args, ns)
         self._build_tensorboard(name, args, ns)
-        self.register_outputs({"jupyter_token": self.jupyter_token})
+        address = args.node_address if args.node_address is not None else pulumi.Output.from_input(None)
+        apps = {
+            app: pulumi.Output.all(deployment.status, service.spec, address).apply(
+                lambda a: readiness.app_readiness(deployment_status=a[0], service_spec=a[1], address=a[2])
+            )
+            for app, (deployment, service) in (("jupyter", self.jupyter), ("tensorboard", self.tensorboard))
+        }
+        volumes = pulumi.Output.all(**{p: c.status for p, c in self.claims.items()}).apply(readiness.volumes_readiness)
+        self.readiness = pulumi.Output.all(volumes=volumes, **apps)
+        self.register_outputs({"jupyter_token": self.jupyter_token, "readiness": self.readiness})
+
+    def facts(self) -> dict[str, Any]:
+        """What experiments of this user rely on (settings.UserFacts), URLs from live status."""
+        port = self.args.platform.ports.tensorflow
+        return {
+            "namespace": self.namespace_name,
+            "dataClaim": DATA_CLAIM,
+            "logClaim": LOG_CLAIM,
+            "notebookHost": f"{NOTEBOOK_SERVICE}:{port}",
+            "jupyterUrl": self.readiness.apply(lambda r: r["jupyter"]["url"]),
+            "tensorboardUrl": self.readiness.apply(lambda r: r["tensorboard"]["url"]),
+        }
+
+    def _meta(self, ns: pulumi.Input[str], own_labels: dict[str, str], **extra: Any) -> dict[str, Any]:
+        return {
+            "namespace": ns,
+            "labels": {**own_labels, **self.args.owner.labels()},
+            "annotations": self.args.owner.annotations(),
+            **extra,
+        }
 
     @staticmethod
     def _gated(value: str, gate: pulumi.Output[Any] | None) -> pulumi.Input[str]:
@@ -115,7 +156,7 @@ class UserEnvironment(pulumi.ComponentResource):
         token = chosen.apply(lambda t: base64.b64encode(t.encode()).decode()) if chosen is not None else None
         self.token_secret = k8s.core.v1.Secret(
             f"{name}-jupyter-token",
-            metadata={"namespace": ns, "labels": labels(user.name, "jupyter")},
+            metadata=self._meta(ns, labels(user.name, "jupyter")),
             data={TOKEN_KEY: token or pulumi.Output.secret(base64.b64encode(secrets.token_hex(24).encode()).decode())},
             opts=pulumi.ResourceOptions(
                 parent=self,
@@ -124,16 +165,10 @@ class UserEnvironment(pulumi.ComponentResource):
             ),
         )
         self.jupyter_token = pulumi.Output.secret(self.token_secret.data.apply(lambda d: base64.b64decode(d[TOKEN_KEY]).decode()))
-
         pod_labels = labels(user.name, "jupyter")
-        driven = {
-            c.name: self.clusters[c.name]
-            for c in user.clusters
-            if c.replication == "in-graph" and c.in_graph_client == "notebook"
-        }
-        client = notebook_client(driven, self.trainer_config.metadata.name, sorted(args.launcher.files))
+        self._build_layout_reader(name, ns, pod_labels, args.layouts)
         self.notebook_config = k8s.core.v1.ConfigMap(
-            f"{name}-notebooks", metadata={"namespace": ns, "labels": pod_labels}, data=args.notebooks, opts=child
+            f"{name}-notebooks", metadata=self._meta(ns, pod_labels), data=args.notebooks, opts=child
         )
         container = {
             "name": "jupyter",
@@ -143,15 +178,35 @@ class UserEnvironment(pulumi.ComponentResource):
                     "name": "JUPYTER_TOKEN",
                     "valueFrom": {"secretKeyRef": {"name": self.token_secret.metadata.name, "key": TOKEN_KEY}},
                 },
-                *client.env,
+                {"name": "PYTHONPATH", "value": LAUNCHER_DIR},
+                {"name": "TFK8S_DATA_ROOT", "value": NOTEBOOK_DATA_ROOT},
+                {"name": "TFK8S_LOG_ROOT", "value": NOTEBOOK_LOG_ROOT},
+                {"name": "TFK8S_LAYOUT_API", "value": f"/apis/{args.layouts.api_version}"},
             ],
             "ports": [
                 {"name": "http", "containerPort": platform.ports.jupyter},
                 {"name": "grpc", "containerPort": platform.ports.tensorflow},
             ],
             "readinessProbe": {"httpGet": {"path": "/api", "port": "http"}, "periodSeconds": 5},
-            "volumeMounts": [{"name": "notebooks", "mountPath": "/home/jovyan/work/tfk8s", "readOnly": True}, *client.mounts],
+            "volumeMounts": [
+                {"name": "notebooks", "mountPath": "/home/jovyan/work/tfk8s", "readOnly": True},
+                {"name": "tfk8s-train", "mountPath": f"{LAUNCHER_DIR}/tfk8s_train", "readOnly": True},
+                # Data read-only: data sets are shared by every experiment of the user.
+                {"name": "data", "mountPath": NOTEBOOK_DATA_ROOT, "readOnly": True},
+                # Logs writable: the notebook, as an in-graph chief, writes its run's results and done marker.
+                {"name": "log", "mountPath": NOTEBOOK_LOG_ROOT},
+            ],
         }
+        files = sorted(args.launcher.files)
+        volumes = [
+            {"name": "notebooks", "configMap": {"name": self.notebook_config.metadata.name}},
+            {
+                "name": "tfk8s-train",
+                "configMap": {"name": self.trainer_config.metadata.name, "items": [{"key": key_of(f), "path": f} for f in files]},
+            },
+            {"name": "data", "persistentVolumeClaim": {"claimName": self.claims["data"].metadata.name, "readOnly": True}},
+            {"name": "log", "persistentVolumeClaim": {"claimName": self.claims["log"].metadata.name}},
+        ]
         self.jupyter = self._user_facing_app(
             f"{name}-jupyter",
             "jupyter",
@@ -159,43 +214,48 @@ class UserEnvironment(pulumi.ComponentResource):
             ns,
             platform,
             container,
-            [{"name": "notebooks", "configMap": {"name": self.notebook_config.metadata.name}}, *client.volumes],
+            volumes,
             platform.ports.jupyter,
+            service_account=self.layout_reader.metadata.name,
         )
-        if driven:
-            # The notebook is the in-graph chief: servers reach it by this name.
-            k8s.core.v1.Service(
-                f"{name}-jupyter-tf",
-                metadata={"name": f"{name}-jupyter-tf", "namespace": ns, "labels": pod_labels},
-                spec={"selector": selector_of(pod_labels), "ports": [{"name": "grpc", "port": platform.ports.tensorflow}]},
-                opts=child,
-            )
+        # The notebook is the in-graph chief of notebook-driven clusters: their servers reach it here.
+        self.notebook_service = k8s.core.v1.Service(
+            f"{name}-jupyter-tf",
+            metadata=self._meta(ns, pod_labels, name=NOTEBOOK_SERVICE),
+            spec={"selector": selector_of(pod_labels), "ports": [{"name": "grpc", "port": platform.ports.tensorflow}]},
+            opts=child,
+        )
+
+    def _build_layout_reader(self, name: str, ns: pulumi.Output[str], pod_labels: dict[str, str], kind: LayoutKind) -> None:
+        """Jupyter's identity: it may read the Layouts in the user's namespace, nothing else."""
+        child = pulumi.ResourceOptions(parent=self)
+        self.layout_reader = k8s.core.v1.ServiceAccount(f"{name}-jupyter", metadata=self._meta(ns, pod_labels), opts=child)
+        role = k8s.rbac.v1.Role(
+            f"{name}-jupyter-layouts",
+            metadata=self._meta(ns, pod_labels),
+            rules=[{"apiGroups": [kind.group], "resources": [kind.plural], "verbs": ["get", "list", "watch"]}],
+            opts=child,
+        )
+        k8s.rbac.v1.RoleBinding(
+            f"{name}-jupyter-layouts",
+            metadata=self._meta(ns, pod_labels),
+            role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role.metadata.name},
+            subjects=[{"kind": "ServiceAccount", "name": self.layout_reader.metadata.name, "namespace": ns}],
+            opts=child,
+        )
 
     def _build_tensorboard(self, name: str, args: UserEnvironmentArgs, ns: pulumi.Output[str]) -> None:
         user, platform = args.user, args.platform
-        names = [c.name for c in user.clusters]
+        # The whole log volume: every run of every experiment, named `<experiment>/<cluster>/...`.
         container = {
             "name": "tensorboard",
             "image": platform.images.tensorboard,
-            "command": [
-                "tensorboard",
-                "--logdir_spec",
-                tensorboard_logdir_spec(names),
-                "--bind_all",
-                "--port",
-                str(platform.ports.tensorboard),
-            ],
+            "command": ["tensorboard", "--logdir", NOTEBOOK_LOG_ROOT, "--bind_all", "--port", str(platform.ports.tensorboard)],
             "ports": [{"name": "http", "containerPort": platform.ports.tensorboard}],
             "readinessProbe": {"httpGet": {"path": "/", "port": "http"}, "periodSeconds": 5},
-            "volumeMounts": [{"name": f"log-{n}", "mountPath": f"/logs/{n}", "readOnly": True} for n in names],
+            "volumeMounts": [{"name": "log", "mountPath": NOTEBOOK_LOG_ROOT, "readOnly": True}],
         }
-        volumes = [
-            {
-                "name": f"log-{n}",
-                "persistentVolumeClaim": {"claimName": self.clusters[n].log_claim.metadata.name, "readOnly": True},
-            }
-            for n in names
-        ]
+        volumes = [{"name": "log", "persistentVolumeClaim": {"claimName": self.claims["log"].metadata.name, "readOnly": True}}]
         self.tensorboard = self._user_facing_app(
             f"{name}-tensorboard", "tensorboard", user.name, ns, platform, container, volumes, platform.ports.tensorboard
         )
@@ -210,31 +270,39 @@ class UserEnvironment(pulumi.ComponentResource):
         container: dict[str, Any],
         volumes: list[dict[str, Any]],
         port: int,
+        service_account: pulumi.Input[str] | None = None,
     ) -> tuple[k8s.apps.v1.Deployment, k8s.core.v1.Service]:
         pod_labels = labels(user, component)
-        annotations = awaits.timeout(platform)
+        identity: dict[str, Any] = (
+            {"serviceAccountName": service_account, "automountServiceAccountToken": True}
+            if service_account is not None
+            else {"automountServiceAccountToken": False}
+        )
         deployment = k8s.apps.v1.Deployment(
             name,
-            metadata={"namespace": ns, "labels": pod_labels, "annotations": annotations},
+            metadata={
+                **self._meta(ns, pod_labels),
+                "annotations": {**awaits.timeout(platform.await_timeout_seconds), **self.args.owner.annotations()},
+            },
             spec={
                 "replicas": 1,
                 "selector": {"matchLabels": selector_of(pod_labels)},
                 "template": {
                     "metadata": {"labels": pod_labels},
                     "spec": {
-                        **pods.user_node_placement(platform),
+                        **pods.user_node_placement(platform.user_node.taint_key),
                         "containers": [container],
                         "volumes": volumes,
-                        "automountServiceAccountToken": False,
+                        **identity,
                     },
                 },
             },
             # Its pods select the User Node's label: the patch must be there first.
-            opts=pulumi.ResourceOptions(parent=self, depends_on=list(self.schedule_after)),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=list(self.args.schedule_after)),
         )
         service = k8s.core.v1.Service(
             name,
-            metadata={"namespace": ns, "labels": pod_labels, "annotations": awaits.SERVICE_NO_AWAIT},
+            metadata={**self._meta(ns, pod_labels), "annotations": {**awaits.SERVICE_NO_AWAIT, **self.args.owner.annotations()}},
             # Local: the NodePort answers only on nodes running the pod, i.e. the User Node.
             spec={
                 "type": "NodePort",

@@ -104,3 +104,24 @@ class Cli:
 @pytest.fixture(scope="session")
 def cli(project: Path) -> Cli:
     return Cli(project)
+
+
+PLATFORM = "platform-dev"
+
+
+@pytest.fixture(scope="session")
+def host_volumes(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the local backend's hostPath volumes live: on this machine (kwok's nodes are simulated)."""
+    return tmp_path_factory.mktemp("volumes")
+
+
+@pytest.fixture(scope="session")
+def platform(cli: Cli, host_volumes: Path) -> str:
+    """The project copy's platform-dev stack, deployed once for the experiments of the later modules
+    (users alice and bob from the stack file, and dora, added as a platform team would)."""
+    cli("stack", "select", "--create", PLATFORM)
+    cli("config", "set", "--stack", PLATFORM, "--path", "tfk8s:users[2].name", "dora")
+    cli("config", "set", "--stack", PLATFORM, "--path", "tfk8s:platform.storage.local.hostPathRoot", str(host_volumes))
+    cli("up", "--stack", PLATFORM, "--yes", "--skip-preview")
+    assert cli.outputs(PLATFORM)["ready"] is True
+    return PLATFORM

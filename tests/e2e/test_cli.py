@@ -1,9 +1,9 @@
 """The plain `pulumi` CLI as users type it, with tfk8s's own language host, on the e2e cluster.
 
-One stack, `cli`, created from nothing with `stack init` and `config set --path`, for a user of its
-own (carol, keepOnDestroy false), taken through preview, up, a no-change up, refresh, errors, an
-interrupted up and destroy. It runs before test_local_cluster.py (file order) and leaves nothing
-behind.
+A platform stack `platform-cli` (user carol, keepOnDestroy false) and an experiment `cli` on it, both
+created from nothing with `stack init` and `config set --path`, taken through preview, up, a
+no-change up, refresh, errors, an interrupted up and destroy. It runs before test_local_cluster.py
+(file order) and leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -20,29 +20,42 @@ import pytest
 import yaml
 from conftest import Cli, Kube
 
-STACK = "cli"
+STACK, PLATFORM = "cli", "platform-cli"
 NAMESPACE = "tfk8s-carol"
 TOKEN = secrets.token_hex(16)
-# What a user types to write a stack file without copying YAML: (path, value, --type).
-CONFIG = [
+# What users type to write stack files without copying YAML: (path, value, --type).
+PLATFORM_CONFIG = [
+    ("tfk8s:kind", "platform", None),
     ("tfk8s:platform.userNode.name", "tfk8s-user-node", None),
     ("tfk8s:platform.storage.backend", "local", None),
-    ("tfk8s:platform.storage.className", "tfk8s-local", None),
+    ("tfk8s:platform.storage.className", "tfk8s-cli", None),
     ("tfk8s:platform.kubernetesVersion", "1.34", "string"),
     ("tfk8s:platform.awaitTimeoutSeconds", "180", None),
     ("tfk8s:users[0].name", "carol", None),
-    ("tfk8s:users[0].clusters[0].name", "cifar", None),
-    ("tfk8s:users[0].clusters[0].workers.count", "2", None),
-    ("tfk8s:users[0].clusters[0].workers.cpu", "500m", None),
-    ("tfk8s:users[0].clusters[0].workers.memory", "1Gi", None),
-    ("tfk8s:users[0].clusters[0].volumes.dataSize", "1Gi", None),
-    ("tfk8s:users[0].clusters[0].volumes.logSize", "1Gi", None),
-    ("tfk8s:users[0].clusters[0].volumes.keepOnDestroy", "false", None),
+    ("tfk8s:users[0].volumes.dataSize", "1Gi", None),
+    ("tfk8s:users[0].volumes.logSize", "1Gi", None),
+    ("tfk8s:users[0].volumes.keepOnDestroy", "false", None),
+]
+# A new experiment in one step: the README's `stack init` + `config set --path` flow.
+EXPERIMENT_CONFIG = [
+    ("tfk8s:kind", "experiment", None),
+    ("tfk8s:platformStack", PLATFORM, None),
+    ("tfk8s:user", "carol", None),
+    ("tfk8s:clusters[0].name", "cifar", None),
+    ("tfk8s:clusters[0].workers.count", "2", None),
+    ("tfk8s:clusters[0].workers.cpu", "500m", None),
+    ("tfk8s:clusters[0].workers.memory", "1Gi", None),
 ]
 
 
-def stack_file(project: Path) -> Path:
-    return project / "stacks" / f"Pulumi.{STACK}.yaml"
+def init(cli: Cli, stack: str, config: list[tuple[str, str, str | None]]) -> None:
+    cli("stack", "init", stack)
+    for path, value, kind in config:
+        cli("config", "set", "--stack", stack, "--path", path, value, *(["--type", kind] if kind else []))
+
+
+def stack_file(project: Path, stack: str = STACK) -> Path:
+    return project / "stacks" / f"Pulumi.{stack}.yaml"
 
 
 def output_of(done: subprocess.CompletedProcess[str]) -> str:
@@ -65,61 +78,82 @@ def langhost_processes() -> list[str]:
     return found
 
 
-def test_stack_init_and_config_set_write_a_stack_file_with_an_encrypted_secret(cli: Cli, project: Path) -> None:
-    cli("stack", "init", STACK)
-    for path, value, kind in CONFIG:
-        cli("config", "set", "--path", path, value, *(["--type", kind] if kind else []))
-    cli("config", "set", "--secret", "--path", "tfk8s:jupyterTokens.carol", TOKEN)
+def test_stack_init_and_config_set_write_both_stack_files_with_an_encrypted_secret(cli: Cli, project: Path) -> None:
+    init(cli, PLATFORM, PLATFORM_CONFIG)
+    cli("config", "set", "--stack", PLATFORM, "--secret", "--path", "tfk8s:jupyterTokens.carol", TOKEN)
+    init(cli, STACK, EXPERIMENT_CONFIG)
 
-    text = stack_file(project).read_text()
+    text = stack_file(project, PLATFORM).read_text()
     assert TOKEN not in text
     document = yaml.safe_load(text)
     assert document["encryptionsalt"].startswith("v1:")  # the salt lives with the stack file, as Pulumi users expect
     assert set(document["config"]["tfk8s:jupyterTokens"]["carol"]) == {"secure"}
-    cluster = document["config"]["tfk8s:users"][0]["clusters"][0]
-    assert cluster["workers"]["count"] == 2 and cluster["volumes"]["keepOnDestroy"] is False  # typed, not strings
+    assert document["config"]["tfk8s:users"][0]["volumes"]["keepOnDestroy"] is False  # typed, not strings
     assert document["config"]["tfk8s:platform"]["kubernetesVersion"] == "1.34"
-    assert cli("config", "get", "--path", "tfk8s:jupyterTokens.carol").stdout.strip() == TOKEN
+    assert cli("config", "get", "--stack", PLATFORM, "--path", "tfk8s:jupyterTokens.carol").stdout.strip() == TOKEN
+    experiment = yaml.safe_load(stack_file(project).read_text())["config"]
+    assert experiment["tfk8s:kind"] == "experiment" and experiment["tfk8s:clusters"][0]["workers"]["count"] == 2
     listed = cli("stack", "ls").stdout
-    assert any(line.split()[0].rstrip("*") == STACK for line in listed.splitlines()[1:]), listed
+    assert {STACK, PLATFORM} <= {line.split()[0].rstrip("*") for line in listed.splitlines()[1:]}, listed
+
+
+def test_an_experiment_without_its_platform_stops_before_creating_anything(cli: Cli, kube: Kube) -> None:
+    done = cli("up", "--stack", STACK, "--yes", "--skip-preview", check=False)
+    text = output_of(done)
+    assert done.returncode != 0
+    assert "tfk8s:platformStack: stack 'organization/tfk8s/platform-cli' has no 'platform' output" in text, text
+    assert "pulumi up --stack platform-cli" in text and "Traceback" not in text, text
+    assert NAMESPACE not in {n["metadata"]["name"] for n in kube.get("namespaces")}
 
 
 def test_preview_shows_the_plan_and_creates_nothing(cli: Cli, kube: Kube) -> None:
-    cli("stack", "select", STACK)
+    cli("stack", "select", PLATFORM)
     done = cli("preview", "--diff")  # the selected stack, as a user would run it
-    assert "kubernetes:batch/v1:Job" in done.stdout and "+ " in done.stdout
+    assert "kubernetes:core/v1:Namespace" in done.stdout and "+ " in done.stdout
     assert TOKEN not in output_of(done)
     assert NAMESPACE not in {n["metadata"]["name"] for n in kube.get("namespaces")}
 
 
-def test_up_reaches_ready_and_the_chosen_token_is_a_secret_output(cli: Cli, kube: Kube) -> None:
-    done = cli("up", "--stack", STACK, "--yes", "--skip-preview")
+def test_up_of_both_reaches_ready_and_the_chosen_token_is_a_secret_output(cli: Cli, kube: Kube) -> None:
+    done = cli("up", "--stack", PLATFORM, "--yes", "--skip-preview")
     assert TOKEN not in output_of(done)
-    outputs = cli.outputs(STACK)
+    outputs = cli.outputs(PLATFORM)
     assert outputs["ready"] is True, outputs["readiness"]
     assert outputs["jupyterTokens"] == "[secret]"
-    assert cli.outputs(STACK, show_secrets=True)["jupyterTokens"] == {"carol": TOKEN}
+    assert cli.outputs(PLATFORM, show_secrets=True)["jupyterTokens"] == {"carol": TOKEN}
     (secret,) = [s for s in kube.get("secrets", NAMESPACE) if "jupyter" in s["metadata"]["name"]]
     assert base64.b64decode(secret["data"]["token"]).decode() == TOKEN
 
+    cli("stack", "select", STACK)
+    preview = cli("preview", "--diff")
+    assert "kubernetes:batch/v1:Job" in preview.stdout and not kube.get("jobs", NAMESPACE)
+    cli("up", "--stack", STACK, "--yes", "--skip-preview")
+    experiment = cli.outputs(STACK)
+    assert experiment["ready"] is True, experiment["readiness"]
+    # The experiment links the user's apps from the platform.
+    assert experiment["readiness"]["jupyter"] == outputs["readiness"]["users"]["carol"]["jupyter"]["url"]
+    (job,) = kube.get("jobs", NAMESPACE)
+    assert job["metadata"]["name"] == "cli-cifar-worker"
+
 
 def test_second_up_changes_nothing_and_refresh_reads_live_status(cli: Cli) -> None:
-    cli("up", "--stack", STACK, "--yes", "--skip-preview", "--expect-no-changes")
-    cli("preview", "--stack", STACK, "--expect-no-changes")
+    for stack in (PLATFORM, STACK):
+        cli("up", "--stack", stack, "--yes", "--skip-preview", "--expect-no-changes")
+        cli("preview", "--stack", stack, "--expect-no-changes")
     refreshed = cli("refresh", "--stack", STACK, "--yes")
-    assert "26 unchanged" in refreshed.stdout or "unchanged" in refreshed.stdout, refreshed.stdout
+    assert "unchanged" in refreshed.stdout, refreshed.stdout
     # Readiness is recomputed from live status by `up --refresh` (what `make up` runs).
     cli("up", "--stack", STACK, "--yes", "--skip-preview", "--refresh")
     assert cli.outputs(STACK)["ready"] is True
 
 
 def test_a_config_error_is_one_message_naming_the_key_and_the_fix(cli: Cli, kube: Kube) -> None:
-    key = "tfk8s:users[0].clusters[0].workers.count"
-    cli("config", "set", "--path", key, "0")
+    key = "tfk8s:clusters[0].workers.count"
+    cli("config", "set", "--stack", STACK, "--path", key, "0")
     try:
         done = cli("up", "--stack", STACK, "--yes", "--skip-preview", check=False)
     finally:
-        cli("config", "set", "--path", key, "2")
+        cli("config", "set", "--stack", STACK, "--path", key, "2")
     text = output_of(done)
     assert done.returncode != 0
     assert f"{key}: must be at least 1, got 0" in text, text
@@ -135,7 +169,7 @@ def test_a_program_error_is_one_message_without_a_traceback(cli: Cli, kube: Kube
     """A taint someone else put on the User Node: the program refuses, through the engine, in one message."""
     kube.run("taint", "node", "tfk8s-user-node", "dedicated=infra:NoSchedule")
     try:
-        done = cli("preview", "--stack", STACK, check=False)
+        done = cli("preview", "--stack", PLATFORM, check=False)
     finally:
         kube.run("taint", "node", "tfk8s-user-node", "dedicated-")
     text = output_of(done)
@@ -177,7 +211,7 @@ def test_setup_mistakes_get_one_clear_message(
 
 def test_sigint_during_up_stops_the_program_and_leaves_no_process(cli: Cli, project: Path) -> None:
     assert not langhost_processes()
-    cli("config", "set", "--path", "tfk8s:users[0].clusters[0].workers.count", "3")
+    cli("config", "set", "--stack", STACK, "--path", "tfk8s:clusters[0].workers.count", "3")
     up = subprocess.Popen(
         ["pulumi", "up", "--stack", STACK, "--yes", "--skip-preview", "--non-interactive", "--color", "never"],
         cwd=project,
@@ -201,8 +235,12 @@ def test_sigint_during_up_stops_the_program_and_leaves_no_process(cli: Cli, proj
 
 def test_destroy_and_stack_rm_leave_nothing(cli: Cli, kube: Kube, project: Path) -> None:
     cli("destroy", "--stack", STACK, "--yes")
+    assert not kube.get("jobs", NAMESPACE) and cli.outputs(PLATFORM)["ready"] is True  # the platform is untouched
+    cli("destroy", "--stack", PLATFORM, "--yes")
     namespaces = {n["metadata"]["name"]: n["status"]["phase"] for n in kube.get("namespaces")}
-    assert namespaces.get(NAMESPACE) in (None, "Terminating")
+    assert namespaces.get(NAMESPACE) in (None, "Terminating")  # keepOnDestroy: false
     assert not [v for v in kube.get("pv") if v["spec"].get("claimRef", {}).get("namespace") == NAMESPACE]
-    cli("stack", "rm", STACK, "--yes")
-    assert not stack_file(project).exists()
+    assert "tfk8s-cli" not in {c["metadata"]["name"] for c in kube.get("storageclasses")}
+    for stack in (STACK, PLATFORM):
+        cli("stack", "rm", stack, "--yes")
+        assert not stack_file(project, stack).exists()

@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 import yaml
 from conftest import ROOT, Cli, Kube
+from tfk8s_train.cluster import free_ports
 
 import toolenv
 
@@ -93,7 +94,7 @@ def heketi(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Heketi]:
     assert binary.strip()
     work = tmp_path_factory.mktemp("heketi")
     key = secrets.token_urlsafe(24)
-    port = free_port()
+    (port,) = free_ports(1)
     server = subprocess.Popen(
         [str(ROOT / "hack" / "heketi.sh"), "run", str(work), str(port), key],
         stdout=open(work / "heketi.log", "w"),  # noqa: SIM115 - closed with the process
@@ -130,15 +131,6 @@ def heketi(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Heketi]:
         server.wait(10)
 
 
-def free_port() -> int:
-    """A free TCP port on loopback (closed again before the server binds it)."""
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def legacy_kube() -> Iterator[Kube]:
     with toolenv.throwaway_cluster(CLUSTER, kube="1.25") as kubeconfig:
@@ -166,9 +158,12 @@ def edit_stack(cli: Cli, stack: str, change: Any) -> None:
 
 
 def test_before_1_29_the_retry_budget_is_shared_and_preview_says_so(legacy: Cli, legacy_kube: Kube) -> None:
-    """No kubernetesVersion in the stack: the server's 1.25 decides; the API server keeps the shared limit."""
+    """No kubernetesVersion in the platform stack: the server's 1.25 decides; the API server keeps the shared limit."""
+    legacy("stack", "init", "platform-dev")
+    edit_stack(legacy, "platform-dev", lambda c: c["tfk8s:platform"].pop("kubernetesVersion"))
+    platform = legacy("up", "--stack", "platform-dev", "--yes", "--skip-preview")
+    assert "no ValidatingAdmissionPolicy (1.30+)" in platform.stdout, platform.stdout  # no destroy guard here: said so
     legacy("stack", "init", "dev")
-    edit_stack(legacy, "dev", lambda c: c["tfk8s:platform"].pop("kubernetesVersion"))
     preview = legacy("preview", "--stack", "dev")
     assert "Kubernetes 1.25 has no per-worker retries (backoffLimitPerIndex needs 1.29)" in preview.stdout, preview.stdout
     legacy("up", "--stack", "dev", "--yes", "--skip-preview")
@@ -177,24 +172,24 @@ def test_before_1_29_the_retry_budget_is_shared_and_preview_says_so(legacy: Cli,
     assert job["spec"]["backoffLimit"] == 6  # 3 per worker x 2 workers, as the README promises
     assert "backoffLimitPerIndex" not in job["spec"] and "maxFailedIndexes" not in job["spec"]
     legacy("destroy", "--stack", "dev", "--yes")
-    legacy_kube.run("delete", "namespace", "tfk8s-alice", "--wait=true")
+    legacy("destroy", "--stack", "platform-dev", "--yes")
+    legacy_kube.run("delete", "namespace", "tfk8s-alice", "tfk8s-bob", "--wait=true")
     legacy_kube.run("delete", "pv", "--all", "--wait=true")
 
 
 def glusterfs_stack(legacy: Cli, heketi: Heketi) -> None:
-    """The seed's imagenet stack, pointed at this Heketi and this cluster's User Node."""
+    """The seed's imagenet platform, pointed at this Heketi and this cluster's User Node."""
 
     def change(config: dict[str, Any]) -> None:
         platform = config["tfk8s:platform"]
         platform["userNode"]["name"] = "tfk8s-user-node"
         platform["storage"]["glusterfs"]["restUrl"] = heketi.url
         platform["awaitTimeoutSeconds"] = 120
-        (cluster,) = config["tfk8s:users"][0]["clusters"]
-        cluster["volumes"] = {"dataSize": "1Gi", "logSize": "1Gi"}
+        config["tfk8s:users"][0]["volumes"] = {"dataSize": "1Gi", "logSize": "1Gi"}
 
-    legacy("stack", "init", "imagenet")
-    edit_stack(legacy, "imagenet", change)
-    legacy("config", "set", "--secret", "--stack", "imagenet", "heketiAdminKey", heketi.key)
+    legacy("stack", "init", "imagenet-platform")
+    edit_stack(legacy, "imagenet-platform", change)
+    legacy("config", "set", "--secret", "--stack", "imagenet-platform", "heketiAdminKey", heketi.key)
 
 
 def test_glusterfs_claims_are_bound_by_the_in_tree_provisioner_through_heketi(
@@ -202,10 +197,10 @@ def test_glusterfs_claims_are_bound_by_the_in_tree_provisioner_through_heketi(
 ) -> None:
     glusterfs_stack(legacy, heketi)
     assert heketi.volumes() == []
-    legacy("up", "--stack", "imagenet", "--yes", "--skip-preview")
+    legacy("up", "--stack", "imagenet-platform", "--yes", "--skip-preview")
 
     claims = {c["metadata"]["name"]: c for c in legacy_kube.get("pvc", NAMESPACE)}
-    assert {n: c["status"]["phase"] for n, c in claims.items()} == {"imagenet-data": "Bound", "imagenet-log": "Bound"}
+    assert {n: c["status"]["phase"] for n, c in claims.items()} == {"tfk8s-data": "Bound", "tfk8s-log": "Bound"}
     volumes = {v["spec"]["claimRef"]["name"]: v for v in legacy_kube.get("pv") if v["spec"].get("claimRef")}
     in_heketi = {heketi.call("GET", f"/volumes/{i}")[1]["name"] for i in heketi.volumes()}
     for name in claims:
@@ -218,23 +213,36 @@ def test_glusterfs_claims_are_bound_by_the_in_tree_provisioner_through_heketi(
     # The admin key went from the stack's Pulumi secret into a kubernetes.io/glusterfs Secret only.
     secret = legacy_kube.get("secret", "default", "tfk8s-heketi-admin")
     assert secret["type"] == "kubernetes.io/glusterfs" and base64.b64decode(secret["data"]["key"]).decode() == heketi.key
-    assert heketi.key not in (legacy.cwd / "stacks" / "Pulumi.imagenet.yaml").read_text()
-    assert legacy.outputs("imagenet")["ready"] is True
+    assert heketi.key not in (legacy.cwd / "stacks" / "Pulumi.imagenet-platform.yaml").read_text()
+    assert legacy.outputs("imagenet-platform")["ready"] is True
+
+    # The seed's imagenet cluster, as an experiment on that platform: the seed's own names.
+    legacy("stack", "init", "imagenet")
+    legacy("up", "--stack", "imagenet", "--yes", "--skip-preview")
+    assert {s["metadata"]["name"] for s in legacy_kube.get("services", NAMESPACE)} >= {
+        "imagenet-ps-0",
+        "imagenet-ps-1",
+        "imagenet-worker",
+    }
+    (job,) = legacy_kube.get("jobs", NAMESPACE)
+    assert job["metadata"]["name"] == "imagenet-worker" and job["spec"]["completions"] == 3
 
     legacy("destroy", "--stack", "imagenet", "--yes")
+    legacy("destroy", "--stack", "imagenet-platform", "--yes")
     # keepOnDestroy (the default) and reclaimPolicy Retain: claims, volumes and Heketi's bricks stay.
-    assert sorted(c["metadata"]["name"] for c in legacy_kube.get("pvc", NAMESPACE)) == ["imagenet-data", "imagenet-log"]
+    assert sorted(c["metadata"]["name"] for c in legacy_kube.get("pvc", NAMESPACE)) == ["tfk8s-data", "tfk8s-log"]
     assert len(heketi.volumes()) == 2
     assert not [s for s in legacy_kube.get("storageclasses") if s["metadata"]["name"] == "glusterfs"]
 
 
-def test_the_glusterfs_stack_is_refused_on_1_34_before_anything_exists(cli: Cli, kube: Kube, heketi: Heketi) -> None:
+def test_the_glusterfs_platform_is_refused_on_1_34_before_anything_exists(cli: Cli, kube: Kube, heketi: Heketi) -> None:
     """Same stack file, the 1.34 cluster: one message about 1.26, nothing created."""
-    shutil.copy(cli.cwd / "stacks" / "Pulumi.imagenet.yaml", cli.cwd / "stacks" / "Pulumi.imagenet.yaml.orig")
+    original = cli.cwd / "stacks" / "Pulumi.imagenet-platform.yaml"
+    shutil.copy(original, original.with_suffix(".orig"))
     try:
         glusterfs_stack(cli, heketi)
         before = {n["metadata"]["name"] for n in kube.get("namespaces")}
-        done = cli("up", "--stack", "imagenet", "--yes", "--skip-preview", check=False)
+        done = cli("up", "--stack", "imagenet-platform", "--yes", "--skip-preview", check=False)
         text = done.stdout + done.stderr
         assert done.returncode != 0
         assert "removed in Kubernetes 1.26; the cluster is 1.34" in text, text
@@ -242,5 +250,5 @@ def test_the_glusterfs_stack_is_refused_on_1_34_before_anything_exists(cli: Cli,
         assert {n["metadata"]["name"] for n in kube.get("namespaces")} == before
         assert not [s for s in kube.get("storageclasses") if s["metadata"]["name"] == "glusterfs"]
     finally:
-        cli("stack", "rm", "imagenet", "--yes", "--force", check=False)
-        shutil.move(cli.cwd / "stacks" / "Pulumi.imagenet.yaml.orig", cli.cwd / "stacks" / "Pulumi.imagenet.yaml")
+        cli("stack", "rm", "imagenet-platform", "--yes", "--force", check=False)
+        shutil.move(original.with_suffix(".orig"), original)

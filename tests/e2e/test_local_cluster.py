@@ -1,7 +1,9 @@
-"""A real `pulumi up` of the dev stack against a real Kubernetes API (kwok-simulated nodes).
+"""A real `pulumi up` of the dev experiment on the platform-dev platform, against a real Kubernetes
+API (kwok-simulated nodes).
 
-The tests run in file order and share one stack: preview and up, a no-op second up, a change of
-one value, a failing worker, then destroy, each checked against the API server itself.
+The tests run in file order and share the stacks: preview and up, a no-op second up, a change of
+one value, a failing worker, then destroy of the experiment, each checked against the API server.
+The platform stays for the modules after this one (test_stack_model.py destroys it).
 """
 
 from __future__ import annotations
@@ -23,11 +25,17 @@ FAILING_IMAGE = "tfk8s.invalid/failing-trainer:e2e"  # hack/kwok/failing-worker-
 
 
 @pytest.fixture(scope="module")
-def stack(project: Path) -> auto.Stack:
-    """The dev stack of the project copy, driven through the Automation API's local-program mode:
-    the real CLI and tfk8s's language host run the program (the API only adds the event stream)."""
+def stack(project: Path, platform: str) -> auto.Stack:
+    """The dev experiment of the project copy, driven through the Automation API's local-program
+    mode: the real CLI and tfk8s's language host run the program (the API adds the event stream)."""
     workspace = auto.LocalWorkspace(work_dir=str(project), pulumi_home=os.environ["PULUMI_HOME"])
     return auto.Stack.create_or_select("dev", workspace)
+
+
+@pytest.fixture(scope="module")
+def platform_stack(project: Path, platform: str) -> auto.Stack:
+    workspace = auto.LocalWorkspace(work_dir=str(project), pulumi_home=os.environ["PULUMI_HOME"])
+    return auto.Stack.select(platform, workspace)
 
 
 def outputs(stack: auto.Stack) -> dict[str, Any]:
@@ -38,14 +46,14 @@ def stack_file(stack: auto.Stack) -> Path:
     return Path(stack.workspace.work_dir) / "stacks" / f"Pulumi.{stack.name}.yaml"
 
 
-def users_config(stack: auto.Stack) -> list[dict[str, Any]]:
-    return yaml.safe_load(stack_file(stack).read_text())["config"]["tfk8s:users"]
+def clusters_config(stack: auto.Stack) -> list[dict[str, Any]]:
+    return yaml.safe_load(stack_file(stack).read_text())["config"]["tfk8s:clusters"]
 
 
-def set_users(stack: auto.Stack, users: list[dict[str, Any]]) -> None:
+def set_clusters(stack: auto.Stack, clusters: list[dict[str, Any]]) -> None:
     """Edit the stack file, as a user or a GitOps pipeline does before the next `up`."""
     document = yaml.safe_load(stack_file(stack).read_text())
-    document["config"]["tfk8s:users"] = users
+    document["config"]["tfk8s:clusters"] = clusters
     stack_file(stack).write_text(yaml.safe_dump(document))
 
 
@@ -70,10 +78,10 @@ def changes(result: auto.UpResult) -> dict[str, int]:
     return {op: n for op, n in (result.summary.resource_changes or {}).items() if op not in ("same", "read")}
 
 
-def test_preview_then_up_brings_the_stack_to_ready(stack: auto.Stack, kube: Kube) -> None:
+def test_preview_then_up_brings_the_experiment_to_ready(stack: auto.Stack, platform_stack: auto.Stack, kube: Kube) -> None:
     preview = stack.preview(color="never")
-    assert preview.change_summary.get("create", 0) >= 20, preview.change_summary
-    assert NAMESPACE not in {n["metadata"]["name"] for n in kube.get("namespaces")}  # preview created nothing
+    assert preview.change_summary.get("create", 0) >= 10, preview.change_summary
+    assert not kube.get("jobs", NAMESPACE)  # preview created nothing
 
     stack.up(color="never", on_output=print)
     out = outputs(stack)
@@ -82,11 +90,14 @@ def test_preview_then_up_brings_the_stack_to_ready(stack: auto.Stack, kube: Kube
     # What Pulumi said, checked against the API server.
     deployments = {d["metadata"]["name"]: d for d in kube.get("deployments", NAMESPACE)}
     assert all(d["status"].get("availableReplicas") == 1 for d in deployments.values())
-    assert len([n for n in deployments if n.startswith("mnist-ps-0-")]) == 1
+    assert len([n for n in deployments if n.startswith("dev-mnist-ps-0-")]) == 1
     (job,) = kube.get("jobs", NAMESPACE)
-    assert (job["metadata"]["name"], job["status"].get("ready")) == ("mnist-worker", 2)
+    assert (job["metadata"]["name"], job["status"].get("ready")) == ("dev-mnist-worker", 2)
+    # The user's volumes are the platform's; the experiment mounts them, its logs under dev/mnist.
     claims = {c["metadata"]["name"]: c["status"]["phase"] for c in kube.get("pvc", NAMESPACE)}
-    assert claims == {"mnist-data": "Bound", "mnist-log": "Bound"}
+    assert claims == {"tfk8s-data": "Bound", "tfk8s-log": "Bound"}
+    mounts = {m["mountPath"]: m for m in job["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]}
+    assert mounts["/log"]["subPath"] == "dev/mnist"
 
     pods = kube.get("pods", NAMESPACE)
     workers = sorted(
@@ -104,21 +115,24 @@ def test_preview_then_up_brings_the_stack_to_ready(stack: auto.Stack, kube: Kube
             assert service["spec"]["externalTrafficPolicy"] == "Local"
     node = kube.get("node", name=USER_NODE)
     assert {"key": "tfk8s.io/user-node", "value": "true", "effect": "NoSchedule"} in node["spec"]["taints"]
-    url = out["readiness"]["users"]["alice"]["jupyter"]["url"]
+    url = out["readiness"]["jupyter"]
+    assert url == outputs(platform_stack)["readiness"]["users"]["alice"]["jupyter"]["url"]
     node_ports = {s["spec"]["ports"][0]["nodePort"] for s in kube.get("services", NAMESPACE) if s["spec"]["type"] == "NodePort"}
     assert url.startswith("http://") and int(url.rsplit(":", 1)[1].rstrip("/")) in node_ports
 
 
-def test_second_up_changes_nothing(stack: auto.Stack) -> None:
-    token = stack.outputs()["jupyterTokens"]
-    result = stack.up(color="never")
-    assert changes(result) == {}, result.summary.resource_changes
-    after = stack.outputs()["jupyterTokens"]
+def test_second_up_of_both_stacks_changes_nothing(stack: auto.Stack, platform_stack: auto.Stack) -> None:
+    token = platform_stack.outputs()["jupyterTokens"]
+    for each in (platform_stack, stack):
+        result = each.up(color="never")
+        assert changes(result) == {}, (each.name, result.summary.resource_changes)
+    after = platform_stack.outputs()["jupyterTokens"]
     assert after.secret and after.value == token.value  # generated once, stable across ups
 
 
-def test_someone_elses_taint_on_the_user_node_stops_up_and_is_left_alone(stack: auto.Stack, kube: Kube) -> None:
+def test_someone_elses_taint_on_the_user_node_stops_up_and_is_left_alone(platform_stack: auto.Stack, kube: Kube) -> None:
     """Node taints are one atomic list: tfk8s must refuse, clearly, rather than conflict or clobber."""
+    stack = platform_stack
     ours = {"key": "tfk8s.io/user-node", "value": "true", "effect": "NoSchedule"}
     theirs = {"key": "dedicated", "value": "infra", "effect": "NoSchedule"}
     kube.run("taint", "node", USER_NODE, "dedicated=infra:NoSchedule")
@@ -146,6 +160,7 @@ def test_a_ps_can_retire_itself_and_nothing_else(stack: auto.Stack, kube: Kube, 
     deployments = {
         d["metadata"]["labels"]["app.kubernetes.io/name"] + "/" + d["metadata"]["labels"].get("tfk8s.io/role", ""): d
         for d in kube.get("deployments", NAMESPACE)
+        if d["metadata"]["labels"].get("tfk8s.io/experiment") in (None, "dev")
     }
     ps, jupyter = deployments["tensorflow/ps"], deployments["jupyter/"]
     account = ps["spec"]["template"]["spec"]["serviceAccountName"]
@@ -165,13 +180,13 @@ def test_a_ps_can_retire_itself_and_nothing_else(stack: auto.Stack, kube: Kube, 
     assert kube.get("deployment", NAMESPACE, ps["metadata"]["name"])["spec"]["replicas"] == 0
     # Readiness reads live status once refreshed: a retired PS while workers run is a problem.
     stack.up(color="never", refresh=True)
-    assert "alice/mnist: parameter servers: 0/1 available" in outputs(stack)["readiness"]["notReady"]
+    assert "mnist: parameter servers: 0/1 available" in outputs(stack)["readiness"]["notReady"]
 
 
 def test_gpu_workers_are_scheduled_on_gpu_nodes_only(stack: auto.Stack, kube: Kube) -> None:
-    users = users_config(stack)
-    users[0]["clusters"][0]["workers"]["gpus"] = 1
-    set_users(stack, users)
+    clusters = clusters_config(stack)
+    clusters[0]["workers"]["gpus"] = 1
+    set_clusters(stack, clusters)
     stack.up(color="never")
     assert outputs(stack)["ready"] is True
     pods = [
@@ -185,76 +200,75 @@ def test_gpu_workers_are_scheduled_on_gpu_nodes_only(stack: auto.Stack, kube: Ku
     assert all(p["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "1" for p in pods)
     ps = [p for p in kube.get("pods", NAMESPACE) if p["metadata"]["labels"].get("tfk8s.io/role") == "ps"]
     assert all("nvidia.com/gpu" not in p["spec"]["containers"][0]["resources"].get("limits", {}) for p in ps)
-    users[0]["clusters"][0]["workers"].pop("gpus")
-    set_users(stack, users)
+    clusters[0]["workers"].pop("gpus")
+    set_clusters(stack, clusters)
 
 
 def test_more_workers_change_only_what_depends_on_the_layout(stack: auto.Stack, kube: Kube) -> None:
-    users = users_config(stack)
-    users[0]["clusters"][0]["workers"]["count"] = 3
-    set_users(stack, users)
+    clusters = clusters_config(stack)
+    clusters[0]["workers"]["count"] = 3
+    set_clusters(stack, clusters)
     steps = Steps()
     stack.up(color="never", on_event=steps)
     changed = steps.changed()
     # The worker Job is replaced (its pod template and completions change); PS tasks start a new
     # run (new Deployment name), so the retire Role follows, and the PS Service is updated in place
-    # to select only the new run's pods (same name, same DNS). Volumes, Jupyter: untouched.
-    assert changed.get("Job::alice-mnist-worker") in {"replace", "create-replacement", "delete-replaced"}
-    assert not [k for k in changed if k.startswith(("PersistentVolume", "Namespace", "StorageClass", "Secret"))], changed
-    assert not [k for k in changed if "jupyter" in k or "tensorboard" in k], changed
-    assert "Service::alice-mnist-worker" not in changed and changed.get("Service::alice-mnist-ps-0") == "update", changed
-    run = kube.get("service", NAMESPACE, "mnist-ps-0")["spec"]["selector"]["tfk8s.io/run"]
+    # to select only the new run's pods (same name, same DNS); the layout follows the new spec.
+    assert changed.get("Job::dev-mnist-worker") in {"replace", "create-replacement", "delete-replaced"}
+    assert "Service::dev-mnist-worker" not in changed and changed.get("Service::dev-mnist-ps-0") == "update", changed
+    assert changed.get("Layout::dev-mnist-layout") == "update", changed
+    assert not [k for k in changed if "trainer" in k], changed
+    run = kube.get("service", NAMESPACE, "dev-mnist-ps-0")["spec"]["selector"]["tfk8s.io/run"]
     assert [d["metadata"]["name"] for d in kube.get("deployments", NAMESPACE) if "-ps-0-" in d["metadata"]["name"]] == [
-        f"mnist-ps-0-{run[:8]}"
+        f"dev-mnist-ps-0-{run[:8]}"
     ]
     assert outputs(stack)["ready"] is True
     (job,) = kube.get("jobs", NAMESPACE)
     assert (job["spec"]["completions"], job["status"].get("ready")) == (3, 3)
+    (crd,) = [c for c in kube.get("crd") if c["spec"]["group"].endswith(".layouts.tfk8s.io")]
+    layout = kube.get(crd["metadata"]["name"], NAMESPACE, "dev-mnist-layout")["spec"]
+    assert len(layout["spec"]["worker"]) == 3 and layout["runId"] == run
 
 
 def test_failing_worker_is_reported_and_up_does_not_hang(stack: auto.Stack) -> None:
-    users = users_config(stack)
-    users[0]["clusters"][0]["image"] = FAILING_IMAGE
-    set_users(stack, users)
+    clusters = clusters_config(stack)
+    clusters[0]["image"] = FAILING_IMAGE
+    set_clusters(stack, clusters)
     started = time.monotonic()
     stack.up(color="never")
     elapsed = time.monotonic() - started
     readiness = outputs(stack)["readiness"]
     assert readiness["ready"] is False
-    assert any("alice/mnist: workers:" in p and "failed" in p for p in readiness["notReady"]), readiness["notReady"]
+    assert any("mnist: workers:" in p and "failed" in p for p in readiness["notReady"]), readiness["notReady"]
     assert elapsed < 120, f"up took {elapsed:.0f}s with a failing worker"
 
 
-def test_destroy_leaves_only_the_data_the_user_kept(stack: auto.Stack, kube: Kube) -> None:
+def layout_kinds(kube: Kube) -> list[str]:
+    return [c["metadata"]["name"] for c in kube.get("crd") if c["spec"]["group"].endswith(".layouts.tfk8s.io")]
+
+
+def test_destroying_the_experiment_leaves_the_platform_and_the_users_data(
+    stack: auto.Stack, platform_stack: auto.Stack, kube: Kube
+) -> None:
     stack.destroy(color="never")
-    leftovers = {
-        kind: [o["metadata"]["name"] for o in kube.get(kind, NAMESPACE)]
-        for kind in ("deployments", "jobs", "services", "secrets", "serviceaccounts", "roles", "rolebindings")
+    experiment_objects = {
+        kind: [
+            o["metadata"]["name"] for o in kube.get(kind, NAMESPACE) if o["metadata"].get("labels", {}).get("tfk8s.io/experiment")
+        ]
+        for kind in (
+            "deployments",
+            "jobs",
+            "services",
+            "configmaps",
+            "serviceaccounts",
+            "roles",
+            "rolebindings",
+            *layout_kinds(kube),
+        )
     }
-    leftovers["serviceaccounts"] = [n for n in leftovers["serviceaccounts"] if n != "default"]
-    assert all(not names for names in leftovers.values()), leftovers
-    assert [c["metadata"]["name"] for c in kube.get("configmaps", NAMESPACE)] == ["kube-root-ca.crt"]
-    # keepOnDestroy (the default): claims, their volumes and the namespace holding them stay.
-    assert sorted(c["metadata"]["name"] for c in kube.get("pvc", NAMESPACE)) == ["mnist-data", "mnist-log"]
-    kept_volumes = [v for v in kube.get("pv") if v["spec"].get("claimRef", {}).get("namespace") == NAMESPACE]
-    assert len(kept_volumes) == 2
-    assert "tfk8s.io/user-node" not in kube.get("node", name=USER_NODE)["metadata"].get("labels", {})
-    assert not [t for t in kube.get("node", name=USER_NODE)["spec"].get("taints", []) if t["key"] == "tfk8s.io/user-node"]
-    assert not kube.get("storageclasses") or all(s["metadata"]["name"] != "tfk8s-local" for s in kube.get("storageclasses"))
-
-
-def test_destroy_without_keep_leaves_nothing(stack: auto.Stack, kube: Kube) -> None:
-    kube.run("delete", "namespace", NAMESPACE, "--wait=true")
-    kube.run("delete", "pv", "--all", "--wait=true")
-    users = users_config(stack)
-    users[0]["clusters"][0].pop("image", None)
-    users[0]["clusters"][0]["volumes"]["keepOnDestroy"] = False
-    set_users(stack, users)
-    stack.up(color="never")
-    assert outputs(stack)["ready"] is True
-    stack.destroy(color="never")
-    assert (
-        NAMESPACE not in {n["metadata"]["name"] for n in kube.get("namespaces")}
-        or kube.get("namespace", name=NAMESPACE)["status"]["phase"] == "Terminating"
-    )
-    assert [v["metadata"]["name"] for v in kube.get("pv")] == []
+    assert all(not names for names in experiment_objects.values()), experiment_objects
+    # The platform's objects are all there and unchanged: a no-change up proves it.
+    assert sorted(c["metadata"]["name"] for c in kube.get("pvc", NAMESPACE)) == ["tfk8s-data", "tfk8s-log"]
+    assert changes(platform_stack.up(color="never")) == {}
+    assert outputs(platform_stack)["ready"] is True
+    stack.workspace.remove_stack("dev")

@@ -20,39 +20,39 @@ STACK = "reclaim"
 NAMESPACE = "tfk8s-dora"
 
 
-def test_failed_workers_retire_their_ps_and_a_new_run_number_starts_afresh(cli: Cli, kube: Kube, tmp_path: Path) -> None:
+def test_failed_workers_retire_their_ps_and_a_new_run_number_starts_afresh(
+    cli: Cli, kube: Kube, platform: str, tmp_path: Path
+) -> None:
     cli("stack", "init", STACK)
     for path, value in (
-        ("tfk8s:platform.userNode.name", "tfk8s-user-node"),
-        ("tfk8s:platform.storage.backend", "local"),
-        ("tfk8s:platform.storage.className", "tfk8s-local"),
-        ("tfk8s:users[0].name", "dora"),
-        ("tfk8s:users[0].clusters[0].name", "mnist"),
-        ("tfk8s:users[0].clusters[0].workers.cpu", "500m"),
-        ("tfk8s:users[0].clusters[0].workers.memory", "1Gi"),
-        ("tfk8s:users[0].clusters[0].workers.backoffLimitPerIndex", "0"),
-        ("tfk8s:users[0].clusters[0].volumes.keepOnDestroy", "false"),
+        ("tfk8s:kind", "experiment"),
+        ("tfk8s:platformStack", platform),
+        ("tfk8s:user", "dora"),
+        ("tfk8s:clusters[0].name", "mnist"),
+        ("tfk8s:clusters[0].workers.cpu", "500m"),
+        ("tfk8s:clusters[0].workers.memory", "1Gi"),
+        ("tfk8s:clusters[0].workers.backoffLimitPerIndex", "0"),
     ):
-        cli("config", "set", "--path", path, value)
+        cli("config", "set", "--stack", STACK, "--path", path, value)
     cli("up", "--stack", STACK, "--yes", "--skip-preview")
     assert cli.outputs(STACK)["ready"] is True
     (job,) = kube.get("jobs", NAMESPACE)
     assert (job["spec"]["backoffLimitPerIndex"], job["spec"]["maxFailedIndexes"]) == (0, 0)  # 1.34: per index
 
-    result = reclaim(kube.run, kube.kubeconfig, NAMESPACE, "mnist-worker", tmp_path)
+    result = reclaim(kube.run, kube.kubeconfig, NAMESPACE, "reclaim-mnist-worker", tmp_path)
     assert result["exit_codes"] == [0] and result["replicas"] == [0], result
-    assert "job mnist-worker is Failed; retiring" in result["logs"][0], result["logs"]
+    assert "job reclaim-mnist-worker is Failed; retiring" in result["logs"][0], result["logs"]
     assert result["ps_pods_gone"] < 10, result  # bench/ps_reclaim.py reports the latency (goal <= 5 s)
 
     cli("up", "--stack", STACK, "--yes", "--skip-preview", "--refresh")
     readiness = cli.outputs(STACK)["readiness"]
-    cluster = readiness["users"]["dora"]["clusters"]["mnist"]
+    cluster = readiness["clusters"]["mnist"]
     assert cluster["phase"] == "Failed" and readiness["ready"] is False
     assert any("workers Job failed: MaxFailedIndexesExceeded" in p for p in readiness["notReady"]), readiness["notReady"]
 
     # Re-applying the failed Job changes nothing (pulumi-kubernetes#856); a new run number is a new run.
     old_ps = {d["metadata"]["name"] for d in kube.get("deployments", NAMESPACE) if "-ps-" in d["metadata"]["name"]}
-    cli("config", "set", "--path", "tfk8s:users[0].clusters[0].run.number", "1")
+    cli("config", "set", "--stack", STACK, "--path", "tfk8s:clusters[0].run.number", "1")
     cli("up", "--stack", STACK, "--yes", "--skip-preview")
     assert cli.outputs(STACK)["ready"] is True
     (job,) = kube.get("jobs", NAMESPACE)

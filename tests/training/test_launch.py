@@ -272,7 +272,7 @@ def test_retiring_reads_the_service_account_and_never_raises(tmp_path: Path, api
     assert not kube_retire.retire_deployment("d", "ns", in_pod, sa_dir=sa)
     calls = len(handler.requests)
     assert not kube_retire.retire_deployment("d", "ns", {}, sa_dir=sa)  # not in a pod: nothing to do
-    assert kube_retire._api_server({"KUBERNETES_SERVICE_HOST": "fd00::1"}) == "https://[fd00::1]:443"
+    assert kube_retire.api_server({"KUBERNETES_SERVICE_HOST": "fd00::1"}) == "https://[fd00::1]:443"
     assert len(handler.requests) == calls
 
 

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 
 import pytest
 from tfk8s import cluster_spec as cs
-from tfk8s.settings import ClusterSettings, PsSettings, Resources, VolumeSettings, WorkerSettings
+from tfk8s.settings import ClusterSettings, PsSettings, WorkerSettings
 
 CLUSTER = ClusterSettings(name="mnist", ps=PsSettings(count=2), workers=WorkerSettings(count=3))
 
@@ -40,23 +39,26 @@ def test_run_id_is_stable_and_changes_with_what_runs() -> None:
     spec = cs.cluster_spec(CLUSTER, 2222)
     base = cs.run_id(CLUSTER, spec, "tf:2", "code1")
     assert base == cs.run_id(CLUSTER, spec, "tf:2", "code1")
-    more_workers = replace(CLUSTER, workers=WorkerSettings(count=4))
+    more_workers = CLUSTER.model_copy(update=dict(workers=WorkerSettings(count=4)))
     variants = {
         cs.run_id(CLUSTER, spec, "tf:3", "code1"),
         cs.run_id(CLUSTER, spec, "tf:2", "code2"),
         cs.run_id(more_workers, cs.cluster_spec(more_workers, 2222), "tf:2", "code1"),
-        cs.run_id(replace(CLUSTER, training="sync"), spec, "tf:2", "code1"),
+        cs.run_id(CLUSTER.model_copy(update=dict(training="sync")), spec, "tf:2", "code1"),
         # Same layout, GPUs added: the Job is replaced, so it is a new run too.
-        cs.run_id(replace(CLUSTER, workers=WorkerSettings(count=3, resources=Resources(gpus=1))), spec, "tf:2", "code1"),
+        cs.run_id(CLUSTER.model_copy(update=dict(workers=WorkerSettings(count=3, gpus=1))), spec, "tf:2", "code1"),
     }
     assert base not in variants and len(variants) == 5
-    # Volume settings never touch a pod: same run.
-    assert cs.run_id(replace(CLUSTER, volumes=VolumeSettings(keep_on_destroy=False)), spec, "tf:2", "code1") == base
+
+
+def test_experiments_prefix_names_unless_the_cluster_is_named_like_the_experiment() -> None:
+    assert cs.cluster_spec(CLUSTER, 2222, experiment="exp1")["ps"][0] == "exp1-mnist-ps-0:2222"
+    assert cs.cluster_spec(CLUSTER, 2222, experiment="mnist")["ps"][0] == "mnist-ps-0:2222"
 
 
 def test_in_graph_spec_has_a_chief_only_when_someone_drives_it() -> None:
-    chief = replace(CLUSTER, replication="in-graph", in_graph_client="chief")
-    notebook = replace(CLUSTER, replication="in-graph", in_graph_client="notebook")
+    chief = CLUSTER.model_copy(update=dict(replication="in-graph", in_graph_client="chief"))
+    notebook = CLUSTER.model_copy(update=dict(replication="in-graph", in_graph_client="notebook"))
     assert cs.cluster_spec(chief, 2222)["chief"] == ["mnist-chief-0.mnist-chief:2222"]
     assert cs.cluster_spec(notebook, 2222, notebook_host="alice-jupyter-tf:2222")["chief"] == ["alice-jupyter-tf:2222"]
     assert "chief" not in cs.cluster_spec(CLUSTER, 2222, notebook_host="x:1")

@@ -3,19 +3,32 @@
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ROOT, stack_config
+from conftest import ROOT, facts_for, stack_config
 from tfk8s import settings as s
-from tfk8s.config import ConfigError, parse, parse_jupyter_tokens
+from tfk8s.config import ConfigError, check_experiment, check_platform, parse_jupyter_tokens, validate
 
 Raw = dict[str, Any]
+SCHEMA_DIR = ROOT / "schema"
+
+
+def parse(raw: Raw, server_version: tuple[int, int] | None = None) -> Any:
+    """Validate a stack's raw `tfk8s:` values as the program does (experiments against platform-dev)."""
+    stack = validate(raw)
+    if isinstance(stack, s.PlatformStack):
+        return check_platform(stack, server_version)
+    facts = s.PlatformFacts.model_validate(facts_for(stack_config("platform-dev")), strict=False)
+    check_experiment(stack, "dev", facts, ROOT)
+    return stack
 
 
 def cluster(raw: Raw) -> Raw:
-    return raw["users"][0]["clusters"][0]
+    return raw["clusters"][0]
 
 
 def _set(path: Callable[[Raw], Raw], key: str, value: Any) -> Callable[[Raw], None]:
@@ -34,7 +47,7 @@ def _gluster_on(version: str) -> Callable[[Raw], None]:
 
 
 def _duplicate_cluster(raw: Raw) -> None:
-    raw["users"][0]["clusters"].append(copy.deepcopy(cluster(raw)))
+    raw["clusters"].append(copy.deepcopy(cluster(raw)))
 
 
 def _duplicate_user(raw: Raw) -> None:
@@ -53,9 +66,9 @@ BAD = [
     (
         "unknown-replication",
         _set(cluster, "replication", "all-reduce"),
-        r"replication: must be one of \['between-graph', 'in-graph'\]",
+        r"replication: must be one of 'between-graph', 'in-graph'",
     ),
-    ("unknown-training", _set(cluster, "training", "semi-sync"), r"training: must be one of \['async', 'sync'\]"),
+    ("unknown-training", _set(cluster, "training", "semi-sync"), r"training: must be one of 'async', 'sync'"),
     ("unknown-backend", _set(lambda r: r["platform"]["storage"], "backend", "hdfs"), r"storage\.backend: must be one of"),
     (
         "heketi-url-missing",
@@ -81,8 +94,8 @@ BAD = [
     ),
     ("gpus-on-ps", _set(lambda r: cluster(r)["ps"], "gpus", 1), r"ps\.gpus: parameter servers .*allowPsGpus"),
     ("gpus-negative", _set(lambda r: cluster(r)["workers"], "gpus", -2), r"workers\.gpus: must be 0 or more"),
-    ("duplicate-cluster", _duplicate_cluster, r"users\[0\]\.clusters: duplicate cluster name 'mnist'"),
-    ("duplicate-user", _duplicate_user, r"users\[1\]\.name: duplicate user 'alice'"),
+    ("duplicate-cluster", _duplicate_cluster, r"clusters\[1\]\.name: duplicate cluster name 'mnist'"),
+    ("duplicate-user", _duplicate_user, r"users\[2\]\.name: duplicate user 'alice'"),
     (
         "memory-not-quantity",
         _set(lambda r: cluster(r)["workers"], "memory", "lots"),
@@ -90,10 +103,19 @@ BAD = [
     ),
     (
         "data-size-zero",
-        _set(lambda r: cluster(r), "volumes", {"dataSize": "0Gi"}),
-        r"volumes\.dataSize: must be greater than zero",
+        _set(lambda r: r["users"][0], "volumes", {"dataSize": "0Gi"}),
+        r"users\[0\]\.volumes\.dataSize: must be greater than zero",
     ),
-    ("user-node-missing", lambda r: r["platform"].pop("userNode"), r"platform\.userNode\.name: is required"),
+    (
+        "namespace-prefix-upper",
+        _set(lambda r: r["platform"], "namespacePrefix", "TF_"),
+        r"namespacePrefix: 'TF_' must be lowercase",
+    ),
+    ("namespace-prefix-long", _set(lambda r: r["platform"], "namespacePrefix", "x" * 24), r"namespacePrefix: .* at most 23"),
+    ("data-sub-path-escapes", _set(cluster, "dataSubPath", "../bob"), r"dataSubPath: '\.\./bob' must be a relative path"),
+    ("kind-missing", lambda r: r.pop("kind"), r"tfk8s:kind: it is missing; set `tfk8s:kind: platform`"),
+    ("platform-key-in-experiment", _set(lambda r: r, "users", []), r"tfk8s:users: unknown key"),
+    ("user-node-missing", lambda r: r["platform"]["userNode"].pop("name"), r"platform\.userNode\.name: is required"),
     ("typo-key", _set(cluster, "wokers", {"count": 3}), r"clusters\[0\]\.wokers: unknown key"),
     ("url-source-without-url", _set(cluster, "code", {"source": "url"}), r"code\.url: source 'url' needs an http\(s\) URL"),
     (
@@ -112,11 +134,7 @@ BAD = [
         r"workers\.tolerations: .* tolerates the User Node taint",
     ),
     ("users-empty", lambda r: r.update(users=[]), r"tfk8s:users: must be a non-empty list"),
-    (
-        "clusters-not-list",
-        _set(lambda r: r["users"][0], "clusters", {"name": "mnist"}),
-        r"users\[0\]\.clusters: must be a non-empty list",
-    ),
+    ("clusters-empty", lambda r: r.update(clusters=[]), r"tfk8s:clusters: must be a non-empty list"),
     (
         "bad-k8s-version",
         _set(lambda r: r["platform"], "kubernetesVersion", "v1.34.0"),
@@ -125,20 +143,48 @@ BAD = [
 ]
 
 
-@pytest.mark.parametrize(("mutate", "message"), [(m, msg) for _, m, msg in BAD], ids=[i for i, _, _ in BAD])
-def test_bad_config_is_rejected_with_the_key_named(dev_config: Raw, mutate: Callable[[Raw], None], message: str) -> None:
-    mutate(dev_config)
+def _target(case_id: str) -> str:
+    return "platform-dev" if case_id in PLATFORM_CASES else "dev"
+
+
+PLATFORM_CASES = [
+    "bad-k8s-version",
+    "csi-without-provisioner",
+    "data-size-zero",
+    "duplicate-user",
+    "glusterfs-on-1.26",
+    "heketi-url-missing",
+    "heketi-url-not-http",
+    "namespace-prefix-long",
+    "namespace-prefix-upper",
+    "port-out-of-range",
+    "unknown-backend",
+    "user-name-missing",
+    "user-node-missing",
+    "users-empty",
+]
+
+
+@pytest.mark.parametrize(("case", "mutate", "message"), BAD, ids=[i for i, _, _ in BAD])
+def test_bad_config_is_rejected_with_the_key_named(case: str, mutate: Callable[[Raw], None], message: str) -> None:
+    raw = copy.deepcopy(stack_config(_target(case)))
+    mutate(raw)
     with pytest.raises(ConfigError, match=message):
-        parse(dev_config["platform"], dev_config["users"], ROOT)
+        parse(raw)
 
 
-def test_every_problem_is_reported_at_once(dev_config: Raw) -> None:
+def test_every_problem_is_reported_at_once(dev_config: Raw, platform_config: Raw) -> None:
     cluster(dev_config)["workers"]["count"] = 0
     cluster(dev_config)["replication"] = "nope"
-    dev_config["platform"]["storage"]["backend"] = "hdfs"
+    cluster(dev_config)["ps"]["memory"] = "lots"
     with pytest.raises(ConfigError) as error:
-        parse(dev_config["platform"], dev_config["users"], ROOT)
+        parse(dev_config)
     assert len(error.value.problems) == 3
+    platform_config["platform"]["storage"]["backend"] = "hdfs"
+    platform_config["users"][1]["name"] = "Bob"
+    with pytest.raises(ConfigError) as error:
+        parse(platform_config)
+    assert len(error.value.problems) == 2
 
 
 def test_bad_config_creates_no_resources(dev_config: Raw) -> None:
@@ -151,29 +197,34 @@ def test_bad_config_creates_no_resources(dev_config: Raw) -> None:
         pytest.fail(f"created {len(deployment.mocks.resources)} resources")
 
 
-def test_dev_stack_parses_with_documented_defaults() -> None:
-    raw = stack_config("dev")
-    settings = parse(raw["platform"], raw["users"], ROOT)
-    c = settings.users[0].clusters[0]
+def test_stacks_parse_with_documented_defaults() -> None:
+    experiment = parse(stack_config("dev"))
+    c = experiment.clusters[0]
     assert (c.ps.count, c.workers.count, c.workers.resources.gpus) == (1, 2, 0)
-    assert settings.platform.storage.backend == "local"
-    assert c.volumes.keep_on_destroy is True
-    assert c.image is None and settings.platform.images.tensorflow == s.ImageSettings().tensorflow
+    assert c.image is None and c.data_sub_path is None and experiment.experiment is None
+    platform = parse(stack_config("platform-dev"))
+    assert platform.platform.storage.backend == "local" and platform.platform.namespace_prefix == "tfk8s-"
+    assert all(u.volumes.keep_on_destroy for u in platform.users)
+    assert platform.platform.images.tensorflow == s.ImageSettings().tensorflow
 
 
 def test_numbers_are_accepted_for_cpu(dev_config: Raw) -> None:
     cluster(dev_config)["workers"]["cpu"] = 2
-    settings = parse(dev_config["platform"], dev_config["users"], ROOT)
-    assert settings.users[0].clusters[0].workers.resources.cpu == "2"
+    assert parse(dev_config).clusters[0].workers.resources.cpu == "2"
 
 
-def test_glusterfs_is_accepted_before_1_26(imagenet_config: Raw) -> None:
-    settings = parse(imagenet_config["platform"], imagenet_config["users"], ROOT)
-    g = settings.platform.storage.glusterfs
+def test_glusterfs_is_accepted_before_1_26(imagenet_platform_config: Raw) -> None:
+    g = parse(imagenet_platform_config).platform.storage.glusterfs
     assert g is not None and g.rest_url == "http://heketi.storage.svc:8080"
 
 
-USERS = (s.UserSettings(name="alice", clusters=()),)
+def test_an_experiment_name_too_long_for_its_objects_names_the_key(dev_config: Raw) -> None:
+    dev_config["experiment"] = "e" * 36
+    with pytest.raises(ConfigError, match=r"tfk8s:clusters\[0\]\.name: '(e+)-mnist' .* at most 40"):
+        parse(dev_config)
+
+
+USERS = (s.PlatformUser(name="alice"),)
 
 
 @pytest.mark.parametrize(
@@ -219,23 +270,53 @@ def test_requirements_txt_is_generated_from_pyproject() -> None:
 
 
 def test_the_servers_version_wins_and_a_different_configured_one_is_an_error() -> None:
-    raw = stack_config("dev")
-    settings = parse(raw["platform"], raw["users"], ROOT, server_version=(1, 34))
-    assert settings.platform.kubernetes_version == (1, 34)
+    raw = stack_config("platform-dev")
+    assert parse(raw, server_version=(1, 34)).platform.version == (1, 34)
     with pytest.raises(ConfigError, match=r"kubernetesVersion: is 1.34 but the cluster serves 1.25: fix it, or remove the key"):
-        parse(raw["platform"], raw["users"], ROOT, server_version=(1, 25))
+        parse(raw, server_version=(1, 25))
     del raw["platform"]["kubernetesVersion"]
-    assert parse(raw["platform"], raw["users"], ROOT, server_version=(1, 28)).platform.kubernetes_version == (1, 28)
+    assert parse(raw, server_version=(1, 28)).platform.version == (1, 28)
+    with pytest.raises(ConfigError, match=r"kubernetesVersion: the cluster did not say"):
+        parse(raw)
 
 
 def test_glusterfs_against_a_newer_server_is_refused_with_the_1_26_message() -> None:
-    """The imagenet stack says 1.25; deployed against a 1.34 cluster it must stop before anything exists."""
-    raw = stack_config("imagenet")
+    """The imagenet platform says 1.25; deployed against a 1.34 cluster it must stop before anything exists."""
+    raw = stack_config("imagenet-platform")
     with pytest.raises(ConfigError) as error:
-        parse(raw["platform"], raw["users"], ROOT, server_version=(1, 34))
+        parse(raw, server_version=(1, 34))
     text = str(error.value)
     assert "removed in Kubernetes 1.26; the cluster is 1.34" in text and "serves 1.34" in text
-    assert parse(raw["platform"], raw["users"], ROOT, server_version=(1, 25)).platform.storage.backend == "glusterfs"
+    assert parse(raw, server_version=(1, 25)).platform.storage.backend == "glusterfs"
+
+
+@pytest.mark.parametrize("kind", ["platform", "experiment"])
+def test_published_json_schemas_are_current_and_accept_the_repos_stack_files(kind: str) -> None:
+    """Editors check stack files against schema/<kind>.schema.json; it is generated from the models."""
+    import subprocess
+    import sys
+
+    import jsonschema
+    import yaml
+
+    check = subprocess.run([sys.executable, str(ROOT / "hack" / "schema.py"), "--check"], capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout + check.stderr
+    schema = json.loads((SCHEMA_DIR / f"{kind}.schema.json").read_text())
+    files = [f for f in sorted((ROOT / "stacks").glob("Pulumi.*.yaml")) if f"tfk8s:kind: {kind}" in f.read_text()]
+    assert files
+    for stack_file in files:
+        jsonschema.validate(yaml.safe_load(stack_file.read_text()), schema)
+    bad = yaml.safe_load(files[0].read_text())
+    bad["config"]["tfk8s:typo"] = 1
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(bad, schema)
+
+
+def test_the_schema_files_are_what_the_models_say(tmp_path: Path) -> None:
+    """A default changed in the models reaches the published schema (or the check above fails)."""
+    schema = json.loads((SCHEMA_DIR / "experiment.schema.json").read_text())
+    clusters = schema["properties"]["config"]["properties"]["tfk8s:clusters"]
+    assert "items" in clusters and clusters["minItems"] == 1
 
 
 @pytest.mark.parametrize(
@@ -251,5 +332,11 @@ def test_glusterfs_against_a_newer_server_is_refused_with_the_1_26_message() -> 
 def test_bad_run_policy_names_the_key(run: dict[str, Any], message: str) -> None:
     raw = stack_config("dev")
     cluster(raw)["run"] = run
-    with pytest.raises(ConfigError, match=r"tfk8s:users\[0\]\.clusters\[0\]\." + message):
-        parse(raw["platform"], raw["users"], ROOT)
+    with pytest.raises(ConfigError, match=r"tfk8s:clusters\[0\]\." + message):
+        parse(raw)
+
+
+def test_the_repos_stack_files_carry_no_salt() -> None:
+    """The salt belongs to a machine's (or team's) passphrase: the first command adds it (README)."""
+    for stack_file in (ROOT / "stacks").glob("Pulumi.*.yaml"):
+        assert "encryptionsalt" not in stack_file.read_text(), stack_file.name

@@ -1,4 +1,4 @@
-"""The seed's own example (stacks/Pulumi.imagenet.yaml) produces exactly the expected objects."""
+"""The seed's own example (stacks/Pulumi.imagenet-platform.yaml + Pulumi.imagenet.yaml) produces exactly the expected objects."""
 
 from __future__ import annotations
 
@@ -7,48 +7,81 @@ from collections import Counter
 from typing import Any
 
 import pulumi
-from conftest import run_program
+from conftest import facts_for, run_program
 from test_training_cluster import JOB, after, env_of, pod_spec
 
-EXPECTED = Counter(
+PLATFORM_EXPECTED = Counter(
     {
         "kubernetes:core/v1:NodePatch": 1,
         "kubernetes:storage.k8s.io/v1:StorageClass": 1,
         "kubernetes:core/v1:Secret": 2,  # Heketi admin key, Jupyter token
         "kubernetes:core/v1:Namespace": 1,
-        "kubernetes:core/v1:PersistentVolumeClaim": 2,  # imagenet-data, imagenet-log
-        "kubernetes:core/v1:ConfigMap": 2,  # launcher package, notebooks
-        "kubernetes:core/v1:ServiceAccount": 1,
+        "kubernetes:core/v1:PersistentVolumeClaim": 2,  # the user's data and log volumes
+        "kubernetes:core/v1:ConfigMap": 2,  # trainer package for notebooks, notebooks
+        "kubernetes:core/v1:ServiceAccount": 1,  # Jupyter's: reads layouts
         "kubernetes:rbac.authorization.k8s.io/v1:Role": 1,
         "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding": 1,
-        "kubernetes:apps/v1:Deployment": 4,  # 2 PS, Jupyter, TensorBoard
-        "kubernetes:core/v1:Service": 5,  # 2 PS, headless workers, Jupyter, TensorBoard
-        "kubernetes:batch/v1:Job": 1,  # 3 workers, one Indexed Job
+        "kubernetes:apps/v1:Deployment": 2,  # Jupyter, TensorBoard
+        "kubernetes:core/v1:Service": 3,  # Jupyter, TensorBoard, the notebook's chief address
+        "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition": 1,  # the platform's Layout kind
         "tfk8s:index:UserNode": 1,
+        "tfk8s:index:PlatformGuard": 1,  # the CRD only: 1.25 has no ValidatingAdmissionPolicy
         "tfk8s:index:SharedStorage": 1,
         "tfk8s:index:UserEnvironment": 1,
+    }
+)
+EXPERIMENT_EXPECTED = Counter(
+    {
+        "kubernetes:core/v1:ConfigMap": 1,  # trainer package
+        "kubernetes:ptest.layouts.tfk8s.io/v1:Layout": 1,  # the cluster's layout, the platform's kind
+        "kubernetes:core/v1:ServiceAccount": 1,  # PS retirement
+        "kubernetes:rbac.authorization.k8s.io/v1:Role": 1,
+        "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding": 1,
+        "kubernetes:apps/v1:Deployment": 2,  # 2 PS
+        "kubernetes:core/v1:Service": 3,  # 2 PS, headless workers
+        "kubernetes:batch/v1:Job": 1,  # 3 workers, one Indexed Job
+        "tfk8s:index:Experiment": 1,
         "tfk8s:index:TrainingCluster": 1,
     }
 )
 
 
 @pulumi.runtime.test
-def test_imagenet_stack_objects(imagenet_config: dict[str, Any]) -> None:
-    d = run_program(imagenet_config, secrets={"heketiAdminKey": "heketi-admin-key"})
+def test_imagenet_platform_objects(imagenet_platform_config: dict[str, Any]) -> None:
+    d = run_program(imagenet_platform_config, secrets={"heketiAdminKey": "heketi-admin-key"}, stack="imagenet-platform")
 
     def check() -> None:
         found = Counter(r.typ for r in d.mocks.resources)
-        assert found == EXPECTED, {"missing": EXPECTED - found, "unexpected": found - EXPECTED}
+        assert found == PLATFORM_EXPECTED, {"missing": PLATFORM_EXPECTED - found, "unexpected": found - PLATFORM_EXPECTED}
         names = {(r.typ.rsplit(":", 1)[1], r.inputs.get("metadata", {}).get("name")) for r in d.mocks.resources}
         for expected in [
-            ("PersistentVolumeClaim", "imagenet-data"),
-            ("PersistentVolumeClaim", "imagenet-log"),
+            ("PersistentVolumeClaim", "tfk8s-data"),
+            ("PersistentVolumeClaim", "tfk8s-log"),
+            ("Namespace", "tfk8s-taas"),
+            ("StorageClass", "glusterfs"),
+        ]:
+            assert expected in names
+        for claim in d.mocks.of_type("kubernetes:core/v1:PersistentVolumeClaim"):
+            assert claim.inputs["spec"]["resources"]["requests"]["storage"] == "10Gi"
+            assert claim.inputs["spec"]["storageClassName"] == "glusterfs"
+
+    return after(d, check)
+
+
+@pulumi.runtime.test
+def test_imagenet_experiment_objects(imagenet_config: dict[str, Any], imagenet_platform_config: dict[str, Any]) -> None:
+    d = run_program(imagenet_config, platform=facts_for(imagenet_platform_config), stack="imagenet")
+
+    def check() -> None:
+        found = Counter(r.typ for r in d.mocks.resources)
+        assert found == EXPERIMENT_EXPECTED, {"missing": EXPERIMENT_EXPECTED - found, "unexpected": found - EXPERIMENT_EXPECTED}
+        names = {(r.typ.rsplit(":", 1)[1], r.inputs.get("metadata", {}).get("name")) for r in d.mocks.resources}
+        # The experiment is named like its one cluster: the seed's own names.
+        for expected in [
             ("Service", "imagenet-ps-0"),
             ("Service", "imagenet-ps-1"),
             ("Service", "imagenet-worker"),
             ("Job", "imagenet-worker"),
-            ("Namespace", "tfk8s-taas"),
-            ("StorageClass", "glusterfs"),
         ]:
             assert expected in names
         (job,) = d.mocks.of_type(JOB)
@@ -71,8 +104,7 @@ def test_imagenet_stack_objects(imagenet_config: dict[str, Any]) -> None:
             "ps": ["imagenet-ps-0:2222", "imagenet-ps-1:2222"],
             "worker": [f"imagenet-worker-{i}.imagenet-worker:2222" for i in range(3)],
         }
-        for claim in d.mocks.of_type("kubernetes:core/v1:PersistentVolumeClaim"):
-            assert claim.inputs["spec"]["resources"]["requests"]["storage"] == "10Gi"
-            assert claim.inputs["spec"]["storageClassName"] == "glusterfs"
+        mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
+        assert mounts["/log"]["subPath"] == "imagenet/imagenet" and "subPath" not in mounts["/data"]
 
     return after(d, check)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import copy
 import json
 from typing import Any
 
@@ -24,8 +23,12 @@ def unwrap_secret(value: Any) -> Any:
 SC, SECRET, PV = "kubernetes:storage.k8s.io/v1:StorageClass", "kubernetes:core/v1:Secret", "kubernetes:core/v1:PersistentVolume"
 
 
-def app(d: Deployment, name: str) -> Any:
-    (found,) = [r for r in d.mocks.of_type(DEPLOYMENT) if pod_labels(r)["app.kubernetes.io/name"] == name]
+def app(d: Deployment, name: str, user: str = "alice") -> Any:
+    (found,) = [
+        r
+        for r in d.mocks.of_type(DEPLOYMENT)
+        if pod_labels(r)["app.kubernetes.io/name"] == name and pod_labels(r)["tfk8s.io/user"] == user
+    ]
     return found
 
 
@@ -47,8 +50,8 @@ def glusterfs(raw: dict[str, Any]) -> dict[str, Any]:
 
 
 @pulumi.runtime.test
-def test_glusterfs_class_reads_the_heketi_key_from_a_secret(dev_config: dict[str, Any]) -> None:
-    d = run_program(glusterfs(dev_config), secrets={"heketiAdminKey": "s3cret-key"})
+def test_glusterfs_class_reads_the_heketi_key_from_a_secret(platform_config: dict[str, Any]) -> None:
+    d = run_program(glusterfs(platform_config), secrets={"heketiAdminKey": "s3cret-key"})
 
     def check() -> None:
         (sc,) = d.mocks.of_type(SC)
@@ -72,24 +75,24 @@ def test_glusterfs_class_reads_the_heketi_key_from_a_secret(dev_config: dict[str
     return after(d, check)
 
 
-def test_glusterfs_without_the_secret_key_fails_naming_it(dev_config: dict[str, Any]) -> None:
+def test_glusterfs_without_the_secret_key_fails_naming_it(platform_config: dict[str, Any]) -> None:
     with pytest.raises(Exception, match="heketiAdminKey"):
 
         @pulumi.runtime.test
         def declare() -> pulumi.Output[Any]:
-            return run_program(glusterfs(dev_config)).components["readiness"]
+            return run_program(glusterfs(platform_config)).components["readiness"]
 
         declare()
 
 
 @pulumi.runtime.test
-def test_csi_class_passes_provisioner_and_parameters(dev_config: dict[str, Any]) -> None:
-    dev_config["platform"]["storage"] = {
+def test_csi_class_passes_provisioner_and_parameters(platform_config: dict[str, Any]) -> None:
+    platform_config["platform"]["storage"] = {
         "backend": "csi",
         "className": "nfs",
         "csi": {"provisioner": "nfs.csi.k8s.io", "parameters": {"server": "nfs.local", "share": "/export"}},
     }
-    d = run_program(dev_config)
+    d = run_program(platform_config)
 
     def check() -> None:
         (sc,) = d.mocks.of_type(SC)
@@ -103,9 +106,9 @@ def test_csi_class_passes_provisioner_and_parameters(dev_config: dict[str, Any])
 
 
 @pulumi.runtime.test
-def test_existing_class_creates_no_storage_class(dev_config: dict[str, Any]) -> None:
-    dev_config["platform"]["storage"] = {"backend": "existing", "className": "cephfs"}
-    d = run_program(dev_config)
+def test_existing_class_creates_no_storage_class(platform_config: dict[str, Any]) -> None:
+    platform_config["platform"]["storage"] = {"backend": "existing", "className": "cephfs"}
+    d = run_program(platform_config)
 
     def check() -> None:
         assert not d.mocks.of_type(SC)
@@ -115,21 +118,25 @@ def test_existing_class_creates_no_storage_class(dev_config: dict[str, Any]) -> 
 
 
 @pulumi.runtime.test
-def test_local_backend_prebinds_one_volume_per_claim(dev_config: dict[str, Any]) -> None:
-    d = run_program(dev_config)
+def test_local_backend_prebinds_one_volume_per_claim(platform_config: dict[str, Any]) -> None:
+    d = run_program(platform_config)
 
     def check() -> None:
         (sc,) = d.mocks.of_type(SC)
         assert sc.inputs["provisioner"] == "kubernetes.io/no-provisioner"
-        volumes = {r.inputs["spec"]["claimRef"]["name"]: r.inputs["spec"] for r in d.mocks.of_type(PV)}
-        claims = {r.inputs["metadata"]["name"]: r.inputs["spec"] for r in d.mocks.of_type(PVC)}
-        assert set(volumes) == set(claims) == {"mnist-data", "mnist-log"}
-        for name, volume in volumes.items():
-            assert volume["claimRef"]["namespace"] == "tfk8s-alice"
-            assert volume["capacity"]["storage"] == claims[name]["resources"]["requests"]["storage"]
+        volumes = {
+            (v["claimRef"]["namespace"], v["claimRef"]["name"]): v for v in (r.inputs["spec"] for r in d.mocks.of_type(PV))
+        }
+        claims = {
+            (r.inputs["metadata"]["namespace"], r.inputs["metadata"]["name"]): r.inputs["spec"] for r in d.mocks.of_type(PVC)
+        }
+        # Per user one data and one log volume, shared by all of the user's experiments.
+        assert set(volumes) == set(claims) == {(f"tfk8s-{u}", c) for u in ("alice", "bob") for c in ("tfk8s-data", "tfk8s-log")}
+        for (namespace, name), volume in volumes.items():
+            assert volume["capacity"]["storage"] == claims[namespace, name]["resources"]["requests"]["storage"] == "1Gi"
             assert volume["accessModes"] == ["ReadWriteMany"]
             assert volume["persistentVolumeReclaimPolicy"] == "Retain"
-            assert volume["hostPath"]["path"] == f"/var/lib/tfk8s/tfk8s-alice/{name}"
+            assert volume["hostPath"]["path"] == f"/var/lib/tfk8s/{namespace}/{name}"
 
     return after(d, check)
 
@@ -144,19 +151,19 @@ def test_local_backend_prebinds_one_volume_per_claim(dev_config: dict[str, Any])
     ids=["local", "csi", "existing"],
 )
 def test_claims_of_our_immediate_classes_are_watched_until_bound(
-    dev_config: dict[str, Any], storage: dict[str, Any], watched: bool
+    platform_config: dict[str, Any], storage: dict[str, Any], watched: bool
 ) -> None:
     """Our classes bind Immediately: watch for Bound. A class we did not create keeps the provider's
     own await, which accepts Pending for WaitForFirstConsumer (a Bound condition would hang there)."""
-    dev_config["platform"]["storage"] = storage
+    platform_config["platform"]["storage"] = storage
 
     @pulumi.runtime.test
     def run() -> pulumi.Output[Any]:
-        d = run_program(dev_config)
+        d = run_program(platform_config)
 
         def check() -> None:
             claims = d.mocks.of_type(PVC)
-            assert len(claims) == 2
+            assert len(claims) == 4  # two users, data and log each
             for pvc in claims:
                 annotations = pvc.inputs["metadata"]["annotations"]
                 assert annotations["pulumi.com/timeoutSeconds"] == "180"
@@ -168,16 +175,17 @@ def test_claims_of_our_immediate_classes_are_watched_until_bound(
 
 
 @pytest.mark.parametrize("keep", [True, False], ids=["keep", "delete"])
-def test_data_survives_destroy_only_when_asked(dev_config: dict[str, Any], keep: bool) -> None:
-    dev_config["users"][0]["clusters"][0]["volumes"]["keepOnDestroy"] = keep
+def test_data_survives_destroy_only_when_asked(platform_config: dict[str, Any], keep: bool) -> None:
+    for user in platform_config["users"]:
+        user["volumes"]["keepOnDestroy"] = keep
 
     @pulumi.runtime.test
     def run() -> pulumi.Output[Any]:
-        d = run_program(dev_config)
+        d = run_program(platform_config)
 
         def check() -> None:
             kept = {key.split("::")[1] for key, opts in d.options.items() if opts.retain_on_delete}
-            expected = {"alice", "alice-mnist-data", "alice-mnist-log", "alice-mnist-data-pv", "alice-mnist-log-pv"}
+            expected = {f"{u}{part}" for u in ("alice", "bob") for part in ("", "-data", "-log", "-data-pv", "-log-pv")}
             assert kept == (expected if keep else set())
 
         return after(d, check)
@@ -186,13 +194,17 @@ def test_data_survives_destroy_only_when_asked(dev_config: dict[str, Any], keep:
 
 
 @pulumi.runtime.test
-def test_jupyter_token_is_a_secret_in_a_secret(dev_config: dict[str, Any]) -> None:
-    d = run_program(dev_config)
+def test_jupyter_token_is_a_secret_in_a_secret(platform_config: dict[str, Any]) -> None:
+    d = run_program(platform_config)
     env = d.components["users"]["alice"]
 
     def check(is_secret: bool, token: str) -> None:
         assert is_secret, "the Jupyter token must be a secret output"
-        (secret,) = [r for r in d.mocks.of_type(SECRET) if r.inputs.get("type") != "kubernetes.io/glusterfs"]
+        (secret,) = [
+            r
+            for r in d.mocks.of_type(SECRET)
+            if r.inputs.get("type") != "kubernetes.io/glusterfs" and r.inputs["metadata"]["namespace"] == "tfk8s-alice"
+        ]
         data = secret.inputs["data"]
         stored = unwrap_secret(data["token"]) if SECRET_SIG not in data else unwrap_secret(data)["token"]
         assert base64.b64decode(stored).decode() == token and len(token) >= 32
@@ -210,15 +222,19 @@ def test_jupyter_token_is_a_secret_in_a_secret(dev_config: dict[str, Any]) -> No
 
 
 @pulumi.runtime.test
-def test_a_chosen_jupyter_token_is_applied_and_can_rotate(dev_config: dict[str, Any]) -> None:
+def test_a_chosen_jupyter_token_is_applied_and_can_rotate(platform_config: dict[str, Any]) -> None:
     """tfk8s:jupyterTokens.alice (a config secret) becomes the Secret's value, without ignore_changes."""
     chosen = "alice-chose-this-token-0123"
-    d = run_program(dev_config, secrets={"jupyterTokens": json.dumps({"alice": chosen})})
+    d = run_program(platform_config, secrets={"jupyterTokens": json.dumps({"alice": chosen})})
     env = d.components["users"]["alice"]
 
     def check(token: str) -> None:
         assert token == chosen
-        (secret,) = [r for r in d.mocks.of_type(SECRET) if r.inputs.get("type") != "kubernetes.io/glusterfs"]
+        (secret,) = [
+            r
+            for r in d.mocks.of_type(SECRET)
+            if r.inputs.get("type") != "kubernetes.io/glusterfs" and r.inputs["metadata"]["namespace"] == "tfk8s-alice"
+        ]
         data = secret.inputs["data"]
         stored = unwrap_secret(data["token"]) if SECRET_SIG not in data else unwrap_secret(data)["token"]
         assert base64.b64decode(stored).decode() == chosen
@@ -229,53 +245,102 @@ def test_a_chosen_jupyter_token_is_applied_and_can_rotate(dev_config: dict[str, 
 
 
 @pulumi.runtime.test
-def test_user_facing_services_are_nodeports_answering_on_the_user_node_only(dev_config: dict[str, Any]) -> None:
-    d = run_program(dev_config)
+def test_user_facing_services_are_nodeports_answering_on_the_user_node_only(platform_config: dict[str, Any]) -> None:
+    d = run_program(platform_config)
 
     def check() -> None:
         node_ports = [r for r in d.mocks.of_type(SERVICE) if r.inputs["spec"].get("type") == "NodePort"]
-        assert sorted(r.inputs["metadata"]["labels"]["app.kubernetes.io/name"] for r in node_ports) == ["jupyter", "tensorboard"]
+        names = sorted(r.inputs["metadata"]["labels"]["app.kubernetes.io/name"] for r in node_ports)
+        assert names == ["jupyter", "jupyter", "tensorboard", "tensorboard"]
         for service in node_ports:
             assert service.inputs["spec"]["externalTrafficPolicy"] == "Local"
-            target = app(d, service.inputs["metadata"]["labels"]["app.kubernetes.io/name"])
+            labels = service.inputs["metadata"]["labels"]
+            target = app(d, labels["app.kubernetes.io/name"], labels["tfk8s.io/user"])
             assert all(pod_labels(target).get(k) == v for k, v in service.inputs["spec"]["selector"].items())
 
     return after(d, check)
 
 
 @pulumi.runtime.test
-def test_tensorboard_reads_every_clusters_logs_read_only(dev_config: dict[str, Any]) -> None:
-    second = copy.deepcopy(dev_config["users"][0]["clusters"][0])
-    second["name"] = "cifar"
-    dev_config["users"][0]["clusters"].append(second)
-    d = run_program(dev_config)
+def test_tensorboard_reads_the_users_whole_log_volume_read_only(platform_config: dict[str, Any]) -> None:
+    """Every run of every experiment (`<experiment>/<cluster>/...`), with no platform redeploy per experiment."""
+    d = run_program(platform_config)
 
     def check() -> None:
-        tb = app(d, "tensorboard")
-        spec = pod_spec(tb)
-        command = spec["containers"][0]["command"]
-        assert command[command.index("--logdir_spec") + 1] == "mnist:/logs/mnist,cifar:/logs/cifar"
-        claims = {v["name"]: v["persistentVolumeClaim"] for v in spec["volumes"]}
-        assert {c["claimName"] for c in claims.values()} == {"mnist-log", "cifar-log"}
-        assert all(c["readOnly"] for c in claims.values())
-        assert all(m["readOnly"] for m in spec["containers"][0]["volumeMounts"])
+        for tb in [r for r in d.mocks.of_type(DEPLOYMENT) if pod_labels(r)["app.kubernetes.io/name"] == "tensorboard"]:
+            spec = pod_spec(tb)
+            command = spec["containers"][0]["command"]
+            assert command[command.index("--logdir") + 1] == "/logs"
+            (volume,) = spec["volumes"]
+            assert volume["persistentVolumeClaim"] == {"claimName": "tfk8s-log", "readOnly": True}
+            assert spec["containers"][0]["volumeMounts"] == [{"name": "log", "mountPath": "/logs", "readOnly": True}]
+            assert tb.inputs["metadata"]["namespace"] == f"tfk8s-{pod_labels(tb)['tfk8s.io/user']}"
 
     return after(d, check)
 
 
 @pulumi.runtime.test
-def test_one_namespace_per_user(dev_config: dict[str, Any]) -> None:
-    bob = copy.deepcopy(dev_config["users"][0])
-    bob["name"] = "bob"
-    dev_config["users"].append(bob)
-    d = run_program(dev_config)
+def test_jupyter_reads_layouts_and_nothing_else_and_mounts_the_users_volumes(platform_config: dict[str, Any]) -> None:
+    d = run_program(platform_config)
 
     def check() -> None:
-        namespaces = sorted(r.inputs["metadata"]["name"] for r in d.mocks.of_type("kubernetes:core/v1:Namespace"))
-        assert namespaces == ["tfk8s-alice", "tfk8s-bob"]
+        jupyter = app(d, "jupyter", user="alice")
+        spec = pod_spec(jupyter)
+        account = spec["serviceAccountName"]
+        assert spec["automountServiceAccountToken"] is True
+        (binding,) = [
+            r
+            for r in d.mocks.of_type("kubernetes:rbac.authorization.k8s.io/v1:RoleBinding")
+            if r.inputs["metadata"]["namespace"] == "tfk8s-alice"
+        ]
+        assert binding.inputs["subjects"] == [{"kind": "ServiceAccount", "name": account, "namespace": "tfk8s-alice"}]
+        (role,) = [
+            r
+            for r in d.mocks.of_type("kubernetes:rbac.authorization.k8s.io/v1:Role")
+            if f"{r.name}-auto" == binding.inputs["roleRef"]["name"]
+        ]
+        # Only the platform's own Layouts: not ConfigMaps, not Secrets.
+        (crd,) = d.mocks.of_type("kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition")
+        group = crd.inputs["spec"]["group"]
+        assert role.inputs["rules"] == [{"apiGroups": [group], "resources": ["layouts"], "verbs": ["get", "list", "watch"]}]
+        assert env_of(jupyter)["TFK8S_LAYOUT_API"] == f"/apis/{group}/v1"
+        claims = {v["name"]: v.get("persistentVolumeClaim") for v in spec["volumes"]}
+        mounts = {m["mountPath"]: m for m in spec["containers"][0]["volumeMounts"]}
+        assert claims[mounts["/data"]["name"]]["claimName"] == "tfk8s-data" and mounts["/data"]["readOnly"]
+        assert claims[mounts["/logs"]["name"]]["claimName"] == "tfk8s-log" and not mounts["/logs"].get("readOnly")
+        env = env_of(jupyter)
+        assert (env["TFK8S_DATA_ROOT"], env["TFK8S_LOG_ROOT"], env["PYTHONPATH"]) == ("/data", "/logs", "/opt/tfk8s")
+        # The in-graph chief's address, as experiments name it in their cluster specs.
+        (notebook,) = [
+            r
+            for r in d.mocks.of_type(SERVICE)
+            if r.inputs["metadata"].get("name") == "jupyter-tf" and r.inputs["metadata"]["namespace"] == "tfk8s-alice"
+        ]
+        assert all(pod_labels(jupyter).get(k) == v for k, v in notebook.inputs["spec"]["selector"].items())
+        # Every other user-facing pod runs without a token.
+        assert pod_spec(app(d, "tensorboard", user="alice"))["automountServiceAccountToken"] is False
+
+    return after(d, check)
+
+
+@pulumi.runtime.test
+def test_one_namespace_per_user_marked_with_the_owning_stack(platform_config: dict[str, Any]) -> None:
+    d = run_program(platform_config)
+
+    def check() -> None:
+        namespaces = {r.inputs["metadata"]["name"]: r.inputs["metadata"] for r in d.mocks.of_type("kubernetes:core/v1:Namespace")}
+        assert sorted(namespaces) == ["tfk8s-alice", "tfk8s-bob"]
+        for meta in namespaces.values():
+            assert meta["labels"]["tfk8s.io/stack"] == "platform-dev" and meta["labels"]["tfk8s.io/stack-kind"] == "platform"
+            assert meta["annotations"]["tfk8s.io/owner"].startswith("organization/tfk8s/platform-dev@")
         for r in d.mocks.of_type(DEPLOYMENT):
             assert r.inputs["metadata"]["namespace"] == f"tfk8s-{pod_labels(r)['tfk8s.io/user']}"
-        ps = [r for r in d.mocks.of_type(DEPLOYMENT) if pod_labels(r).get("tfk8s.io/role") == "ps"]
-        assert sorted(env_of(r)["TFK8S_NAMESPACE"] or "" for r in ps) == ["", ""]  # from the downward API
+        # Every object the platform creates carries the owner mark (the node patch is a patch).
+        for r in d.mocks.resources:
+            if r.typ.startswith("kubernetes:") and r.typ != "kubernetes:core/v1:NodePatch":
+                assert (
+                    r.inputs["metadata"]["annotations"]["tfk8s.io/owner"]
+                    == namespaces["tfk8s-alice"]["annotations"]["tfk8s.io/owner"]
+                ), r.name
 
     return after(d, check)

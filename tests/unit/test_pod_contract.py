@@ -69,7 +69,7 @@ def test_worker_pod_runs_the_shipped_launcher_with_the_infra_contract(dev_config
         assert seen["tf_config"]["task"] == {"type": "worker", "index": 1}  # from JOB_COMPLETION_INDEX
         assert seen["tf_config"]["cluster"] == json.loads(env["TFK8S_CLUSTER_SPEC"])
         assert "--job_name=worker" in seen["argv"] and "--task_index=1" in seen["argv"]
-        assert "--ps_hosts=mnist-ps-0:2222" in seen["argv"]
+        assert "--ps_hosts=dev-mnist-ps-0:2222" in seen["argv"]
 
         # The default command imports our trainer from the same shipped files.
         trainer = subprocess.run(
@@ -82,7 +82,7 @@ def test_worker_pod_runs_the_shipped_launcher_with_the_infra_contract(dev_config
 
 @pulumi.runtime.test
 def test_user_code_directory_lands_where_the_command_expects_it(dev_config: dict[str, Any], tmp_path: Path) -> None:
-    cluster = dev_config["users"][0]["clusters"][0]
+    cluster = dev_config["clusters"][0]
     cluster.update(
         code={"source": "configmap", "path": "tests/training/fixtures"}, command=["python", "/opt/tfk8s/code/mnist_replica.py"]
     )

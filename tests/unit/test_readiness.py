@@ -14,7 +14,6 @@ HEALTHY: dict[str, Any] = {
     "ps": [{"available_replicas": 1}],
     "workers": {"ready": 2, "active": 2, "succeeded": 0, "failed": 0},
     "chief": None,
-    "volumes": {"data": {"phase": "Bound"}, "log": {"phase": "Bound"}},
 }
 
 
@@ -60,21 +59,6 @@ CLUSTER_CASES = [
             "workers Job failed: DeadlineExceeded (Job was active longer than specified deadline)",
         ],
     ),
-    (
-        "volume-pending",
-        with_(volumes={"data": {"phase": "Pending"}, "log": {"phase": "Bound"}}),
-        "Pending",
-        ["data volume is Pending, not Bound"],
-    ),
-    (
-        "volume-lost",
-        with_(volumes={"data": {"phase": "Bound"}, "log": {"phase": "Lost"}}),
-        "Pending",
-        ["log volume is Lost, not Bound"],
-    ),
-    # Training done: PS retired themselves, so zero available is the healthy answer.
-    ("succeeded", with_(ps=[{"available_replicas": 0}], workers={"succeeded": 2}), "Succeeded", []),
-    ("one-worker-done-one-running", with_(workers={"ready": 1, "succeeded": 1}), "Running", []),
 ]
 
 
@@ -122,31 +106,20 @@ def _hook(broken_type: str, status: dict[str, Any]) -> Any:
     return hook
 
 
-PROGRAM_CASES = [
+EXPERIMENT_CASES = [
     ("healthy", None, None, []),
-    (
-        "ps-down",
-        "kubernetes:apps/v1:Deployment",
-        {"availableReplicas": 0},
-        ["alice/jupyter: not available", "alice/mnist: parameter servers: 0/1 available"],
-    ),
+    ("ps-down", "kubernetes:apps/v1:Deployment", {"availableReplicas": 0}, ["mnist: parameter servers: 0/1 available"]),
     (
         "worker-failed",
         "kubernetes:batch/v1:Job",
         {"ready": 1, "failed": 1},
-        ["alice/mnist: workers: 1/2 ready or done", "alice/mnist: workers: 1 pod(s) failed (retried per index)"],
-    ),
-    (
-        "log-claim-pending",
-        "kubernetes:core/v1:PersistentVolumeClaim",
-        {"phase": "Pending"},
-        ["alice/mnist: log volume is Pending, not Bound"],
+        ["mnist: workers: 1/2 ready or done", "mnist: workers: 1 pod(s) failed (retried per index)"],
     ),
 ]
 
 
-@pytest.mark.parametrize(("typ", "status", "not_ready"), [c[1:] for c in PROGRAM_CASES], ids=[c[0] for c in PROGRAM_CASES])
-def test_stack_output_reports_every_problem(
+@pytest.mark.parametrize(("typ", "status", "not_ready"), [c[1:] for c in EXPERIMENT_CASES], ids=[c[0] for c in EXPERIMENT_CASES])
+def test_experiment_output_reports_every_problem_and_links_the_users_apps(
     dev_config: dict[str, Any], typ: str | None, status: Any, not_ready: list[str]
 ) -> None:
     @pulumi.runtime.test
@@ -156,6 +129,44 @@ def test_stack_output_reports_every_problem(
         def check(report: dict[str, Any]) -> None:
             assert report["notReady"] == not_ready
             assert report["ready"] is (not not_ready)
+            # The user's Jupyter and TensorBoard, as the platform stack published them.
+            assert (report["jupyter"], report["tensorboard"]) == ("http://10.0.0.10:30001/", "http://10.0.0.10:30002/")
+
+        return d.components["readiness"].apply(check)
+
+    run()
+
+
+PLATFORM_CASES = [
+    ("healthy", None, None, []),
+    (
+        "apps-down",
+        "kubernetes:apps/v1:Deployment",
+        {"availableReplicas": 0},
+        ["alice/jupyter: not available", "bob/jupyter: not available"],  # the hook breaks Jupyter only
+    ),
+    (
+        "claims-pending",
+        "kubernetes:core/v1:PersistentVolumeClaim",
+        {"phase": "Pending"},
+        ["alice/volumes: log volume is Pending, not Bound", "bob/volumes: log volume is Pending, not Bound"],
+    ),
+]
+
+
+@pytest.mark.parametrize(("typ", "status", "not_ready"), [c[1:] for c in PLATFORM_CASES], ids=[c[0] for c in PLATFORM_CASES])
+def test_platform_output_reports_its_own_problems(
+    platform_config: dict[str, Any], typ: str | None, status: Any, not_ready: list[str]
+) -> None:
+    @pulumi.runtime.test
+    def run() -> pulumi.Output[Any]:
+        d = run_program(platform_config, _hook(typ, status) if typ else healthy_status)
+
+        def check(report: dict[str, Any]) -> None:
+            assert report["notReady"] == not_ready
+            assert report["ready"] is (not not_ready)
+            assert report["storage"]["className"] == "tfk8s-local"
+            assert report["userNode"] == {"name": "tfk8s-user-node", "address": "10.0.0.10", "problems": []}
             jupyter = report["users"]["alice"]["jupyter"]
             assert jupyter["url"].startswith("http://10.0.0.10:3")  # User Node InternalIP + NodePort
 

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 from typing import Any
 
 import pulumi
 import pytest
-from conftest import ROOT, Deployment, run_program
+from conftest import ROOT, Deployment, facts_for, run_program, stack_config
 from tfk8s import cluster_spec as cs
 from tfk8s import config
 
@@ -90,7 +89,7 @@ def test_every_host_in_the_spec_resolves_to_a_service_selecting_exactly_that_tas
 
 @pulumi.runtime.test
 def test_worker_indexes_are_all_present_and_unique_and_come_from_the_indexed_job(dev_config: dict[str, Any]) -> None:
-    dev_config["users"][0]["clusters"][0]["workers"]["count"] = 7
+    dev_config["clusters"][0]["workers"]["count"] = 7
     d = run_program(dev_config)
 
     def check() -> None:
@@ -100,62 +99,52 @@ def test_worker_indexes_are_all_present_and_unique_and_come_from_the_indexed_job
         env = env_of(job)
         assert "TFK8S_TASK_INDEX" not in env  # JOB_COMPLETION_INDEX, set per pod by Kubernetes
         hosts = json.loads(env["TFK8S_CLUSTER_SPEC"])["worker"]
-        assert hosts == [f"mnist-worker-{i}.mnist-worker:2222" for i in range(7)]
+        assert hosts == [f"dev-mnist-worker-{i}.dev-mnist-worker:2222" for i in range(7)]
         assert len(set(hosts)) == 7
 
     return after(d, check)
 
 
 @pulumi.runtime.test
-def test_data_and_log_mounts_point_at_the_clusters_claims(dev_config: dict[str, Any]) -> None:
+def test_tasks_mount_the_users_volumes_logs_per_run_and_declare_no_claims(dev_config: dict[str, Any]) -> None:
+    dev_config["clusters"][0]["dataSubPath"] = "mnist"
     d = run_program(dev_config)
 
     def check() -> None:
-        claims = {r.inputs["metadata"]["name"]: r.inputs for r in d.mocks.of_type(PVC)}
-        assert set(claims) == {"mnist-data", "mnist-log"}
-        for claim in claims.values():
-            assert claim["spec"]["accessModes"] == ["ReadWriteMany"]
+        assert d.mocks.of_type(PVC) == []  # the volumes are the platform's: they outlive the experiment
         for workload in tf_workloads(d):
             spec = pod_spec(workload)
             volumes = {v["name"]: v.get("persistentVolumeClaim", {}).get("claimName") for v in spec["volumes"]}
-            mounts = {m["mountPath"]: volumes[m["name"]] for m in spec["containers"][0]["volumeMounts"]}
-            assert mounts["/log"] == "mnist-log"
+            mounts = {m["mountPath"]: m for m in spec["containers"][0]["volumeMounts"]}
+            assert (volumes[mounts["/log"]["name"]], mounts["/log"]["subPath"]) == ("tfk8s-log", "dev/mnist")
             role = pod_labels(workload)["tfk8s.io/role"]
             # The seed's shape: workers read /data; PS only need /log (done markers, no data).
-            assert mounts.get("/data") == ("mnist-data" if role == "worker" else None)
+            if role == "worker":
+                assert (volumes[mounts["/data"]["name"]], mounts["/data"]["subPath"]) == ("tfk8s-data", "mnist")
+            else:
+                assert "/data" not in mounts
 
     return after(d, check)
 
 
 @pulumi.runtime.test
-def test_only_user_facing_pods_tolerate_the_user_node_taint(dev_config: dict[str, Any]) -> None:
-    dev_config["users"][0]["clusters"][0]["workers"]["tolerations"] = [
-        {"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}
-    ]
+def test_training_pods_keep_off_the_user_node_even_with_tolerations(dev_config: dict[str, Any]) -> None:
+    dev_config["clusters"][0]["workers"]["tolerations"] = [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}]
     d = run_program(dev_config)
+    taint_key = facts_for(stack_config("platform-dev"))["userNode"]["taintKey"]
 
     def check() -> None:
-        (patch,) = d.mocks.of_type("kubernetes:core/v1:NodePatch")
-        (taint,) = patch.inputs["spec"]["taints"]
-        tolerating = {
-            pod_labels(r)["app.kubernetes.io/name"]
-            for r in d.mocks.of_type(DEPLOYMENT) + d.mocks.of_type(JOB)
-            if any(t.get("key") == taint["key"] for t in pod_spec(r).get("tolerations", []))
-        }
-        assert tolerating == {"jupyter", "tensorboard"}
         for workload in tf_workloads(d):
+            assert not any(t.get("key") == taint_key for t in pod_spec(workload).get("tolerations", []))
             terms = pod_spec(workload)["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
-            assert {"key": taint["key"], "operator": "DoesNotExist"} in terms["nodeSelectorTerms"][0]["matchExpressions"]
-        for app in d.mocks.of_type(DEPLOYMENT):
-            if pod_labels(app)["app.kubernetes.io/name"] in {"jupyter", "tensorboard"}:
-                assert pod_spec(app)["nodeSelector"] == {taint["key"]: "true"}
+            assert {"key": taint_key, "operator": "DoesNotExist"} in terms["nodeSelectorTerms"][0]["matchExpressions"]
 
     return after(d, check)
 
 
 @pulumi.runtime.test
 def test_gpu_requests_land_on_workers_only(dev_config: dict[str, Any]) -> None:
-    dev_config["users"][0]["clusters"][0]["workers"].update(gpus=2, nodeSelector={"accelerator": "nvidia"})
+    dev_config["clusters"][0]["workers"].update(gpus=2, nodeSelector={"accelerator": "nvidia"})
     d = run_program(dev_config)
 
     def check() -> None:
@@ -188,18 +177,13 @@ def test_tasks_learn_the_layout_both_ways(dev_config: dict[str, Any]) -> None:
 def _count(config: dict[str, Any], users: int, clusters: int, workers: int) -> int:
     import copy
 
-    base = config["users"][0]
-    config["users"] = []
-    for u in range(users):
-        user = copy.deepcopy(base)
-        user["name"] = f"user{u}"
-        user["clusters"] = []
-        for c in range(clusters):
-            cluster = copy.deepcopy(base["clusters"][0])
-            cluster["name"] = f"c{c}"
-            cluster["workers"]["count"] = workers
-            user["clusters"].append(cluster)
-        config["users"].append(user)
+    base = config["clusters"][0]
+    config["clusters"] = []
+    for c in range(clusters):
+        cluster = copy.deepcopy(base)
+        cluster["name"] = f"c{c}"
+        cluster["workers"]["count"] = workers
+        config["clusters"].append(cluster)
     return 0
 
 
@@ -222,19 +206,19 @@ def test_resource_count_does_not_grow_with_workers(dev_config: dict[str, Any]) -
 
 @pulumi.runtime.test
 def test_in_graph_chief_gets_its_own_job_and_is_in_the_spec(dev_config: dict[str, Any]) -> None:
-    dev_config["users"][0]["clusters"][0].update(replication="in-graph", inGraphClient="chief")
+    dev_config["clusters"][0].update(replication="in-graph", inGraphClient="chief")
     d = run_program(dev_config)
 
     def check() -> None:
         jobs = {r.inputs["metadata"]["name"]: r for r in d.mocks.of_type(JOB)}
-        assert set(jobs) == {"mnist-worker", "mnist-chief"}
-        spec = json.loads(env_of(jobs["mnist-chief"])["TFK8S_CLUSTER_SPEC"])
-        assert spec["chief"] == ["mnist-chief-0.mnist-chief:2222"]
-        assert env_of(jobs["mnist-chief"])["TFK8S_TASK_INDEX"] == "0"
-        assert jobs["mnist-chief"].inputs["spec"]["completions"] == 1
+        assert set(jobs) == {"dev-mnist-worker", "dev-mnist-chief"}
+        spec = json.loads(env_of(jobs["dev-mnist-chief"])["TFK8S_CLUSTER_SPEC"])
+        assert spec["chief"] == ["dev-mnist-chief-0.dev-mnist-chief:2222"]
+        assert env_of(jobs["dev-mnist-chief"])["TFK8S_TASK_INDEX"] == "0"
+        assert jobs["dev-mnist-chief"].inputs["spec"]["completions"] == 1
         # Servers are Ready when their gRPC port listens; the chief is a client only.
-        assert "readinessProbe" not in pod_spec(jobs["mnist-chief"])["containers"][0]
-        assert pod_spec(jobs["mnist-worker"])["containers"][0]["readinessProbe"] == {
+        assert "readinessProbe" not in pod_spec(jobs["dev-mnist-chief"])["containers"][0]
+        assert pod_spec(jobs["dev-mnist-worker"])["containers"][0]["readinessProbe"] == {
             "tcpSocket": {"port": 2222},
             "periodSeconds": 5,
         }
@@ -242,29 +226,31 @@ def test_in_graph_chief_gets_its_own_job_and_is_in_the_spec(dev_config: dict[str
     return after(d, check)
 
 
+LAYOUT = "kubernetes:ptest.layouts.tfk8s.io/v1:Layout"  # the platform's kind (conftest.facts_for)
+
+
+def layouts(d: Deployment) -> dict[str, Any]:
+    return {r.inputs["metadata"]["name"]: r.inputs["spec"] for r in d.mocks.of_type(LAYOUT)}
+
+
 @pulumi.runtime.test
 def test_in_graph_notebook_client_gets_the_cluster_layout(dev_config: dict[str, Any]) -> None:
-    dev_config["users"][0]["clusters"][0].update(replication="in-graph", inGraphClient="notebook")
+    dev_config["clusters"][0].update(replication="in-graph", inGraphClient="notebook")
     d = run_program(dev_config)
 
     def check() -> None:
         (job,) = d.mocks.of_type(JOB)
-        assert job.inputs["metadata"]["name"] == "mnist-worker"  # no chief Job: the notebook is the client
-        (jupyter,) = [r for r in d.mocks.of_type(DEPLOYMENT) if pod_labels(r)["app.kubernetes.io/name"] == "jupyter"]
-        notebook_env, server_env = env_of(jupyter), env_of(job)
-        spec = json.loads(notebook_env["TFK8S_CLUSTER_SPEC"])
-        assert spec == json.loads(server_env["TFK8S_CLUSTER_SPEC"]) and spec["chief"] == ["alice-jupyter-tf:2222"]
-        assert json.loads(notebook_env["TFK8S_CLUSTERS"])["mnist"]["runId"] == server_env["TFK8S_RUN_ID"]
-        assert notebook_env["TFK8S_RUN_ID"] == server_env["TFK8S_RUN_ID"]
-        # The notebook's done marker must land on the volume the servers' launchers poll.
-        claims = {v["name"]: v.get("persistentVolumeClaim", {}).get("claimName") for v in pod_spec(jupyter)["volumes"]}
-        mounts = {m["mountPath"]: m for m in pod_spec(jupyter)["containers"][0]["volumeMounts"]}
-        log_mount = mounts[notebook_env["TFK8S_LOG_DIR"]]
-        assert claims[log_mount["name"]] == "mnist-log" and not log_mount.get("readOnly")
-        assert claims[mounts[notebook_env["TFK8S_DATA_DIR"]]["name"]] == "mnist-data"
-        assert "/opt/tfk8s/tfk8s_train" in mounts and notebook_env["PYTHONPATH"] == "/opt/tfk8s"
-        services = {r.inputs["metadata"].get("name") for r in d.mocks.of_type(SERVICE)}
-        assert "alice-jupyter-tf" in services
+        assert job.inputs["metadata"]["name"] == "dev-mnist-worker"  # no chief Job: the notebook is the client
+        server_env = env_of(job)
+        (layout,) = layouts(d).values()
+        assert layout["spec"] == json.loads(server_env["TFK8S_CLUSTER_SPEC"])
+        assert layout["spec"]["chief"] == ["jupyter-tf:2222"]  # the platform's notebook Service
+        assert layout["runId"] == server_env["TFK8S_RUN_ID"]
+        assert (layout["experiment"], layout["cluster"], layout["inGraphClient"]) == ("dev", "mnist", "notebook")
+        # The notebook's done marker must land where the servers' launchers poll: the run's log dir.
+        assert layout["logSubPath"] == "dev/mnist"
+        # The experiment creates nothing of the user's Jupyter: the platform owns it.
+        assert [r for r in d.mocks.of_type(DEPLOYMENT) if pod_labels(r)["app.kubernetes.io/name"] == "jupyter"] == []
 
     return after(d, check)
 
@@ -279,10 +265,11 @@ def test_pulumi_up_waits_for_running_workers_not_for_training_to_finish(dev_conf
         assert annotations["pulumi.com/waitFor"] == "jsonpath={$[?@.ready > 1 || @.failed > 0 || @.succeeded > 0]}"
         assert "=" not in annotations["pulumi.com/waitFor"].removeprefix("jsonpath=")
         assert annotations["pulumi.com/timeoutSeconds"] == "180"
-        assert d.options[f"{JOB}::alice-mnist-worker"].delete_before_replace is True
+        assert d.options[f"{JOB}::dev-mnist-worker"].delete_before_replace is True
         # Services are not awaited (the provider sleeps 10 s per endpoint change); workloads are.
         for service in d.mocks.of_type(SERVICE):
-            assert service.inputs["metadata"].get("annotations") in (None, {"pulumi.com/skipAwait": "true"})
+            others = set(service.inputs["metadata"].get("annotations") or {}) - {"tfk8s.io/owner"}
+            assert others <= {"pulumi.com/skipAwait"}
         for deployment in d.mocks.of_type(DEPLOYMENT):
             assert "pulumi.com/skipAwait" not in deployment.inputs["metadata"]["annotations"]
 
@@ -291,7 +278,7 @@ def test_pulumi_up_waits_for_running_workers_not_for_training_to_finish(dev_conf
 
 @pytest.mark.parametrize("replication", ["between-graph", "in-graph"])
 def test_sync_training_reaches_our_trainer_as_a_flag(dev_config: dict[str, Any], replication: str) -> None:
-    dev_config["users"][0]["clusters"][0].update(training="sync", replication=replication)
+    dev_config["clusters"][0].update(training="sync", replication=replication)
 
     @pulumi.runtime.test
     def run() -> pulumi.Output[Any]:
@@ -313,27 +300,24 @@ def test_sync_training_reaches_our_trainer_as_a_flag(dev_config: dict[str, Any],
 
 @pulumi.runtime.test
 def test_a_notebook_client_learns_to_train_synchronously(dev_config: dict[str, Any]) -> None:
-    dev_config["users"][0]["clusters"][0].update(replication="in-graph", inGraphClient="notebook", training="sync")
+    dev_config["clusters"][0].update(replication="in-graph", inGraphClient="notebook", training="sync")
     d = run_program(dev_config)
+    return after(d, lambda: _assert_equal([layout["training"] for layout in layouts(d).values()], ["sync"]))
 
-    def check() -> None:
-        (jupyter,) = [r for r in d.mocks.of_type(DEPLOYMENT) if pod_labels(r)["app.kubernetes.io/name"] == "jupyter"]
-        notebook_env = env_of(jupyter)
-        assert notebook_env["TFK8S_TRAINING"] == "sync"
-        assert json.loads(notebook_env["TFK8S_CLUSTERS"])["mnist"]["training"] == "sync"
 
-    return after(d, check)
+def _assert_equal(actual: Any, expected: Any) -> None:
+    assert actual == expected
 
 
 @pulumi.runtime.test
-def test_all_pods_of_a_user_mount_the_one_trainer_config_map_of_its_namespace(dev_config: dict[str, Any]) -> None:
-    """One copy of the trainer package per namespace, not per cluster: large stacks keep a small state."""
+def test_all_pods_of_an_experiment_mount_its_one_trainer_config_map(dev_config: dict[str, Any]) -> None:
+    """One copy of the trainer package per experiment, not per cluster: large stacks keep a small state."""
     from tfk8s.code import launcher_bundle
     from tfk8s.pods import key_of
 
-    base = dev_config["users"][0]["clusters"][0]
+    base = dev_config["clusters"][0]
     notebook_driven = dict(base, name="cifar", replication="in-graph", inGraphClient="notebook")
-    dev_config["users"][0]["clusters"] = [base, dict(base, name="svhn"), notebook_driven]
+    dev_config["clusters"] = [base, dict(base, name="svhn"), notebook_driven]
     d = run_program(dev_config)
 
     def check() -> None:
@@ -341,9 +325,8 @@ def test_all_pods_of_a_user_mount_the_one_trainer_config_map_of_its_namespace(de
         (trainer,) = code_maps
         assert set(trainer.inputs["data"]) == {key_of(f) for f in launcher_bundle(ROOT).files}
         name = f"{trainer.name}-auto"
-        (jupyter,) = [r for r in d.mocks.of_type(DEPLOYMENT) if pod_labels(r)["app.kubernetes.io/name"] == "jupyter"]
-        pods = [*tf_workloads(d), jupyter]
-        assert len(pods) == 3 * 2 + 1  # per cluster a PS Deployment and a worker Job (the notebook is cifar's client)
+        pods = tf_workloads(d)
+        assert len(pods) == 3 * 2  # per cluster a PS Deployment and a worker Job (the notebook is cifar's client)
         for workload in pods:
             mounted = [v["configMap"]["name"] for v in pod_spec(workload)["volumes"] if "configMap" in v]
             assert name in mounted, (workload.name, mounted)
@@ -368,11 +351,12 @@ def test_job_retries_follow_the_kubernetes_version(
     dev_config: dict[str, Any], version: str, fields: dict[str, int], absent: set[str]
 ) -> None:
     """Below 1.29 the API server drops per-index fields: the same total budget is shared instead."""
-    dev_config["platform"]["kubernetesVersion"] = version
+    platform = facts_for(stack_config("platform-dev"))
+    platform["kubernetesVersion"] = version
 
     @pulumi.runtime.test
     def run() -> pulumi.Output[Any]:
-        d = run_program(dev_config)
+        d = run_program(dev_config, platform=platform)
 
         def check() -> None:
             (job,) = d.mocks.of_type(JOB)
@@ -387,7 +371,7 @@ def test_job_retries_follow_the_kubernetes_version(
 
 @pulumi.runtime.test
 def test_run_policy_sets_deadline_and_ttl_and_a_new_run_number_is_a_new_run(dev_config: dict[str, Any]) -> None:
-    cluster = dev_config["users"][0]["clusters"][0]
+    cluster = dev_config["clusters"][0]
     cluster["run"] = {"number": 1, "activeDeadlineSeconds": 3600, "ttlSecondsAfterFinished": 600}
     d = run_program(dev_config)
 
@@ -397,10 +381,11 @@ def test_run_policy_sets_deadline_and_ttl_and_a_new_run_number_is_a_new_run(dev_
         (ps,) = [r for r in d.mocks.of_type(DEPLOYMENT) if pod_labels(r).get("tfk8s.io/role") == "ps"]
         run = env_of(job)["TFK8S_RUN_ID"]
         assert env_of(ps)["TFK8S_RUN_ID"] == run and ps.inputs["metadata"]["name"].endswith(run[:8])
-        settings = config.parse(dev_config["platform"], dev_config["users"], ROOT).users[0].clusters[0]
+        settings = config.validate(dev_config).clusters[0]  # type: ignore[union-attr]
         spec = json.loads(env_of(job)["TFK8S_CLUSTER_SPEC"])
         image = settings.image or "tensorflow/tensorflow:2.21.0"
-        again = cs.run_id(dataclasses.replace(settings, run=dataclasses.replace(settings.run, number=2)), spec, image, "")
+        bumped = settings.model_copy(update={"run": settings.run.model_copy(update={"number": 2})})
+        again = cs.run_id(bumped, spec, image, "")
         assert again != cs.run_id(settings, spec, image, "")  # bumping the number is a fresh run
 
     return after(d, check)
@@ -414,16 +399,16 @@ def test_a_ps_service_selects_only_its_runs_pods_and_the_ps_may_read_only_its_jo
         (ps,) = [r for r in d.mocks.of_type(DEPLOYMENT) if pod_labels(r).get("tfk8s.io/role") == "ps"]
         run = env_of(ps)["TFK8S_RUN_ID"]
         assert pod_labels(ps)["tfk8s.io/run"] == run
-        (service,) = [r for r in d.mocks.of_type(SERVICE) if r.inputs["metadata"].get("name") == "mnist-ps-0"]
+        (service,) = [r for r in d.mocks.of_type(SERVICE) if r.inputs["metadata"].get("name") == "dev-mnist-ps-0"]
         selector = service.inputs["spec"]["selector"]
         assert selects(selector, pod_labels(ps))
         assert not selects(selector, {**pod_labels(ps), "tfk8s.io/run": "an-older-run"})  # a stale PS is no endpoint
-        assert env_of(ps)["TFK8S_WATCH_JOB"] == "mnist-worker"
+        assert env_of(ps)["TFK8S_WATCH_JOB"] == "dev-mnist-worker"
         (role,) = [r for r in d.mocks.of_type(ROLE) if r.name.endswith("ps-retire")]
         rules = {(tuple(r["resources"]), tuple(r["verbs"])): r["resourceNames"] for r in role.inputs["rules"]}
         assert rules == {
             (("deployments/scale",), ("get", "patch", "update")): [ps.inputs["metadata"]["name"]],
-            (("jobs",), ("get",)): ["mnist-worker"],
+            (("jobs",), ("get",)): ["dev-mnist-worker"],
         }
 
     return after(d, check)

@@ -50,7 +50,7 @@ def test_someone_elses_taints_stop_the_run_naming_the_key_the_owner_and_the_fix(
     assert "kubectl taint node gpu-7 nvidia.com/gpu-" in message
 
 
-def test_a_taken_node_stops_the_program_before_the_patch_and_the_user_environments(dev_config: dict[str, Any]) -> None:
+def test_a_taken_node_stops_the_program_before_the_patch_and_the_user_environments(platform_config: dict[str, Any]) -> None:
     def taken(typ: str, object_id: str) -> dict[str, Any]:
         return node([{"key": "dedicated", "value": "infra", "effect": "NoExecute"}], "kubelet")
 
@@ -58,7 +58,7 @@ def test_a_taken_node_stops_the_program_before_the_patch_and_the_user_environmen
 
     @pulumi.runtime.test
     def run() -> pulumi.Output[Any]:
-        d = run_program(dev_config, live_hook=taken)
+        d = run_program(platform_config, live_hook=taken)
         declared.append(d)
         return d.components["readiness"]
 
@@ -67,21 +67,38 @@ def test_a_taken_node_stops_the_program_before_the_patch_and_the_user_environmen
     (d,) = declared
     sent = {r.typ for r in d.mocks.resources}
     assert "kubernetes:core/v1:NodePatch" not in sent
-    assert not any(t.startswith("kubernetes:") and t != "kubernetes:storage.k8s.io/v1:StorageClass" for t in sent), sent
+    # Only cluster-scoped platform objects that no pod needs: the class, the Layout kind and the destroy guard's policy.
+    cluster_scoped = {
+        "kubernetes:storage.k8s.io/v1:StorageClass",
+        "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition",
+        "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy",
+        "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding",
+    }
+    assert not any(t.startswith("kubernetes:") and t not in cluster_scoped for t in sent), sent
 
 
 @pulumi.runtime.test
-def test_only_workloads_wait_for_the_user_node_patch(dev_config: dict[str, Any]) -> None:
+def test_only_user_facing_workloads_wait_for_the_user_node_patch(platform_config: dict[str, Any]) -> None:
     """Pods must not be scheduled before the taint and label exist; everything else goes in parallel."""
-    dev_config["users"][0]["clusters"].append(dict(dev_config["users"][0]["clusters"][0], name="chiefed", replication="in-graph"))
-    d = run_program(dev_config)
+    d = run_program(platform_config)
     user_node = d.components["user_node"]
-    workloads = ("kubernetes:apps/v1:Deployment", "kubernetes:batch/v1:Job")
 
     def check() -> None:
-        waiting = [key.split("::")[0] for key, opts in d.options.items() if user_node in (opts.depends_on or [])]
-        # PS of both clusters, Jupyter and TensorBoard; both worker Jobs and the in-graph chief Job
-        assert sorted(waiting) == [workloads[0]] * 4 + [workloads[1]] * 3
-        assert len(d.mocks.of_type(workloads[0])) == 4 and len(d.mocks.of_type(workloads[1])) == 3
+        waiting = sorted(
+            key
+            for key, opts in d.options.items()
+            if user_node in (opts.depends_on or []) and not key.startswith("kubernetes:core/v1:ConfigMap::")  # guards
+        )
+        # Jupyter and TensorBoard of both users: the only pods a platform stack runs.
+        expected = sorted(
+            f"kubernetes:apps/v1:Deployment::{u}-{app}" for u in ("alice", "bob") for app in ("jupyter", "tensorboard")
+        )
+        assert waiting == expected
+        # They are also the only pods that tolerate the taint.
+        (patch,) = d.mocks.of_type("kubernetes:core/v1:NodePatch")
+        (taint,) = patch.inputs["spec"]["taints"]
+        for r in d.mocks.of_type("kubernetes:apps/v1:Deployment"):
+            assert any(t.get("key") == taint["key"] for t in r.inputs["spec"]["template"]["spec"]["tolerations"])
+            assert r.inputs["spec"]["template"]["spec"]["nodeSelector"] == {taint["key"]: "true"}
 
     return after(d, check)

@@ -60,11 +60,11 @@ def retire_deployment(
     is ``https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT`` unless ``TFK8S_KUBE_API``
     names another (e.g. a ``kubectl proxy`` sidecar); ``TFK8S_SA_DIR`` moves the token directory.
     """
-    api = environ.get("TFK8S_KUBE_API") or _api_server(environ)
+    api = environ.get("TFK8S_KUBE_API") or api_server(environ)
     if not api:  # not in a pod
         return False
     sa_dir = sa_dir or Path(environ.get("TFK8S_SA_DIR") or SA_DIR)
-    namespace = namespace or _read(sa_dir / "namespace") or "default"
+    namespace = namespace or read_text(sa_dir / "namespace") or "default"
     try:
         token = (sa_dir / "token").read_text().strip()
         ca = sa_dir / "ca.crt"
@@ -78,11 +78,11 @@ def retire_deployment(
 
 def job_state(job: str, namespace: Optional[str], environ: Mapping[str, str], sa_dir: Optional[Path] = None) -> Optional[str]:
     """ "Failed" | "Complete" (its conditions), "Running", "Gone" (HTTP 404), or None (no API, or an error)."""
-    api = environ.get("TFK8S_KUBE_API") or _api_server(environ)
+    api = environ.get("TFK8S_KUBE_API") or api_server(environ)
     if not api:
         return None
     sa_dir = sa_dir or Path(environ.get("TFK8S_SA_DIR") or SA_DIR)
-    namespace = namespace or _read(sa_dir / "namespace") or "default"
+    namespace = namespace or read_text(sa_dir / "namespace") or "default"
     quote = urllib.parse.quote
     url = "{}/apis/batch/v1/namespaces/{}/jobs/{}".format(api.rstrip("/"), quote(namespace), quote(job))
     try:
@@ -106,14 +106,14 @@ def job_state(job: str, namespace: Optional[str], environ: Mapping[str, str], sa
     return "Running"
 
 
-def _api_server(environ: Mapping[str, str]) -> Optional[str]:
+def api_server(environ: Mapping[str, str]) -> Optional[str]:
     host, port = environ.get("KUBERNETES_SERVICE_HOST"), environ.get("KUBERNETES_SERVICE_PORT", "443")
     if not host:
         return None
     return f"https://[{host}]:{port}" if ":" in host else f"https://{host}:{port}"
 
 
-def _read(path: Path) -> Optional[str]:
+def read_text(path: Path) -> Optional[str]:
     try:
         return path.read_text().strip() or None
     except OSError:

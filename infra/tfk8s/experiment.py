@@ -1,0 +1,95 @@
+"""`Experiment`: one user's training clusters, in that user's namespace, on the platform's volumes.
+
+Everything here belongs to the experiment stack alone (see tfk8s.ownership): the trainer package's
+ConfigMap (one per experiment, shared by its clusters), the clusters, and their Layouts.
+Nothing of the platform is created, adopted or deleted: the namespace, the volumes and the user's
+Jupyter and TensorBoard are read from the platform's facts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from tfk8s import readiness
+from tfk8s.code import CodeBundle
+from tfk8s.labels import labels
+from tfk8s.ownership import Owner
+from tfk8s.settings import ClusterSettings, PlatformFacts
+from tfk8s.training_cluster import TrainingCluster, TrainingClusterArgs
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExperimentArgs:
+    user: str
+    experiment: str
+    clusters: tuple[ClusterSettings, ...]
+    platform: PlatformFacts
+    owner: Owner
+    launcher: CodeBundle
+    codes: dict[str, CodeBundle | None]  # cluster name -> its code (None: launcher/trainer only)
+
+
+class Experiment(pulumi.ComponentResource):
+    clusters: dict[str, TrainingCluster]
+    readiness: pulumi.Output[dict[str, Any]]
+
+    def __init__(self, name: str, args: ExperimentArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("tfk8s:index:Experiment", name, None, opts)
+        user = args.platform.users[args.user]
+        child = pulumi.ResourceOptions(parent=self)
+        # One copy of the trainer package per experiment, mounted by all its clusters: it is ~90 KB of
+        # source, and Pulumi keeps three copies of each ConfigMap's data in the state it rewrites after
+        # every step, so a copy per cluster made large stacks CPU-bound in the engine.
+        self.trainer_config = k8s.core.v1.ConfigMap(
+            f"{name}-trainer",
+            metadata={
+                "namespace": user.namespace,
+                "labels": {**labels(args.user, "tensorflow", experiment=args.experiment, role="code"), **args.owner.labels()},
+                "annotations": args.owner.annotations(),
+            },
+            data=args.launcher.config_map_data(),
+            opts=child,
+        )
+        self.clusters = {
+            c.name: TrainingCluster(
+                f"{args.experiment}-{c.name}",
+                TrainingClusterArgs(
+                    user=args.user,
+                    experiment=args.experiment,
+                    cluster=c,
+                    platform=args.platform,
+                    owner=args.owner,
+                    namespace=user.namespace,
+                    data_claim=user.data_claim,
+                    log_claim=user.log_claim,
+                    launcher=args.launcher,
+                    launcher_config_map=self.trainer_config.metadata.name,
+                    code=args.codes.get(c.name),
+                    notebook_host=user.notebook_host if c.in_graph_client == "notebook" else None,
+                ),
+                opts=child,
+            )
+            for c in args.clusters
+        }
+        per_cluster = {c.name: _cluster_readiness(c, self.clusters[c.name]) for c in args.clusters}
+        links = {"jupyter": user.jupyter_url, "tensorboard": user.tensorboard_url}
+        self.readiness = pulumi.Output.all(**per_cluster).apply(lambda r: readiness.experiment_readiness(r, links))
+        self.register_outputs({"readiness": self.readiness})
+
+
+def _cluster_readiness(settings: ClusterSettings, cluster: TrainingCluster) -> pulumi.Output[dict[str, Any]]:
+    chief_expected = cluster.chief_job is not None
+
+    def report(status: dict[str, Any]) -> dict[str, Any]:
+        return readiness.cluster_readiness(
+            ps_expected=settings.ps.count,
+            workers_expected=settings.workers.count,
+            chief_expected=chief_expected,
+            status=status,
+        )
+
+    return cluster.status.apply(report)

@@ -1,0 +1,264 @@
+"""One platform, many experiments, one owner per object: the stack model against the real API server.
+
+On the session's platform-dev (users alice, bob, dora): three experiments `up` at once (two of
+alice, both with a cluster named mnist, and one of bob), each ready; destroying one leaves the
+platform, the others, and the user's logs and data as they were; a real TensorBoard over alice's
+log volume lists the runs of both her experiments, the destroyed one included; her Jupyter's
+service account finds the notebook-driven cluster's layout and can read nothing else; every
+stack's second `up` changes nothing; adopting a foreign namespace, class or experiment name is
+refused with nothing changed; destroying the platform is refused while experiments exist.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from conftest import ROOT, Cli, Kube
+from tfk8s_train.cluster import free_ports
+
+ALICE, BOB = "tfk8s-alice", "tfk8s-bob"
+EXPERIMENTS = {
+    # stack: (user, cluster settings)
+    "exp-a1": ("alice", {"name": "mnist", "replication": "in-graph", "inGraphClient": "notebook"}),
+    "exp-a2": ("alice", {"name": "mnist"}),
+    "exp-b1": ("bob", {"name": "cifar"}),
+}
+SMALL = {"workers.cpu": "500m", "workers.memory": "1Gi", "ps.cpu": "250m", "ps.memory": "512Mi"}
+
+
+def new_experiment(cli: Cli, stack: str, platform: str, user: str, cluster: dict[str, str]) -> None:
+    """The README's flow: `stack init` and a few `config set --path`, no YAML copied."""
+    cli("stack", "init", stack)
+    settings = {"tfk8s:kind": "experiment", "tfk8s:platformStack": platform, "tfk8s:user": user}
+    settings |= {f"tfk8s:clusters[0].{k}": v for k, v in {**cluster, **SMALL}.items()}
+    for path, value in settings.items():
+        cli("config", "set", "--stack", stack, "--path", path, value)
+
+
+def snapshot(kube: Kube, namespace: str, experiment: str | None) -> dict[str, str]:
+    """uid@resourceVersion of every object of one experiment (None: the platform's) in a namespace."""
+    found = {}
+    kinds = ("deployments", "jobs", "services", "configmaps", "serviceaccounts", "roles", "rolebindings", "pvc", "secrets")
+    layouts = [c["metadata"]["name"] for c in kube.get("crd") if c["spec"]["group"].endswith(".layouts.tfk8s.io")]
+    for kind in (*kinds, *layouts):
+        for o in kube.get(kind, namespace):
+            labels = o["metadata"].get("labels") or {}
+            if labels.get("tfk8s.io/stack-kind") and labels.get("tfk8s.io/experiment") == experiment:
+                found[f"{kind}/{o['metadata']['name']}"] = f"{o['metadata']['uid']}@{o['metadata']['resourceVersion']}"
+    return found
+
+
+def test_three_experiments_up_at_once_each_ready(cli: Cli, platform: str, project: Path) -> None:
+    for stack, (user, cluster) in EXPERIMENTS.items():
+        new_experiment(cli, stack, platform, user, cluster)
+    ups = {
+        stack: subprocess.Popen(
+            ["pulumi", "up", "--stack", stack, "--yes", "--skip-preview", "--non-interactive", "--color", "never"],
+            cwd=project,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for stack in EXPERIMENTS
+    }
+    for stack, up in ups.items():
+        out, _ = up.communicate(timeout=300)
+        assert up.returncode == 0, f"{stack}:\n{out}"
+    for stack in EXPERIMENTS:
+        outputs = cli.outputs(stack)
+        assert outputs["ready"] is True, (stack, outputs["readiness"])
+    # Same cluster name in two experiments of one user: two clusters, each with its own names.
+    hosts = {stack: cli.outputs(stack)["clusterSpecs"]["mnist"]["ps"] for stack in ("exp-a1", "exp-a2")}
+    assert hosts == {"exp-a1": ["exp-a1-mnist-ps-0:2222"], "exp-a2": ["exp-a2-mnist-ps-0:2222"]}
+
+
+def test_the_notebook_finds_its_cluster_with_a_token_that_reads_nothing_else(kube: Kube, cli: Cli, tmp_path: Path) -> None:
+    from tfk8s_train.layouts import from_cluster
+
+    (jupyter,) = [d for d in kube.get("deployments", ALICE) if d["metadata"]["labels"]["app.kubernetes.io/name"] == "jupyter"]
+    account = jupyter["spec"]["template"]["spec"]["serviceAccountName"]
+    (tmp_path / "token").write_text(kube.run("create", "token", account, "-n", ALICE))
+    (tmp_path / "namespace").write_text(ALICE)
+    config = json.loads(kube.run("config", "view", "--raw", "-o", "json"))["clusters"][0]["cluster"]
+    (tmp_path / "ca.crt").write_bytes(Path(config["certificate-authority"]).read_bytes())
+    pod_env = {e["name"]: e.get("value") for e in jupyter["spec"]["template"]["spec"]["containers"][0]["env"]}
+    environ = {
+        "TFK8S_KUBE_API": config["server"],
+        "TFK8S_SA_DIR": str(tmp_path),
+        "TFK8S_LOG_ROOT": "/logs",
+        "TFK8S_LAYOUT_API": pod_env["TFK8S_LAYOUT_API"],  # as the platform set it in the Jupyter pod
+    }
+
+    env = from_cluster(environ)  # exp-a1's mnist is the only notebook-driven cluster of alice
+    spec = cli.outputs("exp-a1")["clusterSpecs"]["mnist"]
+    assert json.loads(env["TFK8S_CLUSTER_SPEC"]) == spec and spec["chief"] == ["jupyter-tf:2222"]
+    assert env["TFK8S_LOG_DIR"] == "/logs/exp-a1/mnist"
+    (job,) = [j for j in kube.get("jobs", ALICE) if j["metadata"]["name"] == "exp-a1-mnist-worker"]
+    run = {e["name"]: e.get("value") for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}["TFK8S_RUN_ID"]
+    assert env["TFK8S_RUN_ID"] == run  # the done marker the notebook writes is the one the servers wait for
+    who = f"system:serviceaccount:{ALICE}:{account}"
+    layouts = "layouts." + pod_env["TFK8S_LAYOUT_API"].split("/")[2]
+    assert kube.run("auth", "can-i", "list", layouts, "-n", ALICE, "--as", who).strip() == "yes"
+    for verb, what, namespace in (
+        ("get", "secrets", ALICE),
+        ("list", "configmaps", ALICE),
+        ("list", layouts, BOB),
+        ("create", layouts, ALICE),
+    ):
+        done = subprocess.run(
+            [kube.binary, "--kubeconfig", str(kube.kubeconfig), "auth", "can-i", verb, what, "-n", namespace, "--as", who],
+            capture_output=True,
+            text=True,
+        )
+        assert done.stdout.strip() == "no", (verb, what, namespace)
+
+
+def write_run(log_root: Path, experiment: str, cluster: str) -> None:
+    """What a worker of that run writes, with the trainer's own writer, where its /log subPath points."""
+    code = (
+        "import sys; from pathlib import Path; from tfk8s_train.reporting import tensorboard_dir, v2_scalar_writer\n"
+        "write, close = v2_scalar_writer(tensorboard_dir(sys.argv[1], 'worker-0'))\n"
+        "[write('loss', 1.0 / (step + 1), step) for step in range(3)]; close()\n"
+    )
+    subprocess.run(
+        [sys.executable, "-c", code, str(log_root / experiment / cluster)],
+        check=True,
+        cwd=ROOT / "training",
+        env={"PYTHONPATH": str(ROOT / "training"), "TF_CPP_MIN_LOG_LEVEL": "3", "PATH": "/usr/bin:/bin"},
+    )
+
+
+def test_destroying_one_experiment_leaves_everything_else_and_tensorboard_keeps_its_runs(
+    cli: Cli, kube: Kube, host_volumes: Path
+) -> None:
+    log_claim = next(c for c in kube.get("pvc", ALICE) if c["metadata"]["name"] == "tfk8s-log")
+    log_root = Path(kube.get("pv", name=log_claim["spec"]["volumeName"])["spec"]["hostPath"]["path"])
+    assert log_root.is_relative_to(host_volumes)
+    for experiment in ("exp-a1", "exp-a2"):
+        write_run(log_root, experiment, "mnist")
+    before = {
+        "platform-alice": snapshot(kube, ALICE, None),
+        "platform-bob": snapshot(kube, BOB, None),
+        "exp-a1": snapshot(kube, ALICE, "exp-a1"),
+        "exp-b1": snapshot(kube, BOB, "exp-b1"),
+    }
+    assert all(before.values()), before
+
+    cli("destroy", "--stack", "exp-a2", "--yes")
+    assert snapshot(kube, ALICE, "exp-a2") == {}
+    after = {
+        "platform-alice": snapshot(kube, ALICE, None),
+        "platform-bob": snapshot(kube, BOB, None),
+        "exp-a1": snapshot(kube, ALICE, "exp-a1"),
+        "exp-b1": snapshot(kube, BOB, "exp-b1"),
+    }
+    assert after == before  # same objects, same resource versions: nothing else was touched
+    assert (log_root / "exp-a2" / "mnist" / "tensorboard" / "worker-0").is_dir()  # the user's logs outlive it
+
+    # The platform's TensorBoard command, run here on the volume's directory (kwok runs no containers).
+    (board,) = [d for d in kube.get("deployments", ALICE) if d["metadata"]["labels"]["app.kubernetes.io/name"] == "tensorboard"]
+    command = board["spec"]["template"]["spec"]["containers"][0]["command"]
+    mount = board["spec"]["template"]["spec"]["containers"][0]["volumeMounts"][0]["mountPath"]
+    (port,) = free_ports(1)
+    argv = [a.replace(mount, str(log_root)) if a == mount else a for a in command[1:]]
+    argv[argv.index("--port") + 1] = str(port)
+    argv = [a for a in argv if a != "--bind_all"] + ["--host", "127.0.0.1", "--load_fast", "false", "--reload_interval", "1"]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "tensorboard.main", *argv], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        runs = wait_for_runs(port, {"exp-a1/mnist/tensorboard/worker-0", "exp-a2/mnist/tensorboard/worker-0"})
+        assert {"exp-a1/mnist/tensorboard/worker-0", "exp-a2/mnist/tensorboard/worker-0"} <= set(runs), runs
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
+def wait_for_runs(port: int, wanted: set[str]) -> list[str]:
+    runs: list[str] = []
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/data/runs", timeout=5) as response:
+                runs = json.load(response)
+        except OSError:
+            runs = []
+        if wanted <= set(runs):
+            break
+        time.sleep(0.5)
+    return runs
+
+
+def test_a_second_up_of_every_stack_changes_nothing(cli: Cli, platform: str) -> None:
+    for stack in (platform, "exp-a1", "exp-b1"):
+        cli("up", "--stack", stack, "--yes", "--skip-preview", "--expect-no-changes")
+
+
+def refused(cli: Cli, stack: str) -> str:
+    done = cli("up", "--stack", stack, "--yes", "--skip-preview", check=False)
+    text = done.stdout + done.stderr
+    assert done.returncode != 0, text
+    assert "nothing was changed" in text and "Traceback" not in text, text
+    return text
+
+
+def test_adopting_a_foreign_namespace_class_or_experiment_name_is_refused_with_nothing_changed(
+    cli: Cli, kube: Kube, platform: str, project: Path
+) -> None:
+    before = {ns: snapshot(kube, ns, None) for ns in (ALICE, BOB)}
+    # An experiment that would take exp-a1's names.
+    new_experiment(cli, "thief", platform, "alice", {"name": "mnist"})
+    cli("config", "set", "--stack", "thief", "tfk8s:experiment", "exp-a1")
+    text = refused(cli, "thief")
+    assert "Service tfk8s-alice/exp-a1-mnist-ps-0 already exists, managed by tfk8s stack organization/tfk8s/exp-a1@" in text
+    # A platform whose user namespace someone else made, and whose class another platform owns.
+    kube.run("create", "namespace", "tfk8s-erin")
+    cli("stack", "init", "platform-two")
+    for path, value in (
+        ("tfk8s:kind", "platform"),
+        ("tfk8s:platform.userNode.name", "tfk8s-user-node"),
+        ("tfk8s:platform.storage.className", "tfk8s-local"),
+        ("tfk8s:users[0].name", "erin"),
+    ):
+        cli("config", "set", "--stack", "platform-two", "--path", path, value)
+    text = refused(cli, "platform-two")
+    assert "tfk8s:users[0].name: namespace 'tfk8s-erin' already exists, managed by another tool" in text, text
+    assert "StorageClass 'tfk8s-local' already exists, managed by tfk8s stack organization/tfk8s/platform-dev@" in text
+    assert {ns: snapshot(kube, ns, None) for ns in (ALICE, BOB)} == before
+    assert not [j for j in kube.get("jobs", ALICE) if j["metadata"]["labels"].get("tfk8s.io/stack") == "thief"]
+    for stack in ("thief", "platform-two"):
+        # Nothing in the refused stacks' state either: no Kubernetes resource, no Kubernetes provider.
+        state = json.loads(cli("stack", "export", "--stack", stack).stdout)["deployment"].get("resources") or []
+        assert not [r["type"] for r in state if "kubernetes" in r["type"]], state
+        cli("stack", "rm", stack, "--yes", "--force")
+    kube.run("delete", "namespace", "tfk8s-erin", "--wait=false")
+
+
+def test_the_platform_cannot_be_destroyed_while_experiments_use_it(cli: Cli, kube: Kube, platform: str) -> None:
+    """In a full run, test_cli.py's platform was destroyed earlier on this API server: the situation in
+    which a guard with built-in params (ConfigMaps) fails open for good (kubernetes#130887)."""
+    done = cli("destroy", "--stack", platform, "--yes", check=False)
+    text = done.stdout + done.stderr
+    assert done.returncode != 0, text
+    assert "the tfk8s platform is still used by experiment stack exp-" in text, text
+    assert "destroy the experiment stacks first" in text
+    # Nothing the experiments use was deleted: their users' apps, volumes and namespaces are there.
+    for namespace in (ALICE, BOB):
+        names = {d["metadata"]["labels"]["app.kubernetes.io/name"] for d in kube.get("deployments", namespace)}
+        assert {"jupyter", "tensorboard"} <= names
+        assert sorted(c["metadata"]["name"] for c in kube.get("pvc", namespace)) == ["tfk8s-data", "tfk8s-log"]
+    cli("up", "--stack", platform, "--yes", "--skip-preview")  # puts back the guard of a user without experiments
+
+    for stack in ("exp-a1", "exp-b1"):
+        cli("destroy", "--stack", stack, "--yes")
+        cli("stack", "rm", stack, "--yes")
+    cli("stack", "rm", "exp-a2", "--yes")
+    cli("destroy", "--stack", platform, "--yes")
+    # keepOnDestroy (the default): the users' namespaces and volumes stay, with their data.
+    assert sorted(c["metadata"]["name"] for c in kube.get("pvc", ALICE)) == ["tfk8s-data", "tfk8s-log"]
+    assert not [d for d in kube.get("deployments", ALICE)]

@@ -1,0 +1,83 @@
+"""The notebook's side of in-graph replication across stacks: find a cluster an experiment published.
+
+The platform deploys the user's Jupyter once; experiments come later. Each experiment creates one
+Layout (the platform's own kind; its API path is ``TFK8S_LAYOUT_API`` in the Jupyter pod) per
+training cluster, whose spec is the cluster's spec, run id, training mode and directories relative
+to the user's volumes. From inside Jupyter this module lists them with the pod's service account
+(which may read Layouts in the user's namespace and nothing else), picks the notebook-driven one
+the user means, and returns the environment ``master_client.ipynb`` reads: the same variables a
+local runner writes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import ssl
+import urllib.parse
+import urllib.request
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from tfk8s_train.kube_retire import SA_DIR, api_server, read_text
+
+
+class NoLayout(LookupError):
+    """No (or no single) notebook-driven cluster to drive; the message lists what there is and the fix."""
+
+
+def list_layouts(environ: Mapping[str, str], sa_dir: Path | None = None) -> list[dict[str, Any]]:
+    """Every layout published in this pod's namespace."""
+    api = environ.get("TFK8S_KUBE_API") or api_server(environ)
+    if not api:
+        raise NoLayout("not in a Kubernetes pod (no KUBERNETES_SERVICE_HOST): export TFK8S_CLUSTER_SPEC etc. instead")
+    kind_api = environ.get("TFK8S_LAYOUT_API")
+    if not kind_api:
+        raise NoLayout("TFK8S_LAYOUT_API is not set: this Jupyter was not deployed by a tfk8s platform stack")
+    sa_dir = sa_dir or Path(environ.get("TFK8S_SA_DIR") or SA_DIR)
+    namespace = environ.get("TFK8S_NAMESPACE") or read_text(sa_dir / "namespace") or "default"
+    url = f"{api.rstrip('/')}{kind_api}/namespaces/{urllib.parse.quote(namespace)}/layouts"
+    token = (sa_dir / "token").read_text().strip()
+    ca = sa_dir / "ca.crt"
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}", "Accept": "application/json"})
+    context = ssl.create_default_context(cafile=str(ca) if ca.exists() else None) if url.startswith("https:") else None
+    with urllib.request.urlopen(request, timeout=10.0, context=context) as response:
+        items = json.loads(response.read().decode()).get("items") or []
+    return [dict(item["spec"]) for item in items if isinstance(item.get("spec"), dict)]
+
+
+def choose(layouts: list[dict[str, Any]], experiment: str | None = None, cluster: str | None = None) -> dict[str, Any]:
+    """The one notebook-driven layout matching `experiment`/`cluster` (either may be omitted)."""
+    driven = [lay for lay in layouts if lay.get("inGraphClient") == "notebook"]
+    matching = [
+        lay
+        for lay in driven
+        if (experiment is None or lay["experiment"] == experiment) and (cluster is None or lay["cluster"] == cluster)
+    ]
+    if len(matching) == 1:
+        return matching[0]
+    names = sorted(f"{lay['experiment']}/{lay['cluster']}" for lay in driven) or ["none"]
+    problem = "several match" if matching else "none matches"
+    raise NoLayout(
+        f"notebook-driven clusters here: {', '.join(names)}; {problem}. Set TFK8S_EXPERIMENT and TFK8S_CLUSTER "
+        "(os.environ in the notebook) to pick one, or `pulumi up` an experiment with replication: in-graph, "
+        "inGraphClient: notebook"
+    )
+
+
+def notebook_env(layout: Mapping[str, Any], environ: Mapping[str, str]) -> dict[str, str]:
+    """What master_client.ipynb reads, with directories under this pod's mounts of the user's volumes."""
+    data_root, log_root = environ.get("TFK8S_DATA_ROOT", "/data"), environ.get("TFK8S_LOG_ROOT", "/logs")
+    return {
+        "TFK8S_CLUSTER_SPEC": json.dumps(layout["spec"], sort_keys=True),
+        "TFK8S_RUN_ID": str(layout["runId"]),
+        "TFK8S_TRAINING": str(layout["training"]),
+        "TFK8S_DATA_DIR": os.path.join(data_root, layout.get("dataSubPath") or ""),
+        "TFK8S_LOG_DIR": os.path.join(log_root, layout["logSubPath"]),
+    }
+
+
+def from_cluster(environ: Mapping[str, str], sa_dir: Path | None = None) -> dict[str, str]:
+    layout = choose(list_layouts(environ, sa_dir), environ.get("TFK8S_EXPERIMENT"), environ.get("TFK8S_CLUSTER"))
+    return notebook_env(layout, environ)

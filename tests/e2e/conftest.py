@@ -8,20 +8,16 @@ own language host, in the environment `hack/env.sh` (`make env`) prints for user
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
-import subprocess
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
+from drivers import Cli, Kube
 
 import toolenv
 
-ROOT = Path(__file__).resolve().parents[2]
 CLUSTER = "tfk8s-e2e"
 
 
@@ -29,24 +25,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "tests/e2e" in str(item.fspath):
             item.add_marker(pytest.mark.e2e)
-
-
-class Kube:
-    """kubectl against the e2e cluster only, answers parsed from JSON."""
-
-    def __init__(self, kubeconfig: Path) -> None:
-        self.kubeconfig = kubeconfig
-        self.binary = toolenv.KUBECTL
-
-    def run(self, *args: str) -> str:
-        return subprocess.run(
-            [self.binary, "--kubeconfig", str(self.kubeconfig), *args], check=True, capture_output=True, text=True
-        ).stdout
-
-    def get(self, kind: str, namespace: str | None = None, name: str | None = None) -> Any:
-        scope = ["-n", namespace] if namespace else (["-A"] if name is None else [])
-        items = json.loads(self.run("get", kind, *([name] if name else []), *scope, "-o", "json"))
-        return items if name else items["items"]
 
 
 @pytest.fixture(scope="session")
@@ -75,30 +53,6 @@ def project(tmp_path_factory: pytest.TempPathFactory, kube: Kube) -> Path:
     os.environ.pop("PULUMI_CONFIG_PASSPHRASE_FILE", None)
     os.environ.update(toolenv.exported())
     return work
-
-
-@dataclass
-class Cli:
-    """The plain `pulumi` CLI in a project copy, as a user types it (in `env`, default: this process's)."""
-
-    cwd: Path
-    env: dict[str, str] | None = None
-
-    def __call__(self, *args: str, check: bool = True, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run(
-            ["pulumi", *args, "--non-interactive", "--color", "never"],
-            cwd=self.cwd,
-            capture_output=True,
-            text=True,
-            env=env or self.env or dict(os.environ),
-        )
-        if check and done.returncode != 0:
-            raise AssertionError(f"pulumi {' '.join(args)} exited {done.returncode}:\n{done.stdout}\n{done.stderr}")
-        return done
-
-    def outputs(self, stack: str, *, show_secrets: bool = False) -> dict[str, Any]:
-        flags = ["--show-secrets"] if show_secrets else []
-        return json.loads(self("stack", "output", "--stack", stack, "--json", *flags).stdout)
 
 
 @pytest.fixture(scope="session")

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import Cli, Kube
+from drivers import Cli, Kube
 
 STACK, PLATFORM = "cli", "platform-cli"
 NAMESPACE = "tfk8s-carol"

@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import ROOT, Cli, Kube
+from drivers import ROOT, Cli, Kube
 from tfk8s_train.cluster import free_ports
 
 import toolenv

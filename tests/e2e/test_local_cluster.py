@@ -17,7 +17,7 @@ from typing import Any
 import pulumi.automation as auto
 import pytest
 import yaml
-from conftest import Kube
+from drivers import Kube
 
 USER_NODE = "tfk8s-user-node"
 NAMESPACE = "tfk8s-alice"

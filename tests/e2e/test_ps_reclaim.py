@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from conftest import ROOT, Cli, Kube
+from drivers import ROOT, Cli, Kube
 
 sys.path.insert(0, str(ROOT / "bench"))
 from ps_reclaim import current_ps, reclaim  # noqa: E402

@@ -18,7 +18,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from conftest import ROOT, Cli, Kube
+from drivers import ROOT, Cli, Kube
 from tfk8s_train.cluster import free_ports
 
 ALICE, BOB = "tfk8s-alice", "tfk8s-bob"

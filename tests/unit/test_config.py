@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ROOT, facts_for, stack_config
+from mocked_program import ROOT, facts_for, stack_config
 from tfk8s import settings as s
 from tfk8s.config import ConfigError, check_experiment, check_platform, parse_jupyter_tokens, validate
 
@@ -189,7 +189,7 @@ def test_every_problem_is_reported_at_once(dev_config: Raw, platform_config: Raw
 
 def test_bad_config_creates_no_resources(dev_config: Raw) -> None:
     """The program parses before declaring anything: a bad stack leaves the mocks untouched."""
-    from conftest import run_program
+    from mocked_program import run_program
 
     cluster(dev_config)["workers"]["count"] = 0
     with pytest.raises(ConfigError):

@@ -7,8 +7,7 @@ from collections import Counter
 from typing import Any
 
 import pulumi
-from conftest import facts_for, run_program
-from test_training_cluster import JOB, after, env_of, pod_spec
+from mocked_program import JOB, after, env_of, facts_for, pod_spec, run_program
 
 PLATFORM_EXPECTED = Counter(
     {

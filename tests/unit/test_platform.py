@@ -8,8 +8,7 @@ from typing import Any
 
 import pulumi
 import pytest
-from conftest import Deployment, run_program
-from test_training_cluster import DEPLOYMENT, PVC, SERVICE, after, env_of, pod_labels, pod_spec
+from mocked_program import DEPLOYMENT, PVC, SERVICE, Deployment, after, env_of, pod_labels, pod_spec, run_program
 
 SECRET_SIG = "4dabf18193072939515e22adb298388d"  # how the engine marks a secret value on the wire
 

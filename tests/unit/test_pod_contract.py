@@ -15,8 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pulumi
-from conftest import Deployment, run_program
-from test_training_cluster import JOB, after, pod_spec
+from mocked_program import JOB, Deployment, after, pod_spec, run_program
 
 POD_ROOT = "/opt/tfk8s"
 PROBE = "import json, os, sys; print(json.dumps({'tf_config': json.loads(os.environ['TF_CONFIG']), 'argv': sys.argv[1:]}))"

@@ -6,7 +6,7 @@ from typing import Any
 
 import pulumi
 import pytest
-from conftest import run_program
+from mocked_program import run_program
 from mocks import healthy_status
 from tfk8s.readiness import app_readiness, cluster_readiness
 

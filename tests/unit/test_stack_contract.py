@@ -7,9 +7,8 @@ from typing import Any
 
 import pulumi
 import pytest
-from conftest import PLATFORM_OWNER, facts_for, run_program, stack_config
+from mocked_program import PLATFORM_OWNER, after, facts_for, run_program, stack_config
 from mocks import RecordingMocks
-from test_training_cluster import after
 from tfk8s import ownership, platform_ref
 from tfk8s.program import OwnershipConflict
 from tfk8s.settings import PlatformFacts

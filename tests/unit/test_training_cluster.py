@@ -2,31 +2,29 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Any
 
 import pulumi
 import pytest
-from conftest import ROOT, Deployment, facts_for, run_program, stack_config
+from mocked_program import (
+    CONFIG_MAP,
+    DEPLOYMENT,
+    JOB,
+    PVC,
+    ROOT,
+    SERVICE,
+    Deployment,
+    after,
+    env_of,
+    facts_for,
+    pod_labels,
+    pod_spec,
+    run_program,
+    stack_config,
+)
 from tfk8s import cluster_spec as cs
 from tfk8s import config
-
-DEPLOYMENT, JOB, SERVICE = "kubernetes:apps/v1:Deployment", "kubernetes:batch/v1:Job", "kubernetes:core/v1:Service"
-PVC = "kubernetes:core/v1:PersistentVolumeClaim"
-CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
-
-
-def pod_spec(resource: Any) -> dict[str, Any]:
-    return resource.inputs["spec"]["template"]["spec"]
-
-
-def pod_labels(resource: Any) -> dict[str, str]:
-    return resource.inputs["spec"]["template"]["metadata"]["labels"]
-
-
-def env_of(resource: Any) -> dict[str, str]:
-    return {e["name"]: e.get("value") for e in pod_spec(resource)["containers"][0]["env"]}
 
 
 def selects(selector: dict[str, str], labels: dict[str, str]) -> bool:
@@ -39,25 +37,6 @@ def tf_workloads(d: Deployment) -> list[Any]:
         for r in d.mocks.of_type(DEPLOYMENT) + d.mocks.of_type(JOB)
         if pod_labels(r).get("app.kubernetes.io/name") == "tensorflow"
     ]
-
-
-def after(d: Deployment, check: Any) -> pulumi.Output[Any]:
-    """Run `check` once readiness resolved and every declared resource has reached the mocks.
-
-    Readiness does not depend on every resource (a RoleBinding feeds nothing), so its resolving
-    alone does not prove the rest were registered; checks that count resources need both.
-    """
-
-    async def settle_then_check() -> None:
-        deadline = asyncio.get_running_loop().time() + 10
-        while len(d.mocks.resources) + len(d.mocks.reads) < len(d.options):
-            if asyncio.get_running_loop().time() > deadline:
-                seen = {f"{r.typ}::{r.name}" for r in d.mocks.resources + d.mocks.reads}
-                raise AssertionError(f"declared but never registered: {sorted(set(d.options) - seen)}")
-            await asyncio.sleep(0.01)
-        check()
-
-    return d.components["readiness"].apply(lambda _: asyncio.ensure_future(settle_then_check()))
 
 
 @pulumi.runtime.test
@@ -198,7 +177,8 @@ def test_resource_count_does_not_grow_with_workers(dev_config: dict[str, Any]) -
         @pulumi.runtime.test
         def declare(config: dict[str, Any] = config, workers: int = workers) -> pulumi.Output[Any]:
             d = run_program(config)
-            return d.components["readiness"].apply(lambda _: counts.__setitem__(workers, len(d.mocks.resources)))
+            # after(): readiness alone may resolve before the last RoleBinding reaches the mocks
+            return after(d, lambda: counts.__setitem__(workers, len(d.mocks.resources)))
 
         declare()
     assert counts[2] == counts[1000], f"2 workers: {counts[2]} resources, 1000 workers: {counts[1000]}"

@@ -9,8 +9,7 @@ from typing import Any
 
 import pulumi
 import pytest
-from conftest import run_program
-from test_training_cluster import after
+from mocked_program import after, run_program
 from tfk8s.settings import UserNodeSettings
 from tfk8s.user_node import UserNodeTaken, checked_taints
 

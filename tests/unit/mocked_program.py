@@ -1,0 +1,153 @@
+"""The program under recording mocks, as the unit tests run it: stack files as raw config, the
+platform output an experiment reads, and one run's record. (Not in conftest.py: pytest imports every
+test directory's conftest under the same module name, so `from conftest import` finds whichever came first.)"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import yaml
+from mocks import LiveHook, RecordingMocks, StatusHook, healthy_status, plain_nodes
+
+DEPLOYMENT, JOB, SERVICE = "kubernetes:apps/v1:Deployment", "kubernetes:batch/v1:Job", "kubernetes:core/v1:Service"
+PVC = "kubernetes:core/v1:PersistentVolumeClaim"
+CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
+
+
+def pod_spec(resource: Any) -> dict[str, Any]:
+    return resource.inputs["spec"]["template"]["spec"]
+
+
+def pod_labels(resource: Any) -> dict[str, str]:
+    return resource.inputs["spec"]["template"]["metadata"]["labels"]
+
+
+def env_of(resource: Any) -> dict[str, str]:
+    return {e["name"]: e.get("value") for e in pod_spec(resource)["containers"][0]["env"]}
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def stack_config(stack: str) -> dict[str, Any]:
+    """The `tfk8s:` keys of stacks/Pulumi.<stack>.yaml, without the prefix, as raw values."""
+    raw = yaml.safe_load((ROOT / "stacks" / f"Pulumi.{stack}.yaml").read_text())["config"]
+    return {k.removeprefix("tfk8s:"): v for k, v in raw.items() if k.startswith("tfk8s:")}
+
+
+PLATFORM_OWNER = "organization/tfk8s/platform-dev@test"
+
+
+def facts_for(platform_raw: dict[str, Any]) -> dict[str, Any]:
+    """The `platform` output a deployed platform stack of `platform_raw` publishes (as JSON numbers)."""
+    from tfk8s import config, user_env
+
+    stack = config.check_platform(config.validate(platform_raw), None)  # type: ignore[arg-type]
+    p = stack.platform
+    return {
+        "schemaVersion": 1.0,
+        "owner": PLATFORM_OWNER,
+        "kubernetesVersion": p.kubernetes_version,
+        "storageClass": p.storage.class_name,
+        "userNode": {"taintKey": p.user_node.taint_key},
+        "layouts": {"group": "ptest.layouts.tfk8s.io", "version": "v1", "kind": "Layout", "plural": "layouts"},
+        "images": p.images.model_dump(by_alias=True),
+        "ports": {k: float(v) for k, v in p.ports.model_dump(by_alias=True).items()},
+        "allowPsGpus": p.allow_ps_gpus,
+        "awaitTimeoutSeconds": float(p.await_timeout_seconds),
+        "users": {
+            u.name: {
+                "namespace": user_env.namespace_name(p, u.name),
+                "dataClaim": user_env.DATA_CLAIM,
+                "logClaim": user_env.LOG_CLAIM,
+                "notebookHost": f"{user_env.NOTEBOOK_SERVICE}:{p.ports.tensorflow}",
+                "jupyterUrl": "http://10.0.0.10:30001/",
+                "tensorboardUrl": "http://10.0.0.10:30002/",
+            }
+            for u in stack.users
+        },
+    }
+
+
+@dataclass
+class Deployment:
+    """One program run under mocks: what was created, with which options."""
+
+    mocks: RecordingMocks
+    components: dict[str, Any]
+    options: dict[str, pulumi.ResourceOptions] = field(default_factory=dict)
+
+
+def run_program(
+    raw: dict[str, Any],
+    status_hook: StatusHook = healthy_status,
+    secrets: dict[str, str] | None = None,
+    live_hook: LiveHook = plain_nodes,
+    platform: dict[str, Any] | None = None,
+    read: Any = None,
+    stack: str | None = None,
+) -> Deployment:
+    """Validate `raw` like the real program and declare everything under fresh mocks.
+
+    Experiments read `platform` (default: the facts of stacks/Pulumi.platform-dev.yaml) as their
+    platform stack's `platform` output; `read(path)` stands for the cluster's ownership reads.
+    """
+    from tfk8s import config, program
+
+    kind = raw.get("kind")
+    mocks = RecordingMocks(status_hook, live_hook)
+    pulumi.runtime.set_mocks(
+        mocks,
+        project="tfk8s",
+        stack=stack or ("platform-dev" if kind == "platform" else "dev"),
+        preview=False,
+        organization="organization",
+    )
+    pulumi.runtime.set_all_config(
+        {f"tfk8s:{k}": v for k, v in (secrets or {}).items()}, secret_keys=[f"tfk8s:{k}" for k in (secrets or {})]
+    )
+    options: dict[str, pulumi.ResourceOptions] = {}
+
+    def record(args: pulumi.ResourceTransformationArgs) -> None:
+        options[f"{args.type_}::{args.name}"] = args.opts
+        return None
+
+    pulumi.runtime.register_stack_transformation(record)
+    validated = config.validate(raw)
+    environ = {"PULUMI_BACKEND_URL": "file:///test-state"}
+    if kind == "platform":
+        components = program.run_platform(validated, None, read, environ, ROOT)  # type: ignore[arg-type]
+    else:
+        facts = platform if platform is not None else facts_for(stack_config("platform-dev"))
+        components = program.run_experiment(
+            validated,  # type: ignore[arg-type]
+            None,
+            read,
+            environ,
+            ROOT,
+            read_outputs=lambda name: {"platform": facts},
+        )
+    return Deployment(mocks=mocks, components=components, options=options)
+
+
+def after(d: Deployment, check: Any) -> pulumi.Output[Any]:
+    """Run `check` once readiness resolved and every declared resource has reached the mocks.
+
+    Readiness does not depend on every resource (a RoleBinding feeds nothing), so its resolving
+    alone does not prove the rest were registered; checks that count resources need both.
+    """
+
+    async def settle_then_check() -> None:
+        deadline = asyncio.get_running_loop().time() + 10
+        while len(d.mocks.resources) + len(d.mocks.reads) < len(d.options):
+            if asyncio.get_running_loop().time() > deadline:
+                seen = {f"{r.typ}::{r.name}" for r in d.mocks.resources + d.mocks.reads}
+                raise AssertionError(f"declared but never registered: {sorted(set(d.options) - seen)}")
+            await asyncio.sleep(0.01)
+        check()
+
+    return d.components["readiness"].apply(lambda _: asyncio.ensure_future(settle_then_check()))

@@ -74,8 +74,11 @@ start() {
   kube_bin=$cache/tools/kubernetes-$version
   write_stages
   log "creating kwok cluster $name (Kubernetes $version, binary runtime)"
+  # The API server's own default Service range is a /24 (254 ClusterIPs): fewer than a platform of
+  # 100 users needs (3 Services each). A /16, as kubeadm-sized clusters have.
   KWOK_KUBE_VERSION=v$version kwokctl create cluster --name "$name" --runtime binary \
     --config "$stages" --kubeconfig "$kubeconfig" \
+    --extra-args kube-apiserver=service-cluster-ip-range=10.96.0.0/16 \
     --kube-apiserver-binary "$kube_bin/kube-apiserver" \
     --kube-controller-manager-binary "$kube_bin/kube-controller-manager" \
     --kube-scheduler-binary "$kube_bin/kube-scheduler" \

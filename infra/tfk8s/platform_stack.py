@@ -14,7 +14,7 @@ from tfk8s.code import launcher_bundle
 from tfk8s.ownership import Claimed, Owner
 from tfk8s.settings import PlatformSettings, PlatformStack
 from tfk8s.storage import HEKETI_SECRET_NAME, SharedStorage
-from tfk8s.user_env import UserEnvironment, UserEnvironmentArgs, namespace_name
+from tfk8s.user_env import USER_NODE_PODS_PER_USER, UserEnvironment, UserEnvironmentArgs, namespace_name
 from tfk8s.user_node import UserNode
 
 SCHEMA_VERSION = 1
@@ -70,7 +70,7 @@ def build(stack: PlatformStack, owner: Owner, root: Path, notebook: Path) -> dic
     """Declare every platform resource and export readiness and the experiments' contract."""
     platform = stack.platform
     tokens = config.jupyter_tokens(stack.users)  # validated before anything is declared
-    user_node = UserNode("user-node", platform.user_node)
+    user_node = UserNode("user-node", platform.user_node, len(stack.users) * USER_NODE_PODS_PER_USER)
     storage = SharedStorage("storage", platform, heketi_admin_key(platform), owner)
     launcher = launcher_bundle(root)
     assert platform.version is not None  # resolved by config.check_platform

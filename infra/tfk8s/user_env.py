@@ -34,6 +34,8 @@ from tfk8s.storage import claim
 TOKEN_KEY = "token"
 DATA_CLAIM, LOG_CLAIM = "tfk8s-data", "tfk8s-log"
 NOTEBOOK_SERVICE = "jupyter-tf"
+# Jupyter and TensorBoard, one replica each, both on the User Node (UserNode checks it has room).
+USER_NODE_PODS_PER_USER = 2
 # Where Jupyter mounts the user's volumes; layouts name directories relative to them.
 NOTEBOOK_DATA_ROOT, NOTEBOOK_LOG_ROOT = "/data", "/logs"
 

@@ -33,6 +33,7 @@ def plain_nodes(typ: str, object_id: str) -> dict[str, Any]:
     metadata: dict[str, Any] = {"name": object_id}
     if typ == "kubernetes:core/v1:Node":
         metadata["managedFields"] = [{"manager": "kubectl-client-side-apply", "fieldsV1": {"f:metadata": {"f:labels": {}}}}]
+        return {"metadata": metadata, "spec": {}, "status": {"allocatable": {"pods": "110"}}}  # kubelet's default max-pods
     return {"metadata": metadata, "spec": {}}
 
 

@@ -11,7 +11,7 @@ import pulumi
 import pytest
 from mocked_program import after, run_program
 from tfk8s.settings import UserNodeSettings
-from tfk8s.user_node import UserNodeTaken, checked_taints
+from tfk8s.user_node import UserNodeTaken, UserNodeTooSmall, check_room, checked_taints
 
 SETTINGS = UserNodeSettings(name="gpu-7")
 OURS = [{"key": "tfk8s.io/user-node", "value": "true", "effect": "NoSchedule"}]
@@ -113,3 +113,42 @@ def test_only_user_facing_workloads_wait_for_the_user_node_patch(platform_config
             assert r.inputs["spec"]["template"]["spec"]["nodeSelector"] == {taint["key"]: "true"}
 
     return after(d, check)
+
+
+@pytest.mark.parametrize(
+    ("status", "pods_needed", "fits"),
+    [
+        ({"allocatable": {"pods": "110"}}, 110, True),  # 55 users
+        ({"allocatable": {"pods": "110"}}, 112, False),  # 56 users
+        ({"allocatable": {"pods": "250"}}, 200, True),  # 100 users on a node with kubelet --max-pods=250
+        ({}, 10_000, True),  # not reported (a preview before the read): nothing to judge
+    ],
+    ids=["exactly-full", "one-user-too-many", "raised-max-pods", "unknown"],
+)
+def test_the_user_node_must_have_room_for_every_users_apps(status: dict[str, Any], pods_needed: int, fits: bool) -> None:
+    if fits:
+        check_room(SETTINGS, status, pods_needed)
+        return
+    with pytest.raises(UserNodeTooSmall) as caught:
+        check_room(SETTINGS, status, pods_needed)
+    message = str(caught.value)
+    assert message.startswith("tfk8s:users: the users' Jupyter and TensorBoard pods (112)")
+    assert "node 'gpu-7' allows 110 pods" in message and "maxPods" in message
+
+
+def test_too_many_users_for_the_user_node_stop_the_program_before_the_patch(platform_config: dict[str, Any]) -> None:
+    platform_config["users"] = [{"name": f"user{i}"} for i in range(56)]  # 112 pods on a 110-pod node
+    declared: list[Any] = []
+
+    @pulumi.runtime.test
+    def run() -> pulumi.Output[Any]:
+        d = run_program(platform_config)
+        declared.append(d)
+        return d.components["readiness"]
+
+    with pytest.raises(Exception, match=r"tfk8s:users: the users' Jupyter and TensorBoard pods \(112\) all run on the User Node"):
+        run()
+    retrieve_failed_outputs()
+    (d,) = declared
+    sent = {r.typ for r in d.mocks.resources}
+    assert "kubernetes:core/v1:NodePatch" not in sent and "kubernetes:core/v1:Namespace" not in sent, sent

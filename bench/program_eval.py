@@ -30,8 +30,8 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "infra"), str(ROOT / "tests" / "unit")]
 
-from conftest import facts_for  # noqa: E402
-from mocks import RecordingMocks  # noqa: E402
+from mocked_program import facts_for  # noqa: E402
+from mocks import RecordingMocks, plain_nodes  # noqa: E402
 from tfk8s import config, program  # noqa: E402
 
 TOPOLOGIES = [(1, 2), (30, 2), (300, 2), (1, 1000)]
@@ -59,8 +59,16 @@ def platform_config(users: int) -> dict[str, Any]:
 PLATFORM_FACTS = facts_for(platform_config(1) | {"users": [{"name": "alice"}]})
 
 
+def roomy_nodes(typ: str, object_id: str) -> dict[str, Any]:
+    """Nodes whose User Node has room for 100 users' apps (kubelet --max-pods=250): tfk8s refuses less."""
+    live = plain_nodes(typ, object_id)
+    if typ == "kubernetes:core/v1:Node":
+        live["status"] = {"allocatable": {"pods": "250"}}
+    return live
+
+
 def run_tfk8s(raw: dict[str, Any]) -> tuple[float, int]:
-    mocks = RecordingMocks()
+    mocks = RecordingMocks(live_hook=roomy_nodes)
     stack = "platform-bench" if raw["kind"] == "platform" else "dev"
     pulumi.runtime.set_mocks(mocks, project="tfk8s", stack=stack, preview=False, organization="organization")
     default_thresholds = gc.get_threshold()

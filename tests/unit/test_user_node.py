@@ -10,6 +10,7 @@ from typing import Any
 import pulumi
 import pytest
 from mocked_program import after, run_program
+from mocks import LiveHook, plain_nodes
 from tfk8s.settings import UserNodeSettings
 from tfk8s.user_node import UserNodeTaken, UserNodeTooSmall, check_room, checked_taints
 
@@ -55,19 +56,7 @@ def test_a_taken_node_stops_the_program_before_the_patch_and_the_user_environmen
     def taken(typ: str, object_id: str) -> dict[str, Any]:
         return node([{"key": "dedicated", "value": "infra", "effect": "NoExecute"}], "kubelet")
 
-    declared: list[Any] = []
-
-    @pulumi.runtime.test
-    def run() -> pulumi.Output[Any]:
-        d = run_program(platform_config, live_hook=taken)
-        declared.append(d)
-        return d.components["readiness"]
-
-    with pytest.raises(Exception, match=r"tfk8s:platform\.userNode\.name: node 'tfk8s-user-node'"):
-        run()
-    retrieve_failed_outputs()
-    (d,) = declared
-    sent = {r.typ for r in d.mocks.resources}
+    sent = refused_run(platform_config, taken, r"tfk8s:platform\.userNode\.name: node 'tfk8s-user-node'")
     assert "kubernetes:core/v1:NodePatch" not in sent
     # Only cluster-scoped platform objects that no pod needs: the class, the Layout kind and the destroy guard's policy.
     cluster_scoped = {
@@ -77,6 +66,23 @@ def test_a_taken_node_stops_the_program_before_the_patch_and_the_user_environmen
         "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding",
     }
     assert not any(t.startswith("kubernetes:") and t not in cluster_scoped for t in sent), sent
+
+
+def refused_run(platform_config: dict[str, Any], live_hook: LiveHook, refusal: str) -> set[str]:
+    """Run the platform program expecting `refusal`; the resource types it sent before stopping."""
+    declared: list[Any] = []
+
+    @pulumi.runtime.test
+    def run() -> pulumi.Output[Any]:
+        d = run_program(platform_config, live_hook=live_hook)
+        declared.append(d)
+        return d.components["readiness"]
+
+    with pytest.raises(Exception, match=refusal):
+        run()
+    retrieve_failed_outputs()
+    (d,) = declared
+    return {r.typ for r in d.mocks.resources}
 
 
 def retrieve_failed_outputs() -> None:
@@ -138,17 +144,7 @@ def test_the_user_node_must_have_room_for_every_users_apps(status: dict[str, Any
 
 def test_too_many_users_for_the_user_node_stop_the_program_before_the_patch(platform_config: dict[str, Any]) -> None:
     platform_config["users"] = [{"name": f"user{i}"} for i in range(56)]  # 112 pods on a 110-pod node
-    declared: list[Any] = []
-
-    @pulumi.runtime.test
-    def run() -> pulumi.Output[Any]:
-        d = run_program(platform_config)
-        declared.append(d)
-        return d.components["readiness"]
-
-    with pytest.raises(Exception, match=r"tfk8s:users: the users' Jupyter and TensorBoard pods \(112\) all run on the User Node"):
-        run()
-    retrieve_failed_outputs()
-    (d,) = declared
-    sent = {r.typ for r in d.mocks.resources}
+    sent = refused_run(
+        platform_config, plain_nodes, r"tfk8s:users: the users' Jupyter and TensorBoard pods \(112\) all run on the User Node"
+    )
     assert "kubernetes:core/v1:NodePatch" not in sent and "kubernetes:core/v1:Namespace" not in sent, sent

@@ -323,7 +323,11 @@ def serve(argv: list[str]) -> int:
 
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
-    stopped.wait()
+    # A CLI that dies without stopping its plugins (SIGKILL, a crash) leaves this process
+    # reparented, with its programs, for good: leave too when the parent is no longer the CLI.
+    cli = os.getppid()
+    while not stopped.wait(1.0) and os.getppid() == cli:
+        pass
     host.stop_children()
     server.stop(grace=0)
     return 0

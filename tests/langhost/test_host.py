@@ -170,7 +170,8 @@ def test_about_reports_the_projects_interpreter_and_packages(project: Project) -
     assert not about.get("errors"), about["errors"]
 
 
-def test_sigint_cancels_the_program_and_nothing_outlives_the_cli(project: Project) -> None:
+def sleeping_up(project: Project) -> tuple[subprocess.Popen[str], int]:
+    """`pulumi up` of a program that sleeps 600 s, once the program runs: the CLI and the program's pid."""
     pid_file = project.directory / "program.pid"
     project.pulumi("config", "set", "mode", "sleep")
     project.pulumi("config", "set", "pidFile", str(pid_file))
@@ -187,13 +188,27 @@ def test_sigint_cancels_the_program_and_nothing_outlives_the_cli(project: Projec
     while not pid_file.exists():
         assert up.poll() is None and time.monotonic() < deadline, "the program never started"
         time.sleep(0.05)
-    program = int(pid_file.read_text())
+    return up, int(pid_file.read_text())
+
+
+def test_sigint_cancels_the_program_and_nothing_outlives_the_cli(project: Project) -> None:
+    up, program = sleeping_up(project)
     started = time.monotonic()
     up.send_signal(signal.SIGINT)  # ^C in the terminal
     out, _ = up.communicate(timeout=60)
     assert time.monotonic() - started < 15, out  # the 600 s sleep was cut short
     assert not Path(f"/proc/{program}").exists(), out
     assert not host_processes(), out
+
+
+def test_a_killed_cli_leaves_neither_host_nor_program_behind(project: Project) -> None:
+    up, _ = sleeping_up(project)
+    up.kill()  # SIGKILL (the OOM killer, a CI timeout): the CLI cannot stop its plugins
+    up.communicate(timeout=60)
+    deadline = time.monotonic() + 10
+    while host_processes() and time.monotonic() < deadline:  # the program's process is one of them
+        time.sleep(0.1)
+    assert not host_processes(), "the host must notice its CLI gone and stop its program"
 
 
 @pytest.fixture(scope="session")

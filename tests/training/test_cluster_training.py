@@ -295,7 +295,7 @@ def test_killed_worker_is_retried_and_the_run_ends_as_an_uninterrupted_one(tmp_p
     """SIGKILL a worker mid-run and start it again at the same address, as the Indexed Job retries an
     index: training completes, the global step stops at its target once (the retried worker resumes
     from the PS's step, it does not train the run again), accuracy matches an uninterrupted run
-    within 1 point, and no process is left."""
+    within 2 points, and no process is left."""
     steps, every = 1500, 100
     command = train_command("between-graph", "--checkpoint-steps", str(every), "--log-every", "50", steps=steps)
     baseline, codes = run_cluster(tmp_path / "baseline", digits_tfrecords, command, num_ps=1, num_workers=2)
@@ -315,5 +315,7 @@ def test_killed_worker_is_retried_and_the_run_ends_as_an_uninterrupted_one(tmp_p
     assert retried["first_step"] >= killed_at > 0  # resumed at the shared global step, not from 0
     for finished in (chief, retried):
         assert steps <= finished["global_step"] < steps + 2, finished["global_step"]  # the target, reached once
-    assert abs(chief["test_accuracy"] - expected) <= 0.01, (chief["test_accuracy"], expected)
+    # 360 test images: async updates alone move accuracy by a point or so between runs (0.964 vs 0.975
+    # seen in CI); a model reset or lost by the kill would fall far further.
+    assert abs(chief["test_accuracy"] - expected) <= 0.02, (chief["test_accuracy"], expected)
     assert not _alive(cluster) and not _alive(baseline)

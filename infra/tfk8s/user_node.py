@@ -7,6 +7,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from tfk8s.quantities import parse_quantity
 from tfk8s.settings import UserNodeSettings
 
 # pulumi-kubernetes applies as `pulumi-kubernetes-<hash>`; any other manager is someone else.
@@ -77,7 +78,7 @@ def check_room(settings: UserNodeSettings, status: Any, pods_needed: int) -> Non
     A node not reporting allocatable pods (preview of a node not yet read) passes.
     """
     allocatable = ((status or {}).get("allocatable") or {}).get("pods")
-    if allocatable is not None and pods_needed > int(allocatable):
+    if allocatable is not None and pods_needed > parse_quantity(str(allocatable)):
         raise UserNodeTooSmall(
             f"tfk8s:users: the users' Jupyter and TensorBoard pods ({pods_needed}) all run on the User Node, but node "
             f"{settings.name!r} allows {allocatable} pods (status.allocatable.pods). Raise that node's kubelet maxPods, "

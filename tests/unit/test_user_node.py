@@ -127,9 +127,10 @@ def test_only_user_facing_workloads_wait_for_the_user_node_patch(platform_config
         ({"allocatable": {"pods": "110"}}, 110, True),  # 55 users
         ({"allocatable": {"pods": "110"}}, 112, False),  # 56 users
         ({"allocatable": {"pods": "250"}}, 200, True),  # 100 users on a node with kubelet --max-pods=250
+        ({"allocatable": {"pods": "1k"}}, 200, True),  # a quantity, as the API may spell it
         ({}, 10_000, True),  # not reported (a preview before the read): nothing to judge
     ],
-    ids=["exactly-full", "one-user-too-many", "raised-max-pods", "unknown"],
+    ids=["exactly-full", "one-user-too-many", "raised-max-pods", "quantity-suffix", "unknown"],
 )
 def test_the_user_node_must_have_room_for_every_users_apps(status: dict[str, Any], pods_needed: int, fits: bool) -> None:
     if fits:

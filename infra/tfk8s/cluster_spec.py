@@ -14,6 +14,8 @@ from tfk8s.settings import ClusterSettings
 
 PS, WORKER, CHIEF = "ps", "worker", "chief"
 DATA_DIR, LOG_DIR = "/data", "/log"
+# A cluster's own scratch volume (ClusterSettings.scratch), in workers and chief.
+SCRATCH_DIR = "/scratch"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -24,6 +26,9 @@ class Names:
 
     def ps_service(self, index: int) -> str:
         return f"{self.cluster}-ps-{index}"
+
+    def scratch_claim(self) -> str:
+        return f"{self.cluster}-scratch"
 
     def layout(self) -> str:
         """The Layout that publishes this cluster to the user's Jupyter (tfk8s.layout)."""

@@ -159,6 +159,17 @@ def check_platform(stack: s.PlatformStack, server_version: tuple[int, int] | Non
             )
     if storage.backend == "csi" and storage.csi is None:
         problems.append(f"{key}.storage.csi.provisioner: is required: the CSI driver name, e.g. nfs.csi.k8s.io")
+    if storage.scratch_class_name is not None:
+        if storage.backend == "local":
+            problems.append(
+                f"{key}.storage.scratchClassName: backend 'local' has no provisioner for experiments' scratch volumes: "
+                "remove the key (experiments of this platform then have none)"
+            )
+        elif storage.backend != "existing" and storage.scratch_class_name == storage.class_name:
+            problems.append(
+                f"{key}.storage.scratchClassName: is className ({storage.class_name!r}); the platform creates both "
+                "classes, the shared one and the scratch one that deletes its volumes: give them different names"
+            )
     names = [u.name for u in stack.users]
     for i, name in enumerate(names):
         if name in names[:i]:
@@ -203,6 +214,12 @@ def check_experiment(stack: s.ExperimentStack, stack_name: str, facts: s.Platfor
                     f"{key}.workers.tolerations: {dict(t)} tolerates the User Node taint {facts.user_node.taint_key!r}: "
                     "training pods must never run on the User Node; tolerate specific taints instead"
                 )
+        if c.scratch is not None and facts.scratch_storage_class is None:
+            problems.append(
+                f"{key}.scratch: platform stack {stack.platform_stack!r} offers no class for scratch volumes (its "
+                f"storage backend is 'local', or 'existing' without scratchClassName): remove it, or ask the platform "
+                f"team to set {NAMESPACE}:platform.storage.scratchClassName"
+            )
         problems += _code_problems(c.code, f"{key}.code", project_root)
     if problems:
         raise ConfigError(problems)

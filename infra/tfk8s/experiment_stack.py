@@ -38,6 +38,15 @@ def claimed(stack: ExperimentStack, experiment: str, facts: PlatformFacts) -> li
             jobs.append(names.indexed(cs.CHIEF))
         objects += [Claimed(what=f"Service {ns}/{n}", path=f"/api/v1/namespaces/{ns}/services/{n}", key=key) for n in services]
         objects += [Claimed(what=f"Job {ns}/{n}", path=f"/apis/batch/v1/namespaces/{ns}/jobs/{n}", key=key) for n in jobs]
+        if c.scratch is not None:
+            claim = names.scratch_claim()
+            objects.append(
+                Claimed(
+                    what=f"PersistentVolumeClaim {ns}/{claim}",
+                    path=f"/api/v1/namespaces/{ns}/persistentvolumeclaims/{claim}",
+                    key=f"{config.NAMESPACE}:clusters[{i}].scratch",
+                )
+            )
         layout, kind = names.layout(), facts.layouts
         path = f"/apis/{kind.group}/{kind.version}/namespaces/{ns}/{kind.plural}/{layout}"
         objects.append(Claimed(what=f"{kind.kind} {ns}/{layout}", path=path, key=key))

@@ -54,6 +54,14 @@ def claimed(stack: PlatformStack, owner: Owner) -> list[Claimed]:
                 key=f"{key}.storage.className",
             )
         )
+    if storage.backend != "existing" and storage.scratch_class is not None:
+        objects.append(
+            Claimed(
+                what=f"StorageClass {storage.scratch_class!r}",
+                path=f"/apis/storage.k8s.io/v1/storageclasses/{storage.scratch_class}",
+                key=f"{key}.storage.scratchClassName",
+            )
+        )
     if storage.glusterfs is not None and storage.backend == "glusterfs":
         ns = storage.glusterfs.secret_namespace
         objects.append(
@@ -127,6 +135,7 @@ def facts(
         "owner": owner.annotation,
         "kubernetesVersion": platform.kubernetes_version,
         "storageClass": storage.class_name,
+        "scratchStorageClass": storage.scratch_class_name,
         "userNode": {"taintKey": platform.user_node.taint_key},
         "layouts": {"group": layouts.group, "version": layouts.version, "kind": layouts.kind, "plural": layouts.plural},
         "images": platform.images.model_dump(by_alias=True),

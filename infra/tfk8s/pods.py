@@ -80,8 +80,12 @@ def volumes(
     code_config_map: Any | None,
     code_files: list[str],
     mount_data: bool,
+    scratch_claim: Any | None = None,
 ) -> list[Json]:
-    """Pod volumes; ConfigMap keys are flat, so `items` rebuild the package directory."""
+    """Pod volumes; ConfigMap keys are flat, so `items` rebuild the package directory.
+
+    PS tasks (`mount_data` false) hold variables only: no data, no scratch.
+    """
     result: list[Json] = [
         {"name": "log", "persistentVolumeClaim": {"claimName": log_claim}},
         {
@@ -95,6 +99,8 @@ def volumes(
     ]
     if mount_data:
         result.insert(0, {"name": "data", "persistentVolumeClaim": {"claimName": data_claim}})
+        if scratch_claim is not None:
+            result.append({"name": "scratch", "persistentVolumeClaim": {"claimName": scratch_claim}})
     if code_config_map is not None:
         result.append(
             {"name": "code", "configMap": {"name": code_config_map, "items": [{"key": key_of(f), "path": f} for f in code_files]}}
@@ -128,7 +134,8 @@ def tf_container(
 ) -> Json:
     """The seed's /data and /log in every task: /log is this run's own directory of the user's log
     volume (`<experiment>/<cluster>`, which TensorBoard shows as the run's name), /data the user's
-    data volume or the part of it `dataSubPath` names."""
+    data volume or the part of it `dataSubPath` names. Workers and chief also get the cluster's
+    scratch volume at /scratch when it has one (its path in TFK8S_SCRATCH_DIR)."""
     port = platform.ports.tensorflow
     mounts: list[Json] = [
         {"name": "log", "mountPath": cs.LOG_DIR, "subPath": log_sub_path},
@@ -140,6 +147,9 @@ def tf_container(
         if cluster.data_sub_path:
             data_mount["subPath"] = cluster.data_sub_path
         mounts.insert(0, data_mount)
+        if cluster.scratch is not None:
+            mounts.append({"name": "scratch", "mountPath": cs.SCRATCH_DIR})
+            env = [*env, {"name": "TFK8S_SCRATCH_DIR", "value": cs.SCRATCH_DIR}]
     container: Json = {
         "name": "tensorflow",
         "image": cluster.image or platform.images.tensorflow,

@@ -61,18 +61,16 @@ def run_platform(
 ) -> dict[str, Any]:
     stack = config.check_platform(stack, server)
     storage = stack.platform.storage
-    if (
-        storage.backend == "existing"
-        and read is not None
-        and read(f"/apis/storage.k8s.io/v1/storageclasses/{storage.class_name}") is None
-    ):
-        raise config.ConfigError(
-            [
-                f"{config.NAMESPACE}:platform.storage.className: backend 'existing' uses class {storage.class_name!r}, "
-                "which the cluster does not have: create it, name one `kubectl get storageclass` lists, or choose "
-                "backend local, csi or glusterfs"
-            ]
-        )
+    if storage.backend == "existing" and read is not None:
+        wanted = {"className": storage.class_name, "scratchClassName": storage.scratch_class_name}
+        missing = [
+            f"{config.NAMESPACE}:platform.storage.{key}: backend 'existing' uses class {name!r}, which the cluster does "
+            "not have: create it, name one `kubectl get storageclass` lists, or choose backend local, csi or glusterfs"
+            for key, name in wanted.items()
+            if name is not None and read(f"/apis/storage.k8s.io/v1/storageclasses/{name}") is None
+        ]
+        if missing:
+            raise config.ConfigError(missing)
     owner = owner_of("platform", environ)
     fix = (
         "Choose another name (namespacePrefix, user name, className), "

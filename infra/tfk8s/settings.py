@@ -163,9 +163,21 @@ class StorageSettings(Model):
     class_name: DnsName = "tfk8s-shared"
     # Retain: deleting a claim never deletes the data behind it.
     reclaim_policy: Literal["Retain", "Delete"] = "Retain"
+    # The class of experiments' scratch volumes (`clusters[].scratch`), which go with their
+    # experiment, so it reclaims with Delete. glusterfs/csi: the class the platform creates next to
+    # className (default `<className>-scratch`); existing: a class the cluster has (unset: no
+    # scratch volumes); local: none (its volumes are pre-created by the platform alone).
+    scratch_class_name: DnsName | None = None
     glusterfs: GlusterfsSettings | None = None
     csi: CsiSettings | None = None
     local: LocalSettings = Field(default_factory=LocalSettings)
+
+    @property
+    def scratch_class(self) -> str | None:
+        """The scratch class experiments may use, if any."""
+        if self.backend in ("glusterfs", "csi"):
+            return self.scratch_class_name or f"{self.class_name}-scratch"
+        return self.scratch_class_name if self.backend == "existing" else None
 
 
 class UserNodeSettings(Model):
@@ -281,6 +293,10 @@ class RunSettings(Model):
     ttl_seconds_after_finished: NonNegative | None = None
 
 
+class ScratchSettings(Model):
+    size: Quantity = Field(description="the scratch volume's size, e.g. 20Gi")
+
+
 class ClusterSettings(Model):
     name: DnsName = Field(description="a DNS-1123 name for the training cluster, e.g. mnist")
     replication: Replication = "between-graph"
@@ -298,6 +314,9 @@ class ClusterSettings(Model):
     # The part of the user's data volume mounted at /data (None: all of it, every data set).
     data_sub_path: Annotated[str, AfterValidator(_relative_path)] | None = None
     run: RunSettings = Field(default_factory=RunSettings)
+    # A volume of this cluster's own at /scratch in workers and chief (not PS): intermediate files
+    # that are not data sets or logs. It is deleted with the experiment; None: no scratch volume.
+    scratch: ScratchSettings | None = None
 
 
 class ExperimentStack(Model):
@@ -355,6 +374,8 @@ class PlatformFacts(Model):
     owner: str
     kubernetes_version: KubeVersion
     storage_class: str
+    # Where experiments' scratch claims go (StorageSettings.scratch_class); None: none offered.
+    scratch_storage_class: str | None = None
     user_node: UserNodeFacts
     layouts: LayoutFacts
     images: ImageSettings

@@ -4,12 +4,13 @@ one) and each user's ReadWriteMany data and log claims, which every experiment o
 Data survival: the class reclaims with `Retain` (deleting a claim never deletes its volume), and
 claims of users with `volumes.keepOnDestroy` carry Pulumi's `retain_on_delete`, so destroying the
 platform leaves them (and the namespace holding them) in place; the next `pulumi up` of the same
-platform stack takes them back by name. Experiments never create or delete claims.
+platform stack takes them back by name. Experiments never create or delete claims of the shared
+class; their optional scratch claims (tfk8s.training_cluster) use the scratch class, which deletes.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -64,9 +65,15 @@ def storage_class_spec(platform: PlatformSettings) -> StorageClassSpec:
 
 
 class SharedStorage(pulumi.ComponentResource):
-    """The platform's StorageClass (none for `existing`) and, for GlusterFS, the Heketi key Secret."""
+    """The platform's StorageClasses (none for `existing`) and, for GlusterFS, the Heketi key Secret.
+
+    Two classes for glusterfs and csi: the shared one (the users' data and logs, `Retain` by
+    default) and the scratch one (experiments' scratch volumes, `Delete`: they go with their
+    experiment, and a retained volume per destroyed experiment would only leak space).
+    """
 
     class_name: pulumi.Output[str]
+    scratch_class_name: pulumi.Output[str | None]
 
     def __init__(
         self,
@@ -96,17 +103,30 @@ class SharedStorage(pulumi.ComponentResource):
                 string_data={"key": heketi_admin_key},
                 opts=pulumi.ResourceOptions(parent=self),
             )
+        self.scratch_class: k8s.storage.v1.StorageClass | None = None
         if storage.backend == "existing":
             self.class_name = pulumi.Output.from_input(storage.class_name)
+            self.scratch_class_name = pulumi.Output.from_input(storage.scratch_class)
         else:
+            spec = storage_class_spec(platform)
+            class_opts = pulumi.ResourceOptions(parent=self, depends_on=[self.heketi_secret] if self.heketi_secret else None)
             self.storage_class = k8s.storage.v1.StorageClass(
                 f"{name}-class",
                 metadata={"name": storage.class_name, "labels": meta_labels, "annotations": annotations},
-                **vars(storage_class_spec(platform)),
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[self.heketi_secret] if self.heketi_secret else None),
+                **vars(spec),
+                opts=class_opts,
             )
             self.class_name = self.storage_class.metadata.apply(lambda m: m["name"])
-        self.register_outputs({"class_name": self.class_name})
+            self.scratch_class_name = pulumi.Output.from_input(None)
+            if storage.scratch_class is not None:
+                self.scratch_class = k8s.storage.v1.StorageClass(
+                    f"{name}-scratch-class",
+                    metadata={"name": storage.scratch_class, "labels": meta_labels, "annotations": annotations},
+                    **vars(replace(spec, reclaim_policy="Delete")),
+                    opts=class_opts,
+                )
+                self.scratch_class_name = self.scratch_class.metadata.apply(lambda m: m["name"])
+        self.register_outputs({"class_name": self.class_name, "scratch_class_name": self.scratch_class_name})
 
 
 def claim(

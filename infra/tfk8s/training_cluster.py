@@ -10,8 +10,10 @@ Shape (resource count is independent of the worker count):
     its platform and publishes it to the user's Jupyter (tfk8s.layout, tfk8s.guard). The trainer package's ConfigMap is the
     experiment's, shared by its clusters (tfk8s.experiment).
 
-No claims: pods mount the user's data and log volumes, which the platform stack owns, so logs and
-data sets outlive the experiment. `<c>` in names is `<experiment>-<cluster>`.
+Pods mount the user's data and log volumes, which the platform stack owns, so logs and data sets
+outlive the experiment. The one claim a cluster may own is its scratch volume (`scratch`, at
+/scratch in workers and chief), in the platform's scratch class, which deletes the volume with the
+claim: scratch goes with the experiment. `<c>` in names is `<experiment>-<cluster>`.
 
 What `pulumi up` waits for: PS Deployments until available; the worker Job only until every
 worker pod is Ready, or one has failed or succeeded (never until training completes).
@@ -77,6 +79,7 @@ class TrainingCluster(pulumi.ComponentResource):
                 data=args.code.config_map_data(),
                 opts=child,
             )
+        self.scratch_claim = self._build_scratch(name, args) if c.scratch is not None else None
         layouts = platform.layouts
         self.layout = k8s.apiextensions.CustomResource(
             f"{name}-layout",
@@ -133,6 +136,26 @@ class TrainingCluster(pulumi.ComponentResource):
             self.code_config.metadata.name if self.code_config else None,
             sorted(args.code.files) if args.code else [],
             mount_data,
+            self.scratch_claim.metadata.name if self.scratch_claim else None,
+        )
+
+    def _build_scratch(self, name: str, args: TrainingClusterArgs) -> k8s.core.v1.PersistentVolumeClaim:
+        """The cluster's scratch claim. The provider's own claim await, which knows WaitForFirstConsumer
+        classes (possible for `existing`), bounded by the platform's timeout."""
+        assert args.cluster.scratch is not None and args.platform.scratch_storage_class is not None
+        return k8s.core.v1.PersistentVolumeClaim(
+            f"{name}-scratch",
+            metadata=self._meta(
+                name=self.names.scratch_claim(),
+                labels=self._labels("storage", role="scratch"),
+                annotations=awaits.timeout(args.platform.await_timeout_seconds),
+            ),
+            spec={
+                "accessModes": ["ReadWriteMany"],
+                "storageClassName": args.platform.scratch_storage_class,
+                "resources": {"requests": {"storage": args.cluster.scratch.size}},
+            },
+            opts=pulumi.ResourceOptions(parent=self),
         )
 
     def _build_ps_rbac(self, name: str, args: TrainingClusterArgs) -> None:
@@ -268,6 +291,10 @@ class TrainingCluster(pulumi.ComponentResource):
                 },
             },
             # The Job name is its pods' DNS identity, so a changed Job must go before its successor.
-            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True, depends_on=[service, *self.ps_services]),
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                delete_before_replace=True,
+                depends_on=[service, *self.ps_services, *([self.scratch_claim] if self.scratch_claim else [])],
+            ),
         )
         return service, job

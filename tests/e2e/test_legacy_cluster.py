@@ -150,6 +150,14 @@ def legacy(tmp_path_factory: pytest.TempPathFactory, legacy_kube: Kube) -> Cli:
     return Cli(work, env=env | toolenv.exported(mine))
 
 
+def wait_until(condition: Any, what: str, timeout: float = 60) -> None:
+    """Controllers act after `pulumi` returns (a released volume is deleted by the PV controller)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.5)
+
+
 def edit_stack(cli: Cli, stack: str, change: Any) -> None:
     path = cli.cwd / "stacks" / f"Pulumi.{stack}.yaml"
     document = yaml.safe_load(path.read_text())
@@ -216,9 +224,16 @@ def test_glusterfs_claims_are_bound_by_the_in_tree_provisioner_through_heketi(
     assert heketi.key not in (legacy.cwd / "stacks" / "Pulumi.imagenet-platform.yaml").read_text()
     assert legacy.outputs("imagenet-platform")["ready"] is True
 
-    # The seed's imagenet cluster, as an experiment on that platform: the seed's own names.
+    # The seed's imagenet cluster, as an experiment on that platform: the seed's own names, plus a
+    # scratch volume of its own in the platform's second class (Delete: it goes with the experiment).
     legacy("stack", "init", "imagenet")
+    legacy("config", "set", "--path", "--stack", "imagenet", "tfk8s:clusters[0].scratch.size", "1Gi")
     legacy("up", "--stack", "imagenet", "--yes", "--skip-preview")
+    scratch = legacy_kube.get("pvc", NAMESPACE, "imagenet-scratch")
+    assert (scratch["status"]["phase"], scratch["spec"]["storageClassName"]) == ("Bound", "glusterfs-scratch")
+    scratch_pv = legacy_kube.get("pv", None, scratch["spec"]["volumeName"])
+    assert scratch_pv["spec"]["persistentVolumeReclaimPolicy"] == "Delete"
+    assert len(heketi.volumes()) == 3
     assert {s["metadata"]["name"] for s in legacy_kube.get("services", NAMESPACE)} >= {
         "imagenet-ps-0",
         "imagenet-ps-1",
@@ -228,11 +243,17 @@ def test_glusterfs_claims_are_bound_by_the_in_tree_provisioner_through_heketi(
     assert job["metadata"]["name"] == "imagenet-worker" and job["spec"]["completions"] == 3
 
     legacy("destroy", "--stack", "imagenet", "--yes")
+    # The scratch claim went with the experiment, and with it its volume, in Kubernetes and in Heketi.
+    assert sorted(c["metadata"]["name"] for c in legacy_kube.get("pvc", NAMESPACE)) == ["tfk8s-data", "tfk8s-log"]
+    pv_names = lambda: {v["metadata"]["name"] for v in legacy_kube.get("pv")}  # noqa: E731
+    wait_until(lambda: scratch_pv["metadata"]["name"] not in pv_names(), "the scratch PersistentVolume to be deleted")
+    wait_until(lambda: len(heketi.volumes()) == 2, "the scratch volume to leave Heketi")
     legacy("destroy", "--stack", "imagenet-platform", "--yes")
     # keepOnDestroy (the default) and reclaimPolicy Retain: claims, volumes and Heketi's bricks stay.
     assert sorted(c["metadata"]["name"] for c in legacy_kube.get("pvc", NAMESPACE)) == ["tfk8s-data", "tfk8s-log"]
     assert len(heketi.volumes()) == 2
-    assert not [s for s in legacy_kube.get("storageclasses") if s["metadata"]["name"] == "glusterfs"]
+    names = {s["metadata"]["name"] for s in legacy_kube.get("storageclasses")}
+    assert not names & {"glusterfs", "glusterfs-scratch"}
 
 
 def test_the_glusterfs_platform_is_refused_on_1_34_before_anything_exists(cli: Cli, kube: Kube, heketi: Heketi) -> None:

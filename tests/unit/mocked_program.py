@@ -53,6 +53,7 @@ def facts_for(platform_raw: dict[str, Any]) -> dict[str, Any]:
         "owner": PLATFORM_OWNER,
         "kubernetesVersion": p.kubernetes_version,
         "storageClass": p.storage.class_name,
+        "scratchStorageClass": p.storage.scratch_class,
         "userNode": {"taintKey": p.user_node.taint_key},
         "layouts": {"group": "ptest.layouts.tfk8s.io", "version": "v1", "kind": "Layout", "plural": "layouts"},
         "images": p.images.model_dump(by_alias=True),

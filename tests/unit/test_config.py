@@ -136,6 +136,26 @@ BAD = [
     ("users-empty", lambda r: r.update(users=[]), r"tfk8s:users: must be a non-empty list"),
     ("clusters-empty", lambda r: r.update(clusters=[]), r"tfk8s:clusters: must be a non-empty list"),
     (
+        "scratch-class-on-local",
+        _set(lambda r: r["platform"]["storage"], "scratchClassName", "scratch"),
+        r"storage\.scratchClassName: backend 'local' has no provisioner .*remove the key",
+    ),
+    (
+        "scratch-class-is-the-shared-class",
+        _set(
+            lambda r: r["platform"],
+            "storage",
+            {"backend": "csi", "csi": {"provisioner": "nfs.csi.k8s.io"}, "scratchClassName": "tfk8s-shared"},
+        ),
+        r"storage\.scratchClassName: is className \('tfk8s-shared'\).*give them different names",
+    ),
+    (
+        "scratch-without-a-scratch-class",
+        _set(cluster, "scratch", {"size": "1Gi"}),
+        r"clusters\[0\]\.scratch: platform stack .* offers no class for scratch volumes.*platform\.storage\.scratchClassName",
+    ),
+    ("scratch-size-bad", _set(cluster, "scratch", {"size": "big"}), r"scratch\.size: 'big' is not a Kubernetes quantity"),
+    (
         "bad-k8s-version",
         _set(lambda r: r["platform"], "kubernetesVersion", "v1.34.0"),
         r"kubernetesVersion: must look like '1\.34'",
@@ -158,6 +178,8 @@ PLATFORM_CASES = [
     "namespace-prefix-long",
     "namespace-prefix-upper",
     "port-out-of-range",
+    "scratch-class-is-the-shared-class",
+    "scratch-class-on-local",
     "unknown-backend",
     "user-name-missing",
     "user-node-missing",

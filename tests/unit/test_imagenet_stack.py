@@ -12,7 +12,7 @@ from mocked_program import JOB, after, env_of, facts_for, pod_spec, run_program
 PLATFORM_EXPECTED = Counter(
     {
         "kubernetes:core/v1:NodePatch": 1,
-        "kubernetes:storage.k8s.io/v1:StorageClass": 1,
+        "kubernetes:storage.k8s.io/v1:StorageClass": 2,  # the users' volumes (Retain), experiments' scratch (Delete)
         "kubernetes:core/v1:Secret": 2,  # Heketi admin key, Jupyter token
         "kubernetes:core/v1:Namespace": 1,
         "kubernetes:core/v1:PersistentVolumeClaim": 2,  # the user's data and log volumes
@@ -58,6 +58,7 @@ def test_imagenet_platform_objects(imagenet_platform_config: dict[str, Any]) -> 
             ("PersistentVolumeClaim", "tfk8s-log"),
             ("Namespace", "tfk8s-taas"),
             ("StorageClass", "glusterfs"),
+            ("StorageClass", "glusterfs-scratch"),
         ]:
             assert expected in names
         for claim in d.mocks.of_type("kubernetes:core/v1:PersistentVolumeClaim"):

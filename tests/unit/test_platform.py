@@ -31,6 +31,15 @@ def app(d: Deployment, name: str, user: str = "alice") -> Any:
     return found
 
 
+def classes_by_name(d: Deployment) -> dict[str, Any]:
+    return {r.inputs["metadata"]["name"]: r for r in d.mocks.of_type(SC)}
+
+
+def after_with_facts(d: Deployment, check: Any) -> pulumi.Output[Any]:
+    """`after`, with the platform's published `platform` output handed to `check`."""
+    return pulumi.Output.from_input(d.components["platform"]).apply(lambda facts: after(d, lambda: check(facts)))
+
+
 def glusterfs(raw: dict[str, Any]) -> dict[str, Any]:
     raw["platform"].update(
         kubernetesVersion="1.25",
@@ -52,8 +61,10 @@ def glusterfs(raw: dict[str, Any]) -> dict[str, Any]:
 def test_glusterfs_class_reads_the_heketi_key_from_a_secret(platform_config: dict[str, Any]) -> None:
     d = run_program(glusterfs(platform_config), secrets={"heketiAdminKey": "s3cret-key"})
 
-    def check() -> None:
-        (sc,) = d.mocks.of_type(SC)
+    def check(facts: dict[str, Any]) -> None:
+        classes = classes_by_name(d)
+        assert set(classes) == {"glusterfs", "glusterfs-scratch"}
+        sc = classes["glusterfs"]
         (secret,) = [r for r in d.mocks.of_type(SECRET) if r.inputs.get("type") == "kubernetes.io/glusterfs"]
         assert sc.inputs["provisioner"] == "kubernetes.io/glusterfs"
         assert sc.inputs["parameters"] == {
@@ -69,9 +80,17 @@ def test_glusterfs_class_reads_the_heketi_key_from_a_secret(platform_config: dic
         assert secret.inputs["metadata"]["namespace"] == "storage"
         assert unwrap_secret(secret.inputs["stringData"]) == {"key": "s3cret-key"}
         assert sc.inputs["reclaimPolicy"] == "Retain"
+        # Experiments' scratch volumes: the same provisioner through the same key, deleted with their claims.
+        scratch = classes["glusterfs-scratch"]
+        assert (scratch.inputs["provisioner"], scratch.inputs["parameters"]) == (
+            sc.inputs["provisioner"],
+            sc.inputs["parameters"],
+        )
+        assert scratch.inputs["reclaimPolicy"] == "Delete"
         assert not d.mocks.of_type(PV)  # dynamic provisioning: no static volumes
+        assert facts["scratchStorageClass"] == "glusterfs-scratch"
 
-    return after(d, check)
+    return after_with_facts(d, check)
 
 
 def test_glusterfs_without_the_secret_key_fails_naming_it(platform_config: dict[str, Any]) -> None:
@@ -94,11 +113,15 @@ def test_csi_class_passes_provisioner_and_parameters(platform_config: dict[str, 
     d = run_program(platform_config)
 
     def check() -> None:
-        (sc,) = d.mocks.of_type(SC)
-        assert (sc.inputs["provisioner"], sc.inputs["parameters"]) == (
-            "nfs.csi.k8s.io",
-            {"server": "nfs.local", "share": "/export"},
-        )
+        classes = classes_by_name(d)
+        assert set(classes) == {"nfs", "nfs-scratch"}
+        for sc in classes.values():
+            assert (sc.inputs["provisioner"], sc.inputs["parameters"]) == (
+                "nfs.csi.k8s.io",
+                {"server": "nfs.local", "share": "/export"},
+            )
+        assert (classes["nfs"].inputs["reclaimPolicy"], classes["nfs-scratch"].inputs["reclaimPolicy"]) == ("Retain", "Delete")
+        # The users' claims are in the shared class only: the platform creates no scratch claim.
         assert {r.inputs["spec"]["storageClassName"] for r in d.mocks.of_type(PVC)} == {"nfs"}
 
     return after(d, check)
@@ -109,11 +132,52 @@ def test_existing_class_creates_no_storage_class(platform_config: dict[str, Any]
     platform_config["platform"]["storage"] = {"backend": "existing", "className": "cephfs"}
     d = run_program(platform_config)
 
-    def check() -> None:
+    def check(facts: dict[str, Any]) -> None:
         assert not d.mocks.of_type(SC)
         assert {r.inputs["spec"]["storageClassName"] for r in d.mocks.of_type(PVC)} == {"cephfs"}
+        assert facts["scratchStorageClass"] is None  # no scratchClassName: no scratch volumes
 
-    return after(d, check)
+    return after_with_facts(d, check)
+
+
+@pulumi.runtime.test
+def test_an_existing_scratch_class_is_published_and_not_created(platform_config: dict[str, Any]) -> None:
+    platform_config["platform"]["storage"] = {"backend": "existing", "className": "cephfs", "scratchClassName": "cephfs-tmp"}
+    d = run_program(platform_config)
+
+    def check(facts: dict[str, Any]) -> None:
+        assert not d.mocks.of_type(SC)
+        assert facts["scratchStorageClass"] == "cephfs-tmp"
+
+    return after_with_facts(d, check)
+
+
+@pulumi.runtime.test
+def test_a_named_scratch_class_is_created_under_that_name(platform_config: dict[str, Any]) -> None:
+    platform_config["platform"]["storage"] = {
+        "backend": "csi",
+        "className": "nfs",
+        "scratchClassName": "nfs-tmp",
+        "csi": {"provisioner": "nfs.csi.k8s.io"},
+    }
+    d = run_program(platform_config)
+
+    def check(facts: dict[str, Any]) -> None:
+        assert set(classes_by_name(d)) == {"nfs", "nfs-tmp"}
+        assert facts["scratchStorageClass"] == "nfs-tmp"
+
+    return after_with_facts(d, check)
+
+
+@pulumi.runtime.test
+def test_the_local_backend_offers_no_scratch_class(platform_config: dict[str, Any]) -> None:
+    d = run_program(platform_config)  # the fixture's backend: local
+
+    def check(facts: dict[str, Any]) -> None:
+        assert set(classes_by_name(d)) == {platform_config["platform"]["storage"]["className"]}
+        assert facts["scratchStorageClass"] is None
+
+    return after_with_facts(d, check)
 
 
 @pulumi.runtime.test

@@ -81,6 +81,21 @@ def test_two_experiments_may_not_share_a_name(dev_config: dict[str, Any]) -> Non
     assert "set a different tfk8s:experiment" in str(error.value)
 
 
+def test_a_scratch_claim_someone_else_owns_is_refused(dev_config: dict[str, Any]) -> None:
+    dev_config["clusters"][0]["scratch"] = {"size": "1Gi"}
+    platform = facts_for(stack_config("platform-dev"))
+    platform["scratchStorageClass"] = "tfk8s-shared-scratch"
+    read = existing(
+        {
+            "/api/v1/namespaces/tfk8s-alice": live(PLATFORM_OWNER),
+            "/api/v1/namespaces/tfk8s-alice/persistentvolumeclaims/dev-mnist-scratch": live(managers=("kubectl-create",)),
+        }
+    )
+    with pytest.raises(OwnershipConflict) as error:
+        run_program(dev_config, read=read, platform=platform)
+    assert "tfk8s:clusters[0].scratch: PersistentVolumeClaim tfk8s-alice/dev-mnist-scratch already exists" in str(error.value)
+
+
 @pulumi.runtime.test
 def test_an_experiment_on_its_platforms_namespace_creates_only_its_own_objects(dev_config: dict[str, Any]) -> None:
     read = existing({"/api/v1/namespaces/tfk8s-alice": live(PLATFORM_OWNER)})
@@ -216,11 +231,20 @@ def test_the_platform_guards_its_users_namespaces_against_destroy_while_experime
     run()
 
 
-def test_an_existing_class_the_cluster_lacks_is_named_before_anything_exists(platform_config: dict[str, Any]) -> None:
+@pytest.mark.parametrize(
+    ("in_cluster", "missing"),
+    [(("cephfs-tmp",), ("className", "cephfs")), (("cephfs",), ("scratchClassName", "cephfs-tmp"))],
+    ids=["shared-class", "scratch-class"],
+)
+def test_an_existing_class_the_cluster_lacks_is_named_before_anything_exists(
+    platform_config: dict[str, Any], in_cluster: tuple[str, ...], missing: tuple[str, str]
+) -> None:
     from tfk8s.config import ConfigError
 
-    platform_config["platform"]["storage"] = {"backend": "existing", "className": "cephfs"}
-    with pytest.raises(
-        ConfigError, match=r"storage\.className: backend 'existing' uses class 'cephfs', which the cluster does not have"
-    ):
-        run_program(platform_config, read=existing({}))
+    platform_config["platform"]["storage"] = {"backend": "existing", "className": "cephfs", "scratchClassName": "cephfs-tmp"}
+    classes = existing({f"/apis/storage.k8s.io/v1/storageclasses/{name}": live() for name in in_cluster})
+    with pytest.raises(ConfigError) as error:
+        run_program(platform_config, read=classes)
+    key, name = missing
+    assert f"storage.{key}: backend 'existing' uses class {name!r}, which the cluster does not have" in str(error.value)
+    assert len(error.value.problems) == 1  # the class the cluster has is not named

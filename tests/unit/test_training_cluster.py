@@ -392,3 +392,57 @@ def test_a_ps_service_selects_only_its_runs_pods_and_the_ps_may_read_only_its_jo
         }
 
     return after(d, check)
+
+
+def _with_scratch(dev_config: dict[str, Any], replication: str = "between-graph") -> Deployment:
+    """dev's mnist with a 2Gi scratch volume, on a platform that offers a scratch class."""
+    dev_config["clusters"][0].update(scratch={"size": "2Gi"}, replication=replication)
+    if replication == "in-graph":
+        dev_config["clusters"][0]["inGraphClient"] = "chief"
+    platform = facts_for(stack_config("platform-dev"))
+    platform["scratchStorageClass"] = "tfk8s-shared-scratch"
+    return run_program(dev_config, platform=platform)
+
+
+@pulumi.runtime.test
+def test_a_scratch_volume_is_the_clusters_own_claim_in_the_platforms_scratch_class(dev_config: dict[str, Any]) -> None:
+    d = _with_scratch(dev_config)
+
+    def check() -> None:
+        (claim,) = d.mocks.of_type(PVC)
+        meta, spec = claim.inputs["metadata"], claim.inputs["spec"]
+        assert (meta["namespace"], meta["name"]) == ("tfk8s-alice", "dev-mnist-scratch")
+        assert meta["labels"]["tfk8s.io/experiment"] == "dev" and meta["labels"]["tfk8s.io/stack-kind"] == "experiment"
+        assert spec == {
+            "accessModes": ["ReadWriteMany"],
+            "storageClassName": "tfk8s-shared-scratch",
+            "resources": {"requests": {"storage": "2Gi"}},
+        }
+        # The worker Job's pods cannot start before their claim exists.
+        depends = {r._name for r in d.options[f"{JOB}::dev-mnist-worker"].depends_on}  # type: ignore[attr-defined]
+        assert "dev-mnist-scratch" in depends
+
+    return after(d, check)
+
+
+@pulumi.runtime.test
+def test_workers_and_chief_mount_scratch_and_parameter_servers_do_not(dev_config: dict[str, Any]) -> None:
+    d = _with_scratch(dev_config, replication="in-graph")
+
+    def check() -> None:
+        roles: dict[str, bool] = {}
+        for workload in tf_workloads(d):
+            spec = pod_spec(workload)
+            claims = {v["name"]: v.get("persistentVolumeClaim", {}).get("claimName") for v in spec["volumes"]}
+            mounts = {m["mountPath"]: m["name"] for m in spec["containers"][0]["volumeMounts"]}
+            role = pod_labels(workload)["tfk8s.io/role"]
+            has = cs.SCRATCH_DIR in mounts
+            roles[role] = roles.get(role, has) and has
+            if has:
+                assert claims[mounts[cs.SCRATCH_DIR]] == "dev-mnist-scratch"
+                assert env_of(workload)["TFK8S_SCRATCH_DIR"] == cs.SCRATCH_DIR
+            else:
+                assert "dev-mnist-scratch" not in claims.values() and "TFK8S_SCRATCH_DIR" not in env_of(workload)
+        assert roles == {"ps": False, "worker": True, "chief": True}
+
+    return after(d, check)

@@ -103,11 +103,14 @@ class TrainingCluster(pulumi.ComponentResource):
         if cs.has_chief_job(c):
             self.chief_service, self.chief_job = self._build_indexed(name, args, cs.CHIEF, 1)
 
+        # `scratch` only when the cluster has one (readiness.cluster_readiness tells absent from unbound).
+        scratch = {"scratch": self.scratch_claim.status} if self.scratch_claim else {}
         self.status = pulumi.Output.all(
             ps=pulumi.Output.all(*[d.status for d in self.ps_deployments]),
             workers=self.worker_job.status,
             chief=self.chief_job.status if self.chief_job else None,
-        ).apply(lambda s: {"ps": list(s["ps"]), "workers": s["workers"], "chief": s["chief"]})
+            **scratch,
+        ).apply(lambda s: {**s, "ps": list(s["ps"])})
         self.register_outputs({"spec": self.spec, "status": self.status})
 
     def _labels(self, component: str, **extra: Any) -> dict[str, str]:

@@ -6,7 +6,7 @@ from typing import Any
 
 import pulumi
 import pytest
-from mocked_program import run_program
+from mocked_program import facts_for, run_program, stack_config
 from mocks import healthy_status
 from tfk8s.readiness import app_readiness, cluster_readiness
 
@@ -32,6 +32,9 @@ CLUSTER_CASES = [
         "Pending",
         ["workers: 1/2 ready or done", "workers: 1 pod(s) failed (retried per index)"],
     ),
+    ("scratch-bound", with_(scratch={"phase": "Bound"}), "Running", []),
+    ("scratch-lost", with_(scratch={"phase": "Lost"}), "Pending", ["scratch volume is Lost, not Bound"]),
+    ("scratch-no-status", with_(scratch=None), "Pending", ["scratch volume is Unknown, not Bound"]),
     (
         "job-failed",
         with_(workers={"failed": 4, "conditions": [{"type": "Failed", "status": "True"}]}),
@@ -135,6 +138,23 @@ def test_experiment_output_reports_every_problem_and_links_the_users_apps(
         return d.components["readiness"].apply(check)
 
     run()
+
+
+@pulumi.runtime.test
+def test_an_unbound_scratch_volume_makes_its_experiment_not_ready(dev_config: dict[str, Any]) -> None:
+    dev_config["clusters"][0]["scratch"] = {"size": "1Gi"}
+    platform = facts_for(stack_config("platform-dev"))
+    platform["scratchStorageClass"] = "tfk8s-shared-scratch"
+
+    def hook(typ: str, name: str, state: dict[str, Any]) -> dict[str, Any] | None:
+        return {"phase": "Pending"} if name.endswith("-scratch") else healthy_status(typ, name, state)
+
+    d = run_program(dev_config, hook, platform=platform)
+
+    def check(report: dict[str, Any]) -> None:
+        assert report["notReady"] == ["mnist: scratch volume is Pending, not Bound"] and report["ready"] is False
+
+    return d.components["readiness"].apply(check)
 
 
 PLATFORM_CASES = [

@@ -46,22 +46,17 @@ def claimed(stack: PlatformStack, owner: Owner) -> list[Claimed]:
         )
     )
     storage = platform.storage
-    if storage.backend != "existing":
-        objects.append(
+    if storage.backend != "existing":  # the classes the platform creates (SharedStorage)
+        created = {"className": storage.class_name, "scratchClassName": storage.scratch_class}
+        objects += [
             Claimed(
-                what=f"StorageClass {storage.class_name!r}",
-                path=f"/apis/storage.k8s.io/v1/storageclasses/{storage.class_name}",
-                key=f"{key}.storage.className",
+                what=f"StorageClass {name!r}",
+                path=f"/apis/storage.k8s.io/v1/storageclasses/{name}",
+                key=f"{key}.storage.{setting}",
             )
-        )
-    if storage.backend != "existing" and storage.scratch_class is not None:
-        objects.append(
-            Claimed(
-                what=f"StorageClass {storage.scratch_class!r}",
-                path=f"/apis/storage.k8s.io/v1/storageclasses/{storage.scratch_class}",
-                key=f"{key}.storage.scratchClassName",
-            )
-        )
+            for setting, name in created.items()
+            if name is not None
+        ]
     if storage.glusterfs is not None and storage.backend == "glusterfs":
         ns = storage.glusterfs.secret_namespace
         objects.append(

@@ -74,9 +74,7 @@ def cluster_readiness(
         if chief_expected and chief["ready"] + chief["succeeded"] < 1:
             problems.append("chief: not ready")
         if "scratch" in status:  # the cluster has a scratch volume; a Lost one breaks running tasks
-            scratch = _get(status["scratch"], "phase", "Unknown")
-            if scratch != "Bound":
-                problems.append(f"scratch volume is {scratch}, not Bound")
+            problems += volumes_readiness({"scratch": status["scratch"]})["problems"]
         phase = RUNNING if not problems else PENDING
         if workers["failed"] and running < workers_expected:
             phase = PENDING

@@ -110,20 +110,17 @@ class SharedStorage(pulumi.ComponentResource):
         else:
             spec = storage_class_spec(platform)
             class_opts = pulumi.ResourceOptions(parent=self, depends_on=[self.heketi_secret] if self.heketi_secret else None)
-            self.storage_class = k8s.storage.v1.StorageClass(
-                f"{name}-class",
-                metadata={"name": storage.class_name, "labels": meta_labels, "annotations": annotations},
-                **vars(spec),
-                opts=class_opts,
-            )
+
+            def storage_class(resource_name: str, class_name: str, spec: StorageClassSpec) -> k8s.storage.v1.StorageClass:
+                metadata = {"name": class_name, "labels": meta_labels, "annotations": annotations}
+                return k8s.storage.v1.StorageClass(resource_name, metadata=metadata, **vars(spec), opts=class_opts)
+
+            self.storage_class = storage_class(f"{name}-class", storage.class_name, spec)
             self.class_name = self.storage_class.metadata.apply(lambda m: m["name"])
             self.scratch_class_name = pulumi.Output.from_input(None)
             if storage.scratch_class is not None:
-                self.scratch_class = k8s.storage.v1.StorageClass(
-                    f"{name}-scratch-class",
-                    metadata={"name": storage.scratch_class, "labels": meta_labels, "annotations": annotations},
-                    **vars(replace(spec, reclaim_policy="Delete")),
-                    opts=class_opts,
+                self.scratch_class = storage_class(
+                    f"{name}-scratch-class", storage.scratch_class, replace(spec, reclaim_policy="Delete")
                 )
                 self.scratch_class_name = self.scratch_class.metadata.apply(lambda m: m["name"])
         self.register_outputs({"class_name": self.class_name, "scratch_class_name": self.scratch_class_name})

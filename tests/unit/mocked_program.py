@@ -74,6 +74,14 @@ def facts_for(platform_raw: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+SCRATCH_CLASS = "tfk8s-shared-scratch"
+
+
+def facts_with_scratch() -> dict[str, Any]:
+    """platform-dev's output as if its backend offered a scratch class (its `local` offers none)."""
+    return {**facts_for(stack_config("platform-dev")), "scratchStorageClass": SCRATCH_CLASS}
+
+
 @dataclass
 class Deployment:
     """One program run under mocks: what was created, with which options."""

@@ -6,7 +6,7 @@ from typing import Any
 
 import pulumi
 import pytest
-from mocked_program import facts_for, run_program, stack_config
+from mocked_program import facts_with_scratch, run_program
 from mocks import healthy_status
 from tfk8s.readiness import app_readiness, cluster_readiness
 
@@ -143,13 +143,11 @@ def test_experiment_output_reports_every_problem_and_links_the_users_apps(
 @pulumi.runtime.test
 def test_an_unbound_scratch_volume_makes_its_experiment_not_ready(dev_config: dict[str, Any]) -> None:
     dev_config["clusters"][0]["scratch"] = {"size": "1Gi"}
-    platform = facts_for(stack_config("platform-dev"))
-    platform["scratchStorageClass"] = "tfk8s-shared-scratch"
 
     def hook(typ: str, name: str, state: dict[str, Any]) -> dict[str, Any] | None:
         return {"phase": "Pending"} if name.endswith("-scratch") else healthy_status(typ, name, state)
 
-    d = run_program(dev_config, hook, platform=platform)
+    d = run_program(dev_config, hook, platform=facts_with_scratch())
 
     def check(report: dict[str, Any]) -> None:
         assert report["notReady"] == ["mnist: scratch volume is Pending, not Bound"] and report["ready"] is False

@@ -7,7 +7,7 @@ from typing import Any
 
 import pulumi
 import pytest
-from mocked_program import PLATFORM_OWNER, after, facts_for, run_program, stack_config
+from mocked_program import PLATFORM_OWNER, after, facts_for, facts_with_scratch, run_program, stack_config
 from mocks import RecordingMocks
 from tfk8s import ownership, platform_ref
 from tfk8s.program import OwnershipConflict
@@ -83,8 +83,6 @@ def test_two_experiments_may_not_share_a_name(dev_config: dict[str, Any]) -> Non
 
 def test_a_scratch_claim_someone_else_owns_is_refused(dev_config: dict[str, Any]) -> None:
     dev_config["clusters"][0]["scratch"] = {"size": "1Gi"}
-    platform = facts_for(stack_config("platform-dev"))
-    platform["scratchStorageClass"] = "tfk8s-shared-scratch"
     read = existing(
         {
             "/api/v1/namespaces/tfk8s-alice": live(PLATFORM_OWNER),
@@ -92,7 +90,7 @@ def test_a_scratch_claim_someone_else_owns_is_refused(dev_config: dict[str, Any]
         }
     )
     with pytest.raises(OwnershipConflict) as error:
-        run_program(dev_config, read=read, platform=platform)
+        run_program(dev_config, read=read, platform=facts_with_scratch())
     assert "tfk8s:clusters[0].scratch: PersistentVolumeClaim tfk8s-alice/dev-mnist-scratch already exists" in str(error.value)
 
 
@@ -248,3 +246,14 @@ def test_an_existing_class_the_cluster_lacks_is_named_before_anything_exists(
     key, name = missing
     assert f"storage.{key}: backend 'existing' uses class {name!r}, which the cluster does not have" in str(error.value)
     assert len(error.value.problems) == 1  # the class the cluster has is not named
+
+
+@pytest.mark.parametrize(
+    ("taken", "key"), [("nfs", "className"), ("nfs-scratch", "scratchClassName")], ids=["shared-class", "scratch-class"]
+)
+def test_a_platform_refuses_to_adopt_either_class_it_would_create(platform_config: dict[str, Any], taken: str, key: str) -> None:
+    platform_config["platform"]["storage"] = {"backend": "csi", "className": "nfs", "csi": {"provisioner": "nfs.csi.k8s.io"}}
+    read = existing({f"/apis/storage.k8s.io/v1/storageclasses/{taken}": live(managers=("kubectl-create",))})
+    with pytest.raises(OwnershipConflict) as error:
+        run_program(platform_config, read=read)
+    assert f"tfk8s:platform.storage.{key}: StorageClass '{taken}' already exists, managed by another tool" in str(error.value)

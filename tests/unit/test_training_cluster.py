@@ -13,11 +13,13 @@ from mocked_program import (
     JOB,
     PVC,
     ROOT,
+    SCRATCH_CLASS,
     SERVICE,
     Deployment,
     after,
     env_of,
     facts_for,
+    facts_with_scratch,
     pod_labels,
     pod_spec,
     run_program,
@@ -399,9 +401,7 @@ def _with_scratch(dev_config: dict[str, Any], replication: str = "between-graph"
     dev_config["clusters"][0].update(scratch={"size": "2Gi"}, replication=replication)
     if replication == "in-graph":
         dev_config["clusters"][0]["inGraphClient"] = "chief"
-    platform = facts_for(stack_config("platform-dev"))
-    platform["scratchStorageClass"] = "tfk8s-shared-scratch"
-    return run_program(dev_config, platform=platform)
+    return run_program(dev_config, platform=facts_with_scratch())
 
 
 @pulumi.runtime.test
@@ -415,7 +415,7 @@ def test_a_scratch_volume_is_the_clusters_own_claim_in_the_platforms_scratch_cla
         assert meta["labels"]["tfk8s.io/experiment"] == "dev" and meta["labels"]["tfk8s.io/stack-kind"] == "experiment"
         assert spec == {
             "accessModes": ["ReadWriteMany"],
-            "storageClassName": "tfk8s-shared-scratch",
+            "storageClassName": SCRATCH_CLASS,
             "resources": {"requests": {"storage": "2Gi"}},
         }
         # The worker Job's pods cannot start before their claim exists.

@@ -11,7 +11,7 @@ STACK ?= dev
 PLATFORM ?= platform-dev
 PYTEST_ARGS ?=
 
-.PHONY: help env requirements schema venv tools tools-legacy cluster cluster-stop cluster-status up preview down outputs test test-unit test-training test-e2e bench lint clean
+.PHONY: help env requirements schema venv tools tools-legacy cluster cluster-stop cluster-status demo up preview down outputs test test-unit test-training test-e2e bench lint clean
 
 help:
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | sort
@@ -53,24 +53,34 @@ cluster-status: ## Show the local cluster's nodes
 
 # The deploy targets are thin wrappers over the plain CLI, in the environment `make env` prints.
 PULUMI := eval "$$(hack/env.sh)" && pulumi
+# They run the demo stacks ($(PLATFORM), $(STACK)) from a copy of the project under $(DEMO)
+# (git-ignored), refreshed from the tracked files each time: Pulumi writes a stack's encryption
+# salt into its stack file, and that salt belongs to this machine's passphrase, not to the
+# repository (README "Secrets and the passphrase"). Same backend, so plain `pulumi` commands at
+# the repository root see the same stacks.
+DEMO := .state/demo
+DEMO_PULUMI := $(PULUMI) --cwd $(DEMO)
 
-up: venv tools cluster ## `pulumi up` the $(PLATFORM) platform, then the $(STACK) experiment on it (refreshing first: the cluster may be new); print the experiment's outputs
-	$(PULUMI) stack select --create $(PLATFORM) >/dev/null
-	$(PULUMI) up --stack $(PLATFORM) --yes --skip-preview --refresh
-	$(PULUMI) stack select --create $(STACK) >/dev/null
-	$(PULUMI) up --stack $(STACK) --yes --skip-preview --refresh
-	$(PULUMI) stack output --stack $(STACK) --json
-	@$(PULUMI) stack output --stack $(STACK) ready | grep -qx true || { echo "stack $(STACK) is not ready (see notReady above)" >&2; exit 3; }
+demo: venv
+	@$(PY) hack/toolenv.py project-copy $(DEMO) >/dev/null
 
-preview: venv tools cluster ## Preview the $(STACK) stack
-	$(PULUMI) stack select --create $(STACK) >/dev/null
-	$(PULUMI) preview --stack $(STACK) --diff
+up: venv tools cluster demo ## `pulumi up` the $(PLATFORM) platform, then the $(STACK) experiment on it (refreshing first: the cluster may be new); print the experiment's outputs
+	$(DEMO_PULUMI) stack select --create $(PLATFORM) >/dev/null
+	$(DEMO_PULUMI) up --stack $(PLATFORM) --yes --skip-preview --refresh
+	$(DEMO_PULUMI) stack select --create $(STACK) >/dev/null
+	$(DEMO_PULUMI) up --stack $(STACK) --yes --skip-preview --refresh
+	$(DEMO_PULUMI) stack output --stack $(STACK) --json
+	@$(DEMO_PULUMI) stack output --stack $(STACK) ready | grep -qx true || { echo "stack $(STACK) is not ready (see notReady above)" >&2; exit 3; }
+
+preview: venv tools cluster demo ## Preview the $(STACK) stack
+	$(DEMO_PULUMI) stack select --create $(STACK) >/dev/null
+	$(DEMO_PULUMI) preview --stack $(STACK) --diff
 
 outputs: ## Print the outputs of the $(STACK) stack (secrets masked)
 	$(PULUMI) stack output --stack $(STACK) --json
 
-down: ## Destroy the $(STACK) experiment, then the $(PLATFORM) platform, and stop the local cluster
-	if hack/cluster.sh status >/dev/null 2>&1; then $(PULUMI) destroy --stack $(STACK) --yes && $(PULUMI) destroy --stack $(PLATFORM) --yes; fi
+down: demo ## Destroy the $(STACK) experiment, then the $(PLATFORM) platform, and stop the local cluster
+	if hack/cluster.sh status >/dev/null 2>&1; then $(DEMO_PULUMI) destroy --stack $(STACK) --yes && $(DEMO_PULUMI) destroy --stack $(PLATFORM) --yes; fi
 	hack/cluster.sh stop
 
 test: venv tools tools-legacy ## Every test: mocks, real TensorFlow processes, real pulumi up against kwok (1.34 and 1.25 + Heketi)

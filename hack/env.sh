@@ -10,6 +10,7 @@
 # - the passphrase: kept if PULUMI_CONFIG_PASSPHRASE or PULUMI_CONFIG_PASSPHRASE_FILE is already
 #   set (a team's shared passphrase); otherwise a file generated once per machine (see README,
 #   "Secrets and the passphrase")
+# - PULUMI_FALLBACK_TO_STATE_SECRETS_MANAGER: a stack file without a salt reuses its state's
 # - KUBECONFIG: the local kwok cluster's own kubeconfig (unless already set)
 set -euo pipefail
 
@@ -26,6 +27,9 @@ emit PULUMI_BACKEND_URL "${PULUMI_BACKEND_URL:-file://$root/.state/backend}"
 emit PULUMI_SKIP_UPDATE_CHECK true
 # Nothing can be downloaded from get.pulumi.com here: fail fast instead of retrying.
 emit PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION true
+# A stack file without `encryptionsalt` (the repository's demo stacks carry none) takes the salt
+# recorded in the stack's state, instead of a new one that could not decrypt that state's secrets.
+emit PULUMI_FALLBACK_TO_STATE_SECRETS_MANAGER true
 if [ -z "${PULUMI_CONFIG_PASSPHRASE:-}" ] && [ -z "${PULUMI_CONFIG_PASSPHRASE_FILE:-}" ]; then
   passphrase=$cache/passphrase
   if [ ! -s "$passphrase" ]; then

@@ -34,16 +34,36 @@ def exported(overrides: dict[str, str] | None = None) -> dict[str, str]:
     return result
 
 
+def tracked_stack_files() -> list[Path]:
+    """The stack files a clone of this repository has: what git tracks under stacks/, as they are
+    in the working tree. Not whatever else lies there (a user's own `pulumi stack init`, a copy a
+    command left behind): a test or the demo must not depend on a machine's leftovers."""
+    try:
+        listed = subprocess.run(
+            ["git", "-C", str(ROOT), "ls-files", "-z", "--", "stacks"], check=True, capture_output=True, text=True
+        ).stdout
+    except (OSError, subprocess.CalledProcessError):  # not a git checkout (an unpacked archive)
+        return sorted((ROOT / "stacks").glob("Pulumi.*.yaml"))
+    return [ROOT / name for name in listed.split("\0") if name]
+
+
 def project_copy(work: Path) -> Path:
-    """A copy of this project to run plain `pulumi` commands in, with a local backend of its own:
-    Pulumi.yaml and stacks/ copied (commands edit stack files), infra/ and .venv linked, `state/`
-    for PULUMI_BACKEND_URL=file://<work>/state."""
-    work.mkdir(parents=True, exist_ok=True)
+    """A copy of this project to run plain `pulumi` commands in: Pulumi.yaml and the tracked stack
+    files copied (commands edit stack files: Pulumi writes each stack's encryption salt there),
+    infra/ and .venv linked, `state/` for PULUMI_BACKEND_URL=file://<work>/state.
+
+    Copying into an existing copy refreshes Pulumi.yaml and the stack files from the repository
+    and keeps the rest: `make up` runs the demo stacks from such a copy under .state/demo, whose
+    salt Pulumi then recovers from the stack's state (PULUMI_FALLBACK_TO_STATE_SECRETS_MANAGER,
+    hack/env.sh)."""
+    (work / "stacks").mkdir(parents=True, exist_ok=True)
     shutil.copy(ROOT / "Pulumi.yaml", work / "Pulumi.yaml")
-    shutil.copytree(ROOT / "stacks", work / "stacks")
-    (work / "infra").symlink_to(ROOT / "infra")  # Pulumi.yaml's `main`
-    (work / ".venv").symlink_to(ROOT / ".venv")  # runtime.options.virtualenv
-    (work / "state").mkdir()
+    for stack_file in tracked_stack_files():
+        shutil.copy(stack_file, work / "stacks" / stack_file.name)
+    for linked in ("infra", ".venv"):  # Pulumi.yaml's `main` and runtime.options.virtualenv
+        if not (work / linked).is_symlink():
+            (work / linked).symlink_to(ROOT / linked)
+    (work / "state").mkdir(exist_ok=True)
     return work
 
 
@@ -59,3 +79,11 @@ def throwaway_cluster(name: str, kube: str | None = None) -> Iterator[Path]:
         yield Path(found.stdout.strip())
     finally:
         subprocess.run([script, "stop"], check=False, env=env)
+
+
+if __name__ == "__main__":  # `make up` & co: python hack/toolenv.py project-copy .state/demo
+    import sys
+
+    if len(sys.argv) != 3 or sys.argv[1] != "project-copy":
+        sys.exit("usage: toolenv.py project-copy DIR")
+    print(project_copy(Path(sys.argv[2]).resolve()))

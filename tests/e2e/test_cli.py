@@ -147,6 +147,20 @@ def test_second_up_changes_nothing_and_refresh_reads_live_status(cli: Cli) -> No
     assert cli.outputs(STACK)["ready"] is True
 
 
+def test_a_stack_file_without_its_salt_takes_the_states_and_still_decrypts(cli: Cli, project: Path) -> None:
+    """What `make up` relies on: it refreshes the demo stack files from the repository, which carry
+    no salt, and `make env` sets PULUMI_FALLBACK_TO_STATE_SECRETS_MANAGER. Without it Pulumi would
+    make a new salt, and the secrets of the stack's state and file would no longer decrypt."""
+    path = stack_file(project, PLATFORM)
+    salted = path.read_text()
+    salt = yaml.safe_load(salted)["encryptionsalt"]
+    path.write_text("".join(line for line in salted.splitlines(keepends=True) if not line.startswith("encryptionsalt:")))
+
+    assert cli.outputs(PLATFORM, show_secrets=True)["jupyterTokens"] == {"carol": TOKEN}  # the state's secret
+    cli("preview", "--stack", PLATFORM, "--expect-no-changes")  # and the file's `secure:` token
+    assert yaml.safe_load(path.read_text())["encryptionsalt"] == salt
+
+
 def test_a_config_error_is_one_message_naming_the_key_and_the_fix(cli: Cli, kube: Kube) -> None:
     key = "tfk8s:clusters[0].workers.count"
     cli("config", "set", "--stack", STACK, "--path", key, "0")

@@ -19,14 +19,22 @@ def log_sub_path(experiment: str, cluster: str) -> str:
 
 
 def document(
-    *, experiment: str, cluster: ClusterSettings, spec: dict[str, list[str]], run_id: str, log_sub_path: str
+    *,
+    experiment: str,
+    cluster: ClusterSettings,
+    spec: dict[str, list[str]],
+    run_id: str,
+    run_uid: object,
+    log_sub_path: str,
 ) -> dict[str, object]:
-    """The Layout's spec."""
+    """The Layout's spec. `run_uid` (the uid of the Job whose servers wait for the notebook, a
+    Pulumi output) names the current run's directory, where the notebook writes its done marker."""
     return {
         "experiment": experiment,
         "cluster": cluster.name,
         "spec": spec,
         "runId": run_id,
+        "runUid": run_uid,
         "replication": cluster.replication,
         "training": cluster.training,
         "inGraphClient": cluster.in_graph_client if cluster.replication == "in-graph" else None,

@@ -48,18 +48,38 @@ def avoid_user_node(taint_key: str) -> Json:
     }
 
 
-def task_env(cluster: ClusterSettings, spec: dict[str, list[str]], job: str, index: int | None, run: str) -> list[Json]:
+# Since Kubernetes 1.27 the Job controller labels its pods `batch.kubernetes.io/controller-uid`;
+# before, only `controller-uid` (kept since for compatibility, but legacy).
+PREFIXED_JOB_UID_LABEL_SINCE = (1, 27)
+
+
+def run_uid_of_own_job(kubernetes_version: tuple[int, int]) -> Json:
+    """TFK8S_RUN_UID for the pods of the run's own Job: its uid, from the label its controller sets."""
+    if kubernetes_version >= PREFIXED_JOB_UID_LABEL_SINCE:
+        label = "batch.kubernetes.io/controller-uid"
+    else:
+        label = "controller-uid"
+    return {"name": "TFK8S_RUN_UID", "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{label}']"}}}
+
+
+def run_uid_value(job_uid: Any) -> Json:
+    """TFK8S_RUN_UID for every other task: the uid of the run's Job, created before them."""
+    return {"name": "TFK8S_RUN_UID", "value": job_uid}
+
+
+def task_env(cluster: ClusterSettings, spec: dict[str, list[str]], job: str, index: int | None, run_uid: Json) -> list[Json]:
     """The contract read by `tfk8s_train.launch` (see training/README.md).
 
     Worker pods get no TFK8S_TASK_INDEX: the Indexed Job sets JOB_COMPLETION_INDEX at run time,
-    so one pod template serves every worker.
+    so one pod template serves every worker. `run_uid` is one of the two TFK8S_RUN_UID entries
+    above: a run is one Job, so a Job re-created with the same settings is a new run.
     """
     env: list[Json] = [
         {"name": "TFK8S_CLUSTER_SPEC", "value": json.dumps(spec, sort_keys=True)},
         {"name": "TFK8S_JOB_NAME", "value": job},
         {"name": "TFK8S_DATA_DIR", "value": cs.DATA_DIR},
         {"name": "TFK8S_LOG_DIR", "value": cs.LOG_DIR},
-        {"name": "TFK8S_RUN_ID", "value": run},
+        run_uid,
         {"name": "TFK8S_CLASSIC_FLAGS", "value": "true" if cluster.classic_flags else "false"},
         {"name": "TFK8S_REPLICATION", "value": cluster.replication},
         {"name": "TFK8S_TRAINING", "value": cluster.training},

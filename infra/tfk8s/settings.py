@@ -285,11 +285,13 @@ class RunSettings(Model):
 
     # Bump to start a fresh run after a failed one: re-applying an unchanged failed Job does
     # nothing (pulumi-kubernetes#856); a new number is a new run id, so a new Job and new PS.
+    # Running again after `destroy` or a TTL clean-up needs no bump: a new Job is a new run.
     number: NonNegative = 0
     # Kubernetes fails the worker (and chief) Job this many seconds after it starts; None: never.
     active_deadline_seconds: Positive | None = None
-    # Finished worker/chief Jobs and their pods are deleted this long after they end; None: kept.
-    # Logs live on the log volume, not in the pods, so nothing of them is lost.
+    # Finished worker/chief Jobs and their pods (and the run's PS, which the Job owns) are deleted
+    # this long after they end; None: kept. Logs live on the log volume, not in the pods, so
+    # nothing of them is lost; `pulumi up --refresh` afterwards starts a new run.
     ttl_seconds_after_finished: NonNegative | None = None
 
 

@@ -17,6 +17,15 @@ claim: scratch goes with the experiment. `<c>` in names is `<experiment>-<cluste
 
 What `pulumi up` waits for: PS Deployments until available; the worker Job only until every
 worker pod is Ready, or one has failed or succeeded (never until training completes).
+
+A run is one Job, the one the PS watch (workers; the chief with a chief client): its uid keys the
+run's done markers and directory on the log volume (tfk8s_train.launch, TFK8S_RUN_UID). So that
+Job is created first; its own pods read the uid from their controller-uid label, and everything
+that must know it (the PS Deployments, the worker Job of a chief-driven cluster, the Layout the
+notebook reads) is created after it, with the uid as a value. The PS Deployments are also owned by
+that Job (ownerReferences): when a TTL clean-up deletes a finished Job, Kubernetes deletes its PS
+too, so `pulumi up --refresh` re-creates both, a new run that trains instead of a Job waiting on
+a PS scaled to zero by the run before.
 """
 
 from __future__ import annotations
@@ -80,6 +89,25 @@ class TrainingCluster(pulumi.ComponentResource):
                 opts=child,
             )
         self.scratch_claim = self._build_scratch(name, args) if c.scratch is not None else None
+        self.ps_deployment_names = [f"{self.names.cluster}-ps-{i}-{self.run_id[:8]}" for i in range(c.ps.count)]
+        self._build_ps_rbac(name, args)
+        self.ps_services = [self._build_ps_service(name, args, i) for i in range(c.ps.count)]
+
+        # The run's Job first (see the module docstring), then whatever is given its uid.
+        own_uid = pods.run_uid_of_own_job(self.kubernetes_version)
+        self.chief_service = self.chief_job = None
+        if cs.has_chief_job(c):
+            self.chief_service, self.chief_job = self._build_indexed(name, args, cs.CHIEF, 1, own_uid)
+            run_job = self.chief_job
+            self.worker_service, self.worker_job = self._build_indexed(
+                name, args, cs.WORKER, c.workers.count, pods.run_uid_value(run_job.metadata.uid)
+            )
+        else:
+            self.worker_service, self.worker_job = self._build_indexed(name, args, cs.WORKER, c.workers.count, own_uid)
+            run_job = self.worker_job
+        self.run_uid: pulumi.Output[str] = run_job.metadata.uid
+        self.ps_deployments = [self._build_ps_deployment(name, args, i, run_job) for i in range(c.ps.count)]
+
         layouts = platform.layouts
         self.layout = k8s.apiextensions.CustomResource(
             f"{name}-layout",
@@ -87,21 +115,15 @@ class TrainingCluster(pulumi.ComponentResource):
             kind=layouts.kind,
             metadata=self._meta(name=self.names.layout(), labels=self._labels("layout")),
             spec=layout.document(
-                experiment=args.experiment, cluster=c, spec=self.spec, run_id=self.run_id, log_sub_path=self.log_sub_path
+                experiment=args.experiment,
+                cluster=c,
+                spec=self.spec,
+                run_id=self.run_id,
+                run_uid=self.run_uid,
+                log_sub_path=self.log_sub_path,
             ),
             opts=child,
         )
-
-        self.ps_deployment_names = [f"{self.names.cluster}-ps-{i}-{self.run_id[:8]}" for i in range(c.ps.count)]
-        self._build_ps_rbac(name, args)
-        self.ps_deployments: list[k8s.apps.v1.Deployment] = []
-        self.ps_services: list[k8s.core.v1.Service] = []
-        for i in range(c.ps.count):
-            self._build_ps(name, args, i)
-        self.worker_service, self.worker_job = self._build_indexed(name, args, cs.WORKER, c.workers.count)
-        self.chief_service = self.chief_job = None
-        if cs.has_chief_job(c):
-            self.chief_service, self.chief_job = self._build_indexed(name, args, cs.CHIEF, 1)
 
         # `scratch` only when the cluster has one (readiness.cluster_readiness tells absent from unbound).
         scratch = {"scratch": self.scratch_claim.status} if self.scratch_claim else {}
@@ -119,7 +141,12 @@ class TrainingCluster(pulumi.ComponentResource):
         return {**labels(a.user, component, experiment=a.experiment, cluster=a.cluster.name, **extra), **a.owner.labels()}
 
     def _meta(
-        self, *, labels: dict[str, str], name: str | None = None, annotations: dict[str, str] | None = None
+        self,
+        *,
+        labels: dict[str, str],
+        name: str | None = None,
+        annotations: dict[str, str] | None = None,
+        owned_by: k8s.batch.v1.Job | None = None,
     ) -> dict[str, Any]:
         meta: dict[str, Any] = {
             "namespace": self.args.namespace,
@@ -128,6 +155,10 @@ class TrainingCluster(pulumi.ComponentResource):
         }
         if name is not None:
             meta["name"] = name
+        if owned_by is not None:  # Kubernetes deletes this object with that Job
+            meta["ownerReferences"] = [
+                {"apiVersion": "batch/v1", "kind": "Job", "name": owned_by.metadata.name, "uid": owned_by.metadata.uid}
+            ]
         return meta
 
     def _volumes(self, args: TrainingClusterArgs, *, mount_data: bool) -> list[dict[str, Any]]:
@@ -190,10 +221,31 @@ class TrainingCluster(pulumi.ComponentResource):
             opts=child,
         )
 
-    def _build_ps(self, name: str, args: TrainingClusterArgs, index: int) -> None:
+    def _ps_labels(self, index: int) -> dict[str, str]:
+        return self._labels("tensorflow", role=cs.PS, index=index, run=self.run_id)
+
+    def _build_ps_service(self, name: str, args: TrainingClusterArgs, index: int) -> k8s.core.v1.Service:
+        pod_labels = self._ps_labels(index)
+        return k8s.core.v1.Service(
+            f"{name}-ps-{index}",
+            metadata=self._meta(name=self.names.ps_service(index), labels=pod_labels, annotations=awaits.SERVICE_NO_AWAIT),
+            # publishNotReadyAddresses: workers resolve a PS as soon as its pod exists, instead of
+            # crashing on NXDOMAIN while it starts (kubeflow/trainer#1458). The selector holds the
+            # run id: a PS of an earlier run that is still stopping is never an endpoint.
+            spec={
+                "selector": selector_of(pod_labels),
+                "publishNotReadyAddresses": True,
+                "ports": [{"name": "grpc", "port": args.platform.ports.tensorflow, "targetPort": "grpc"}],
+            },
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+
+    def _build_ps_deployment(
+        self, name: str, args: TrainingClusterArgs, index: int, run_job: k8s.batch.v1.Job
+    ) -> k8s.apps.v1.Deployment:
         c, platform = args.cluster, args.platform
-        pod_labels = self._labels("tensorflow", role=cs.PS, index=index, run=self.run_id)
-        env = pods.task_env(c, self.spec, cs.PS, index, self.run_id)
+        pod_labels = self._ps_labels(index)
+        env = pods.task_env(c, self.spec, cs.PS, index, pods.run_uid_value(run_job.metadata.uid))
         container = pods.tf_container(
             c, platform, env, resources_spec=c.ps.resources, mount_data=False, log_sub_path=self.log_sub_path
         )
@@ -202,10 +254,13 @@ class TrainingCluster(pulumi.ComponentResource):
         deployment_name = self.ps_deployment_names[index]
         container["env"].append({"name": "TFK8S_PS_DEPLOYMENT", "value": deployment_name})
         container["env"].append({"name": "TFK8S_WATCH_JOB", "value": self.watched_job})
-        deployment = k8s.apps.v1.Deployment(
+        return k8s.apps.v1.Deployment(
             f"{name}-ps-{index}",
             metadata=self._meta(
-                name=deployment_name, labels=pod_labels, annotations=awaits.timeout(platform.await_timeout_seconds)
+                name=deployment_name,
+                labels=pod_labels,
+                annotations=awaits.timeout(platform.await_timeout_seconds),
+                owned_by=run_job,
             ),
             # No `replicas`: the server default (1) applies, and the PS may scale itself to zero
             # without Pulumi fighting it.
@@ -226,24 +281,9 @@ class TrainingCluster(pulumi.ComponentResource):
             },
             opts=pulumi.ResourceOptions(parent=self),
         )
-        service = k8s.core.v1.Service(
-            f"{name}-ps-{index}",
-            metadata=self._meta(name=self.names.ps_service(index), labels=pod_labels, annotations=awaits.SERVICE_NO_AWAIT),
-            # publishNotReadyAddresses: workers resolve a PS as soon as its pod exists, instead of
-            # crashing on NXDOMAIN while it starts (kubeflow/trainer#1458). The selector holds the
-            # run id: a PS of an earlier run that is still stopping is never an endpoint.
-            spec={
-                "selector": selector_of(pod_labels),
-                "publishNotReadyAddresses": True,
-                "ports": [{"name": "grpc", "port": platform.ports.tensorflow, "targetPort": "grpc"}],
-            },
-            opts=pulumi.ResourceOptions(parent=self),
-        )
-        self.ps_deployments.append(deployment)
-        self.ps_services.append(service)
 
     def _build_indexed(
-        self, name: str, args: TrainingClusterArgs, role: str, tasks: int
+        self, name: str, args: TrainingClusterArgs, role: str, tasks: int, run_uid: dict[str, Any]
     ) -> tuple[k8s.core.v1.Service, k8s.batch.v1.Job]:
         c, platform = args.cluster, args.platform
         job_name = self.names.indexed(role)
@@ -260,7 +300,7 @@ class TrainingCluster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self),
         )
         index = 0 if role == cs.CHIEF else None  # workers read JOB_COMPLETION_INDEX
-        env = pods.task_env(c, self.spec, role, index, self.run_id)
+        env = pods.task_env(c, self.spec, role, index, run_uid)
         # The chief only coordinates: worker CPU and memory, never a GPU.
         resources = c.workers.resources if role == cs.WORKER else c.workers.resources.model_copy(update={"gpus": 0})
         container = pods.tf_container(

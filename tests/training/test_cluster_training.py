@@ -46,14 +46,14 @@ def run_cluster(
     return cluster, codes
 
 
-def result(log_dir: Path, task: str) -> dict[str, Any]:
-    return json.loads((log_dir / "results" / f"{task}.json").read_text())
+def result(cluster: LocalCluster, task: str) -> dict[str, Any]:
+    return json.loads((cluster.run_log_dir / "results" / f"{task}.json").read_text())
 
 
 def assert_clean_finish(cluster: LocalCluster, codes: dict[str, int | None], clients: list[str]) -> None:
     """Every process exited 0, every client left a done marker, every server retired itself."""
     assert codes == dict.fromkeys(cluster.tasks, 0), codes
-    markers = {p.name for p in done_dir(cluster.log_dir, cluster.run_id).iterdir()}
+    markers = {p.name for p in done_dir(cluster.run_log_dir).iterdir()}
     assert set(clients) <= markers
     for name, task in cluster.tasks.items():
         if name not in clients:  # a server: stopped by its own launcher, not by the runner
@@ -73,16 +73,15 @@ def async_run(tmp_path_factory: pytest.TempPathFactory, digits_tfrecords: Path) 
 
 def test_between_graph_async_trains_to_90_percent_and_everyone_exits(async_run: tuple[LocalCluster, dict]) -> None:
     cluster, codes = async_run
-    log_dir = Path(cluster.log_dir)
     assert_clean_finish(cluster, codes, clients=["worker-0", "worker-1"])
-    chief, other = result(log_dir, "worker-0"), result(log_dir, "worker-1")
+    chief, other = result(cluster, "worker-0"), result(cluster, "worker-1")
     assert chief["test_accuracy"] >= 0.90
     assert chief["data"].startswith("tfrecords")
     assert min(chief["global_step"], other["global_step"]) >= 300
     assert chief["local_steps"] > 0 and other["local_steps"] > 0  # async: both trained, neither waited
     assert chief["local_steps"] + other["local_steps"] >= 300
     assert_on_ps(chief["variable_devices"], num_ps=2)
-    assert (log_dir / "checkpoints" / "checkpoint").is_file()
+    assert (cluster.run_log_dir / "checkpoints" / "checkpoint").is_file()
 
 
 def test_exported_saved_model_classifies_held_out_digits(async_run: tuple[LocalCluster, dict], digits_tfrecords: Path) -> None:
@@ -92,7 +91,7 @@ def test_exported_saved_model_classifies_held_out_digits(async_run: tuple[LocalC
 
     cluster, _ = async_run
     data = load_training_data(str(digits_tfrecords))
-    serve = tf.saved_model.load(str(Path(cluster.log_dir) / "saved_model")).signatures["serving_default"]
+    serve = tf.saved_model.load(str(cluster.run_log_dir / "saved_model")).signatures["serving_default"]
     classes = serve(tf.constant(data.x_test[..., 0]))["classes"].numpy()
     assert np.mean(classes == data.y_test) >= 0.90
 
@@ -100,7 +99,7 @@ def test_exported_saved_model_classifies_held_out_digits(async_run: tuple[LocalC
 def test_between_graph_sync_trains_to_90_percent(tmp_path: Path, digits_tfrecords: Path) -> None:
     cluster, codes = run_cluster(tmp_path, digits_tfrecords, train_command("between-graph", "--sync"))
     assert_clean_finish(cluster, codes, clients=["worker-0", "worker-1"])
-    chief, other = result(tmp_path, "worker-0"), result(tmp_path, "worker-1")
+    chief, other = result(cluster, "worker-0"), result(cluster, "worker-1")
     assert chief["sync"] and chief["test_accuracy"] >= 0.90
     # Sync never overshoots: one update per aggregated step, every worker stops at the same step.
     assert chief["global_step"] == other["global_step"] == 300
@@ -109,7 +108,7 @@ def test_between_graph_sync_trains_to_90_percent(tmp_path: Path, digits_tfrecord
 def test_in_graph_sync_averages_one_gradient_per_worker_into_each_update(tmp_path: Path, digits_tfrecords: Path) -> None:
     cluster, codes = run_cluster(tmp_path, digits_tfrecords, train_command("in-graph", "--sync"), chief=True)
     assert_clean_finish(cluster, codes, clients=["chief-0"])
-    chief = result(tmp_path, "chief-0")
+    chief = result(cluster, "chief-0")
     assert chief["mode"] == "in-graph" and chief["sync"]
     assert chief["first_step"] == 0 and chief["global_step"] == 300  # one update per synchronous step
     assert chief["test_accuracy"] >= 0.90
@@ -120,13 +119,13 @@ def test_in_graph_cnn_trains_to_90_percent_from_the_chief(tmp_path: Path, digits
     command = train_command("in-graph", "--model", "cnn", "--checkpoint-steps", "100")
     cluster, codes = run_cluster(tmp_path, digits_tfrecords, command, chief=True)
     assert_clean_finish(cluster, codes, clients=["chief-0"])
-    chief = result(tmp_path, "chief-0")
+    chief = result(cluster, "chief-0")
     assert chief["mode"] == "in-graph" and chief["global_step"] == 300
     assert chief["test_accuracy"] >= 0.90
     assert_on_ps(chief["variable_devices"], num_ps=2)
-    assert (tmp_path / "saved_model" / "saved_model.pb").is_file()
+    assert (cluster.run_log_dir / "saved_model" / "saved_model.pb").is_file()
     for name in ("ps-0", "ps-1", "worker-0", "worker-1"):  # pure servers: no client code ran there
-        assert not (tmp_path / "results" / f"{name}.json").exists()
+        assert not (cluster.run_log_dir / "results" / f"{name}.json").exists()
 
 
 def test_unmodified_classic_flag_script_runs_under_the_runner(tmp_path: Path, training_env: dict[str, str]) -> None:
@@ -165,6 +164,30 @@ def test_unmodified_classic_flag_script_runs_under_the_runner(tmp_path: Path, tr
     assert "all tasks finished" in out
 
 
+def test_the_same_run_twice_on_the_same_log_dir_trains_twice(
+    tmp_path: Path, digits_tfrecords: Path, training_env: dict[str, str]
+) -> None:
+    """An experiment destroyed and brought up again (or a Job re-created after its TTL clean-up)
+    runs the same settings on the same log volume: the second run's PS must serve and its workers
+    train from step 0, not find the first run's done markers or its final checkpoint."""
+    argv = [sys.executable, "-m", "tfk8s_train.runner", "--ps", "1", "--workers", "2", "--mode", "between-graph"]
+    argv += ["--steps", "100", "--data-dir", str(digits_tfrecords), "--log-dir", str(tmp_path), "--timeout", "120"]
+    outputs = []
+    for _ in range(2):
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=180, env=training_env)
+        assert done.returncode == 0, done.stdout[-4000:]
+        assert "already done" not in done.stdout
+        assert "ps-0: all of ['worker-0', 'worker-1'] are done; retiring" in done.stdout
+        outputs.append(done.stdout)
+    runs = sorted(p for p in tmp_path.iterdir() if p.name.startswith("run-"))
+    assert len(runs) == 2, runs
+    for run in runs:  # each trained on its own: its own checkpoint, events, results and markers
+        chief = json.loads((run / "results" / "worker-0.json").read_text())
+        assert chief["first_step"] == 0 and chief["global_step"] >= 100
+        assert (run / "tensorboard" / "worker-0").is_dir()  # TensorBoard shows two runs, not one merged stream
+        assert {p.name for p in done_dir(run).iterdir()} == {"worker-0", "worker-1"}
+
+
 def _latest_checkpoint_step(checkpoint_dir: Path) -> int:
     state = checkpoint_dir / "checkpoint"
     if not state.is_file():
@@ -175,7 +198,7 @@ def _latest_checkpoint_step(checkpoint_dir: Path) -> int:
 
 def checkpointed_mid_run(cluster: LocalCluster, step: int, timeout: float = 90) -> int:
     """Wait, with every task still running, until a checkpoint at `step` or later exists; its step."""
-    checkpoints = Path(cluster.log_dir) / "checkpoints"
+    checkpoints = cluster.run_log_dir / "checkpoints"
     deadline = time.monotonic() + timeout
     while _latest_checkpoint_step(checkpoints) < step:
         assert time.monotonic() < deadline, f"no checkpoint at step {step} within {timeout:.0f} s"
@@ -194,14 +217,14 @@ def test_killed_ps_restarts_and_training_resumes_from_the_checkpoint(tmp_path: P
         cluster.start_task("ps-0")  # as Kubernetes would restart it, at the same address
         codes = cluster.wait(150)
     assert_clean_finish(cluster, codes, clients=["worker-0", "worker-1"])
-    chief = result(tmp_path, "worker-0")
+    chief = result(cluster, "worker-0")
     assert chief["global_step"] >= steps and chief["test_accuracy"] >= 0.90
     assert chief["recoveries"], "the chief's session was never recreated: the PS kill went unnoticed"
     recovery = chief["recoveries"][0]
     restored_step = int(recovery["checkpoint"].rsplit("-", 1)[1])
     assert restored_step >= saved_before_kill  # restored the newest checkpoint, not an older one
     assert recovery["resumed_at"] >= restored_step  # the global step never went back past it
-    assert result(tmp_path, "worker-1")["recoveries"], "worker-1 did not survive the PS restart"
+    assert result(cluster, "worker-1")["recoveries"], "worker-1 did not survive the PS restart"
 
 
 def written_scalars(run_dir: Path, tag: str) -> list[tuple[int, float]]:
@@ -229,7 +252,7 @@ def test_tensorboard_serves_every_workers_scalars(async_run: tuple[LocalCluster,
             "-m",
             "tensorboard.main",
             "--logdir",
-            cluster.log_dir,
+            str(cluster.run_log_dir),
             "--host",
             "127.0.0.1",
             "--port",
@@ -264,7 +287,7 @@ def test_tensorboard_serves_every_workers_scalars(async_run: tuple[LocalCluster,
         # Per-batch loss under async updates is noisy, so "it went down" would be a coin toss here;
         # learning is asserted by the accuracy tests. This one asserts TensorBoard serves exactly
         # what the worker wrote: the same (step, value) series as its event files on disk.
-        written = written_scalars(Path(cluster.log_dir) / "tensorboard" / "worker-0", "loss")
+        written = written_scalars(cluster.run_log_dir / "tensorboard" / "worker-0", "loss")
         served = [(step, value) for _, step, value in points]
         assert len(served) >= 2, served
         assert [step for step, _ in served] == [step for step, _ in written]
@@ -300,7 +323,7 @@ def test_killed_worker_is_retried_and_the_run_ends_as_an_uninterrupted_one(tmp_p
     command = train_command("between-graph", "--checkpoint-steps", str(every), "--log-every", "50", steps=steps)
     baseline, codes = run_cluster(tmp_path / "baseline", digits_tfrecords, command, num_ps=1, num_workers=2)
     assert codes == dict.fromkeys(baseline.tasks, 0), codes
-    expected = result(tmp_path / "baseline", "worker-0")["test_accuracy"]
+    expected = result(baseline, "worker-0")["test_accuracy"]
 
     log_dir = tmp_path / "killed"
     cluster = LocalCluster(spec=make_spec(1, 2, False), command=command, log_dir=str(log_dir), data_dir=str(digits_tfrecords))
@@ -311,7 +334,7 @@ def test_killed_worker_is_retried_and_the_run_ends_as_an_uninterrupted_one(tmp_p
         codes = cluster.wait(150)
     assert_clean_finish(cluster, codes, clients=["worker-0", "worker-1"])
     assert cluster.tasks["worker-1"].starts == 2
-    chief, retried = result(log_dir, "worker-0"), result(log_dir, "worker-1")
+    chief, retried = result(cluster, "worker-0"), result(cluster, "worker-1")
     assert retried["first_step"] >= killed_at > 0  # resumed at the shared global step, not from 0
     for finished in (chief, retried):
         assert steps <= finished["global_step"] < steps + 2, finished["global_step"]  # the target, reached once

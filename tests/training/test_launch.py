@@ -28,7 +28,12 @@ TRAINING_DIR = Path(launch.__file__).resolve().parent.parent
 
 
 def env(spec: dict[str, list[str]] | None = None, **overrides: str) -> dict[str, str]:
-    base = {"TFK8S_CLUSTER_SPEC": json.dumps(spec or SPEC), "TFK8S_JOB_NAME": "worker", "TFK8S_TASK_INDEX": "1"}
+    base = {
+        "TFK8S_CLUSTER_SPEC": json.dumps(spec or SPEC),
+        "TFK8S_JOB_NAME": "worker",
+        "TFK8S_TASK_INDEX": "1",
+        "TFK8S_RUN_UID": "u1",
+    }
     return {k: v for k, v in {**base, **overrides}.items() if v != "<unset>"}
 
 
@@ -66,6 +71,9 @@ def test_parse_env_reads_the_contract(environ: dict[str, str], job: str, index: 
         (env(TFK8S_CLASSIC_FLAGS="yes"), "TFK8S_CLASSIC_FLAGS='yes'"),
         (env(TFK8S_DONE_WHEN="chief"), "no chief"),
         (env(TFK8S_POLL_SECONDS="soon"), "TFK8S_POLL_SECONDS='soon'"),
+        (env(TFK8S_RUN_UID="<unset>"), "TFK8S_RUN_UID is not set"),
+        (env(TFK8S_RUN_UID=""), "TFK8S_RUN_UID is not set"),  # a downward-API label that is missing
+        (env(TFK8S_RUN_UID="../other"), "must not contain '/'"),
     ],
     ids=[
         "no-spec",
@@ -81,6 +89,9 @@ def test_parse_env_reads_the_contract(environ: dict[str, str], job: str, index: 
         "bad-flag-switch",
         "chief-missing",
         "bad-poll",
+        "no-run-uid",
+        "empty-run-uid",
+        "run-uid-path",
     ],
 )
 def test_parse_env_rejects_bad_input_naming_the_variable(environ: dict[str, str], message: str) -> None:
@@ -90,10 +101,9 @@ def test_parse_env_rejects_bad_input_naming_the_variable(environ: dict[str, str]
 
 def test_child_gets_tf_config_and_classic_flags() -> None:
     spec = parse_env(env(TFK8S_DATA_DIR="/d", TFK8S_LOG_DIR="/l"))
-    assert json.loads(launch.child_env(spec, {"PATH": "/bin"})["TF_CONFIG"]) == {
-        "cluster": SPEC,
-        "task": {"type": "worker", "index": 1},
-    }
+    child = launch.child_env(spec, {"PATH": "/bin", "TFK8S_LOG_DIR": "/l"})
+    assert json.loads(child["TF_CONFIG"]) == {"cluster": SPEC, "task": {"type": "worker", "index": 1}}
+    assert child["TFK8S_LOG_DIR"] == "/l/run-u1"  # the run's own directory: checkpoints, events, markers
     assert launch.child_command(spec, ["python", "t.py"]) == [
         "python",
         "t.py",
@@ -102,19 +112,19 @@ def test_child_gets_tf_config_and_classic_flags() -> None:
         "--job_name=worker",
         "--task_index=1",
         "--data_dir=/d",
-        "--log_path=/l",
+        "--log_path=/l/run-u1",
     ]
     no_flags = parse_env(env(TFK8S_CLASSIC_FLAGS="false"))
     assert launch.child_command(no_flags, ["python", "t.py"]) == ["python", "t.py"]
 
 
 def test_barrier_waits_for_every_expected_marker(tmp_path: Path) -> None:
-    ps = parse_env(env(TFK8S_JOB_NAME="ps", TFK8S_TASK_INDEX="0", TFK8S_LOG_DIR=str(tmp_path), TFK8S_RUN_ID="r1"))
+    ps = parse_env(env(TFK8S_JOB_NAME="ps", TFK8S_TASK_INDEX="0", TFK8S_LOG_DIR=str(tmp_path), TFK8S_RUN_UID="r1"))
     assert not launch.barrier_met(ps)
-    launch.write_done_marker(tmp_path, "r1", "worker", 1)
-    launch.write_done_marker(tmp_path, "other-run", "worker", 0)  # another run's marker never counts
+    launch.write_done_marker(launch.run_log_dir(tmp_path, "r1"), "worker", 1)
+    launch.write_done_marker(launch.run_log_dir(tmp_path, "r0"), "worker", 0)  # another run's marker never counts
     assert not launch.barrier_met(ps)
-    marker = launch.write_done_marker(tmp_path, "r1", "worker", 0)
+    marker = launch.write_done_marker(launch.run_log_dir(tmp_path, "r1"), "worker", 0)
     assert launch.barrier_met(ps)
     assert json.loads(marker.read_text())["job"] == "worker"
     assert sorted(p.name for p in marker.parent.iterdir()) == ["worker-0", "worker-1"]  # no temp files left
@@ -134,7 +144,7 @@ def _launch(
         **os.environ,
         **env(spec, TFK8S_JOB_NAME=job, TFK8S_TASK_INDEX=str(index)),
         "TFK8S_LOG_DIR": str(tmp_path),
-        "TFK8S_RUN_ID": "run",
+        "TFK8S_RUN_UID": "run",
         "TFK8S_POLL_SECONDS": "0.1",
         "TFK8S_GRACE_SECONDS": "2",
         "TFK8S_CLASSIC_FLAGS": "false",
@@ -169,6 +179,14 @@ def test_ps_launcher_stops_its_server_once_all_workers_are_done(tmp_path: Path, 
     # Markers persist: a PS restarted after the run is done exits at once without serving.
     late = _launch(tmp_path, "ps", 1, "import sys; sys.exit(7)", python=launcher_python)
     assert late.wait(30) == 0
+    # A new run (a new Job: another uid) on the same log volume serves: the old markers are history.
+    rerun = _launch(tmp_path, "ps", 0, SERVER, python=launcher_python, TFK8S_RUN_UID="next")
+    with pytest.raises(subprocess.TimeoutExpired):
+        rerun.wait(1.0)
+    for index in (0, 1):
+        assert _launch(tmp_path, "worker", index, "pass", python=launcher_python, TFK8S_RUN_UID="next").wait(30) == 0
+    assert rerun.wait(30) == 0
+    assert {p.name for p in launch.done_dir(launch.run_log_dir(tmp_path, "next")).iterdir()} == {"worker-0", "worker-1"}
 
 
 def test_in_graph_workers_are_servers_retired_by_the_chief_marker(tmp_path: Path, launcher_python: str) -> None:
@@ -177,12 +195,12 @@ def test_in_graph_workers_are_servers_retired_by_the_chief_marker(tmp_path: Path
         worker.wait(1.0)
     assert _launch(tmp_path, "chief", 0, "pass", spec=CHIEF_SPEC, python=launcher_python).wait(30) == 0
     assert worker.wait(30) == 0
-    assert not (launch.done_dir(tmp_path, "run") / "worker-1").exists()  # stopped, not finished
+    assert not (launch.done_dir(launch.run_log_dir(tmp_path, "run")) / "worker-1").exists()  # stopped, not finished
 
 
 def test_failed_worker_writes_no_marker_and_passes_its_code(tmp_path: Path, launcher_python: str) -> None:
     assert _launch(tmp_path, "worker", 0, "import sys; sys.exit(3)", python=launcher_python).wait(30) == 3
-    assert not launch.done_dir(tmp_path, "run").exists()
+    assert not launch.done_dir(launch.run_log_dir(tmp_path, "run")).exists()
 
 
 def test_sigterm_is_forwarded_to_the_child(tmp_path: Path, launcher_python: str) -> None:
@@ -284,8 +302,8 @@ def test_ps_launcher_scales_its_deployment_to_zero_after_the_barrier(
     sa = tmp_path / "sa"
     sa.mkdir()
     (sa / "token").write_text("tok")
-    launch.write_done_marker(tmp_path, "run", "worker", 0)
-    launch.write_done_marker(tmp_path, "run", "worker", 1)
+    launch.write_done_marker(launch.run_log_dir(tmp_path, "run"), "worker", 0)
+    launch.write_done_marker(launch.run_log_dir(tmp_path, "run"), "worker", 1)
     ps = _launch(
         tmp_path,
         "ps",
@@ -302,8 +320,13 @@ def test_ps_launcher_scales_its_deployment_to_zero_after_the_barrier(
     assert [r["path"] for r in handler.requests] == ["/apis/apps/v1/namespaces/team-a/deployments/exp1-ps-0/scale"]
 
 
-RUNNING = {"kind": "Job", "status": {"active": 2}}
-FAILED = {"kind": "Job", "status": {"conditions": [{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}]}}
+RUNNING = {"kind": "Job", "metadata": {"uid": "run"}, "status": {"active": 2}}
+FAILED = {
+    "kind": "Job",
+    "metadata": {"uid": "run"},
+    "status": {"conditions": [{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}]},
+}
+NEXT_RUN = {"kind": "Job", "metadata": {"uid": "a-later-run"}, "status": {"active": 2}}
 
 
 def _watching_ps(tmp_path: Path, url: str, python: str) -> subprocess.Popen[str]:
@@ -348,22 +371,19 @@ def test_ps_retires_when_its_workers_fail_for_good(tmp_path: Path, api_server: t
     ]
 
 
-def test_ps_waits_for_a_job_not_created_yet_but_retires_when_it_is_deleted(
-    tmp_path: Path, api_server: tuple[str, Any], launcher_python: str
+@pytest.mark.parametrize("then", [None, NEXT_RUN], ids=["deleted (TTL clean-up, destroy)", "replaced by another run's Job"])
+def test_ps_retires_when_its_job_is_gone(
+    tmp_path: Path, api_server: tuple[str, Any], launcher_python: str, then: dict[str, Any] | None
 ) -> None:
-    """PS start before their Job exists (pulumi creates the Job once they are available); a Job deleted
-    after it was seen (TTL clean-up, a new run) ends the run."""
+    """A PS is created after its Job and knows its uid: a Job that is gone, or now of another uid,
+    means the run it serves is over, even if that PS never saw the run end."""
     url, handler = api_server
+    handler.job = RUNNING
     ps = _watching_ps(tmp_path, url, launcher_python)
     deadline = time.monotonic() + 10
-    while len(_gets(handler)) < 3:  # 404s: not created yet, keep serving
+    while len(_gets(handler)) < 2:
         assert ps.poll() is None and time.monotonic() < deadline
         time.sleep(0.05)
-    handler.job = RUNNING
-    seen = len(_gets(handler))
-    while len(_gets(handler)) < seen + 2:
-        assert ps.poll() is None and time.monotonic() < deadline
-        time.sleep(0.05)
-    handler.job = None
+    handler.job = then
     assert ps.wait(10) == 0
-    assert "job exp1-worker was deleted; retiring" in (ps.stdout.read() if ps.stdout else "")
+    assert "job exp1-worker of run run is gone; retiring" in (ps.stdout.read() if ps.stdout else "")

@@ -50,7 +50,8 @@ def test_notebook_trains_against_servers_started_by_the_runner(
         while not (log_dir / "cluster.json").is_file():
             assert runner.poll() is None and time.monotonic() < deadline, (tmp_path / "runner.log").read_text()
             time.sleep(0.2)
-        for key, value in json.loads((log_dir / "cluster.json").read_text())["client_env"].items():
+        client_env = json.loads((log_dir / "cluster.json").read_text())["client_env"]
+        for key, value in client_env.items():
             monkeypatch.setenv(key, value)
         monkeypatch.setenv("TFK8S_STEPS", "300")
         monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -62,7 +63,9 @@ def test_notebook_trains_against_servers_started_by_the_runner(
 
         text = "".join(out.get("text", "") for cell in notebook.cells for out in cell.get("outputs", []))
         assert "tfk8s-progress task=chief-0 step=300" in text
-        result = json.loads((log_dir / "results" / "chief-0.json").read_text())
+        run_dir = Path(client_env["TFK8S_LOG_DIR"])  # the run's own directory under the log dir
+        assert run_dir.parent == log_dir and run_dir.name == f"run-{client_env['TFK8S_RUN_UID']}"
+        result = json.loads((run_dir / "results" / "chief-0.json").read_text())
         assert result["mode"] == "in-graph" and result["test_accuracy"] >= 0.90
         # The notebook's done marker retires every server: the runner exits 0 on its own.
         assert runner.wait(60) == 0, (tmp_path / "runner.log").read_text()[-3000:]

@@ -55,6 +55,7 @@ class RecordingMocks(pulumi.runtime.Mocks):
         state = copy.deepcopy(dict(args.inputs))
         metadata = state.setdefault("metadata", {})
         metadata.setdefault("name", f"{args.name}-auto")  # Pulumi auto-naming adds a suffix
+        metadata.setdefault("uid", f"{args.name}-uid")  # the API server's, unique per object
         if args.typ == "kubernetes:core/v1:Service" and state.get("spec", {}).get("type") == "NodePort":
             for port in state["spec"]["ports"]:
                 port.setdefault("nodePort", next(self._node_ports))

@@ -18,7 +18,23 @@ import pulumi
 from mocked_program import JOB, Deployment, after, pod_spec, run_program
 
 POD_ROOT = "/opt/tfk8s"
-PROBE = "import json, os, sys; print(json.dumps({'tf_config': json.loads(os.environ['TF_CONFIG']), 'argv': sys.argv[1:]}))"
+PROBE = (
+    "import json, os, sys; print(json.dumps({'tf_config': json.loads(os.environ['TF_CONFIG']), 'argv': sys.argv[1:], "
+    "'log_dir': os.environ['TFK8S_LOG_DIR']}))"
+)
+# What the Job controller adds to the labels of every pod it creates (Kubernetes >= 1.27).
+JOB_UID_LABEL = "batch.kubernetes.io/controller-uid"
+
+
+def downward(entry: dict[str, Any], pod: dict[str, Any]) -> str:
+    """An env entry's value as the kubelet resolves it: a literal, or a field of the pod."""
+    if "value" in entry:
+        return str(entry["value"])
+    path = entry["valueFrom"]["fieldRef"]["fieldPath"]
+    if path == "metadata.namespace":
+        return str(pod["metadata"]["namespace"])
+    assert path.startswith("metadata.labels['") and path.endswith("']"), path
+    return str(pod["metadata"]["labels"].get(path[len("metadata.labels['") : -2], ""))  # a missing label: ""
 
 
 def materialize(spec: dict[str, Any], config_maps: dict[str, dict[str, str]], root: Path) -> None:
@@ -57,8 +73,12 @@ def test_worker_pod_runs_the_shipped_launcher_with_the_infra_contract(dev_config
         container = spec["containers"][0]
         launcher_part = container["command"][: container["command"].index("--") + 1]
         command = [sys.executable if c == "python" else relocate(c, tmp_path) for c in launcher_part]
-        env = {e["name"]: relocate(e["value"], tmp_path) for e in container["env"] if "value" in e}
-        env.update(PATH=os.environ["PATH"], JOB_COMPLETION_INDEX="1", TFK8S_NAMESPACE="tfk8s-alice")
+        (job,) = d.mocks.of_type(JOB)
+        job_uid = f"{job.name}-uid"  # the mock API server's uid of the Job
+        template_labels = job.inputs["spec"]["template"]["metadata"]["labels"]
+        pod = {"metadata": {"namespace": "tfk8s-alice", "labels": {**template_labels, JOB_UID_LABEL: job_uid}}}
+        env = {e["name"]: relocate(downward(e, pod), tmp_path) for e in container["env"]}
+        env.update(PATH=os.environ["PATH"], JOB_COMPLETION_INDEX="1")
         (tmp_path / "log").mkdir()
         env.update(TFK8S_LOG_DIR=str(tmp_path / "log"))
 
@@ -69,6 +89,9 @@ def test_worker_pod_runs_the_shipped_launcher_with_the_infra_contract(dev_config
         assert seen["tf_config"]["cluster"] == json.loads(env["TFK8S_CLUSTER_SPEC"])
         assert "--job_name=worker" in seen["argv"] and "--task_index=1" in seen["argv"]
         assert "--ps_hosts=dev-mnist-ps-0:2222" in seen["argv"]
+        # The run is the Job: its uid, read from the pod's label, names the run's own log directory.
+        assert seen["log_dir"] == str(tmp_path / "log" / f"run-{job_uid}")
+        assert f"--log_path={tmp_path / 'log' / f'run-{job_uid}'}" in seen["argv"]
 
         # The default command imports our trainer from the same shipped files.
         trainer = subprocess.run(

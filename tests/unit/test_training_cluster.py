@@ -227,7 +227,9 @@ def test_in_graph_notebook_client_gets_the_cluster_layout(dev_config: dict[str, 
         (layout,) = layouts(d).values()
         assert layout["spec"] == json.loads(server_env["TFK8S_CLUSTER_SPEC"])
         assert layout["spec"]["chief"] == ["jupyter-tf:2222"]  # the platform's notebook Service
-        assert layout["runId"] == server_env["TFK8S_RUN_ID"]
+        # The current run is the worker Job (the servers wait for the notebook): its uid names the
+        # run's directory, where the notebook's done marker must land.
+        assert layout["runUid"] == f"{job.name}-uid"
         assert (layout["experiment"], layout["cluster"], layout["inGraphClient"]) == ("dev", "mnist", "notebook")
         # The notebook's done marker must land where the servers' launchers poll: the run's log dir.
         assert layout["logSubPath"] == "dev/mnist"
@@ -361,8 +363,8 @@ def test_run_policy_sets_deadline_and_ttl_and_a_new_run_number_is_a_new_run(dev_
         (job,) = d.mocks.of_type(JOB)
         assert (job.inputs["spec"]["activeDeadlineSeconds"], job.inputs["spec"]["ttlSecondsAfterFinished"]) == (3600, 600)
         (ps,) = [r for r in d.mocks.of_type(DEPLOYMENT) if pod_labels(r).get("tfk8s.io/role") == "ps"]
-        run = env_of(job)["TFK8S_RUN_ID"]
-        assert env_of(ps)["TFK8S_RUN_ID"] == run and ps.inputs["metadata"]["name"].endswith(run[:8])
+        run = pod_labels(ps)["tfk8s.io/run"]
+        assert ps.inputs["metadata"]["name"].endswith(run[:8])
         settings = config.validate(dev_config).clusters[0]  # type: ignore[union-attr]
         spec = json.loads(env_of(job)["TFK8S_CLUSTER_SPEC"])
         image = settings.image or "tensorflow/tensorflow:2.21.0"
@@ -379,8 +381,6 @@ def test_a_ps_service_selects_only_its_runs_pods_and_the_ps_may_read_only_its_jo
 
     def check() -> None:
         (ps,) = [r for r in d.mocks.of_type(DEPLOYMENT) if pod_labels(r).get("tfk8s.io/role") == "ps"]
-        run = env_of(ps)["TFK8S_RUN_ID"]
-        assert pod_labels(ps)["tfk8s.io/run"] == run
         (service,) = [r for r in d.mocks.of_type(SERVICE) if r.inputs["metadata"].get("name") == "dev-mnist-ps-0"]
         selector = service.inputs["spec"]["selector"]
         assert selects(selector, pod_labels(ps))
@@ -444,5 +444,67 @@ def test_workers_and_chief_mount_scratch_and_parameter_servers_do_not(dev_config
             else:
                 assert "dev-mnist-scratch" not in claims.values() and "TFK8S_SCRATCH_DIR" not in env_of(workload)
         assert roles == {"ps": False, "worker": True, "chief": True}
+
+    return after(d, check)
+
+
+def run_uid_entry(resource: Any) -> dict[str, Any]:
+    (entry,) = [e for e in pod_spec(resource)["containers"][0]["env"] if e["name"] == "TFK8S_RUN_UID"]
+    return dict(entry)
+
+
+@pytest.mark.parametrize(
+    ("replication", "client", "run_job"),
+    [
+        ("between-graph", None, "dev-mnist-worker"),
+        ("in-graph", "chief", "dev-mnist-chief"),
+        ("in-graph", "notebook", "dev-mnist-worker"),
+    ],
+    ids=["between-graph", "chief-client", "notebook-client"],
+)
+def test_a_run_is_the_job_the_ps_watch_and_every_task_knows_its_uid(
+    dev_config: dict[str, Any], replication: str, client: str | None, run_job: str
+) -> None:
+    """Done markers and the run's directory are keyed by that Job's uid (tfk8s_train.launch), so a Job
+    re-created with the same settings (destroy + up, a TTL clean-up + `up --refresh`) is a new run."""
+    dev_config["clusters"][0].update(replication=replication, **({"inGraphClient": client} if client else {}))
+
+    @pulumi.runtime.test
+    def run() -> pulumi.Output[Any]:
+        d = run_program(dev_config)
+
+        def check() -> None:
+            jobs = {r.inputs["metadata"]["name"]: r for r in d.mocks.of_type(JOB)}
+            uid = f"{jobs[run_job].name}-uid"  # what the mock API server answers for that Job
+            # The run's own pods read the uid from the label the Job controller gives them (1.34 here).
+            own = {"valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['batch.kubernetes.io/controller-uid']"}}}
+            assert run_uid_entry(jobs[run_job]) == {"name": "TFK8S_RUN_UID", **own}
+            for name, job in jobs.items():  # a chief-driven cluster's workers serve the chief's run
+                if name != run_job:
+                    assert run_uid_entry(job) == {"name": "TFK8S_RUN_UID", "value": uid}
+            (ps,) = [r for r in d.mocks.of_type(DEPLOYMENT) if pod_labels(r).get("tfk8s.io/role") == "ps"]
+            assert run_uid_entry(ps) == {"name": "TFK8S_RUN_UID", "value": uid}
+            assert env_of(ps)["TFK8S_WATCH_JOB"] == run_job
+            # The PS goes with its run's Job: a TTL clean-up of the Job deletes it too.
+            assert ps.inputs["metadata"]["ownerReferences"] == [
+                {"apiVersion": "batch/v1", "kind": "Job", "name": run_job, "uid": uid}
+            ]
+            (layout,) = layouts(d).values()
+            assert layout["runUid"] == uid
+
+        return after(d, check)
+
+    run()
+
+
+@pulumi.runtime.test
+def test_before_1_27_a_jobs_pods_read_their_uid_from_the_legacy_label(dev_config: dict[str, Any]) -> None:
+    platform = facts_for(stack_config("platform-dev"))
+    platform["kubernetesVersion"] = "1.25"
+    d = run_program(dev_config, platform=platform)
+
+    def check() -> None:
+        (job,) = d.mocks.of_type(JOB)
+        assert run_uid_entry(job)["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.labels['controller-uid']"}}
 
     return after(d, check)

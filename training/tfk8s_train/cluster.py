@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
 import signal
 import socket
 import subprocess
@@ -21,6 +22,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
+
+from tfk8s_train.launch import run_log_dir
 
 TRAINING_DIR = Path(__file__).resolve().parent.parent
 LAUNCH_PY = Path(__file__).resolve().parent / "launch.py"
@@ -75,7 +78,6 @@ class LocalCluster:
         command: Sequence[str],
         log_dir: str,
         data_dir: str,
-        run_id: str | None = None,
         classic_flags: bool = True,
         jobs: Sequence[str] | None = None,
         extra_env: Mapping[str, str] | None = None,
@@ -85,7 +87,9 @@ class LocalCluster:
         self.spec = {job: list(hosts) for job, hosts in spec.items()}
         self.command = list(command)
         self.log_dir, self.data_dir = log_dir, data_dir
-        self.run_id = run_id or f"local-{int(time.time())}-{os.getpid()}"
+        # Each cluster is a new run, as each new Job is on Kubernetes (see launch.py, TFK8S_RUN_UID):
+        # its own directory under log_dir, whatever earlier runs left there.
+        self.run_uid = f"local-{secrets.token_hex(6)}"
         self.classic_flags = classic_flags
         self.extra_env = dict(extra_env or {})
         self.output = output
@@ -107,7 +111,7 @@ class LocalCluster:
                 "TFK8S_TASK_INDEX": str(index),
                 "TFK8S_DATA_DIR": self.data_dir,
                 "TFK8S_LOG_DIR": self.log_dir,
-                "TFK8S_RUN_ID": self.run_id,
+                "TFK8S_RUN_UID": self.run_uid,
                 "TFK8S_CLASSIC_FLAGS": "true" if self.classic_flags else "false",
                 "TFK8S_POLL_SECONDS": "0.5",
                 "TFK8S_GRACE_SECONDS": "5",
@@ -115,6 +119,11 @@ class LocalCluster:
         )
         env.update(self.extra_env)
         return env
+
+    @property
+    def run_log_dir(self) -> Path:
+        """Where this run's tasks write: checkpoints, TensorBoard events, results, done markers."""
+        return Path(run_log_dir(self.log_dir, self.run_uid))
 
     def start(self) -> LocalCluster:
         Path(self.log_dir).mkdir(parents=True, exist_ok=True)

@@ -76,8 +76,11 @@ def retire_deployment(
     return True
 
 
-def job_state(job: str, namespace: Optional[str], environ: Mapping[str, str], sa_dir: Optional[Path] = None) -> Optional[str]:
-    """ "Failed" | "Complete" (its conditions), "Running", "Gone" (HTTP 404), or None (no API, or an error)."""
+def job_state(
+    job: str, namespace: Optional[str], environ: Mapping[str, str], sa_dir: Optional[Path] = None, uid: Optional[str] = None
+) -> Optional[str]:
+    """ "Failed" | "Complete" (its conditions), "Running", "Gone" (HTTP 404, or a Job of another uid
+    than ``uid``: a later run's), or None (no API, or an error)."""
     api = environ.get("TFK8S_KUBE_API") or api_server(environ)
     if not api:
         return None
@@ -100,6 +103,8 @@ def job_state(job: str, namespace: Optional[str], environ: Mapping[str, str], sa
     except Exception as err:  # best effort: the done barrier still works without it
         _log(f"could not read job {namespace}/{job}: {err}")
         return None
+    if uid is not None and (body.get("metadata") or {}).get("uid") != uid:
+        return "Gone"
     for condition in (body.get("status") or {}).get("conditions") or []:
         if condition.get("type") in ("Failed", "Complete") and condition.get("status") == "True":
             return str(condition["type"])

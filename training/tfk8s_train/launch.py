@@ -12,7 +12,12 @@ Contract (environment, written by the infra code and by ``tfk8s_train.runner``):
     TFK8S_JOB_NAME      ps | worker | chief
     TFK8S_TASK_INDEX    integer; if absent, JOB_COMPLETION_INDEX (Kubernetes Indexed Jobs)
     TFK8S_DATA_DIR      default /data          TFK8S_LOG_DIR  default /log
-    TFK8S_RUN_ID        opaque id of this run; namespaces the done markers (default "default")
+    TFK8S_RUN_UID       required: what makes this run one run. On Kubernetes the uid of the run's
+                        Job (the one the PS watches): its own pods read it from their
+                        controller-uid label, every other task gets it as a value; the local
+                        runner makes a fresh one per invocation. The child's log directory is
+                        ``<TFK8S_LOG_DIR>/run-<uid>`` (TFK8S_LOG_DIR and --log_path point there),
+                        which also holds the run's done markers
     TFK8S_CLASSIC_FLAGS "true" (default) appends --ps_hosts --worker_hosts --job_name
                         --task_index --data_dir --log_path to CMD; "false" does not
     TFK8S_DONE_WHEN     "workers" or "chief"; default: "chief" if the spec has a chief
@@ -20,7 +25,7 @@ Contract (environment, written by the infra code and by ``tfk8s_train.runner``):
     TFK8S_GRACE_SECONDS SIGTERM-to-SIGKILL grace when retiring a server (default 10)
     TFK8S_PS_DEPLOYMENT, TFK8S_NAMESPACE  optional: the PS's own Deployment, scaled to 0
     TFK8S_WATCH_JOB     optional: the run's worker (or chief) Job; a PS retires when it is
-                        Failed, Complete, or deleted after it was seen
+                        Failed, Complete, deleted, or of another uid than TFK8S_RUN_UID
     TFK8S_KUBE_API, TFK8S_SA_DIR          optional: API server URL / service-account dir
 
 Runs on Python 3.6 and newer (the tensorflow/tensorflow:1.15.5-py3 image): `make lint` checks it
@@ -33,20 +38,26 @@ SIGTERM and SIGINT are forwarded to the child; the launcher exits with the child
 Why a done-marker barrier: a TensorFlow PS (and an in-graph worker) runs ``server.join()``
 and never returns, so a finished job leaves its PS running forever (kubeflow/trainer#657,
 tensorflow/tensorflow#4713). Here, when a worker or chief child exits 0, its launcher writes
-``<log_dir>/.tfk8s/<run_id>/done/<job>-<index>`` (atomically: temp file + rename) on the
+``<log_dir>/run-<uid>/.tfk8s/done/<job>-<index>`` (atomically: temp file + rename) on the
 shared log volume. The launchers of the serving tasks (every PS; in chief mode also every
 worker) poll that directory; once all expected markers exist (all workers, or the chief)
 they scale their own Deployment to zero if asked to, stop the child (SIGTERM, then SIGKILL
 after the grace period) and exit 0. Markers persist, so a worker that finished long ago
-still counts, and a server restarted after the barrier exits at once. This works for
-unmodified user scripts because only the launcher takes part. A PS run by a Deployment
-would be restarted after exiting, so with TFK8S_PS_DEPLOYMENT set it first scales that
-Deployment to zero (``kube_retire.py``: service-account token, failures only logged).
+still counts, and a server of the same run restarted after the barrier exits at once. This
+works for unmodified user scripts because only the launcher takes part. A PS run by a
+Deployment would be restarted after exiting, so with TFK8S_PS_DEPLOYMENT set it first scales
+that Deployment to zero (``kube_retire.py``: service-account token, failures only logged).
+
+Why markers belong to a Job's uid, not to the config: the log volume outlives experiments, so
+an experiment destroyed and brought up again with the same settings, or a Job that a TTL
+clean-up deleted and `pulumi up --refresh` re-created, would find the earlier run's markers and
+retire its new parameter servers before they served. A new Job has a new uid: a new run directory,
+no markers, no checkpoint to restore, its own TensorBoard runs beside the earlier ones.
 
 Why a PS also watches its Job: markers are written only on success, so a run whose workers fail
 for good (or pass their deadline) would leave its PS serving forever. With TFK8S_WATCH_JOB the PS
-launcher reads that Job's conditions through the API at every poll and retires when it is Failed
-or Complete, or was deleted (a TTL clean-up, or a new run replacing it) after it was seen.
+launcher reads that Job through the API at every poll and retires when it is Failed or Complete,
+or is gone: deleted (a TTL clean-up), or replaced by a Job of another uid (another run).
 """
 
 import json
@@ -80,7 +91,7 @@ class LaunchSpec(NamedTuple):
     index: int  # type: ignore[assignment]  # shadows tuple.index, which nothing here calls
     data_dir: str
     log_dir: str
-    run_id: str
+    run_uid: str
     classic_flags: bool
     done_when: str
     poll_seconds: float
@@ -92,6 +103,11 @@ class LaunchSpec(NamedTuple):
     @property
     def task(self) -> str:
         return f"{self.job}-{self.index}"
+
+    @property
+    def run_log_dir(self) -> str:
+        """This run's own directory under the log volume: the child's log dir, and its markers."""
+        return run_log_dir(self.log_dir, self.run_uid)
 
     @property
     def serves(self) -> bool:
@@ -163,13 +179,21 @@ def parse_env(environ: Mapping[str, str]) -> LaunchSpec:
         raise LaunchError("TFK8S_DONE_WHEN=chief but TFK8S_CLUSTER_SPEC has no chief")
     if done_when == "workers" and "worker" not in cluster:
         raise LaunchError("TFK8S_DONE_WHEN=workers but TFK8S_CLUSTER_SPEC has no worker")
+    run_uid = environ.get("TFK8S_RUN_UID", "").strip()
+    if not run_uid:
+        raise LaunchError(
+            "TFK8S_RUN_UID is not set (or empty): give every task of one run the same new value, "
+            "e.g. the uid of the run's Job from its pods' controller-uid label"
+        )
+    if "/" in run_uid or run_uid.startswith("."):
+        raise LaunchError(f"TFK8S_RUN_UID={run_uid!r} must not contain '/' or start with '.': it names a directory")
     return LaunchSpec(
         cluster=cluster,
         job=job,
         index=index,
         data_dir=environ.get("TFK8S_DATA_DIR") or "/data",
         log_dir=environ.get("TFK8S_LOG_DIR") or "/log",
-        run_id=environ.get("TFK8S_RUN_ID") or "default",
+        run_uid=run_uid,
         classic_flags=classic == "true",
         done_when=done_when,
         poll_seconds=_parse_float(environ, "TFK8S_POLL_SECONDS", 1.0),
@@ -193,7 +217,7 @@ def classic_flags(spec: LaunchSpec) -> List[str]:
         f"--job_name={spec.job}",
         f"--task_index={spec.index}",
         f"--data_dir={spec.data_dir}",
-        f"--log_path={spec.log_dir}",
+        f"--log_path={spec.run_log_dir}",
     ]
 
 
@@ -202,19 +226,24 @@ def child_command(spec: LaunchSpec, cmd: Sequence[str]) -> List[str]:
 
 
 def child_env(spec: LaunchSpec, environ: Mapping[str, str]) -> Dict[str, str]:
-    return {**environ, "TF_CONFIG": tf_config(spec)}
+    return {**environ, "TF_CONFIG": tf_config(spec), "TFK8S_LOG_DIR": spec.run_log_dir}
 
 
-def done_dir(log_dir: Union[str, Path], run_id: str) -> Path:
-    return Path(log_dir) / ".tfk8s" / run_id / "done"
+def run_log_dir(log_dir: Union[str, Path], run_uid: str) -> str:
+    return os.path.join(str(log_dir), "run-" + run_uid)
 
 
-def write_done_marker(log_dir: Union[str, Path], run_id: str, job: str, index: int) -> Path:
-    """Atomically record that task job-index finished with exit code 0.
+def done_dir(run_dir: Union[str, Path]) -> Path:
+    return Path(run_dir) / ".tfk8s" / "done"
 
-    Also usable from a notebook client: ``write_done_marker(log_dir, run_id, "chief", 0)``.
+
+def write_done_marker(run_dir: Union[str, Path], job: str, index: int) -> Path:
+    """Atomically record that task job-index of the run in ``run_dir`` finished with exit code 0.
+
+    Also usable from a notebook client, whose TFK8S_LOG_DIR is the run's directory:
+    ``write_done_marker(os.environ["TFK8S_LOG_DIR"], "chief", 0)``.
     """
-    directory = done_dir(log_dir, run_id)
+    directory = done_dir(run_dir)
     directory.mkdir(parents=True, exist_ok=True)
     body = json.dumps({"job": job, "index": index, "host": socket.gethostname(), "time": time.time()})
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{job}-{index}.")
@@ -231,26 +260,27 @@ def expected_markers(spec: LaunchSpec) -> Set[str]:
 
 
 def barrier_met(spec: LaunchSpec) -> bool:
-    directory = done_dir(spec.log_dir, spec.run_id)
+    directory = done_dir(spec.run_log_dir)
     present = {p.name for p in directory.iterdir()} if directory.is_dir() else set()
     return expected_markers(spec) <= present
 
 
 class JobWatch:
-    """Whether the run's Job says the run is over (Failed, Complete, or gone after it was seen)."""
+    """Whether the run's Job says the run is over: Failed, Complete, or gone (deleted, or replaced
+    by a Job of another uid). A PS is created after its Job (it is given the Job's uid), so a Job
+    that is gone is never one that is yet to come."""
 
     def __init__(self, spec: LaunchSpec, environ: Mapping[str, str]) -> None:
-        self.spec, self.environ, self.seen = spec, environ, False
+        self.spec, self.environ = spec, environ
 
     def run_over(self) -> Optional[str]:
         if not self.spec.watch_job:
             return None
-        state = job_state(self.spec.watch_job, self.spec.namespace, self.environ)
+        state = job_state(self.spec.watch_job, self.spec.namespace, self.environ, uid=self.spec.run_uid)
         if state in ("Failed", "Complete"):
             return f"job {self.spec.watch_job} is {state}"
-        if state == "Gone" and self.seen:
-            return f"job {self.spec.watch_job} was deleted"
-        self.seen = self.seen or state == "Running"
+        if state == "Gone":
+            return f"job {self.spec.watch_job} of run {self.spec.run_uid} is gone"
         return None
 
 
@@ -278,10 +308,11 @@ def _exit_code(returncode: int) -> int:
 def run(spec: LaunchSpec, cmd: Sequence[str], environ: Mapping[str, str]) -> int:
     """Run the child under the contract; return the launcher's exit code."""
     if spec.serves and barrier_met(spec):
-        _log(f"{spec.task}: run {spec.run_id} is already done; not starting the server")
+        _log(f"{spec.task}: run {spec.run_uid} is already done; not starting the server")
         _retire(spec, environ)
         return 0
     argv = child_command(spec, cmd)
+    os.makedirs(spec.run_log_dir, exist_ok=True)
     _log(f"{spec.task}: starting {' '.join(argv)}")
     child = subprocess.Popen(argv, env=child_env(spec, environ))
 
@@ -310,7 +341,7 @@ def run(spec: LaunchSpec, cmd: Sequence[str], environ: Mapping[str, str]) -> int
                 pass
     code = _exit_code(child.wait())
     if code == 0 and spec.job in ("worker", "chief"):
-        marker = write_done_marker(spec.log_dir, spec.run_id, spec.job, spec.index)
+        marker = write_done_marker(spec.run_log_dir, spec.job, spec.index)
         _log(f"{spec.task}: finished; wrote {marker}")
     elif code != 0:
         _log(f"{spec.task}: child exited with {code}")

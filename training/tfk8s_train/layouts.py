@@ -2,7 +2,7 @@
 
 The platform deploys the user's Jupyter once; experiments come later. Each experiment creates one
 Layout (the platform's own kind; its API path is ``TFK8S_LAYOUT_API`` in the Jupyter pod) per
-training cluster, whose spec is the cluster's spec, run id, training mode and directories relative
+training cluster, whose spec is the cluster's spec, current run (its Job's uid), training mode and directories relative
 to the user's volumes. From inside Jupyter this module lists them with the pod's service account
 (which may read Layouts in the user's namespace and nothing else), picks the notebook-driven one
 the user means, and returns the environment ``master_client.ipynb`` reads: the same variables a
@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from tfk8s_train.kube_retire import SA_DIR, api_server, read_text
+from tfk8s_train.launch import run_log_dir
 
 
 class NoLayout(LookupError):
@@ -67,14 +68,23 @@ def choose(layouts: list[dict[str, Any]], experiment: str | None = None, cluster
 
 
 def notebook_env(layout: Mapping[str, Any], environ: Mapping[str, str]) -> dict[str, str]:
-    """What master_client.ipynb reads, with directories under this pod's mounts of the user's volumes."""
+    """What master_client.ipynb reads, with directories under this pod's mounts of the user's volumes.
+
+    The log directory is the current run's own (``run-<uid>`` of the Job whose servers wait for
+    this notebook, see launch.py), where the notebook's done marker retires them."""
     data_root, log_root = environ.get("TFK8S_DATA_ROOT", "/data"), environ.get("TFK8S_LOG_ROOT", "/logs")
+    run_uid = layout.get("runUid")
+    if not run_uid:
+        raise NoLayout(
+            f"the layout of {layout.get('experiment')}/{layout.get('cluster')} names no run (runUid): "
+            "an older tfk8s published it; `pulumi up` that experiment again"
+        )
     return {
         "TFK8S_CLUSTER_SPEC": json.dumps(layout["spec"], sort_keys=True),
-        "TFK8S_RUN_ID": str(layout["runId"]),
+        "TFK8S_RUN_UID": str(run_uid),
         "TFK8S_TRAINING": str(layout["training"]),
         "TFK8S_DATA_DIR": os.path.join(data_root, layout.get("dataSubPath") or ""),
-        "TFK8S_LOG_DIR": os.path.join(log_root, layout["logSubPath"]),
+        "TFK8S_LOG_DIR": run_log_dir(os.path.join(log_root, layout["logSubPath"]), str(run_uid)),
     }
 
 

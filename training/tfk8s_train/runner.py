@@ -5,7 +5,10 @@
 
 Without ``CMD`` every task runs ``python -m tfk8s_train train --mode MODE ...``; with it, CMD
 runs unchanged in every task (e.g. a seed-era script that only knows ``--ps_hosts`` & co).
-Logs are streamed as ``[worker-1] ...`` and kept in ``<log_dir>/logs/<task>.log``. Exit code
+Each invocation is a new run: its tasks write under ``<log_dir>/run-<uid>/`` (checkpoints,
+TensorBoard events, results, done markers; see ``launch.py``), so the same command runs again
+with the same ``--log-dir``. Logs are streamed as ``[worker-1] ...`` and kept in
+``<log_dir>/logs/<task>.log``. Exit code
 0 only if every task exited 0; on the first failure, a timeout or Ctrl-C every process group
 is stopped. ``--no-client`` (in-graph) starts only PS and workers, writes the client's env to
 ``<log_dir>/cluster.json`` and waits for the client (e.g. ``master_client.ipynb``) to finish.
@@ -42,7 +45,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--checkpoint-steps", type=int, default=100)
     p.add_argument("--data-dir", required=True, help="TFRecords from prepare-data; a missing dir means sklearn digits")
     p.add_argument("--log-dir", required=True, help="shared 'volume': checkpoints, TensorBoard, done markers")
-    p.add_argument("--run-id", default=None, help="namespaces the done markers; default: a fresh id")
     p.add_argument("--no-classic-flags", action="store_true", help="TFK8S_CLASSIC_FLAGS=false: TF_CONFIG only")
     p.add_argument("--no-client", action="store_true", help="in-graph: start only PS and workers")
     p.add_argument("--timeout", type=float, default=900.0, help="stop everything after this many seconds")
@@ -56,9 +58,9 @@ def trainer_command(mode: str, model: str, steps: int, *extra: str) -> list[str]
 
 
 def default_command(args: argparse.Namespace) -> list[str]:
+    """Without classic flags the trainer finds its directories in TFK8S_DATA_DIR and TFK8S_LOG_DIR,
+    which the launcher points at the run's own directory (as in a pod)."""
     cmd = trainer_command(args.mode, args.model, args.steps, "--checkpoint-steps", str(args.checkpoint_steps))
-    if args.no_classic_flags:  # then the launcher appends nothing: tell the trainer where things are
-        cmd += ["--data-dir", args.data_dir, "--log-dir", args.log_dir]
     return cmd + (["--sync"] if args.sync else [])
 
 
@@ -71,8 +73,8 @@ def client_env(cluster: LocalCluster) -> dict[str, str]:
         "TFK8S_JOB_NAME": "chief",
         "TFK8S_TASK_INDEX": "0",
         "TFK8S_DATA_DIR": cluster.data_dir,
-        "TFK8S_LOG_DIR": cluster.log_dir,
-        "TFK8S_RUN_ID": cluster.run_id,
+        "TFK8S_LOG_DIR": str(cluster.run_log_dir),  # the run's own directory, as a task's child gets it
+        "TFK8S_RUN_UID": cluster.run_uid,
     }
 
 
@@ -103,7 +105,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         command=command or default_command(args),
         log_dir=str(Path(args.log_dir)),
         data_dir=str(Path(args.data_dir)),
-        run_id=args.run_id,
         jobs=jobs,
         classic_flags=not args.no_classic_flags,
         on_progress=_print_progress,
@@ -113,7 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise KeyboardInterrupt(f"signal {signum}")
 
     signal.signal(signal.SIGTERM, on_signal)
-    print(f"[runner] cluster {json.dumps(spec)} run {cluster.run_id}", flush=True)
+    print(f"[runner] cluster {json.dumps(spec)} run {cluster.run_uid} in {cluster.run_log_dir}", flush=True)
     try:
         cluster.start()
         if args.no_client:

@@ -11,7 +11,7 @@ STACK ?= dev
 PLATFORM ?= platform-dev
 PYTEST_ARGS ?=
 
-.PHONY: help env requirements schema venv tools tools-legacy cluster cluster-stop cluster-status demo up preview down outputs test test-unit test-training test-e2e bench lint clean
+.PHONY: help env requirements schema golden venv tools tools-legacy cluster cluster-stop cluster-status demo up preview down outputs test test-unit test-training test-e2e bench lint clean
 
 help:
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | sort
@@ -31,6 +31,9 @@ requirements: ## Regenerate requirements.txt from pyproject.toml
 
 schema: venv ## Regenerate schema/*.schema.json (the stack files' JSON Schema) from infra/tfk8s/settings.py
 	$(PY) hack/schema.py
+
+golden: venv ## Regenerate tests/unit/golden/ (every stack's manifests under mocks) after a change meant to change them
+	TFK8S_UPDATE_GOLDEN=1 $(PY) -m pytest tests/unit/test_golden_manifests.py -q
 
 env: ## Print the environment for plain `pulumi` commands: eval "$$(make env)"
 	@hack/env.sh

@@ -1,0 +1,136 @@
+"""Every stack in the repository, and the variants its code switches on, rendered under mocks and
+compared with the manifests kept in tests/unit/golden/.
+
+What a restructuring must not change: every object the program declares (type, logical name,
+inputs), for both kinds of stack, every storage backend, with and without scratch
+volumes, every replication mode, on Kubernetes 1.25 and 1.34. A change that is meant to change
+manifests regenerates them (`make golden`) and the diff shows what it changed.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import pytest
+from mocked_program import Deployment, after, facts_for, facts_with_scratch, run_program, stack_config
+
+GOLDEN = Path(__file__).resolve().parent / "golden"
+UPDATE = os.environ.get("TFK8S_UPDATE_GOLDEN") == "1"
+HEKETI_KEY = {"heketiAdminKey": "golden-heketi-key"}
+
+
+def _platform(stack: str, **storage: Any) -> dict[str, Any]:
+    raw = copy.deepcopy(stack_config(stack))
+    if storage:
+        raw["platform"]["storage"] = storage
+    return raw
+
+
+def _version(raw: dict[str, Any], version: str) -> dict[str, Any]:
+    raw = copy.deepcopy(raw)
+    raw["platform"]["kubernetesVersion"] = version
+    return raw
+
+
+def _cluster(**changes: Any) -> dict[str, Any]:
+    raw = copy.deepcopy(stack_config("dev"))
+    raw["clusters"][0].update(changes)
+    return raw
+
+
+def _facts(stack: str, version: str | None = None) -> dict[str, Any]:
+    facts = facts_for(stack_config(stack))
+    if version:
+        facts["kubernetesVersion"] = version
+    return facts
+
+
+CSI = {"backend": "csi", "className": "tfk8s-nfs", "csi": {"provisioner": "nfs.csi.k8s.io", "parameters": {"server": "nfs"}}}
+EXISTING = {"backend": "existing", "className": "standard-rwx", "scratchClassName": "standard-rwx-scratch"}
+
+# name -> (raw stack config, the platform output an experiment reads, secrets)
+Case = tuple[Callable[[], dict[str, Any]], Callable[[], dict[str, Any] | None], dict[str, str]]
+CASES: dict[str, Case] = {
+    # The repository's stack files as they are.
+    "platform-dev": (lambda: stack_config("platform-dev"), lambda: None, {}),
+    "imagenet-platform": (lambda: stack_config("imagenet-platform"), lambda: None, HEKETI_KEY),
+    "dev": (lambda: stack_config("dev"), lambda: _facts("platform-dev"), {}),
+    "imagenet": (lambda: stack_config("imagenet"), lambda: _facts("imagenet-platform"), {}),
+    # Each storage backend, on both versions where it exists (the in-tree glusterfs ends at 1.25).
+    "platform-local-k125": (lambda: _version(stack_config("platform-dev"), "1.25"), lambda: None, {}),
+    "platform-csi-k134": (lambda: _platform("platform-dev", **CSI), lambda: None, {}),
+    "platform-csi-k125": (lambda: _version(_platform("platform-dev", **CSI), "1.25"), lambda: None, {}),
+    "platform-existing-k134": (lambda: _platform("platform-dev", **EXISTING), lambda: None, {}),
+    # Experiments: scratch, each replication mode and client, and a 1.25 platform.
+    "dev-scratch": (lambda: _cluster(scratch={"size": "2Gi"}), facts_with_scratch, {}),
+    "dev-in-graph-chief-scratch": (
+        lambda: _cluster(replication="in-graph", inGraphClient="chief", scratch={"size": "2Gi"}),
+        facts_with_scratch,
+        {},
+    ),
+    "dev-in-graph-notebook-sync": (
+        lambda: _cluster(replication="in-graph", inGraphClient="notebook", training="sync"),
+        lambda: _facts("platform-dev"),
+        {},
+    ),
+    "dev-k125": (lambda: stack_config("dev"), lambda: _facts("platform-dev", "1.25"), {}),
+}
+
+
+SECRET_SIG = "4dabf18193072939515e22adb298388d"  # how Pulumi marks a secret value in resource inputs
+
+
+def _digest(value: Any) -> Any:
+    """Long strings (shipped code, notebooks) as their digest: what changed shows, the files stay
+    readable. Secrets as `[secret]`: a generated token differs each run, and no secret belongs in git."""
+    if isinstance(value, str) and len(value) > 240:
+        return f"sha256:{hashlib.sha256(value.encode()).hexdigest()} ({len(value)} chars)"
+    if isinstance(value, dict) and SECRET_SIG in value:
+        return "[secret]"
+    if isinstance(value, dict):
+        return {k: _digest(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_digest(v) for v in value]
+    return value
+
+
+def manifests(d: Deployment) -> str:
+    """Every declared resource in a stable order, as JSON lines."""
+    rows = [
+        {"type": r.typ, "name": r.name, "inputs": _digest(dict(r.inputs))} for r in d.mocks.resources
+    ]
+    rows.sort(key=lambda row: (row["type"], row["name"]))
+    return "".join(json.dumps(row, sort_keys=True) + "\n" for row in rows)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_the_manifests_of_every_stack_are_the_golden_ones(case: str) -> None:
+    raw, platform, secrets = CASES[case]
+
+    @pulumi.runtime.test
+    def run() -> pulumi.Output[Any]:
+        d = run_program(raw(), secrets=secrets, platform=platform(), stack=case)
+
+        def check() -> None:
+            rendered = manifests(d)
+            path = GOLDEN / f"{case}.jsonl"
+            if UPDATE:
+                GOLDEN.mkdir(exist_ok=True)
+                path.write_text(rendered)
+            assert path.is_file(), f"no golden manifests for {case}: `make golden` writes them"
+            assert rendered == path.read_text(), f"{case}: the manifests changed; if that was meant, `make golden`"
+
+        return after(d, check)
+
+    run()
+
+
+def test_every_golden_file_belongs_to_a_case() -> None:
+    assert {p.stem for p in GOLDEN.glob("*.jsonl")} == set(CASES)

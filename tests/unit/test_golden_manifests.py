@@ -103,9 +103,7 @@ def _digest(value: Any) -> Any:
 
 def manifests(d: Deployment) -> str:
     """Every declared resource in a stable order, as JSON lines."""
-    rows = [
-        {"type": r.typ, "name": r.name, "inputs": _digest(dict(r.inputs))} for r in d.mocks.resources
-    ]
+    rows = [{"type": r.typ, "name": r.name, "inputs": _digest(dict(r.inputs))} for r in d.mocks.resources]
     rows.sort(key=lambda row: (row["type"], row["name"]))
     return "".join(json.dumps(row, sort_keys=True) + "\n" for row in rows)
 

@@ -7,8 +7,6 @@ conditions; Services get none.
 
 from __future__ import annotations
 
-from tfk8s.settings import PlatformSettings
-
 # Services are not awaited: the provider's Service await sleeps 10 s after every endpoint change
 # (it was 70% of a dev `up`), and the Deployment/Job awaits already prove the pods behind them.
 SERVICE_NO_AWAIT = {"pulumi.com/skipAwait": "true"}
@@ -34,13 +32,11 @@ def training_job(timeout_seconds: int, tasks: int) -> dict[str, str]:
 
 # The provider's own PVC await polls every 0.5-0.6 s, and every pod waits for its claims, so that
 # poll sat on the critical path of each `up`; `waitFor` watches instead and sees Bound at once.
-# Only for the classes tfk8s creates, which all bind Immediately: a WaitForFirstConsumer class
-# (possible with `existing`) stays Pending until a pod uses the claim, which the provider's own
-# await knows and a Bound condition would wait out to the timeout.
+# Only for claims of a class that binds Immediately (which backends: tfk8s.backends).
 CLAIM_BOUND = "jsonpath={.status.phase}=Bound"
 
 
-def claim(platform: PlatformSettings) -> dict[str, str]:
-    if platform.storage.backend == "existing":
-        return timeout(platform.await_timeout_seconds)
-    return {"pulumi.com/waitFor": CLAIM_BOUND, **timeout(platform.await_timeout_seconds)}
+def claim(timeout_seconds: int, *, until_bound: bool) -> dict[str, str]:
+    if not until_bound:
+        return timeout(timeout_seconds)
+    return {"pulumi.com/waitFor": CLAIM_BOUND, **timeout(timeout_seconds)}

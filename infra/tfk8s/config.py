@@ -18,12 +18,13 @@ from typing import Any
 import pulumi
 from pydantic import BaseModel, ValidationError
 
+from tfk8s import backends
 from tfk8s import settings as s
 
 NAMESPACE = "tfk8s"
 CONFIGMAP_LIMIT_BYTES = 1024 * 1024
 # Secret keys: read on their own with require_secret/is_config_secret, never part of the models.
-SECRET_KEYS = frozenset({"heketiAdminKey", "jupyterTokens"})
+SECRET_KEYS = frozenset({"jupyterTokens", *backends.SECRET_CONFIG_KEYS})
 KIND_FIX = (
     "set `tfk8s:kind: platform` (storage, the User Node, users' namespaces, volumes, Jupyter and TensorBoard) or "
     "`tfk8s:kind: experiment` (one user's training clusters); see README 'Two kinds of stack'"
@@ -140,36 +141,7 @@ def check_platform(stack: s.PlatformStack, server_version: tuple[int, int] | Non
             f"{key}.kubernetesVersion: the cluster did not say which Kubernetes it is (its /version needs credentials "
             f"tfk8s cannot use): set it, e.g. `pulumi config set --path --type string '{key}.kubernetesVersion' 1.34`"
         )
-    storage = platform.storage
-    if storage.backend == "glusterfs":
-        if storage.glusterfs is None:
-            problems.append(
-                f"{key}.storage.glusterfs.restUrl: is required: the Heketi REST endpoint, e.g. http://heketi.storage:8080"
-            )
-        elif storage.glusterfs.gid_min > storage.glusterfs.gid_max:
-            problems.append(
-                f"{key}.storage.glusterfs.gidMin: must not exceed gidMax "
-                f"({storage.glusterfs.gid_min} > {storage.glusterfs.gid_max})"
-            )
-        if kube is not None and kube >= s.GLUSTERFS_REMOVED_IN:
-            problems.append(
-                f"{key}.storage.backend: 'glusterfs' uses the in-tree kubernetes.io/glusterfs provisioner, removed in "
-                f"Kubernetes 1.26; the cluster is {kube[0]}.{kube[1]}. Fix: use backend 'csi' with a Gluster/NFS/CephFS "
-                "CSI driver (e.g. Kadalu, nfs.csi.k8s.io) or 'existing' with a class your cluster already has"
-            )
-    if storage.backend == "csi" and storage.csi is None:
-        problems.append(f"{key}.storage.csi.provisioner: is required: the CSI driver name, e.g. nfs.csi.k8s.io")
-    if storage.scratch_class_name is not None:
-        if storage.backend == "local":
-            problems.append(
-                f"{key}.storage.scratchClassName: backend 'local' has no provisioner for experiments' scratch volumes: "
-                "remove the key (experiments of this platform then have none)"
-            )
-        elif storage.backend != "existing" and storage.scratch_class_name == storage.class_name:
-            problems.append(
-                f"{key}.storage.scratchClassName: is className ({storage.class_name!r}); the platform creates both "
-                "classes, the shared one and the scratch one that deletes its volumes: give them different names"
-            )
+    problems += backends.problems(platform.storage, kube, f"{key}.storage")
     names = [u.name for u in stack.users]
     for i, name in enumerate(names):
         if name in names[:i]:
@@ -217,7 +189,7 @@ def check_experiment(stack: s.ExperimentStack, stack_name: str, facts: s.Platfor
         if c.scratch is not None and facts.scratch_storage_class is None:
             problems.append(
                 f"{key}.scratch: platform stack {stack.platform_stack!r} offers no class for scratch volumes (its "
-                f"storage backend is 'local', or 'existing' without scratchClassName): remove it, or ask the platform "
+                f"storage backend is {backends.scratchless_platforms()}): remove it, or ask the platform "
                 f"team to set {NAMESPACE}:platform.storage.scratchClassName"
             )
         problems += _code_problems(c.code, f"{key}.code", project_root)

@@ -9,21 +9,23 @@ from typing import Any
 
 import pulumi
 
-from tfk8s import config, guard, readiness
+from tfk8s import backends, config, guard, readiness
 from tfk8s.code import launcher_bundle
 from tfk8s.ownership import Claimed, Owner
-from tfk8s.settings import PlatformSettings, PlatformStack
-from tfk8s.storage import HEKETI_SECRET_NAME, SharedStorage
+from tfk8s.settings import PlatformSettings, PlatformStack, StorageSettings
+from tfk8s.storage import SharedStorage
 from tfk8s.user_env import USER_NODE_PODS_PER_USER, UserEnvironment, UserEnvironmentArgs, namespace_name
 from tfk8s.user_node import UserNode
 
 SCHEMA_VERSION = 1
 
 
-def heketi_admin_key(platform: PlatformSettings) -> pulumi.Output[str] | None:
-    if platform.storage.backend != "glusterfs":
+def backend_secret(storage: StorageSettings) -> pulumi.Output[str] | None:
+    """The value of the Secret the storage backend needs, from the stack's secret config, if it needs one."""
+    secret = backends.backend_of(storage).secret
+    if secret is None:
         return None
-    return pulumi.Config(config.NAMESPACE).require_secret("heketiAdminKey")
+    return pulumi.Config(config.NAMESPACE).require_secret(secret.config_key)
 
 
 def claimed(stack: PlatformStack, owner: Owner) -> list[Claimed]:
@@ -46,24 +48,23 @@ def claimed(stack: PlatformStack, owner: Owner) -> list[Claimed]:
         )
     )
     storage = platform.storage
-    if storage.backend != "existing":  # the classes the platform creates (SharedStorage)
-        created = {"className": storage.class_name, "scratchClassName": storage.scratch_class}
+    backend = backends.backend_of(storage)
+    if backend.creates_classes:  # the classes the platform creates (SharedStorage)
         objects += [
             Claimed(
                 what=f"StorageClass {name!r}",
                 path=f"/apis/storage.k8s.io/v1/storageclasses/{name}",
                 key=f"{key}.storage.{setting}",
             )
-            for setting, name in created.items()
-            if name is not None
+            for setting, name in backends.classes(storage).items()
         ]
-    if storage.glusterfs is not None and storage.backend == "glusterfs":
-        ns = storage.glusterfs.secret_namespace
+    if backend.secret is not None:
+        ns, secret = backend.secret.namespace(storage), backend.secret.name
         objects.append(
             Claimed(
-                what=f"Secret {ns}/{HEKETI_SECRET_NAME}",
-                path=f"/api/v1/namespaces/{ns}/secrets/{HEKETI_SECRET_NAME}",
-                key=f"{key}.storage.glusterfs.secretNamespace",
+                what=f"Secret {ns}/{secret}",
+                path=f"/api/v1/namespaces/{ns}/secrets/{secret}",
+                key=f"{key}.storage.{backend.secret.namespace_setting}",
             )
         )
     return objects
@@ -74,7 +75,7 @@ def build(stack: PlatformStack, owner: Owner, root: Path, notebook: Path) -> dic
     platform = stack.platform
     tokens = config.jupyter_tokens(stack.users)  # validated before anything is declared
     user_node = UserNode("user-node", platform.user_node, len(stack.users) * USER_NODE_PODS_PER_USER)
-    storage = SharedStorage("storage", platform, heketi_admin_key(platform), owner)
+    storage = SharedStorage("storage", platform.storage, backend_secret(platform.storage), owner)
     launcher = launcher_bundle(root)
     assert platform.version is not None  # resolved by config.check_platform
     layouts = guard.layout_kind(owner)

@@ -16,7 +16,7 @@ from typing import Any
 
 import pulumi
 
-from tfk8s import config, experiment_stack, ownership, platform_ref, platform_stack, preflight
+from tfk8s import backends, config, experiment_stack, ownership, platform_ref, platform_stack, preflight
 from tfk8s.settings import ExperimentStack, PlatformStack
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -60,15 +60,8 @@ def run_platform(
     root: Path = PROJECT_ROOT,
 ) -> dict[str, Any]:
     stack = config.check_platform(stack, server)
-    storage = stack.platform.storage
-    if storage.backend == "existing" and read is not None:
-        wanted = {"className": storage.class_name, "scratchClassName": storage.scratch_class_name}
-        missing = [
-            f"{config.NAMESPACE}:platform.storage.{key}: backend 'existing' uses class {name!r}, which the cluster does "
-            "not have: create it, name one `kubectl get storageclass` lists, or choose backend local, csi or glusterfs"
-            for key, name in wanted.items()
-            if name is not None and read(f"/apis/storage.k8s.io/v1/storageclasses/{name}") is None
-        ]
+    if read is not None:
+        missing = backends.missing_classes(stack.platform.storage, read, f"{config.NAMESPACE}:platform.storage")
         if missing:
             raise config.ConfigError(missing)
     owner = owner_of("platform", environ)

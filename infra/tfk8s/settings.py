@@ -33,9 +33,6 @@ LAUNCHER_PACKAGE = "training/tfk8s_train"
 # Our trainer, shipped with the launcher; any other command is a user script.
 DEFAULT_TRAINER = ("python", "-m", "tfk8s_train", "train")
 
-# The in-tree kubernetes.io/glusterfs provisioner was removed in Kubernetes 1.26
-# (kubernetes/kubernetes#115035).
-GLUSTERFS_REMOVED_IN = (1, 26)
 # Job backoffLimitPerIndex / maxFailedIndexes: beta (on by default) from 1.29; older API servers
 # drop the fields with only a warning.
 PER_INDEX_RETRIES_SINCE = (1, 29)
@@ -171,13 +168,6 @@ class StorageSettings(Model):
     glusterfs: GlusterfsSettings | None = None
     csi: CsiSettings | None = None
     local: LocalSettings = Field(default_factory=LocalSettings)
-
-    @property
-    def scratch_class(self) -> str | None:
-        """The scratch class experiments may use, if any."""
-        if self.backend in ("glusterfs", "csi"):
-            return self.scratch_class_name or f"{self.class_name}-scratch"
-        return self.scratch_class_name if self.backend == "existing" else None
 
 
 class UserNodeSettings(Model):
@@ -376,7 +366,7 @@ class PlatformFacts(Model):
     owner: str
     kubernetes_version: KubeVersion
     storage_class: str
-    # Where experiments' scratch claims go (StorageSettings.scratch_class); None: none offered.
+    # Where experiments' scratch claims go (backends.scratch_class); None: none offered.
     scratch_storage_class: str | None = None
     user_node: UserNodeFacts
     layouts: LayoutFacts

@@ -10,66 +10,25 @@ class; their optional scratch claims (tfk8s.training_cluster) use the scratch cl
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 import pulumi
 import pulumi_kubernetes as k8s
 
 from tfk8s import awaits
+from tfk8s.backends import StorageClassSpec, backend_of, scratch_class
 from tfk8s.labels import labels
 from tfk8s.ownership import Owner
-from tfk8s.settings import PlatformSettings
-
-HEKETI_SECRET_NAME = "tfk8s-heketi-admin"
-
-
-@dataclass(frozen=True, kw_only=True)
-class StorageClassSpec:
-    provisioner: str
-    parameters: dict[str, str] = field(default_factory=dict)
-    reclaim_policy: str = "Retain"
-    volume_binding_mode: str = "Immediate"
-    allow_volume_expansion: bool | None = None
-
-
-def storage_class_spec(platform: PlatformSettings) -> StorageClassSpec:
-    """Provisioner and parameters of the class the configured backend needs (not for `existing`)."""
-    storage = platform.storage
-    if storage.backend == "glusterfs":
-        g = storage.glusterfs
-        assert g is not None
-        parameters = {
-            "resturl": g.rest_url,
-            "restuser": g.rest_user,
-            "secretNamespace": g.secret_namespace,
-            "secretName": HEKETI_SECRET_NAME,
-            "volumetype": g.volume_type,
-            "gidMin": str(g.gid_min),
-            "gidMax": str(g.gid_max),
-        }
-        if g.cluster_id:
-            parameters["clusterid"] = g.cluster_id
-        return StorageClassSpec(
-            provisioner="kubernetes.io/glusterfs",
-            parameters=parameters,
-            reclaim_policy=storage.reclaim_policy,
-            allow_volume_expansion=True,
-        )
-    if storage.backend == "csi":
-        assert storage.csi is not None
-        return StorageClassSpec(
-            provisioner=storage.csi.provisioner, parameters=dict(storage.csi.parameters), reclaim_policy=storage.reclaim_policy
-        )
-    # local: no dynamic provisioner; each claim gets a pre-created volume bound by Kubernetes' binder.
-    return StorageClassSpec(provisioner="kubernetes.io/no-provisioner", reclaim_policy=storage.reclaim_policy)
+from tfk8s.settings import StorageSettings
 
 
 class SharedStorage(pulumi.ComponentResource):
-    """The platform's StorageClasses (none for `existing`) and, for GlusterFS, the Heketi key Secret.
+    """The platform's StorageClasses and the Secret its backend needs (tfk8s.backends), if any.
 
-    Two classes for glusterfs and csi: the shared one (the users' data and logs, `Retain` by
-    default) and the scratch one (experiments' scratch volumes, `Delete`: they go with their
-    experiment, and a retained volume per destroyed experiment would only leak space).
+    Two classes when the backend offers scratch volumes: the shared one (the users' data and logs,
+    `Retain` by default) and the scratch one (experiments' scratch volumes, `Delete`: they go with
+    their experiment, and a retained volume per destroyed experiment would only leak space). A
+    backend that creates no class publishes the names of the cluster's own.
     """
 
     class_name: pulumi.Output[str]
@@ -78,38 +37,39 @@ class SharedStorage(pulumi.ComponentResource):
     def __init__(
         self,
         name: str,
-        platform: PlatformSettings,
-        heketi_admin_key: pulumi.Output[str] | None,
+        storage: StorageSettings,
+        secret_value: pulumi.Output[str] | None,
         owner: Owner,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("tfk8s:index:SharedStorage", name, None, opts)
-        storage = platform.storage
-        self.heketi_secret: k8s.core.v1.Secret | None = None
+        backend = backend_of(storage)
+        self.secret: k8s.core.v1.Secret | None = None
         self.storage_class: k8s.storage.v1.StorageClass | None = None
         meta_labels = {"app.kubernetes.io/part-of": "tfk8s", "app.kubernetes.io/managed-by": "pulumi", **owner.labels()}
         annotations = owner.annotations()
-        if storage.backend == "glusterfs":
-            assert storage.glusterfs is not None and heketi_admin_key is not None
-            self.heketi_secret = k8s.core.v1.Secret(
-                f"{name}-heketi",
-                type="kubernetes.io/glusterfs",
+        if backend.secret is not None:
+            assert secret_value is not None
+            self.secret = k8s.core.v1.Secret(
+                f"{name}-{backend.secret.resource_suffix}",
+                type=backend.secret.type,
                 metadata={
-                    "name": HEKETI_SECRET_NAME,
-                    "namespace": storage.glusterfs.secret_namespace,
+                    "name": backend.secret.name,
+                    "namespace": backend.secret.namespace(storage),
                     "labels": meta_labels,
                     "annotations": annotations,
                 },
-                string_data={"key": heketi_admin_key},
+                string_data={backend.secret.data_key: secret_value},
                 opts=pulumi.ResourceOptions(parent=self),
             )
         self.scratch_class: k8s.storage.v1.StorageClass | None = None
-        if storage.backend == "existing":
+        scratch = scratch_class(storage)
+        if backend.class_spec is None:
             self.class_name = pulumi.Output.from_input(storage.class_name)
-            self.scratch_class_name = pulumi.Output.from_input(storage.scratch_class)
+            self.scratch_class_name = pulumi.Output.from_input(scratch)
         else:
-            spec = storage_class_spec(platform)
-            class_opts = pulumi.ResourceOptions(parent=self, depends_on=[self.heketi_secret] if self.heketi_secret else None)
+            spec = backend.class_spec(storage)
+            class_opts = pulumi.ResourceOptions(parent=self, depends_on=[self.secret] if self.secret else None)
 
             def storage_class(resource_name: str, class_name: str, spec: StorageClassSpec) -> k8s.storage.v1.StorageClass:
                 metadata = {"name": class_name, "labels": meta_labels, "annotations": annotations}
@@ -118,10 +78,8 @@ class SharedStorage(pulumi.ComponentResource):
             self.storage_class = storage_class(f"{name}-class", storage.class_name, spec)
             self.class_name = self.storage_class.metadata.apply(lambda m: m["name"])
             self.scratch_class_name = pulumi.Output.from_input(None)
-            if storage.scratch_class is not None:
-                self.scratch_class = storage_class(
-                    f"{name}-scratch-class", storage.scratch_class, replace(spec, reclaim_policy="Delete")
-                )
+            if scratch is not None:
+                self.scratch_class = storage_class(f"{name}-scratch-class", scratch, replace(spec, reclaim_policy="Delete"))
                 self.scratch_class_name = self.scratch_class.metadata.apply(lambda m: m["name"])
         self.register_outputs({"class_name": self.class_name, "scratch_class_name": self.scratch_class_name})
 
@@ -136,14 +94,16 @@ def claim(
     user: str,
     purpose: str,
     keep: bool,
-    platform: PlatformSettings,
+    storage: StorageSettings,
+    await_timeout_seconds: int,
     owner: Owner,
     parent: pulumi.Resource,
 ) -> tuple[k8s.core.v1.PersistentVolumeClaim, k8s.core.v1.PersistentVolume | None]:
-    """A ReadWriteMany claim; for the `local` backend also the hostPath volume pre-bound to it."""
+    """A ReadWriteMany claim; for a backend without a provisioner also the hostPath volume pre-bound to it."""
+    backend = backend_of(storage)
     meta_labels = {**labels(user, "storage", role=purpose), **owner.labels()}
     volume = None
-    if platform.storage.backend == "local":
+    if backend.host_path_root is not None:
         volume = k8s.core.v1.PersistentVolume(
             f"{resource_name}-pv",
             metadata={"labels": meta_labels, "annotations": owner.annotations()},
@@ -151,9 +111,9 @@ def claim(
                 "capacity": {"storage": size},
                 "accessModes": ["ReadWriteMany"],
                 "storageClassName": class_name,
-                "persistentVolumeReclaimPolicy": platform.storage.reclaim_policy,
+                "persistentVolumeReclaimPolicy": storage.reclaim_policy,
                 "hostPath": {
-                    "path": pulumi.Output.concat(platform.storage.local.host_path_root, "/", namespace, "/", claim_name),
+                    "path": pulumi.Output.concat(backend.host_path_root(storage), "/", namespace, "/", claim_name),
                     "type": "DirectoryOrCreate",
                 },
                 # Pre-binding: the binder matches this volume to this claim and no other.
@@ -161,13 +121,14 @@ def claim(
             },
             opts=pulumi.ResourceOptions(parent=parent, retain_on_delete=keep),
         )
+    waits = awaits.claim(await_timeout_seconds, until_bound=backend.claims_await_bound)
     pvc = k8s.core.v1.PersistentVolumeClaim(
         resource_name,
         metadata={
             "name": claim_name,
             "namespace": namespace,
             "labels": meta_labels,
-            "annotations": {**awaits.claim(platform), **owner.annotations()},
+            "annotations": {**waits, **owner.annotations()},
         },
         spec={"accessModes": ["ReadWriteMany"], "storageClassName": class_name, "resources": {"requests": {"storage": size}}},
         opts=pulumi.ResourceOptions(parent=parent, retain_on_delete=keep, depends_on=[volume] if volume else None),

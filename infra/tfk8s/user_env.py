@@ -95,7 +95,8 @@ class UserEnvironment(pulumi.ComponentResource):
                 user=user.name,
                 purpose=purpose,
                 keep=keep,
-                platform=platform,
+                storage=platform.storage,
+                await_timeout_seconds=platform.await_timeout_seconds,
                 owner=args.owner,
                 parent=self,
             )[0]

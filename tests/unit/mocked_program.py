@@ -44,7 +44,7 @@ PLATFORM_OWNER = "organization/tfk8s/platform-dev@test"
 
 def facts_for(platform_raw: dict[str, Any]) -> dict[str, Any]:
     """The `platform` output a deployed platform stack of `platform_raw` publishes (as JSON numbers)."""
-    from tfk8s import config, user_env
+    from tfk8s import backends, config, user_env
 
     stack = config.check_platform(config.validate(platform_raw), None)  # type: ignore[arg-type]
     p = stack.platform
@@ -53,7 +53,7 @@ def facts_for(platform_raw: dict[str, Any]) -> dict[str, Any]:
         "owner": PLATFORM_OWNER,
         "kubernetesVersion": p.kubernetes_version,
         "storageClass": p.storage.class_name,
-        "scratchStorageClass": p.storage.scratch_class,
+        "scratchStorageClass": backends.scratch_class(p.storage),
         "userNode": {"taintKey": p.user_node.taint_key},
         "layouts": {"group": "ptest.layouts.tfk8s.io", "version": "v1", "kind": "Layout", "plural": "layouts"},
         "images": p.images.model_dump(by_alias=True),

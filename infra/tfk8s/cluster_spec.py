@@ -1,7 +1,9 @@
-"""The TensorFlow cluster layout of one training cluster: names, hosts, TF_CONFIG and flags.
+"""The TensorFlow cluster layout of one training cluster: task names, hosts, and the run id.
 
 Pure functions of settings. The same layout feeds the Kubernetes Services (so every host in the
-spec resolves to exactly one task) and the pod environment read by `tfk8s_train.launch`.
+spec resolves to exactly one task) and the pod environment read by `tfk8s_train.launch`, which
+alone turns it into each task's TF_CONFIG and classic flags (pods run it; tests exercise it on
+this spec).
 """
 
 from __future__ import annotations
@@ -74,25 +76,6 @@ def cluster_spec(
     elif cluster.replication == "in-graph" and notebook_host is not None:
         spec[CHIEF] = [notebook_host]
     return spec
-
-
-def tf_config(spec: dict[str, list[str]], job: str, index: int) -> str:
-    """TF_CONFIG for one task, as TensorFlow reads it (built as a dict, never templated)."""
-    if job not in spec or not 0 <= index < len(spec[job]):
-        raise ValueError(f"task {job}:{index} is not in the cluster spec {sorted(spec)}")
-    return json.dumps({"cluster": spec, "task": {"type": job, "index": index}}, sort_keys=True)
-
-
-def classic_flags(spec: dict[str, list[str]], job: str, index: int) -> list[str]:
-    """The seed's flag convention, for scripts written against tf.train.ClusterSpec."""
-    return [
-        f"--ps_hosts={','.join(spec[PS])}",
-        f"--worker_hosts={','.join(spec[WORKER])}",
-        f"--job_name={job}",
-        f"--task_index={index}",
-        f"--data_dir={DATA_DIR}",
-        f"--log_path={LOG_DIR}",
-    ]
 
 
 def run_id(cluster: ClusterSettings, spec: dict[str, list[str]], image: str, code_digest: str) -> str:

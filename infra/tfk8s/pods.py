@@ -1,5 +1,8 @@
 """Container and pod-template specs (plain dicts in Kubernetes' own camelCase), no Pulumi calls.
 
+One builder, `pod_template`, makes the pods of every role: the PS Deployments' and the worker and
+chief Jobs'. Where they differ, it reads the role's traits (tfk8s.roles).
+
 Components pass these straight to pulumi_kubernetes resources; tests read them as a user reads
 YAML.
 """
@@ -7,9 +10,11 @@ YAML.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from tfk8s import cluster_spec as cs
+from tfk8s.roles import Role, Volume
 from tfk8s.settings import DEFAULT_TRAINER, ClusterSettings, PlatformFacts, Resources
 
 LAUNCHER_DIR = "/opt/tfk8s"
@@ -92,42 +97,47 @@ def task_env(cluster: ClusterSettings, spec: dict[str, list[str]], job: str, ind
     return env
 
 
-def volumes(
-    launcher_config_map: Any,
-    launcher_files: list[str],
-    data_claim: Any,
-    log_claim: Any,
-    code_config_map: Any | None,
-    code_files: list[str],
-    mount_data: bool,
-    scratch_claim: Any | None = None,
-) -> list[Json]:
-    """Pod volumes; ConfigMap keys are flat, so `items` rebuild the package directory.
+@dataclass(frozen=True, kw_only=True)
+class ConfigMapFiles:
+    """A directory shipped as a ConfigMap: its keys are flat, so `items` rebuild the directory."""
 
-    PS tasks (`mount_data` false) hold variables only: no data, no scratch.
-    """
-    result: list[Json] = [
-        {"name": "log", "persistentVolumeClaim": {"claimName": log_claim}},
-        {
-            "name": "launcher",
-            "configMap": {
-                "name": launcher_config_map,
-                # Mounted at /opt/tfk8s/tfk8s_train: each file sits directly under it.
-                "items": [{"key": key_of(f), "path": f} for f in launcher_files],
-            },
-        },
+    name: Any  # the ConfigMap's name, or the Pulumi output of it
+    files: tuple[str, ...]  # paths relative to the directory, sorted
+
+    def volume_source(self) -> Json:
+        return {"configMap": {"name": self.name, "items": [{"key": key_of(f), "path": f} for f in self.files]}}
+
+
+@dataclass(frozen=True, kw_only=True)
+class VolumeSources:
+    """What a cluster's pod volumes are made of: the user's claims (the platform stack's), the
+    experiment's launcher ConfigMap, and the cluster's own code ConfigMap and scratch claim."""
+
+    data_claim: Any
+    log_claim: Any
+    launcher: ConfigMapFiles  # mounted at /opt/tfk8s/tfk8s_train: each file sits directly under it
+    code: ConfigMapFiles | None = None  # None: an empty /opt/tfk8s/code (code in the image, or fetched by url)
+    scratch_claim: Any | None = None
+
+
+def volumes(mounted: frozenset[Volume], sources: VolumeSources) -> list[Json]:
+    """The pod's volumes among `mounted` (roles.Role.mounts)."""
+    if "scratch" in mounted and sources.scratch_claim is None:
+        raise ValueError("a pod mounts scratch, but the cluster has no scratch claim")
+    code = sources.code.volume_source() if sources.code is not None else {"emptyDir": {}}
+    # List order is part of the manifest (a new order would roll or replace every pod): keep it.
+    every: list[Json] = [
+        {"name": "data", **_claim(sources.data_claim)},
+        {"name": "log", **_claim(sources.log_claim)},
+        {"name": "launcher", **sources.launcher.volume_source()},
+        {"name": "scratch", **_claim(sources.scratch_claim)},
+        {"name": "code", **code},
     ]
-    if mount_data:
-        result.insert(0, {"name": "data", "persistentVolumeClaim": {"claimName": data_claim}})
-        if scratch_claim is not None:
-            result.append({"name": "scratch", "persistentVolumeClaim": {"claimName": scratch_claim}})
-    if code_config_map is not None:
-        result.append(
-            {"name": "code", "configMap": {"name": code_config_map, "items": [{"key": key_of(f), "path": f} for f in code_files]}}
-        )
-    else:
-        result.append({"name": "code", "emptyDir": {}})
-    return result
+    return [volume for volume in every if volume["name"] in mounted]
+
+
+def _claim(name: Any) -> Json:
+    return {"persistentVolumeClaim": {"claimName": name}}
 
 
 def key_of(relative_path: str) -> str:
@@ -142,34 +152,36 @@ def task_args(cluster: ClusterSettings) -> list[str]:
     return list(cluster.args)
 
 
-def tf_container(
-    cluster: ClusterSettings,
-    platform: PlatformFacts,
-    env: list[Json],
-    *,
-    resources_spec: Resources,
-    mount_data: bool,
-    log_sub_path: str,
-    serves: bool = True,
-) -> Json:
-    """The seed's /data and /log in every task: /log is this run's own directory of the user's log
-    volume (`<experiment>/<cluster>`, which TensorBoard shows as the run's name), /data the user's
-    data volume or the part of it `dataSubPath` names. Workers and chief also get the cluster's
-    scratch volume at /scratch when it has one (its path in TFK8S_SCRATCH_DIR)."""
+@dataclass(frozen=True, kw_only=True)
+class ClusterPods:
+    """What the TensorFlow pods of one training cluster are built from, whatever their role."""
+
+    cluster: ClusterSettings
+    platform: PlatformFacts
+    spec: dict[str, list[str]]  # the TF cluster spec (tfk8s.cluster_spec)
+    volumes: VolumeSources
+    log_sub_path: str  # the cluster's directory on the user's log volume (tfk8s.layout)
+
+
+def tf_container(role: Role, cluster_pods: ClusterPods, env: list[Json]) -> Json:
+    """The seed's /data and /log in every task that mounts them: /log is this run's own directory of
+    the user's log volume (`<experiment>/<cluster>`, which TensorBoard shows as the run's name), /data
+    the user's data volume or the part of it `dataSubPath` names; and the cluster's scratch volume at
+    /scratch where the role mounts it (its path in TFK8S_SCRATCH_DIR)."""
+    cluster, platform = cluster_pods.cluster, cluster_pods.platform
     port = platform.ports.tensorflow
-    mounts: list[Json] = [
-        {"name": "log", "mountPath": cs.LOG_DIR, "subPath": log_sub_path},
+    data_mount: Json = {"name": "data", "mountPath": cs.DATA_DIR}
+    if cluster.data_sub_path:
+        data_mount["subPath"] = cluster.data_sub_path
+    # List order is part of the manifest (a new order would roll or replace every pod): keep it.
+    every_mount: list[Json] = [
+        data_mount,
+        {"name": "log", "mountPath": cs.LOG_DIR, "subPath": cluster_pods.log_sub_path},
         {"name": "launcher", "mountPath": LAUNCHER_DIR + "/tfk8s_train", "readOnly": True},
         {"name": "code", "mountPath": CODE_DIR},
+        {"name": "scratch", "mountPath": cs.SCRATCH_DIR},
     ]
-    if mount_data:
-        data_mount: Json = {"name": "data", "mountPath": cs.DATA_DIR}
-        if cluster.data_sub_path:
-            data_mount["subPath"] = cluster.data_sub_path
-        mounts.insert(0, data_mount)
-        if cluster.scratch is not None:
-            mounts.append({"name": "scratch", "mountPath": cs.SCRATCH_DIR})
-            env = [*env, {"name": "TFK8S_SCRATCH_DIR", "value": cs.SCRATCH_DIR}]
+    mounted = role.mounts(cluster)
     container: Json = {
         "name": "tensorflow",
         "image": cluster.image or platform.images.tensorflow,
@@ -178,13 +190,12 @@ def tf_container(
         "workingDir": CODE_DIR,
         "env": env,
         "ports": [{"name": "grpc", "containerPort": port}],
-        # The gRPC server listening is what makes a task usable by its peers.
-        "resources": resources(resources_spec),
-        "volumeMounts": mounts,
+        "resources": resources(role.resources(cluster)),
+        "volumeMounts": [mount for mount in every_mount if mount["name"] in mounted],
     }
-    if serves:
-        # A serving task is usable by its peers once its gRPC server listens. A chief is only a
-        # client (nobody connects to it), so it has no probe.
+    if role.serves:
+        # A serving task is usable by its peers once its gRPC server listens. A client (the chief)
+        # is connected to by nobody, so it has no probe.
         container["readinessProbe"] = {"tcpSocket": {"port": port}, "periodSeconds": 5}
     return container
 
@@ -206,33 +217,62 @@ def url_fetcher(cluster: ClusterSettings, platform: PlatformFacts) -> Json:
     }
 
 
-def tf_pod_spec(
-    cluster: ClusterSettings,
-    platform: PlatformFacts,
-    container: Json,
-    pod_volumes: list[Json],
+@dataclass(frozen=True, kw_only=True)
+class ScaleToZero:
+    """What a task that retires by scaling its own Deployment to zero is given (roles.Retirement)."""
+
+    deployment: str  # its own Deployment, named with the run id (see tfk8s_train.launch)
+    watched_job: str  # the run's Job: once it has failed, completed or is gone, the run is over
+    service_account: Any  # allowed to read that Job and scale that Deployment, and nothing else
+
+    def env(self) -> list[Json]:
+        return [
+            {"name": "TFK8S_PS_DEPLOYMENT", "value": self.deployment},
+            {"name": "TFK8S_WATCH_JOB", "value": self.watched_job},
+        ]
+
+
+def pod_template(
+    role: Role,
+    cluster_pods: ClusterPods,
     *,
-    restart_policy: str,
+    labels: dict[str, str],
+    index: int | None,
+    run_uid: Json,
     subdomain: str | None = None,
-    service_account: Any = None,
-    workers: bool = False,
+    scale_to_zero: ScaleToZero | None = None,
 ) -> Json:
+    """The pod template of a role's tasks, for its Deployment or its Indexed Job.
+
+    `index`, `run_uid`: see task_env. `subdomain`: the headless Service of an Indexed Job (pod i is
+    `<job>-<i>.<subdomain>`). `scale_to_zero`: for a role that retires so, and only for it.
+    """
+    if (scale_to_zero is not None) != (role.retirement == "scale-to-zero"):
+        raise ValueError(f"role {role.name} retires by {role.retirement!r}: ScaleToZero is for scale-to-zero alone")
+    cluster, platform = cluster_pods.cluster, cluster_pods.platform
+    mounted = role.mounts(cluster)
+    env = task_env(cluster, cluster_pods.spec, role.name, index, run_uid)
+    if "scratch" in mounted:
+        env.append({"name": "TFK8S_SCRATCH_DIR", "value": cs.SCRATCH_DIR})
+    if scale_to_zero is not None:
+        env.extend(scale_to_zero.env())
     spec: Json = {
-        "restartPolicy": restart_policy,
-        "containers": [container],
-        "volumes": pod_volumes,
+        "restartPolicy": role.restart_policy,
+        "containers": [tf_container(role, cluster_pods, env)],
+        "volumes": volumes(mounted, cluster_pods.volumes),
         "affinity": avoid_user_node(platform.user_node.taint_key),
-        "automountServiceAccountToken": service_account is not None,
+        # Only a task that scales its own Deployment talks to the API server.
+        "automountServiceAccountToken": scale_to_zero is not None,
     }
-    if service_account is not None:
-        spec["serviceAccountName"] = service_account
+    if scale_to_zero is not None:
+        spec["serviceAccountName"] = scale_to_zero.service_account
     if subdomain:
         spec["subdomain"] = subdomain
     if cluster.code.source == "url":
         spec["initContainers"] = [url_fetcher(cluster, platform)]
-    if workers:
+    if role.worker_placement:
         if cluster.workers.node_selector:
             spec["nodeSelector"] = dict(cluster.workers.node_selector)
         if cluster.workers.tolerations:
             spec["tolerations"] = [dict(t) for t in cluster.workers.tolerations]
-    return spec
+    return {"metadata": {"labels": labels}, "spec": spec}

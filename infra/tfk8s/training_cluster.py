@@ -41,6 +41,7 @@ from tfk8s import cluster_spec as cs
 from tfk8s.code import CodeBundle
 from tfk8s.labels import labels, selector_of
 from tfk8s.ownership import Owner
+from tfk8s.roles import CHIEF_ROLE, PS_ROLE, WORKER_ROLE, Role
 from tfk8s.settings import ClusterSettings, PlatformFacts
 
 
@@ -78,7 +79,7 @@ class TrainingCluster(pulumi.ComponentResource):
         self.kubernetes_version = platform.version
         self.log_sub_path = layout.log_sub_path(args.experiment, c.name)
         # The Job a PS watches: when it fails (or ends, or is deleted) the run is over.
-        self.watched_job = self.names.indexed(cs.CHIEF if cs.has_chief_job(c) else cs.WORKER)
+        self.watched_job = self.names.indexed((CHIEF_ROLE if cs.has_chief_job(c) else WORKER_ROLE).name)
         child = pulumi.ResourceOptions(parent=self)
         self.code_config = None
         if args.code is not None:
@@ -89,6 +90,7 @@ class TrainingCluster(pulumi.ComponentResource):
                 opts=child,
             )
         self.scratch_claim = self._build_scratch(name, args) if c.scratch is not None else None
+        self.cluster_pods = self._cluster_pods(args)
         self.ps_deployment_names = [f"{self.names.cluster}-ps-{i}-{self.run_id[:8]}" for i in range(c.ps.count)]
         self._build_ps_rbac(name, args)
         self.ps_services = [self._build_ps_service(name, args, i) for i in range(c.ps.count)]
@@ -97,16 +99,12 @@ class TrainingCluster(pulumi.ComponentResource):
         own_uid = pods.run_uid_of_own_job(self.kubernetes_version)
         self.chief_service = self.chief_job = None
         if cs.has_chief_job(c):
-            self.chief_service, self.chief_job = self._build_indexed(name, args, cs.CHIEF, 1, own_uid)
-            run_job = self.chief_job
-            self.worker_service, self.worker_job = self._build_indexed(
-                name, args, cs.WORKER, c.workers.count, pods.run_uid_value(run_job.metadata.uid)
-            )
-        else:
-            self.worker_service, self.worker_job = self._build_indexed(name, args, cs.WORKER, c.workers.count, own_uid)
-            run_job = self.worker_job
+            self.chief_service, self.chief_job = self._build_indexed(name, CHIEF_ROLE, own_uid)
+        worker_uid = pods.run_uid_value(self.chief_job.metadata.uid) if self.chief_job else own_uid
+        self.worker_service, self.worker_job = self._build_indexed(name, WORKER_ROLE, worker_uid)
+        run_job = self.chief_job or self.worker_job
         self.run_uid: pulumi.Output[str] = run_job.metadata.uid
-        self.ps_deployments = [self._build_ps_deployment(name, args, i, run_job) for i in range(c.ps.count)]
+        self.ps_deployments = [self._build_ps_deployment(name, i, run_job) for i in range(c.ps.count)]
 
         layouts = platform.layouts
         self.layout = k8s.apiextensions.CustomResource(
@@ -161,16 +159,23 @@ class TrainingCluster(pulumi.ComponentResource):
             ]
         return meta
 
-    def _volumes(self, args: TrainingClusterArgs, *, mount_data: bool) -> list[dict[str, Any]]:
-        return pods.volumes(
-            args.launcher_config_map,
-            sorted(args.launcher.files),
-            args.data_claim,
-            args.log_claim,
-            self.code_config.metadata.name if self.code_config else None,
-            sorted(args.code.files) if args.code else [],
-            mount_data,
-            self.scratch_claim.metadata.name if self.scratch_claim else None,
+    def _cluster_pods(self, args: TrainingClusterArgs) -> pods.ClusterPods:
+        """What every TensorFlow pod of this cluster is built from: after its code and scratch volumes."""
+        code, scratch = self.code_config, self.scratch_claim
+        return pods.ClusterPods(
+            cluster=args.cluster,
+            platform=args.platform,
+            spec=self.spec,
+            volumes=pods.VolumeSources(
+                data_claim=args.data_claim,
+                log_claim=args.log_claim,
+                launcher=pods.ConfigMapFiles(name=args.launcher_config_map, files=tuple(sorted(args.launcher.files))),
+                code=pods.ConfigMapFiles(name=code.metadata.name, files=tuple(sorted(args.code.files)))
+                if code and args.code
+                else None,
+                scratch_claim=scratch.metadata.name if scratch else None,
+            ),
+            log_sub_path=self.log_sub_path,
         )
 
     def _build_scratch(self, name: str, args: TrainingClusterArgs) -> k8s.core.v1.PersistentVolumeClaim:
@@ -195,7 +200,7 @@ class TrainingCluster(pulumi.ComponentResource):
     def _build_ps_rbac(self, name: str, args: TrainingClusterArgs) -> None:
         """Lets PS pods read the Job they watch and scale their own Deployments to zero, and nothing else."""
         child = pulumi.ResourceOptions(parent=self)
-        meta = self._meta(labels=self._labels("tensorflow", role=cs.PS))
+        meta = self._meta(labels=self._labels("tensorflow", role=PS_ROLE.name))
         self.ps_account = k8s.core.v1.ServiceAccount(
             f"{name}-ps", metadata=meta, automount_service_account_token=False, opts=child
         )
@@ -222,7 +227,7 @@ class TrainingCluster(pulumi.ComponentResource):
         )
 
     def _ps_labels(self, index: int) -> dict[str, str]:
-        return self._labels("tensorflow", role=cs.PS, index=index, run=self.run_id)
+        return self._labels("tensorflow", role=PS_ROLE.name, index=index, run=self.run_id)
 
     def _build_ps_service(self, name: str, args: TrainingClusterArgs, index: int) -> k8s.core.v1.Service:
         pod_labels = self._ps_labels(index)
@@ -240,56 +245,43 @@ class TrainingCluster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self),
         )
 
-    def _build_ps_deployment(
-        self, name: str, args: TrainingClusterArgs, index: int, run_job: k8s.batch.v1.Job
-    ) -> k8s.apps.v1.Deployment:
-        c, platform = args.cluster, args.platform
+    def _build_ps_deployment(self, name: str, index: int, run_job: k8s.batch.v1.Job) -> k8s.apps.v1.Deployment:
         pod_labels = self._ps_labels(index)
-        env = pods.task_env(c, self.spec, cs.PS, index, pods.run_uid_value(run_job.metadata.uid))
-        container = pods.tf_container(
-            c, platform, env, resources_spec=c.ps.resources, mount_data=False, log_sub_path=self.log_sub_path
-        )
         # The run id in the name: a new run gets a fresh Deployment, and the PS can find its own
         # Deployment to retire it (see tfk8s_train.launch).
         deployment_name = self.ps_deployment_names[index]
-        container["env"].append({"name": "TFK8S_PS_DEPLOYMENT", "value": deployment_name})
-        container["env"].append({"name": "TFK8S_WATCH_JOB", "value": self.watched_job})
+        template = pods.pod_template(
+            PS_ROLE,
+            self.cluster_pods,
+            labels=pod_labels,
+            index=index,
+            run_uid=pods.run_uid_value(run_job.metadata.uid),
+            scale_to_zero=pods.ScaleToZero(
+                deployment=deployment_name, watched_job=self.watched_job, service_account=self.ps_account.metadata.name
+            ),
+        )
         return k8s.apps.v1.Deployment(
             f"{name}-ps-{index}",
             metadata=self._meta(
                 name=deployment_name,
                 labels=pod_labels,
-                annotations=awaits.timeout(platform.await_timeout_seconds),
+                annotations=awaits.timeout(self.args.platform.await_timeout_seconds),
                 owned_by=run_job,
             ),
             # No `replicas`: the server default (1) applies, and the PS may scale itself to zero
             # without Pulumi fighting it.
-            spec={
-                "selector": {"matchLabels": selector_of(pod_labels)},
-                "strategy": {"type": "Recreate"},
-                "template": {
-                    "metadata": {"labels": pod_labels},
-                    "spec": pods.tf_pod_spec(
-                        c,
-                        platform,
-                        container,
-                        self._volumes(args, mount_data=False),
-                        restart_policy="Always",
-                        service_account=self.ps_account.metadata.name,
-                    ),
-                },
-            },
+            spec={"selector": {"matchLabels": selector_of(pod_labels)}, "strategy": {"type": "Recreate"}, "template": template},
             opts=pulumi.ResourceOptions(parent=self),
         )
 
-    def _build_indexed(
-        self, name: str, args: TrainingClusterArgs, role: str, tasks: int, run_uid: dict[str, Any]
-    ) -> tuple[k8s.core.v1.Service, k8s.batch.v1.Job]:
-        c, platform = args.cluster, args.platform
-        job_name = self.names.indexed(role)
-        pod_labels = self._labels("tensorflow", role=role)
+    def _build_indexed(self, name: str, role: Role, run_uid: dict[str, Any]) -> tuple[k8s.core.v1.Service, k8s.batch.v1.Job]:
+        """The Indexed Job of `role` (workers, chief) and the headless Service that is its pods' subdomain."""
+        c, platform = self.args.cluster, self.args.platform
+        tasks = role.count(c)
+        job_name = self.names.indexed(role.name)
+        pod_labels = self._labels("tensorflow", role=role.name)
         service = k8s.core.v1.Service(
-            f"{name}-{role}",
+            f"{name}-{role.name}",
             metadata=self._meta(name=job_name, labels=pod_labels),
             spec={
                 "clusterIP": "None",
@@ -299,18 +291,15 @@ class TrainingCluster(pulumi.ComponentResource):
             },
             opts=pulumi.ResourceOptions(parent=self),
         )
-        index = 0 if role == cs.CHIEF else None  # workers read JOB_COMPLETION_INDEX
-        env = pods.task_env(c, self.spec, role, index, run_uid)
-        # The chief only coordinates: worker CPU and memory, never a GPU.
-        resources = c.workers.resources if role == cs.WORKER else c.workers.resources.model_copy(update={"gpus": 0})
-        container = pods.tf_container(
-            c, platform, env, resources_spec=resources, mount_data=True, log_sub_path=self.log_sub_path, serves=role == cs.WORKER
-        )
-        warning = run_policy.shared_retries_warning(c, tasks, self.kubernetes_version) if role == cs.WORKER else None
+        # Many tasks read their index from JOB_COMPLETION_INDEX (one template for all); one task is task 0.
+        index = 0 if role.one_task else None
+        template = pods.pod_template(role, self.cluster_pods, labels=pod_labels, index=index, run_uid=run_uid, subdomain=job_name)
+        # Before Kubernetes 1.29 a Job's tasks share its retries: worth a word when there are several.
+        warning = None if role.one_task else run_policy.shared_retries_warning(c, tasks, self.kubernetes_version)
         if warning:
             pulumi.log.warn(warning, resource=self)
         job = k8s.batch.v1.Job(
-            f"{name}-{role}",
+            f"{name}-{role.name}",
             metadata=self._meta(
                 name=job_name, labels=pod_labels, annotations=awaits.training_job(platform.await_timeout_seconds, tasks)
             ),
@@ -320,18 +309,7 @@ class TrainingCluster(pulumi.ComponentResource):
                 "parallelism": tasks,
                 # Retries (per index where the server can), deadline and TTL: see run_policy.
                 **run_policy.job_fields(c, tasks, self.kubernetes_version),
-                "template": {
-                    "metadata": {"labels": pod_labels},
-                    "spec": pods.tf_pod_spec(
-                        c,
-                        platform,
-                        container,
-                        self._volumes(args, mount_data=True),
-                        restart_policy="Never",
-                        subdomain=job_name,
-                        workers=role == cs.WORKER,
-                    ),
-                },
+                "template": template,
             },
             # The Job name is its pods' DNS identity, so a changed Job must go before its successor.
             opts=pulumi.ResourceOptions(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import http.server
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -19,6 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tfk8s import cluster_spec as cs
+from tfk8s import pods
+from tfk8s.settings import ClusterSettings, PsSettings, WorkerSettings
 from tfk8s_train import kube_retire, launch
 from tfk8s_train.launch import LaunchError, parse_env
 
@@ -116,6 +120,60 @@ def test_child_gets_tf_config_and_classic_flags() -> None:
     ]
     no_flags = parse_env(env(TFK8S_CLASSIC_FLAGS="false"))
     assert launch.child_command(no_flags, ["python", "t.py"]) == ["python", "t.py"]
+
+
+# The infra's side of the contract, as production pods get it: the cluster spec of tfk8s.cluster_spec
+# in the environment of tfk8s.pods.task_env (the pure builders, no Pulumi).
+INFRA_CLUSTER = ClusterSettings(name="mnist", ps=PsSettings(count=2), workers=WorkerSettings(count=3))
+IN_GRAPH_CLUSTER = INFRA_CLUSTER.model_copy(update=dict(replication="in-graph", in_graph_client="chief"))
+
+
+def infra_env(job: str, index: int | None, cluster: ClusterSettings = INFRA_CLUSTER, **pod: str) -> dict[str, str]:
+    """A task's environment as its pod sees it; `pod`: what Kubernetes adds (JOB_COMPLETION_INDEX)."""
+    entries = pods.task_env(cluster, cs.cluster_spec(cluster, 2222), job, index, pods.run_uid_value("u1"))
+    return {**{e["name"]: e["value"] for e in entries if "value" in e}, **pod}  # valueFrom: the kubelet's
+
+
+@pytest.mark.parametrize(
+    ("environ", "cluster", "task"),
+    [
+        (infra_env("worker", None, JOB_COMPLETION_INDEX="2"), INFRA_CLUSTER, {"type": "worker", "index": 2}),
+        (infra_env("ps", 1), INFRA_CLUSTER, {"type": "ps", "index": 1}),
+        (infra_env("chief", 0, IN_GRAPH_CLUSTER), IN_GRAPH_CLUSTER, {"type": "chief", "index": 0}),
+    ],
+    ids=["worker-of-indexed-job", "ps", "in-graph-chief"],
+)
+def test_tf_config_of_an_infra_spec_is_json_naming_the_task(
+    environ: dict[str, str], cluster: ClusterSettings, task: dict[str, Any]
+) -> None:
+    config = json.loads(launch.tf_config(parse_env(environ)))
+    assert config == {"cluster": cs.cluster_spec(cluster, 2222), "task": task}
+
+
+@pytest.mark.parametrize(
+    ("environ", "message"),
+    [
+        (infra_env("worker", None, JOB_COMPLETION_INDEX="3"), "task index 3 is out of range: job 'worker' has 3 task(s)"),
+        (infra_env("ps", -1), "task index -1 is out of range"),
+        (infra_env("chief", 0), "TFK8S_JOB_NAME='chief' is not a job of TFK8S_CLUSTER_SPEC"),  # between-graph: no chief
+    ],
+    ids=["worker-past-the-end", "negative-ps", "chief-of-between-graph"],
+)
+def test_tasks_outside_an_infra_spec_are_refused(environ: dict[str, str], message: str) -> None:
+    with pytest.raises(LaunchError, match=re.escape(message)):
+        parse_env(environ)
+
+
+def test_classic_flags_of_an_infra_spec_match_the_seed_convention() -> None:
+    spec = parse_env(infra_env("ps", 1))
+    assert launch.classic_flags(spec) == [
+        "--ps_hosts=mnist-ps-0:2222,mnist-ps-1:2222",
+        "--worker_hosts=mnist-worker-0.mnist-worker:2222,mnist-worker-1.mnist-worker:2222,mnist-worker-2.mnist-worker:2222",
+        "--job_name=ps",
+        "--task_index=1",
+        "--data_dir=/data",
+        "--log_path=/log/run-u1",  # the run's own directory of the log volume
+    ]
 
 
 def test_barrier_waits_for_every_expected_marker(tmp_path: Path) -> None:

@@ -1,38 +1,12 @@
-"""Pure builders of the TF cluster layout."""
+"""Pure builders of the TF cluster layout. (What the pods make of it, TF_CONFIG and the classic
+flags, is the launcher's: tests/training/test_launch.py tests it on this spec.)"""
 
 from __future__ import annotations
 
-import json
-
-import pytest
 from tfk8s import cluster_spec as cs
 from tfk8s.settings import ClusterSettings, PsSettings, WorkerSettings
 
 CLUSTER = ClusterSettings(name="mnist", ps=PsSettings(count=2), workers=WorkerSettings(count=3))
-
-
-def test_tf_config_is_json_naming_the_task() -> None:
-    spec = cs.cluster_spec(CLUSTER, 2222)
-    config = json.loads(cs.tf_config(spec, "worker", 2))
-    assert config == {"cluster": spec, "task": {"type": "worker", "index": 2}}
-
-
-@pytest.mark.parametrize(("job", "index"), [("worker", 3), ("ps", -1), ("chief", 0)])
-def test_tf_config_rejects_tasks_outside_the_cluster(job: str, index: int) -> None:
-    with pytest.raises(ValueError, match="not in the cluster spec"):
-        cs.tf_config(cs.cluster_spec(CLUSTER, 2222), job, index)
-
-
-def test_classic_flags_match_the_seed_convention() -> None:
-    flags = cs.classic_flags(cs.cluster_spec(CLUSTER, 2222), "ps", 1)
-    assert flags == [
-        "--ps_hosts=mnist-ps-0:2222,mnist-ps-1:2222",
-        "--worker_hosts=mnist-worker-0.mnist-worker:2222,mnist-worker-1.mnist-worker:2222,mnist-worker-2.mnist-worker:2222",
-        "--job_name=ps",
-        "--task_index=1",
-        "--data_dir=/data",
-        "--log_path=/log",
-    ]
 
 
 def test_run_id_is_stable_and_changes_with_what_runs() -> None:

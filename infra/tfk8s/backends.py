@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import get_args
 
+from tfk8s.api_paths import STORAGE_CLASS
 from tfk8s.settings import StorageBackend, StorageSettings
 
 HEKETI_SECRET_NAME = "tfk8s-heketi-admin"
@@ -242,7 +243,7 @@ def missing_classes(storage: StorageSettings, read: Callable[[str], object | Non
         f"{key}.{setting}: backend {storage.backend!r} uses class {name!r}, which the cluster does not have: create it, "
         f"name one `kubectl get storageclass` lists, or choose backend {alternatives}"
         for setting, name in classes(storage).items()
-        if read(f"/apis/storage.k8s.io/v1/storageclasses/{name}") is None
+        if read(STORAGE_CLASS.path(name)) is None
     ]
 
 

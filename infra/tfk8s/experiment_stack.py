@@ -7,8 +7,7 @@ from typing import Any
 
 import pulumi
 
-from tfk8s import cluster_spec as cs
-from tfk8s import config
+from tfk8s import config, training_cluster
 from tfk8s.code import CodeBundle, bundle, launcher_bundle
 from tfk8s.experiment import Experiment, ExperimentArgs
 from tfk8s.ownership import Claimed, Owner
@@ -25,32 +24,16 @@ def codes(stack: ExperimentStack, root: Path) -> dict[str, CodeBundle | None]:
 
 
 def claimed(stack: ExperimentStack, experiment: str, facts: PlatformFacts) -> list[Claimed]:
-    """Objects created under fixed names (their names are DNS identities): absent, or already ours."""
-    ns = facts.users[stack.user].namespace
-    objects = []
-    for i, c in enumerate(stack.clusters):
-        names = cs.Names(cluster=cs.qualified_name(experiment, c.name))
-        key = f"{config.NAMESPACE}:clusters[{i}].name"
-        services = [names.ps_service(p) for p in range(c.ps.count)] + [names.indexed(cs.WORKER)]
-        jobs = [names.indexed(cs.WORKER)]
-        if cs.has_chief_job(c):
-            services.append(names.indexed(cs.CHIEF))
-            jobs.append(names.indexed(cs.CHIEF))
-        objects += [Claimed(what=f"Service {ns}/{n}", path=f"/api/v1/namespaces/{ns}/services/{n}", key=key) for n in services]
-        objects += [Claimed(what=f"Job {ns}/{n}", path=f"/apis/batch/v1/namespaces/{ns}/jobs/{n}", key=key) for n in jobs]
-        if c.scratch is not None:
-            claim = names.scratch_claim()
-            objects.append(
-                Claimed(
-                    what=f"PersistentVolumeClaim {ns}/{claim}",
-                    path=f"/api/v1/namespaces/{ns}/persistentvolumeclaims/{claim}",
-                    key=f"{config.NAMESPACE}:clusters[{i}].scratch",
-                )
-            )
-        layout, kind = names.layout(), facts.layouts
-        path = f"/apis/{kind.group}/{kind.version}/namespaces/{ns}/{kind.plural}/{layout}"
-        objects.append(Claimed(what=f"{kind.kind} {ns}/{layout}", path=path, key=key))
-    return objects
+    """Objects created under fixed names (their names are DNS identities), as each training cluster
+    lists them: absent, or already ours."""
+    namespace = facts.users[stack.user].namespace
+    return [
+        claim
+        for i, cluster in enumerate(stack.clusters)
+        for claim in training_cluster.fixed_objects(
+            experiment, cluster, namespace, facts.layouts, f"{config.NAMESPACE}:clusters[{i}]"
+        )
+    ]
 
 
 def build(stack: ExperimentStack, experiment: str, facts: PlatformFacts, owner: Owner, root: Path) -> dict[str, Any]:

@@ -24,12 +24,13 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import pulumi
 import pulumi_kubernetes as k8s
 
-from tfk8s.ownership import STACK, Owner
+from tfk8s.api_paths import CUSTOM_RESOURCE_DEFINITION
+from tfk8s.ownership import STACK, Claimed, Owner
+from tfk8s.settings import LayoutKind
 
 GUARD_LABEL = "tfk8s.io/platform-guard"
 GUARD_NAME = "tfk8s-platform"
@@ -37,32 +38,20 @@ GUARD_NAME = "tfk8s-platform"
 POLICY_SINCE = (1, 30)
 
 
-@dataclass(frozen=True, kw_only=True)
-class LayoutKind:
-    """The platform's Layout kind, as experiments and notebooks address it."""
-
-    group: str
-    version: str = "v1"
-    kind: str = "Layout"
-    plural: str = "layouts"
-
-    @property
-    def api_version(self) -> str:
-        return f"{self.group}/{self.version}"
-
-    @property
-    def crd_name(self) -> str:
-        return f"{self.plural}.{self.group}"
-
-    def path(self, namespace: str, name: str | None = None) -> str:
-        """The API path of the namespace's Layouts (or of one)."""
-        base = f"/apis/{self.group}/{self.version}/namespaces/{namespace}/{self.plural}"
-        return f"{base}/{name}" if name else base
-
-
 def layout_kind(owner: Owner) -> LayoutKind:
+    """The platform's own kind: its group hashes the platform's identity, so platforms never share it."""
     digest = hashlib.sha256(f"{owner.organization}/{owner.project}/{owner.stack}".encode()).hexdigest()[:10]
-    return LayoutKind(group=f"p{digest}.layouts.tfk8s.io")
+    return layout_kind_in(f"p{digest}.layouts.tfk8s.io")
+
+
+def layout_kind_in(group: str) -> LayoutKind:
+    """The Layout kind of `group` (the unit tests' platform names a group of its own)."""
+    return LayoutKind(group=group, version="v1", kind="Layout", plural="layouts")
+
+
+def fixed_objects(kind: LayoutKind, key: str) -> list[Claimed]:
+    """What PlatformGuard creates under a fixed name: the CRD of the platform's kind (`key`: what chose it)."""
+    return [Claimed(kind=CUSTOM_RESOURCE_DEFINITION, name=kind.crd_name, key=key)]
 
 
 def policy_supported(version: tuple[int, int]) -> bool:

@@ -8,9 +8,9 @@ still uses. So every object gets
   * the annotation `tfk8s.io/owner: <org>/<project>/<stack>@<state>`, where <state> hashes the
     Pulumi backend URL: the same stack name deployed from a second checkout (its own state) is
     someone else too;
-and before anything is declared the program reads each object it would create under a fixed name
-(`foreign`): one that exists with another owner, or with none, stops preview/up with the object,
-its manager and the fix.
+and before anything is declared the program reads each object it would create under a fixed name,
+as the components creating them list those (`Claimed`): one that exists with another owner, or
+with none (`foreign`), stops preview/up with the object, its manager and the fix.
 """
 
 from __future__ import annotations
@@ -19,10 +19,12 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from tfk8s.api_paths import NAMESPACE, ApiKind
 
 STACK = "tfk8s.io/stack"
 STACK_KIND = "tfk8s.io/stack-kind"
@@ -96,14 +98,31 @@ def foreign(live: Mapping[str, Any] | None, owner: str) -> str | None:
 
 @dataclass(frozen=True, kw_only=True)
 class Claimed:
-    """An object a stack would create under a fixed name, and where to read it."""
+    """An object a stack will create under a fixed name, as the component creating it lists it.
 
-    what: str  # "namespace 'tfk8s-alice'"
-    path: str  # API path to GET
+    Components list these before anything is declared (`fixed_objects` next to each of them, from the
+    same names they create); `refusals` reads each one at its kind's API path (tfk8s.api_paths).
+    """
+
+    kind: ApiKind
+    name: str
+    namespace: str | None = None  # None for cluster-scoped kinds
     key: str  # the config key that chose the name, for the message
 
+    @property
+    def what(self) -> str:
+        """The object as messages name it: `namespace 'tfk8s-alice'`, `StorageClass 'nfs'`, `Service ns/name`."""
+        if self.namespace is not None:
+            return f"{self.kind.kind} {self.namespace}/{self.name}"
+        noun = "namespace" if self.kind == NAMESPACE else self.kind.kind  # as users say it
+        return f"{noun} {self.name!r}"
 
-def refusals(claims: list[Claimed], read: Any, owner: str, fix: str) -> list[str]:
+    @property
+    def path(self) -> str:
+        return self.kind.path(self.name, self.namespace)
+
+
+def refusals(claims: Sequence[Claimed], read: Any, owner: str, fix: str) -> list[str]:
     """Every claimed object that someone else manages, as one message each (`read(path)` GETs it)."""
     problems = []
     for claim in claims:

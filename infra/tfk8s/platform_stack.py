@@ -1,73 +1,51 @@
 """A platform stack (`tfk8s:kind: platform`): storage, the User Node, and per user the namespace,
 shared volumes, Jupyter and TensorBoard. Its `platform` output is the contract its experiment
-stacks read (settings.PlatformFacts)."""
+stacks read: a settings.PlatformFacts, dumped by alias."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import pulumi
 
-from tfk8s import backends, config, guard, readiness
+from tfk8s import backends, config, guard, readiness, storage, user_env
 from tfk8s.code import launcher_bundle
 from tfk8s.ownership import Claimed, Owner
-from tfk8s.settings import PlatformSettings, PlatformStack, StorageSettings
+from tfk8s.settings import (
+    LayoutKind,
+    PlatformFacts,
+    PlatformSettings,
+    PlatformStack,
+    StorageSettings,
+    UserFacts,
+    UserNodeFacts,
+)
 from tfk8s.storage import SharedStorage
-from tfk8s.user_env import USER_NODE_PODS_PER_USER, UserEnvironment, UserEnvironmentArgs, namespace_name
+from tfk8s.user_env import USER_NODE_PODS_PER_USER, UserEnvironment, UserEnvironmentArgs
 from tfk8s.user_node import UserNode
 
-SCHEMA_VERSION = 1
+# PlatformFacts.schema_version: Final, so that it types as that Literal.
+SCHEMA_VERSION: Final = 1
 
 
-def backend_secret(storage: StorageSettings) -> pulumi.Output[str] | None:
+def backend_secret(settings: StorageSettings) -> pulumi.Output[str] | None:
     """The value of the Secret the storage backend needs, from the stack's secret config, if it needs one."""
-    secret = backends.backend_of(storage).secret
+    secret = backends.backend_of(settings).secret
     if secret is None:
         return None
     return pulumi.Config(config.NAMESPACE).require_secret(secret.config_key)
 
 
 def claimed(stack: PlatformStack, owner: Owner) -> list[Claimed]:
-    """Objects this stack creates under fixed names: they must be absent, or already this stack's."""
-    platform, key = stack.platform, f"{config.NAMESPACE}:platform"
-    crd = guard.layout_kind(owner).crd_name
-    objects = [
-        Claimed(
-            what=f"namespace {namespace_name(platform, u.name)!r}",
-            path=f"/api/v1/namespaces/{namespace_name(platform, u.name)}",
-            key=f"{config.NAMESPACE}:users[{i}].name",
-        )
-        for i, u in enumerate(stack.users)
+    """Objects this stack creates under fixed names, as its components list them: they must be
+    absent, or already this stack's."""
+    return [
+        *user_env.fixed_objects(stack.platform, stack.users, f"{config.NAMESPACE}:users"),
+        *guard.fixed_objects(guard.layout_kind(owner), f"{config.NAMESPACE}:kind"),
+        *storage.fixed_objects(stack.platform.storage, f"{config.NAMESPACE}:platform.storage"),
     ]
-    objects.append(
-        Claimed(
-            what=f"CustomResourceDefinition {crd!r}",
-            path=f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd}",
-            key=f"{config.NAMESPACE}:kind",
-        )
-    )
-    storage = platform.storage
-    backend = backends.backend_of(storage)
-    if backend.creates_classes:  # the classes the platform creates (SharedStorage)
-        objects += [
-            Claimed(
-                what=f"StorageClass {name!r}",
-                path=f"/apis/storage.k8s.io/v1/storageclasses/{name}",
-                key=f"{key}.storage.{setting}",
-            )
-            for setting, name in backends.classes(storage).items()
-        ]
-    if backend.secret is not None:
-        ns, secret = backend.secret.namespace(storage), backend.secret.name
-        objects.append(
-            Claimed(
-                what=f"Secret {ns}/{secret}",
-                path=f"/api/v1/namespaces/{ns}/secrets/{secret}",
-                key=f"{key}.storage.{backend.secret.namespace_setting}",
-            )
-        )
-    return objects
 
 
 def build(stack: PlatformStack, owner: Owner, root: Path, notebook: Path) -> dict[str, Any]:
@@ -75,7 +53,7 @@ def build(stack: PlatformStack, owner: Owner, root: Path, notebook: Path) -> dic
     platform = stack.platform
     tokens = config.jupyter_tokens(stack.users)  # validated before anything is declared
     user_node = UserNode("user-node", platform.user_node, len(stack.users) * USER_NODE_PODS_PER_USER)
-    storage = SharedStorage("storage", platform.storage, backend_secret(platform.storage), owner)
+    shared = SharedStorage("storage", platform.storage, backend_secret(platform.storage), owner)
     launcher = launcher_bundle(root)
     assert platform.version is not None  # resolved by config.check_platform
     layouts = guard.layout_kind(owner)
@@ -93,7 +71,7 @@ def build(stack: PlatformStack, owner: Owner, root: Path, notebook: Path) -> dic
                 user=user,
                 platform=platform,
                 owner=owner,
-                storage_class=storage.class_name,
+                storage_class=shared.class_name,
                 layouts=layouts,
                 launcher=launcher,
                 notebooks=notebooks,
@@ -107,8 +85,8 @@ def build(stack: PlatformStack, owner: Owner, root: Path, notebook: Path) -> dic
         for user in stack.users
     }
     for name, env in envs.items():
-        platform_guard.guard(f"{name}-guard", env.namespace.metadata.name, [env, storage, user_node])
-    storage_report = storage.class_name.apply(lambda name: {"className": name, "problems": []})
+        platform_guard.guard(f"{name}-guard", env.namespace.metadata.name, [env, shared, user_node])
+    storage_report = shared.class_name.apply(lambda name: {"className": name, "problems": []})
     node_report = user_node.address.apply(lambda address: readiness.node_readiness(platform.user_node.name, address))
     per_user = pulumi.Output.all(**{u: e.readiness for u, e in envs.items()})
     report = pulumi.Output.all(storage_report, node_report, per_user).apply(
@@ -116,27 +94,53 @@ def build(stack: PlatformStack, owner: Owner, root: Path, notebook: Path) -> dic
     )
     pulumi.export("ready", report.apply(lambda r: r["ready"]))
     pulumi.export("readiness", report)
-    published = facts(platform, owner, storage, layouts, envs)
-    pulumi.export("platform", published)
+    # Built once every value is known: the output is exactly the model, dumped.
+    platform_output = pulumi.Output.all(
+        shared.class_name, shared.scratch_class_name, pulumi.Output.all(**{u: e.facts for u, e in envs.items()})
+    ).apply(
+        lambda parts: published(
+            facts(
+                platform,
+                owner=owner.annotation,
+                layouts=layouts,
+                storage_class=parts[0],
+                scratch_storage_class=parts[1],
+                users=parts[2],
+            )
+        )
+    )
+    pulumi.export("platform", platform_output)
     pulumi.export("jupyterTokens", pulumi.Output.secret(pulumi.Output.all(**{u: e.jupyter_token for u, e in envs.items()})))
-    return {"user_node": user_node, "storage": storage, "users": envs, "readiness": report, "platform": published}
+    return {"user_node": user_node, "storage": shared, "users": envs, "readiness": report, "platform": platform_output}
 
 
 def facts(
-    platform: PlatformSettings, owner: Owner, storage: SharedStorage, layouts: guard.LayoutKind, envs: dict[str, UserEnvironment]
-) -> dict[str, Any]:
-    """The `platform` output: exactly what settings.PlatformFacts reads, in its aliases."""
-    return {
-        "schemaVersion": SCHEMA_VERSION,
-        "owner": owner.annotation,
-        "kubernetesVersion": platform.kubernetes_version,
-        "storageClass": storage.class_name,
-        "scratchStorageClass": storage.scratch_class_name,
-        "userNode": {"taintKey": platform.user_node.taint_key},
-        "layouts": {"group": layouts.group, "version": layouts.version, "kind": layouts.kind, "plural": layouts.plural},
-        "images": platform.images.model_dump(by_alias=True),
-        "ports": platform.ports.model_dump(by_alias=True),
-        "allowPsGpus": platform.allow_ps_gpus,
-        "awaitTimeoutSeconds": platform.await_timeout_seconds,
-        "users": {name: env.facts() for name, env in envs.items()},
-    }
+    platform: PlatformSettings,
+    *,
+    owner: str,
+    layouts: LayoutKind,
+    storage_class: str,
+    scratch_storage_class: str | None,
+    users: Mapping[str, UserFacts],
+) -> PlatformFacts:
+    """The experiments' contract, from resolved values (the platform's own outputs among them)."""
+    assert platform.kubernetes_version is not None  # resolved by config.check_platform
+    return PlatformFacts(
+        schema_version=SCHEMA_VERSION,
+        owner=owner,
+        kubernetes_version=platform.kubernetes_version,
+        storage_class=storage_class,
+        scratch_storage_class=scratch_storage_class,
+        user_node=UserNodeFacts(taint_key=platform.user_node.taint_key),
+        layouts=layouts,
+        images=platform.images,
+        ports=platform.ports,
+        allow_ps_gpus=platform.allow_ps_gpus,
+        await_timeout_seconds=platform.await_timeout_seconds,
+        users=dict(users),
+    )
+
+
+def published(contract: PlatformFacts) -> dict[str, Any]:
+    """The `platform` output: the contract in its aliases, as JSON (what platform_ref parses back)."""
+    return contract.model_dump(by_alias=True, mode="json")

@@ -16,7 +16,7 @@ from typing import Any
 
 import pulumi
 
-from tfk8s import backends, config, experiment_stack, ownership, platform_ref, platform_stack, preflight
+from tfk8s import api_paths, backends, config, experiment_stack, ownership, platform_ref, platform_stack, preflight
 from tfk8s.settings import ExperimentStack, PlatformStack
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -89,7 +89,7 @@ def run_experiment(
     owner = owner_of("experiment", environ)
     namespace = facts.users[stack.user].namespace
     if read is not None:
-        other = ownership.foreign(read(f"/api/v1/namespaces/{namespace}") or {"metadata": {}}, facts.owner)
+        other = ownership.foreign(read(api_paths.NAMESPACE.path(namespace)) or {"metadata": {}}, facts.owner)
         if other:
             raise OwnershipConflict(
                 f"tfk8s:user: namespace {namespace!r} of user {stack.user!r} is not the platform stack's "

@@ -89,19 +89,28 @@ def cluster_readiness(
     }
 
 
+def _node_port(service_spec: Any) -> Any:
+    ports = _get(service_spec, "ports", [])
+    return _get(ports[0], "node_port") if ports else None
+
+
+def app_url(*, service_spec: Any, address: str | None) -> str | None:
+    """Where a user-facing app answers: its Service's NodePort on the User Node (None until both are known)."""
+    node_port = _node_port(service_spec)
+    return f"http://{address}:{node_port}/" if address and node_port else None
+
+
 def app_readiness(*, deployment_status: Any, service_spec: Any, address: str | None) -> dict[str, Any]:
     """A user-facing app (Jupyter, TensorBoard): available replicas and its User Node URL."""
     available = int(_get(deployment_status, "available_replicas", 0))
-    ports = _get(service_spec, "ports", [])
-    node_port = _get(ports[0], "node_port") if ports else None
     problems = []
     if available < 1:
         problems.append("not available")
-    if node_port is None:
+    if _node_port(service_spec) is None:
         problems.append("no NodePort assigned")
     if not address:
         problems.append("User Node address unknown (set tfk8s:platform.userNode.address)")
-    url = f"http://{address}:{node_port}/" if address and node_port else None
+    url = app_url(service_spec=service_spec, address=address)
     return {"ready": not problems, "available": available, "url": url, "problems": problems}
 
 

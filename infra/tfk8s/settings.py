@@ -20,6 +20,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from tfk8s.api_paths import ApiKind
 from tfk8s.quantities import parse_quantity
 
 StorageBackend = Literal["glusterfs", "csi", "existing", "local"]
@@ -344,19 +345,34 @@ class UserNodeFacts(Model):
     taint_key: str
 
 
-class LayoutFacts(Model):
-    """The platform's Layout kind (tfk8s.guard): experiments create one per cluster."""
+class LayoutKind(Model):
+    """The platform's own Layout kind (tfk8s.guard): experiments create one per cluster, notebooks read them."""
 
     group: str
     version: str
     kind: str
     plural: str
 
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}"
+
+    @property
+    def crd_name(self) -> str:
+        return f"{self.plural}.{self.group}"
+
+    @property
+    def api(self) -> ApiKind:
+        """Where the API serves Layouts: they live in the users' namespaces."""
+        return ApiKind(kind=self.kind, api_version=self.api_version, plural=self.plural, namespaced=True)
+
 
 class PlatformFacts(Model):
     """The platform's published contract: what an experiment may rely on, and nothing else.
 
-    Parsed leniently (`strict=False`): stack outputs travel as JSON numbers (2222.0).
+    Written once: the platform builds it (platform_stack.facts) and exports it dumped by alias;
+    experiments parse that output back with it (platform_ref), leniently (`strict=False`): stack
+    outputs travel as JSON numbers (2222.0).
     """
 
     model_config = ConfigDict(frozen=True, extra="ignore", alias_generator=to_camel, populate_by_name=True)
@@ -369,7 +385,7 @@ class PlatformFacts(Model):
     # Where experiments' scratch claims go (backends.scratch_class); None: none offered.
     scratch_storage_class: str | None = None
     user_node: UserNodeFacts
-    layouts: LayoutFacts
+    layouts: LayoutKind
     images: ImageSettings
     ports: PortSettings
     allow_ps_gpus: bool

@@ -16,10 +16,33 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from tfk8s import awaits
-from tfk8s.backends import StorageClassSpec, backend_of, scratch_class
+from tfk8s.api_paths import SECRET, STORAGE_CLASS
+from tfk8s.backends import StorageClassSpec, backend_of, classes, scratch_class
 from tfk8s.labels import labels
-from tfk8s.ownership import Owner
+from tfk8s.ownership import Claimed, Owner
 from tfk8s.settings import StorageSettings
+
+
+def fixed_objects(storage: StorageSettings, key: str) -> list[Claimed]:
+    """What SharedStorage creates under fixed names: the classes it builds and its backend's Secret.
+
+    `key` is where `storage` sits in the stack file (`tfk8s:platform.storage`). A backend that
+    creates no class claims none: it uses the cluster's own (backends.missing_classes).
+    """
+    backend = backend_of(storage)
+    found = []
+    if backend.creates_classes:
+        found += [Claimed(kind=STORAGE_CLASS, name=name, key=f"{key}.{setting}") for setting, name in classes(storage).items()]
+    if backend.secret is not None:
+        found.append(
+            Claimed(
+                kind=SECRET,
+                namespace=backend.secret.namespace(storage),
+                name=backend.secret.name,
+                key=f"{key}.{backend.secret.namespace_setting}",
+            )
+        )
+    return found
 
 
 class SharedStorage(pulumi.ComponentResource):

@@ -38,11 +38,12 @@ import pulumi_kubernetes as k8s
 
 from tfk8s import awaits, layout, pods, run_policy
 from tfk8s import cluster_spec as cs
+from tfk8s.api_paths import JOB, PERSISTENT_VOLUME_CLAIM, SERVICE
 from tfk8s.code import CodeBundle
 from tfk8s.labels import labels, selector_of
-from tfk8s.ownership import Owner
+from tfk8s.ownership import Claimed, Owner
 from tfk8s.roles import CHIEF_ROLE, PS_ROLE, WORKER_ROLE, Role
-from tfk8s.settings import ClusterSettings, PlatformFacts
+from tfk8s.settings import ClusterSettings, LayoutKind, PlatformFacts
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -109,7 +110,7 @@ class TrainingCluster(pulumi.ComponentResource):
         layouts = platform.layouts
         self.layout = k8s.apiextensions.CustomResource(
             f"{name}-layout",
-            api_version=f"{layouts.group}/{layouts.version}",
+            api_version=layouts.api_version,
             kind=layouts.kind,
             metadata=self._meta(name=self.names.layout(), labels=self._labels("layout")),
             spec=layout.document(
@@ -319,3 +320,18 @@ class TrainingCluster(pulumi.ComponentResource):
             ),
         )
         return service, job
+
+
+def fixed_objects(experiment: str, cluster: ClusterSettings, namespace: str, layouts: LayoutKind, key: str) -> list[Claimed]:
+    """What a TrainingCluster creates under fixed names (its `Names`, which are DNS identities): the
+    Services and Jobs of its tasks, its scratch claim and its Layout. `key` is where `cluster` sits
+    in the stack file (`tfk8s:clusters[0]`)."""
+    names = cs.Names(cluster=cs.qualified_name(experiment, cluster.name))
+    roles = [cs.WORKER, cs.CHIEF] if cs.has_chief_job(cluster) else [cs.WORKER]
+    services = [names.ps_service(i) for i in range(cluster.ps.count)] + [names.indexed(role) for role in roles]
+    found = [Claimed(kind=SERVICE, namespace=namespace, name=n, key=f"{key}.name") for n in services]
+    found += [Claimed(kind=JOB, namespace=namespace, name=names.indexed(role), key=f"{key}.name") for role in roles]
+    if cluster.scratch is not None:
+        found.append(Claimed(kind=PERSISTENT_VOLUME_CLAIM, namespace=namespace, name=names.scratch_claim(), key=f"{key}.scratch"))
+    found.append(Claimed(kind=layouts.api, namespace=namespace, name=names.layout(), key=f"{key}.name"))
+    return found

@@ -23,12 +23,12 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from tfk8s import awaits, pods, readiness
+from tfk8s.api_paths import NAMESPACE
 from tfk8s.code import CodeBundle
-from tfk8s.guard import LayoutKind
 from tfk8s.labels import labels, selector_of
-from tfk8s.ownership import Owner
+from tfk8s.ownership import Claimed, Owner
 from tfk8s.pods import LAUNCHER_DIR, key_of
-from tfk8s.settings import PlatformSettings, PlatformUser
+from tfk8s.settings import LayoutKind, PlatformSettings, PlatformUser, UserFacts
 from tfk8s.storage import claim
 
 TOKEN_KEY = "token"
@@ -63,8 +63,32 @@ def namespace_name(platform: PlatformSettings, user: str) -> str:
     return f"{platform.namespace_prefix}{user}"
 
 
+def fixed_objects(platform: PlatformSettings, users: Sequence[PlatformUser], key: str) -> list[Claimed]:
+    """What UserEnvironments create under fixed names: each user's namespace (everything else of
+    theirs lives in it). `key` is where `users` sits in the stack file (`tfk8s:users`)."""
+    return [
+        Claimed(kind=NAMESPACE, name=namespace_name(platform, user.name), key=f"{key}[{i}].name") for i, user in enumerate(users)
+    ]
+
+
+def user_facts(platform: PlatformSettings, user: str, *, jupyter_url: str | None, tensorboard_url: str | None) -> UserFacts:
+    """What experiments of `user` rely on (the user's part of the platform's `platform` output)."""
+    return UserFacts(
+        namespace=namespace_name(platform, user),
+        data_claim=DATA_CLAIM,
+        log_claim=LOG_CLAIM,
+        notebook_host=f"{NOTEBOOK_SERVICE}:{platform.ports.tensorflow}",
+        jupyter_url=jupyter_url,
+        tensorboard_url=tensorboard_url,
+    )
+
+
 class UserEnvironment(pulumi.ComponentResource):
     jupyter_token: pulumi.Output[str]
+    # Where the user's apps answer: their NodePorts on the User Node (None while either is unknown).
+    jupyter_url: pulumi.Output[str | None]
+    tensorboard_url: pulumi.Output[str | None]
+    facts: pulumi.Output[UserFacts]
     readiness: pulumi.Output[dict[str, Any]]
 
     def __init__(self, name: str, args: UserEnvironmentArgs, opts: pulumi.ResourceOptions | None = None) -> None:
@@ -73,12 +97,11 @@ class UserEnvironment(pulumi.ComponentResource):
         self.args = args
         child = pulumi.ResourceOptions(parent=self)
         keep = user.volumes.keep_on_destroy
-        self.namespace_name = namespace_name(platform, user.name)
         # Deleting a namespace deletes its claims (and every experiment in it): keep it with the data.
         self.namespace = k8s.core.v1.Namespace(
             name,
             metadata={
-                "name": self._gated(self.namespace_name, args.node_checked),
+                "name": self._gated(namespace_name(platform, user.name), args.node_checked),
                 "labels": {**labels(user.name, "namespace"), **args.owner.labels()},
                 "annotations": args.owner.annotations(),
             },
@@ -115,6 +138,14 @@ class UserEnvironment(pulumi.ComponentResource):
         self._build_jupyter(name, args, ns)
         self._build_tensorboard(name, args, ns)
         address = args.node_address if args.node_address is not None else pulumi.Output.from_input(None)
+
+        def url(service: k8s.core.v1.Service) -> pulumi.Output[str | None]:
+            return pulumi.Output.all(service.spec, address).apply(lambda a: readiness.app_url(service_spec=a[0], address=a[1]))
+
+        self.jupyter_url, self.tensorboard_url = url(self.jupyter[1]), url(self.tensorboard[1])
+        self.facts = pulumi.Output.all(self.jupyter_url, self.tensorboard_url).apply(
+            lambda urls: user_facts(platform, user.name, jupyter_url=urls[0], tensorboard_url=urls[1])
+        )
         apps = {
             app: pulumi.Output.all(deployment.status, service.spec, address).apply(
                 lambda a: readiness.app_readiness(deployment_status=a[0], service_spec=a[1], address=a[2])
@@ -123,19 +154,14 @@ class UserEnvironment(pulumi.ComponentResource):
         }
         volumes = pulumi.Output.all(**{p: c.status for p, c in self.claims.items()}).apply(readiness.volumes_readiness)
         self.readiness = pulumi.Output.all(volumes=volumes, **apps)
-        self.register_outputs({"jupyter_token": self.jupyter_token, "readiness": self.readiness})
-
-    def facts(self) -> dict[str, Any]:
-        """What experiments of this user rely on (settings.UserFacts), URLs from live status."""
-        port = self.args.platform.ports.tensorflow
-        return {
-            "namespace": self.namespace_name,
-            "dataClaim": DATA_CLAIM,
-            "logClaim": LOG_CLAIM,
-            "notebookHost": f"{NOTEBOOK_SERVICE}:{port}",
-            "jupyterUrl": self.readiness.apply(lambda r: r["jupyter"]["url"]),
-            "tensorboardUrl": self.readiness.apply(lambda r: r["tensorboard"]["url"]),
-        }
+        self.register_outputs(
+            {
+                "jupyter_token": self.jupyter_token,
+                "jupyter_url": self.jupyter_url,
+                "tensorboard_url": self.tensorboard_url,
+                "readiness": self.readiness,
+            }
+        )
 
     def _meta(self, ns: pulumi.Input[str], own_labels: dict[str, str], **extra: Any) -> dict[str, Any]:
         return {
@@ -184,7 +210,7 @@ class UserEnvironment(pulumi.ComponentResource):
                 {"name": "PYTHONPATH", "value": LAUNCHER_DIR},
                 {"name": "TFK8S_DATA_ROOT", "value": NOTEBOOK_DATA_ROOT},
                 {"name": "TFK8S_LOG_ROOT", "value": NOTEBOOK_LOG_ROOT},
-                {"name": "TFK8S_LAYOUT_API", "value": f"/apis/{args.layouts.api_version}"},
+                {"name": "TFK8S_LAYOUT_API", "value": args.layouts.api.root},
             ],
             "ports": [
                 {"name": "http", "containerPort": platform.ports.jupyter},

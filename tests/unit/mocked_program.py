@@ -42,36 +42,36 @@ def stack_config(stack: str) -> dict[str, Any]:
 PLATFORM_OWNER = "organization/tfk8s/platform-dev@test"
 
 
+def through_the_engine(value: Any) -> Any:
+    """`value` as a stack output comes back from the engine: every number a JSON float (2222 -> 2222.0)."""
+    if isinstance(value, dict):
+        return {k: through_the_engine(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [through_the_engine(v) for v in value]
+    return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
 def facts_for(platform_raw: dict[str, Any]) -> dict[str, Any]:
-    """The `platform` output a deployed platform stack of `platform_raw` publishes (as JSON numbers)."""
-    from tfk8s import backends, config, user_env
+    """The `platform` output a deployed platform stack of `platform_raw` publishes, built like the
+    platform builds it (its owner, Layout group and app URLs the ones a test platform has)."""
+    from tfk8s import backends, config, guard, platform_stack, user_env
 
     stack = config.check_platform(config.validate(platform_raw), None)  # type: ignore[arg-type]
     p = stack.platform
-    return {
-        "schemaVersion": 1.0,
-        "owner": PLATFORM_OWNER,
-        "kubernetesVersion": p.kubernetes_version,
-        "storageClass": p.storage.class_name,
-        "scratchStorageClass": backends.scratch_class(p.storage),
-        "userNode": {"taintKey": p.user_node.taint_key},
-        "layouts": {"group": "ptest.layouts.tfk8s.io", "version": "v1", "kind": "Layout", "plural": "layouts"},
-        "images": p.images.model_dump(by_alias=True),
-        "ports": {k: float(v) for k, v in p.ports.model_dump(by_alias=True).items()},
-        "allowPsGpus": p.allow_ps_gpus,
-        "awaitTimeoutSeconds": float(p.await_timeout_seconds),
-        "users": {
-            u.name: {
-                "namespace": user_env.namespace_name(p, u.name),
-                "dataClaim": user_env.DATA_CLAIM,
-                "logClaim": user_env.LOG_CLAIM,
-                "notebookHost": f"{user_env.NOTEBOOK_SERVICE}:{p.ports.tensorflow}",
-                "jupyterUrl": "http://10.0.0.10:30001/",
-                "tensorboardUrl": "http://10.0.0.10:30002/",
-            }
+    contract = platform_stack.facts(
+        p,
+        owner=PLATFORM_OWNER,
+        layouts=guard.layout_kind_in("ptest.layouts.tfk8s.io"),
+        storage_class=p.storage.class_name,
+        scratch_storage_class=backends.scratch_class(p.storage),
+        users={
+            u.name: user_env.user_facts(
+                p, u.name, jupyter_url="http://10.0.0.10:30001/", tensorboard_url="http://10.0.0.10:30002/"
+            )
             for u in stack.users
         },
-    }
+    )
+    return through_the_engine(platform_stack.published(contract))
 
 
 SCRATCH_CLASS = "tfk8s-shared-scratch"

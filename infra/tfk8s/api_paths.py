@@ -1,0 +1,49 @@
+"""Where the Kubernetes API serves each kind tfk8s reads by name: the one table of API paths.
+
+Before anything is declared, the program GETs the objects it would create under fixed names
+(tfk8s.ownership) and the storage classes a platform uses without creating them
+(tfk8s.backends). Those reads take their paths from the kinds below, so no other code writes an
+API path. A kind a platform defines itself (its Layout, tfk8s.guard) is an `ApiKind` too.
+
+Pure: no Pulumi, so settings, config checks and tests use it without a program.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, kw_only=True)
+class ApiKind:
+    """A kind as the API serves it: its apiVersion, its resource (plural) and its scope."""
+
+    kind: str  # as in manifests: "StorageClass"
+    api_version: str  # "v1" for the core group, else "<group>/<version>"
+    plural: str
+    namespaced: bool
+
+    @property
+    def root(self) -> str:
+        """The API root serving the kind: /api/v1 for the core group, /apis/<group>/<version> otherwise."""
+        return f"/apis/{self.api_version}" if "/" in self.api_version else f"/api/{self.api_version}"
+
+    def path(self, name: str, namespace: str | None = None) -> str:
+        """The path of one object: a namespace for namespaced kinds, none for cluster-scoped ones."""
+        if self.namespaced != (namespace is not None):
+            raise ValueError(f"{self.kind} is {'namespaced' if self.namespaced else 'cluster-scoped'}: {name!r} in {namespace!r}")
+        scope = f"/namespaces/{namespace}" if namespace is not None else ""
+        return f"{self.root}{scope}/{self.plural}/{name}"
+
+
+# The built-in kinds tfk8s creates under fixed names or reads by name.
+NAMESPACE = ApiKind(kind="Namespace", api_version="v1", plural="namespaces", namespaced=False)
+SECRET = ApiKind(kind="Secret", api_version="v1", plural="secrets", namespaced=True)
+SERVICE = ApiKind(kind="Service", api_version="v1", plural="services", namespaced=True)
+PERSISTENT_VOLUME_CLAIM = ApiKind(
+    kind="PersistentVolumeClaim", api_version="v1", plural="persistentvolumeclaims", namespaced=True
+)
+JOB = ApiKind(kind="Job", api_version="batch/v1", plural="jobs", namespaced=True)
+STORAGE_CLASS = ApiKind(kind="StorageClass", api_version="storage.k8s.io/v1", plural="storageclasses", namespaced=False)
+CUSTOM_RESOURCE_DEFINITION = ApiKind(
+    kind="CustomResourceDefinition", api_version="apiextensions.k8s.io/v1", plural="customresourcedefinitions", namespaced=False
+)

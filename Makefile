@@ -79,8 +79,8 @@ preview: venv tools cluster demo ## Preview the $(STACK) stack
 	$(DEMO_PULUMI) stack select --create $(STACK) >/dev/null
 	$(DEMO_PULUMI) preview --stack $(STACK) --diff
 
-outputs: ## Print the outputs of the $(STACK) stack (secrets masked)
-	$(PULUMI) stack output --stack $(STACK) --json
+outputs: demo ## Print the outputs of the $(STACK) stack (secrets masked)
+	$(DEMO_PULUMI) stack output --stack $(STACK) --json
 
 down: demo ## Destroy the $(STACK) experiment, then the $(PLATFORM) platform, and stop the local cluster
 	if hack/cluster.sh status >/dev/null 2>&1; then $(DEMO_PULUMI) destroy --stack $(STACK) --yes && $(DEMO_PULUMI) destroy --stack $(PLATFORM) --yes; fi

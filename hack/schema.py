@@ -2,7 +2,7 @@
 
 The models in infra/tfk8s/schema*.py are the one schema (`tfk8s.schema.STACK_KINDS`: each kind's
 model); this publishes it for editors (the stack files name it in a `yaml-language-server:
-$schema=` comment). `python hack/schema.py` rewrites
+$schema=` comment), each field's documentation included. `python hack/schema.py` rewrites
 the files; `--check` fails if they are stale (a unit test runs that).
 """
 

@@ -99,6 +99,17 @@ AbsolutePath = Annotated[str, Field(pattern=r"^/")]
 
 
 class Model(BaseModel):
-    """Frozen, camelCase in files, unknown keys refused, no type coercion (`count: "2"` is an error)."""
+    """Frozen, camelCase in files, unknown keys refused, no type coercion (`count: "2"` is an error).
 
-    model_config = ConfigDict(frozen=True, extra="forbid", alias_generator=to_camel, populate_by_name=True, strict=True)
+    A string right under a field is its documentation (`use_attribute_docstrings`): editors show
+    it from the published JSON Schema, next to the field's type and default.
+    """
+
+    model_config = ConfigDict(
+        frozen=True,
+        extra="forbid",
+        alias_generator=to_camel,
+        populate_by_name=True,
+        strict=True,
+        use_attribute_docstrings=True,
+    )

@@ -29,7 +29,7 @@ venv: $(VENV)/.installed ## Python virtualenv with every dependency
 requirements: ## Regenerate requirements.txt from pyproject.toml
 	$(PYTHON) hack/requirements.py
 
-schema: venv ## Regenerate schema/*.schema.json (the stack files' JSON Schema) from infra/tfk8s/settings.py
+schema: venv ## Regenerate schema/*.schema.json (the stack files' JSON Schema) from the models in infra/tfk8s/schema*.py
 	$(PY) hack/schema.py
 
 golden: venv ## Regenerate tests/unit/golden/ (every stack's manifests under mocks) after a change meant to change them

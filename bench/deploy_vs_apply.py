@@ -109,11 +109,13 @@ def pulumi_side(work: Path) -> dict[str, float]:
 
 def render_experiment(work: Path, out: Path) -> None:
     """The dev experiment's objects, as `pulumi up -s dev` would create them."""
-    from tfk8s import config, program
+    from tfk8s import program
+    from tfk8s.schema_experiment import ExperimentStack
+    from tfk8s.stack_config import load
 
     def declare() -> None:
-        stack = config.load()
-        assert isinstance(stack, config.s.ExperimentStack)
+        stack = load()
+        assert isinstance(stack, ExperimentStack)
         stack = stack.model_copy(update={"experiment": "dev"})  # the names `pulumi up -s dev` gives
         # No ownership reads (read=None): the rendered objects are applied by kubectl, not adopted.
         program.run_experiment(stack, None, None, os.environ, ROOT)

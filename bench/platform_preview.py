@@ -69,11 +69,13 @@ def timed(argv: list[str], cwd: Path | None = None, ok: tuple[int, ...] = (0,)) 
 
 
 def render_platform(work: Path, out: Path, stack_config: dict[str, Any]) -> None:
-    from tfk8s import config, program
+    from tfk8s import program
+    from tfk8s.schema_platform import PlatformStack
+    from tfk8s.stack_config import load
 
     def declare() -> None:
-        stack = config.load()
-        assert isinstance(stack, config.s.PlatformStack)
+        stack = load()
+        assert isinstance(stack, PlatformStack)
         program.run_platform(stack, None, None, {}, ROOT)
 
     render(work, out, stack_config, declare)

@@ -32,7 +32,9 @@ sys.path[:0] = [str(ROOT / "infra"), str(ROOT / "tests" / "unit")]
 
 from mocked_program import facts_for  # noqa: E402
 from mocks import RecordingMocks, plain_nodes  # noqa: E402
-from tfk8s import config, program  # noqa: E402
+from tfk8s import program  # noqa: E402
+from tfk8s.schema_platform import PlatformStack  # noqa: E402
+from tfk8s.stack_config import validate  # noqa: E402
 
 TOPOLOGIES = [(1, 2), (30, 2), (300, 2), (1, 1000)]
 PLATFORM_USERS = [1, 100]
@@ -77,8 +79,8 @@ def run_tfk8s(raw: dict[str, Any]) -> tuple[float, int]:
 
     @pulumi.runtime.test
     def evaluate() -> pulumi.Output[Any]:
-        validated = config.validate(raw)
-        if isinstance(validated, config.s.PlatformStack):
+        validated = validate(raw)
+        if isinstance(validated, PlatformStack):
             return program.run_platform(validated, None, None, {}, ROOT)["readiness"]
         return program.run_experiment(validated, None, None, {}, ROOT, read_outputs=lambda _: {"platform": PLATFORM_FACTS})[
             "readiness"

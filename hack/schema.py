@@ -1,7 +1,8 @@
 """Write schema/<kind>.schema.json: the JSON Schema of each kind of stack file, from the models.
 
-The models in infra/tfk8s/settings.py are the one schema; this publishes it for editors (the stack
-files name it in a `yaml-language-server: $schema=` comment). `python hack/schema.py` rewrites
+The models in infra/tfk8s/schema*.py are the one schema (`tfk8s.schema.STACK_KINDS`: each kind's
+model); this publishes it for editors (the stack files name it in a `yaml-language-server:
+$schema=` comment), each field's documentation included. `python hack/schema.py` rewrites
 the files; `--check` fails if they are stale (a unit test runs that).
 """
 
@@ -15,7 +16,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "infra"))
 
-from tfk8s import settings  # noqa: E402
+from tfk8s import schema  # noqa: E402
 
 SECURE = {"type": "object", "properties": {"secure": {"type": "string"}}, "required": ["secure"], "additionalProperties": False}
 # Secrets are read on their own (never part of the models); the file holds them encrypted.
@@ -33,7 +34,7 @@ SECRETS: dict[str, dict[str, dict[str, Any]]] = {
 
 
 def stack_file_schema(kind: str) -> dict[str, Any]:
-    model = settings.STACK_KINDS[kind]
+    model = schema.STACK_KINDS[kind]
     inner = model.model_json_schema(by_alias=True, mode="validation")
     properties = {f"tfk8s:{key}": value for key, value in inner["properties"].items()} | SECRETS[kind]
     config = {
@@ -65,7 +66,7 @@ def render(kind: str) -> str:
 
 def main(argv: list[str]) -> int:
     stale = []
-    for kind in settings.STACK_KINDS:
+    for kind in schema.STACK_KINDS:
         target = ROOT / "schema" / f"{kind}.schema.json"
         wanted = render(kind)
         if "--check" in argv:

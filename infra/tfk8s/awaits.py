@@ -36,7 +36,7 @@ def training_job(timeout_seconds: int, tasks: int) -> dict[str, str]:
 CLAIM_BOUND = "jsonpath={.status.phase}=Bound"
 
 
-def claim(timeout_seconds: int, *, until_bound: bool) -> dict[str, str]:
+def claim_await(timeout_seconds: int, *, until_bound: bool) -> dict[str, str]:
     if not until_bound:
         return timeout(timeout_seconds)
     return {"pulumi.com/waitFor": CLAIM_BOUND, **timeout(timeout_seconds)}

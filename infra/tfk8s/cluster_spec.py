@@ -12,7 +12,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 
-from tfk8s.settings import ClusterSettings
+from tfk8s.schema_experiment import ClusterSettings
 
 PS, WORKER, CHIEF = "ps", "worker", "chief"
 DATA_DIR, LOG_DIR = "/data", "/log"
@@ -33,7 +33,7 @@ class Names:
         return f"{self.cluster}-scratch"
 
     def layout(self) -> str:
-        """The Layout that publishes this cluster to the user's Jupyter (tfk8s.layout)."""
+        """The Layout that publishes this cluster to the user's Jupyter (tfk8s.layout_document)."""
         return f"{self.cluster}-layout"
 
     def indexed(self, role: str) -> str:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tfk8s.pods import key_of
-from tfk8s.settings import LAUNCHER_PACKAGE
+from tfk8s.schema_experiment import LAUNCHER_PACKAGE
 
 
 @dataclass(frozen=True)

@@ -16,9 +16,10 @@ import pulumi_kubernetes as k8s
 
 from tfk8s import readiness
 from tfk8s.code import CodeBundle
+from tfk8s.contract import PlatformFacts
 from tfk8s.labels import labels
 from tfk8s.ownership import Owner
-from tfk8s.settings import ClusterSettings, PlatformFacts
+from tfk8s.schema_experiment import ClusterSettings
 from tfk8s.training_cluster import TrainingCluster, TrainingClusterArgs
 
 

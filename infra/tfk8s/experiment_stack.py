@@ -7,11 +7,13 @@ from typing import Any
 
 import pulumi
 
-from tfk8s import config, training_cluster
+from tfk8s import training_cluster
 from tfk8s.code import CodeBundle, bundle, launcher_bundle
+from tfk8s.contract import PlatformFacts
 from tfk8s.experiment import Experiment, ExperimentArgs
 from tfk8s.ownership import Claimed, Owner
-from tfk8s.settings import LAUNCHER_PACKAGE, ExperimentStack, PlatformFacts
+from tfk8s.schema import NAMESPACE
+from tfk8s.schema_experiment import LAUNCHER_PACKAGE, ExperimentStack
 
 
 def codes(stack: ExperimentStack, root: Path) -> dict[str, CodeBundle | None]:
@@ -30,9 +32,7 @@ def claimed(stack: ExperimentStack, experiment: str, facts: PlatformFacts) -> li
     return [
         claim
         for i, cluster in enumerate(stack.clusters)
-        for claim in training_cluster.fixed_objects(
-            experiment, cluster, namespace, facts.layouts, f"{config.NAMESPACE}:clusters[{i}]"
-        )
+        for claim in training_cluster.fixed_objects(experiment, cluster, namespace, facts.layouts, f"{NAMESPACE}:clusters[{i}]")
     ]
 
 

@@ -2,7 +2,7 @@
 
 Each platform stack defines its own namespaced kind, `Layout` in the group `<id>.layouts.tfk8s.io`
 (`<id>` hashes the platform's owner mark, so platforms sharing a cluster never share the CRD).
-An experiment creates one Layout per training cluster in the user's namespace (tfk8s.layout):
+An experiment creates one Layout per training cluster in the user's namespace (tfk8s.layout_document):
 its spec is the cluster's layout, which the user's notebook reads, and its existence is what the
 guard checks.
 
@@ -29,8 +29,8 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from tfk8s.api_paths import CUSTOM_RESOURCE_DEFINITION
+from tfk8s.contract import LayoutKind
 from tfk8s.ownership import STACK, Claimed, Owner
-from tfk8s.settings import LayoutKind
 
 GUARD_LABEL = "tfk8s.io/platform-guard"
 GUARD_NAME = "tfk8s-platform"

@@ -14,7 +14,7 @@ from typing import Any
 import pulumi
 from pydantic import ValidationError
 
-from tfk8s.settings import PlatformFacts
+from tfk8s.contract import PlatformFacts
 
 READ_STACK_OUTPUTS = "pulumi:pulumi:readStackOutputs"
 OUTPUT = "platform"

@@ -1,6 +1,6 @@
 """A platform stack (`tfk8s:kind: platform`): storage, the User Node, and per user the namespace,
 shared volumes, Jupyter and TensorBoard. Its `platform` output is the contract its experiment
-stacks read: a settings.PlatformFacts, dumped by alias."""
+stacks read: a contract.PlatformFacts, dumped by alias."""
 
 from __future__ import annotations
 
@@ -10,18 +10,12 @@ from typing import Any, Final
 
 import pulumi
 
-from tfk8s import backends, config, guard, readiness, storage, user_env
+from tfk8s import backends, guard, readiness, stack_config, storage, user_env
 from tfk8s.code import launcher_bundle
+from tfk8s.contract import LayoutKind, PlatformFacts, UserFacts, UserNodeFacts
 from tfk8s.ownership import Claimed, Owner
-from tfk8s.settings import (
-    LayoutKind,
-    PlatformFacts,
-    PlatformSettings,
-    PlatformStack,
-    StorageSettings,
-    UserFacts,
-    UserNodeFacts,
-)
+from tfk8s.schema import NAMESPACE
+from tfk8s.schema_platform import PlatformSettings, PlatformStack, StorageSettings
 from tfk8s.storage import SharedStorage
 from tfk8s.user_env import USER_NODE_PODS_PER_USER, UserEnvironment, UserEnvironmentArgs
 from tfk8s.user_node import UserNode
@@ -35,27 +29,27 @@ def backend_secret(settings: StorageSettings) -> pulumi.Output[str] | None:
     secret = backends.backend_of(settings).secret
     if secret is None:
         return None
-    return pulumi.Config(config.NAMESPACE).require_secret(secret.config_key)
+    return pulumi.Config(NAMESPACE).require_secret(secret.config_key)
 
 
 def claimed(stack: PlatformStack, owner: Owner) -> list[Claimed]:
     """Objects this stack creates under fixed names, as its components list them: they must be
     absent, or already this stack's."""
     return [
-        *user_env.fixed_objects(stack.platform, stack.users, f"{config.NAMESPACE}:users"),
-        *guard.fixed_objects(guard.layout_kind(owner), f"{config.NAMESPACE}:kind"),
-        *storage.fixed_objects(stack.platform.storage, f"{config.NAMESPACE}:platform.storage"),
+        *user_env.fixed_objects(stack.platform, stack.users, f"{NAMESPACE}:users"),
+        *guard.fixed_objects(guard.layout_kind(owner), f"{NAMESPACE}:kind"),
+        *storage.fixed_objects(stack.platform.storage, f"{NAMESPACE}:platform.storage"),
     ]
 
 
 def build(stack: PlatformStack, owner: Owner, root: Path, notebook: Path) -> dict[str, Any]:
     """Declare every platform resource and export readiness and the experiments' contract."""
     platform = stack.platform
-    tokens = config.jupyter_tokens(stack.users)  # validated before anything is declared
+    tokens = stack_config.jupyter_tokens(stack.users)  # validated before anything is declared
     user_node = UserNode("user-node", platform.user_node, len(stack.users) * USER_NODE_PODS_PER_USER)
     shared = SharedStorage("storage", platform.storage, backend_secret(platform.storage), owner)
     launcher = launcher_bundle(root)
-    assert platform.version is not None  # resolved by config.check_platform
+    assert platform.version is not None  # resolved by context_checks.check_platform
     layouts = guard.layout_kind(owner)
     platform_guard = guard.PlatformGuard("platform-guard", owner, layouts, guard.policy_supported(platform.version))
     if not guard.policy_supported(platform.version):
@@ -124,7 +118,7 @@ def facts(
     users: Mapping[str, UserFacts],
 ) -> PlatformFacts:
     """The experiments' contract, from resolved values (the platform's own outputs among them)."""
-    assert platform.kubernetes_version is not None  # resolved by config.check_platform
+    assert platform.kubernetes_version is not None  # resolved by context_checks.check_platform
     return PlatformFacts(
         schema_version=SCHEMA_VERSION,
         owner=owner,

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from tfk8s import cluster_spec as cs
+from tfk8s.contract import PlatformFacts
 from tfk8s.roles import Role, Volume
-from tfk8s.settings import DEFAULT_TRAINER, ClusterSettings, PlatformFacts, Resources
+from tfk8s.schema_experiment import DEFAULT_TRAINER, ClusterSettings, Resources
 
 LAUNCHER_DIR = "/opt/tfk8s"
 LAUNCHER = f"{LAUNCHER_DIR}/tfk8s_train/launch.py"
@@ -160,7 +161,7 @@ class ClusterPods:
     platform: PlatformFacts
     spec: dict[str, list[str]]  # the TF cluster spec (tfk8s.cluster_spec)
     volumes: VolumeSources
-    log_sub_path: str  # the cluster's directory on the user's log volume (tfk8s.layout)
+    log_sub_path: str  # the cluster's directory on the user's log volume (tfk8s.layout_document)
 
 
 def tf_container(role: Role, cluster_pods: ClusterPods, env: list[Json]) -> Json:

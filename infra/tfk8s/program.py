@@ -16,8 +16,21 @@ from typing import Any
 
 import pulumi
 
-from tfk8s import api_paths, backends, config, experiment_stack, ownership, platform_ref, platform_stack, preflight
-from tfk8s.settings import ExperimentStack, PlatformStack
+from tfk8s import (
+    api_paths,
+    backends,
+    context_checks,
+    experiment_stack,
+    ownership,
+    platform_ref,
+    platform_stack,
+    preflight,
+    stack_config,
+)
+from tfk8s.config_errors import ConfigError
+from tfk8s.schema import NAMESPACE
+from tfk8s.schema_experiment import ExperimentStack
+from tfk8s.schema_platform import PlatformStack
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = PROJECT_ROOT / "training" / "master_client.ipynb"
@@ -59,11 +72,11 @@ def run_platform(
     environ: Mapping[str, str],
     root: Path = PROJECT_ROOT,
 ) -> dict[str, Any]:
-    stack = config.check_platform(stack, server)
+    stack = context_checks.check_platform(stack, server)
     if read is not None:
-        missing = backends.missing_classes(stack.platform.storage, read, f"{config.NAMESPACE}:platform.storage")
+        missing = backends.missing_classes(stack.platform.storage, read, f"{NAMESPACE}:platform.storage")
         if missing:
-            raise config.ConfigError(missing)
+            raise ConfigError(missing)
     owner = owner_of("platform", environ)
     fix = (
         "Choose another name (namespacePrefix, user name, className), "
@@ -84,8 +97,8 @@ def run_experiment(
     facts = platform_ref.platform_facts(stack.platform_stack, stack.user, read_outputs)
     if server is not None:  # the cluster may have been upgraded since the platform's last `up`
         facts = facts.model_copy(update={"kubernetes_version": f"{server[0]}.{server[1]}"})
-    experiment = config.experiment_name(stack, pulumi.get_stack())
-    config.check_experiment(stack, pulumi.get_stack(), facts, root)
+    experiment = context_checks.experiment_name(stack, pulumi.get_stack())
+    context_checks.check_experiment(stack, pulumi.get_stack(), facts, root)
     owner = owner_of("experiment", environ)
     namespace = facts.users[stack.user].namespace
     if read is not None:
@@ -110,7 +123,7 @@ EVALUATION_GC_THRESHOLDS = (100_000, 50, 100)
 
 def main() -> None:
     gc.set_threshold(*EVALUATION_GC_THRESHOLDS)
-    stack = config.load()
+    stack = stack_config.load()
     # Presence only: reading a kubeconfig stored as a secret through Config.get would warn.
     kubeconfig_in_config = pulumi.runtime.get_config("kubernetes:kubeconfig") is not None
     cluster = preflight.check_cluster(os.environ, kubeconfig_in_config=kubeconfig_in_config)

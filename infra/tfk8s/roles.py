@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from tfk8s.cluster_spec import CHIEF, PS, WORKER
-from tfk8s.settings import ClusterSettings, PsSettings, Resources, WorkerSettings
+from tfk8s.schema_experiment import ClusterSettings, PsSettings, Resources, WorkerSettings
 
 # The volumes a TensorFlow pod may mount (tfk8s.pods builds them).
 Volume = Literal["data", "log", "launcher", "code", "scratch"]
@@ -67,7 +67,7 @@ class Role:
 
 # Parameter servers hold variables only: no data, no scratch. One Deployment per task, so a PS
 # that dies is restarted and keeps its DNS name (its Service). GPUs as `ps` says (the platform
-# decides whether PS may have any: tfk8s.config).
+# decides whether PS may have any: tfk8s.context_checks).
 PS_ROLE = Role(
     name=PS,
     restart_policy="Always",

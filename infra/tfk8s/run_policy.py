@@ -7,14 +7,18 @@ Older API servers drop those fields with only a warning, leaving the shared defa
 `backoffLimit: 6`; there the same total budget is set as a shared `backoffLimit` (per index x
 tasks), and the caller warns that one crashing worker can use up the others' retries.
 
-Deadline and clean-up come from `run:` (settings.RunSettings), as TFJob's runPolicy offers them.
+Deadline and clean-up come from `run:` (schema_experiment.RunSettings), as TFJob's runPolicy offers them.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from tfk8s.settings import PER_INDEX_RETRIES_SINCE, ClusterSettings
+from tfk8s.schema_experiment import ClusterSettings
+
+# Job backoffLimitPerIndex / maxFailedIndexes: beta (on by default) from 1.29; older API servers
+# drop the fields with only a warning.
+PER_INDEX_RETRIES_SINCE = (1, 29)
 
 
 def job_fields(cluster: ClusterSettings, tasks: int, kubernetes_version: tuple[int, int]) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from tfk8s.api_paths import SECRET, STORAGE_CLASS
 from tfk8s.backends import StorageClassSpec, backend_of, classes, scratch_class
 from tfk8s.labels import labels
 from tfk8s.ownership import Claimed, Owner
-from tfk8s.settings import StorageSettings
+from tfk8s.schema_platform import StorageSettings
 
 
 def fixed_objects(storage: StorageSettings, key: str) -> list[Claimed]:
@@ -144,7 +144,7 @@ def claim(
             },
             opts=pulumi.ResourceOptions(parent=parent, retain_on_delete=keep),
         )
-    waits = awaits.claim(await_timeout_seconds, until_bound=backend.claims_await_bound)
+    waits = awaits.claim_await(await_timeout_seconds, until_bound=backend.claims_await_bound)
     pvc = k8s.core.v1.PersistentVolumeClaim(
         resource_name,
         metadata={

@@ -7,8 +7,8 @@ Shape (resource count is independent of the worker count):
   * in-graph with a chief client: one more Indexed Job + headless Service `<c>-chief`;
   * the user's code ConfigMap if any, the RBAC that lets a PS scale its own Deployment to zero
     once every worker is done (no PS left behind), and the Layout that registers the cluster with
-    its platform and publishes it to the user's Jupyter (tfk8s.layout, tfk8s.guard). The trainer package's ConfigMap is the
-    experiment's, shared by its clusters (tfk8s.experiment).
+    its platform and publishes it to the user's Jupyter (tfk8s.layout_document, tfk8s.guard). The
+    trainer package's ConfigMap is the experiment's, shared by its clusters (tfk8s.experiment).
 
 Pods mount the user's data and log volumes, which the platform stack owns, so logs and data sets
 outlive the experiment. The one claim a cluster may own is its scratch volume (`scratch`, at
@@ -36,14 +36,15 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from tfk8s import awaits, layout, pods, run_policy
+from tfk8s import awaits, layout_document, pods, run_policy
 from tfk8s import cluster_spec as cs
 from tfk8s.api_paths import JOB, PERSISTENT_VOLUME_CLAIM, SERVICE
 from tfk8s.code import CodeBundle
+from tfk8s.contract import LayoutKind, PlatformFacts
 from tfk8s.labels import labels, selector_of
 from tfk8s.ownership import Claimed, Owner
 from tfk8s.roles import CHIEF_ROLE, PS_ROLE, WORKER_ROLE, Role
-from tfk8s.settings import ClusterSettings, LayoutKind, PlatformFacts
+from tfk8s.schema_experiment import ClusterSettings
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -78,7 +79,7 @@ class TrainingCluster(pulumi.ComponentResource):
         code_digest = args.launcher.digest + (args.code.digest if args.code else "")
         self.run_id = cs.run_id(c, self.spec, image, code_digest)
         self.kubernetes_version = platform.version
-        self.log_sub_path = layout.log_sub_path(args.experiment, c.name)
+        self.log_sub_path = layout_document.log_sub_path(args.experiment, c.name)
         # The Job a PS watches: when it fails (or ends, or is deleted) the run is over.
         self.watched_job = self.names.indexed((CHIEF_ROLE if cs.has_chief_job(c) else WORKER_ROLE).name)
         child = pulumi.ResourceOptions(parent=self)
@@ -107,13 +108,13 @@ class TrainingCluster(pulumi.ComponentResource):
         self.run_uid: pulumi.Output[str] = run_job.metadata.uid
         self.ps_deployments = [self._build_ps_deployment(name, i, run_job) for i in range(c.ps.count)]
 
-        layouts = platform.layouts
+        layout_kind = platform.layouts
         self.layout = k8s.apiextensions.CustomResource(
             f"{name}-layout",
-            api_version=layouts.api_version,
-            kind=layouts.kind,
+            api_version=layout_kind.api_version,
+            kind=layout_kind.kind,
             metadata=self._meta(name=self.names.layout(), labels=self._labels("layout")),
-            spec=layout.document(
+            spec=layout_document.spec(
                 experiment=args.experiment,
                 cluster=c,
                 spec=self.spec,

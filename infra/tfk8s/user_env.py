@@ -7,7 +7,7 @@ a platform redeploy:
   * TensorBoard reads the whole log volume: each run writes under `<experiment>/<cluster>`, so
     runs of finished and destroyed experiments stay listed;
   * Jupyter mounts the whole data and log volumes and reads the Layouts experiments create
-    (tfk8s.layout) with a service account that may only read Layouts here; the `jupyter-tf`
+    (tfk8s.layout_document) with a service account that may only read Layouts here; the `jupyter-tf`
     Service is the address notebook-driven clusters name as their chief.
 """
 
@@ -25,10 +25,11 @@ import pulumi_kubernetes as k8s
 from tfk8s import awaits, pods, readiness
 from tfk8s.api_paths import NAMESPACE
 from tfk8s.code import CodeBundle
+from tfk8s.contract import LayoutKind, UserFacts
 from tfk8s.labels import labels, selector_of
 from tfk8s.ownership import Claimed, Owner
 from tfk8s.pods import LAUNCHER_DIR, key_of
-from tfk8s.settings import LayoutKind, PlatformSettings, PlatformUser, UserFacts
+from tfk8s.schema_platform import PlatformSettings, PlatformUser
 from tfk8s.storage import claim
 
 TOKEN_KEY = "token"

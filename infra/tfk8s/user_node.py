@@ -8,7 +8,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from tfk8s.quantities import parse_quantity
-from tfk8s.settings import UserNodeSettings
+from tfk8s.schema_platform import UserNodeSettings
 
 # pulumi-kubernetes applies as `pulumi-kubernetes-<hash>`; any other manager is someone else.
 PULUMI_MANAGER_PREFIX = "pulumi-kubernetes"

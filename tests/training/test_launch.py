@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from tfk8s import cluster_spec as cs
 from tfk8s import pods
-from tfk8s.settings import ClusterSettings, PsSettings, WorkerSettings
+from tfk8s.schema_experiment import ClusterSettings, PsSettings, WorkerSettings
 from tfk8s_train import kube_retire, launch
 from tfk8s_train.launch import LaunchError, parse_env
 

@@ -54,9 +54,11 @@ def through_the_engine(value: Any) -> Any:
 def facts_for(platform_raw: dict[str, Any]) -> dict[str, Any]:
     """The `platform` output a deployed platform stack of `platform_raw` publishes, built like the
     platform builds it (its owner, Layout group and app URLs the ones a test platform has)."""
-    from tfk8s import backends, config, guard, platform_stack, user_env
+    from tfk8s import backends, guard, platform_stack, user_env
+    from tfk8s.context_checks import check_platform
+    from tfk8s.stack_config import validate
 
-    stack = config.check_platform(config.validate(platform_raw), None)  # type: ignore[arg-type]
+    stack = check_platform(validate(platform_raw), None)  # type: ignore[arg-type]
     p = stack.platform
     contract = platform_stack.facts(
         p,
@@ -105,7 +107,8 @@ def run_program(
     Experiments read `platform` (default: the facts of stacks/Pulumi.platform-dev.yaml) as their
     platform stack's `platform` output; `read(path)` stands for the cluster's ownership reads.
     """
-    from tfk8s import config, program
+    from tfk8s import program
+    from tfk8s.stack_config import validate
 
     kind = raw.get("kind")
     mocks = RecordingMocks(status_hook, live_hook)
@@ -126,7 +129,7 @@ def run_program(
         return None
 
     pulumi.runtime.register_stack_transformation(record)
-    validated = config.validate(raw)
+    validated = validate(raw)
     environ = {"PULUMI_BACKEND_URL": "file:///test-state"}
     if kind == "platform":
         components = program.run_platform(validated, None, read, environ, ROOT)  # type: ignore[arg-type]

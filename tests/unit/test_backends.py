@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import get_args
 
 import pytest
-from tfk8s import backends, config
-from tfk8s.settings import CsiSettings, GlusterfsSettings, StorageBackend, StorageSettings
+from tfk8s import backends
+from tfk8s.schema_platform import CsiSettings, GlusterfsSettings, StorageBackend, StorageSettings
+from tfk8s.stack_config import SECRET_KEYS
 
 # One valid setting per backend, as check_platform would let through.
 SAMPLES = {
@@ -23,7 +24,7 @@ def test_the_table_has_exactly_the_backends_the_schema_accepts() -> None:
 
 def test_a_table_missing_a_backend_is_refused_on_import() -> None:
     partial = {name: b for name, b in backends.BACKENDS.items() if name != "csi"}
-    with pytest.raises(TypeError, match="do not match settings.StorageBackend"):
+    with pytest.raises(TypeError, match="do not match schema_platform.StorageBackend"):
         backends._complete(partial)
 
 
@@ -53,7 +54,7 @@ def test_the_scratch_class_each_backend_offers(storage: StorageSettings, scratch
 
 def test_only_glusterfs_needs_a_secret_and_its_key_stays_out_of_the_settings() -> None:
     assert {name for name, b in backends.BACKENDS.items() if b.secret is not None} == {"glusterfs"}
-    assert config.SECRET_KEYS == {"heketiAdminKey", "jupyterTokens"}
+    assert SECRET_KEYS == {"heketiAdminKey", "jupyterTokens"}
 
 
 def test_the_backends_named_in_messages_read_as_before() -> None:

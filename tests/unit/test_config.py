@@ -10,8 +10,11 @@ from typing import Any
 
 import pytest
 from mocked_program import ROOT, facts_for, stack_config
-from tfk8s import settings as s
-from tfk8s.config import ConfigError, check_experiment, check_platform, parse_jupyter_tokens, validate
+from tfk8s.config_errors import ConfigError
+from tfk8s.context_checks import check_experiment, check_platform
+from tfk8s.contract import PlatformFacts
+from tfk8s.schema_platform import ImageSettings, PlatformStack, PlatformUser
+from tfk8s.stack_config import parse_jupyter_tokens, validate
 
 Raw = dict[str, Any]
 SCHEMA_DIR = ROOT / "schema"
@@ -20,9 +23,9 @@ SCHEMA_DIR = ROOT / "schema"
 def parse(raw: Raw, server_version: tuple[int, int] | None = None) -> Any:
     """Validate a stack's raw `tfk8s:` values as the program does (experiments against platform-dev)."""
     stack = validate(raw)
-    if isinstance(stack, s.PlatformStack):
+    if isinstance(stack, PlatformStack):
         return check_platform(stack, server_version)
-    facts = s.PlatformFacts.model_validate(facts_for(stack_config("platform-dev")), strict=False)
+    facts = PlatformFacts.model_validate(facts_for(stack_config("platform-dev")), strict=False)
     check_experiment(stack, "dev", facts, ROOT)
     return stack
 
@@ -227,7 +230,7 @@ def test_stacks_parse_with_documented_defaults() -> None:
     platform = parse(stack_config("platform-dev"))
     assert platform.platform.storage.backend == "local" and platform.platform.namespace_prefix == "tfk8s-"
     assert all(u.volumes.keep_on_destroy for u in platform.users)
-    assert platform.platform.images.tensorflow == s.ImageSettings().tensorflow
+    assert platform.platform.images.tensorflow == ImageSettings().tensorflow
 
 
 def test_numbers_are_accepted_for_cpu(dev_config: Raw) -> None:
@@ -246,7 +249,7 @@ def test_an_experiment_name_too_long_for_its_objects_names_the_key(dev_config: R
         parse(dev_config)
 
 
-USERS = (s.PlatformUser(name="alice"),)
+USERS = (PlatformUser(name="alice"),)
 
 
 @pytest.mark.parametrize(

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 from tfk8s import run_policy
-from tfk8s import settings as s
+from tfk8s.schema_experiment import ClusterSettings, RunSettings, WorkerSettings
 
 
-def cluster(**run: int) -> s.ClusterSettings:
-    return s.ClusterSettings(name="mnist", workers=s.WorkerSettings(count=4, backoff_limit_per_index=2), run=s.RunSettings(**run))
+def cluster(**run: int) -> ClusterSettings:
+    return ClusterSettings(name="mnist", workers=WorkerSettings(count=4, backoff_limit_per_index=2), run=RunSettings(**run))
 
 
 @pytest.mark.parametrize(("version", "warned"), [((1, 25), True), ((1, 28), True), ((1, 29), False), ((1, 34), False)])

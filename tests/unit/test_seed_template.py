@@ -7,7 +7,7 @@ from pathlib import Path
 import jinja2
 import yaml
 from tfk8s import cluster_spec as cs
-from tfk8s.settings import ClusterSettings, PsSettings, WorkerSettings
+from tfk8s.schema_experiment import ClusterSettings, PsSettings, WorkerSettings
 
 TEMPLATE = Path(__file__).resolve().parents[1] / "fixtures" / "seed" / "tfcluster_template.yaml.jinja"
 

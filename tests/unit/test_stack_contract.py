@@ -10,8 +10,8 @@ import pytest
 from mocked_program import PLATFORM_OWNER, after, facts_for, facts_with_scratch, run_program, stack_config
 from mocks import RecordingMocks
 from tfk8s import ownership, platform_ref
+from tfk8s.contract import PlatformFacts
 from tfk8s.program import OwnershipConflict
-from tfk8s.settings import PlatformFacts
 
 
 def live(owner: str | None = None, managers: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -237,7 +237,7 @@ def test_the_platform_guards_its_users_namespaces_against_destroy_while_experime
 def test_an_existing_class_the_cluster_lacks_is_named_before_anything_exists(
     platform_config: dict[str, Any], in_cluster: tuple[str, ...], missing: tuple[str, str]
 ) -> None:
-    from tfk8s.config import ConfigError
+    from tfk8s.config_errors import ConfigError
 
     platform_config["platform"]["storage"] = {"backend": "existing", "className": "cephfs", "scratchClassName": "cephfs-tmp"}
     classes = existing({f"/apis/storage.k8s.io/v1/storageclasses/{name}": live() for name in in_cluster})

@@ -26,7 +26,7 @@ from mocked_program import (
     stack_config,
 )
 from tfk8s import cluster_spec as cs
-from tfk8s import config
+from tfk8s.stack_config import validate
 
 
 def selects(selector: dict[str, str], labels: dict[str, str]) -> bool:
@@ -365,7 +365,7 @@ def test_run_policy_sets_deadline_and_ttl_and_a_new_run_number_is_a_new_run(dev_
         (ps,) = [r for r in d.mocks.of_type(DEPLOYMENT) if pod_labels(r).get("tfk8s.io/role") == "ps"]
         run = pod_labels(ps)["tfk8s.io/run"]
         assert ps.inputs["metadata"]["name"].endswith(run[:8])
-        settings = config.validate(dev_config).clusters[0]  # type: ignore[union-attr]
+        settings = validate(dev_config).clusters[0]  # type: ignore[union-attr]
         spec = json.loads(env_of(job)["TFK8S_CLUSTER_SPEC"])
         image = settings.image or "tensorflow/tensorflow:2.21.0"
         bumped = settings.model_copy(update={"run": settings.run.model_copy(update={"number": 2})})

@@ -11,7 +11,7 @@ import pulumi
 import pytest
 from mocked_program import after, run_program
 from mocks import LiveHook, plain_nodes
-from tfk8s.settings import UserNodeSettings
+from tfk8s.schema_platform import UserNodeSettings
 from tfk8s.user_node import UserNodeTaken, UserNodeTooSmall, check_room, checked_taints
 
 SETTINGS = UserNodeSettings(name="gpu-7")

@@ -1,16 +1,17 @@
-"""A training cluster's layout, published in its namespace for the user's Jupyter (in-graph from the notebook).
+"""A training cluster's Layout document, published in its namespace for the user's Jupyter (in-graph from the notebook).
 
 The platform deploys Jupyter once per user; experiments come and go. So instead of baking cluster
 specs into the Jupyter pod (which would need a platform redeploy per experiment), each experiment
-creates one Layout (the platform's own kind, tfk8s.guard) per cluster, and the notebook reads them
-at run time (`tfk8s_train.layouts`) with a service account that may only read Layouts in the
-user's own namespace. The directories are relative to the user's volumes, which Jupyter mounts
-whole (data at /data, logs at /logs) and training pods mount per run.
+creates one Layout per cluster, and the notebook reads them at run time (`tfk8s_train.layouts`)
+with a service account that may only read Layouts in the user's own namespace. The Layout kind is
+the platform's own: tfk8s.guard declares it, `contract.LayoutKind` is its name in the contract.
+The directories are relative to the user's volumes, which Jupyter mounts whole (data at /data,
+logs at /logs) and training pods mount per run.
 """
 
 from __future__ import annotations
 
-from tfk8s.settings import ClusterSettings
+from tfk8s.schema_experiment import ClusterSettings
 
 
 def log_sub_path(experiment: str, cluster: str) -> str:
@@ -18,7 +19,7 @@ def log_sub_path(experiment: str, cluster: str) -> str:
     return f"{experiment}/{cluster}"
 
 
-def document(
+def spec(
     *,
     experiment: str,
     cluster: ClusterSettings,

@@ -1,0 +1,123 @@
+"""Checks of a valid stack file that need context: the cluster's Kubernetes version, the project's
+files and, for experiments, the platform stack's facts. Run once, before any resource exists.
+
+The schema (`tfk8s.schema`) checks what a value is on its own; these check what it means here.
+Every problem found is reported together, as a `ConfigError` naming its key and the fix.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tfk8s import backends
+from tfk8s.config_errors import ConfigError
+from tfk8s.contract import PlatformFacts
+from tfk8s.schema import NAMESPACE
+from tfk8s.schema_experiment import CodeSettings, ExperimentStack
+from tfk8s.schema_platform import PlatformStack
+from tfk8s.schema_types import MAX_NAME_LENGTH, dns_name
+
+CONFIGMAP_LIMIT_BYTES = 1024 * 1024
+
+
+def check_platform(stack: PlatformStack, server_version: tuple[int, int] | None) -> PlatformStack:
+    """Context checks of a platform stack; returns it with the Kubernetes version resolved."""
+    problems: list[str] = []
+    platform, key = stack.platform, f"{NAMESPACE}:platform"
+    configured = platform.version
+    # The server's version, when it can be read, is the truth: objects follow it, not the stack file.
+    kube = server_version or configured
+    if server_version and configured and configured != server_version:
+        problems.append(
+            f"{key}.kubernetesVersion: is {platform.kubernetes_version} but the cluster serves "
+            f"{server_version[0]}.{server_version[1]}: fix it, or remove the key to use the server's version"
+        )
+    if kube is None:
+        problems.append(
+            f"{key}.kubernetesVersion: the cluster did not say which Kubernetes it is (its /version needs credentials "
+            f"tfk8s cannot use): set it, e.g. `pulumi config set --path --type string '{key}.kubernetesVersion' 1.34`"
+        )
+    problems += backends.problems(platform.storage, kube, f"{key}.storage")
+    names = [u.name for u in stack.users]
+    for i, name in enumerate(names):
+        if name in names[:i]:
+            problems.append(f"{NAMESPACE}:users[{i}].name: duplicate user {name!r}: each user gets one namespace")
+    if problems:
+        raise ConfigError(problems)
+    assert kube is not None
+    return stack.model_copy(update={"platform": platform.model_copy(update={"kubernetes_version": f"{kube[0]}.{kube[1]}"})})
+
+
+def experiment_name(stack: ExperimentStack, stack_name: str) -> str:
+    return stack.experiment or stack_name
+
+
+def check_experiment(stack: ExperimentStack, stack_name: str, facts: PlatformFacts, project_root: Path) -> None:
+    """Context checks of an experiment against the project's files and its platform's facts."""
+    problems: list[str] = []
+    experiment = experiment_name(stack, stack_name)
+    if stack.experiment is None and (problem := _name_problem(experiment)):
+        problems.append(
+            f"{NAMESPACE}:experiment: the stack name {problem}; set `tfk8s:experiment` to a short name for this experiment"
+        )
+    names = [c.name for c in stack.clusters]
+    for i, c in enumerate(stack.clusters):
+        key = f"{NAMESPACE}:clusters[{i}]"
+        if c.name in names[:i]:
+            problems.append(f"{key}.name: duplicate cluster name {c.name!r}: cluster names must be unique per experiment")
+        qualified = f"{experiment}-{c.name}"
+        if len(qualified) > MAX_NAME_LENGTH:
+            problems.append(
+                f"{key}.name: '{experiment}-{c.name}' (experiment-cluster, which names its Services and Jobs) is "
+                f"{len(qualified)} characters; at most {MAX_NAME_LENGTH}: shorten the cluster or tfk8s:experiment name"
+            )
+        if c.ps.gpus and not facts.allow_ps_gpus:
+            problems.append(
+                f"{key}.ps.gpus: parameter servers hold variables and need no GPU; remove it, or ask the platform "
+                f"team to set {NAMESPACE}:platform.allowPsGpus: true if you really mean it"
+            )
+        for t in c.workers.tolerations:
+            if t.get("key") == facts.user_node.taint_key or (t.get("operator") == "Exists" and not t.get("key")):
+                problems.append(
+                    f"{key}.workers.tolerations: {dict(t)} tolerates the User Node taint {facts.user_node.taint_key!r}: "
+                    "training pods must never run on the User Node; tolerate specific taints instead"
+                )
+        if c.scratch is not None and facts.scratch_storage_class is None:
+            problems.append(
+                f"{key}.scratch: platform stack {stack.platform_stack!r} offers no class for scratch volumes (its "
+                f"storage backend is {backends.scratchless_platforms()}): remove it, or ask the platform "
+                f"team to set {NAMESPACE}:platform.storage.scratchClassName"
+            )
+        problems += _code_problems(c.code, f"{key}.code", project_root)
+    if problems:
+        raise ConfigError(problems)
+
+
+def _name_problem(name: str) -> str | None:
+    try:
+        dns_name(name)
+    except ValueError as error:
+        return str(error)
+    return None
+
+
+def _code_problems(code: CodeSettings, key: str, project_root: Path) -> list[str]:
+    if code.source == "url" and not code.url:
+        return [f"{key}.url: source 'url' needs an http(s) URL to fetch the training script from"]
+    if code.source != "configmap" or code.path is None:
+        return []
+    directory = project_root / code.path
+    if not directory.is_dir():
+        return [f"{key}.path: {code.path!r} is not a directory of the project ({directory})"]
+    size = _code_size(directory)
+    if size > CONFIGMAP_LIMIT_BYTES * 0.9:
+        return [
+            f"{key}.path: {code.path!r} holds {size} bytes; a ConfigMap carries at most 1 MiB: "
+            "bake the code into the image (source: image) or serve it (source: url)"
+        ]
+    return []
+
+
+def _code_size(directory: Path) -> int:
+    """Bytes the code directory would put in its ConfigMap (bytecode caches are never shipped)."""
+    return sum(f.stat().st_size for f in directory.rglob("*") if f.is_file() and "__pycache__" not in f.parts)

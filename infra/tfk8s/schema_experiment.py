@@ -1,0 +1,115 @@
+"""The schema of an experiment stack file (`tfk8s:kind: experiment`): types, defaults and value checks.
+
+An experiment stack holds one user's training clusters, placed in that user's namespace; it reads
+its platform's facts (`tfk8s.contract.PlatformFacts`) from the platform stack's outputs, and the
+checks that need them are `tfk8s.context_checks`. Nothing here touches Pulumi: the launcher's tests
+build these models without an engine.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from tfk8s.schema_types import DnsName, HttpUrl, Model, NonNegative, Positive, Quantity, RelativePath
+
+Replication = Literal["between-graph", "in-graph"]
+TrainingMode = Literal["async", "sync"]
+CodeSource = Literal["configmap", "url", "image"]
+InGraphClient = Literal["chief", "notebook"]
+
+# The launcher and our trainer: always shipped to every TensorFlow pod (see tfk8s.code).
+LAUNCHER_PACKAGE = "training/tfk8s_train"
+# Our trainer, shipped with the launcher; any other command is a user script.
+DEFAULT_TRAINER = ("python", "-m", "tfk8s_train", "train")
+
+
+class Resources(Model):
+    cpu: Quantity = "1"
+    memory: Quantity = "2Gi"
+    gpus: NonNegative = 0
+
+
+class PsSettings(Resources):
+    count: Positive = 1
+    cpu: Quantity = "500m"
+    memory: Quantity = "1Gi"
+
+    @property
+    def resources(self) -> Resources:
+        return Resources(cpu=self.cpu, memory=self.memory, gpus=self.gpus)
+
+
+class WorkerSettings(Resources):
+    count: Positive = 2
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    tolerations: tuple[dict[str, str], ...] = ()
+    backoff_limit_per_index: NonNegative = 3
+    """Retries per worker index before the whole Job fails (Indexed Job backoffLimitPerIndex)."""
+
+    @property
+    def resources(self) -> Resources:
+        return Resources(cpu=self.cpu, memory=self.memory, gpus=self.gpus)
+
+
+class CodeSettings(Model):
+    source: CodeSource = "configmap"
+    path: str | None = LAUNCHER_PACKAGE
+    """configmap: a directory of this repository, shipped as a ConfigMap (1 MiB limit)."""
+    url: HttpUrl | None = None
+    """url: fetched by an init container before the task starts (the seed's curl)."""
+
+
+class RunSettings(Model):
+    """What TFJob users call the run policy, per training cluster."""
+
+    number: NonNegative = 0
+    """Bump to start a fresh run after a failed one: re-applying an unchanged failed Job does
+    nothing (pulumi-kubernetes#856); a new number is a new run id, so a new Job and new PS.
+    Running again after `destroy` or a TTL clean-up needs no bump: a new Job is a new run."""
+    active_deadline_seconds: Positive | None = None
+    """Kubernetes fails the worker (and chief) Job this many seconds after it starts; None: never."""
+    ttl_seconds_after_finished: NonNegative | None = None
+    """Finished worker/chief Jobs and their pods (and the run's PS, which the Job owns) are deleted
+    this long after they end; None: kept. Logs live on the log volume, not in the pods, so
+    nothing of them is lost; `pulumi up --refresh` afterwards starts a new run."""
+
+
+class ScratchSettings(Model):
+    size: Quantity = Field(description="the scratch volume's size, e.g. 20Gi")
+
+
+class ClusterSettings(Model):
+    name: DnsName = Field(description="a DNS-1123 name for the training cluster, e.g. mnist")
+    replication: Replication = "between-graph"
+    training: TrainingMode = "async"
+    in_graph_client: InGraphClient = "chief"
+    """In-graph only: who drives the cluster, a chief Job or the user's Jupyter notebook."""
+    ps: PsSettings = Field(default_factory=PsSettings)
+    workers: WorkerSettings = Field(default_factory=WorkerSettings)
+    image: str | None = None
+    code: CodeSettings = Field(default_factory=CodeSettings)
+    command: tuple[str, ...] = Field(default=DEFAULT_TRAINER, min_length=1)
+    args: tuple[str, ...] = ()
+    classic_flags: bool = True
+    """Append --ps_hosts/--worker_hosts/--job_name/--task_index/--data_dir/--log_path."""
+    data_sub_path: RelativePath | None = None
+    """The part of the user's data volume mounted at /data (None: all of it, every data set)."""
+    run: RunSettings = Field(default_factory=RunSettings)
+    scratch: ScratchSettings | None = None
+    """A volume of this cluster's own at /scratch in workers and chief (not PS): intermediate files
+    that are not data sets or logs. It is deleted with the experiment; None: no scratch volume."""
+
+
+class ExperimentStack(Model):
+    """The `tfk8s:` keys of an experiment stack file."""
+
+    kind: Literal["experiment"]
+    platform_stack: str = Field(
+        min_length=1, description="the platform stack to run on: its name (platform-dev) or org/project/stack"
+    )
+    user: DnsName = Field(description="whose experiment this is: a user of the platform stack")
+    experiment: DnsName | None = None
+    """Names the experiment's objects and its runs (`<experiment>/<cluster>`); default: the stack name."""
+    clusters: tuple[ClusterSettings, ...] = Field(min_length=1, description="the training clusters")

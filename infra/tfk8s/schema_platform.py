@@ -1,0 +1,135 @@
+"""The schema of a platform stack file (`tfk8s:kind: platform`): types, defaults and value checks.
+
+A platform stack holds storage, the User Node and, per user, the namespace, the shared data and
+log volumes, Jupyter and TensorBoard (see README "Two kinds of stack"). What it publishes for its
+experiments is `tfk8s.contract`; the experiment stack file's schema is `tfk8s.schema_experiment`.
+Nothing here touches Pulumi.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from tfk8s.schema_types import (
+    AbsolutePath,
+    DnsName,
+    HttpUrl,
+    KubeVersion,
+    Model,
+    NamespacePrefix,
+    Port,
+    Positive,
+    Quantity,
+    version_tuple,
+)
+
+StorageBackend = Literal["glusterfs", "csi", "existing", "local"]
+
+
+class GlusterfsSettings(Model):
+    """Heketi-backed in-tree GlusterFS provisioning (Kubernetes < 1.26 only)."""
+
+    rest_url: HttpUrl = Field(description="the Heketi REST endpoint, e.g. http://heketi.storage:8080")
+    rest_user: str = "admin"
+    cluster_id: str | None = None
+    volume_type: str = "replicate:3"
+    gid_min: Positive = 2000
+    gid_max: Positive = 2147483647
+    secret_namespace: DnsName = "default"
+    """Namespace of the Secret holding the Heketi admin key; the provisioner reads it there."""
+
+
+class CsiSettings(Model):
+    """Any CSI driver with ReadWriteMany support (NFS CSI, CephFS, Kadalu, ...)."""
+
+    provisioner: str = Field(description="the CSI driver name, e.g. nfs.csi.k8s.io")
+    parameters: dict[str, str] = Field(default_factory=dict)
+
+
+class LocalSettings(Model):
+    """Statically provisioned hostPath volumes, bound by Kubernetes' own PV binder.
+
+    For single-node and simulated (kwok) clusters: hostPath is only "shared" when every pod
+    runs on one machine, so never use it for real multi-node training.
+    """
+
+    host_path_root: AbsolutePath = "/var/lib/tfk8s"
+
+
+class StorageSettings(Model):
+    backend: StorageBackend = "local"
+    class_name: DnsName = "tfk8s-shared"
+    """Name of the StorageClass to create (or, for `existing`, to use)."""
+    reclaim_policy: Literal["Retain", "Delete"] = "Retain"
+    """Retain: deleting a claim never deletes the data behind it."""
+    scratch_class_name: DnsName | None = None
+    """The class of experiments' scratch volumes (`clusters[].scratch`), which go with their
+    experiment, so it reclaims with Delete. glusterfs/csi: the class the platform creates next to
+    className (default `<className>-scratch`); existing: a class the cluster has (unset: no
+    scratch volumes); local: none (its volumes are pre-created by the platform alone)."""
+    glusterfs: GlusterfsSettings | None = None
+    csi: CsiSettings | None = None
+    local: LocalSettings = Field(default_factory=LocalSettings)
+
+
+class UserNodeSettings(Model):
+    """The one node that runs (and exposes) the user-facing pods."""
+
+    name: str = Field(description="the name of an existing node to dedicate to Jupyter and TensorBoard")
+    address: str | None = None
+    """Address users reach NodePorts on; when unset, the node's InternalIP from live status."""
+    taint_key: str = "tfk8s.io/user-node"
+
+
+class ImageSettings(Model):
+    tensorflow: str = "tensorflow/tensorflow:2.21.0"
+    jupyter: str = "quay.io/jupyter/tensorflow-notebook:2025-12-01"
+    tensorboard: str = "tensorflow/tensorflow:2.21.0"
+
+
+class PortSettings(Model):
+    tensorflow: Port = 2222
+    jupyter: Port = 8888
+    tensorboard: Port = 6006
+
+
+class PlatformSettings(Model):
+    user_node: UserNodeSettings
+    storage: StorageSettings = Field(default_factory=StorageSettings)
+    images: ImageSettings = Field(default_factory=ImageSettings)
+    ports: PortSettings = Field(default_factory=PortSettings)
+    kubernetes_version: KubeVersion | None = None
+    """The target cluster's Kubernetes version, "major.minor"; the API server's own /version wins when readable."""
+    namespace_prefix: NamespacePrefix = "tfk8s-"
+    allow_ps_gpus: bool = False
+    """GPUs on parameter servers waste accelerators on a memory-bound job; opt in explicitly."""
+    await_timeout_seconds: Positive = 600
+    """How long `pulumi up` waits for PS, workers, Jupyter and TensorBoard to come up."""
+
+    @property
+    def version(self) -> tuple[int, int] | None:
+        return version_tuple(self.kubernetes_version) if self.kubernetes_version else None
+
+
+class UserVolumes(Model):
+    """The user's shared volumes: every experiment mounts them (data whole, logs per run)."""
+
+    data_size: Quantity = "10Gi"
+    log_size: Quantity = "10Gi"
+    keep_on_destroy: bool = True
+    """Keep the user's namespace, claims and volumes when the platform stack is destroyed."""
+
+
+class PlatformUser(Model):
+    name: DnsName = Field(description="a DNS-1123 user name, e.g. alice")
+    volumes: UserVolumes = Field(default_factory=UserVolumes)
+
+
+class PlatformStack(Model):
+    """The `tfk8s:` keys of a platform stack file (secrets `heketiAdminKey`, `jupyterTokens` apart)."""
+
+    kind: Literal["platform"]
+    platform: PlatformSettings
+    users: tuple[PlatformUser, ...] = Field(min_length=1, description="users, each {name, volumes?}")

@@ -8,8 +8,9 @@ EXPERIMENT = "tfk8s.io/experiment"
 CLUSTER = "tfk8s.io/cluster"
 ROLE = "tfk8s.io/role"
 INDEX = "tfk8s.io/index"
-# The training run a PS pod serves (cluster_spec.run_id): its Service selects only the current run,
-# so new workers can never reach a PS of an earlier run that has not stopped yet.
+# The training run a pod belongs to (cluster_spec.run_id): a PS's Service selects only the current
+# run, so new workers can never reach a PS of an earlier run that has not stopped yet; on worker and
+# chief pods it makes a new run id a new Job template, so the Job is replaced.
 RUN = "tfk8s.io/run"
 
 

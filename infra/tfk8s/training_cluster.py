@@ -281,7 +281,9 @@ class TrainingCluster(pulumi.ComponentResource):
         c, platform = self.args.cluster, self.args.platform
         tasks = role.count(c)
         job_name = self.names.indexed(role.name)
-        pod_labels = self._labels("tensorflow", role=role.name)
+        # The run id in the pods' labels: a changed cluster (or a bumped `run.number`) changes the
+        # Job's template, so the Job is replaced: a new run, also after a failed one.
+        pod_labels = self._labels("tensorflow", role=role.name, run=self.run_id)
         service = k8s.core.v1.Service(
             f"{name}-{role.name}",
             metadata=self._meta(name=job_name, labels=pod_labels),

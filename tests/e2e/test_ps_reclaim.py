@@ -54,7 +54,8 @@ def test_failed_workers_retire_their_ps_and_a_new_run_number_starts_afresh(
     old_ps = {d["metadata"]["name"] for d in kube.get("deployments", NAMESPACE) if "-ps-" in d["metadata"]["name"]}
     cli("config", "set", "--stack", STACK, "--path", "tfk8s:clusters[0].run.number", "1")
     cli("up", "--stack", STACK, "--yes", "--skip-preview")
-    assert cli.outputs(STACK)["ready"] is True
+    outputs = cli.outputs(STACK)
+    assert outputs["ready"] is True, outputs["readiness"]
     (job,) = kube.get("jobs", NAMESPACE)
     assert job["status"].get("ready") == 2 and not job["status"].get("failed")
     new_ps = [d["metadata"]["name"] for d in current_ps(kube.run, NAMESPACE)]

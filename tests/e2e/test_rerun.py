@@ -85,7 +85,7 @@ def run_workers(kube: Kube, log_dir: Path) -> set[str]:
 
 def one_run(kube: Kube, log_dir: Path) -> str:
     """The PS serves until the workers finish, then retires; returns the run's uid."""
-    (ps,) = current_ps(kube.run, NAMESPACE)
+    (ps,) = [d for d in current_ps(kube.run, NAMESPACE) if d["metadata"]["name"].startswith("rerun-mnist-ps-")]
     (job,) = [j for j in kube.get("jobs", NAMESPACE) if j["metadata"]["name"] == JOB]
     uid = job["metadata"]["uid"]
     launcher = start_launcher(kube.run, kube.kubeconfig, ps, log_dir.parent)  # its TFK8S_LOG_DIR: <work>/log

@@ -97,10 +97,11 @@ def test_the_notebook_finds_its_cluster_with_a_token_that_reads_nothing_else(kub
     env = from_cluster(environ)  # exp-a1's mnist is the only notebook-driven cluster of alice
     spec = cli.outputs("exp-a1")["clusterSpecs"]["mnist"]
     assert json.loads(env["TFK8S_CLUSTER_SPEC"]) == spec and spec["chief"] == ["jupyter-tf:2222"]
-    assert env["TFK8S_LOG_DIR"] == "/logs/exp-a1/mnist"
     (job,) = [j for j in kube.get("jobs", ALICE) if j["metadata"]["name"] == "exp-a1-mnist-worker"]
-    run = {e["name"]: e.get("value") for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}["TFK8S_RUN_ID"]
-    assert env["TFK8S_RUN_ID"] == run  # the done marker the notebook writes is the one the servers wait for
+    # The run is the servers' Job: the notebook's done marker lands in that run's directory, where
+    # the servers' launchers (their uid from their pods' label) wait for it.
+    assert env["TFK8S_RUN_UID"] == job["metadata"]["uid"]
+    assert env["TFK8S_LOG_DIR"] == f"/logs/exp-a1/mnist/run-{job['metadata']['uid']}"
     who = f"system:serviceaccount:{ALICE}:{account}"
     layouts = "layouts." + pod_env["TFK8S_LAYOUT_API"].split("/")[2]
     assert kube.run("auth", "can-i", "list", layouts, "-n", ALICE, "--as", who).strip() == "yes"

@@ -365,6 +365,9 @@ def test_run_policy_sets_deadline_and_ttl_and_a_new_run_number_is_a_new_run(dev_
         (ps,) = [r for r in d.mocks.of_type(DEPLOYMENT) if pod_labels(r).get("tfk8s.io/role") == "ps"]
         run = pod_labels(ps)["tfk8s.io/run"]
         assert ps.inputs["metadata"]["name"].endswith(run[:8])
+        # The Job's pods carry it too: a new run id is a new Job template, so the Job is replaced
+        # (re-applying an unchanged failed Job would do nothing).
+        assert pod_labels(job)["tfk8s.io/run"] == run
         settings = validate(dev_config).clusters[0]  # type: ignore[union-attr]
         spec = json.loads(env_of(job)["TFK8S_CLUSTER_SPEC"])
         image = settings.image or "tensorflow/tensorflow:2.21.0"

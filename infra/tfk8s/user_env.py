@@ -263,7 +263,8 @@ class UserEnvironment(pulumi.ComponentResource):
         role = k8s.rbac.v1.Role(
             f"{name}-jupyter-layouts",
             metadata=self._meta(ns, pod_labels),
-            rules=[{"apiGroups": [kind.group], "resources": [kind.plural], "verbs": ["get", "list", "watch"]}],
+            # `list` alone: what tfk8s_train.layouts asks for.
+            rules=[{"apiGroups": [kind.group], "resources": [kind.plural], "verbs": ["list"]}],
             opts=child,
         )
         k8s.rbac.v1.RoleBinding(

@@ -365,7 +365,7 @@ def test_jupyter_reads_layouts_and_nothing_else_and_mounts_the_users_volumes(pla
         # Only the platform's own Layouts: not ConfigMaps, not Secrets.
         (crd,) = d.mocks.of_type("kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition")
         group = crd.inputs["spec"]["group"]
-        assert role.inputs["rules"] == [{"apiGroups": [group], "resources": ["layouts"], "verbs": ["get", "list", "watch"]}]
+        assert role.inputs["rules"] == [{"apiGroups": [group], "resources": ["layouts"], "verbs": ["list"]}]
         assert env_of(jupyter)["TFK8S_LAYOUT_API"] == f"/apis/{group}/v1"
         claims = {v["name"]: v.get("persistentVolumeClaim") for v in spec["volumes"]}
         mounts = {m["mountPath"]: m for m in spec["containers"][0]["volumeMounts"]}

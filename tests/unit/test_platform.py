@@ -334,9 +334,13 @@ def test_tensorboard_reads_the_users_whole_log_volume_read_only(platform_config:
             spec = pod_spec(tb)
             command = spec["containers"][0]["command"]
             assert command[command.index("--logdir") + 1] == "/logs"
-            (volume,) = spec["volumes"]
+            (volume, tmp) = spec["volumes"]
             assert volume["persistentVolumeClaim"] == {"claimName": "tfk8s-log", "readOnly": True}
-            assert spec["containers"][0]["volumeMounts"] == [{"name": "log", "mountPath": "/logs", "readOnly": True}]
+            assert tmp == {"name": "tmp", "emptyDir": {}}  # its read-only root's writable /tmp
+            assert spec["containers"][0]["volumeMounts"] == [
+                {"name": "log", "mountPath": "/logs", "readOnly": True},
+                {"name": "tmp", "mountPath": "/tmp"},
+            ]
             assert tb.inputs["metadata"]["namespace"] == f"tfk8s-{pod_labels(tb)['tfk8s.io/user']}"
 
     return after(d, check)

@@ -13,7 +13,7 @@ from pydantic import ConfigDict
 from pydantic.alias_generators import to_camel
 
 from tfk8s.api_paths import ApiKind
-from tfk8s.schema_platform import ImageSettings, PortSettings
+from tfk8s.schema_platform import ImageSettings, PodSecuritySettings, PortSettings
 from tfk8s.schema_types import KubeVersion, Model, Positive, version_tuple
 
 
@@ -73,6 +73,8 @@ class PlatformFacts(Model):
     layouts: LayoutKind
     images: ImageSettings
     ports: PortSettings
+    pod_security: PodSecuritySettings
+    """Who the pods run as: training pods take `tensorflow` (the namespace enforces `restricted`)."""
     allow_ps_gpus: bool
     await_timeout_seconds: Positive
     users: dict[str, UserFacts]

@@ -129,6 +129,7 @@ def facts(
         layouts=layouts,
         images=platform.images,
         ports=platform.ports,
+        pod_security=platform.pod_security,
         allow_ps_gpus=platform.allow_ps_gpus,
         await_timeout_seconds=platform.await_timeout_seconds,
         users=dict(users),

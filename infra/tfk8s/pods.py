@@ -1,7 +1,8 @@
 """Container and pod-template specs (plain dicts in Kubernetes' own camelCase), no Pulumi calls.
 
 One builder, `pod_template`, makes the pods of every role: the PS Deployments' and the worker and
-chief Jobs'. Where they differ, it reads the role's traits (tfk8s.roles).
+chief Jobs'. Where they differ, it reads the role's traits (tfk8s.roles). What they share with the
+platform's pods, the securityContexts of the `restricted` Pod Security Standard, is tfk8s.pod_security's.
 
 Components pass these straight to pulumi_kubernetes resources; tests read them as a user reads
 YAML.
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tfk8s import cluster_spec as cs
+from tfk8s import pod_security
 from tfk8s.contract import PlatformFacts
 from tfk8s.roles import Role, Volume
 from tfk8s.schema_experiment import DEFAULT_TRAINER, ClusterSettings, Resources
@@ -168,7 +170,8 @@ def tf_container(role: Role, cluster_pods: ClusterPods, env: list[Json]) -> Json
     """The seed's /data and /log in every task that mounts them: /log is this run's own directory of
     the user's log volume (`<experiment>/<cluster>`, which TensorBoard shows as the run's name), /data
     the user's data volume or the part of it `dataSubPath` names; and the cluster's scratch volume at
-    /scratch where the role mounts it (its path in TFK8S_SCRATCH_DIR)."""
+    /scratch where the role mounts it (its path in TFK8S_SCRATCH_DIR). Its root filesystem is
+    read-only: TensorFlow writes its temporary files and caches in the pod's /tmp, its HOME."""
     cluster, platform = cluster_pods.cluster, cluster_pods.platform
     port = platform.ports.tensorflow
     data_mount: Json = {"name": "data", "mountPath": cs.DATA_DIR}
@@ -189,10 +192,11 @@ def tf_container(role: Role, cluster_pods: ClusterPods, env: list[Json]) -> Json
         "command": ["python", LAUNCHER, "--", *cluster.command],
         "args": task_args(cluster),
         "workingDir": CODE_DIR,
-        "env": env,
+        "env": [*env, pod_security.home_in_tmp()],
         "ports": [{"name": "grpc", "containerPort": port}],
         "resources": resources(role.resources(cluster)),
-        "volumeMounts": [mount for mount in every_mount if mount["name"] in mounted],
+        "volumeMounts": [*(mount for mount in every_mount if mount["name"] in mounted), pod_security.writable_tmp_mount()],
+        "securityContext": pod_security.container_security_context(read_only_root=True),
     }
     if role.serves:
         # A serving task is usable by its peers once its gRPC server listens. A client (the chief)
@@ -202,7 +206,8 @@ def tf_container(role: Role, cluster_pods: ClusterPods, env: list[Json]) -> Json
 
 
 def url_fetcher(cluster: ClusterSettings, platform: PlatformFacts) -> Json:
-    """The seed's `curl script -o /opt/name.py`, as an init container that fails loudly."""
+    """The seed's `curl script -o /opt/name.py`, as an init container that fails loudly. It writes
+    nothing but that file, into the code emptyDir: its root filesystem is read-only."""
     assert cluster.code.url is not None
     filename = cluster.code.url.rstrip("/").rsplit("/", 1)[-1] or "train.py"
     fetch = "import os, urllib.request; urllib.request.urlretrieve(os.environ['TFK8S_CODE_URL'], os.environ['TFK8S_CODE_FILE'])"
@@ -215,6 +220,7 @@ def url_fetcher(cluster: ClusterSettings, platform: PlatformFacts) -> Json:
             {"name": "TFK8S_CODE_FILE", "value": f"{CODE_DIR}/{filename}"},
         ],
         "volumeMounts": [{"name": "code", "mountPath": CODE_DIR}],
+        "securityContext": pod_security.container_security_context(read_only_root=True),
     }
 
 
@@ -259,8 +265,9 @@ def pod_template(
         env.extend(scale_to_zero.env())
     spec: Json = {
         "restartPolicy": role.restart_policy,
+        "securityContext": pod_security.pod_security_context(platform.pod_security.tensorflow),
         "containers": [tf_container(role, cluster_pods, env)],
-        "volumes": volumes(mounted, cluster_pods.volumes),
+        "volumes": [*volumes(mounted, cluster_pods.volumes), pod_security.writable_tmp_volume()],
         "affinity": avoid_user_node(platform.user_node.taint_key),
         # Only a task that scales its own Deployment talks to the API server.
         "automountServiceAccountToken": scale_to_zero is not None,

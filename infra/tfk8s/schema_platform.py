@@ -19,6 +19,7 @@ from tfk8s.schema_types import (
     KubeVersion,
     Model,
     NamespacePrefix,
+    NonNegative,
     Port,
     Positive,
     Quantity,
@@ -95,11 +96,39 @@ class PortSettings(Model):
     tensorboard: Port = 6006
 
 
+class PodIdentity(Model):
+    """The non-root user and groups a pod's processes run as (its pod-level securityContext)."""
+
+    run_as_user: Positive
+    """UID of every process in the pod; never 0: the `restricted` Pod Security Standard refuses root."""
+    run_as_group: NonNegative
+    """Primary GID of those processes: the group of every file they create."""
+    fs_group: NonNegative
+    """Supplementary GID of the processes. Volumes whose ownership Kubernetes manages (emptyDir, block
+    storage, CSI drivers whose fsGroupPolicy allows it; not hostPath) are given to this group,
+    group-writable, when mounted."""
+
+
+class PodSecuritySettings(Model):
+    """Who tfk8s's pods run as. Every pod passes the `restricted` Pod Security Standard, which each
+    user's namespace enforces, so none runs as root (see README "Pod security")."""
+
+    tensorflow: PodIdentity = PodIdentity(run_as_user=1000, run_as_group=1000, fs_group=1000)
+    """Pods of the TensorFlow images: training pods (PS, workers, chief) and TensorBoard. Those images
+    run as root unless told otherwise, so they get this UID. 1000 is Jupyter's UID too: the notebook
+    (an in-graph chief) and the workers own what each other writes on the shared log volume."""
+    jupyter: PodIdentity = PodIdentity(run_as_user=1000, run_as_group=100, fs_group=100)
+    """Jupyter: the docker-stacks image's own user `jovyan` (1000) and group `users` (100), which own
+    its home directory; change it only with an image built for another user."""
+
+
 class PlatformSettings(Model):
     user_node: UserNodeSettings
     storage: StorageSettings = Field(default_factory=StorageSettings)
     images: ImageSettings = Field(default_factory=ImageSettings)
     ports: PortSettings = Field(default_factory=PortSettings)
+    pod_security: PodSecuritySettings = Field(default_factory=PodSecuritySettings)
+    """Who the pods of the platform and its experiments run as (non-root: users' namespaces enforce `restricted`)."""
     kubernetes_version: KubeVersion | None = None
     """The target cluster's Kubernetes version, "major.minor"; the API server's own /version wins when readable."""
     namespace_prefix: NamespacePrefix = "tfk8s-"

@@ -213,7 +213,8 @@ class TrainingCluster(pulumi.ComponentResource):
                 {
                     "apiGroups": ["apps"],
                     "resources": ["deployments/scale"],
-                    "verbs": ["get", "patch", "update"],
+                    # `patch` alone: tfk8s_train.kube_retire PATCHes the scale subresource.
+                    "verbs": ["patch"],
                     "resourceNames": self.ps_deployment_names,
                 },
                 {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get"], "resourceNames": [self.watched_job]},

@@ -9,6 +9,8 @@ a platform redeploy:
   * Jupyter mounts the whole data and log volumes and reads the Layouts experiments create
     (tfk8s.layout_document) with a service account that may only read Layouts here; the `jupyter-tf`
     Service is the address notebook-driven clusters name as their chief.
+The namespace enforces the `restricted` Pod Security Standard, which every pod in it, these and the
+experiments', passes (tfk8s.pod_security).
 """
 
 from __future__ import annotations
@@ -22,14 +24,14 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from tfk8s import awaits, pods, readiness
+from tfk8s import awaits, pod_security, pods, readiness
 from tfk8s.api_paths import NAMESPACE
 from tfk8s.code import CodeBundle
 from tfk8s.contract import LayoutKind, UserFacts
 from tfk8s.labels import labels, selector_of
 from tfk8s.ownership import Claimed, Owner
 from tfk8s.pods import LAUNCHER_DIR, key_of
-from tfk8s.schema_platform import PlatformSettings, PlatformUser
+from tfk8s.schema_platform import PlatformSettings, PlatformUser, PodIdentity
 from tfk8s.storage import claim
 
 TOKEN_KEY = "token"
@@ -98,12 +100,18 @@ class UserEnvironment(pulumi.ComponentResource):
         self.args = args
         child = pulumi.ResourceOptions(parent=self)
         keep = user.volumes.keep_on_destroy
+        assert platform.version is not None  # resolved by context_checks.check_platform
         # Deleting a namespace deletes its claims (and every experiment in it): keep it with the data.
+        # Its Pod Security labels make the API server refuse any pod in it that is not `restricted`.
         self.namespace = k8s.core.v1.Namespace(
             name,
             metadata={
                 "name": self._gated(namespace_name(platform, user.name), args.node_checked),
-                "labels": {**labels(user.name, "namespace"), **args.owner.labels()},
+                "labels": {
+                    **labels(user.name, "namespace"),
+                    **pod_security.namespace_labels(platform.version),
+                    **args.owner.labels(),
+                },
                 "annotations": args.owner.annotations(),
             },
             opts=pulumi.ResourceOptions(parent=self, retain_on_delete=keep),
@@ -218,6 +226,10 @@ class UserEnvironment(pulumi.ComponentResource):
                 {"name": "grpc", "containerPort": platform.ports.tensorflow},
             ],
             "readinessProbe": {"httpGet": {"path": "/api", "port": "http"}, "periodSeconds": 5},
+            # A writable root filesystem: Jupyter writes into its home (runtime files, ~/.local, pip
+            # installs, the notebooks users save), which the image keeps on it. `restricted` does
+            # not ask for a read-only root.
+            "securityContext": pod_security.container_security_context(read_only_root=False),
             "volumeMounts": [
                 {"name": "notebooks", "mountPath": "/home/jovyan/work/tfk8s", "readOnly": True},
                 {"name": "tfk8s-train", "mountPath": f"{LAUNCHER_DIR}/tfk8s_train", "readOnly": True},
@@ -246,6 +258,7 @@ class UserEnvironment(pulumi.ComponentResource):
             container,
             volumes,
             platform.ports.jupyter,
+            identity=platform.pod_security.jupyter,
             service_account=self.layout_reader.metadata.name,
         )
         # The notebook is the in-graph chief of notebook-driven clusters: their servers reach it here.
@@ -263,7 +276,8 @@ class UserEnvironment(pulumi.ComponentResource):
         role = k8s.rbac.v1.Role(
             f"{name}-jupyter-layouts",
             metadata=self._meta(ns, pod_labels),
-            rules=[{"apiGroups": [kind.group], "resources": [kind.plural], "verbs": ["get", "list", "watch"]}],
+            # `list` alone: what tfk8s_train.layouts asks for.
+            rules=[{"apiGroups": [kind.group], "resources": [kind.plural], "verbs": ["list"]}],
             opts=child,
         )
         k8s.rbac.v1.RoleBinding(
@@ -277,17 +291,35 @@ class UserEnvironment(pulumi.ComponentResource):
     def _build_tensorboard(self, name: str, args: UserEnvironmentArgs, ns: pulumi.Output[str]) -> None:
         user, platform = args.user, args.platform
         # The whole log volume: every run of every experiment, named `<experiment>/<cluster>/...`.
+        # A read-only root filesystem: TensorBoard writes only temporary files, in /tmp (its HOME).
         container = {
             "name": "tensorboard",
             "image": platform.images.tensorboard,
             "command": ["tensorboard", "--logdir", NOTEBOOK_LOG_ROOT, "--bind_all", "--port", str(platform.ports.tensorboard)],
+            "env": [pod_security.home_in_tmp()],
             "ports": [{"name": "http", "containerPort": platform.ports.tensorboard}],
             "readinessProbe": {"httpGet": {"path": "/", "port": "http"}, "periodSeconds": 5},
-            "volumeMounts": [{"name": "log", "mountPath": NOTEBOOK_LOG_ROOT, "readOnly": True}],
+            "securityContext": pod_security.container_security_context(read_only_root=True),
+            "volumeMounts": [
+                {"name": "log", "mountPath": NOTEBOOK_LOG_ROOT, "readOnly": True},
+                pod_security.writable_tmp_mount(),
+            ],
         }
-        volumes = [{"name": "log", "persistentVolumeClaim": {"claimName": self.claims["log"].metadata.name, "readOnly": True}}]
+        volumes = [
+            {"name": "log", "persistentVolumeClaim": {"claimName": self.claims["log"].metadata.name, "readOnly": True}},
+            pod_security.writable_tmp_volume(),
+        ]
         self.tensorboard = self._user_facing_app(
-            f"{name}-tensorboard", "tensorboard", user.name, ns, platform, container, volumes, platform.ports.tensorboard
+            f"{name}-tensorboard",
+            "tensorboard",
+            user.name,
+            ns,
+            platform,
+            container,
+            volumes,
+            platform.ports.tensorboard,
+            # The TensorFlow image's, like the training pods' that write the logs it reads.
+            identity=platform.pod_security.tensorflow,
         )
 
     def _user_facing_app(
@@ -300,10 +332,13 @@ class UserEnvironment(pulumi.ComponentResource):
         container: dict[str, Any],
         volumes: list[dict[str, Any]],
         port: int,
+        *,
+        identity: PodIdentity,
         service_account: pulumi.Input[str] | None = None,
     ) -> tuple[k8s.apps.v1.Deployment, k8s.core.v1.Service]:
         pod_labels = labels(user, component)
-        identity: dict[str, Any] = (
+        # Only Jupyter, which reads Layouts, talks to the API server.
+        account: dict[str, Any] = (
             {"serviceAccountName": service_account, "automountServiceAccountToken": True}
             if service_account is not None
             else {"automountServiceAccountToken": False}
@@ -321,9 +356,10 @@ class UserEnvironment(pulumi.ComponentResource):
                     "metadata": {"labels": pod_labels},
                     "spec": {
                         **pods.user_node_placement(platform.user_node.taint_key),
+                        "securityContext": pod_security.pod_security_context(identity),
                         "containers": [container],
                         "volumes": volumes,
-                        **identity,
+                        **account,
                     },
                 },
             },

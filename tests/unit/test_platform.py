@@ -334,9 +334,13 @@ def test_tensorboard_reads_the_users_whole_log_volume_read_only(platform_config:
             spec = pod_spec(tb)
             command = spec["containers"][0]["command"]
             assert command[command.index("--logdir") + 1] == "/logs"
-            (volume,) = spec["volumes"]
+            (volume, tmp) = spec["volumes"]
             assert volume["persistentVolumeClaim"] == {"claimName": "tfk8s-log", "readOnly": True}
-            assert spec["containers"][0]["volumeMounts"] == [{"name": "log", "mountPath": "/logs", "readOnly": True}]
+            assert tmp == {"name": "tmp", "emptyDir": {}}  # its read-only root's writable /tmp
+            assert spec["containers"][0]["volumeMounts"] == [
+                {"name": "log", "mountPath": "/logs", "readOnly": True},
+                {"name": "tmp", "mountPath": "/tmp"},
+            ]
             assert tb.inputs["metadata"]["namespace"] == f"tfk8s-{pod_labels(tb)['tfk8s.io/user']}"
 
     return after(d, check)
@@ -365,7 +369,7 @@ def test_jupyter_reads_layouts_and_nothing_else_and_mounts_the_users_volumes(pla
         # Only the platform's own Layouts: not ConfigMaps, not Secrets.
         (crd,) = d.mocks.of_type("kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition")
         group = crd.inputs["spec"]["group"]
-        assert role.inputs["rules"] == [{"apiGroups": [group], "resources": ["layouts"], "verbs": ["get", "list", "watch"]}]
+        assert role.inputs["rules"] == [{"apiGroups": [group], "resources": ["layouts"], "verbs": ["list"]}]
         assert env_of(jupyter)["TFK8S_LAYOUT_API"] == f"/apis/{group}/v1"
         claims = {v["name"]: v.get("persistentVolumeClaim") for v in spec["volumes"]}
         mounts = {m["mountPath"]: m for m in spec["containers"][0]["volumeMounts"]}

@@ -392,7 +392,7 @@ def test_a_ps_service_selects_only_its_runs_pods_and_the_ps_may_read_only_its_jo
         (role,) = [r for r in d.mocks.of_type(ROLE) if r.name.endswith("ps-retire")]
         rules = {(tuple(r["resources"]), tuple(r["verbs"])): r["resourceNames"] for r in role.inputs["rules"]}
         assert rules == {
-            (("deployments/scale",), ("get", "patch", "update")): [ps.inputs["metadata"]["name"]],
+            (("deployments/scale",), ("patch",)): [ps.inputs["metadata"]["name"]],
             (("jobs",), ("get",)): ["dev-mnist-worker"],
         }
 

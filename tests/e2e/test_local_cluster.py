@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -130,6 +131,38 @@ def test_second_up_of_both_stacks_changes_nothing(stack: auto.Stack, platform_st
     assert after.secret and after.value == token.value  # generated once, stable across ups
 
 
+def test_the_api_servers_pod_security_admission_accepts_every_pod_and_refuses_a_privileged_one(
+    stack: auto.Stack, kube: Kube
+) -> None:
+    """The user's namespace enforces `restricted`; every pod of the platform and the experiment got
+    through that admission (they exist), and re-evaluated against the newest profile they still pass."""
+    labels = kube.get("namespace", name=NAMESPACE)["metadata"]["labels"]
+    assert labels["pod-security.kubernetes.io/enforce"] == "restricted"
+    assert labels["pod-security.kubernetes.io/enforce-version"] == "v1.34"
+    pods = {p["metadata"]["labels"].get("app.kubernetes.io/name", "") + "/" + p["metadata"]["labels"].get("tfk8s.io/role", "")
+            for p in kube.get("pods", NAMESPACE)}  # fmt: skip
+    assert {"jupyter/", "tensorboard/", "tensorflow/ps", "tensorflow/worker"} <= pods, pods
+    # The API server evaluates the namespace's existing pods against a changed label and warns of
+    # each one that violates it (a dry run: nothing changes).
+    check = subprocess.run(
+        [kube.binary, "--kubeconfig", str(kube.kubeconfig), "label", "--dry-run=server", "--overwrite", "namespace",
+         NAMESPACE, "pod-security.kubernetes.io/enforce=restricted", "pod-security.kubernetes.io/enforce-version=latest"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert "violate" not in check.stderr.lower(), check.stderr
+    privileged = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "privileged", "namespace": NAMESPACE},
+        "spec": {"containers": [{"name": "c", "image": "busybox", "securityContext": {"privileged": True}}]},
+    }
+    refused = subprocess.run(
+        [kube.binary, "--kubeconfig", str(kube.kubeconfig), "create", "-f", "-"],
+        input=json.dumps(privileged), capture_output=True, text=True,
+    )  # fmt: skip
+    assert refused.returncode != 0 and 'violates PodSecurity "restricted' in refused.stderr, refused.stderr
+
+
 def test_someone_elses_taint_on_the_user_node_stops_up_and_is_left_alone(platform_stack: auto.Stack, kube: Kube) -> None:
     """Node taints are one atomic list: tfk8s must refuse, clearly, rather than conflict or clobber."""
     stack = platform_stack
@@ -212,10 +245,11 @@ def test_more_workers_change_only_what_depends_on_the_layout(stack: auto.Stack, 
     stack.up(color="never", on_event=steps)
     changed = steps.changed()
     # The worker Job is replaced (its pod template and completions change); PS tasks start a new
-    # run (new Deployment name), so the retire Role follows, and the PS Service is updated in place
-    # to select only the new run's pods (same name, same DNS); the layout follows the new spec.
+    # run (new Deployment name), so the retire Role follows, and the PS and worker Services are
+    # updated in place to select only the new run's pods (same names, same DNS); the layout
+    # follows the new spec.
     assert changed.get("Job::dev-mnist-worker") in {"replace", "create-replacement", "delete-replaced"}
-    assert "Service::dev-mnist-worker" not in changed and changed.get("Service::dev-mnist-ps-0") == "update", changed
+    assert changed.get("Service::dev-mnist-worker") == "update" and changed.get("Service::dev-mnist-ps-0") == "update", changed
     assert changed.get("Layout::dev-mnist-layout") == "update", changed
     assert not [k for k in changed if "trainer" in k], changed
     run = kube.get("service", NAMESPACE, "dev-mnist-ps-0")["spec"]["selector"]["tfk8s.io/run"]

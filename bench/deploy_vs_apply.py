@@ -134,9 +134,43 @@ def kubectl_side(work: Path) -> dict[str, float]:
         namespaces = sorted({d["metadata"]["namespace"] for d in docs if d["metadata"].get("namespace")})
 
         jobs = [d for d in docs if d["kind"] == "Job"]
+        # A run is its Job's uid (tfk8s.training_cluster): the PS Deployments (owned by the Job,
+        # given its uid) and the Layout can only be written once the Job exists, with kubectl as
+        # with pulumi. So: everything else first, then read the uid, then those.
+        after_job = [d for d in docs if d["kind"] == "Deployment" and d["spec"]["template"]["metadata"]["labels"].get(
+            "tfk8s.io/role") == "ps" or d["kind"] == "Layout"]  # fmt: skip
+        first = out / "first.yaml"
+        first.write_text(yaml.safe_dump_all([d for d in docs if not any(d is a for a in after_job)]))
+
+        def run_job_of(doc: dict[str, Any]) -> str:
+            if doc["kind"] == "Deployment":
+                return str(doc["metadata"]["ownerReferences"][0]["name"])
+            cluster = doc["metadata"]["name"].removesuffix("-layout")
+            return f"{cluster}-chief" if any(j["metadata"]["name"] == f"{cluster}-chief" for j in jobs) else f"{cluster}-worker"
+
+        def with_uid(doc: dict[str, Any], uids: dict[str, str]) -> dict[str, Any]:
+            doc, uid = copy.deepcopy(doc), uids[run_job_of(doc)]
+            if doc["kind"] == "Layout":
+                doc["spec"]["runUid"] = uid
+                return doc
+            for owner in doc["metadata"].get("ownerReferences", []):
+                owner["uid"] = uid
+            for entry in doc["spec"]["template"]["spec"]["containers"][0]["env"]:
+                if entry["name"] == "TFK8S_RUN_UID":
+                    entry["value"] = uid
+            return doc
 
         def apply_and_wait(workers_ready: str) -> None:
-            kubectl("apply", "--server-side", "--force-conflicts", "-f", str(manifest))
+            kubectl("apply", "--server-side", "--force-conflicts", "-f", str(first))
+            uids = {
+                j["metadata"]["name"]: kubectl(
+                    "get", "job", j["metadata"]["name"], "-n", j["metadata"]["namespace"], "-o", "jsonpath={.metadata.uid}"
+                ).strip()
+                for j in jobs
+            }
+            rest = out / "after-job.yaml"
+            rest.write_text(yaml.safe_dump_all([with_uid(d, uids) for d in after_job]))
+            kubectl("apply", "--server-side", "--force-conflicts", "-f", str(rest))
             for ns in namespaces:
                 kubectl("wait", "-n", ns, "--for=condition=Available", "deployment", "-l", "tfk8s.io/role=ps", "--timeout=300s")
                 if workers_ready == "pods":

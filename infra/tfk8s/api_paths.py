@@ -2,7 +2,8 @@
 
 Before anything is declared, the program GETs the objects it would create under fixed names
 (tfk8s.ownership) and the storage classes a platform uses without creating them
-(tfk8s.backends). Those reads take their paths from the kinds below, so no other code writes an
+(tfk8s.backends), and an experiment reads its user's quota and lists its own pods, Services and
+claims (tfk8s.quota_check). Those reads take their paths from the kinds below, so no other code writes an
 API path. A kind a platform defines itself (its Layout, tfk8s.guard) is an `ApiKind` too.
 
 Pure: no Pulumi, so settings, config checks and tests use it without a program.
@@ -11,6 +12,7 @@ Pure: no Pulumi, so settings, config checks and tests use it without a program.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from urllib.parse import quote
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -34,6 +36,13 @@ class ApiKind:
         scope = f"/namespaces/{namespace}" if namespace is not None else ""
         return f"{self.root}{scope}/{self.plural}/{name}"
 
+    def list_path(self, namespace: str, label_selector: dict[str, str]) -> str:
+        """The path listing the objects of a namespaced kind in `namespace` that carry every label given."""
+        if not self.namespaced:
+            raise ValueError(f"{self.kind} is cluster-scoped: no list in namespace {namespace!r}")
+        selector = quote(",".join(f"{k}={v}" for k, v in sorted(label_selector.items())), safe="")
+        return f"{self.root}/namespaces/{namespace}/{self.plural}?labelSelector={selector}"
+
 
 # The built-in kinds tfk8s creates under fixed names or reads by name.
 NAMESPACE = ApiKind(kind="Namespace", api_version="v1", plural="namespaces", namespaced=False)
@@ -42,6 +51,10 @@ SERVICE = ApiKind(kind="Service", api_version="v1", plural="services", namespace
 PERSISTENT_VOLUME_CLAIM = ApiKind(
     kind="PersistentVolumeClaim", api_version="v1", plural="persistentvolumeclaims", namespaced=True
 )
+# A user's namespace quota and container defaults (tfk8s.quota); pods, listed to sum an experiment's own use.
+RESOURCE_QUOTA = ApiKind(kind="ResourceQuota", api_version="v1", plural="resourcequotas", namespaced=True)
+LIMIT_RANGE = ApiKind(kind="LimitRange", api_version="v1", plural="limitranges", namespaced=True)
+POD = ApiKind(kind="Pod", api_version="v1", plural="pods", namespaced=True)
 JOB = ApiKind(kind="Job", api_version="batch/v1", plural="jobs", namespaced=True)
 STORAGE_CLASS = ApiKind(kind="StorageClass", api_version="storage.k8s.io/v1", plural="storageclasses", namespaced=False)
 CUSTOM_RESOURCE_DEFINITION = ApiKind(

@@ -205,9 +205,12 @@ def tf_container(role: Role, cluster_pods: ClusterPods, env: list[Json]) -> Json
     return container
 
 
-def url_fetcher(cluster: ClusterSettings, platform: PlatformFacts) -> Json:
+def url_fetcher(cluster: ClusterSettings, platform: PlatformFacts, sized: Resources) -> Json:
     """The seed's `curl script -o /opt/name.py`, as an init container that fails loudly. It writes
-    nothing but that file, into the code emptyDir: its root filesystem is read-only."""
+    nothing but that file, into the code emptyDir: its root filesystem is read-only. It is sized
+    like its task's container without GPUs (`sized`), so the pod's quota share is the task's alone:
+    an unsized init container would get the namespace's LimitRange defaults, which can be larger
+    (a pod counts its largest init container when that beats its containers' sum)."""
     assert cluster.code.url is not None
     filename = cluster.code.url.rstrip("/").rsplit("/", 1)[-1] or "train.py"
     fetch = "import os, urllib.request; urllib.request.urlretrieve(os.environ['TFK8S_CODE_URL'], os.environ['TFK8S_CODE_FILE'])"
@@ -220,6 +223,7 @@ def url_fetcher(cluster: ClusterSettings, platform: PlatformFacts) -> Json:
             {"name": "TFK8S_CODE_FILE", "value": f"{CODE_DIR}/{filename}"},
         ],
         "volumeMounts": [{"name": "code", "mountPath": CODE_DIR}],
+        "resources": resources(sized.model_copy(update={"gpus": 0})),
         "securityContext": pod_security.container_security_context(read_only_root=True),
     }
 
@@ -277,7 +281,7 @@ def pod_template(
     if subdomain:
         spec["subdomain"] = subdomain
     if cluster.code.source == "url":
-        spec["initContainers"] = [url_fetcher(cluster, platform)]
+        spec["initContainers"] = [url_fetcher(cluster, platform, role.resources(cluster))]
     if role.worker_placement:
         if cluster.workers.node_selector:
             spec["nodeSelector"] = dict(cluster.workers.node_selector)

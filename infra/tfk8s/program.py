@@ -2,8 +2,8 @@
 
 Order, so that nothing is created on bad input: the configuration (schema), the cluster
 (preflight: reachable, which version), for experiments the platform stack's facts, the context
-checks, and the ownership reads of every object to be created under a fixed name. Only then are
-resources declared.
+checks, the ownership reads of every object to be created under a fixed name, and for experiments
+whether they fit in their user's quota. Only then are resources declared.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from tfk8s import (
     platform_ref,
     platform_stack,
     preflight,
+    quota_check,
     stack_config,
 )
 from tfk8s.config_errors import ConfigError
@@ -65,6 +66,22 @@ def refuse_foreign(claims: list[ownership.Claimed], read: Reader | None, owner: 
         )
 
 
+def refuse_over_quota(stack: ExperimentStack, experiment: str, namespace: str, read_whole: Reader | None) -> None:
+    """Refuse, before anything is declared, an experiment its user's quota has no room for (tfk8s.quota_check)."""
+    if read_whole is None:
+        pulumi.log.warn(
+            "tfk8s cannot read the cluster with the kubeconfig's credentials: the user's quota is not checked; "
+            "pods beyond it will stay unscheduled"
+        )
+        return
+    room = quota_check.live_room(read_whole, namespace, experiment)
+    if room is None:  # the namespace has no tfk8s quota: Kubernetes will refuse nothing either
+        return
+    problems = quota_check.refusals(quota_check.experiment_demand(stack.clusters), room, stack.user)
+    if problems:
+        raise ConfigError(problems)
+
+
 def run_platform(
     stack: PlatformStack,
     server: tuple[int, int] | None,
@@ -93,7 +110,9 @@ def run_experiment(
     environ: Mapping[str, str],
     root: Path = PROJECT_ROOT,
     read_outputs: Callable[[str], dict[str, Any]] = platform_ref.read_outputs,
+    read_whole: Reader | None = None,
 ) -> dict[str, Any]:
+    """`read` GETs objects' metadata alone (ownership); `read_whole` whole objects and lists (the quota)."""
     facts = platform_ref.platform_facts(stack.platform_stack, stack.user, read_outputs)
     if server is not None:  # the cluster may have been upgraded since the platform's last `up`
         facts = facts.model_copy(update={"kubernetes_version": f"{server[0]}.{server[1]}"})
@@ -111,6 +130,7 @@ def run_experiment(
             )
     fix = "Another experiment uses this name: set a different tfk8s:experiment (or cluster name)"
     refuse_foreign(experiment_stack.claimed(stack, experiment, facts), read, owner, fix)
+    refuse_over_quota(stack, experiment, namespace, read_whole)
     return experiment_stack.build(stack, experiment, facts, owner, root)
 
 
@@ -132,4 +152,6 @@ def main() -> None:
     if isinstance(stack, PlatformStack):
         run_platform(stack, cluster.version, read, os.environ)
     else:
-        run_experiment(stack, cluster.version, read, os.environ)
+        # Whole objects for the quota check alone: its ResourceQuota's status, its own pods' resources.
+        read_whole = (lambda path: api.get(path, metadata_only=False)) if api is not None else None
+        run_experiment(stack, cluster.version, read, os.environ, read_whole=read_whole)

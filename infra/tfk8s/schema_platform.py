@@ -122,6 +122,70 @@ class PodSecuritySettings(Model):
     its home directory; change it only with an image built for another user."""
 
 
+class Quota(Model):
+    """What one user's namespace may hold at once, all experiments and the user's Jupyter and
+    TensorBoard together: the namespace's ResourceQuota (tfk8s.quota). Kubernetes refuses a pod or
+    claim beyond it, and an experiment that would not fit is refused at preview, with the numbers.
+
+    The defaults fit the repository's stacks and a few experiments per user with room to spare
+    (the local cluster's e2e tests run three of alice's at once, 1 PS + 2 workers each, and two
+    GPU workers), while one experiment with `workers.count: 500` can no longer take the cluster."""
+
+    cpu: Quantity = "32"
+    """CPU cores requested (and limited: tfk8s pods set requests = limits) by all pods of the user
+    together, e.g. "32" or "500m". 32: two of the local cluster's CPU nodes, about 12 experiments
+    of 1 PS + 2 workers at the defaults (1 core each, 500m per PS)."""
+    memory: Quantity = "128Gi"
+    """Memory requested (and limited) by all pods of the user together, e.g. 128Gi. 4 GiB per
+    default core: the defaults' 2Gi per worker core with room for larger workers."""
+    gpus: NonNegative = 4
+    """`nvidia.com/gpu` requested by all pods of the user together (0: no GPUs). 4: one GPU node
+    of the local cluster; accelerators are the scarce resource, so ask for more explicitly."""
+    storage: Quantity = "500Gi"
+    """The sum of the sizes of all the user's claims (`requests.storage`): the data and log
+    volumes (10Gi each by default) and experiments' scratch volumes, e.g. 500Gi."""
+    pods: Positive = 100
+    """Pods that are not finished (Jupyter and TensorBoard are 2). 100: a rerun briefly runs the
+    old run's pods next to the new ones, and a finished Job's pods no longer count."""
+    services: Positive = 50
+    """Services: 3 of the platform's (Jupyter, TensorBoard, the notebook's TensorFlow port), and
+    per training cluster one per PS plus one per Job (workers, chief)."""
+    persistent_volume_claims: Positive = 20
+    """Claims: the data and log volumes, plus one per training cluster with a scratch volume."""
+
+
+class QuotaOverrides(Model):
+    """A user's own quota: each key set replaces `platform.defaultQuota`'s, unset keys keep it."""
+
+    cpu: Quantity | None = None
+    """CPU cores (e.g. "64", "500m"); unset: platform.defaultQuota.cpu."""
+    memory: Quantity | None = None
+    """Memory (e.g. 256Gi); unset: platform.defaultQuota.memory."""
+    gpus: NonNegative | None = None
+    """nvidia.com/gpu count (0: none); unset: platform.defaultQuota.gpus."""
+    storage: Quantity | None = None
+    """Sum of the user's claims' sizes (e.g. 1Ti); unset: platform.defaultQuota.storage."""
+    pods: Positive | None = None
+    """Unfinished pods; unset: platform.defaultQuota.pods."""
+    services: Positive | None = None
+    """Services; unset: platform.defaultQuota.services."""
+    persistent_volume_claims: Positive | None = None
+    """Claims; unset: platform.defaultQuota.persistentVolumeClaims."""
+
+
+class ContainerDefaults(Model):
+    """The resources of a container in a user's namespace that sets none: the namespace's
+    LimitRange, requests = limits. tfk8s's training containers size themselves; this covers
+    Jupyter and TensorBoard, and the pods a user creates by hand (which the quota would refuse
+    without requests)."""
+
+    cpu: Quantity = "1"
+    """CPU cores per container (requests = limits), e.g. "1". 1: a default worker's."""
+    memory: Quantity = "2Gi"
+    """Memory per container (requests = limits), e.g. 2Gi. 2Gi: a default worker's, enough for
+    Jupyter driving a notebook client; raise it for heavier notebooks."""
+
+
 class PlatformSettings(Model):
     user_node: UserNodeSettings
     storage: StorageSettings = Field(default_factory=StorageSettings)
@@ -136,6 +200,10 @@ class PlatformSettings(Model):
     """GPUs on parameter servers waste accelerators on a memory-bound job; opt in explicitly."""
     await_timeout_seconds: Positive = 600
     """How long `pulumi up` waits for PS, workers, Jupyter and TensorBoard to come up."""
+    default_quota: Quota = Field(default_factory=Quota)
+    """Every user's namespace quota unless the user sets their own (`users[].quota`)."""
+    container_defaults: ContainerDefaults = Field(default_factory=ContainerDefaults)
+    """Requests = limits of containers that set none, in every user's namespace (a LimitRange)."""
 
     @property
     def version(self) -> tuple[int, int] | None:
@@ -154,6 +222,13 @@ class UserVolumes(Model):
 class PlatformUser(Model):
     name: DnsName = Field(description="a DNS-1123 user name, e.g. alice")
     volumes: UserVolumes = Field(default_factory=UserVolumes)
+    quota: QuotaOverrides = Field(default_factory=QuotaOverrides)
+    """This user's namespace quota, key by key over `platform.defaultQuota` (see README "Quotas")."""
+
+    def effective_quota(self, platform: PlatformSettings) -> Quota:
+        """The platform's default quota with this user's own keys over it."""
+        own = {k: v for k, v in self.quota.model_dump().items() if v is not None}
+        return platform.default_quota.model_copy(update=own)
 
 
 class PlatformStack(Model):
@@ -161,4 +236,4 @@ class PlatformStack(Model):
 
     kind: Literal["platform"]
     platform: PlatformSettings
-    users: tuple[PlatformUser, ...] = Field(min_length=1, description="users, each {name, volumes?}")
+    users: tuple[PlatformUser, ...] = Field(min_length=1, description="users, each {name, volumes?, quota?}")

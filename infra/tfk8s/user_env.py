@@ -10,7 +10,8 @@ a platform redeploy:
     (tfk8s.layout_document) with a service account that may only read Layouts here; the `jupyter-tf`
     Service is the address notebook-driven clusters name as their chief.
 The namespace enforces the `restricted` Pod Security Standard, which every pod in it, these and the
-experiments', passes (tfk8s.pod_security).
+experiments', passes (tfk8s.pod_security). Its ResourceQuota bounds what the user's pods and claims
+take together, and its LimitRange sizes containers that set no resources (tfk8s.quota).
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from tfk8s import awaits, pod_security, pods, readiness
-from tfk8s.api_paths import NAMESPACE
+from tfk8s import awaits, pod_security, pods, quota, readiness
+from tfk8s.api_paths import LIMIT_RANGE, NAMESPACE, RESOURCE_QUOTA
 from tfk8s.code import CodeBundle
 from tfk8s.contract import LayoutKind, UserFacts
 from tfk8s.labels import labels, selector_of
@@ -67,11 +68,18 @@ def namespace_name(platform: PlatformSettings, user: str) -> str:
 
 
 def fixed_objects(platform: PlatformSettings, users: Sequence[PlatformUser], key: str) -> list[Claimed]:
-    """What UserEnvironments create under fixed names: each user's namespace (everything else of
-    theirs lives in it). `key` is where `users` sits in the stack file (`tfk8s:users`)."""
-    return [
-        Claimed(kind=NAMESPACE, name=namespace_name(platform, user.name), key=f"{key}[{i}].name") for i, user in enumerate(users)
-    ]
+    """What UserEnvironments create under fixed names: each user's namespace, and in it the
+    namespace's quota and container defaults (tfk8s.quota; everything else of theirs is auto-named).
+    `key` is where `users` sits in the stack file (`tfk8s:users`)."""
+    found = []
+    for i, user in enumerate(users):
+        ns = namespace_name(platform, user.name)
+        found += [
+            Claimed(kind=NAMESPACE, name=ns, key=f"{key}[{i}].name"),
+            Claimed(kind=RESOURCE_QUOTA, namespace=ns, name=quota.QUOTA_NAME, key=f"{key}[{i}].quota"),
+            Claimed(kind=LIMIT_RANGE, namespace=ns, name=quota.LIMIT_RANGE_NAME, key=f"{key}[{i}].name"),
+        ]
+    return found
 
 
 def user_facts(platform: PlatformSettings, user: str, *, jupyter_url: str | None, tensorboard_url: str | None) -> UserFacts:
@@ -117,6 +125,7 @@ class UserEnvironment(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, retain_on_delete=keep),
         )
         ns = self.namespace.metadata.name
+        self._build_quota(name, args, ns)
         self.claims = {
             purpose: claim(
                 f"{name}-{purpose}",
@@ -179,6 +188,24 @@ class UserEnvironment(pulumi.ComponentResource):
             "annotations": self.args.owner.annotations(),
             **extra,
         }
+
+    def _build_quota(self, name: str, args: UserEnvironmentArgs, ns: pulumi.Output[str]) -> None:
+        """The namespace's ResourceQuota and LimitRange (tfk8s.quota). The LimitRange sizes Jupyter and
+        TensorBoard, which set no resources: without it the quota would refuse their pods."""
+        child = pulumi.ResourceOptions(parent=self)
+        own_labels = labels(args.user.name, "quota")
+        self.resource_quota = k8s.core.v1.ResourceQuota(
+            f"{name}-quota",
+            metadata=self._meta(ns, own_labels, name=quota.QUOTA_NAME),
+            spec=quota.resource_quota_spec(args.user.effective_quota(args.platform)),
+            opts=child,
+        )
+        self.limit_range = k8s.core.v1.LimitRange(
+            f"{name}-container-defaults",
+            metadata=self._meta(ns, own_labels, name=quota.LIMIT_RANGE_NAME),
+            spec=quota.limit_range_spec(args.platform.container_defaults),
+            opts=child,
+        )
 
     @staticmethod
     def _gated(value: str, gate: pulumi.Output[Any] | None) -> pulumi.Input[str]:
@@ -363,8 +390,9 @@ class UserEnvironment(pulumi.ComponentResource):
                     },
                 },
             },
-            # Its pods select the User Node's label: the patch must be there first.
-            opts=pulumi.ResourceOptions(parent=self, depends_on=list(self.args.schedule_after)),
+            # Its pods select the User Node's label: the patch must be there first. They set no
+            # resources: the LimitRange sizes them, so it must be there first too.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*self.args.schedule_after, self.limit_range]),
         )
         service = k8s.core.v1.Service(
             name,

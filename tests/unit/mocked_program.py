@@ -101,11 +101,13 @@ def run_program(
     platform: dict[str, Any] | None = None,
     read: Any = None,
     stack: str | None = None,
+    read_whole: Any = None,
 ) -> Deployment:
     """Validate `raw` like the real program and declare everything under fresh mocks.
 
     Experiments read `platform` (default: the facts of stacks/Pulumi.platform-dev.yaml) as their
-    platform stack's `platform` output; `read(path)` stands for the cluster's ownership reads.
+    platform stack's `platform` output; `read(path)` stands for the cluster's ownership reads,
+    `read_whole(path)` for an experiment's whole-object reads (its quota and its own objects).
     """
     from tfk8s import program
     from tfk8s.stack_config import validate
@@ -142,6 +144,7 @@ def run_program(
             environ,
             ROOT,
             read_outputs=lambda name: {"platform": facts},
+            read_whole=read_whole,
         )
     return Deployment(mocks=mocks, components=components, options=options)
 

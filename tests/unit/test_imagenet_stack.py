@@ -15,6 +15,8 @@ PLATFORM_EXPECTED = Counter(
         "kubernetes:storage.k8s.io/v1:StorageClass": 2,  # the users' volumes (Retain), experiments' scratch (Delete)
         "kubernetes:core/v1:Secret": 2,  # Heketi admin key, Jupyter token
         "kubernetes:core/v1:Namespace": 1,
+        "kubernetes:core/v1:ResourceQuota": 1,  # the user's quota
+        "kubernetes:core/v1:LimitRange": 1,  # sizes containers that set no resources (Jupyter, TensorBoard)
         "kubernetes:core/v1:PersistentVolumeClaim": 2,  # the user's data and log volumes
         "kubernetes:core/v1:ConfigMap": 2,  # trainer package for notebooks, notebooks
         "kubernetes:core/v1:ServiceAccount": 1,  # Jupyter's: reads layouts

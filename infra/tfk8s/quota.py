@@ -1,0 +1,78 @@
+"""A user's namespace quota and container defaults: the ResourceQuota and LimitRange specs (pure).
+
+The platform gives each user's namespace one ResourceQuota (`QUOTA_NAME`), from the user's quota
+settings over the platform's defaults (schema_platform.Quota), and one LimitRange
+(`LIMIT_RANGE_NAME`) that sizes containers that set no resources. The API server then refuses a
+pod or claim beyond the quota; an experiment checks before it declares anything whether it fits
+(tfk8s.quota_check), so the refusal comes at preview, with the numbers, instead of pods that
+stay Pending without a word.
+
+Each quota setting maps to the ResourceQuota keys it fills. CPU and memory bound both requests
+and limits: tfk8s's pods set requests = limits, and bounding limits too keeps a hand-made pod
+from bursting past the namespace's share. GPUs are an extended resource, which a quota can only
+bound as `requests.` (Kubernetes never overcommits them anyway).
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from tfk8s.quantities import parse_quantity
+from tfk8s.schema_platform import ContainerDefaults, Quota
+
+QUOTA_NAME = "tfk8s-quota"
+LIMIT_RANGE_NAME = "tfk8s-container-defaults"
+GPU_RESOURCE = "nvidia.com/gpu"
+
+# Quota setting (its key in the stack file) -> the ResourceQuota `hard` keys it sets.
+HARD_KEYS: dict[str, tuple[str, ...]] = {
+    "cpu": ("requests.cpu", "limits.cpu"),
+    "memory": ("requests.memory", "limits.memory"),
+    "gpus": (f"requests.{GPU_RESOURCE}",),
+    "storage": ("requests.storage",),
+    "pods": ("pods",),
+    "services": ("services",),
+    "persistentVolumeClaims": ("persistentvolumeclaims",),
+}
+# Settings measured in bytes: shown with binary suffixes.
+BYTE_SETTINGS = frozenset({"memory", "storage"})
+
+
+def hard(quota: Quota) -> dict[str, str]:
+    """The ResourceQuota's `spec.hard` for `quota`."""
+    values = quota.model_dump(by_alias=True)
+    return {key: str(values[setting]) for setting, keys in HARD_KEYS.items() for key in keys}
+
+
+def resource_quota_spec(quota: Quota) -> dict[str, Any]:
+    return {"hard": hard(quota)}
+
+
+def limit_range_spec(defaults: ContainerDefaults) -> dict[str, Any]:
+    """Requests = limits for containers that set neither, like tfk8s's own containers: a
+    Guaranteed share, and a quota that counts what the pod may really use."""
+    amounts = {"cpu": defaults.cpu, "memory": defaults.memory}
+    return {"limits": [{"type": "Container", "default": dict(amounts), "defaultRequest": dict(amounts)}]}
+
+
+_BINARY = (("Ti", Decimal(2**40)), ("Gi", Decimal(2**30)), ("Mi", Decimal(2**20)), ("Ki", Decimal(2**10)))
+
+
+def _plain(value: Decimal) -> str:
+    return format(value.normalize(), "f")  # 5E+2 -> "500", 0.50 -> "0.5"
+
+
+def format_amount(setting: str, value: Decimal) -> str:
+    """An amount of a quota setting as users write it: cores "0.5", counts "12", bytes "2.5Gi"."""
+    if setting in BYTE_SETTINGS:
+        for suffix, unit in _BINARY:
+            scaled = value / unit
+            if abs(value) >= unit and scaled == scaled.quantize(Decimal("0.01")):
+                return f"{_plain(scaled)}{suffix}"
+    return _plain(value)
+
+
+def amount(text: Any) -> Decimal:
+    """A quantity as the API reports it ("500m", "2Gi", "16") in base units; absent is zero."""
+    return parse_quantity(str(text)) if text not in (None, "") else Decimal(0)

@@ -14,6 +14,12 @@ from typing import Any
 import toolenv
 
 ROOT = Path(__file__).resolve().parents[2]
+# One small cluster `mnist`, for experiments that check what happens around a run, not its size.
+SMALL_CLUSTER = {
+    "tfk8s:clusters[0].name": "mnist",
+    "tfk8s:clusters[0].workers.cpu": "500m",
+    "tfk8s:clusters[0].workers.memory": "1Gi",
+}
 
 
 class Kube:
@@ -52,6 +58,13 @@ class Cli:
         if check and done.returncode != 0:
             raise AssertionError(f"pulumi {' '.join(args)} exited {done.returncode}:\n{done.stdout}\n{done.stderr}")
         return done
+
+    def init_experiment(self, stack: str, *, platform: str, user: str, settings: dict[str, str]) -> None:
+        """`stack init` and `config set --path` of an experiment of `user` on `platform`, as a user types them."""
+        self("stack", "init", stack)
+        base = {"tfk8s:kind": "experiment", "tfk8s:platformStack": platform, "tfk8s:user": user}
+        for path, value in {**base, **settings}.items():
+            self("config", "set", "--stack", stack, "--path", path, value)
 
     def outputs(self, stack: str, *, show_secrets: bool = False) -> dict[str, Any]:
         flags = ["--show-secrets"] if show_secrets else []

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from drivers import ROOT, Cli, Kube
+from drivers import ROOT, SMALL_CLUSTER, Cli, Kube
 
 sys.path.insert(0, str(ROOT / "bench"))
 from ps_reclaim import current_ps, reclaim  # noqa: E402
@@ -23,17 +23,8 @@ NAMESPACE = "tfk8s-dora"
 def test_failed_workers_retire_their_ps_and_a_new_run_number_starts_afresh(
     cli: Cli, kube: Kube, platform: str, tmp_path: Path
 ) -> None:
-    cli("stack", "init", STACK)
-    for path, value in (
-        ("tfk8s:kind", "experiment"),
-        ("tfk8s:platformStack", platform),
-        ("tfk8s:user", "dora"),
-        ("tfk8s:clusters[0].name", "mnist"),
-        ("tfk8s:clusters[0].workers.cpu", "500m"),
-        ("tfk8s:clusters[0].workers.memory", "1Gi"),
-        ("tfk8s:clusters[0].workers.backoffLimitPerIndex", "0"),
-    ):
-        cli("config", "set", "--stack", STACK, "--path", path, value)
+    settings = {**SMALL_CLUSTER, "tfk8s:clusters[0].workers.backoffLimitPerIndex": "0"}
+    cli.init_experiment(STACK, platform=platform, user="dora", settings=settings)
     cli("up", "--stack", STACK, "--yes", "--skip-preview")
     assert cli.outputs(STACK)["ready"] is True
     (job,) = kube.get("jobs", NAMESPACE)

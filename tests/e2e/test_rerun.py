@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from drivers import ROOT, Cli, Kube
+from drivers import ROOT, SMALL_CLUSTER, Cli, Kube
 
 sys.path.insert(0, str(ROOT / "bench"))
 from ps_reclaim import current_ps, start_launcher  # noqa: E402
@@ -111,17 +111,8 @@ def wait_until(predicate: Any, what: str, timeout: float = 60) -> None:
 def test_the_same_experiment_trains_again_after_destroy_and_after_a_ttl_clean_up(
     cli: Cli, kube: Kube, platform: str, tmp_path: Path
 ) -> None:
-    cli("stack", "init", STACK)
-    for path, value in (
-        ("tfk8s:kind", "experiment"),
-        ("tfk8s:platformStack", platform),
-        ("tfk8s:user", "dora"),
-        ("tfk8s:clusters[0].name", "mnist"),
-        ("tfk8s:clusters[0].workers.cpu", "500m"),
-        ("tfk8s:clusters[0].workers.memory", "1Gi"),
-        ("tfk8s:clusters[0].run.ttlSecondsAfterFinished", "1"),
-    ):
-        cli("config", "set", "--stack", STACK, "--path", path, value)
+    settings = {**SMALL_CLUSTER, "tfk8s:clusters[0].run.ttlSecondsAfterFinished": "1"}
+    cli.init_experiment(STACK, platform=platform, user="dora", settings=settings)
     log_dir = tmp_path / "log"  # the user's log volume (the PS launcher's too): it outlives the experiment
 
     cli("up", "--stack", STACK, "--yes", "--skip-preview")

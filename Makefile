@@ -1,6 +1,6 @@
 # The single entry point: set-up, local cluster, deploy, test, bench.
 #   make up     - install everything needed, start the local cluster, `pulumi up` the platform-dev
-#                 platform stack and then the dev experiment stack
+#                 platform stack, the tenant-alice tenant stack and then the dev experiment stack
 #   eval "$(make env)" - then plain `pulumi` commands work on stacks/ (see README "Usage")
 #   make test   - the whole test suite (unit with mocks, real TensorFlow, real pulumi up on kwok)
 SHELL := /bin/bash
@@ -9,6 +9,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STACK ?= dev
 PLATFORM ?= platform-dev
+TENANT ?= tenant-alice
 PYTEST_ARGS ?=
 
 .PHONY: help env requirements schema golden venv tools tools-legacy cluster cluster-stop cluster-status demo up preview down outputs test test-unit test-training test-e2e bench lint clean
@@ -67,9 +68,11 @@ DEMO_PULUMI := $(PULUMI) --cwd $(DEMO)
 demo: venv
 	@$(PY) hack/toolenv.py project-copy $(DEMO) >/dev/null
 
-up: venv tools cluster demo ## `pulumi up` the $(PLATFORM) platform, then the $(STACK) experiment on it (refreshing first: the cluster may be new); print the experiment's outputs
+up: venv tools cluster demo ## `pulumi up` the $(PLATFORM) platform, the $(TENANT) tenant on it, then the $(STACK) experiment (refreshing first: the cluster may be new); print the experiment's outputs
 	$(DEMO_PULUMI) stack select --create $(PLATFORM) >/dev/null
 	$(DEMO_PULUMI) up --stack $(PLATFORM) --yes --skip-preview --refresh
+	$(DEMO_PULUMI) stack select --create $(TENANT) >/dev/null
+	$(DEMO_PULUMI) up --stack $(TENANT) --yes --skip-preview --refresh
 	$(DEMO_PULUMI) stack select --create $(STACK) >/dev/null
 	$(DEMO_PULUMI) up --stack $(STACK) --yes --skip-preview --refresh
 	$(DEMO_PULUMI) stack output --stack $(STACK) --json
@@ -82,8 +85,8 @@ preview: venv tools cluster demo ## Preview the $(STACK) stack
 outputs: demo ## Print the outputs of the $(STACK) stack (secrets masked)
 	$(DEMO_PULUMI) stack output --stack $(STACK) --json
 
-down: demo ## Destroy the $(STACK) experiment, then the $(PLATFORM) platform, and stop the local cluster
-	if hack/cluster.sh status >/dev/null 2>&1; then $(DEMO_PULUMI) destroy --stack $(STACK) --yes && $(DEMO_PULUMI) destroy --stack $(PLATFORM) --yes; fi
+down: demo ## Destroy the $(STACK) experiment, the $(TENANT) tenant, then the $(PLATFORM) platform, and stop the local cluster
+	if hack/cluster.sh status >/dev/null 2>&1; then $(DEMO_PULUMI) destroy --stack $(STACK) --yes && $(DEMO_PULUMI) destroy --stack $(TENANT) --yes && $(DEMO_PULUMI) destroy --stack $(PLATFORM) --yes; fi
 	hack/cluster.sh stop
 
 test: venv tools tools-legacy ## Every test: mocks, real TensorFlow processes, real pulumi up against kwok (1.34 and 1.25 + Heketi)

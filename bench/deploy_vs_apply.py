@@ -1,8 +1,8 @@
 """Time to readiness of a new experiment: `pulumi up` vs `kubectl apply` + `kubectl wait` of the same objects.
 
 On a throwaway kwok cluster (`tfk8s-bench`, started and deleted by this script; the `make up`
-cluster is never touched) the platform-dev platform is deployed once; then, for the dev
-experiment (1 cluster) and a 3-cluster experiment, alternating:
+cluster is never touched) the platform-dev platform and its tenant-alice tenant are deployed
+once; then, for the dev experiment of that tenant (1 cluster) and a 3-cluster experiment, alternating:
   1. `pulumi up` of the experiment until it returns (it waits for PS and workers itself), then a
      no-change `pulumi up` and a `pulumi preview`; then destroy;
   2. the same experiment program rendered to YAML (the provider's `render_yaml_to_directory`),
@@ -89,12 +89,16 @@ def pulumi_cli(work: Path, *args: str, stack: str = "dev") -> float:
     return time.perf_counter() - started
 
 
+BASE = ("platform-dev", "tenant-alice")  # what the dev experiment builds on, in deploy order
+
+
 def platform(work: Path) -> None:
-    """The running platform every experiment is measured against (deployed once, not timed)."""
+    """The running platform and tenant every experiment is measured against (deployed once, not timed)."""
     os.environ["PULUMI_BACKEND_URL"] = f"file://{work / 'state'}"
-    for stack in ("platform-dev", "dev", "render"):
+    for stack in (*BASE, "dev", "render"):
         subprocess.run(["pulumi", "stack", "init", stack, "--non-interactive"], cwd=work, check=True, capture_output=True)
-    pulumi_cli(work, "up", "--yes", "--skip-preview", stack="platform-dev")
+    for stack in BASE:
+        pulumi_cli(work, "up", "--yes", "--skip-preview", stack=stack)
 
 
 def pulumi_side(work: Path) -> dict[str, float]:
@@ -234,7 +238,8 @@ def compare(repeat: int) -> None:
             f"| {ours['up (no change)']:.1f} | {ours['preview']:.1f} |",
             flush=True,
         )
-    pulumi_cli(work, "destroy", "--yes", stack="platform-dev")
+    for stack in reversed(BASE):
+        pulumi_cli(work, "destroy", "--yes", stack=stack)
 
 
 if __name__ == "__main__":

@@ -1,9 +1,9 @@
 """The language host's overhead: `pulumi preview` of the dev stack through tfk8s's host vs the
 Automation API path the project used before (`python -m tfk8s.automation preview dev`).
 
-On a throwaway kwok cluster (`tfk8s-bench`, started and deleted here), the dev experiment (on platform-dev) is deployed
-once, then previewed `--repeat` times each way, alternating, from the same project copy, state
-and cluster:
+On a throwaway kwok cluster (`tfk8s-bench`, started and deleted here), the dev experiment (of the
+tenant-alice tenant on platform-dev) is deployed once, then previewed `--repeat` times each way,
+alternating, from the same project copy, state and cluster:
   - host: `pulumi preview --stack dev`, the plain CLI starting our `pulumi-language-python`,
     which runs the program in a child process with the project's virtualenv;
   - Automation API: a fresh Python process that builds a LocalWorkspace with the program inline
@@ -68,7 +68,8 @@ def timed_automation(work: Path) -> tuple[float, float]:
 
 def compare(repeat: int) -> None:
     work = project()
-    for stack in ("platform-dev", "dev"):
+    stacks = ("platform-dev", "tenant-alice", "dev")  # each builds on the one before
+    for stack in stacks:
         subprocess.run(["pulumi", "stack", "init", stack, "--non-interactive"], cwd=work, check=True, capture_output=True)
         pulumi(work, "up", "--yes", "--skip-preview", stack=stack)
     host, whole, call = [], [], []
@@ -80,8 +81,8 @@ def compare(repeat: int) -> None:
             whole.append(total)
             call.append(inner)
     finally:
-        pulumi(work, "destroy", "--yes")
-        pulumi(work, "destroy", "--yes", stack="platform-dev")
+        for stack in reversed(stacks):
+            pulumi(work, "destroy", "--yes", stack=stack)
     h, a, c = (statistics.median(x) for x in (host, whole, call))
     print(f"medians of {repeat}, alternating; dev stack deployed, preview = no changes")
     print("| path | preview (s) | ratio host / Automation API |")

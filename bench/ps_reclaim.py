@@ -1,7 +1,7 @@
 """PS-reclaim latency: the last worker failed -> the run's parameter-server pods are gone.
 
-On a throwaway kwok cluster (`tfk8s-bench`, started and deleted here) the platform-dev and dev stacks are deployed
-with `backoffLimitPerIndex: 0`. kwok runs no containers, so each PS task's launcher runs here as
+On a throwaway kwok cluster (`tfk8s-bench`, started and deleted here) the platform-dev, tenant-alice and dev
+stacks are deployed, dev with `backoffLimitPerIndex: 0`. kwok runs no containers, so each PS task's launcher runs here as
 a local process exactly as it would in its pod: the PS container's environment, the PS service
 account's own token (`kubectl create token`), the real API server. Then every worker pod is
 failed the way a kubelet reports a crashed container (status subresource, phase Failed, exit 1),
@@ -146,9 +146,11 @@ def measure(repeat: int, kubeconfig: Path, work: Path) -> None:
     def pulumi(*a: str, stack: str = "dev") -> None:
         subprocess.run(["pulumi", *a, "--stack", stack, "--non-interactive"], cwd=project, check=True, capture_output=True)
 
-    for stack in ("platform-dev", "dev"):
+    base = ("platform-dev", "tenant-alice")  # what dev builds on, in deploy order
+    for stack in (*base, "dev"):
         subprocess.run(["pulumi", "stack", "init", stack, "--non-interactive"], cwd=project, check=True, capture_output=True)
-    pulumi("up", "--yes", "--skip-preview", stack="platform-dev")
+    for stack in base:
+        pulumi("up", "--yes", "--skip-preview", stack=stack)
     pulumi("config", "set", "--path", "tfk8s:clusters[0].workers.backoffLimitPerIndex", "0")
     results = []
     for number in range(repeat):
@@ -158,7 +160,8 @@ def measure(repeat: int, kubeconfig: Path, work: Path) -> None:
         assert result["exit_codes"] == [0] and result["replicas"] == [0], result
         results.append(result)
     pulumi("destroy", "--yes")
-    pulumi("destroy", "--yes", stack="platform-dev")
+    for stack in reversed(base):
+        pulumi("destroy", "--yes", stack=stack)
     version = server_version(kubectl)
     print(f"PS reclaim on kwok (Kubernetes {version}), {repeat} runs, seconds after the last worker failed")
     print("| event | median (s) | worst (s) |")

@@ -3,10 +3,17 @@
 # kube-controller-manager, kube-scheduler) whose nodes and pods are simulated by kwok.
 #
 # Usage: hack/cluster.sh start [--kube 1.34|1.25] | stop | status | kubeconfig
+#        hack/cluster.sh user-kubeconfig <user> [<group>...]
 #
 # --kube picks the control plane: 1.34 (the default, $KUBE_VERSION) or 1.25 ($KUBE_LEGACY_VERSION,
 # the last with the in-tree GlusterFS provisioner; hack/tools.sh kube-legacy builds it). Name the
 # clusters apart with TFK8S_CLUSTER_NAME.
+#
+# user-kubeconfig mints a client certificate for one user (CN=<user>, one O=<group> per group),
+# signed by the running cluster's CA, and prints the path of a kubeconfig that authenticates as that
+# user ($KWOK_WORKDIR/<name>.user-<user>.kubeconfig, mode 0600, the key embedded; valid 7 days, a
+# re-run replaces it). The API server authorizes with RBAC, so such a user may do nothing until a
+# binding says so: how tenants are tested without a second cluster or an identity provider.
 #
 # It only ever touches its own cluster: state under $TFK8S_CACHE/kwok, its own kubeconfig file
 # ($TFK8S_CACHE/kwok/<name>.kubeconfig), never ~/.kube/config.
@@ -94,7 +101,8 @@ stop() {
   if [ -d "$KWOK_WORKDIR/clusters/$name" ]; then
     kwokctl delete cluster --name "$name" --kubeconfig "$kubeconfig" >&2 || true
   fi
-  rm -f "$kubeconfig"
+  # Users' credentials too: their CA went with the cluster.
+  rm -f "$kubeconfig" "$KWOK_WORKDIR/$name".user-*.kubeconfig
   log "cluster $name stopped"
 }
 
@@ -107,11 +115,49 @@ status() {
   fi
 }
 
+# A user's kubeconfig: the admin kubeconfig's server and CA, a client certificate of the user's
+# identity signed by the cluster's CA. The key is embedded and never leaves $KWOK_WORKDIR (not the
+# repository); everything is written 0600.
+user_kubeconfig() {
+  local user=${1:?user-kubeconfig needs a user name} pki=$KWOK_WORKDIR/clusters/$name/pki subject=""
+  shift
+  running || { echo "cluster $name is not running: hack/cluster.sh start" >&2; exit 1; }
+  [ -f "$pki/ca.key" ] || { echo "no CA key at $pki/ca.key: cannot mint credentials for $name" >&2; exit 1; }
+  # '/' and '=' would break the openssl subject; system: names are the API server's own identities
+  # (system:masters is cluster-admin): a tenant's credentials are never those.
+  for part in "$user" "$@"; do
+    case $part in "" | */* | *=* | system:*) echo "user-kubeconfig: ${part:-(empty)}: not a tenant user or group name" >&2; exit 2 ;; esac
+  done
+  subject="/CN=$user"
+  for group in "$@"; do subject="$subject/O=$group"; done
+  local out=$KWOK_WORKDIR/$name.user-$user.kubeconfig scratch server
+  server=$(kubectl config view --minify -o jsonpath='{.clusters[0].cluster.server}')
+  scratch=$(mktemp -d)
+  # shellcheck disable=SC2064 # expand now: `scratch` is local
+  trap "rm -rf '$scratch'" EXIT
+  (
+    umask 077
+    export KUBECONFIG=$scratch/kubeconfig
+    openssl req -new -newkey rsa:2048 -nodes -keyout "$scratch/key.pem" -subj "$subject" -out "$scratch/req.csr" 2>/dev/null
+    openssl x509 -req -in "$scratch/req.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" \
+      -CAcreateserial -CAserial "$scratch/ca.srl" -days 7 -out "$scratch/cert.pem" 2>/dev/null
+    command "$bin/kubectl" config set-cluster "$name" --server "$server" --certificate-authority "$pki/ca.crt" --embed-certs >/dev/null
+    command "$bin/kubectl" config set-credentials "$user" \
+      --client-certificate "$scratch/cert.pem" --client-key "$scratch/key.pem" --embed-certs >/dev/null
+    command "$bin/kubectl" config set-context "$user@$name" --cluster "$name" --user "$user" >/dev/null
+    command "$bin/kubectl" config use-context "$user@$name" >/dev/null
+    # Renamed into place: a reader never sees half a file, and a re-run replaces the old one.
+    mv -f "$scratch/kubeconfig" "$out"
+  )
+  echo "$out"
+}
+
 case ${1:-status} in
   start)
     if [ "${2:-}" = --kube ]; then start "${3:?--kube needs a version}"; else start; fi ;;
   stop) stop ;;
   status) status ;;
   kubeconfig) echo "$kubeconfig" ;;
-  *) echo "usage: $0 start|stop|status|kubeconfig" >&2; exit 2 ;;
+  user-kubeconfig) shift; user_kubeconfig "$@" ;;
+  *) echo "usage: $0 start|stop|status|kubeconfig|user-kubeconfig <user> [<group>...]" >&2; exit 2 ;;
 esac

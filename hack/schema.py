@@ -23,11 +23,9 @@ SECURE = {"type": "object", "properties": {"secure": {"type": "string"}}, "requi
 SECRETS: dict[str, dict[str, dict[str, Any]]] = {
     "platform": {
         "tfk8s:heketiAdminKey": {**SECURE, "description": "glusterfs: the Heketi admin key (`pulumi config set --secret`)"},
-        "tfk8s:jupyterTokens": {
-            "type": "object",
-            "additionalProperties": SECURE,
-            "description": "optional {user: token}, each set with `pulumi config set --secret --path`",
-        },
+    },
+    "tenant": {
+        "tfk8s:jupyterToken": {**SECURE, "description": "optional: the tenant's Jupyter token (`pulumi config set --secret`)"},
     },
     "experiment": {},
 }

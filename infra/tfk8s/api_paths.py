@@ -36,6 +36,13 @@ class ApiKind:
         scope = f"/namespaces/{namespace}" if namespace is not None else ""
         return f"{self.root}{scope}/{self.plural}/{name}"
 
+    def count_path(self) -> str:
+        """The path listing one object of a cluster-scoped kind: the list's `remainingItemCount` tells
+        how many there are, without transferring them."""
+        if self.namespaced:
+            raise ValueError(f"{self.kind} is namespaced: count it per namespace")
+        return f"{self.root}/{self.plural}?limit=1"
+
     def list_path(self, namespace: str, label_selector: dict[str, str]) -> str:
         """The path listing the objects of a namespaced kind in `namespace` that carry every label given."""
         if not self.namespaced:
@@ -60,3 +67,7 @@ STORAGE_CLASS = ApiKind(kind="StorageClass", api_version="storage.k8s.io/v1", pl
 CUSTOM_RESOURCE_DEFINITION = ApiKind(
     kind="CustomResourceDefinition", api_version="apiextensions.k8s.io/v1", plural="customresourcedefinitions", namespaced=False
 )
+# The platform's experimenter role, which tenants bind in their namespaces (tfk8s.access).
+CLUSTER_ROLE = ApiKind(kind="ClusterRole", api_version="rbac.authorization.k8s.io/v1", plural="clusterroles", namespaced=False)
+# The User Node, read whole by a tenant for its allocatable pods (tfk8s.user_node.check_room).
+NODE = ApiKind(kind="Node", api_version="v1", plural="nodes", namespaced=False)

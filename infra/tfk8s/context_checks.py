@@ -1,5 +1,5 @@
 """Checks of a valid stack file that need context: the cluster's Kubernetes version, the project's
-files and, for experiments, the platform stack's facts. Run once, before any resource exists.
+files and, for tenants and experiments, the facts of the stacks they build on. Run once, before any resource exists.
 
 The schema (`tfk8s.schema`) checks what a value is on its own; these check what it means here.
 Every problem found is reported together, as a `ConfigError` naming its key and the fix.
@@ -12,9 +12,11 @@ from pathlib import Path
 from tfk8s import backends
 from tfk8s.config_errors import ConfigError
 from tfk8s.contract import PlatformFacts
+from tfk8s.quantities import parse_quantity
 from tfk8s.schema import NAMESPACE
 from tfk8s.schema_experiment import CodeSettings, ExperimentStack
 from tfk8s.schema_platform import PlatformStack
+from tfk8s.schema_tenant import TenantStack
 from tfk8s.schema_types import MAX_NAME_LENGTH, dns_name
 
 CONFIGMAP_LIMIT_BYTES = 1024 * 1024
@@ -38,14 +40,32 @@ def check_platform(stack: PlatformStack, server_version: tuple[int, int] | None)
             f"tfk8s cannot use): set it, e.g. `pulumi config set --path --type string '{key}.kubernetesVersion' 1.34`"
         )
     problems += backends.problems(platform.storage, kube, f"{key}.storage")
-    names = [u.name for u in stack.users]
-    for i, name in enumerate(names):
-        if name in names[:i]:
-            problems.append(f"{NAMESPACE}:users[{i}].name: duplicate user {name!r}: each user gets one namespace")
     if problems:
         raise ConfigError(problems)
     assert kube is not None
     return stack.model_copy(update={"platform": platform.model_copy(update={"kubernetes_version": f"{kube[0]}.{kube[1]}"})})
+
+
+def check_tenant(stack: TenantStack, platform: PlatformFacts) -> None:
+    """Context checks of a tenant against its platform: its own volumes fit its quota."""
+    tenant, key = stack.tenant, f"{NAMESPACE}:tenant"
+    quota = tenant.effective_quota(platform.default_quota)
+    volumes = parse_quantity(tenant.volumes.data_size) + parse_quantity(tenant.volumes.log_size)
+    problems = []
+    if volumes > parse_quantity(quota.storage):
+        problems.append(
+            f"{key}.volumes: the data and log volumes ({tenant.volumes.data_size} + {tenant.volumes.log_size}) do not fit the "
+            f"tenant's storage quota ({quota.storage}): shrink them, or raise {key}.quota.storage"
+        )
+    if quota.persistent_volume_claims < 2:
+        problems.append(f"{key}.quota.persistentVolumeClaims: the data and log volumes are 2 claims; allow at least 2")
+    for field in ("users", "groups"):
+        names = getattr(tenant.identities, field)
+        for i, name in enumerate(names):
+            if name in names[:i]:
+                problems.append(f"{key}.identities.{field}[{i}]: {name!r} is listed twice; remove one")
+    if problems:
+        raise ConfigError(problems)
 
 
 def experiment_name(stack: ExperimentStack, stack_name: str) -> str:
@@ -84,7 +104,7 @@ def check_experiment(stack: ExperimentStack, stack_name: str, facts: PlatformFac
                 )
         if c.scratch is not None and facts.scratch_storage_class is None:
             problems.append(
-                f"{key}.scratch: platform stack {stack.platform_stack!r} offers no class for scratch volumes (its "
+                f"{key}.scratch: the platform offers no class for scratch volumes (its "
                 f"storage backend is {backends.scratchless_platforms()}): remove it, or ask the platform "
                 f"team to set {NAMESPACE}:platform.storage.scratchClassName"
             )

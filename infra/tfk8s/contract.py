@@ -1,8 +1,10 @@
-"""The platform's contract: what a platform stack publishes (its `platform` output) and experiments read.
+"""The contracts between the three kinds of stack: what a platform publishes (its `platform` output)
+for its tenants and their experiments, and what a tenant publishes (its `tenant` output) for its
+experiments.
 
-Written once: the platform builds `PlatformFacts` (platform_stack.facts) and exports it dumped by
-alias; experiments parse that output back with it (platform_ref). An experiment may rely on these
-facts and on nothing else of its platform. Nothing here touches Pulumi.
+Written once: each stack builds its facts (platform_stack.facts, tenant_stack.facts) and exports
+them dumped by alias; readers parse the output back with the same model (stack_ref). A stack may
+rely on these facts and on nothing else of the stack it reads. Nothing here touches Pulumi.
 """
 
 from __future__ import annotations
@@ -13,11 +15,27 @@ from pydantic import ConfigDict
 from pydantic.alias_generators import to_camel
 
 from tfk8s.api_paths import ApiKind
-from tfk8s.schema_platform import ImageSettings, PodSecuritySettings, PortSettings
+from tfk8s.schema_platform import ContainerDefaults, ImageSettings, PodSecuritySettings, PortSettings, Quota, StorageSettings
 from tfk8s.schema_types import KubeVersion, Model, Positive, version_tuple
 
 
-class UserFacts(Model):
+class Facts(Model):
+    """Parsed leniently (`strict=False`): stack outputs travel as JSON numbers (2222.0); keys this
+    version does not know are ignored."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore", alias_generator=to_camel, populate_by_name=True)
+
+
+class TenantFacts(Facts):
+    """The tenant's published contract: what its experiments may rely on, and nothing else."""
+
+    schema_version: Literal[1]
+    platform_stack: str
+    """The platform the tenant lives on, qualified (org/project/stack): experiments read it from there."""
+    owner: str
+    """The owner annotation of the tenant's objects (tfk8s.ownership): its namespace among them."""
+    name: str
+    """The tenant's user name: it labels every object of the tenant's experiments."""
     namespace: str
     data_claim: str
     log_claim: str
@@ -25,19 +43,26 @@ class UserFacts(Model):
     """host:port of the user's Jupyter as an in-graph chief (the notebook-driven clusters' client)."""
     jupyter_url: str | None = None
     tensorboard_url: str | None = None
+    quota: Quota
+    """The namespace's ResourceQuota, as applied (the platform's default with the tenant's own keys)."""
 
 
 class UserNodeFacts(Model):
+    name: str
     taint_key: str
+    address: str | None = None
+    """Where users reach the NodePorts: the configured address, else the node's from live status."""
 
 
-class LayoutKind(Model):
-    """The platform's own Layout kind (tfk8s.guard): experiments create one per cluster, notebooks read them."""
+class PlatformKind(Model):
+    """A kind the platform defines (tfk8s.guard): experiments create a Layout per cluster in their
+    tenant's namespace (notebooks read them); each tenant registers as a cluster-wide Tenant."""
 
     group: str
     version: str
     kind: str
     plural: str
+    namespaced: bool = True
 
     @property
     def api_version(self) -> str:
@@ -49,35 +74,36 @@ class LayoutKind(Model):
 
     @property
     def api(self) -> ApiKind:
-        """Where the API serves Layouts: they live in the users' namespaces."""
-        return ApiKind(kind=self.kind, api_version=self.api_version, plural=self.plural, namespaced=True)
+        """Where the API serves the kind."""
+        return ApiKind(kind=self.kind, api_version=self.api_version, plural=self.plural, namespaced=self.namespaced)
 
 
-class PlatformFacts(Model):
-    """The platform's published contract: what an experiment may rely on, and nothing else.
-
-    Parsed leniently (`strict=False`): stack outputs travel as JSON numbers (2222.0); keys this
-    version does not know are ignored.
-    """
-
-    model_config = ConfigDict(frozen=True, extra="ignore", alias_generator=to_camel, populate_by_name=True)
+class PlatformFacts(Facts):
+    """The platform's published contract: what a tenant or an experiment may rely on, and nothing else."""
 
     schema_version: Literal[1]
     owner: str
     """The owner annotation of the platform's objects (tfk8s.ownership)."""
     kubernetes_version: KubeVersion
+    storage: StorageSettings
+    """How the tenants' volumes are provisioned (no secret in it: those are the platform's own config)."""
     storage_class: str
     scratch_storage_class: str | None = None
     """Where experiments' scratch claims go (backends.scratch_class); None: none offered."""
     user_node: UserNodeFacts
-    layouts: LayoutKind
+    layouts: PlatformKind
+    tenants: PlatformKind
+    experimenter_role: str
+    """The ClusterRole a tenant binds its identities to, in its namespace alone (tfk8s.access)."""
+    namespace_prefix: str
     images: ImageSettings
     ports: PortSettings
     pod_security: PodSecuritySettings
     """Who the pods run as: training pods take `tensorflow` (the namespace enforces `restricted`)."""
     allow_ps_gpus: bool
     await_timeout_seconds: Positive
-    users: dict[str, UserFacts]
+    default_quota: Quota
+    container_defaults: ContainerDefaults
 
     @property
     def version(self) -> tuple[int, int]:

@@ -1,9 +1,9 @@
-"""`Experiment`: one user's training clusters, in that user's namespace, on the platform's volumes.
+"""`Experiment`: one tenant's training clusters, in that tenant's namespace, on the tenant's volumes.
 
 Everything here belongs to the experiment stack alone (see tfk8s.ownership): the trainer package's
 ConfigMap (one per experiment, shared by its clusters), the clusters, and their Layouts.
-Nothing of the platform is created, adopted or deleted: the namespace, the volumes and the user's
-Jupyter and TensorBoard are read from the platform's facts.
+Nothing of the tenant or the platform is created, adopted or deleted: the namespace, the volumes
+and the tenant's Jupyter and TensorBoard are read from their facts.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pulumi_kubernetes as k8s
 
 from tfk8s import readiness
 from tfk8s.code import CodeBundle
-from tfk8s.contract import PlatformFacts
+from tfk8s.contract import PlatformFacts, TenantFacts
 from tfk8s.labels import labels
 from tfk8s.ownership import Owner
 from tfk8s.schema_experiment import ClusterSettings
@@ -25,10 +25,10 @@ from tfk8s.training_cluster import TrainingCluster, TrainingClusterArgs
 
 @dataclass(frozen=True, kw_only=True)
 class ExperimentArgs:
-    user: str
     experiment: str
     clusters: tuple[ClusterSettings, ...]
     platform: PlatformFacts
+    tenant: TenantFacts
     owner: Owner
     launcher: CodeBundle
     codes: dict[str, CodeBundle | None]  # cluster name -> its code (None: launcher/trainer only)
@@ -40,7 +40,7 @@ class Experiment(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: ExperimentArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("tfk8s:index:Experiment", name, None, opts)
-        user = args.platform.users[args.user]
+        user = args.tenant
         child = pulumi.ResourceOptions(parent=self)
         # One copy of the trainer package per experiment, mounted by all its clusters: it is ~90 KB of
         # source, and Pulumi keeps three copies of each ConfigMap's data in the state it rewrites after
@@ -49,7 +49,7 @@ class Experiment(pulumi.ComponentResource):
             f"{name}-trainer",
             metadata={
                 "namespace": user.namespace,
-                "labels": {**labels(args.user, "tensorflow", experiment=args.experiment, role="code"), **args.owner.labels()},
+                "labels": {**labels(user.name, "tensorflow", experiment=args.experiment, role="code"), **args.owner.labels()},
                 "annotations": args.owner.annotations(),
             },
             data=args.launcher.config_map_data(),
@@ -59,7 +59,7 @@ class Experiment(pulumi.ComponentResource):
             c.name: TrainingCluster(
                 f"{args.experiment}-{c.name}",
                 TrainingClusterArgs(
-                    user=args.user,
+                    user=user.name,
                     experiment=args.experiment,
                     cluster=c,
                     platform=args.platform,

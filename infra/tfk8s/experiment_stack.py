@@ -1,4 +1,4 @@
-"""An experiment stack (`tfk8s:kind: experiment`): one user's training clusters on a platform stack."""
+"""An experiment stack (`tfk8s:kind: experiment`): one tenant's training clusters, in its namespace."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pulumi
 
 from tfk8s import training_cluster
 from tfk8s.code import CodeBundle, bundle, launcher_bundle
-from tfk8s.contract import PlatformFacts
+from tfk8s.contract import PlatformFacts, TenantFacts
 from tfk8s.experiment import Experiment, ExperimentArgs
 from tfk8s.ownership import Claimed, Owner
 from tfk8s.schema import NAMESPACE
@@ -25,26 +25,29 @@ def codes(stack: ExperimentStack, root: Path) -> dict[str, CodeBundle | None]:
     return result
 
 
-def claimed(stack: ExperimentStack, experiment: str, facts: PlatformFacts) -> list[Claimed]:
+def claimed(stack: ExperimentStack, experiment: str, platform: PlatformFacts, tenant: TenantFacts) -> list[Claimed]:
     """Objects created under fixed names (their names are DNS identities), as each training cluster
     lists them: absent, or already ours."""
-    namespace = facts.users[stack.user].namespace
     return [
         claim
         for i, cluster in enumerate(stack.clusters)
-        for claim in training_cluster.fixed_objects(experiment, cluster, namespace, facts.layouts, f"{NAMESPACE}:clusters[{i}]")
+        for claim in training_cluster.fixed_objects(
+            experiment, cluster, tenant.namespace, platform.layouts, f"{NAMESPACE}:clusters[{i}]"
+        )
     ]
 
 
-def build(stack: ExperimentStack, experiment: str, facts: PlatformFacts, owner: Owner, root: Path) -> dict[str, Any]:
+def build(
+    stack: ExperimentStack, experiment: str, platform: PlatformFacts, tenant: TenantFacts, owner: Owner, root: Path
+) -> dict[str, Any]:
     """Declare the experiment's clusters; export their readiness and cluster specs."""
     env = Experiment(
         experiment,
         ExperimentArgs(
-            user=stack.user,
             experiment=experiment,
             clusters=stack.clusters,
-            platform=facts,
+            platform=platform,
+            tenant=tenant,
             owner=owner,
             launcher=launcher_bundle(root),
             codes=codes(stack, root),

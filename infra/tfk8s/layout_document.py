@@ -4,7 +4,7 @@ The platform deploys Jupyter once per user; experiments come and go. So instead 
 specs into the Jupyter pod (which would need a platform redeploy per experiment), each experiment
 creates one Layout per cluster, and the notebook reads them at run time (`tfk8s_train.layouts`)
 with a service account that may only read Layouts in the user's own namespace. The Layout kind is
-the platform's own: tfk8s.guard declares it, `contract.LayoutKind` is its name in the contract.
+the platform's own: tfk8s.guard declares it, `contract.PlatformKind` is its name in the contract.
 The directories are relative to the user's volumes, which Jupyter mounts whole (data at /data,
 logs at /logs) and training pods mount per run.
 """

@@ -117,14 +117,22 @@ def _pem(entry: dict[str, Any], key: str, directory: str) -> str | None:
 
 
 class KubeApiError(Exception):
-    """A read tfk8s needed could not be made (not a 404: that is "absent")."""
+    """A request tfk8s needed could not be made (for GETs not a 404: that is "absent").
+
+    `status` is the HTTP status when the server answered (403: not allowed, 404: no such API on
+    this server), None when it did not.
+    """
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class KubeApi:
-    """GETs with the kubeconfig's own credentials (client certificate, token or basic auth).
+    """Requests with the kubeconfig's own credentials (client certificate, token or basic auth).
 
-    Only reads, only what preflight and the ownership checks need; everything else is the
-    provider's job.
+    Reads, and the POSTs of reviews that change nothing (tfk8s.access asks what the credentials
+    may do); everything else is the provider's job.
     """
 
     def __init__(self, server: str, cluster: dict[str, Any], user: dict[str, Any]) -> None:
@@ -136,27 +144,37 @@ class KubeApi:
         `metadata_only`: the server returns the object's metadata alone (PartialObjectMetadata),
         so an ownership read of a Secret never carries its data.
         """
+        accept = f"{METADATA_ONLY},application/json" if metadata_only else "application/json"
+        try:
+            return self._send("GET", path, {"Accept": accept})
+        except KubeApiError as error:
+            if error.status == 404:
+                return None
+            raise
+
+    def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """POST `body` as JSON to `path` and return the server's JSON answer (any HTTP error raises)."""
+        return self._send("POST", path, {"Content-Type": "application/json"}, json.dumps(body).encode())
+
+    def _send(self, method: str, path: str, headers: dict[str, str], data: bytes | None = None) -> dict[str, Any]:
         with tempfile.TemporaryDirectory(prefix="tfk8s-kubeconfig-") as scratch:
             try:
+                request = urllib.request.Request(
+                    f"{self.server}{path}", data=data, headers={**self._headers(), **headers}, method=method
+                )
                 context = ssl.create_default_context(cafile=_pem(self.cluster, "certificate-authority", scratch))
                 if self.cluster.get("insecure-skip-tls-verify"):
                     context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
                 certificate = _pem(self.user, "client-certificate", scratch)
                 if certificate:
                     context.load_cert_chain(certificate, _pem(self.user, "client-key", scratch))
-                headers = self._headers()
-                if metadata_only:
-                    headers["Accept"] = f"{METADATA_ONLY},application/json"
-                request = urllib.request.Request(f"{self.server}{path}", headers=headers)
                 with urllib.request.urlopen(request, timeout=CONNECT_TIMEOUT_SECONDS, context=context) as response:
                     result: dict[str, Any] = json.load(response)
                     return result
             except urllib.error.HTTPError as error:
-                if error.code == 404:
-                    return None
-                raise KubeApiError(f"GET {path}: HTTP {error.code} {error.reason}") from None
+                raise KubeApiError(f"{method} {path}: HTTP {error.code} {error.reason}", error.code) from None
             except (OSError, ValueError, ssl.SSLError) as error:
-                raise KubeApiError(f"GET {path}: {error}") from None
+                raise KubeApiError(f"{method} {path}: {error}") from None
 
     def _headers(self) -> dict[str, str]:
         headers = {"Accept": "application/json"}

@@ -1,9 +1,10 @@
 """The Pulumi program: which kind of stack this is, checks before anything exists, then declare.
 
 Order, so that nothing is created on bad input: the configuration (schema), the cluster
-(preflight: reachable, which version), for experiments the platform stack's facts, the context
-checks, the ownership reads of every object to be created under a fixed name, and for experiments
-whether they fit in their user's quota. Only then are resources declared.
+(preflight: reachable, which version), for tenants and experiments the facts of the stacks they
+build on, the context checks, the ownership reads of every object to be created under a fixed
+name, for tenants whether the User Node has room, and for experiments whether the caller may act
+in the tenant's namespace (before any read there) and whether they fit in the tenant's quota. Only then are resources declared.
 """
 
 from __future__ import annotations
@@ -17,21 +18,27 @@ from typing import Any
 import pulumi
 
 from tfk8s import (
+    access,
     api_paths,
     backends,
     context_checks,
     experiment_stack,
     ownership,
-    platform_ref,
     platform_stack,
     preflight,
     quota_check,
     stack_config,
+    stack_ref,
+    tenant_stack,
 )
 from tfk8s.config_errors import ConfigError
+from tfk8s.contract import PlatformFacts, TenantFacts
 from tfk8s.schema import NAMESPACE
 from tfk8s.schema_experiment import ExperimentStack
 from tfk8s.schema_platform import PlatformStack
+from tfk8s.schema_tenant import TenantStack
+from tfk8s.user_env import USER_NODE_PODS_PER_USER
+from tfk8s.user_node import check_room
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = PROJECT_ROOT / "training" / "master_client.ipynb"
@@ -66,28 +73,24 @@ def refuse_foreign(claims: list[ownership.Claimed], read: Reader | None, owner: 
         )
 
 
-def refuse_over_quota(stack: ExperimentStack, experiment: str, namespace: str, read_whole: Reader | None) -> None:
-    """Refuse, before anything is declared, an experiment its user's quota has no room for (tfk8s.quota_check)."""
+def refuse_over_quota(stack: ExperimentStack, experiment: str, tenant: TenantFacts, read_whole: Reader | None) -> None:
+    """Refuse, before anything is declared, an experiment its tenant's quota has no room for (tfk8s.quota_check)."""
     if read_whole is None:
         pulumi.log.warn(
             "tfk8s cannot read the cluster with the kubeconfig's credentials: the user's quota is not checked; "
             "pods beyond it will stay unscheduled"
         )
         return
-    room = quota_check.live_room(read_whole, namespace, experiment)
+    room = quota_check.live_room(read_whole, tenant.namespace, experiment)
     if room is None:  # the namespace has no tfk8s quota: Kubernetes will refuse nothing either
         return
-    problems = quota_check.refusals(quota_check.experiment_demand(stack.clusters), room, stack.user)
+    problems = quota_check.refusals(quota_check.experiment_demand(stack.clusters), room, tenant.name)
     if problems:
         raise ConfigError(problems)
 
 
 def run_platform(
-    stack: PlatformStack,
-    server: tuple[int, int] | None,
-    read: Reader | None,
-    environ: Mapping[str, str],
-    root: Path = PROJECT_ROOT,
+    stack: PlatformStack, server: tuple[int, int] | None, read: Reader | None, environ: Mapping[str, str]
 ) -> dict[str, Any]:
     stack = context_checks.check_platform(stack, server)
     if read is not None:
@@ -95,12 +98,69 @@ def run_platform(
         if missing:
             raise ConfigError(missing)
     owner = owner_of("platform", environ)
-    fix = (
-        "Choose another name (namespacePrefix, user name, className), "
-        "or delete or relabel the object if it is a leftover of this stack"
-    )
+    fix = "Choose another name (className), or delete or relabel the object if it is a leftover of this stack"
     refuse_foreign(platform_stack.claimed(stack, owner), read, owner, fix)
-    return platform_stack.build(stack, owner, root, NOTEBOOK)
+    return platform_stack.build(stack, owner)
+
+
+def current(facts: PlatformFacts, server: tuple[int, int] | None) -> PlatformFacts:
+    """The platform's facts with the cluster's version, which may have been upgraded since the platform's last `up`."""
+    return facts if server is None else facts.model_copy(update={"kubernetes_version": f"{server[0]}.{server[1]}"})
+
+
+def refuse_full_user_node(stack: TenantStack, platform: PlatformFacts, read: Reader | None, read_whole: Reader | None) -> None:
+    """Refuse a new tenant whose Jupyter and TensorBoard the User Node has no room for. Counts the
+    platform's Tenants from one list of one item (its `remainingItemCount`), so the check costs the
+    same at 10 or 1,000 tenants."""
+    if read is None or read_whole is None:
+        return
+    node = read_whole(api_paths.NODE.path(platform.user_node.name)) or {}
+    listed = read_whole(platform.tenants.api.count_path()) or {}
+    tenants = len(listed.get("items") or []) + int((listed.get("metadata") or {}).get("remainingItemCount") or 0)
+    registered = read(platform.tenants.api.path(stack.tenant.name)) is not None
+    pods = (tenants + (0 if registered else 1)) * USER_NODE_PODS_PER_USER
+    check_room(platform.user_node.name, node.get("status"), pods, f"{NAMESPACE}:tenant")
+
+
+def run_tenant(
+    stack: TenantStack,
+    server: tuple[int, int] | None,
+    read: Reader | None,
+    environ: Mapping[str, str],
+    root: Path = PROJECT_ROOT,
+    read_outputs: stack_ref.ReadOutputs = stack_ref.read_outputs,
+    read_whole: Reader | None = None,
+) -> dict[str, Any]:
+    platform = current(stack_ref.platform_facts(stack.platform_stack, read_outputs), server)
+    context_checks.check_tenant(stack, platform)
+    token = stack_config.jupyter_token()  # validated before anything is declared
+    owner = owner_of("tenant", environ)
+    fix = (
+        "Another tenant stack has this user name: choose another tenant.name, or delete or relabel the object if it "
+        "is a leftover of this stack"
+    )
+    refuse_foreign(tenant_stack.claimed(stack, platform), read, owner, fix)
+    refuse_full_user_node(stack, platform, read, read_whole)
+    return tenant_stack.build(stack, platform, stack_ref.qualified(stack.platform_stack), owner, root, NOTEBOOK, token)
+
+
+class AccessDenied(pulumi.RunError):
+    """The caller's credentials may not do in the tenant's namespace what the experiment needs."""
+
+
+def refuse_without_access(platform: PlatformFacts, tenant: TenantFacts, post: access.Post | None) -> None:
+    """Ask the API server, before anything is read or declared, whether the caller may do what this
+    experiment's `up` and `destroy` need in its tenant's namespace (tfk8s.access); refuse naming the
+    identity, the namespace and every missing verb. One request when everything is allowed."""
+    if post is None:
+        return
+    missed = access.missing(post, tenant.namespace, access.experimenter_rules(platform.layouts))
+    if missed:
+        who = access.identity(post)
+        raise AccessDenied(
+            "refusing: nothing was changed:\n  - "
+            + "\n  - ".join(access.refusals(missed, who, tenant.namespace, f"{NAMESPACE}:tenantStack"))
+        )
 
 
 def run_experiment(
@@ -109,29 +169,32 @@ def run_experiment(
     read: Reader | None,
     environ: Mapping[str, str],
     root: Path = PROJECT_ROOT,
-    read_outputs: Callable[[str], dict[str, Any]] = platform_ref.read_outputs,
+    read_outputs: stack_ref.ReadOutputs = stack_ref.read_outputs,
     read_whole: Reader | None = None,
+    post: access.Post | None = None,
 ) -> dict[str, Any]:
-    """`read` GETs objects' metadata alone (ownership); `read_whole` whole objects and lists (the quota)."""
-    facts = platform_ref.platform_facts(stack.platform_stack, stack.user, read_outputs)
-    if server is not None:  # the cluster may have been upgraded since the platform's last `up`
-        facts = facts.model_copy(update={"kubernetes_version": f"{server[0]}.{server[1]}"})
+    """`read` GETs objects' metadata alone (ownership); `read_whole` whole objects and lists (the
+    quota); `post` asks the API server's access reviews."""
+    tenant, platform = stack_ref.tenant_facts(stack.tenant_stack, read_outputs)
+    platform = current(platform, server)
     experiment = context_checks.experiment_name(stack, pulumi.get_stack())
-    context_checks.check_experiment(stack, pulumi.get_stack(), facts, root)
+    context_checks.check_experiment(stack, pulumi.get_stack(), platform, root)
     owner = owner_of("experiment", environ)
-    namespace = facts.users[stack.user].namespace
+    namespace = tenant.namespace
+    # First: without these rights the reads below would fail with the API server's bare 403.
+    refuse_without_access(platform, tenant, post)
     if read is not None:
-        other = ownership.foreign(read(api_paths.NAMESPACE.path(namespace)) or {"metadata": {}}, facts.owner)
+        other = ownership.foreign(read(api_paths.NAMESPACE.path(namespace)) or {"metadata": {}}, tenant.owner)
         if other:
             raise OwnershipConflict(
-                f"tfk8s:user: namespace {namespace!r} of user {stack.user!r} is not the platform stack's "
-                f"({facts.owner}): it is missing or managed by {other}. `pulumi up` the platform stack "
-                f"{stack.platform_stack!r} first; nothing was changed"
+                f"tfk8s:tenantStack: namespace {namespace!r} of tenant {tenant.name!r} is not the tenant stack's "
+                f"({tenant.owner}): it is missing or managed by {other}. `pulumi up` the tenant stack "
+                f"{stack.tenant_stack!r} first; nothing was changed"
             )
     fix = "Another experiment uses this name: set a different tfk8s:experiment (or cluster name)"
-    refuse_foreign(experiment_stack.claimed(stack, experiment, facts), read, owner, fix)
-    refuse_over_quota(stack, experiment, namespace, read_whole)
-    return experiment_stack.build(stack, experiment, facts, owner, root)
+    refuse_foreign(experiment_stack.claimed(stack, experiment, platform, tenant), read, owner, fix)
+    refuse_over_quota(stack, experiment, tenant, read_whole)
+    return experiment_stack.build(stack, experiment, platform, tenant, owner, root)
 
 
 # A stack keeps every Output and future alive until the program ends; with Python's default
@@ -149,9 +212,11 @@ def main() -> None:
     cluster = preflight.check_cluster(os.environ, kubeconfig_in_config=kubeconfig_in_config)
     api = cluster.api
     read = (lambda path: api.get(path, metadata_only=True)) if api is not None else None
+    # Whole objects where metadata is not enough: the User Node's room, the quota's status, pods' resources.
+    read_whole = (lambda path: api.get(path, metadata_only=False)) if api is not None else None
     if isinstance(stack, PlatformStack):
         run_platform(stack, cluster.version, read, os.environ)
+    elif isinstance(stack, TenantStack):
+        run_tenant(stack, cluster.version, read, os.environ, read_whole=read_whole)
     else:
-        # Whole objects for the quota check alone: its ResourceQuota's status, its own pods' resources.
-        read_whole = (lambda path: api.get(path, metadata_only=False)) if api is not None else None
-        run_experiment(stack, cluster.version, read, os.environ, read_whole=read_whole)
+        run_experiment(stack, cluster.version, read, os.environ, read_whole=read_whole, post=api.post if api else None)

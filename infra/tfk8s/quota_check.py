@@ -205,8 +205,8 @@ def refusals(demand: Demand, room: Mapping[str, Room], user: str) -> list[str]:
         left = fmt(max(tightest.left, Decimal(0)))
         problems.append(
             f"{biggest.path}: the experiment asks {setting} {fmt(asked)} ({_breakdown(setting, parts, several)}), "
-            f"user {user}'s quota has {left} of {fmt(tightest.hard)} left (used {fmt(tightest.used)}{own}): "
-            f"lower {biggest.lower}, or ask the platform team to raise users[{user}].quota.{setting}"
+            f"tenant {user}'s quota has {left} of {fmt(tightest.hard)} left (used {fmt(tightest.used)}{own}): "
+            f"lower {biggest.lower}, or ask the platform team to raise tfk8s:tenant.quota.{setting} of tenant {user}"
         )
     return problems
 

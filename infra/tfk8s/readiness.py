@@ -120,15 +120,16 @@ def node_readiness(name: str, address: str | None) -> dict[str, Any]:
     return {"name": name, "address": address, "problems": problems}
 
 
-def platform_readiness(
-    storage: Mapping[str, Any], node: Mapping[str, Any], users: Mapping[str, Mapping[str, Any]]
-) -> dict[str, Any]:
-    """The platform's own report: storage, the User Node, and per user the volumes, Jupyter and TensorBoard."""
+def platform_readiness(storage: Mapping[str, Any], node: Mapping[str, Any]) -> dict[str, Any]:
+    """The platform's own report: storage and the User Node."""
     not_ready = [f"storage: {p}" for p in storage.get("problems", [])] + [f"userNode: {p}" for p in node.get("problems", [])]
-    for user, parts in sorted(users.items()):
-        for part in ("volumes", "jupyter", "tensorboard"):
-            not_ready += [f"{user}/{part}: {p}" for p in parts[part]["problems"]]
-    return {"ready": not not_ready, "notReady": not_ready, "storage": dict(storage), "userNode": dict(node), "users": dict(users)}
+    return {"ready": not not_ready, "notReady": not_ready, "storage": dict(storage), "userNode": dict(node)}
+
+
+def tenant_readiness(parts: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """A tenant's report: its volumes, Jupyter and TensorBoard."""
+    not_ready = [f"{part}: {p}" for part in ("volumes", "jupyter", "tensorboard") for p in parts[part]["problems"]]
+    return {"ready": not not_ready, "notReady": not_ready, **{k: dict(v) for k, v in parts.items()}}
 
 
 def volumes_readiness(phases: Mapping[str, Any]) -> dict[str, Any]:

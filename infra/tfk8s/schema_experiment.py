@@ -1,8 +1,8 @@
 """The schema of an experiment stack file (`tfk8s:kind: experiment`): types, defaults and value checks.
 
-An experiment stack holds one user's training clusters, placed in that user's namespace; it reads
-its platform's facts (`tfk8s.contract.PlatformFacts`) from the platform stack's outputs, and the
-checks that need them are `tfk8s.context_checks`. Nothing here touches Pulumi: the launcher's tests
+An experiment stack holds one tenant's training clusters, placed in that tenant's namespace; it
+reads its tenant's facts and, through the tenant, its platform's (`tfk8s.contract`) from those
+stacks' outputs, and the checks that need them are `tfk8s.context_checks`. Nothing here touches Pulumi: the launcher's tests
 build these models without an engine.
 """
 
@@ -106,10 +106,10 @@ class ExperimentStack(Model):
     """The `tfk8s:` keys of an experiment stack file."""
 
     kind: Literal["experiment"]
-    platform_stack: str = Field(
-        min_length=1, description="the platform stack to run on: its name (platform-dev) or org/project/stack"
+    tenant_stack: str = Field(
+        min_length=1,
+        description="whose experiment this is: the tenant stack to run in, its name (tenant-alice) or org/project/stack",
     )
-    user: DnsName = Field(description="whose experiment this is: a user of the platform stack")
     experiment: DnsName | None = None
     """Names the experiment's objects and its runs (`<experiment>/<cluster>`); default: the stack name."""
     clusters: tuple[ClusterSettings, ...] = Field(min_length=1, description="the training clusters")

@@ -1,8 +1,9 @@
 """The schema of a platform stack file (`tfk8s:kind: platform`): types, defaults and value checks.
 
-A platform stack holds storage, the User Node and, per user, the namespace, the shared data and
-log volumes, Jupyter and TensorBoard (see README "Two kinds of stack"). What it publishes for its
-experiments is `tfk8s.contract`; the experiment stack file's schema is `tfk8s.schema_experiment`.
+A platform stack holds what the cluster's tenants share: storage, the User Node, the Layout and
+Tenant kinds, the experimenter role and the destroy guards (see README "Three kinds of stack").
+What it publishes for tenants and experiments is `tfk8s.contract`; the tenant and experiment stack
+files' schemas are `tfk8s.schema_tenant` and `tfk8s.schema_experiment`.
 Nothing here touches Pulumi.
 """
 
@@ -154,25 +155,6 @@ class Quota(Model):
     """Claims: the data and log volumes, plus one per training cluster with a scratch volume."""
 
 
-class QuotaOverrides(Model):
-    """A user's own quota: each key set replaces `platform.defaultQuota`'s, unset keys keep it."""
-
-    cpu: Quantity | None = None
-    """CPU cores (e.g. "64", "500m"); unset: platform.defaultQuota.cpu."""
-    memory: Quantity | None = None
-    """Memory (e.g. 256Gi); unset: platform.defaultQuota.memory."""
-    gpus: NonNegative | None = None
-    """nvidia.com/gpu count (0: none); unset: platform.defaultQuota.gpus."""
-    storage: Quantity | None = None
-    """Sum of the user's claims' sizes (e.g. 1Ti); unset: platform.defaultQuota.storage."""
-    pods: Positive | None = None
-    """Unfinished pods; unset: platform.defaultQuota.pods."""
-    services: Positive | None = None
-    """Services; unset: platform.defaultQuota.services."""
-    persistent_volume_claims: Positive | None = None
-    """Claims; unset: platform.defaultQuota.persistentVolumeClaims."""
-
-
 class ContainerDefaults(Model):
     """The resources of a container in a user's namespace that sets none: the namespace's
     LimitRange, requests = limits. tfk8s's training containers size themselves; this covers
@@ -201,7 +183,7 @@ class PlatformSettings(Model):
     await_timeout_seconds: Positive = 600
     """How long `pulumi up` waits for PS, workers, Jupyter and TensorBoard to come up."""
     default_quota: Quota = Field(default_factory=Quota)
-    """Every user's namespace quota unless the user sets their own (`users[].quota`)."""
+    """Every tenant's namespace quota unless the tenant stack sets its own (`tenant.quota`)."""
     container_defaults: ContainerDefaults = Field(default_factory=ContainerDefaults)
     """Requests = limits of containers that set none, in every user's namespace (a LimitRange)."""
 
@@ -210,30 +192,9 @@ class PlatformSettings(Model):
         return version_tuple(self.kubernetes_version) if self.kubernetes_version else None
 
 
-class UserVolumes(Model):
-    """The user's shared volumes: every experiment mounts them (data whole, logs per run)."""
-
-    data_size: Quantity = "10Gi"
-    log_size: Quantity = "10Gi"
-    keep_on_destroy: bool = True
-    """Keep the user's namespace, claims and volumes when the platform stack is destroyed."""
-
-
-class PlatformUser(Model):
-    name: DnsName = Field(description="a DNS-1123 user name, e.g. alice")
-    volumes: UserVolumes = Field(default_factory=UserVolumes)
-    quota: QuotaOverrides = Field(default_factory=QuotaOverrides)
-    """This user's namespace quota, key by key over `platform.defaultQuota` (see README "Quotas")."""
-
-    def effective_quota(self, platform: PlatformSettings) -> Quota:
-        """The platform's default quota with this user's own keys over it."""
-        own = {k: v for k, v in self.quota.model_dump().items() if v is not None}
-        return platform.default_quota.model_copy(update=own)
-
-
 class PlatformStack(Model):
-    """The `tfk8s:` keys of a platform stack file (secrets `heketiAdminKey`, `jupyterTokens` apart)."""
+    """The `tfk8s:` keys of a platform stack file (the secret `heketiAdminKey` apart). Users are
+    tenant stacks of their own (tfk8s.schema_tenant)."""
 
     kind: Literal["platform"]
     platform: PlatformSettings
-    users: tuple[PlatformUser, ...] = Field(min_length=1, description="users, each {name, volumes?, quota?}")

@@ -2,7 +2,7 @@
 
 `pulumi.Config` values become the model of the stack's kind (`tfk8s.schema`), or a `ConfigError`
 listing every problem (`tfk8s.config_errors`). Secrets are read on their own and never enter the
-models: here, the platform's `jupyterTokens`; the storage backends' in `tfk8s.backends`.
+models: here, a tenant's `jupyterToken`; the storage backends' in `tfk8s.backends`.
 """
 
 from __future__ import annotations
@@ -18,17 +18,19 @@ from tfk8s import backends
 from tfk8s.config_errors import ConfigError, schema_problems
 from tfk8s.schema import NAMESPACE, STACK_KINDS
 from tfk8s.schema_experiment import ExperimentStack
-from tfk8s.schema_platform import PlatformStack, PlatformUser
+from tfk8s.schema_platform import PlatformStack
+from tfk8s.schema_tenant import TenantStack
 
 # Secret keys: read on their own with require_secret/is_config_secret, never part of the models.
-SECRET_KEYS = frozenset({"jupyterTokens", *backends.SECRET_CONFIG_KEYS})
+SECRET_KEYS = frozenset({"jupyterToken", *backends.SECRET_CONFIG_KEYS})
 KIND_FIX = (
-    "set `tfk8s:kind: platform` (storage, the User Node, users' namespaces, volumes, Jupyter and TensorBoard) or "
-    "`tfk8s:kind: experiment` (one user's training clusters); see README 'Two kinds of stack'"
+    "set `tfk8s:kind: platform` (storage, the User Node, what tenants share), `tfk8s:kind: tenant` (one user's "
+    "namespace, volumes, Jupyter, TensorBoard, quota and identities) or `tfk8s:kind: experiment` (one tenant's "
+    "training clusters); see README 'Three kinds of stack'"
 )
 
 
-def validate(raw: Mapping[str, Any]) -> PlatformStack | ExperimentStack:
+def validate(raw: Mapping[str, Any]) -> PlatformStack | TenantStack | ExperimentStack:
     """Raw `tfk8s:` values (without the prefix) -> the stack's model, or ConfigError."""
     kind = raw.get("kind")
     if kind not in STACK_KINDS:
@@ -55,46 +57,33 @@ def stack_values(config: Mapping[str, Any]) -> dict[str, Any]:
     return values
 
 
-def load() -> PlatformStack | ExperimentStack:
+def load() -> PlatformStack | TenantStack | ExperimentStack:
     return validate(stack_values(pulumi.runtime.config.get_config_env() | dict(pulumi.runtime.config.CONFIG.get())))
 
 
-JUPYTER_TOKENS_KEY = f"{NAMESPACE}:jupyterTokens"
+JUPYTER_TOKEN_KEY = f"{NAMESPACE}:jupyterToken"
 MIN_TOKEN_LENGTH = 16
 
 
-def parse_jupyter_tokens(raw: str | None, is_secret: bool, users: tuple[PlatformUser, ...]) -> dict[str, str]:
-    """`tfk8s:jupyterTokens` (platform stacks): optional `{user: token}`, set with `config set --secret --path`.
+def parse_jupyter_token(raw: str | None, is_secret: bool) -> str | None:
+    """`tfk8s:jupyterToken` (tenant stacks): optional, set with `pulumi config set --secret`.
 
-    Checked before any resource exists; the values never enter the models (callers wrap them
-    in `pulumi.Output.secret` at once). A token stored in plain text in the stack file is refused.
+    Checked before any resource exists; the value never enters the models (callers wrap it in
+    `pulumi.Output.secret` at once). A token stored in plain text in the stack file is refused.
     """
     if raw is None:
-        return {}
-    fix = f"set it with `pulumi config set --secret --path '{JUPYTER_TOKENS_KEY}.<user>' <token>`"
+        return None
+    fix = f"set it with `pulumi config set --secret {JUPYTER_TOKEN_KEY} <token>` (e.g. `openssl rand -hex 24`)"
     if not is_secret:
-        raise ConfigError([f"{JUPYTER_TOKENS_KEY}: is stored in plain text in the stack file; remove it and {fix}"])
-    try:
-        tokens = json.loads(raw)
-    except ValueError:
-        tokens = None
-    if not isinstance(tokens, dict):
-        raise ConfigError([f"{JUPYTER_TOKENS_KEY}: must be a map of user name to token; {fix}"])
-    known = {u.name for u in users}
-    problems = []
-    for user, token in tokens.items():
-        key = f"{JUPYTER_TOKENS_KEY}.{user}"
-        if user not in known:
-            problems.append(f"{key}: no user {user!r} in tfk8s:users; remove it or add the user")
-        elif not isinstance(token, str) or len(token) < MIN_TOKEN_LENGTH:
-            problems.append(f"{key}: must be a string of at least {MIN_TOKEN_LENGTH} characters (e.g. `openssl rand -hex 24`)")
-    if problems:
-        raise ConfigError(problems)
-    return tokens
+        raise ConfigError([f"{JUPYTER_TOKEN_KEY}: is stored in plain text in the stack file; remove it and {fix}"])
+    if len(raw) < MIN_TOKEN_LENGTH or raw != raw.strip():
+        raise ConfigError(
+            [f"{JUPYTER_TOKEN_KEY}: must be at least {MIN_TOKEN_LENGTH} characters without surrounding spaces; {fix}"]
+        )
+    return raw
 
 
-def jupyter_tokens(users: tuple[PlatformUser, ...]) -> dict[str, pulumi.Output[str]]:
-    """The users' chosen Jupyter tokens from the running stack, as secrets (users without one get a generated token)."""
-    raw = pulumi.runtime.get_config(JUPYTER_TOKENS_KEY)
-    tokens = parse_jupyter_tokens(raw, pulumi.runtime.is_config_secret(JUPYTER_TOKENS_KEY), users)
-    return {user: pulumi.Output.secret(token) for user, token in tokens.items()}
+def jupyter_token() -> pulumi.Output[str] | None:
+    """The tenant's chosen Jupyter token from the running stack, as a secret (None: a generated token)."""
+    token = parse_jupyter_token(pulumi.runtime.get_config(JUPYTER_TOKEN_KEY), pulumi.runtime.is_config_secret(JUPYTER_TOKEN_KEY))
+    return pulumi.Output.secret(token) if token is not None else None

@@ -40,7 +40,7 @@ from tfk8s import awaits, layout_document, pods, run_policy
 from tfk8s import cluster_spec as cs
 from tfk8s.api_paths import JOB, PERSISTENT_VOLUME_CLAIM, SERVICE
 from tfk8s.code import CodeBundle
-from tfk8s.contract import LayoutKind, PlatformFacts
+from tfk8s.contract import PlatformFacts, PlatformKind
 from tfk8s.labels import labels, selector_of
 from tfk8s.ownership import Claimed, Owner
 from tfk8s.roles import CHIEF_ROLE, PS_ROLE, WORKER_ROLE, Role
@@ -326,7 +326,7 @@ class TrainingCluster(pulumi.ComponentResource):
         return service, job
 
 
-def fixed_objects(experiment: str, cluster: ClusterSettings, namespace: str, layouts: LayoutKind, key: str) -> list[Claimed]:
+def fixed_objects(experiment: str, cluster: ClusterSettings, namespace: str, layouts: PlatformKind, key: str) -> list[Claimed]:
     """What a TrainingCluster creates under fixed names (its `Names`, which are DNS identities): the
     Services and Jobs of its tasks, its scratch claim and its Layout. `key` is where `cluster` sits
     in the stack file (`tfk8s:clusters[0]`)."""

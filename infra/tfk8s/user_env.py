@@ -1,4 +1,4 @@
-"""`UserEnvironment` (platform stack): one user's namespace, shared volumes, Jupyter and TensorBoard.
+"""`UserEnvironment` (tenant stack): one user's namespace, shared volumes, Jupyter and TensorBoard.
 
 Jupyter and TensorBoard run only on the User Node (they tolerate its taint and select its label)
 and are exposed by NodePort Services with `externalTrafficPolicy: Local`, so their ports answer
@@ -28,17 +28,18 @@ import pulumi_kubernetes as k8s
 from tfk8s import awaits, pod_security, pods, quota, readiness
 from tfk8s.api_paths import LIMIT_RANGE, NAMESPACE, RESOURCE_QUOTA
 from tfk8s.code import CodeBundle
-from tfk8s.contract import LayoutKind, UserFacts
+from tfk8s.contract import PlatformFacts, PlatformKind
 from tfk8s.labels import labels, selector_of
 from tfk8s.ownership import Claimed, Owner
 from tfk8s.pods import LAUNCHER_DIR, key_of
-from tfk8s.schema_platform import PlatformSettings, PlatformUser, PodIdentity
+from tfk8s.schema_platform import PodIdentity
+from tfk8s.schema_tenant import TenantSettings
 from tfk8s.storage import claim
 
 TOKEN_KEY = "token"
 DATA_CLAIM, LOG_CLAIM = "tfk8s-data", "tfk8s-log"
 NOTEBOOK_SERVICE = "jupyter-tf"
-# Jupyter and TensorBoard, one replica each, both on the User Node (UserNode checks it has room).
+# Jupyter and TensorBoard, one replica each, both on the User Node (a tenant checks it has room).
 USER_NODE_PODS_PER_USER = 2
 # Where Jupyter mounts the user's volumes; layouts name directories relative to them.
 NOTEBOOK_DATA_ROOT, NOTEBOOK_LOG_ROOT = "/data", "/logs"
@@ -46,52 +47,31 @@ NOTEBOOK_DATA_ROOT, NOTEBOOK_LOG_ROOT = "/data", "/logs"
 
 @dataclass(frozen=True, kw_only=True)
 class UserEnvironmentArgs:
-    user: PlatformUser
-    platform: PlatformSettings
+    user: TenantSettings
+    platform: PlatformFacts
     owner: Owner
-    storage_class: pulumi.Input[str]
-    layouts: LayoutKind  # what Jupyter may read: the platform's Layouts (tfk8s.guard)
     launcher: CodeBundle
     notebooks: dict[str, str]  # file name -> notebook JSON shipped into Jupyter's work dir
-    # The User Node patch: user-facing pods select its label, so they wait for it.
-    schedule_after: Sequence[pulumi.Resource] = ()
-    # Resolves once the User Node may be patched (UserNode.checked_taints): the namespace, and so
-    # everything in it, is not created on a node tfk8s would have to refuse.
-    node_checked: pulumi.Output[Any] | None = None
-    node_address: pulumi.Output[str | None] | None = None
-    # The user's own Jupyter token (tfk8s:jupyterTokens, a secret); None: generated once.
+    # Created before anything in the namespace (the tenant's registration, tfk8s.guard).
+    after: Sequence[pulumi.Resource] = ()
+    # The tenant's own Jupyter token (tfk8s:jupyterToken, a secret); None: generated once.
     jupyter_token: pulumi.Output[str] | None = None
 
 
-def namespace_name(platform: PlatformSettings, user: str) -> str:
+def namespace_name(platform: PlatformFacts, user: str) -> str:
     return f"{platform.namespace_prefix}{user}"
 
 
-def fixed_objects(platform: PlatformSettings, users: Sequence[PlatformUser], key: str) -> list[Claimed]:
-    """What UserEnvironments create under fixed names: each user's namespace, and in it the
-    namespace's quota and container defaults (tfk8s.quota; everything else of theirs is auto-named).
-    `key` is where `users` sits in the stack file (`tfk8s:users`)."""
-    found = []
-    for i, user in enumerate(users):
-        ns = namespace_name(platform, user.name)
-        found += [
-            Claimed(kind=NAMESPACE, name=ns, key=f"{key}[{i}].name"),
-            Claimed(kind=RESOURCE_QUOTA, namespace=ns, name=quota.QUOTA_NAME, key=f"{key}[{i}].quota"),
-            Claimed(kind=LIMIT_RANGE, namespace=ns, name=quota.LIMIT_RANGE_NAME, key=f"{key}[{i}].name"),
-        ]
-    return found
-
-
-def user_facts(platform: PlatformSettings, user: str, *, jupyter_url: str | None, tensorboard_url: str | None) -> UserFacts:
-    """What experiments of `user` rely on (the user's part of the platform's `platform` output)."""
-    return UserFacts(
-        namespace=namespace_name(platform, user),
-        data_claim=DATA_CLAIM,
-        log_claim=LOG_CLAIM,
-        notebook_host=f"{NOTEBOOK_SERVICE}:{platform.ports.tensorflow}",
-        jupyter_url=jupyter_url,
-        tensorboard_url=tensorboard_url,
-    )
+def fixed_objects(platform: PlatformFacts, user: TenantSettings, key: str) -> list[Claimed]:
+    """What a UserEnvironment creates under fixed names: the namespace, and in it the namespace's
+    quota and container defaults (tfk8s.quota; everything else of theirs is auto-named). `key` is
+    where the tenant sits in the stack file (`tfk8s:tenant`)."""
+    ns = namespace_name(platform, user.name)
+    return [
+        Claimed(kind=NAMESPACE, name=ns, key=f"{key}.name"),
+        Claimed(kind=RESOURCE_QUOTA, namespace=ns, name=quota.QUOTA_NAME, key=f"{key}.quota"),
+        Claimed(kind=LIMIT_RANGE, namespace=ns, name=quota.LIMIT_RANGE_NAME, key=f"{key}.name"),
+    ]
 
 
 class UserEnvironment(pulumi.ComponentResource):
@@ -99,7 +79,6 @@ class UserEnvironment(pulumi.ComponentResource):
     # Where the user's apps answer: their NodePorts on the User Node (None while either is unknown).
     jupyter_url: pulumi.Output[str | None]
     tensorboard_url: pulumi.Output[str | None]
-    facts: pulumi.Output[UserFacts]
     readiness: pulumi.Output[dict[str, Any]]
 
     def __init__(self, name: str, args: UserEnvironmentArgs, opts: pulumi.ResourceOptions | None = None) -> None:
@@ -114,7 +93,7 @@ class UserEnvironment(pulumi.ComponentResource):
         self.namespace = k8s.core.v1.Namespace(
             name,
             metadata={
-                "name": self._gated(namespace_name(platform, user.name), args.node_checked),
+                "name": namespace_name(platform, user.name),
                 "labels": {
                     **labels(user.name, "namespace"),
                     **pod_security.namespace_labels(platform.version),
@@ -122,7 +101,7 @@ class UserEnvironment(pulumi.ComponentResource):
                 },
                 "annotations": args.owner.annotations(),
             },
-            opts=pulumi.ResourceOptions(parent=self, retain_on_delete=keep),
+            opts=pulumi.ResourceOptions(parent=self, retain_on_delete=keep, depends_on=list(args.after)),
         )
         ns = self.namespace.metadata.name
         self._build_quota(name, args, ns)
@@ -132,7 +111,7 @@ class UserEnvironment(pulumi.ComponentResource):
                 claim_name=claim_name,
                 namespace=ns,
                 size=size,
-                class_name=args.storage_class,
+                class_name=platform.storage_class,
                 user=user.name,
                 purpose=purpose,
                 keep=keep,
@@ -155,15 +134,12 @@ class UserEnvironment(pulumi.ComponentResource):
         )
         self._build_jupyter(name, args, ns)
         self._build_tensorboard(name, args, ns)
-        address = args.node_address if args.node_address is not None else pulumi.Output.from_input(None)
+        address = pulumi.Output.from_input(platform.user_node.address)
 
         def url(service: k8s.core.v1.Service) -> pulumi.Output[str | None]:
             return pulumi.Output.all(service.spec, address).apply(lambda a: readiness.app_url(service_spec=a[0], address=a[1]))
 
         self.jupyter_url, self.tensorboard_url = url(self.jupyter[1]), url(self.tensorboard[1])
-        self.facts = pulumi.Output.all(self.jupyter_url, self.tensorboard_url).apply(
-            lambda urls: user_facts(platform, user.name, jupyter_url=urls[0], tensorboard_url=urls[1])
-        )
         apps = {
             app: pulumi.Output.all(deployment.status, service.spec, address).apply(
                 lambda a: readiness.app_readiness(deployment_status=a[0], service_spec=a[1], address=a[2])
@@ -197,7 +173,7 @@ class UserEnvironment(pulumi.ComponentResource):
         self.resource_quota = k8s.core.v1.ResourceQuota(
             f"{name}-quota",
             metadata=self._meta(ns, own_labels, name=quota.QUOTA_NAME),
-            spec=quota.resource_quota_spec(args.user.effective_quota(args.platform)),
+            spec=quota.resource_quota_spec(args.user.effective_quota(args.platform.default_quota)),
             opts=child,
         )
         self.limit_range = k8s.core.v1.LimitRange(
@@ -206,10 +182,6 @@ class UserEnvironment(pulumi.ComponentResource):
             spec=quota.limit_range_spec(args.platform.container_defaults),
             opts=child,
         )
-
-    @staticmethod
-    def _gated(value: str, gate: pulumi.Output[Any] | None) -> pulumi.Input[str]:
-        return gate.apply(lambda _: value) if gate is not None else value
 
     def _build_jupyter(self, name: str, args: UserEnvironmentArgs, ns: pulumi.Output[str]) -> None:
         user, platform = args.user, args.platform
@@ -231,7 +203,7 @@ class UserEnvironment(pulumi.ComponentResource):
         )
         self.jupyter_token = pulumi.Output.secret(self.token_secret.data.apply(lambda d: base64.b64decode(d[TOKEN_KEY]).decode()))
         pod_labels = labels(user.name, "jupyter")
-        self._build_layout_reader(name, ns, pod_labels, args.layouts)
+        self._build_layout_reader(name, ns, pod_labels, platform.layouts)
         self.notebook_config = k8s.core.v1.ConfigMap(
             f"{name}-notebooks", metadata=self._meta(ns, pod_labels), data=args.notebooks, opts=child
         )
@@ -246,7 +218,7 @@ class UserEnvironment(pulumi.ComponentResource):
                 {"name": "PYTHONPATH", "value": LAUNCHER_DIR},
                 {"name": "TFK8S_DATA_ROOT", "value": NOTEBOOK_DATA_ROOT},
                 {"name": "TFK8S_LOG_ROOT", "value": NOTEBOOK_LOG_ROOT},
-                {"name": "TFK8S_LAYOUT_API", "value": args.layouts.api.root},
+                {"name": "TFK8S_LAYOUT_API", "value": platform.layouts.api.root},
             ],
             "ports": [
                 {"name": "http", "containerPort": platform.ports.jupyter},
@@ -296,7 +268,7 @@ class UserEnvironment(pulumi.ComponentResource):
             opts=child,
         )
 
-    def _build_layout_reader(self, name: str, ns: pulumi.Output[str], pod_labels: dict[str, str], kind: LayoutKind) -> None:
+    def _build_layout_reader(self, name: str, ns: pulumi.Output[str], pod_labels: dict[str, str], kind: PlatformKind) -> None:
         """Jupyter's identity: it may read the Layouts in the user's namespace, nothing else."""
         child = pulumi.ResourceOptions(parent=self)
         self.layout_reader = k8s.core.v1.ServiceAccount(f"{name}-jupyter", metadata=self._meta(ns, pod_labels), opts=child)
@@ -355,7 +327,7 @@ class UserEnvironment(pulumi.ComponentResource):
         component: str,
         user: str,
         ns: pulumi.Output[str],
-        platform: PlatformSettings,
+        platform: PlatformFacts,
         container: dict[str, Any],
         volumes: list[dict[str, Any]],
         port: int,
@@ -390,9 +362,8 @@ class UserEnvironment(pulumi.ComponentResource):
                     },
                 },
             },
-            # Its pods select the User Node's label: the patch must be there first. They set no
-            # resources: the LimitRange sizes them, so it must be there first too.
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[*self.args.schedule_after, self.limit_range]),
+            # They set no resources: the LimitRange sizes them, so it must be there first.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.limit_range]),
         )
         service = k8s.core.v1.Service(
             name,

@@ -22,7 +22,7 @@ class UserNodeTaken(pulumi.RunError):
 
 
 class UserNodeTooSmall(pulumi.RunError):
-    """The node cannot hold every user's apps: one node exposes them all, so its pod capacity caps the users."""
+    """The node cannot hold one more tenant's apps: one node exposes them all, so its pod capacity caps the tenants."""
 
 
 def our_taint(settings: UserNodeSettings) -> dict[str, str]:
@@ -70,19 +70,19 @@ def checked_taints(settings: UserNodeSettings, live: Any) -> list[dict[str, str]
     return ours
 
 
-def check_room(settings: UserNodeSettings, status: Any, pods_needed: int) -> None:
-    """UserNodeTooSmall unless the node's allocatable pods hold the platform's user-facing pods.
+def check_room(node: str, status: Any, pods_needed: int, key: str) -> None:
+    """UserNodeTooSmall unless the node's allocatable pods hold the tenants' user-facing pods.
 
-    Only that node runs them, and kubelet's default max-pods is 110 (55 users with a Jupyter and a
+    Only that node runs them, and kubelet's default max-pods is 110 (55 tenants with a Jupyter and a
     TensorBoard each): past that, pods stay Pending and `pulumi up` waits out its timeout.
-    A node not reporting allocatable pods (preview of a node not yet read) passes.
+    A node not reporting allocatable pods passes.
     """
     allocatable = ((status or {}).get("allocatable") or {}).get("pods")
     if allocatable is not None and pods_needed > parse_quantity(str(allocatable)):
         raise UserNodeTooSmall(
-            f"tfk8s:users: the users' Jupyter and TensorBoard pods ({pods_needed}) all run on the User Node, but node "
-            f"{settings.name!r} allows {allocatable} pods (status.allocatable.pods). Raise that node's kubelet maxPods, "
-            "or split the users across platform stacks."
+            f"{key}: the tenants' Jupyter and TensorBoard pods ({pods_needed} with this one) all run on the User Node, "
+            f"but node {node!r} allows {allocatable} pods (status.allocatable.pods). Raise that node's kubelet maxPods, "
+            "or put the tenant on another platform stack."
         )
 
 
@@ -98,25 +98,20 @@ class UserNode(pulumi.ComponentResource):
     """Patches (never owns) the node: `pulumi destroy` removes only our taint and label.
 
     The node is read first and the patch's taints are computed from it (`checked_taints`), so a
-    node whose taints belong to someone else (UserNodeTaken), or with room for fewer pods than
-    `pods_needed` (UserNodeTooSmall), stops `pulumi preview`/`up` before the patch, and before
-    anything gated on `checked_taints` (every user namespace), is sent.
+    node whose taints belong to someone else (UserNodeTaken) stops `pulumi preview`/`up` before the
+    patch is sent. Tenants check it has room for their pods (`check_room`).
     """
 
     address: pulumi.Output[str | None]
     checked_taints: pulumi.Output[list[dict[str, str]]]
 
-    def __init__(
-        self, name: str, settings: UserNodeSettings, pods_needed: int, opts: pulumi.ResourceOptions | None = None
-    ) -> None:
+    def __init__(self, name: str, settings: UserNodeSettings, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("tfk8s:index:UserNode", name, None, opts)
         live = k8s.core.v1.Node.get(f"{name}-live", settings.name, opts=pulumi.ResourceOptions(parent=self))
 
-        def checked(metadata: Any, spec: Any, status: Any) -> list[dict[str, str]]:
-            check_room(settings, status, pods_needed)
-            return checked_taints(settings, {"metadata": metadata, "spec": spec})
-
-        self.checked_taints = pulumi.Output.all(live.metadata, live.spec, live.status).apply(lambda mss: checked(*mss))
+        self.checked_taints = pulumi.Output.all(live.metadata, live.spec).apply(
+            lambda ms: checked_taints(settings, {"metadata": ms[0], "spec": ms[1]})
+        )
         self.patch = k8s.core.v1.NodePatch(
             name,
             metadata={"name": settings.name, "labels": {settings.taint_key: "true"}},

@@ -1,9 +1,10 @@
 """A throwaway kwok cluster and an isolated Pulumi project copy for the end-to-end tests.
 
-The cluster (`tfk8s-e2e`) is separate from the one `make up` uses, and is deleted when the
-session ends, also when a test fails. Stack state and config live in a temporary directory, so
-tests that change config never touch stacks/. Every Pulumi command is the real CLI with tfk8s's
-own language host, in the environment `hack/env.sh` (`make env`) prints for users.
+The cluster (`tfk8s-e2e`, or TFK8S_E2E_CLUSTER to run two sessions side by side) is separate
+from the one `make up` uses, and is deleted when the session ends, also when a test fails. Stack
+state and config live in a temporary directory, so tests that change config never touch stacks/.
+Every Pulumi command is the real CLI with tfk8s's own language host, in the environment
+`hack/env.sh` (`make env`) prints for users.
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ from drivers import Cli, Kube
 
 import toolenv
 
-CLUSTER = "tfk8s-e2e"
+# Not TFK8S_CLUSTER_NAME: that names the cluster `make up` and `make env` use, which a session
+# would otherwise delete at its end.
+CLUSTER = os.environ.get("TFK8S_E2E_CLUSTER") or "tfk8s-e2e"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -30,7 +33,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="session")
 def kube() -> Iterator[Kube]:
     with toolenv.throwaway_cluster(CLUSTER) as kubeconfig:
-        yield Kube(kubeconfig)
+        yield Kube(kubeconfig, cluster=CLUSTER)
 
 
 @pytest.fixture(scope="session")
@@ -71,11 +74,25 @@ def host_volumes(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def platform(cli: Cli, host_volumes: Path) -> str:
-    """The project copy's platform-dev stack, deployed once for the experiments of the later modules
-    (users alice and bob from the stack file, and dora, added as a platform team would)."""
+    """The project copy's platform-dev stack, deployed once for the tenants of the later modules."""
     cli("stack", "select", "--create", PLATFORM)
-    cli("config", "set", "--stack", PLATFORM, "--path", "tfk8s:users[2].name", "dora")
     cli("config", "set", "--stack", PLATFORM, "--path", "tfk8s:platform.storage.local.hostPathRoot", str(host_volumes))
     cli("up", "--stack", PLATFORM, "--yes", "--skip-preview")
     assert cli.outputs(PLATFORM)["ready"] is True
     return PLATFORM
+
+
+TENANTS = {"alice": "tenant-alice", "bob": "tenant-bob", "dora": "tenant-dora"}
+
+
+@pytest.fixture(scope="session")
+def tenants(cli: Cli, platform: str) -> dict[str, str]:
+    """user -> tenant stack on the session's platform: alice and bob from the repository's stack
+    files, and dora, added as a platform team adds a user (a new tenant stack, typed in with
+    `config set`). Each `up` once, in turn."""
+    cli.init_tenant(TENANTS["dora"], platform=platform, user="dora")
+    for stack in TENANTS.values():
+        cli("stack", "select", "--create", stack)
+        cli("up", "--stack", stack, "--yes", "--skip-preview")
+        assert cli.outputs(stack)["ready"] is True, cli.outputs(stack)
+    return TENANTS

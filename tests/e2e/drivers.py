@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,10 +24,12 @@ SMALL_CLUSTER = {
 
 
 class Kube:
-    """kubectl against the e2e cluster only, answers parsed from JSON."""
+    """kubectl against the e2e cluster only, answers parsed from JSON. `cluster` is the local
+    cluster's name (hack/cluster.sh's TFK8S_CLUSTER_NAME), for what only the script can do."""
 
-    def __init__(self, kubeconfig: Path) -> None:
+    def __init__(self, kubeconfig: Path, cluster: str | None = None) -> None:
         self.kubeconfig = kubeconfig
+        self.cluster = cluster
         self.binary = toolenv.KUBECTL
 
     def run(self, *args: str) -> str:
@@ -38,6 +41,21 @@ class Kube:
         scope = ["-n", namespace] if namespace else (["-A"] if name is None else [])
         items = json.loads(self.run("get", kind, *([name] if name else []), *scope, "-o", "json"))
         return items if name else items["items"]
+
+
+def user_kube(admin: Kube, user: str, groups: Sequence[str]) -> Kube:
+    """kubectl as `user` in `groups` on `admin`'s local cluster, with a client certificate its CA
+    signed (hack/cluster.sh user-kubeconfig): an identity RBAC knows nothing about until bound."""
+    if admin.cluster is None:
+        raise ValueError(f"{admin.kubeconfig}: not a local cluster of hack/cluster.sh (no cluster name)")
+    minted = subprocess.run(
+        [str(ROOT / "hack" / "cluster.sh"), "user-kubeconfig", user, *groups],
+        check=True,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "TFK8S_CLUSTER_NAME": admin.cluster},
+    )
+    return Kube(Path(minted.stdout.strip()), cluster=admin.cluster)
 
 
 @dataclass
@@ -59,11 +77,26 @@ class Cli:
             raise AssertionError(f"pulumi {' '.join(args)} exited {done.returncode}:\n{done.stdout}\n{done.stderr}")
         return done
 
-    def init_experiment(self, stack: str, *, platform: str, user: str, settings: dict[str, str]) -> None:
-        """`stack init` and `config set --path` of an experiment of `user` on `platform`, as a user types them."""
+    def init_experiment(self, stack: str, *, tenant: str, settings: dict[str, str]) -> None:
+        """`stack init` and `config set --path` of an experiment of the `tenant` stack, as a user types them."""
         self("stack", "init", stack)
-        base = {"tfk8s:kind": "experiment", "tfk8s:platformStack": platform, "tfk8s:user": user}
+        base = {"tfk8s:kind": "experiment", "tfk8s:tenantStack": tenant}
         for path, value in {**base, **settings}.items():
+            self("config", "set", "--stack", stack, "--path", path, value)
+
+    def init_tenant(self, stack: str, *, platform: str, user: str, settings: dict[str, str] | None = None) -> None:
+        """`stack init` and `config set --path` of a tenant stack for `user`, as a platform team types them
+        (its identity: the user name, as `hack/cluster.sh user-kubeconfig` mints it)."""
+        self("stack", "init", stack)
+        base = {
+            "tfk8s:kind": "tenant",
+            "tfk8s:platformStack": platform,
+            "tfk8s:tenant.name": user,
+            "tfk8s:tenant.identities.users[0]": user,
+            "tfk8s:tenant.volumes.dataSize": "1Gi",
+            "tfk8s:tenant.volumes.logSize": "1Gi",
+        }
+        for path, value in {**base, **(settings or {})}.items():
             self("config", "set", "--stack", stack, "--path", path, value)
 
     def outputs(self, stack: str, *, show_secrets: bool = False) -> dict[str, Any]:

@@ -1,8 +1,8 @@
 """The plain `pulumi` CLI as users type it, with tfk8s's own language host, on the e2e cluster.
 
-A platform stack `platform-cli` (user carol, keepOnDestroy false) and an experiment `cli` on it, both
-created from nothing with `stack init` and `config set --path`, taken through preview, up, a
-no-change up, refresh, errors, an interrupted up and destroy. It runs before test_local_cluster.py
+A platform stack `platform-cli`, a tenant `tenant-cli` on it (user carol, keepOnDestroy false) and an
+experiment `cli` of that tenant, all created from nothing with `stack init` and `config set --path`,
+taken through preview, up, a no-change up, refresh, errors, an interrupted up and destroy. It runs before test_local_cluster.py
 (file order) and leaves nothing behind.
 """
 
@@ -20,7 +20,7 @@ import pytest
 import yaml
 from drivers import Cli, Kube
 
-STACK, PLATFORM = "cli", "platform-cli"
+STACK, TENANT, PLATFORM = "cli", "tenant-cli", "platform-cli"
 NAMESPACE = "tfk8s-carol"
 TOKEN = secrets.token_hex(16)
 # What users type to write stack files without copying YAML: (path, value, --type).
@@ -31,16 +31,20 @@ PLATFORM_CONFIG = [
     ("tfk8s:platform.storage.className", "tfk8s-cli", None),
     ("tfk8s:platform.kubernetesVersion", "1.34", "string"),
     ("tfk8s:platform.awaitTimeoutSeconds", "180", None),
-    ("tfk8s:users[0].name", "carol", None),
-    ("tfk8s:users[0].volumes.dataSize", "1Gi", None),
-    ("tfk8s:users[0].volumes.logSize", "1Gi", None),
-    ("tfk8s:users[0].volumes.keepOnDestroy", "false", None),
+]
+TENANT_CONFIG = [
+    ("tfk8s:kind", "tenant", None),
+    ("tfk8s:platformStack", PLATFORM, None),
+    ("tfk8s:tenant.name", "carol", None),
+    ("tfk8s:tenant.identities.users[0]", "carol", None),
+    ("tfk8s:tenant.volumes.dataSize", "1Gi", None),
+    ("tfk8s:tenant.volumes.logSize", "1Gi", None),
+    ("tfk8s:tenant.volumes.keepOnDestroy", "false", None),
 ]
 # A new experiment in one step: the README's `stack init` + `config set --path` flow.
 EXPERIMENT_CONFIG = [
     ("tfk8s:kind", "experiment", None),
-    ("tfk8s:platformStack", PLATFORM, None),
-    ("tfk8s:user", "carol", None),
+    ("tfk8s:tenantStack", TENANT, None),
     ("tfk8s:clusters[0].name", "cifar", None),
     ("tfk8s:clusters[0].workers.count", "2", None),
     ("tfk8s:clusters[0].workers.cpu", "500m", None),
@@ -62,15 +66,20 @@ def output_of(done: subprocess.CompletedProcess[str]) -> str:
     return done.stdout + done.stderr
 
 
-def langhost_processes() -> list[str]:
-    """Command lines of every live process of tfk8s's language host or a program it started."""
+def langhost_processes(project: Path) -> list[str]:
+    """Command lines of every live process of tfk8s's language host, or a program it started, that
+    works on this test's state backend (other runs on the machine, a benchmark's, are not ours)."""
+    ours = f"PULUMI_BACKEND_URL={os.environ['PULUMI_BACKEND_URL']}".encode()
     found = []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
         try:
             argv = (proc / "cmdline").read_bytes().split(b"\0")
+            environ = (proc / "environ").read_bytes().split(b"\0")
         except OSError:
+            continue
+        if ours not in environ:
             continue
         line = " ".join(a.decode(errors="replace") for a in argv if a)
         if "langhost/host.py" in line or "langhost/run_program.py" in line:
@@ -78,49 +87,57 @@ def langhost_processes() -> list[str]:
     return found
 
 
-def test_stack_init_and_config_set_write_both_stack_files_with_an_encrypted_secret(cli: Cli, project: Path) -> None:
+def test_stack_init_and_config_set_write_the_stack_files_with_an_encrypted_secret(cli: Cli, project: Path) -> None:
     init(cli, PLATFORM, PLATFORM_CONFIG)
-    cli("config", "set", "--stack", PLATFORM, "--secret", "--path", "tfk8s:jupyterTokens.carol", TOKEN)
+    init(cli, TENANT, TENANT_CONFIG)
+    cli("config", "set", "--stack", TENANT, "--secret", "tfk8s:jupyterToken", TOKEN)
     init(cli, STACK, EXPERIMENT_CONFIG)
 
-    text = stack_file(project, PLATFORM).read_text()
+    text = stack_file(project, TENANT).read_text()
     assert TOKEN not in text
     document = yaml.safe_load(text)
     assert document["encryptionsalt"].startswith("v1:")  # the salt lives with the stack file, as Pulumi users expect
-    assert set(document["config"]["tfk8s:jupyterTokens"]["carol"]) == {"secure"}
-    assert document["config"]["tfk8s:users"][0]["volumes"]["keepOnDestroy"] is False  # typed, not strings
-    assert document["config"]["tfk8s:platform"]["kubernetesVersion"] == "1.34"
-    assert cli("config", "get", "--stack", PLATFORM, "--path", "tfk8s:jupyterTokens.carol").stdout.strip() == TOKEN
+    assert set(document["config"]["tfk8s:jupyterToken"]) == {"secure"}
+    assert document["config"]["tfk8s:tenant"]["volumes"]["keepOnDestroy"] is False  # typed, not strings
+    assert yaml.safe_load(stack_file(project, PLATFORM).read_text())["config"]["tfk8s:platform"]["kubernetesVersion"] == "1.34"
+    assert cli("config", "get", "--stack", TENANT, "tfk8s:jupyterToken").stdout.strip() == TOKEN
     experiment = yaml.safe_load(stack_file(project).read_text())["config"]
     assert experiment["tfk8s:kind"] == "experiment" and experiment["tfk8s:clusters"][0]["workers"]["count"] == 2
     listed = cli("stack", "ls").stdout
-    assert {STACK, PLATFORM} <= {line.split()[0].rstrip("*") for line in listed.splitlines()[1:]}, listed
+    assert {STACK, TENANT, PLATFORM} <= {line.split()[0].rstrip("*") for line in listed.splitlines()[1:]}, listed
 
 
-def test_an_experiment_without_its_platform_stops_before_creating_anything(cli: Cli, kube: Kube) -> None:
-    done = cli("up", "--stack", STACK, "--yes", "--skip-preview", check=False)
-    text = output_of(done)
-    assert done.returncode != 0
-    assert "tfk8s:platformStack: stack 'organization/tfk8s/platform-cli' has no 'platform' output" in text, text
-    assert "pulumi up --stack platform-cli" in text and "Traceback" not in text, text
+def test_an_experiment_without_its_tenant_and_a_tenant_without_its_platform_stop_before_creating_anything(
+    cli: Cli, kube: Kube
+) -> None:
+    for stack, key, missing in ((STACK, "tenantStack", TENANT), (TENANT, "platformStack", PLATFORM)):
+        done = cli("up", "--stack", stack, "--yes", "--skip-preview", check=False)
+        text = output_of(done)
+        assert done.returncode != 0
+        assert f"tfk8s:{key}: stack 'organization/tfk8s/{missing}' has no" in text, text
+        assert f"pulumi up --stack {missing}" in text and "Traceback" not in text, text
     assert NAMESPACE not in {n["metadata"]["name"] for n in kube.get("namespaces")}
 
 
 def test_preview_shows_the_plan_and_creates_nothing(cli: Cli, kube: Kube) -> None:
     cli("stack", "select", PLATFORM)
     done = cli("preview", "--diff")  # the selected stack, as a user would run it
-    assert "kubernetes:core/v1:Namespace" in done.stdout and "+ " in done.stdout
-    assert TOKEN not in output_of(done)
+    assert "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition" in done.stdout and "+ " in done.stdout
+    assert not [c for c in kube.get("storageclasses") if c["metadata"]["name"] == "tfk8s-cli"]
+
+
+def test_up_of_all_three_reaches_ready_and_the_chosen_token_is_a_secret_output(cli: Cli, kube: Kube) -> None:
+    cli("up", "--stack", PLATFORM, "--yes", "--skip-preview")
+    assert cli.outputs(PLATFORM)["ready"] is True
+    preview = cli("preview", "--stack", TENANT, "--diff")
+    assert "kubernetes:core/v1:Namespace" in preview.stdout and TOKEN not in output_of(preview)
     assert NAMESPACE not in {n["metadata"]["name"] for n in kube.get("namespaces")}
-
-
-def test_up_of_both_reaches_ready_and_the_chosen_token_is_a_secret_output(cli: Cli, kube: Kube) -> None:
-    done = cli("up", "--stack", PLATFORM, "--yes", "--skip-preview")
+    done = cli("up", "--stack", TENANT, "--yes", "--skip-preview")
     assert TOKEN not in output_of(done)
-    outputs = cli.outputs(PLATFORM)
+    outputs = cli.outputs(TENANT)
     assert outputs["ready"] is True, outputs["readiness"]
-    assert outputs["jupyterTokens"] == "[secret]"
-    assert cli.outputs(PLATFORM, show_secrets=True)["jupyterTokens"] == {"carol": TOKEN}
+    assert outputs["jupyterToken"] == "[secret]"
+    assert cli.outputs(TENANT, show_secrets=True)["jupyterToken"] == TOKEN
     (secret,) = [s for s in kube.get("secrets", NAMESPACE) if "jupyter" in s["metadata"]["name"]]
     assert base64.b64decode(secret["data"]["token"]).decode() == TOKEN
 
@@ -130,14 +147,14 @@ def test_up_of_both_reaches_ready_and_the_chosen_token_is_a_secret_output(cli: C
     cli("up", "--stack", STACK, "--yes", "--skip-preview")
     experiment = cli.outputs(STACK)
     assert experiment["ready"] is True, experiment["readiness"]
-    # The experiment links the user's apps from the platform.
-    assert experiment["readiness"]["jupyter"] == outputs["readiness"]["users"]["carol"]["jupyter"]["url"]
+    # The experiment links the user's apps from the tenant.
+    assert experiment["readiness"]["jupyter"] == outputs["readiness"]["jupyter"]["url"]
     (job,) = kube.get("jobs", NAMESPACE)
     assert job["metadata"]["name"] == "cli-cifar-worker"
 
 
 def test_second_up_changes_nothing_and_refresh_reads_live_status(cli: Cli) -> None:
-    for stack in (PLATFORM, STACK):
+    for stack in (PLATFORM, TENANT, STACK):
         cli("up", "--stack", stack, "--yes", "--skip-preview", "--expect-no-changes")
         cli("preview", "--stack", stack, "--expect-no-changes")
     refreshed = cli("refresh", "--stack", STACK, "--yes")
@@ -151,13 +168,13 @@ def test_a_stack_file_without_its_salt_takes_the_states_and_still_decrypts(cli: 
     """What `make up` relies on: it refreshes the demo stack files from the repository, which carry
     no salt, and `make env` sets PULUMI_FALLBACK_TO_STATE_SECRETS_MANAGER. Without it Pulumi would
     make a new salt, and the secrets of the stack's state and file would no longer decrypt."""
-    path = stack_file(project, PLATFORM)
+    path = stack_file(project, TENANT)
     salted = path.read_text()
     salt = yaml.safe_load(salted)["encryptionsalt"]
     path.write_text("".join(line for line in salted.splitlines(keepends=True) if not line.startswith("encryptionsalt:")))
 
-    assert cli.outputs(PLATFORM, show_secrets=True)["jupyterTokens"] == {"carol": TOKEN}  # the state's secret
-    cli("preview", "--stack", PLATFORM, "--expect-no-changes")  # and the file's `secure:` token
+    assert cli.outputs(TENANT, show_secrets=True)["jupyterToken"] == TOKEN  # the state's secret
+    cli("preview", "--stack", TENANT, "--expect-no-changes")  # and the file's `secure:` token
     assert yaml.safe_load(path.read_text())["encryptionsalt"] == salt
 
 
@@ -224,7 +241,7 @@ def test_setup_mistakes_get_one_clear_message(
 
 
 def test_sigint_during_up_stops_the_program_and_leaves_no_process(cli: Cli, project: Path) -> None:
-    assert not langhost_processes()
+    assert not langhost_processes(project)
     cli("config", "set", "--stack", STACK, "--path", "tfk8s:clusters[0].workers.count", "3")
     up = subprocess.Popen(
         ["pulumi", "up", "--stack", STACK, "--yes", "--skip-preview", "--non-interactive", "--color", "never"],
@@ -235,12 +252,12 @@ def test_sigint_during_up_stops_the_program_and_leaves_no_process(cli: Cli, proj
         start_new_session=True,
     )
     deadline = time.monotonic() + 60
-    while not any("run_program.py" in p for p in langhost_processes()):
+    while not any("run_program.py" in p for p in langhost_processes(project)):
         assert up.poll() is None and time.monotonic() < deadline, "the program never started"
         time.sleep(0.05)
     up.send_signal(signal.SIGINT)  # what ^C in the terminal sends to the CLI
     out, _ = up.communicate(timeout=120)
-    leftovers = langhost_processes()
+    leftovers = langhost_processes(project)
     assert not leftovers, f"{leftovers}\n{out}"
     # The stack is usable at once: no pending operations to clear, the next up finishes the change.
     cli("up", "--stack", STACK, "--yes", "--skip-preview")
@@ -249,12 +266,13 @@ def test_sigint_during_up_stops_the_program_and_leaves_no_process(cli: Cli, proj
 
 def test_destroy_and_stack_rm_leave_nothing(cli: Cli, kube: Kube, project: Path) -> None:
     cli("destroy", "--stack", STACK, "--yes")
-    assert not kube.get("jobs", NAMESPACE) and cli.outputs(PLATFORM)["ready"] is True  # the platform is untouched
+    assert not kube.get("jobs", NAMESPACE) and cli.outputs(TENANT)["ready"] is True  # the tenant is untouched
+    cli("destroy", "--stack", TENANT, "--yes")
     cli("destroy", "--stack", PLATFORM, "--yes")
     namespaces = {n["metadata"]["name"]: n["status"]["phase"] for n in kube.get("namespaces")}
     assert namespaces.get(NAMESPACE) in (None, "Terminating")  # keepOnDestroy: false
     assert not [v for v in kube.get("pv") if v["spec"].get("claimRef", {}).get("namespace") == NAMESPACE]
     assert "tfk8s-cli" not in {c["metadata"]["name"] for c in kube.get("storageclasses")}
-    for stack in (STACK, PLATFORM):
+    for stack in (STACK, TENANT, PLATFORM):
         cli("stack", "rm", stack, "--yes")
         assert not stack_file(project, stack).exists()

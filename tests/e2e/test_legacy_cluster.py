@@ -171,6 +171,8 @@ def test_before_1_29_the_retry_budget_is_shared_and_preview_says_so(legacy: Cli,
     edit_stack(legacy, "platform-dev", lambda c: c["tfk8s:platform"].pop("kubernetesVersion"))
     platform = legacy("up", "--stack", "platform-dev", "--yes", "--skip-preview")
     assert "no ValidatingAdmissionPolicy (1.30+)" in platform.stdout, platform.stdout  # no destroy guard here: said so
+    legacy("stack", "init", "tenant-alice")
+    legacy("up", "--stack", "tenant-alice", "--yes", "--skip-preview")
     legacy("stack", "init", "dev")
     preview = legacy("preview", "--stack", "dev")
     assert "Kubernetes 1.25 has no per-worker retries (backoffLimitPerIndex needs 1.29)" in preview.stdout, preview.stdout
@@ -180,8 +182,9 @@ def test_before_1_29_the_retry_budget_is_shared_and_preview_says_so(legacy: Cli,
     assert job["spec"]["backoffLimit"] == 6  # 3 per worker x 2 workers, as the README promises
     assert "backoffLimitPerIndex" not in job["spec"] and "maxFailedIndexes" not in job["spec"]
     legacy("destroy", "--stack", "dev", "--yes")
+    legacy("destroy", "--stack", "tenant-alice", "--yes")
     legacy("destroy", "--stack", "platform-dev", "--yes")
-    legacy_kube.run("delete", "namespace", "tfk8s-alice", "tfk8s-bob", "--wait=true")
+    legacy_kube.run("delete", "namespace", "tfk8s-alice", "--wait=true")
     legacy_kube.run("delete", "pv", "--all", "--wait=true")
 
 
@@ -193,19 +196,26 @@ def glusterfs_stack(legacy: Cli, heketi: Heketi) -> None:
         platform["userNode"]["name"] = "tfk8s-user-node"
         platform["storage"]["glusterfs"]["restUrl"] = heketi.url
         platform["awaitTimeoutSeconds"] = 120
-        config["tfk8s:users"][0]["volumes"] = {"dataSize": "1Gi", "logSize": "1Gi"}
 
     legacy("stack", "init", "imagenet-platform")
     edit_stack(legacy, "imagenet-platform", change)
     legacy("config", "set", "--secret", "--stack", "imagenet-platform", "heketiAdminKey", heketi.key)
 
 
+def glusterfs_tenant(legacy: Cli) -> None:
+    """The seed's user taas, with volumes small enough for the test's Heketi."""
+    legacy("stack", "init", "imagenet-tenant")
+    edit_stack(legacy, "imagenet-tenant", lambda c: c["tfk8s:tenant"].update(volumes={"dataSize": "1Gi", "logSize": "1Gi"}))
+
+
 def test_glusterfs_claims_are_bound_by_the_in_tree_provisioner_through_heketi(
     legacy: Cli, legacy_kube: Kube, heketi: Heketi
 ) -> None:
     glusterfs_stack(legacy, heketi)
+    glusterfs_tenant(legacy)
     assert heketi.volumes() == []
     legacy("up", "--stack", "imagenet-platform", "--yes", "--skip-preview")
+    legacy("up", "--stack", "imagenet-tenant", "--yes", "--skip-preview")
 
     claims = {c["metadata"]["name"]: c for c in legacy_kube.get("pvc", NAMESPACE)}
     assert {n: c["status"]["phase"] for n, c in claims.items()} == {"tfk8s-data": "Bound", "tfk8s-log": "Bound"}
@@ -222,9 +232,9 @@ def test_glusterfs_claims_are_bound_by_the_in_tree_provisioner_through_heketi(
     secret = legacy_kube.get("secret", "default", "tfk8s-heketi-admin")
     assert secret["type"] == "kubernetes.io/glusterfs" and base64.b64decode(secret["data"]["key"]).decode() == heketi.key
     assert heketi.key not in (legacy.cwd / "stacks" / "Pulumi.imagenet-platform.yaml").read_text()
-    assert legacy.outputs("imagenet-platform")["ready"] is True
+    assert legacy.outputs("imagenet-platform")["ready"] is True and legacy.outputs("imagenet-tenant")["ready"] is True
 
-    # The seed's imagenet cluster, as an experiment on that platform: the seed's own names, plus a
+    # The seed's imagenet cluster, as an experiment of that tenant: the seed's own names, plus a
     # scratch volume of its own in the platform's second class (Delete: it goes with the experiment).
     legacy("stack", "init", "imagenet")
     legacy("config", "set", "--path", "--stack", "imagenet", "tfk8s:clusters[0].scratch.size", "1Gi")
@@ -248,6 +258,7 @@ def test_glusterfs_claims_are_bound_by_the_in_tree_provisioner_through_heketi(
     pv_names = lambda: {v["metadata"]["name"] for v in legacy_kube.get("pv")}  # noqa: E731
     wait_until(lambda: scratch_pv["metadata"]["name"] not in pv_names(), "the scratch PersistentVolume to be deleted")
     wait_until(lambda: len(heketi.volumes()) == 2, "the scratch volume to leave Heketi")
+    legacy("destroy", "--stack", "imagenet-tenant", "--yes")
     legacy("destroy", "--stack", "imagenet-platform", "--yes")
     # keepOnDestroy (the default) and reclaimPolicy Retain: claims, volumes and Heketi's bricks stay.
     assert sorted(c["metadata"]["name"] for c in legacy_kube.get("pvc", NAMESPACE)) == ["tfk8s-data", "tfk8s-log"]

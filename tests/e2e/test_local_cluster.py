@@ -1,9 +1,9 @@
-"""A real `pulumi up` of the dev experiment on the platform-dev platform, against a real Kubernetes
-API (kwok-simulated nodes).
+"""A real `pulumi up` of the dev experiment of the tenant-alice tenant on the platform-dev platform,
+against a real Kubernetes API (kwok-simulated nodes).
 
 The tests run in file order and share the stacks: preview and up, a no-op second up, a change of
 one value, a failing worker, then destroy of the experiment, each checked against the API server.
-The platform stays for the modules after this one (test_stack_model.py destroys it).
+The platform and the tenants stay for the modules after this one (test_stack_model.py destroys them).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ FAILING_IMAGE = "tfk8s.invalid/failing-trainer:e2e"  # hack/kwok/failing-worker-
 
 
 @pytest.fixture(scope="module")
-def stack(project: Path, platform: str) -> auto.Stack:
+def stack(project: Path, tenants: dict[str, str]) -> auto.Stack:
     """The dev experiment of the project copy, driven through the Automation API's local-program
     mode: the real CLI and tfk8s's language host run the program (the API adds the event stream)."""
     workspace = auto.LocalWorkspace(work_dir=str(project), pulumi_home=os.environ["PULUMI_HOME"])
@@ -37,6 +37,12 @@ def stack(project: Path, platform: str) -> auto.Stack:
 def platform_stack(project: Path, platform: str) -> auto.Stack:
     workspace = auto.LocalWorkspace(work_dir=str(project), pulumi_home=os.environ["PULUMI_HOME"])
     return auto.Stack.select(platform, workspace)
+
+
+@pytest.fixture(scope="module")
+def tenant_stack(project: Path, tenants: dict[str, str]) -> auto.Stack:
+    workspace = auto.LocalWorkspace(work_dir=str(project), pulumi_home=os.environ["PULUMI_HOME"])
+    return auto.Stack.select(tenants["alice"], workspace)
 
 
 def outputs(stack: auto.Stack) -> dict[str, Any]:
@@ -79,7 +85,7 @@ def changes(result: auto.UpResult) -> dict[str, int]:
     return {op: n for op, n in (result.summary.resource_changes or {}).items() if op not in ("same", "read")}
 
 
-def test_preview_then_up_brings_the_experiment_to_ready(stack: auto.Stack, platform_stack: auto.Stack, kube: Kube) -> None:
+def test_preview_then_up_brings_the_experiment_to_ready(stack: auto.Stack, tenant_stack: auto.Stack, kube: Kube) -> None:
     preview = stack.preview(color="never")
     assert preview.change_summary.get("create", 0) >= 10, preview.change_summary
     assert not kube.get("jobs", NAMESPACE)  # preview created nothing
@@ -94,7 +100,7 @@ def test_preview_then_up_brings_the_experiment_to_ready(stack: auto.Stack, platf
     assert len([n for n in deployments if n.startswith("dev-mnist-ps-0-")]) == 1
     (job,) = kube.get("jobs", NAMESPACE)
     assert (job["metadata"]["name"], job["status"].get("ready")) == ("dev-mnist-worker", 2)
-    # The user's volumes are the platform's; the experiment mounts them, its logs under dev/mnist.
+    # The user's volumes are the tenant's; the experiment mounts them, its logs under dev/mnist.
     claims = {c["metadata"]["name"]: c["status"]["phase"] for c in kube.get("pvc", NAMESPACE)}
     assert claims == {"tfk8s-data": "Bound", "tfk8s-log": "Bound"}
     mounts = {m["mountPath"]: m for m in job["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]}
@@ -117,17 +123,19 @@ def test_preview_then_up_brings_the_experiment_to_ready(stack: auto.Stack, platf
     node = kube.get("node", name=USER_NODE)
     assert {"key": "tfk8s.io/user-node", "value": "true", "effect": "NoSchedule"} in node["spec"]["taints"]
     url = out["readiness"]["jupyter"]
-    assert url == outputs(platform_stack)["readiness"]["users"]["alice"]["jupyter"]["url"]
+    assert url == outputs(tenant_stack)["readiness"]["jupyter"]["url"]
     node_ports = {s["spec"]["ports"][0]["nodePort"] for s in kube.get("services", NAMESPACE) if s["spec"]["type"] == "NodePort"}
     assert url.startswith("http://") and int(url.rsplit(":", 1)[1].rstrip("/")) in node_ports
 
 
-def test_second_up_of_both_stacks_changes_nothing(stack: auto.Stack, platform_stack: auto.Stack) -> None:
-    token = platform_stack.outputs()["jupyterTokens"]
-    for each in (platform_stack, stack):
+def test_second_up_of_every_stack_changes_nothing(
+    stack: auto.Stack, tenant_stack: auto.Stack, platform_stack: auto.Stack
+) -> None:
+    token = tenant_stack.outputs()["jupyterToken"]
+    for each in (platform_stack, tenant_stack, stack):
         result = each.up(color="never")
         assert changes(result) == {}, (each.name, result.summary.resource_changes)
-    after = platform_stack.outputs()["jupyterTokens"]
+    after = tenant_stack.outputs()["jupyterToken"]
     assert after.secret and after.value == token.value  # generated once, stable across ups
 
 
@@ -259,8 +267,8 @@ def test_more_workers_change_only_what_depends_on_the_layout(stack: auto.Stack, 
     assert outputs(stack)["ready"] is True
     (job,) = kube.get("jobs", NAMESPACE)
     assert (job["spec"]["completions"], job["status"].get("ready")) == (3, 3)
-    (crd,) = [c for c in kube.get("crd") if c["spec"]["group"].endswith(".layouts.tfk8s.io")]
-    layout = kube.get(crd["metadata"]["name"], NAMESPACE, "dev-mnist-layout")["spec"]
+    (crd,) = [c["metadata"]["name"] for c in kube.get("crd") if c["spec"]["names"]["kind"] == "Layout"]
+    layout = kube.get(crd, NAMESPACE, "dev-mnist-layout")["spec"]
     assert len(layout["spec"]["worker"]) == 3 and layout["runId"] == run
 
 
@@ -278,11 +286,11 @@ def test_failing_worker_is_reported_and_up_does_not_hang(stack: auto.Stack) -> N
 
 
 def layout_kinds(kube: Kube) -> list[str]:
-    return [c["metadata"]["name"] for c in kube.get("crd") if c["spec"]["group"].endswith(".layouts.tfk8s.io")]
+    return [c["metadata"]["name"] for c in kube.get("crd") if c["spec"]["names"]["kind"] == "Layout"]
 
 
-def test_destroying_the_experiment_leaves_the_platform_and_the_users_data(
-    stack: auto.Stack, platform_stack: auto.Stack, kube: Kube
+def test_destroying_the_experiment_leaves_the_tenant_the_platform_and_the_users_data(
+    stack: auto.Stack, tenant_stack: auto.Stack, platform_stack: auto.Stack, kube: Kube
 ) -> None:
     stack.destroy(color="never")
     experiment_objects = {
@@ -301,8 +309,9 @@ def test_destroying_the_experiment_leaves_the_platform_and_the_users_data(
         )
     }
     assert all(not names for names in experiment_objects.values()), experiment_objects
-    # The platform's objects are all there and unchanged: a no-change up proves it.
+    # The tenant's and the platform's objects are all there and unchanged: a no-change up proves it.
     assert sorted(c["metadata"]["name"] for c in kube.get("pvc", NAMESPACE)) == ["tfk8s-data", "tfk8s-log"]
-    assert changes(platform_stack.up(color="never")) == {}
-    assert outputs(platform_stack)["ready"] is True
+    for each in (tenant_stack, platform_stack):
+        assert changes(each.up(color="never")) == {}
+        assert outputs(each)["ready"] is True
     stack.workspace.remove_stack("dev")

@@ -21,10 +21,10 @@ NAMESPACE = "tfk8s-dora"
 
 
 def test_failed_workers_retire_their_ps_and_a_new_run_number_starts_afresh(
-    cli: Cli, kube: Kube, platform: str, tmp_path: Path
+    cli: Cli, kube: Kube, tenants: dict[str, str], tmp_path: Path
 ) -> None:
     settings = {**SMALL_CLUSTER, "tfk8s:clusters[0].workers.backoffLimitPerIndex": "0"}
-    cli.init_experiment(STACK, platform=platform, user="dora", settings=settings)
+    cli.init_experiment(STACK, tenant=tenants["dora"], settings=settings)
     cli("up", "--stack", STACK, "--yes", "--skip-preview")
     assert cli.outputs(STACK)["ready"] is True
     (job,) = kube.get("jobs", NAMESPACE)

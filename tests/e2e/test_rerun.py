@@ -109,10 +109,10 @@ def wait_until(predicate: Any, what: str, timeout: float = 60) -> None:
 
 
 def test_the_same_experiment_trains_again_after_destroy_and_after_a_ttl_clean_up(
-    cli: Cli, kube: Kube, platform: str, tmp_path: Path
+    cli: Cli, kube: Kube, tenants: dict[str, str], tmp_path: Path
 ) -> None:
     settings = {**SMALL_CLUSTER, "tfk8s:clusters[0].run.ttlSecondsAfterFinished": "1"}
-    cli.init_experiment(STACK, platform=platform, user="dora", settings=settings)
+    cli.init_experiment(STACK, tenant=tenants["dora"], settings=settings)
     log_dir = tmp_path / "log"  # the user's log volume (the PS launcher's too): it outlives the experiment
 
     cli("up", "--stack", STACK, "--yes", "--skip-preview")

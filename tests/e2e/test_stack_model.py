@@ -1,12 +1,14 @@
-"""One platform, many experiments, one owner per object: the stack model against the real API server.
+"""One platform, its tenants, many experiments, one owner per object: the stack model against the
+real API server.
 
-On the session's platform-dev (users alice, bob, dora): three experiments `up` at once (two of
+On the session's platform-dev (tenants alice, bob, dora): three experiments `up` at once (two of
 alice, both with a cluster named mnist, and one of bob), each ready; destroying one leaves the
 platform, the others, and the user's logs and data as they were; a real TensorBoard over alice's
 log volume lists the runs of both her experiments, the destroyed one included; her Jupyter's
 service account finds the notebook-driven cluster's layout and can read nothing else; every
 stack's second `up` changes nothing; adopting a foreign namespace, class or experiment name is
-refused with nothing changed; destroying the platform is refused while experiments exist.
+refused with nothing changed; destroying a tenant is refused while its experiments exist, and the
+platform while tenants exist.
 """
 
 from __future__ import annotations
@@ -31,20 +33,16 @@ EXPERIMENTS = {
 SMALL = {"workers.cpu": "500m", "workers.memory": "1Gi", "ps.cpu": "250m", "ps.memory": "512Mi"}
 
 
-def new_experiment(cli: Cli, stack: str, platform: str, user: str, cluster: dict[str, str]) -> None:
+def new_experiment(cli: Cli, stack: str, tenant: str, cluster: dict[str, str]) -> None:
     """The README's flow: `stack init` and a few `config set --path`, no YAML copied."""
-    cli("stack", "init", stack)
-    settings = {"tfk8s:kind": "experiment", "tfk8s:platformStack": platform, "tfk8s:user": user}
-    settings |= {f"tfk8s:clusters[0].{k}": v for k, v in {**cluster, **SMALL}.items()}
-    for path, value in settings.items():
-        cli("config", "set", "--stack", stack, "--path", path, value)
+    cli.init_experiment(stack, tenant=tenant, settings={f"tfk8s:clusters[0].{k}": v for k, v in {**cluster, **SMALL}.items()})
 
 
 def snapshot(kube: Kube, namespace: str, experiment: str | None) -> dict[str, str]:
-    """uid@resourceVersion of every object of one experiment (None: the platform's) in a namespace."""
+    """uid@resourceVersion of every object of one experiment (None: the tenant's) in a namespace."""
     found = {}
     kinds = ("deployments", "jobs", "services", "configmaps", "serviceaccounts", "roles", "rolebindings", "pvc", "secrets")
-    layouts = [c["metadata"]["name"] for c in kube.get("crd") if c["spec"]["group"].endswith(".layouts.tfk8s.io")]
+    layouts = [c["metadata"]["name"] for c in kube.get("crd") if c["spec"]["names"]["kind"] == "Layout"]
     for kind in (*kinds, *layouts):
         for o in kube.get(kind, namespace):
             labels = o["metadata"].get("labels") or {}
@@ -53,9 +51,9 @@ def snapshot(kube: Kube, namespace: str, experiment: str | None) -> dict[str, st
     return found
 
 
-def test_three_experiments_up_at_once_each_ready(cli: Cli, platform: str, project: Path) -> None:
+def test_three_experiments_up_at_once_each_ready(cli: Cli, tenants: dict[str, str], project: Path) -> None:
     for stack, (user, cluster) in EXPERIMENTS.items():
-        new_experiment(cli, stack, platform, user, cluster)
+        new_experiment(cli, stack, tenants[user], cluster)
     ups = {
         stack: subprocess.Popen(
             ["pulumi", "up", "--stack", stack, "--yes", "--skip-preview", "--non-interactive", "--color", "never"],
@@ -195,8 +193,8 @@ def wait_for_runs(port: int, wanted: set[str]) -> list[str]:
     return runs
 
 
-def test_a_second_up_of_every_stack_changes_nothing(cli: Cli, platform: str) -> None:
-    for stack in (platform, "exp-a1", "exp-b1"):
+def test_a_second_up_of_every_stack_changes_nothing(cli: Cli, platform: str, tenants: dict[str, str]) -> None:
+    for stack in (platform, *tenants.values(), "exp-a1", "exp-b1"):
         cli("up", "--stack", stack, "--yes", "--skip-preview", "--expect-no-changes")
 
 
@@ -208,31 +206,36 @@ def refused(cli: Cli, stack: str) -> str:
     return text
 
 
-def test_adopting_a_foreign_namespace_class_or_experiment_name_is_refused_with_nothing_changed(
-    cli: Cli, kube: Kube, platform: str, project: Path
+def test_adopting_a_foreign_namespace_class_tenant_or_experiment_name_is_refused_with_nothing_changed(
+    cli: Cli, kube: Kube, platform: str, tenants: dict[str, str], project: Path
 ) -> None:
     before = {ns: snapshot(kube, ns, None) for ns in (ALICE, BOB)}
     # An experiment that would take exp-a1's names.
-    new_experiment(cli, "thief", platform, "alice", {"name": "mnist"})
+    new_experiment(cli, "thief", tenants["alice"], {"name": "mnist"})
     cli("config", "set", "--stack", "thief", "tfk8s:experiment", "exp-a1")
     text = refused(cli, "thief")
     assert "Service tfk8s-alice/exp-a1-mnist-ps-0 already exists, managed by tfk8s stack organization/tfk8s/exp-a1@" in text
-    # A platform whose user namespace someone else made, and whose class another platform owns.
+    # A tenant whose namespace someone else made; a second tenant stack for alice.
     kube.run("create", "namespace", "tfk8s-erin")
+    cli.init_tenant("tenant-erin", platform=platform, user="erin")
+    text = refused(cli, "tenant-erin")
+    assert "tfk8s:tenant.name: namespace 'tfk8s-erin' already exists, managed by another tool" in text, text
+    cli.init_tenant("tenant-alice-2", platform=platform, user="alice")
+    text = refused(cli, "tenant-alice-2")
+    assert "Tenant 'alice' already exists, managed by tfk8s stack organization/tfk8s/tenant-alice@" in text, text
+    # A platform whose class another platform owns.
     cli("stack", "init", "platform-two")
     for path, value in (
         ("tfk8s:kind", "platform"),
         ("tfk8s:platform.userNode.name", "tfk8s-user-node"),
         ("tfk8s:platform.storage.className", "tfk8s-local"),
-        ("tfk8s:users[0].name", "erin"),
     ):
         cli("config", "set", "--stack", "platform-two", "--path", path, value)
     text = refused(cli, "platform-two")
-    assert "tfk8s:users[0].name: namespace 'tfk8s-erin' already exists, managed by another tool" in text, text
     assert "StorageClass 'tfk8s-local' already exists, managed by tfk8s stack organization/tfk8s/platform-dev@" in text
     assert {ns: snapshot(kube, ns, None) for ns in (ALICE, BOB)} == before
     assert not [j for j in kube.get("jobs", ALICE) if j["metadata"]["labels"].get("tfk8s.io/stack") == "thief"]
-    for stack in ("thief", "platform-two"):
+    for stack in ("thief", "tenant-erin", "tenant-alice-2", "platform-two"):
         # Nothing in the refused stacks' state either: no Kubernetes resource, no Kubernetes provider.
         state = json.loads(cli("stack", "export", "--stack", stack).stdout)["deployment"].get("resources") or []
         assert not [r["type"] for r in state if "kubernetes" in r["type"]], state
@@ -240,25 +243,38 @@ def test_adopting_a_foreign_namespace_class_or_experiment_name_is_refused_with_n
     kube.run("delete", "namespace", "tfk8s-erin", "--wait=false")
 
 
-def test_the_platform_cannot_be_destroyed_while_experiments_use_it(cli: Cli, kube: Kube, platform: str) -> None:
-    """In a full run, test_cli.py's platform was destroyed earlier on this API server: the situation in
-    which a guard with built-in params (ConfigMaps) fails open for good (kubernetes#130887)."""
-    done = cli("destroy", "--stack", platform, "--yes", check=False)
+def destroy_refused(cli: Cli, stack: str) -> str:
+    done = cli("destroy", "--stack", stack, "--yes", check=False)
     text = done.stdout + done.stderr
     assert done.returncode != 0, text
-    assert "the tfk8s platform is still used by experiment stack exp-" in text, text
+    return text
+
+
+def test_neither_a_tenant_nor_the_platform_can_be_destroyed_from_under_what_uses_it(
+    cli: Cli, kube: Kube, platform: str, tenants: dict[str, str]
+) -> None:
+    """In a full run, test_cli.py's platform was destroyed earlier on this API server: the situation in
+    which a guard with built-in params (ConfigMaps) fails open for good (kubernetes#130887)."""
+    text = destroy_refused(cli, tenants["alice"])
+    assert "the tfk8s tenant is still used by experiment stack exp-a1" in text, text
     assert "destroy the experiment stacks first" in text
-    # Nothing the experiments use was deleted: their users' apps, volumes and namespaces are there.
+    text = destroy_refused(cli, platform)
+    assert "the tfk8s platform is still used by tenant stack tenant-" in text, text
+    assert "destroy the tenant stacks first" in text
+    # Nothing the experiments use was deleted: their tenants' apps, volumes and namespaces are there.
     for namespace in (ALICE, BOB):
         names = {d["metadata"]["labels"]["app.kubernetes.io/name"] for d in kube.get("deployments", namespace)}
         assert {"jupyter", "tensorboard"} <= names
         assert sorted(c["metadata"]["name"] for c in kube.get("pvc", namespace)) == ["tfk8s-data", "tfk8s-log"]
-    cli("up", "--stack", platform, "--yes", "--skip-preview")  # puts back the guard of a user without experiments
+    for stack in (platform, tenants["alice"]):  # both stopped at their guard: a no-change `up` proves nothing else went
+        cli("up", "--stack", stack, "--yes", "--skip-preview")
 
     for stack in ("exp-a1", "exp-b1"):
         cli("destroy", "--stack", stack, "--yes")
         cli("stack", "rm", stack, "--yes")
     cli("stack", "rm", "exp-a2", "--yes")
+    for stack in tenants.values():
+        cli("destroy", "--stack", stack, "--yes")
     cli("destroy", "--stack", platform, "--yes")
     # keepOnDestroy (the default): the users' namespaces and volumes stay, with their data.
     assert sorted(c["metadata"]["name"] for c in kube.get("pvc", ALICE)) == ["tfk8s-data", "tfk8s-log"]

@@ -21,6 +21,12 @@ def platform_config() -> dict[str, Any]:
 
 
 @pytest.fixture
+def tenant_config() -> dict[str, Any]:
+    """Alice's tenant on platform-dev (the `dev` experiment's)."""
+    return copy.deepcopy(stack_config("tenant-alice"))
+
+
+@pytest.fixture
 def imagenet_config() -> dict[str, Any]:
     return copy.deepcopy(stack_config("imagenet"))
 

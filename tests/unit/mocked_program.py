@@ -51,10 +51,14 @@ def through_the_engine(value: Any) -> Any:
     return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
 
 
+TEST_GROUP = "ptest.layouts.tfk8s.io"
+USER_NODE_ADDRESS = "10.0.0.10"
+
+
 def facts_for(platform_raw: dict[str, Any]) -> dict[str, Any]:
     """The `platform` output a deployed platform stack of `platform_raw` publishes, built like the
-    platform builds it (its owner, Layout group and app URLs the ones a test platform has)."""
-    from tfk8s import backends, guard, platform_stack, user_env
+    platform builds it (its owner, API group and User Node address the ones a test platform has)."""
+    from tfk8s import backends, guard, platform_stack
     from tfk8s.context_checks import check_platform
     from tfk8s.stack_config import validate
 
@@ -63,20 +67,49 @@ def facts_for(platform_raw: dict[str, Any]) -> dict[str, Any]:
     contract = platform_stack.facts(
         p,
         owner=PLATFORM_OWNER,
-        layouts=guard.layout_kind_in("ptest.layouts.tfk8s.io"),
+        group=TEST_GROUP,
         storage_class=p.storage.class_name,
         scratch_storage_class=backends.scratch_class(p.storage),
-        users={
-            u.name: user_env.user_facts(
-                p, u.name, jupyter_url="http://10.0.0.10:30001/", tensorboard_url="http://10.0.0.10:30002/"
-            )
-            for u in stack.users
-        },
+        user_node_address=USER_NODE_ADDRESS,
+        experimenter_role=guard.experimenter_role(TEST_GROUP),
     )
     return through_the_engine(platform_stack.published(contract))
 
 
+def tenant_owner(stack: str) -> str:
+    return f"organization/tfk8s/{stack}@test"
+
+
+def tenant_facts_for(tenant_stack: str, platform_output: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The `tenant` output of stacks/Pulumi.<tenant_stack>.yaml, deployed on `platform_output`
+    (default: its own platform stack file's facts), its app URLs the ones a test tenant has."""
+    from tfk8s import tenant_stack as tenants
+    from tfk8s.contract import PlatformFacts
+    from tfk8s.stack_config import validate
+
+    stack = validate(stack_config(tenant_stack))
+    platform = PlatformFacts.model_validate(
+        platform_output if platform_output is not None else facts_for(stack_config(stack.platform_stack)),  # type: ignore[union-attr]
+        strict=False,
+    )
+    contract = tenants.facts(
+        stack.tenant,  # type: ignore[union-attr]
+        platform,
+        platform_stack=f"organization/tfk8s/{stack.platform_stack}",  # type: ignore[union-attr]
+        owner=tenant_owner(tenant_stack),
+        jupyter_url=f"http://{USER_NODE_ADDRESS}:30001/",
+        tensorboard_url=f"http://{USER_NODE_ADDRESS}:30002/",
+    )
+    return through_the_engine(tenants.published(contract))
+
+
 SCRATCH_CLASS = "tfk8s-shared-scratch"
+
+
+def platform_of(stack: str) -> str:
+    """The platform stack a repo stack builds on: a tenant's own, an experiment's tenant's."""
+    raw = stack_config(stack)
+    return raw["platformStack"] if raw["kind"] == "tenant" else platform_of(raw["tenantStack"])
 
 
 def facts_with_scratch() -> dict[str, Any]:
@@ -102,12 +135,16 @@ def run_program(
     read: Any = None,
     stack: str | None = None,
     read_whole: Any = None,
+    tenant: dict[str, Any] | None = None,
+    post: Any = None,
 ) -> Deployment:
     """Validate `raw` like the real program and declare everything under fresh mocks.
 
-    Experiments read `platform` (default: the facts of stacks/Pulumi.platform-dev.yaml) as their
-    platform stack's `platform` output; `read(path)` stands for the cluster's ownership reads,
-    `read_whole(path)` for an experiment's whole-object reads (its quota and its own objects).
+    Tenants and experiments read `platform` (default: the facts of the platform stack file they
+    build on) as their platform stack's `platform` output; experiments read `tenant` (default: the
+    facts of their tenant stack file) as their tenant's. `read(path)` stands for the cluster's
+    ownership reads, `read_whole(path)` for whole-object reads (the User Node, a quota, own objects),
+    `post(path, body)` for an experiment's access reviews (None: not asked, as without credentials).
     """
     from tfk8s import program
     from tfk8s.stack_config import validate
@@ -117,7 +154,7 @@ def run_program(
     pulumi.runtime.set_mocks(
         mocks,
         project="tfk8s",
-        stack=stack or ("platform-dev" if kind == "platform" else "dev"),
+        stack=stack or {"platform": "platform-dev", "tenant": "tenant-alice"}.get(str(kind), "dev"),
         preview=False,
         organization="organization",
     )
@@ -134,10 +171,10 @@ def run_program(
     validated = validate(raw)
     environ = {"PULUMI_BACKEND_URL": "file:///test-state"}
     if kind == "platform":
-        components = program.run_platform(validated, None, read, environ, ROOT)  # type: ignore[arg-type]
-    else:
-        facts = platform if platform is not None else facts_for(stack_config("platform-dev"))
-        components = program.run_experiment(
+        components = program.run_platform(validated, None, read, environ)  # type: ignore[arg-type]
+    elif kind == "tenant":
+        facts = platform if platform is not None else facts_for(stack_config(raw["platformStack"]))
+        components = program.run_tenant(
             validated,  # type: ignore[arg-type]
             None,
             read,
@@ -145,6 +182,20 @@ def run_program(
             ROOT,
             read_outputs=lambda name: {"platform": facts},
             read_whole=read_whole,
+        )
+    else:
+        ref = raw["tenantStack"]
+        facts = platform if platform is not None else facts_for(stack_config(platform_of(ref)))
+        tenant_output = tenant if tenant is not None else tenant_facts_for(ref, facts)
+        components = program.run_experiment(
+            validated,  # type: ignore[arg-type]
+            None,
+            read,
+            environ,
+            ROOT,
+            read_outputs=lambda name: {"platform": facts} if name.endswith(platform_of(ref)) else {"tenant": tenant_output},
+            read_whole=read_whole,
+            post=post,
         )
     return Deployment(mocks=mocks, components=components, options=options)
 

@@ -54,7 +54,7 @@ def test_the_scratch_class_each_backend_offers(storage: StorageSettings, scratch
 
 def test_only_glusterfs_needs_a_secret_and_its_key_stays_out_of_the_settings() -> None:
     assert {name for name, b in backends.BACKENDS.items() if b.secret is not None} == {"glusterfs"}
-    assert SECRET_KEYS == {"heketiAdminKey", "jupyterTokens"}
+    assert SECRET_KEYS == {"heketiAdminKey", "jupyterToken"}
 
 
 def test_the_backends_named_in_messages_read_as_before() -> None:

@@ -11,22 +11,26 @@ from typing import Any
 import pytest
 from mocked_program import ROOT, facts_for, stack_config
 from tfk8s.config_errors import ConfigError
-from tfk8s.context_checks import check_experiment, check_platform
+from tfk8s.context_checks import check_experiment, check_platform, check_tenant
 from tfk8s.contract import PlatformFacts
-from tfk8s.schema_platform import ImageSettings, PlatformStack, PlatformUser
-from tfk8s.stack_config import parse_jupyter_tokens, validate
+from tfk8s.schema_platform import ImageSettings, PlatformStack
+from tfk8s.schema_tenant import TenantStack
+from tfk8s.stack_config import parse_jupyter_token, validate
 
 Raw = dict[str, Any]
 SCHEMA_DIR = ROOT / "schema"
 
 
 def parse(raw: Raw, server_version: tuple[int, int] | None = None) -> Any:
-    """Validate a stack's raw `tfk8s:` values as the program does (experiments against platform-dev)."""
+    """Validate a stack's raw `tfk8s:` values as the program does (tenants and experiments against platform-dev)."""
     stack = validate(raw)
     if isinstance(stack, PlatformStack):
         return check_platform(stack, server_version)
     facts = PlatformFacts.model_validate(facts_for(stack_config("platform-dev")), strict=False)
-    check_experiment(stack, "dev", facts, ROOT)
+    if isinstance(stack, TenantStack):
+        check_tenant(stack, facts)
+    else:
+        check_experiment(stack, "dev", facts, ROOT)
     return stack
 
 
@@ -53,8 +57,8 @@ def _duplicate_cluster(raw: Raw) -> None:
     raw["clusters"].append(copy.deepcopy(cluster(raw)))
 
 
-def _duplicate_user(raw: Raw) -> None:
-    raw["users"].append(copy.deepcopy(raw["users"][0]))
+def _duplicate_identity(raw: Raw) -> None:
+    raw["tenant"]["identities"]["users"].append("alice")
 
 
 BAD = [
@@ -65,7 +69,8 @@ BAD = [
     ("cluster-name-upper", _set(cluster, "name", "MNIST"), r"clusters\[0\]\.name: 'MNIST' is not a DNS-1123 label"),
     ("cluster-name-underscore", _set(cluster, "name", "my_model"), r"clusters\[0\]\.name: .*DNS-1123"),
     ("cluster-name-too-long", _set(cluster, "name", "a" * 41), r"clusters\[0\]\.name: .*41 characters; at most 40"),
-    ("user-name-missing", lambda r: r["users"][0].pop("name"), r"users\[0\]\.name: is required"),
+    ("user-name-missing", lambda r: r["tenant"].pop("name"), r"tfk8s:tenant\.name: is required"),
+    ("user-name-upper", _set(lambda r: r["tenant"], "name", "Bob"), r"tfk8s:tenant\.name: 'Bob' is not a DNS-1123 label"),
     (
         "unknown-replication",
         _set(cluster, "replication", "all-reduce"),
@@ -98,7 +103,7 @@ BAD = [
     ("gpus-on-ps", _set(lambda r: cluster(r)["ps"], "gpus", 1), r"ps\.gpus: parameter servers .*allowPsGpus"),
     ("gpus-negative", _set(lambda r: cluster(r)["workers"], "gpus", -2), r"workers\.gpus: must be 0 or more"),
     ("duplicate-cluster", _duplicate_cluster, r"clusters\[1\]\.name: duplicate cluster name 'mnist'"),
-    ("duplicate-user", _duplicate_user, r"users\[2\]\.name: duplicate user 'alice'"),
+    ("duplicate-identity", _duplicate_identity, r"tenant\.identities\.users\[1\]: 'alice' is listed twice; remove one"),
     (
         "memory-not-quantity",
         _set(lambda r: cluster(r)["workers"], "memory", "lots"),
@@ -106,8 +111,8 @@ BAD = [
     ),
     (
         "data-size-zero",
-        _set(lambda r: r["users"][0], "volumes", {"dataSize": "0Gi"}),
-        r"users\[0\]\.volumes\.dataSize: must be greater than zero",
+        _set(lambda r: r["tenant"], "volumes", {"dataSize": "0Gi"}),
+        r"tfk8s:tenant\.volumes\.dataSize: must be greater than zero",
     ),
     (
         "namespace-prefix-upper",
@@ -118,6 +123,9 @@ BAD = [
     ("data-sub-path-escapes", _set(cluster, "dataSubPath", "../bob"), r"dataSubPath: '\.\./bob' must be a relative path"),
     ("kind-missing", lambda r: r.pop("kind"), r"tfk8s:kind: it is missing; set `tfk8s:kind: platform`"),
     ("platform-key-in-experiment", _set(lambda r: r, "users", []), r"tfk8s:users: unknown key"),
+    ("platform-stack-in-experiment", _set(lambda r: r, "platformStack", "platform-dev"), r"tfk8s:platformStack: unknown key"),
+    ("users-in-platform", _set(lambda r: r, "users", [{"name": "alice"}]), r"tfk8s:users: unknown key"),
+    ("platform-stack-missing", lambda r: r.pop("platformStack"), r"tfk8s:platformStack: is required"),
     ("user-node-missing", lambda r: r["platform"]["userNode"].pop("name"), r"platform\.userNode\.name: is required"),
     ("typo-key", _set(cluster, "wokers", {"count": 3}), r"clusters\[0\]\.wokers: unknown key"),
     ("url-source-without-url", _set(cluster, "code", {"source": "url"}), r"code\.url: source 'url' needs an http\(s\) URL"),
@@ -136,7 +144,7 @@ BAD = [
         _set(lambda r: cluster(r)["workers"], "tolerations", [{"operator": "Exists"}]),
         r"workers\.tolerations: .* tolerates the User Node taint",
     ),
-    ("users-empty", lambda r: r.update(users=[]), r"tfk8s:users: must be a non-empty list"),
+    ("tenant-missing", lambda r: r.pop("tenant"), r"tfk8s:tenant: is required"),
     ("clusters-empty", lambda r: r.update(clusters=[]), r"tfk8s:clusters: must be a non-empty list"),
     (
         "scratch-class-on-local",
@@ -155,7 +163,7 @@ BAD = [
     (
         "scratch-without-a-scratch-class",
         _set(cluster, "scratch", {"size": "1Gi"}),
-        r"clusters\[0\]\.scratch: platform stack .* offers no class for scratch volumes.*platform\.storage\.scratchClassName",
+        r"clusters\[0\]\.scratch: the platform offers no class for scratch volumes.*platform\.storage\.scratchClassName",
     ),
     ("scratch-size-bad", _set(cluster, "scratch", {"size": "big"}), r"scratch\.size: 'big' is not a Kubernetes quantity"),
     (
@@ -167,14 +175,12 @@ BAD = [
 
 
 def _target(case_id: str) -> str:
-    return "platform-dev" if case_id in PLATFORM_CASES else "dev"
+    return "platform-dev" if case_id in PLATFORM_CASES else "tenant-alice" if case_id in TENANT_CASES else "dev"
 
 
 PLATFORM_CASES = [
     "bad-k8s-version",
     "csi-without-provisioner",
-    "data-size-zero",
-    "duplicate-user",
     "glusterfs-on-1.26",
     "heketi-url-missing",
     "heketi-url-not-http",
@@ -184,9 +190,16 @@ PLATFORM_CASES = [
     "scratch-class-is-the-shared-class",
     "scratch-class-on-local",
     "unknown-backend",
-    "user-name-missing",
     "user-node-missing",
-    "users-empty",
+    "users-in-platform",
+]
+TENANT_CASES = [
+    "data-size-zero",
+    "duplicate-identity",
+    "platform-stack-missing",
+    "tenant-missing",
+    "user-name-missing",
+    "user-name-upper",
 ]
 
 
@@ -198,7 +211,7 @@ def test_bad_config_is_rejected_with_the_key_named(case: str, mutate: Callable[[
         parse(raw)
 
 
-def test_every_problem_is_reported_at_once(dev_config: Raw, platform_config: Raw) -> None:
+def test_every_problem_is_reported_at_once(dev_config: Raw, platform_config: Raw, tenant_config: Raw) -> None:
     cluster(dev_config)["workers"]["count"] = 0
     cluster(dev_config)["replication"] = "nope"
     cluster(dev_config)["ps"]["memory"] = "lots"
@@ -206,9 +219,14 @@ def test_every_problem_is_reported_at_once(dev_config: Raw, platform_config: Raw
         parse(dev_config)
     assert len(error.value.problems) == 3
     platform_config["platform"]["storage"]["backend"] = "hdfs"
-    platform_config["users"][1]["name"] = "Bob"
+    platform_config["platform"]["namespacePrefix"] = "TF_"
     with pytest.raises(ConfigError) as error:
         parse(platform_config)
+    assert len(error.value.problems) == 2
+    tenant_config["tenant"]["name"] = "Bob"
+    tenant_config["tenant"]["identities"]["groups"] = ["system:masters"]
+    with pytest.raises(ConfigError) as error:
+        parse(tenant_config)
     assert len(error.value.problems) == 2
 
 
@@ -229,8 +247,11 @@ def test_stacks_parse_with_documented_defaults() -> None:
     assert c.image is None and c.data_sub_path is None and experiment.experiment is None
     platform = parse(stack_config("platform-dev"))
     assert platform.platform.storage.backend == "local" and platform.platform.namespace_prefix == "tfk8s-"
-    assert all(u.volumes.keep_on_destroy for u in platform.users)
     assert platform.platform.images.tensorflow == ImageSettings().tensorflow
+    tenant = parse(stack_config("tenant-alice"))
+    assert tenant.platform_stack == "platform-dev" and tenant.tenant.volumes.keep_on_destroy
+    assert (tenant.tenant.identities.users, tenant.tenant.identities.groups) == (("alice",), ())
+    assert all(v is None for v in tenant.tenant.quota.model_dump().values())  # the platform's default quota
 
 
 def test_numbers_are_accepted_for_cpu(dev_config: Raw) -> None:
@@ -249,31 +270,27 @@ def test_an_experiment_name_too_long_for_its_objects_names_the_key(dev_config: R
         parse(dev_config)
 
 
-USERS = (PlatformUser(name="alice"),)
-
-
 @pytest.mark.parametrize(
     ("raw", "is_secret", "message"),
     [
         (
-            '{"alice": "0123456789abcdef"}',
+            "0123456789abcdef",
             False,
-            r"jupyterTokens: is stored in plain text .*`pulumi config set --secret --path",
+            r"tfk8s:jupyterToken: is stored in plain text .*`pulumi config set --secret tfk8s:jupyterToken",
         ),
-        ('"just-a-string-token"', True, r"tfk8s:jupyterTokens: must be a map of user name to token"),
-        ('{"bob": "0123456789abcdef"}', True, r"tfk8s:jupyterTokens.bob: no user 'bob' in tfk8s:users"),
-        ('{"alice": "short"}', True, r"tfk8s:jupyterTokens.alice: must be a string of at least 16 characters"),
+        ("short", True, r"tfk8s:jupyterToken: must be at least 16 characters without surrounding spaces; set it with"),
+        (" 0123456789abcdef ", True, r"tfk8s:jupyterToken: must be at least 16 characters without surrounding spaces"),
     ],
-    ids=["plain-text", "not-a-map", "unknown-user", "too-short"],
+    ids=["plain-text", "too-short", "surrounding-spaces"],
 )
-def test_bad_jupyter_tokens_name_the_key_and_the_fix(raw: str, is_secret: bool, message: str) -> None:
+def test_a_bad_jupyter_token_names_the_key_and_the_fix(raw: str, is_secret: bool, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
-        parse_jupyter_tokens(raw, is_secret, USERS)
+        parse_jupyter_token(raw, is_secret)
 
 
-def test_jupyter_tokens_are_optional_and_read_per_user() -> None:
-    assert parse_jupyter_tokens(None, False, USERS) == {}
-    assert parse_jupyter_tokens('{"alice": "0123456789abcdef"}', True, USERS) == {"alice": "0123456789abcdef"}
+def test_the_jupyter_token_is_optional() -> None:
+    assert parse_jupyter_token(None, False) is None
+    assert parse_jupyter_token("0123456789abcdef", True) == "0123456789abcdef"
 
 
 def test_config_errors_are_run_errors_the_cli_shows_without_a_traceback() -> None:
@@ -315,7 +332,7 @@ def test_glusterfs_against_a_newer_server_is_refused_with_the_1_26_message() -> 
     assert parse(raw, server_version=(1, 25)).platform.storage.backend == "glusterfs"
 
 
-@pytest.mark.parametrize("kind", ["platform", "experiment"])
+@pytest.mark.parametrize("kind", ["platform", "tenant", "experiment"])
 def test_published_json_schemas_are_current_and_accept_the_repos_stack_files(kind: str) -> None:
     """Editors check stack files against schema/<kind>.schema.json; it is generated from the models."""
     import subprocess
@@ -365,3 +382,109 @@ def test_the_repos_stack_files_carry_no_salt() -> None:
     """The salt belongs to a machine's (or team's) passphrase: the first command adds it (README)."""
     for stack_file in (ROOT / "stacks").glob("Pulumi.*.yaml"):
         assert "encryptionsalt" not in stack_file.read_text(), stack_file.name
+
+
+# --- a tenant's identities and volumes ----------------------------------------------------------------
+
+
+def _tenant_with(**identities: list[str]) -> Raw:
+    raw = copy.deepcopy(stack_config("tenant-alice"))
+    raw["tenant"]["identities"] = identities
+    return raw
+
+
+OWN_GROUP = r"is one of Kubernetes' own groups \(system:authenticated is every client\): name a group of people"
+OWN_USER = r"is one of Kubernetes' own identities; name a person's user name, or a service account"
+BLANK = r"must be a non-empty name without surrounding spaces or control characters"
+
+
+@pytest.mark.parametrize(
+    ("identities", "message"),
+    [
+        ({"groups": ["system:authenticated"]}, r"tfk8s:tenant\.identities\.groups\[0\]: 'system:authenticated' " + OWN_GROUP),
+        ({"groups": ["ml-team", "system:masters"]}, r"tfk8s:tenant\.identities\.groups\[1\]: 'system:masters' " + OWN_GROUP),
+        ({"groups": ["system:serviceaccounts"]}, r"tfk8s:tenant\.identities\.groups\[0\]: 'system:serviceaccounts' " + OWN_GROUP),
+        ({"users": ["system:admin"]}, r"tfk8s:tenant\.identities\.users\[0\]: 'system:admin' " + OWN_USER),
+        ({"users": ["system:kube-scheduler"]}, r"tfk8s:tenant\.identities\.users\[0\]: 'system:kube-scheduler' " + OWN_USER),
+        ({"users": ["system:anonymous"]}, r"tfk8s:tenant\.identities\.users\[0\]: 'system:anonymous' " + OWN_USER),
+        (
+            {"users": ["system:serviceaccount:ci"]},
+            r"tfk8s:tenant\.identities\.users\[0\]: 'system:serviceaccount:ci' .*system:serviceaccount:<namespace>:<name>",
+        ),
+        ({"users": [""]}, r"tfk8s:tenant\.identities\.users\[0\]: " + BLANK),
+        ({"users": ["alice", " bob"]}, r"tfk8s:tenant\.identities\.users\[1\]: " + BLANK),
+        ({"users": ["alice "]}, r"tfk8s:tenant\.identities\.users\[0\]: " + BLANK),
+        ({"groups": ["   "]}, r"tfk8s:tenant\.identities\.groups\[0\]: " + BLANK),
+        ({"groups": ["ml\nteam"]}, r"tfk8s:tenant\.identities\.groups\[0\]: " + BLANK),
+        ({"users": ["al\x00ice"]}, r"tfk8s:tenant\.identities\.users\[0\]: " + BLANK),
+        ({"users": ["alice\x7f"]}, r"tfk8s:tenant\.identities\.users\[0\]: " + BLANK),
+        ({"users": ["a" * 254]}, r"tfk8s:tenant\.identities\.users\[0\]: is 254 characters; at most 253"),
+        ({"groups": ["ml-team", "ml-team"]}, r"tfk8s:tenant\.identities\.groups\[1\]: 'ml-team' is listed twice; remove one"),
+        ({"users": ["alice", "bob", "alice"]}, r"tfk8s:tenant\.identities\.users\[2\]: 'alice' is listed twice; remove one"),
+    ],
+    ids=[
+        "system-authenticated",
+        "system-masters",
+        "system-serviceaccounts-group",
+        "system-admin",
+        "system-component",
+        "system-anonymous",
+        "service-account-without-name",
+        "empty",
+        "leading-space",
+        "trailing-space",
+        "whitespace-only",
+        "newline",
+        "nul",
+        "delete-char",
+        "too-long",
+        "duplicate-group",
+        "duplicate-user",
+    ],
+)
+def test_a_tenants_identities_never_hand_its_namespace_to_everyone(identities: dict[str, list[str]], message: str) -> None:
+    """Binding a `system:` group (or user) would give the experimenter role to every client or to components."""
+    with pytest.raises(ConfigError, match=message):
+        parse(_tenant_with(**identities))
+
+
+def test_people_groups_and_service_accounts_are_accepted_as_identities() -> None:
+    stack = parse(
+        _tenant_with(
+            users=["alice@example.com", "system:serviceaccount:ci:runner", "CN with spaces"], groups=["ml-team", "tfk8s:users"]
+        )
+    )
+    assert stack.tenant.identities.users == ("alice@example.com", "system:serviceaccount:ci:runner", "CN with spaces")
+    assert stack.tenant.identities.groups == ("ml-team", "tfk8s:users")
+    assert parse(_tenant_with()).tenant.identities.users == ()  # none: only the platform team's own identities
+
+
+@pytest.mark.parametrize(
+    ("tenant", "message"),
+    [
+        (
+            {"volumes": {"dataSize": "400Gi", "logSize": "200Gi"}},
+            r"^invalid tfk8s configuration:\n  - tfk8s:tenant\.volumes: the data and log volumes \(400Gi \+ 200Gi\) do not fit "
+            r"the tenant's storage quota \(500Gi\): shrink them, or raise tfk8s:tenant\.quota\.storage$",
+        ),
+        (
+            {"quota": {"storage": "1.5Gi"}},
+            r"tfk8s:tenant\.volumes: the data and log volumes \(1Gi \+ 1Gi\) do not fit the tenant's storage quota \(1\.5Gi\)",
+        ),
+        ({"quota": {"persistentVolumeClaims": 1}}, r"tfk8s:tenant\.quota\.persistentVolumeClaims: .* 2 claims; allow at least 2"),
+    ],
+    ids=["over-the-platforms-default", "over-its-own-quota", "too-few-claims"],
+)
+def test_a_tenants_volumes_must_fit_its_quota(tenant: Raw, message: str) -> None:
+    raw = copy.deepcopy(stack_config("tenant-alice"))
+    for key, value in tenant.items():
+        raw["tenant"][key] = {**raw["tenant"].get(key, {}), **value}
+    with pytest.raises(ConfigError, match=message):
+        parse(raw)
+    raw["tenant"]["quota"] = {"storage": "1Ti", "persistentVolumeClaims": 2}
+    assert (
+        parse(raw)
+        .tenant.effective_quota(PlatformFacts.model_validate(facts_for(stack_config("platform-dev")), strict=False).default_quota)
+        .storage
+        == "1Ti"
+    )

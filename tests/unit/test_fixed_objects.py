@@ -12,7 +12,7 @@ from typing import Any
 
 import pulumi
 import pytest
-from mocked_program import PLATFORM_OWNER, after, run_program
+from mocked_program import PLATFORM_OWNER, after, run_program, tenant_owner
 from test_golden_manifests import CASES
 from tfk8s import ownership
 
@@ -33,7 +33,7 @@ def declared_under_fixed_names(resources: list[Any]) -> set[Identity]:
 
 def unclaimed(declared: set[Identity], claims: set[Identity]) -> set[Identity]:
     """Declared objects no claim covers. Covered without a claim of their own: whatever lives in a
-    namespace the stack claims (a platform's users' objects), and a PS Deployment, named after its
+    namespace the stack claims (a tenant's objects), and a PS Deployment, named after its
     claimed Service plus the run id (only that Service's other owner could collide with it)."""
     namespaces = {name for kind, _, name in claims if kind == "Namespace"}
     services = {(ns, name) for kind, ns, name in claims if kind == "Service"}
@@ -54,12 +54,15 @@ def test_every_object_created_under_a_fixed_name_is_claimed(case: str, monkeypat
         return []
 
     monkeypatch.setattr(ownership, "refusals", record)
-    # Everything exists as the platform's: the experiment's namespace check passes, `existing` classes are there.
-    platforms = {"metadata": {"annotations": {ownership.OWNER: PLATFORM_OWNER}}}
+    # Everything exists as the stack's it builds on: an experiment's namespace check passes (its
+    # tenant's), `existing` classes are there.
+    stack = raw()
+    builds_on = tenant_owner(stack["tenantStack"]) if stack["kind"] == "experiment" else PLATFORM_OWNER
+    theirs = {"metadata": {"annotations": {ownership.OWNER: builds_on}}}
 
     @pulumi.runtime.test
     def run() -> pulumi.Output[Any]:
-        d = run_program(raw(), secrets=secrets, platform=platform(), stack=case, read=lambda path: platforms)
+        d = run_program(stack, secrets=secrets, platform=platform(), stack=case, read=lambda path: theirs)
 
         def check() -> None:
             declared = declared_under_fixed_names(d.mocks.resources)

@@ -2,7 +2,7 @@
 compared with the manifests kept in tests/unit/golden/.
 
 What a restructuring must not change: every object the program declares (type, logical name,
-inputs), for both kinds of stack, every storage backend, with and without scratch
+inputs), for the three kinds of stack, every storage backend, with and without scratch
 volumes, every replication mode, on Kubernetes 1.25 and 1.34. A change that is meant to change
 manifests regenerates them (`make golden`) and the diff shows what it changed.
 """
@@ -61,8 +61,14 @@ CASES: dict[str, Case] = {
     # The repository's stack files as they are.
     "platform-dev": (lambda: stack_config("platform-dev"), lambda: None, {}),
     "imagenet-platform": (lambda: stack_config("imagenet-platform"), lambda: None, HEKETI_KEY),
+    "tenant-alice": (lambda: stack_config("tenant-alice"), lambda: _facts("platform-dev"), {}),
+    "imagenet-tenant": (lambda: stack_config("imagenet-tenant"), lambda: _facts("imagenet-platform"), {}),
     "dev": (lambda: stack_config("dev"), lambda: _facts("platform-dev"), {}),
     "imagenet": (lambda: stack_config("imagenet"), lambda: _facts("imagenet-platform"), {}),
+    # A tenant's claims on each kind of backend: pre-bound hostPath volumes (tenant-alice),
+    # Heketi (imagenet-tenant), a CSI class; and a tenant on 1.25 (no guard policy).
+    "tenant-csi-k134": (lambda: stack_config("tenant-alice"), lambda: facts_for(_platform("platform-dev", **CSI)), {}),
+    "tenant-alice-k125": (lambda: stack_config("tenant-alice"), lambda: _facts("platform-dev", "1.25"), {}),
     # Each storage backend, on both versions where it exists (the in-tree glusterfs ends at 1.25).
     "platform-local-k125": (lambda: _version(stack_config("platform-dev"), "1.25"), lambda: None, {}),
     "platform-csi-k134": (lambda: _platform("platform-dev", **CSI), lambda: None, {}),

@@ -1,4 +1,5 @@
-"""The seed's own example (stacks/Pulumi.imagenet-platform.yaml + Pulumi.imagenet.yaml) produces exactly the expected objects."""
+"""The seed's own example (stacks/Pulumi.imagenet-platform.yaml, Pulumi.imagenet-tenant.yaml and
+Pulumi.imagenet.yaml) produces exactly the expected objects."""
 
 from __future__ import annotations
 
@@ -7,27 +8,34 @@ from collections import Counter
 from typing import Any
 
 import pulumi
-from mocked_program import JOB, after, env_of, facts_for, pod_spec, run_program
+from mocked_program import JOB, after, env_of, facts_for, pod_spec, run_program, stack_config
 
 PLATFORM_EXPECTED = Counter(
     {
         "kubernetes:core/v1:NodePatch": 1,
-        "kubernetes:storage.k8s.io/v1:StorageClass": 2,  # the users' volumes (Retain), experiments' scratch (Delete)
-        "kubernetes:core/v1:Secret": 2,  # Heketi admin key, Jupyter token
+        "kubernetes:storage.k8s.io/v1:StorageClass": 2,  # the tenants' volumes (Retain), experiments' scratch (Delete)
+        "kubernetes:core/v1:Secret": 1,  # Heketi admin key
+        "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition": 2,  # the platform's Layout and Tenant kinds
+        "kubernetes:rbac.authorization.k8s.io/v1:ClusterRole": 1,  # the experimenter role tenants bind
+        "tfk8s:index:UserNode": 1,
+        "tfk8s:index:PlatformGuard": 1,  # CRDs and role only: 1.25 has no ValidatingAdmissionPolicy
+        "tfk8s:index:SharedStorage": 1,
+    }
+)
+TENANT_EXPECTED = Counter(
+    {
+        "kubernetes:ptest.layouts.tfk8s.io/v1:Tenant": 1,  # the tenant's registration, the platform's kind
+        "kubernetes:core/v1:Secret": 1,  # Jupyter token
         "kubernetes:core/v1:Namespace": 1,
-        "kubernetes:core/v1:ResourceQuota": 1,  # the user's quota
+        "kubernetes:core/v1:ResourceQuota": 1,  # the tenant's quota
         "kubernetes:core/v1:LimitRange": 1,  # sizes containers that set no resources (Jupyter, TensorBoard)
-        "kubernetes:core/v1:PersistentVolumeClaim": 2,  # the user's data and log volumes
-        "kubernetes:core/v1:ConfigMap": 2,  # trainer package for notebooks, notebooks
+        "kubernetes:core/v1:PersistentVolumeClaim": 2,  # the tenant's data and log volumes
+        "kubernetes:core/v1:ConfigMap": 2,  # trainer package for notebooks, notebooks (no guard: 1.25)
         "kubernetes:core/v1:ServiceAccount": 1,  # Jupyter's: reads layouts
         "kubernetes:rbac.authorization.k8s.io/v1:Role": 1,
-        "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding": 1,
+        "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding": 2,  # Jupyter's; the group taas as experimenters
         "kubernetes:apps/v1:Deployment": 2,  # Jupyter, TensorBoard
         "kubernetes:core/v1:Service": 3,  # Jupyter, TensorBoard, the notebook's chief address
-        "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition": 1,  # the platform's Layout kind
-        "tfk8s:index:UserNode": 1,
-        "tfk8s:index:PlatformGuard": 1,  # the CRD only: 1.25 has no ValidatingAdmissionPolicy
-        "tfk8s:index:SharedStorage": 1,
         "tfk8s:index:UserEnvironment": 1,
     }
 )
@@ -55,12 +63,24 @@ def test_imagenet_platform_objects(imagenet_platform_config: dict[str, Any]) -> 
         found = Counter(r.typ for r in d.mocks.resources)
         assert found == PLATFORM_EXPECTED, {"missing": PLATFORM_EXPECTED - found, "unexpected": found - PLATFORM_EXPECTED}
         names = {(r.typ.rsplit(":", 1)[1], r.inputs.get("metadata", {}).get("name")) for r in d.mocks.resources}
+        assert {("StorageClass", "glusterfs"), ("StorageClass", "glusterfs-scratch")} <= names
+
+    return after(d, check)
+
+
+@pulumi.runtime.test
+def test_imagenet_tenant_objects(imagenet_platform_config: dict[str, Any]) -> None:
+    d = run_program(stack_config("imagenet-tenant"), platform=facts_for(imagenet_platform_config), stack="imagenet-tenant")
+
+    def check() -> None:
+        found = Counter(r.typ for r in d.mocks.resources)
+        assert found == TENANT_EXPECTED, {"missing": TENANT_EXPECTED - found, "unexpected": found - TENANT_EXPECTED}
+        names = {(r.typ.rsplit(":", 1)[1], r.inputs.get("metadata", {}).get("name")) for r in d.mocks.resources}
         for expected in [
             ("PersistentVolumeClaim", "tfk8s-data"),
             ("PersistentVolumeClaim", "tfk8s-log"),
             ("Namespace", "tfk8s-taas"),
-            ("StorageClass", "glusterfs"),
-            ("StorageClass", "glusterfs-scratch"),
+            ("Tenant", "taas"),
         ]:
             assert expected in names
         for claim in d.mocks.of_type("kubernetes:core/v1:PersistentVolumeClaim"):

@@ -1,14 +1,25 @@
-"""Platform pieces: storage backends, data retention, the User Node, Jupyter and TensorBoard."""
+"""Platform and tenant pieces: storage backends, data retention, the User Node, a tenant's Jupyter and TensorBoard."""
 
 from __future__ import annotations
 
 import base64
-import json
 from typing import Any
 
 import pulumi
 import pytest
-from mocked_program import DEPLOYMENT, PVC, SERVICE, Deployment, after, env_of, pod_labels, pod_spec, run_program
+from mocked_program import (
+    DEPLOYMENT,
+    PVC,
+    SERVICE,
+    TEST_GROUP,
+    Deployment,
+    after,
+    env_of,
+    facts_for,
+    pod_labels,
+    pod_spec,
+    run_program,
+)
 
 SECRET_SIG = "4dabf18193072939515e22adb298388d"  # how the engine marks a secret value on the wire
 
@@ -121,10 +132,36 @@ def test_csi_class_passes_provisioner_and_parameters(platform_config: dict[str, 
                 {"server": "nfs.local", "share": "/export"},
             )
         assert (classes["nfs"].inputs["reclaimPolicy"], classes["nfs-scratch"].inputs["reclaimPolicy"]) == ("Retain", "Delete")
-        # The users' claims are in the shared class only: the platform creates no scratch claim.
-        assert {r.inputs["spec"]["storageClassName"] for r in d.mocks.of_type(PVC)} == {"nfs"}
+        assert not d.mocks.of_type(PVC)  # the platform creates no claim: tenants do
 
     return after(d, check)
+
+
+@pytest.mark.parametrize(
+    ("storage", "class_name"),
+    [
+        ({"backend": "csi", "className": "nfs", "csi": {"provisioner": "nfs.csi.k8s.io"}}, "nfs"),
+        ({"backend": "existing", "className": "cephfs", "scratchClassName": "cephfs-tmp"}, "cephfs"),
+    ],
+    ids=["csi", "existing"],
+)
+def test_a_tenants_claims_are_in_its_platforms_shared_class_only(
+    platform_config: dict[str, Any], tenant_config: dict[str, Any], storage: dict[str, Any], class_name: str
+) -> None:
+    """Never in the scratch class, which is the experiments' (deleted with their claims)."""
+    platform_config["platform"]["storage"] = storage
+
+    @pulumi.runtime.test
+    def run() -> pulumi.Output[Any]:
+        d = run_program(tenant_config, platform=facts_for(platform_config))
+
+        def check() -> None:
+            assert {r.inputs["spec"]["storageClassName"] for r in d.mocks.of_type(PVC)} == {class_name}
+            assert not d.mocks.of_type(SC) and not d.mocks.of_type(PV)  # dynamic: the class provisions
+
+        return after(d, check)
+
+    run()
 
 
 @pulumi.runtime.test
@@ -134,7 +171,7 @@ def test_existing_class_creates_no_storage_class(platform_config: dict[str, Any]
 
     def check(facts: dict[str, Any]) -> None:
         assert not d.mocks.of_type(SC)
-        assert {r.inputs["spec"]["storageClassName"] for r in d.mocks.of_type(PVC)} == {"cephfs"}
+        assert facts["storageClass"] == "cephfs"
         assert facts["scratchStorageClass"] is None  # no scratchClassName: no scratch volumes
 
     return after_with_facts(d, check)
@@ -181,20 +218,31 @@ def test_the_local_backend_offers_no_scratch_class(platform_config: dict[str, An
 
 
 @pulumi.runtime.test
-def test_local_backend_prebinds_one_volume_per_claim(platform_config: dict[str, Any]) -> None:
+def test_the_local_backends_class_provisions_nothing(platform_config: dict[str, Any]) -> None:
     d = run_program(platform_config)
 
     def check() -> None:
         (sc,) = d.mocks.of_type(SC)
         assert sc.inputs["provisioner"] == "kubernetes.io/no-provisioner"
+        assert not d.mocks.of_type(PV)  # the tenants prebind their own
+
+    return after(d, check)
+
+
+@pulumi.runtime.test
+def test_local_backend_prebinds_one_volume_per_claim(tenant_config: dict[str, Any]) -> None:
+    d = run_program(tenant_config)  # on platform-dev: backend local
+
+    def check() -> None:
+        assert not d.mocks.of_type(SC)
         volumes = {
             (v["claimRef"]["namespace"], v["claimRef"]["name"]): v for v in (r.inputs["spec"] for r in d.mocks.of_type(PV))
         }
         claims = {
             (r.inputs["metadata"]["namespace"], r.inputs["metadata"]["name"]): r.inputs["spec"] for r in d.mocks.of_type(PVC)
         }
-        # Per user one data and one log volume, shared by all of the user's experiments.
-        assert set(volumes) == set(claims) == {(f"tfk8s-{u}", c) for u in ("alice", "bob") for c in ("tfk8s-data", "tfk8s-log")}
+        # Per tenant one data and one log volume, shared by all of its experiments.
+        assert set(volumes) == set(claims) == {("tfk8s-alice", c) for c in ("tfk8s-data", "tfk8s-log")}
         for (namespace, name), volume in volumes.items():
             assert volume["capacity"]["storage"] == claims[namespace, name]["resources"]["requests"]["storage"] == "1Gi"
             assert volume["accessModes"] == ["ReadWriteMany"]
@@ -214,7 +262,7 @@ def test_local_backend_prebinds_one_volume_per_claim(platform_config: dict[str, 
     ids=["local", "csi", "existing"],
 )
 def test_claims_of_our_immediate_classes_are_watched_until_bound(
-    platform_config: dict[str, Any], storage: dict[str, Any], watched: bool
+    platform_config: dict[str, Any], tenant_config: dict[str, Any], storage: dict[str, Any], watched: bool
 ) -> None:
     """Our classes bind Immediately: watch for Bound. A class we did not create keeps the provider's
     own await, which accepts Pending for WaitForFirstConsumer (a Bound condition would hang there)."""
@@ -222,11 +270,11 @@ def test_claims_of_our_immediate_classes_are_watched_until_bound(
 
     @pulumi.runtime.test
     def run() -> pulumi.Output[Any]:
-        d = run_program(platform_config)
+        d = run_program(tenant_config, platform=facts_for(platform_config))
 
         def check() -> None:
             claims = d.mocks.of_type(PVC)
-            assert len(claims) == 4  # two users, data and log each
+            assert len(claims) == 2  # the tenant's data and log
             for pvc in claims:
                 annotations = pvc.inputs["metadata"]["annotations"]
                 assert annotations["pulumi.com/timeoutSeconds"] == "180"
@@ -238,17 +286,16 @@ def test_claims_of_our_immediate_classes_are_watched_until_bound(
 
 
 @pytest.mark.parametrize("keep", [True, False], ids=["keep", "delete"])
-def test_data_survives_destroy_only_when_asked(platform_config: dict[str, Any], keep: bool) -> None:
-    for user in platform_config["users"]:
-        user["volumes"]["keepOnDestroy"] = keep
+def test_data_survives_destroy_only_when_asked(tenant_config: dict[str, Any], keep: bool) -> None:
+    tenant_config["tenant"]["volumes"]["keepOnDestroy"] = keep
 
     @pulumi.runtime.test
     def run() -> pulumi.Output[Any]:
-        d = run_program(platform_config)
+        d = run_program(tenant_config)
 
         def check() -> None:
             kept = {key.split("::")[1] for key, opts in d.options.items() if opts.retain_on_delete}
-            expected = {f"{u}{part}" for u in ("alice", "bob") for part in ("", "-data", "-log", "-data-pv", "-log-pv")}
+            expected = {f"alice{part}" for part in ("", "-data", "-log", "-data-pv", "-log-pv")}
             assert kept == (expected if keep else set())
 
         return after(d, check)
@@ -257,9 +304,9 @@ def test_data_survives_destroy_only_when_asked(platform_config: dict[str, Any], 
 
 
 @pulumi.runtime.test
-def test_jupyter_token_is_a_secret_in_a_secret(platform_config: dict[str, Any]) -> None:
-    d = run_program(platform_config)
-    env = d.components["users"]["alice"]
+def test_jupyter_token_is_a_secret_in_a_secret(tenant_config: dict[str, Any]) -> None:
+    d = run_program(tenant_config)
+    env = d.components["user"]
 
     def check(is_secret: bool, token: str) -> None:
         assert is_secret, "the Jupyter token must be a secret output"
@@ -285,11 +332,11 @@ def test_jupyter_token_is_a_secret_in_a_secret(platform_config: dict[str, Any]) 
 
 
 @pulumi.runtime.test
-def test_a_chosen_jupyter_token_is_applied_and_can_rotate(platform_config: dict[str, Any]) -> None:
-    """tfk8s:jupyterTokens.alice (a config secret) becomes the Secret's value, without ignore_changes."""
+def test_a_chosen_jupyter_token_is_applied_and_can_rotate(tenant_config: dict[str, Any]) -> None:
+    """tfk8s:jupyterToken (a config secret) becomes the Secret's value, without ignore_changes."""
     chosen = "alice-chose-this-token-0123"
-    d = run_program(platform_config, secrets={"jupyterTokens": json.dumps({"alice": chosen})})
-    env = d.components["users"]["alice"]
+    d = run_program(tenant_config, secrets={"jupyterToken": chosen})
+    env = d.components["user"]
 
     def check(token: str) -> None:
         assert token == chosen
@@ -308,13 +355,13 @@ def test_a_chosen_jupyter_token_is_applied_and_can_rotate(platform_config: dict[
 
 
 @pulumi.runtime.test
-def test_user_facing_services_are_nodeports_answering_on_the_user_node_only(platform_config: dict[str, Any]) -> None:
-    d = run_program(platform_config)
+def test_user_facing_services_are_nodeports_answering_on_the_user_node_only(tenant_config: dict[str, Any]) -> None:
+    d = run_program(tenant_config)
 
     def check() -> None:
         node_ports = [r for r in d.mocks.of_type(SERVICE) if r.inputs["spec"].get("type") == "NodePort"]
         names = sorted(r.inputs["metadata"]["labels"]["app.kubernetes.io/name"] for r in node_ports)
-        assert names == ["jupyter", "jupyter", "tensorboard", "tensorboard"]
+        assert names == ["jupyter", "tensorboard"]
         for service in node_ports:
             assert service.inputs["spec"]["externalTrafficPolicy"] == "Local"
             labels = service.inputs["metadata"]["labels"]
@@ -325,12 +372,14 @@ def test_user_facing_services_are_nodeports_answering_on_the_user_node_only(plat
 
 
 @pulumi.runtime.test
-def test_tensorboard_reads_the_users_whole_log_volume_read_only(platform_config: dict[str, Any]) -> None:
-    """Every run of every experiment (`<experiment>/<cluster>/...`), with no platform redeploy per experiment."""
-    d = run_program(platform_config)
+def test_tensorboard_reads_the_users_whole_log_volume_read_only(tenant_config: dict[str, Any]) -> None:
+    """Every run of every experiment (`<experiment>/<cluster>/...`), with no tenant redeploy per experiment."""
+    d = run_program(tenant_config)
 
     def check() -> None:
-        for tb in [r for r in d.mocks.of_type(DEPLOYMENT) if pod_labels(r)["app.kubernetes.io/name"] == "tensorboard"]:
+        tensorboards = [r for r in d.mocks.of_type(DEPLOYMENT) if pod_labels(r)["app.kubernetes.io/name"] == "tensorboard"]
+        assert len(tensorboards) == 1
+        for tb in tensorboards:
             spec = pod_spec(tb)
             command = spec["containers"][0]["command"]
             assert command[command.index("--logdir") + 1] == "/logs"
@@ -347,8 +396,8 @@ def test_tensorboard_reads_the_users_whole_log_volume_read_only(platform_config:
 
 
 @pulumi.runtime.test
-def test_jupyter_reads_layouts_and_nothing_else_and_mounts_the_users_volumes(platform_config: dict[str, Any]) -> None:
-    d = run_program(platform_config)
+def test_jupyter_reads_layouts_and_nothing_else_and_mounts_the_users_volumes(tenant_config: dict[str, Any]) -> None:
+    d = run_program(tenant_config)
 
     def check() -> None:
         jupyter = app(d, "jupyter", user="alice")
@@ -358,7 +407,7 @@ def test_jupyter_reads_layouts_and_nothing_else_and_mounts_the_users_volumes(pla
         (binding,) = [
             r
             for r in d.mocks.of_type("kubernetes:rbac.authorization.k8s.io/v1:RoleBinding")
-            if r.inputs["metadata"]["namespace"] == "tfk8s-alice"
+            if r.inputs["metadata"]["namespace"] == "tfk8s-alice" and r.inputs["roleRef"]["kind"] == "Role"
         ]
         assert binding.inputs["subjects"] == [{"kind": "ServiceAccount", "name": account, "namespace": "tfk8s-alice"}]
         (role,) = [
@@ -367,8 +416,7 @@ def test_jupyter_reads_layouts_and_nothing_else_and_mounts_the_users_volumes(pla
             if f"{r.name}-auto" == binding.inputs["roleRef"]["name"]
         ]
         # Only the platform's own Layouts: not ConfigMaps, not Secrets.
-        (crd,) = d.mocks.of_type("kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition")
-        group = crd.inputs["spec"]["group"]
+        group = TEST_GROUP
         assert role.inputs["rules"] == [{"apiGroups": [group], "resources": ["layouts"], "verbs": ["list"]}]
         assert env_of(jupyter)["TFK8S_LAYOUT_API"] == f"/apis/{group}/v1"
         claims = {v["name"]: v.get("persistentVolumeClaim") for v in spec["volumes"]}
@@ -391,23 +439,41 @@ def test_jupyter_reads_layouts_and_nothing_else_and_mounts_the_users_volumes(pla
 
 
 @pulumi.runtime.test
-def test_one_namespace_per_user_marked_with_the_owning_stack(platform_config: dict[str, Any]) -> None:
-    d = run_program(platform_config)
+def test_one_namespace_per_tenant_marked_with_the_owning_stack(tenant_config: dict[str, Any]) -> None:
+    d = run_program(tenant_config)
 
     def check() -> None:
         namespaces = {r.inputs["metadata"]["name"]: r.inputs["metadata"] for r in d.mocks.of_type("kubernetes:core/v1:Namespace")}
-        assert sorted(namespaces) == ["tfk8s-alice", "tfk8s-bob"]
+        assert sorted(namespaces) == ["tfk8s-alice"]
         for meta in namespaces.values():
-            assert meta["labels"]["tfk8s.io/stack"] == "platform-dev" and meta["labels"]["tfk8s.io/stack-kind"] == "platform"
-            assert meta["annotations"]["tfk8s.io/owner"].startswith("organization/tfk8s/platform-dev@")
+            assert meta["labels"]["tfk8s.io/stack"] == "tenant-alice" and meta["labels"]["tfk8s.io/stack-kind"] == "tenant"
+            assert meta["annotations"]["tfk8s.io/owner"].startswith("organization/tfk8s/tenant-alice@")
         for r in d.mocks.of_type(DEPLOYMENT):
             assert r.inputs["metadata"]["namespace"] == f"tfk8s-{pod_labels(r)['tfk8s.io/user']}"
-        # Every object the platform creates carries the owner mark (the node patch is a patch).
+        # Every object the tenant creates carries the owner mark.
         for r in d.mocks.resources:
-            if r.typ.startswith("kubernetes:") and r.typ != "kubernetes:core/v1:NodePatch":
+            if r.typ.startswith("kubernetes:"):
                 assert (
                     r.inputs["metadata"]["annotations"]["tfk8s.io/owner"]
                     == namespaces["tfk8s-alice"]["annotations"]["tfk8s.io/owner"]
                 ), r.name
+
+    return after(d, check)
+
+
+@pulumi.runtime.test
+def test_every_object_the_platform_creates_is_marked_and_none_is_per_user(platform_config: dict[str, Any]) -> None:
+    d = run_program(platform_config)
+
+    def check() -> None:
+        kinds = {r.typ for r in d.mocks.resources}
+        assert not kinds & {"kubernetes:core/v1:Namespace", PVC, DEPLOYMENT, SERVICE, "kubernetes:core/v1:ResourceQuota"}
+        owners = {
+            r.inputs["metadata"]["annotations"]["tfk8s.io/owner"]
+            for r in d.mocks.resources
+            if r.typ.startswith("kubernetes:") and r.typ != "kubernetes:core/v1:NodePatch"  # a patch owns nothing
+        }
+        (owner,) = owners
+        assert owner.startswith("organization/tfk8s/platform-dev@")
 
     return after(d, check)

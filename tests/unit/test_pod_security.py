@@ -1,5 +1,5 @@
 """Pod security: every pod tfk8s declares passes the `restricted` Pod Security Standard (checked by
-the rules of restricted_profile on every pod template of every golden case), users' namespaces
+the rules of restricted_profile on every pod template of every golden case), tenants' namespaces
 enforce it at the platform's Kubernetes version, and only the pods that call the API get a token."""
 
 from __future__ import annotations
@@ -36,7 +36,8 @@ def test_every_pod_of_every_stack_passes_the_restricted_profile(case: str) -> No
 
         def check() -> None:
             templates = pod_templates(d)
-            assert templates, f"{case} declares no pods"
+            # A platform runs no pod of its own: its tenants run Jupyter and TensorBoard.
+            assert bool(templates) is (raw()["kind"] != "platform"), f"{case} declares {len(templates)} pods"
             for name, template in templates:
                 spec = template["spec"]
                 assert violations(spec, template["metadata"].get("annotations")) == [], name
@@ -124,17 +125,17 @@ def test_the_checker_allows_what_restricted_allows() -> None:
 
 
 @pytest.mark.parametrize("version", ["1.34", "1.25"])
-def test_users_namespaces_enforce_restricted_at_the_platforms_version(version: str) -> None:
-    raw = copy.deepcopy(stack_config("platform-dev"))
-    raw["platform"]["kubernetesVersion"] = version
+def test_tenants_namespaces_enforce_restricted_at_the_platforms_version(version: str) -> None:
+    platform = facts_for(stack_config("platform-dev"))
+    platform["kubernetesVersion"] = version
 
     @pulumi.runtime.test
     def run() -> pulumi.Output[Any]:
-        d = run_program(raw)
+        d = run_program(copy.deepcopy(stack_config("tenant-alice")), platform=platform)
 
         def check() -> None:
             namespaces = d.mocks.of_type(NAMESPACE)
-            assert len(namespaces) == len(raw["users"])
+            assert len(namespaces) == 1
             for namespace in namespaces:
                 labels = namespace.inputs["metadata"]["labels"]
                 for mode in ("enforce", "warn", "audit"):
@@ -175,17 +176,18 @@ def test_the_platforms_identities_reach_its_apps_and_through_its_contract_the_tr
     platform_raw["platform"]["podSecurity"] = IDENTITIES
 
     @pulumi.runtime.test
-    def platform() -> pulumi.Output[Any]:
-        d = run_program(platform_raw)
+    def tenant() -> pulumi.Output[Any]:
+        d = run_program(copy.deepcopy(stack_config("tenant-alice")), platform=facts_for(platform_raw))
 
         def check() -> None:
+            assert len(d.mocks.of_type(DEPLOYMENT)) == 2
             for r in d.mocks.of_type(DEPLOYMENT):
                 app = pod_labels(r)["app.kubernetes.io/name"]
                 assert _identity_of(pod_spec(r)) == IDENTITIES["jupyter" if app == "jupyter" else "tensorflow"], app
 
         return after(d, check)
 
-    platform()
+    tenant()
 
     @pulumi.runtime.test
     def experiment() -> pulumi.Output[Any]:
@@ -209,7 +211,7 @@ def test_root_is_no_identity() -> None:
         validate(raw)
 
 
-@pytest.mark.parametrize("case", ["platform-dev", "dev", "imagenet", "dev-in-graph-chief-scratch"])
+@pytest.mark.parametrize("case", ["tenant-alice", "dev", "imagenet", "dev-in-graph-chief-scratch"])
 def test_only_the_pods_that_call_the_api_get_a_token_and_their_roles_only_the_verbs_they_use(case: str) -> None:
     raw, platform, secrets = CASES[case]
 
@@ -218,6 +220,7 @@ def test_only_the_pods_that_call_the_api_get_a_token_and_their_roles_only_the_ve
         d = run_program(raw(), secrets=secrets, platform=platform(), stack=case)
 
         def check() -> None:
+            assert pod_templates(d)
             for name, template in pod_templates(d):
                 labels = template["metadata"]["labels"]
                 # The PS retire themselves (tfk8s_train.kube_retire); Jupyter reads Layouts (tfk8s_train.layouts).

@@ -1,4 +1,4 @@
-"""Each user's namespace has a quota and container defaults, and an experiment that would not fit is
+"""Each tenant's namespace has a quota and container defaults, and an experiment that would not fit is
 refused before anything is declared, with the numbers (tfk8s.quota, tfk8s.quota_check)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any
 
 import pulumi
 import pytest
-from mocked_program import DEPLOYMENT, after, facts_with_scratch, run_program
+from mocked_program import DEPLOYMENT, after, facts_for, facts_with_scratch, run_program
 from tfk8s import experiment_stack, quota, quota_check
 from tfk8s.api_paths import PERSISTENT_VOLUME_CLAIM, POD, RESOURCE_QUOTA, SERVICE
 from tfk8s.config_errors import ConfigError
@@ -23,55 +23,68 @@ NAMESPACE = "tfk8s-alice"
 # --- the objects -------------------------------------------------------------------------------
 
 
-@pulumi.runtime.test
-def test_each_user_gets_a_quota_over_the_platform_defaults_and_container_defaults(platform_config: dict[str, Any]) -> None:
+@pytest.mark.parametrize("own", [False, True], ids=["defaults", "own-keys"])
+def test_each_tenant_gets_a_quota_over_the_platform_defaults_and_container_defaults(
+    platform_config: dict[str, Any], tenant_config: dict[str, Any], own: bool
+) -> None:
     platform_config["platform"]["defaultQuota"] = {"memory": "64Gi"}
     platform_config["platform"]["containerDefaults"] = {"cpu": "500m", "memory": "1Gi"}
-    platform_config["users"][1]["quota"] = {"cpu": "8", "gpus": 0, "persistentVolumeClaims": 5}
-    d = run_program(platform_config)
+    if own:
+        tenant_config["tenant"]["quota"] = {"cpu": "8", "gpus": 0, "persistentVolumeClaims": 5}
 
-    def check() -> None:
-        quotas = {r.inputs["metadata"]["namespace"]: r.inputs for r in d.mocks.of_type(QUOTA_TYPE)}
-        assert sorted(quotas) == ["tfk8s-alice", "tfk8s-bob"]
-        alice, bob = quotas["tfk8s-alice"], quotas["tfk8s-bob"]
-        assert alice["metadata"]["name"] == quota.QUOTA_NAME
-        assert alice["spec"]["hard"] == {
-            "requests.cpu": "32",
-            "limits.cpu": "32",
-            "requests.memory": "64Gi",  # the platform's default, changed
-            "limits.memory": "64Gi",
-            "requests.nvidia.com/gpu": "4",
-            "requests.storage": "500Gi",
-            "pods": "100",
-            "services": "50",
-            "persistentvolumeclaims": "20",
-        }
-        # Bob's own keys over the platform's defaults; the rest stays the default.
-        hard = bob["spec"]["hard"]
-        assert (hard["requests.cpu"], hard["limits.cpu"], hard["requests.nvidia.com/gpu"]) == ("8", "8", "0")
-        assert (hard["persistentvolumeclaims"], hard["requests.memory"], hard["pods"]) == ("5", "64Gi", "100")
-        ranges = {r.inputs["metadata"]["namespace"]: r.inputs for r in d.mocks.of_type(LIMIT_RANGE_TYPE)}
-        assert sorted(ranges) == ["tfk8s-alice", "tfk8s-bob"]
-        limits = ranges["tfk8s-alice"]["spec"]["limits"]
-        assert limits == [
-            {"type": "Container", "default": {"cpu": "500m", "memory": "1Gi"}, "defaultRequest": {"cpu": "500m", "memory": "1Gi"}}
-        ]
-        # Marked as every object of the platform: owner labels and annotation.
-        for obj in [alice, bob, *ranges.values()]:
-            meta = obj["metadata"]
-            assert meta["labels"]["tfk8s.io/stack"] == "platform-dev" and meta["labels"]["tfk8s.io/stack-kind"] == "platform"
-            assert meta["annotations"]["tfk8s.io/owner"].startswith("organization/tfk8s/platform-dev@")
-        # Jupyter and TensorBoard set no resources: the LimitRange sizes them, so it comes first.
-        for r in d.mocks.of_type(DEPLOYMENT):
-            depends = d.options[f"{DEPLOYMENT}::{r.name}"].depends_on
-            assert any(getattr(dep, "_name", "").endswith("-container-defaults") for dep in depends or []), r.name
+    @pulumi.runtime.test
+    def run() -> pulumi.Output[Any]:
+        d = run_program(tenant_config, platform=facts_for(platform_config))
 
-    return after(d, check)
+        def check() -> None:
+            (alice,) = [r.inputs for r in d.mocks.of_type(QUOTA_TYPE)]
+            assert alice["metadata"]["name"] == quota.QUOTA_NAME and alice["metadata"]["namespace"] == NAMESPACE
+            hard = alice["spec"]["hard"]
+            if own:
+                # The tenant's own keys over the platform's defaults; the rest stays the default.
+                assert (hard["requests.cpu"], hard["limits.cpu"], hard["requests.nvidia.com/gpu"]) == ("8", "8", "0")
+                assert (hard["persistentvolumeclaims"], hard["requests.memory"], hard["pods"]) == ("5", "64Gi", "100")
+            else:
+                assert hard == {
+                    "requests.cpu": "32",
+                    "limits.cpu": "32",
+                    "requests.memory": "64Gi",  # the platform's default, changed
+                    "limits.memory": "64Gi",
+                    "requests.nvidia.com/gpu": "4",
+                    "requests.storage": "500Gi",
+                    "pods": "100",
+                    "services": "50",
+                    "persistentvolumeclaims": "20",
+                }
+            (limit_range,) = [r.inputs for r in d.mocks.of_type(LIMIT_RANGE_TYPE)]
+            assert limit_range["metadata"]["namespace"] == NAMESPACE
+            assert limit_range["spec"]["limits"] == [
+                {
+                    "type": "Container",
+                    "default": {"cpu": "500m", "memory": "1Gi"},
+                    "defaultRequest": {"cpu": "500m", "memory": "1Gi"},
+                }
+            ]
+            # Marked as every object of the tenant: owner labels and annotation.
+            for obj in [alice, limit_range]:
+                meta = obj["metadata"]
+                assert meta["labels"]["tfk8s.io/stack"] == "tenant-alice" and meta["labels"]["tfk8s.io/stack-kind"] == "tenant"
+                assert meta["annotations"]["tfk8s.io/owner"].startswith("organization/tfk8s/tenant-alice@")
+            # Jupyter and TensorBoard set no resources: the LimitRange sizes them, so it comes first.
+            assert len(d.mocks.of_type(DEPLOYMENT)) == 2
+            for r in d.mocks.of_type(DEPLOYMENT):
+                depends = d.options[f"{DEPLOYMENT}::{r.name}"].depends_on
+                assert any(getattr(dep, "_name", "").endswith("-container-defaults") for dep in depends or []), r.name
+
+        return after(d, check)
+
+    run()
 
 
 def test_the_default_quota_and_container_defaults() -> None:
-    stack = validate({"kind": "platform", "platform": {"userNode": {"name": "n"}}, "users": [{"name": "alice"}]})
-    effective = stack.users[0].effective_quota(stack.platform)  # type: ignore[union-attr]
+    platform = validate({"kind": "platform", "platform": {"userNode": {"name": "n"}}})
+    tenant = validate({"kind": "tenant", "platformStack": "p", "tenant": {"name": "alice"}})
+    effective = tenant.tenant.effective_quota(platform.platform)  # type: ignore[union-attr]
     assert effective.model_dump(by_alias=True) == {
         "cpu": "32",
         "memory": "128Gi",
@@ -81,16 +94,19 @@ def test_the_default_quota_and_container_defaults() -> None:
         "services": 50,
         "persistentVolumeClaims": 20,
     }
-    assert stack.platform.container_defaults.model_dump() == {"cpu": "1", "memory": "2Gi"}  # type: ignore[union-attr]
+    assert platform.platform.container_defaults.model_dump() == {"cpu": "1", "memory": "2Gi"}  # type: ignore[union-attr]
 
 
 def test_a_bad_quota_key_is_refused_with_its_key() -> None:
-    raw = {"kind": "platform", "platform": {"userNode": {"name": "n"}}, "users": [{"name": "alice", "quota": {"cpus": 4}}]}
-    with pytest.raises(ConfigError, match=r"tfk8s:users\[0\]\.quota\.cpus: unknown key"):
+    raw: dict[str, Any] = {"kind": "tenant", "platformStack": "p", "tenant": {"name": "alice", "quota": {"cpus": 4}}}
+    with pytest.raises(ConfigError, match=r"tfk8s:tenant\.quota\.cpus: unknown key"):
         validate(raw)
-    raw["users"][0]["quota"] = {"memory": "lots"}  # type: ignore[index]
-    with pytest.raises(ConfigError, match=r"tfk8s:users\[0\]\.quota\.memory: .*not a Kubernetes quantity"):
+    raw["tenant"]["quota"] = {"memory": "lots"}
+    with pytest.raises(ConfigError, match=r"tfk8s:tenant\.quota\.memory: .*not a Kubernetes quantity"):
         validate(raw)
+    platform = {"kind": "platform", "platform": {"userNode": {"name": "n"}, "defaultQuota": {"cpus": 4}}}
+    with pytest.raises(ConfigError, match=r"tfk8s:platform\.defaultQuota\.cpus: unknown key"):
+        validate(platform)
 
 
 # --- the refusal: arithmetic -----------------------------------------------------------------------
@@ -182,22 +198,24 @@ REFUSALS: dict[str, tuple[dict[str, Any], Any, bool, str | None]] = {
         cluster_with(CPU, {"requests.cpu": "4", "limits.cpu": "4"}),
         False,
         r"^invalid tfk8s configuration:\n  - tfk8s:clusters\[0\]\.workers\.count: the experiment asks cpu 500\.5 "
-        r"\(1 PS x 0\.5, 500 workers x 1\), user alice's quota has 12 of 16 left \(used 4\): lower workers\.count or "
-        r"workers\.cpu, or ask the platform team to raise users\[alice\]\.quota\.cpu$",
+        r"\(1 PS x 0\.5, 500 workers x 1\), tenant alice's quota has 12 of 16 left \(used 4\): lower workers\.count or "
+        r"workers\.cpu, or ask the platform team to raise tfk8s:tenant\.quota\.cpu of tenant alice$",
     ),
     "gpu-over": (
         {"workers": {"count": 2, "gpus": 2}},
         cluster_with({"requests.nvidia.com/gpu": "4"}, {"requests.nvidia.com/gpu": "1"}),
         False,
-        r"tfk8s:clusters\[0\]\.workers\.count: the experiment asks gpus 4 \(2 workers x 2\), user alice's quota has 3 of 4 "
-        r"left \(used 1\): lower workers\.count or workers\.gpus, or ask the platform team to raise users\[alice\]\.quota\.gpus",
+        r"tfk8s:clusters\[0\]\.workers\.count: the experiment asks gpus 4 \(2 workers x 2\), tenant alice's quota has 3 of 4 "
+        r"left \(used 1\): lower workers\.count or workers\.gpus, or ask the platform team to raise "
+        r"tfk8s:tenant\.quota\.gpus of tenant alice",
     ),
     "pods-over": (
         {},
         cluster_with({"pods": "4"}, {"pods": "2"}),
         False,
-        r"tfk8s:clusters\[0\]\.workers\.count: the experiment asks pods 3 \(1 PS, 2 workers\), user alice's quota has 2 "
-        r"of 4 left \(used 2\): lower workers\.count, or ask the platform team to raise users\[alice\]\.quota\.pods",
+        r"tfk8s:clusters\[0\]\.workers\.count: the experiment asks pods 3 \(1 PS, 2 workers\), tenant alice's quota has 2 "
+        r"of 4 left \(used 2\): lower workers\.count, or ask the platform team to raise "
+        r"tfk8s:tenant\.quota\.pods of tenant alice",
     ),
     # 3.5 of 4 CPUs used, 2.5 of them by this experiment's own pods, which the update replaces.
     "update-fits-with-own-use": (
@@ -211,16 +229,16 @@ REFUSALS: dict[str, tuple[dict[str, Any], Any, bool, str | None]] = {
         {"workers": {"count": 3}},
         cluster_with({"requests.cpu": "4"}, {"requests.cpu": "3500m"}, DEV_OWN),
         False,
-        r"tfk8s:clusters\[0\]\.workers\.count: the experiment asks cpu 3\.5 \(1 PS x 0\.5, 3 workers x 1\), user alice's "
+        r"tfk8s:clusters\[0\]\.workers\.count: the experiment asks cpu 3\.5 \(1 PS x 0\.5, 3 workers x 1\), tenant alice's "
         r"quota has 3 of 4 left \(used 3\.5, 2\.5 of it this experiment's own\)",
     ),
     "storage-over-with-scratch": (
         {"scratch": {"size": "20Gi"}},
         cluster_with({"requests.storage": "10Gi", "persistentvolumeclaims": "20"}, {"requests.storage": "2Gi"}),
         True,
-        r"tfk8s:clusters\[0\]\.scratch\.size: the experiment asks storage 20Gi \(1 scratch claim x 20Gi\), user alice's "
+        r"tfk8s:clusters\[0\]\.scratch\.size: the experiment asks storage 20Gi \(1 scratch claim x 20Gi\), tenant alice's "
         r"quota has 8Gi of 10Gi left \(used 2Gi\): lower scratch\.size, or ask the platform team to raise "
-        r"users\[alice\]\.quota\.storage",
+        r"tfk8s:tenant\.quota\.storage of tenant alice",
     ),
 }
 

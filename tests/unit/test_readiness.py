@@ -132,7 +132,7 @@ def test_experiment_output_reports_every_problem_and_links_the_users_apps(
         def check(report: dict[str, Any]) -> None:
             assert report["notReady"] == not_ready
             assert report["ready"] is (not not_ready)
-            # The user's Jupyter and TensorBoard, as the platform stack published them.
+            # The user's Jupyter and TensorBoard, as the tenant stack published them.
             assert (report["jupyter"], report["tensorboard"]) == ("http://10.0.0.10:30001/", "http://10.0.0.10:30002/")
 
         return d.components["readiness"].apply(check)
@@ -155,38 +155,72 @@ def test_an_unbound_scratch_volume_makes_its_experiment_not_ready(dev_config: di
     return d.components["readiness"].apply(check)
 
 
-PLATFORM_CASES = [
+TENANT_CASES = [
     ("healthy", None, None, []),
-    (
-        "apps-down",
-        "kubernetes:apps/v1:Deployment",
-        {"availableReplicas": 0},
-        ["alice/jupyter: not available", "bob/jupyter: not available"],  # the hook breaks Jupyter only
-    ),
+    ("apps-down", "kubernetes:apps/v1:Deployment", {"availableReplicas": 0}, ["jupyter: not available"]),  # Jupyter only
     (
         "claims-pending",
         "kubernetes:core/v1:PersistentVolumeClaim",
         {"phase": "Pending"},
-        ["alice/volumes: log volume is Pending, not Bound", "bob/volumes: log volume is Pending, not Bound"],
+        ["volumes: log volume is Pending, not Bound"],
     ),
 ]
 
 
-@pytest.mark.parametrize(("typ", "status", "not_ready"), [c[1:] for c in PLATFORM_CASES], ids=[c[0] for c in PLATFORM_CASES])
-def test_platform_output_reports_its_own_problems(
-    platform_config: dict[str, Any], typ: str | None, status: Any, not_ready: list[str]
+@pytest.mark.parametrize(("typ", "status", "not_ready"), [c[1:] for c in TENANT_CASES], ids=[c[0] for c in TENANT_CASES])
+def test_tenant_output_reports_its_own_problems(
+    tenant_config: dict[str, Any], typ: str | None, status: Any, not_ready: list[str]
 ) -> None:
     @pulumi.runtime.test
     def run() -> pulumi.Output[Any]:
-        d = run_program(platform_config, _hook(typ, status) if typ else healthy_status)
+        d = run_program(tenant_config, _hook(typ, status) if typ else healthy_status)
+
+        def check(report: dict[str, Any]) -> None:
+            assert report["notReady"] == not_ready
+            assert report["ready"] is (not not_ready)
+            # The platform's User Node address (its published facts) and the app's NodePort.
+            assert report["jupyter"]["url"].startswith("http://10.0.0.10:3")
+            assert report["tensorboard"]["url"].startswith("http://10.0.0.10:3")
+
+        return d.components["readiness"].apply(check)
+
+    run()
+
+
+PLATFORM_CASES = [
+    ("healthy", None, []),
+    (
+        "no-node-address",
+        {"addresses": []},
+        ["userNode: no address for node 'tfk8s-user-node' (set tfk8s:platform.userNode.address)"],
+    ),
+]
+
+
+@pytest.mark.parametrize(("node_status", "not_ready"), [c[1:] for c in PLATFORM_CASES], ids=[c[0] for c in PLATFORM_CASES])
+def test_platform_output_reports_its_own_problems(
+    platform_config: dict[str, Any], node_status: Any, not_ready: list[str]
+) -> None:
+    def hook(typ: str, name: str, state: dict[str, Any]) -> dict[str, Any] | None:
+        if typ == "kubernetes:core/v1:NodePatch" and node_status is not None:
+            return node_status
+        return healthy_status(typ, name, state)
+
+    @pulumi.runtime.test
+    def run() -> pulumi.Output[Any]:
+        d = run_program(platform_config, hook)
 
         def check(report: dict[str, Any]) -> None:
             assert report["notReady"] == not_ready
             assert report["ready"] is (not not_ready)
             assert report["storage"]["className"] == "tfk8s-local"
-            assert report["userNode"] == {"name": "tfk8s-user-node", "address": "10.0.0.10", "problems": []}
-            jupyter = report["users"]["alice"]["jupyter"]
-            assert jupyter["url"].startswith("http://10.0.0.10:3")  # User Node InternalIP + NodePort
+            address = None if not_ready else "10.0.0.10"  # the User Node's InternalIP
+            assert report["userNode"] == {
+                "name": "tfk8s-user-node",
+                "address": address,
+                "problems": [p.removeprefix("userNode: ") for p in not_ready],
+            }
+            assert "users" not in report  # each tenant reports its own apps
 
         return d.components["readiness"].apply(check)
 

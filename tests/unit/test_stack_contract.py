@@ -1,4 +1,4 @@
-"""Two kinds of stack: the platform's contract, the experiment's read of it, and one owner per object."""
+"""Three kinds of stack: the platform's and the tenant's contracts, the reads of them, and one owner per object."""
 
 from __future__ import annotations
 
@@ -7,11 +7,23 @@ from typing import Any
 
 import pulumi
 import pytest
-from mocked_program import PLATFORM_OWNER, after, facts_for, facts_with_scratch, run_program, stack_config
+from mocked_program import (
+    PLATFORM_OWNER,
+    ROOT,
+    TEST_GROUP,
+    after,
+    facts_for,
+    facts_with_scratch,
+    run_program,
+    stack_config,
+    tenant_facts_for,
+    tenant_owner,
+)
 from mocks import RecordingMocks
-from tfk8s import ownership, platform_ref
-from tfk8s.contract import PlatformFacts
+from tfk8s import access, guard, ownership, program, stack_ref
+from tfk8s.contract import PlatformFacts, TenantFacts
 from tfk8s.program import OwnershipConflict
+from tfk8s.stack_config import validate
 
 
 def live(owner: str | None = None, managers: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -49,29 +61,49 @@ def existing(objects: dict[str, dict[str, Any] | None]) -> Any:
     return lambda path: objects.get(path)
 
 
-def test_a_platform_that_would_adopt_a_foreign_namespace_is_refused_before_anything_exists(
-    platform_config: dict[str, Any],
+TENANT_OWNER = tenant_owner("tenant-alice")  # what the `dev` experiment's tenant publishes as its owner
+ALICE_NS = "/api/v1/namespaces/tfk8s-alice"
+
+
+@pytest.mark.parametrize(
+    ("path", "owner", "shown"),
+    [
+        (ALICE_NS, None, "tfk8s:tenant.name: namespace 'tfk8s-alice' already exists, managed by another tool"),
+        (
+            f"/apis/{TEST_GROUP}/v1/tenants/alice",
+            "organization/tfk8s/tenant-alice-2@x",
+            "tfk8s:tenant.name: Tenant 'alice' already exists, managed by tfk8s stack organization/tfk8s/tenant-alice-2@x",
+        ),
+    ],
+    ids=["foreign-namespace", "another-tenant-stack-of-that-name"],
+)
+def test_a_tenant_that_would_adopt_what_it_does_not_own_is_refused_before_anything_exists(
+    tenant_config: dict[str, Any], path: str, owner: str | None, shown: str
 ) -> None:
-    read = existing({"/api/v1/namespaces/tfk8s-bob": live(managers=("kubectl-create",))})
+    read = existing({path: live(owner, () if owner else ("kubectl-create",))})
     with pytest.raises(OwnershipConflict) as error:
-        run_program(platform_config, read=read)
+        run_program(tenant_config, read=read)
     message = str(error.value)
-    assert "tfk8s:users[1].name: namespace 'tfk8s-bob' already exists, managed by another tool" in message
-    assert "nothing was changed" in message and "Choose another name" in message
+    assert shown in message
+    assert "nothing was changed" in message and "Another tenant stack has this user name: choose another tenant.name" in message
 
 
-def test_an_experiment_needs_the_namespace_its_platform_owns(dev_config: dict[str, Any]) -> None:
-    with pytest.raises(OwnershipConflict, match=r"namespace 'tfk8s-alice' of user 'alice' is not the platform stack's"):
+def test_an_experiment_needs_the_namespace_its_tenant_owns(dev_config: dict[str, Any]) -> None:
+    with pytest.raises(OwnershipConflict, match=r"namespace 'tfk8s-alice' of tenant 'alice' is not the tenant stack's"):
         run_program(dev_config, read=existing({}))
-    foreign = existing({"/api/v1/namespaces/tfk8s-alice": live("organization/tfk8s/other-platform@x")})
-    with pytest.raises(OwnershipConflict, match=r"managed by tfk8s stack organization/tfk8s/other-platform@x"):
+    # A namespace of the platform-era layout (the platform owned users' namespaces) is not the tenant's either.
+    foreign = existing({ALICE_NS: live(PLATFORM_OWNER)})
+    with pytest.raises(
+        OwnershipConflict,
+        match=r"managed by tfk8s stack organization/tfk8s/platform-dev@test. `pulumi up` the tenant stack 'tenant-alice' first",
+    ):
         run_program(dev_config, read=foreign)
 
 
 def test_two_experiments_may_not_share_a_name(dev_config: dict[str, Any]) -> None:
     read = existing(
         {
-            "/api/v1/namespaces/tfk8s-alice": live(PLATFORM_OWNER),
+            ALICE_NS: live(TENANT_OWNER),
             "/api/v1/namespaces/tfk8s-alice/services/dev-mnist-ps-0": live("organization/tfk8s/someone-else@x"),
         }
     )
@@ -85,7 +117,7 @@ def test_a_scratch_claim_someone_else_owns_is_refused(dev_config: dict[str, Any]
     dev_config["clusters"][0]["scratch"] = {"size": "1Gi"}
     read = existing(
         {
-            "/api/v1/namespaces/tfk8s-alice": live(PLATFORM_OWNER),
+            ALICE_NS: live(TENANT_OWNER),
             "/api/v1/namespaces/tfk8s-alice/persistentvolumeclaims/dev-mnist-scratch": live(managers=("kubectl-create",)),
         }
     )
@@ -95,8 +127,8 @@ def test_a_scratch_claim_someone_else_owns_is_refused(dev_config: dict[str, Any]
 
 
 @pulumi.runtime.test
-def test_an_experiment_on_its_platforms_namespace_creates_only_its_own_objects(dev_config: dict[str, Any]) -> None:
-    read = existing({"/api/v1/namespaces/tfk8s-alice": live(PLATFORM_OWNER)})
+def test_an_experiment_in_its_tenants_namespace_creates_only_its_own_objects(dev_config: dict[str, Any]) -> None:
+    read = existing({ALICE_NS: live(TENANT_OWNER)})
     d = run_program(dev_config, read=read)
 
     def check() -> None:
@@ -108,6 +140,7 @@ def test_an_experiment_on_its_platforms_namespace_creates_only_its_own_objects(d
             "kubernetes:storage.k8s.io/v1:StorageClass",
             "kubernetes:core/v1:NodePatch",
             "kubernetes:core/v1:Secret",
+            f"kubernetes:{TEST_GROUP}/v1:Tenant",
         }
         for r in d.mocks.resources:
             if r.typ.startswith("kubernetes:"):
@@ -116,76 +149,261 @@ def test_an_experiment_on_its_platforms_namespace_creates_only_its_own_objects(d
                 assert meta["labels"][ownership.STACK] == "dev" and meta["labels"][ownership.STACK_KIND] == "experiment"
                 assert meta["labels"]["tfk8s.io/experiment"] == "dev"
                 assert meta["annotations"][ownership.OWNER].startswith("organization/tfk8s/dev@")
-        # One Layout per cluster, of the platform's kind: the experiment registers with its platform.
-        (layout,) = d.mocks.of_type("kubernetes:ptest.layouts.tfk8s.io/v1:Layout")
+        # One Layout per cluster, of the platform's kind: the experiment registers with its tenant.
+        (layout,) = d.mocks.of_type(f"kubernetes:{TEST_GROUP}/v1:Layout")
         assert layout.inputs["metadata"]["name"] == "dev-mnist-layout"
 
     return after(d, check)
 
 
-@pytest.mark.parametrize(
-    ("outputs", "message"),
-    [
-        (
-            RuntimeError("unknown stack"),
-            r"tfk8s:platformStack: cannot read the platform stack 'organization/tfk8s/p' \(unknown stack\)",
-        ),
-        ({}, r"stack 'organization/tfk8s/p' has no 'platform' output"),
-        ({"platform": {"schemaVersion": 1}}, r"the 'platform' output of 'organization/tfk8s/p' is not what this tfk8s expects"),
-        (None, r"tfk8s:user: the platform stack 'organization/tfk8s/p' has no user 'carol' \(it has \['alice', 'bob'\]\)"),
-    ],
-    ids=["no-stack", "not-a-platform", "other-version", "no-such-user"],
-)
-def test_a_missing_platform_or_user_is_named_with_the_fix(outputs: Any, message: str) -> None:
-    pulumi.runtime.set_mocks(RecordingMocks(), project="tfk8s", stack="exp", organization="organization")
+# --- reading the stacks an experiment builds on (tfk8s.stack_ref) ------------------------------------
+
+
+def outputs_of(stacks: dict[str, Any]) -> Any:
+    """The engine's read of stack outputs: each qualified name's outputs, an exception to raise, or unknown."""
 
     def read(name: str) -> dict[str, Any]:
-        if isinstance(outputs, Exception):
-            raise outputs
-        return {"platform": facts_for(stack_config("platform-dev"))} if outputs is None else outputs
+        found = stacks.get(name.rsplit("/", 1)[1], RuntimeError("unknown stack"))
+        if isinstance(found, Exception):
+            raise found
+        return found
 
-    with pytest.raises(platform_ref.PlatformUnavailable, match=message):
-        platform_ref.platform_facts("p", "carol", read)
+    return read
 
 
-def test_the_platform_output_is_read_through_the_engines_stack_reference_call() -> None:
+PLATFORM_DEV = {"platform": facts_for(stack_config("platform-dev"))}
+TENANT_ALICE = {"tenant": tenant_facts_for("tenant-alice")}
+DEPLOY_TENANT = r"deploy it first \(`pulumi up --stack t`\) or fix tfk8s:tenantStack"
+OF_ITS_PLATFORM = r"tfk8s:tenantStack \('t''s platform 'organization/tfk8s/platform-dev'\): "
+
+
+@pytest.mark.parametrize(
+    ("stacks", "message"),
+    [
+        ({}, r"^tfk8s:tenantStack: cannot read the tenant stack 'organization/tfk8s/t' \(unknown stack\); " + DEPLOY_TENANT),
+        (
+            {"t": {}, "platform-dev": PLATFORM_DEV},
+            r"^tfk8s:tenantStack: stack 'organization/tfk8s/t' has no 'tenant' output: it is not a deployed tfk8s tenant "
+            r"stack; " + DEPLOY_TENANT,
+        ),
+        (
+            {"t": PLATFORM_DEV},  # a platform stack named where a tenant belongs
+            r"^tfk8s:tenantStack: stack 'organization/tfk8s/t' has no 'tenant' output",
+        ),
+        (
+            {"t": {"tenant": {"schemaVersion": 1}}},
+            r"^tfk8s:tenantStack: the 'tenant' output of 'organization/tfk8s/t' is not what this tfk8s expects .*`pulumi up` "
+            r"the tenant stack",
+        ),
+        (
+            {"t": TENANT_ALICE, "platform-dev": {}},
+            "^" + OF_ITS_PLATFORM + r"stack 'organization/tfk8s/platform-dev' has no 'platform' output: it is not a deployed "
+            r"tfk8s platform stack; deploy it first \(`pulumi up --stack organization/tfk8s/platform-dev`\)",
+        ),
+        (
+            {"t": TENANT_ALICE},
+            "^" + OF_ITS_PLATFORM + r"cannot read the platform stack 'organization/tfk8s/platform-dev' \(unknown stack\)",
+        ),
+    ],
+    ids=["no-stack", "no-tenant-output", "a-platform-named", "other-version", "platform-not-deployed", "platform-gone"],
+)
+def test_a_missing_tenant_or_platform_is_named_with_the_key_and_the_fix(stacks: dict[str, Any], message: str) -> None:
+    pulumi.runtime.set_mocks(RecordingMocks(), project="tfk8s", stack="exp", organization="organization")
+    with pytest.raises(stack_ref.StackUnavailable, match=message):
+        stack_ref.tenant_facts("t", outputs_of(stacks))
+
+
+@pytest.mark.parametrize(
+    ("stacks", "missing"),
+    [
+        ({"tenant-alice": {}, "platform-dev": PLATFORM_DEV}, "'tenant'"),
+        ({"tenant-alice": TENANT_ALICE, "platform-dev": {}}, "'platform'"),
+    ],
+    ids=["tenant-not-deployed", "platform-not-deployed"],
+)
+def test_an_experiment_on_an_undeployed_tenant_or_platform_declares_nothing(
+    dev_config: dict[str, Any], stacks: dict[str, Any], missing: str
+) -> None:
+    mocks = RecordingMocks()
+    pulumi.runtime.set_mocks(mocks, project="tfk8s", stack="dev", organization="organization")
+    with pytest.raises(stack_ref.StackUnavailable) as error:
+        program.run_experiment(validate(dev_config), None, None, {}, ROOT, read_outputs=outputs_of(stacks))  # type: ignore[arg-type]
+    message = str(error.value)
+    assert message.startswith("tfk8s:tenantStack") and f"has no {missing} output" in message
+    assert "deploy it first (`pulumi up --stack " in message
+    assert mocks.resources == []
+
+
+def test_a_tenants_platform_is_named_with_its_own_key() -> None:
+    pulumi.runtime.set_mocks(RecordingMocks(), project="tfk8s", stack="tenant-alice", organization="organization")
+    with pytest.raises(stack_ref.StackUnavailable, match=r"^tfk8s:platformStack: stack 'organization/tfk8s/p' has no 'platform'"):
+        stack_ref.platform_facts("p", outputs_of({"p": TENANT_ALICE}))
+    assert stack_ref.platform_facts("org/proj/p", outputs_of({"p": PLATFORM_DEV})).namespace_prefix == "tfk8s-"
+
+
+def test_the_outputs_are_read_through_the_engines_stack_reference_call() -> None:
     """`read_outputs` is the invoke `pulumi.StackReference` makes; mocks answer it like the engine."""
-    published = facts_for(stack_config("platform-dev"))
+    asked: list[str] = []
 
-    class Platform(RecordingMocks):
+    class Engine(RecordingMocks):
         def call(self, args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
-            assert args.token == platform_ref.READ_STACK_OUTPUTS
-            return {"name": args.args["name"], "outputs": {"platform": published}, "secretOutputNames": []}
+            assert args.token == stack_ref.READ_STACK_OUTPUTS
+            asked.append(args.args["name"])
+            outputs = TENANT_ALICE if args.args["name"].endswith("/tenant-alice") else PLATFORM_DEV
+            return {"name": args.args["name"], "outputs": outputs, "secretOutputNames": []}
 
-    pulumi.runtime.set_mocks(Platform(), project="tfk8s", stack="dev", organization="organization")
-    facts = platform_ref.platform_facts("platform-dev", "alice")
-    assert facts.users["alice"].namespace == "tfk8s-alice" and facts.ports.tensorflow == 2222
+    pulumi.runtime.set_mocks(Engine(), project="tfk8s", stack="dev", organization="organization")
+    tenant, platform = stack_ref.tenant_facts("tenant-alice")
+    assert asked == ["organization/tfk8s/tenant-alice", "organization/tfk8s/platform-dev"]
+    assert tenant.namespace == "tfk8s-alice" and platform.ports.tensorflow == 2222
+
+
+# --- what the platform and a tenant publish and declare ------------------------------------------------
 
 
 @pulumi.runtime.test
-def test_what_a_platform_publishes_is_what_experiments_read(platform_config: dict[str, Any]) -> None:
+def test_what_a_platform_publishes_is_what_tenants_and_experiments_read(platform_config: dict[str, Any]) -> None:
     """The contract both ways: the platform's real `platform` output parses as PlatformFacts."""
     d = run_program(platform_config)
     published = d.components["platform"]
 
     def check(raw: dict[str, Any]) -> None:
         facts = PlatformFacts.model_validate(copy.deepcopy(raw), strict=False)
-        assert sorted(facts.users) == ["alice", "bob"]
-        alice = facts.users["alice"]
-        assert (alice.namespace, alice.data_claim, alice.log_claim, alice.notebook_host) == (
-            "tfk8s-alice",
-            "tfk8s-data",
-            "tfk8s-log",
-            "jupyter-tf:2222",
+        assert "users" not in raw  # tenants publish their own
+        group = guard.platform_group(
+            ownership.Owner(organization="organization", project="tfk8s", stack="platform-dev", kind="platform", state=None)
         )
-        assert alice.jupyter_url and alice.jupyter_url.startswith("http://10.0.0.10:3")
+        assert (facts.layouts, facts.tenants) == (guard.layout_kind(group), guard.tenant_kind(group))
+        assert facts.experimenter_role == guard.experimenter_role(group)
+        assert (facts.user_node.name, facts.user_node.address) == ("tfk8s-user-node", "10.0.0.10")
+        assert (facts.namespace_prefix, facts.storage_class, facts.storage.backend) == ("tfk8s-", "tfk8s-local", "local")
+        assert facts.default_quota.cpu == "32" and facts.container_defaults.memory == "2Gi"
         assert facts.owner.startswith("organization/tfk8s/platform-dev@") and facts.kubernetes_version == "1.34"
 
     return pulumi.Output.from_input(published).apply(check)
 
 
-@pytest.mark.parametrize(("version", "guarded"), [("1.34", True), ("1.29", False)], ids=["1.34", "1.29"])
-def test_the_platform_guards_its_users_namespaces_against_destroy_while_experiments_exist(
+@pulumi.runtime.test
+def test_what_a_tenant_publishes_is_what_its_experiments_read(
+    platform_config: dict[str, Any], tenant_config: dict[str, Any]
+) -> None:
+    """The tenant's real `tenant` output parses as TenantFacts, with its quota as applied."""
+    platform_config["platform"]["defaultQuota"] = {"memory": "64Gi"}
+    tenant_config["tenant"]["quota"] = {"cpu": "8"}
+    d = run_program(tenant_config, platform=facts_for(platform_config))
+
+    def check(raw: dict[str, Any]) -> None:
+        facts = TenantFacts.model_validate(copy.deepcopy(raw), strict=False)
+        assert (facts.name, facts.namespace, facts.data_claim, facts.log_claim, facts.notebook_host) == (
+            "alice",
+            "tfk8s-alice",
+            "tfk8s-data",
+            "tfk8s-log",
+            "jupyter-tf:2222",
+        )
+        assert (facts.quota.cpu, facts.quota.memory, facts.quota.gpus) == ("8", "64Gi", 4)  # own key, platform's, default
+        assert facts.platform_stack == "organization/tfk8s/platform-dev"
+        assert facts.owner.startswith("organization/tfk8s/tenant-alice@")
+        assert facts.jupyter_url and facts.jupyter_url.startswith("http://10.0.0.10:3")
+        assert facts.tensorboard_url and facts.tensorboard_url.startswith("http://10.0.0.10:3")
+
+    return pulumi.Output.from_input(d.components["tenant"]).apply(check)
+
+
+RBAC = "rbac.authorization.k8s.io"
+ROLE_BINDING = f"kubernetes:{RBAC}/v1:RoleBinding"
+
+
+def experimenter_bindings(d: Any) -> list[Any]:
+    return [r for r in d.mocks.of_type(ROLE_BINDING) if r.inputs["roleRef"]["kind"] == "ClusterRole"]
+
+
+@pytest.mark.parametrize(
+    ("identities", "subjects"),
+    [
+        ({"users": ["alice"]}, [{"kind": "User", "apiGroup": RBAC, "name": "alice"}]),
+        (
+            {"users": ["alice@example.com", "system:serviceaccount:ci:runner"], "groups": ["ml-team"]},
+            [
+                {"kind": "User", "apiGroup": RBAC, "name": "alice@example.com"},
+                {"kind": "ServiceAccount", "name": "runner", "namespace": "ci"},
+                {"kind": "Group", "apiGroup": RBAC, "name": "ml-team"},
+            ],
+        ),
+        ({}, None),
+    ],
+    ids=["a-user", "users-a-service-account-and-a-group", "none"],
+)
+def test_a_tenant_registers_then_binds_exactly_its_identities_in_its_namespace(
+    tenant_config: dict[str, Any], identities: dict[str, list[str]], subjects: list[dict[str, str]] | None
+) -> None:
+    tenant_config["tenant"]["identities"] = identities
+    platform = facts_for(stack_config("platform-dev"))
+
+    @pulumi.runtime.test
+    def run() -> pulumi.Output[Any]:
+        d = run_program(tenant_config, platform=platform)
+
+        def check() -> None:
+            tenants = platform["tenants"]
+            (registration,) = d.mocks.of_type(f"kubernetes:{tenants['group']}/{tenants['version']}:{tenants['kind']}")
+            assert (registration.inputs["apiVersion"], registration.inputs["kind"]) == (f"{tenants['group']}/v1", "Tenant")
+            meta = registration.inputs["metadata"]
+            assert meta["name"] == "alice" and "namespace" not in meta  # cluster-scoped, named after the user
+            assert registration.inputs["spec"]["namespace"] == "tfk8s-alice"
+            # Registered first: the namespace, and so everything in it, waits for it (and goes before it on destroy).
+            depends = d.options["kubernetes:core/v1:Namespace::alice"].depends_on or []
+            assert d.components["registration"] in depends
+            found = experimenter_bindings(d)
+            if subjects is None:
+                assert found == []  # nobody to bind: only the platform team's own identities act here
+                return
+            (binding,) = found
+            assert binding.inputs["metadata"]["namespace"] == "tfk8s-alice"
+            assert binding.inputs["roleRef"] == {"apiGroup": RBAC, "kind": "ClusterRole", "name": platform["experimenterRole"]}
+            assert binding.inputs["subjects"] == subjects
+
+        return after(d, check)
+
+    run()
+
+
+@pytest.mark.parametrize(("version", "guarded"), [("1.34", True), ("1.25", False)], ids=["1.34", "1.25"])
+def test_a_tenant_guards_its_namespace_while_experiments_exist(
+    tenant_config: dict[str, Any], version: str, guarded: bool
+) -> None:
+    platform = facts_for(stack_config("platform-dev"))
+    platform["kubernetesVersion"] = version
+
+    @pulumi.runtime.test
+    def run() -> pulumi.Output[Any]:
+        d = run_program(tenant_config, platform=platform)
+
+        def check() -> None:
+            guards = [
+                r for r in d.mocks.of_type("kubernetes:core/v1:ConfigMap") if r.inputs["metadata"].get("name") == guard.GUARD_NAME
+            ]
+            if not guarded:
+                assert guards == []
+                return
+            (found,) = guards
+            meta = found.inputs["metadata"]
+            assert meta["name"] == "tfk8s-tenant" and meta["namespace"] == "tfk8s-alice"
+            # The label the platform's policy selects on: its Layouts' group.
+            assert meta["labels"]["tfk8s.io/platform-guard"] == platform["layouts"]["group"]
+            # Deleted first on destroy: it depends on the tenant's environment and its experimenters' binding.
+            depends = d.options[f"kubernetes:core/v1:ConfigMap::{found.name}"].depends_on or []
+            assert d.components["user"] in depends
+            (binding,) = experimenter_bindings(d)
+            assert binding.name in {getattr(r, "_name", None) for r in depends}
+
+        return after(d, check)
+
+    run()
+
+
+@pytest.mark.parametrize(("version", "guarded"), [("1.34", True), ("1.25", False)], ids=["1.34", "1.25"])
+def test_the_platform_defines_its_kinds_the_experimenter_role_and_the_guards(
     platform_config: dict[str, Any], version: str, guarded: bool
 ) -> None:
     platform_config["platform"]["kubernetesVersion"] = version
@@ -195,34 +413,44 @@ def test_the_platform_guards_its_users_namespaces_against_destroy_while_experime
         d = run_program(platform_config)
 
         def check() -> None:
-            (crd,) = d.mocks.of_type("kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition")
-            group = crd.inputs["spec"]["group"]
-            # The platform's own kind: two platforms on one cluster never share it.
-            assert group.endswith(".layouts.tfk8s.io") and crd.inputs["metadata"]["name"] == f"layouts.{group}"
-            assert crd.inputs["spec"]["scope"] == "Namespaced"
+            crds = {
+                r.inputs["spec"]["names"]["kind"]: r.inputs
+                for r in d.mocks.of_type("kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition")
+            }
+            assert sorted(crds) == ["Layout", "Tenant"]
+            group = crds["Layout"]["spec"]["group"]
+            # The platform's own group: two platforms on one cluster never share it.
+            assert group.endswith(".layouts.tfk8s.io") and crds["Tenant"]["spec"]["group"] == group
+            assert (crds["Layout"]["metadata"]["name"], crds["Layout"]["spec"]["scope"]) == (f"layouts.{group}", "Namespaced")
+            assert (crds["Tenant"]["metadata"]["name"], crds["Tenant"]["spec"]["scope"]) == (f"tenants.{group}", "Cluster")
+            (role,) = d.mocks.of_type(f"kubernetes:{RBAC}/v1:ClusterRole")
+            assert role.inputs["metadata"]["name"] == guard.experimenter_role(group)
+            assert role.inputs["rules"] == access.rules_for_role(access.experimenter_rules(guard.layout_kind(group)))
+            assert role.inputs["metadata"]["labels"][guard.GUARD_LABEL] == group
+            # Deleted first on destroy: after it, only what no tenant uses any more.
+            depends = {
+                getattr(r, "_name", None) for r in d.options[f"kubernetes:{RBAC}/v1:ClusterRole::{role.name}"].depends_on or []
+            }
+            assert {"storage", "user-node", "platform-guard-layouts", "platform-guard-tenants"} <= depends
+            assert not d.mocks.of_type(ROLE_BINDING) and not d.mocks.of_type("kubernetes:core/v1:ConfigMap")  # nothing per tenant
             policies = d.mocks.of_type("kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy")
             bindings = d.mocks.of_type("kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding")
-            guards = [
-                r for r in d.mocks.of_type("kubernetes:core/v1:ConfigMap") if r.inputs["metadata"].get("name") == "tfk8s-platform"
-            ]
             if not guarded:
-                assert (policies, bindings, guards) == ([], [], [])
+                assert (policies, bindings) == ([], [])
                 return
-            (policy,), (binding,) = policies, bindings
-            # Params of a CRD kind: built-in kinds stop resolving once unbound (kubernetes#130887).
-            assert policy.inputs["spec"]["paramKind"] == {"apiVersion": f"{group}/v1", "kind": "Layout"}
-            rule = policy.inputs["spec"]["matchConstraints"]
-            assert rule["resourceRules"][0]["operations"] == ["DELETE"] and rule["resourceRules"][0]["resources"] == [
-                "configmaps"
-            ]
-            assert binding.inputs["spec"]["paramRef"] == {"selector": {}, "parameterNotFoundAction": "Allow"}
-            assert sorted(g.inputs["metadata"]["namespace"] for g in guards) == ["tfk8s-alice", "tfk8s-bob"]
-            for g in guards:
-                assert all(g.inputs["metadata"]["labels"].get(k) == v for k, v in rule["objectSelector"]["matchLabels"].items())
-                # Deleted first on destroy: the guard depends on the user's environment, the storage and the node.
-                depends = {r._name for r in d.options[f"kubernetes:core/v1:ConfigMap::{g.name}"].depends_on}  # type: ignore[attr-defined]
-                user = g.name.removesuffix("-guard")
-                assert {user, "storage", "user-node"} <= depends
+            by_resource = {p.inputs["spec"]["matchConstraints"]["resourceRules"][0]["resources"][0]: p for p in policies}
+            assert sorted(by_resource) == ["clusterroles", "configmaps"] and len(policies) == 2
+            for resource, (api_group, kind) in {"configmaps": ("", "Layout"), "clusterroles": (RBAC, "Tenant")}.items():
+                spec = by_resource[resource].inputs["spec"]
+                (rule,) = spec["matchConstraints"]["resourceRules"]
+                assert (rule["operations"], rule["apiGroups"]) == (["DELETE"], [api_group])
+                assert spec["matchConstraints"]["objectSelector"] == {"matchLabels": {guard.GUARD_LABEL: group}}
+                # Params of a CRD kind: built-in kinds stop resolving once unbound (kubernetes#130887).
+                assert spec["paramKind"] == {"apiVersion": f"{group}/v1", "kind": kind}
+            assert {b.inputs["spec"]["policyName"] for b in bindings} == {f"{p.name}-auto" for p in policies}
+            for b in bindings:
+                assert b.inputs["spec"]["paramRef"] == {"selector": {}, "parameterNotFoundAction": "Allow"}
+                assert b.inputs["spec"]["validationActions"] == ["Deny"]
 
         return after(d, check)
 

@@ -9,8 +9,11 @@ from typing import Any
 
 import pulumi
 import pytest
-from mocked_program import after, run_program
-from mocks import LiveHook, plain_nodes
+from mocked_program import after, facts_for, run_program, stack_config
+from mocks import LiveHook
+from tfk8s import ownership, tenant_stack
+from tfk8s.api_paths import NODE
+from tfk8s.contract import PlatformFacts
 from tfk8s.schema_platform import UserNodeSettings
 from tfk8s.user_node import UserNodeTaken, UserNodeTooSmall, check_room, checked_taints
 
@@ -95,28 +98,33 @@ def retrieve_failed_outputs() -> None:
 
 
 @pulumi.runtime.test
-def test_only_user_facing_workloads_wait_for_the_user_node_patch(platform_config: dict[str, Any]) -> None:
-    """Pods must not be scheduled before the taint and label exist; everything else goes in parallel."""
+def test_the_platform_runs_no_pod_and_only_its_guard_waits_for_the_user_node_patch(platform_config: dict[str, Any]) -> None:
+    """The experimenter role, which tenants bind, is deleted before the node is unpatched (tfk8s.guard)."""
     d = run_program(platform_config)
     user_node = d.components["user_node"]
 
     def check() -> None:
-        waiting = sorted(
-            key
-            for key, opts in d.options.items()
-            if user_node in (opts.depends_on or []) and not key.startswith("kubernetes:core/v1:ConfigMap::")  # guards
-        )
-        # Jupyter and TensorBoard of both users: the only pods a platform stack runs.
-        expected = sorted(
-            f"kubernetes:apps/v1:Deployment::{u}-{app}" for u in ("alice", "bob") for app in ("jupyter", "tensorboard")
-        )
-        assert waiting == expected
-        # They are also the only pods that tolerate the taint.
-        (patch,) = d.mocks.of_type("kubernetes:core/v1:NodePatch")
-        (taint,) = patch.inputs["spec"]["taints"]
-        for r in d.mocks.of_type("kubernetes:apps/v1:Deployment"):
-            assert any(t.get("key") == taint["key"] for t in r.inputs["spec"]["template"]["spec"]["tolerations"])
-            assert r.inputs["spec"]["template"]["spec"]["nodeSelector"] == {taint["key"]: "true"}
+        waiting = sorted(key for key, opts in d.options.items() if user_node in (opts.depends_on or []))
+        assert waiting == ["kubernetes:rbac.authorization.k8s.io/v1:ClusterRole::platform-guard-experimenter"]
+        assert not d.mocks.of_type("kubernetes:apps/v1:Deployment")
+
+    return after(d, check)
+
+
+@pulumi.runtime.test
+def test_a_tenants_apps_are_the_only_pods_on_the_user_node(tenant_config: dict[str, Any]) -> None:
+    """They tolerate the platform's taint and select its label: the tenant learns both from the platform's facts."""
+    platform = facts_for(stack_config("platform-dev"))
+    platform["userNode"]["taintKey"] = "example.com/users"
+    d = run_program(tenant_config, platform=platform)
+
+    def check() -> None:
+        deployments = d.mocks.of_type("kubernetes:apps/v1:Deployment")
+        assert sorted(r.name for r in deployments) == ["alice-jupyter", "alice-tensorboard"]
+        for r in deployments:
+            spec = r.inputs["spec"]["template"]["spec"]
+            assert any(t.get("key") == "example.com/users" and t.get("effect") == "NoSchedule" for t in spec["tolerations"])
+            assert spec["nodeSelector"] == {"example.com/users": "true"}
 
     return after(d, check)
 
@@ -124,28 +132,75 @@ def test_only_user_facing_workloads_wait_for_the_user_node_patch(platform_config
 @pytest.mark.parametrize(
     ("status", "pods_needed", "fits"),
     [
-        ({"allocatable": {"pods": "110"}}, 110, True),  # 55 users
-        ({"allocatable": {"pods": "110"}}, 112, False),  # 56 users
-        ({"allocatable": {"pods": "250"}}, 200, True),  # 100 users on a node with kubelet --max-pods=250
+        ({"allocatable": {"pods": "110"}}, 110, True),  # 55 tenants
+        ({"allocatable": {"pods": "110"}}, 112, False),  # 56 tenants
+        ({"allocatable": {"pods": "250"}}, 200, True),  # 100 tenants on a node with kubelet --max-pods=250
         ({"allocatable": {"pods": "1k"}}, 200, True),  # a quantity, as the API may spell it
         ({}, 10_000, True),  # not reported (a preview before the read): nothing to judge
     ],
-    ids=["exactly-full", "one-user-too-many", "raised-max-pods", "quantity-suffix", "unknown"],
+    ids=["exactly-full", "one-tenant-too-many", "raised-max-pods", "quantity-suffix", "unknown"],
 )
-def test_the_user_node_must_have_room_for_every_users_apps(status: dict[str, Any], pods_needed: int, fits: bool) -> None:
+def test_the_user_node_must_have_room_for_every_tenants_apps(status: dict[str, Any], pods_needed: int, fits: bool) -> None:
     if fits:
-        check_room(SETTINGS, status, pods_needed)
+        check_room("gpu-7", status, pods_needed, "tfk8s:tenant")
         return
     with pytest.raises(UserNodeTooSmall) as caught:
-        check_room(SETTINGS, status, pods_needed)
+        check_room("gpu-7", status, pods_needed, "tfk8s:tenant")
     message = str(caught.value)
-    assert message.startswith("tfk8s:users: the users' Jupyter and TensorBoard pods (112)")
+    assert message.startswith("tfk8s:tenant: the tenants' Jupyter and TensorBoard pods (112 with this one)")
     assert "node 'gpu-7' allows 110 pods" in message and "maxPods" in message
 
 
-def test_too_many_users_for_the_user_node_stop_the_program_before_the_patch(platform_config: dict[str, Any]) -> None:
-    platform_config["users"] = [{"name": f"user{i}"} for i in range(56)]  # 112 pods on a 110-pod node
-    sent = refused_run(
-        platform_config, plain_nodes, r"tfk8s:users: the users' Jupyter and TensorBoard pods \(112\) all run on the User Node"
-    )
-    assert "kubernetes:core/v1:NodePatch" not in sent and "kubernetes:core/v1:Namespace" not in sent, sent
+TENANT_OWNER = f"organization/tfk8s/tenant-alice@{ownership.state_id({'PULUMI_BACKEND_URL': 'file:///test-state'})}"
+
+
+def a_cluster_with(tenants: int, registered: bool, max_pods: str = "4") -> tuple[Any, Any]:
+    """`read` and `read_whole` of a cluster whose User Node allows `max_pods` pods and whose platform
+    has `tenants` Tenants (listed one at a time: one item and the remaining count), alice among them if `registered`."""
+    platform = PlatformFacts.model_validate(facts_for(stack_config("platform-dev")), strict=False)
+    alice = platform.tenants.api.path("alice")
+    whole = {
+        NODE.path("tfk8s-user-node"): {"metadata": {"name": "tfk8s-user-node"}, "status": {"allocatable": {"pods": max_pods}}},
+        platform.tenants.api.count_path(): {"items": [{}], "metadata": {"remainingItemCount": tenants - 1}},
+    }
+    mine = {alice: {"metadata": {"annotations": {ownership.OWNER: TENANT_OWNER}}}} if registered else {}
+    return (lambda path: mine.get(path)), (lambda path: whole.get(path))
+
+
+def test_a_new_tenant_the_user_node_has_no_room_for_is_refused_before_anything_is_declared(
+    tenant_config: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two tenants' 4 pods fill a 4-pod node: a third is refused, naming the key and the fix."""
+    monkeypatch.setattr(tenant_stack, "build", lambda *args, **kwargs: pytest.fail("declared resources"))
+    read, read_whole = a_cluster_with(tenants=2, registered=False)
+    with pytest.raises(UserNodeTooSmall) as caught:
+        run_program(tenant_config, read=read, read_whole=read_whole)
+    message = str(caught.value)
+    assert message.startswith("tfk8s:tenant: the tenants' Jupyter and TensorBoard pods (6 with this one)")
+    assert "node 'tfk8s-user-node' allows 4 pods" in message and "maxPods" in message
+
+
+@pytest.mark.parametrize(
+    ("tenants", "registered", "max_pods"),
+    [(2, True, "4"), (1, False, "4"), (2, False, "110")],
+    ids=["already-registered", "room-for-one-more", "larger-node"],
+)
+def test_a_tenant_the_user_node_has_room_for_passes(
+    tenant_config: dict[str, Any], monkeypatch: pytest.MonkeyPatch, tenants: int, registered: bool, max_pods: str
+) -> None:
+    """A registered tenant is already counted: its update needs no room beyond what it has."""
+    declared: list[bool] = []
+    monkeypatch.setattr(tenant_stack, "build", lambda *args, **kwargs: declared.append(True) or {})
+    read, read_whole = a_cluster_with(tenants, registered, max_pods)
+    run_program(tenant_config, read=read, read_whole=read_whole)
+    assert declared == [True]
+
+
+def test_without_a_whole_object_reader_the_room_is_not_judged(
+    tenant_config: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    declared: list[bool] = []
+    monkeypatch.setattr(tenant_stack, "build", lambda *args, **kwargs: declared.append(True) or {})
+    read, _ = a_cluster_with(tenants=200, registered=False)
+    run_program(tenant_config, read=read)
+    assert declared == [True]

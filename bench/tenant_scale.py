@@ -1,0 +1,236 @@
+"""Scale of tenants: adding the Nth tenant to a platform that has N-1, for N = 10 and N = 100.
+
+The goal (the open issue): neither a new tenant's `pulumi preview`/`up` nor a no-change
+`pulumi preview`/`up` of the platform grows with N (ratio N=100 / N=10 <= 1.2). A tenant stack
+reads only its platform stack's outputs, its own objects, the Tenant count (a list of one item,
+`?limit=1`) and the User Node; other tenants' state files are separate files in the file backend.
+What could still grow is what the cluster holds, so every existing tenant here is real.
+
+On a throwaway kwok cluster (`tfk8s-bench-tenants`, started and deleted here, with the state):
+  * platform-dev is deployed once, its User Node given room for every tenant's Jupyter and
+    TensorBoard: pods beyond the 110 of hack/kwok/nodes.yaml (or tfk8s refuses the tenant), and
+    CPU and memory beyond its 16 cores and 64Gi (or the 9th tenant's apps never schedule);
+  * the platform grows to N-1 tenants by a real `pulumi up` of a real tenant stack each (one user,
+    1Gi volumes, the default quota), --parallel of them at a time: the same objects and the same
+    state a platform team's fleet has, not a rendering;
+  * for each N, for the new tenant N: `pulumi preview` before it exists (median of --repeat), its
+    first `pulumi up --yes --skip-preview` (once: the preview is timed apart), and a no-change
+    `pulumi preview` of it (median); and a no-change `pulumi preview` and `pulumi up --yes
+    --skip-preview` of the platform (medians).
+Every command is the plain CLI in the environment `make env` prints, timed as a user typing it
+waits. A table puts N side by side with the ratios (last N / first N), the resource counts, the
+throughput of the parallel growth, and what 1,000 tenants would cost from these measurements.
+
+    make tools && .venv/bin/python bench/tenant_scale.py [--sizes 10,100] [--repeat 3] [--parallel 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "infra"), str(ROOT / "hack")]
+
+from tfk8s.quantities import parse_quantity  # noqa: E402
+from tfk8s.schema_platform import ContainerDefaults  # noqa: E402
+from tfk8s.user_env import USER_NODE_PODS_PER_USER  # noqa: E402
+
+import toolenv  # noqa: E402
+
+CLUSTER = "tfk8s-bench-tenants"
+PLATFORM = "platform-dev"
+USER_NODE = "tfk8s-user-node"  # stacks/Pulumi.platform-dev.yaml's platform.userNode.name
+FLEET = 1000  # the size the estimate is for
+# What the cluster holds for its tenants (and everything else), counted in each row.
+OBJECTS = ",".join(
+    ["all", "configmaps", "secrets", "persistentvolumeclaims", "persistentvolumes", "serviceaccounts", "roles"]
+    + ["rolebindings", "resourcequotas", "limitranges"]
+)
+
+
+def kubectl(*args: str) -> str:
+    argv = [toolenv.KUBECTL, "--kubeconfig", os.environ["KUBECONFIG"], *args]
+    return subprocess.run(argv, check=True, capture_output=True, text=True).stdout
+
+
+def make_room_on_user_node(tenants: int) -> None:
+    """Room on the User Node for every tenant's user-facing pods: the pods (kubelet --max-pods; the
+    110 of hack/kwok/nodes.yaml hold 55 tenants, and tfk8s refuses a tenant beyond them) and their
+    CPU and memory. Jupyter and TensorBoard set no resources, so each gets the namespace's
+    LimitRange default (platform.containerDefaults: 1 CPU, 2Gi): the node's 16 CPUs hold 8 tenants,
+    and the 9th tenant's apps stay Pending while its `up` waits for them (tfk8s counts pods only)."""
+    pods = tenants * USER_NODE_PODS_PER_USER
+    defaults = ContainerDefaults()
+    room = {
+        "pods": str(pods + 10),
+        "cpu": str(int(pods * parse_quantity(defaults.cpu)) + 16),
+        "memory": str(int(pods * parse_quantity(defaults.memory)) + 64 * 2**30),
+    }
+    patch = {"status": {"capacity": room, "allocatable": room}}
+    kubectl("patch", "node", USER_NODE, "--subresource=status", "--type=merge", "-p", json.dumps(patch))
+
+
+def tenant_stack(number: int) -> str:
+    return f"tenant-bench-{number:04d}"
+
+
+def tenant_config(number: int) -> dict[str, Any]:
+    name = f"t{number:04d}"
+    return {
+        "tfk8s:kind": "tenant",
+        "tfk8s:platformStack": PLATFORM,
+        "tfk8s:tenant": {"name": name, "identities": {"users": [name]}, "volumes": {"dataSize": "1Gi", "logSize": "1Gi"}},
+    }
+
+
+@dataclass(frozen=True, kw_only=True)
+class Project:
+    """A project copy with its own file backend, and the plain `pulumi` CLI run in it."""
+
+    work: Path
+
+    def pulumi(self, *args: str, stack: str) -> float:
+        """Seconds one `pulumi` command takes; fails with its output's tail."""
+        argv = ["pulumi", *args, "--stack", stack, "--non-interactive", "--color", "never"]
+        started = time.perf_counter()
+        done = subprocess.run(argv, cwd=self.work, capture_output=True, text=True)
+        elapsed = time.perf_counter() - started
+        if done.returncode != 0:
+            raise RuntimeError(f"{' '.join(argv)} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+        return elapsed
+
+    def init(self, stack: str, config: dict[str, Any] | None = None) -> None:
+        if config is not None:
+            (self.work / "stacks" / f"Pulumi.{stack}.yaml").write_text(yaml.safe_dump({"config": config}))
+        argv = ["pulumi", "stack", "init", stack, "--non-interactive"]
+        subprocess.run(argv, cwd=self.work, check=True, capture_output=True)
+
+    def resources(self, stack: str) -> int:
+        argv = ["pulumi", "stack", "export", "--stack", stack]
+        exported = subprocess.run(argv, cwd=self.work, check=True, capture_output=True, text=True).stdout
+        return len(json.loads(exported)["deployment"]["resources"])
+
+    def tenant_up(self, number: int) -> float:
+        """A new tenant stack, as a platform team adds a user: its file, `stack init`, `up`."""
+        self.init(tenant_stack(number), tenant_config(number))
+        return self.pulumi("up", "--yes", "--skip-preview", stack=tenant_stack(number))
+
+
+def grow(project: Project, first: int, last: int, parallel: int) -> float:
+    """Tenants first..last (inclusive) by `pulumi up`, `parallel` at a time; the wall seconds."""
+    started = time.perf_counter()
+    with ThreadPoolExecutor(parallel) as pool:
+        list(pool.map(project.tenant_up, range(first, last + 1)))
+    return time.perf_counter() - started
+
+
+def median(project: Project, repeat: int, *args: str, stack: str) -> float:
+    return statistics.median(project.pulumi(*args, stack=stack) for _ in range(repeat))
+
+
+def measure(project: Project, n: int, repeat: int, tenant_kind: str) -> dict[str, float]:
+    """The row of N: the new tenant N on a platform of N-1 tenants, and the platform unchanged."""
+    new = tenant_stack(n)
+    project.init(new, tenant_config(n))
+    row = {"preview, new tenant (before up)": median(project, repeat, "preview", stack=new)}
+    row["up, new tenant (first)"] = project.pulumi("up", "--yes", "--skip-preview", stack=new)
+    row["preview, new tenant (no change)"] = median(project, repeat, "preview", stack=new)
+    row["preview, platform (no change)"] = median(project, repeat, "preview", stack=PLATFORM)
+    row["up, platform (no change)"] = median(project, repeat, "up", "--yes", "--skip-preview", stack=PLATFORM)
+    row["resources in state, new tenant"] = project.resources(new)
+    row["resources in state, platform"] = project.resources(PLATFORM)
+    row["Tenants in the cluster"] = len(kubectl("get", tenant_kind, "-o", "name").split())
+    row["objects in the cluster"] = len(kubectl("get", OBJECTS, "-A", "-o", "name").split())
+    row["load average (1 min)"] = os.getloadavg()[0]
+    return row
+
+
+def report(sizes: list[int], rows: dict[int, dict[str, float]], growth: dict[str, float], parallel: int) -> None:
+    first, last = sizes[0], sizes[-1]
+    print(f"\nthe Nth tenant on a platform of N-1 (kwok, {os.cpu_count()} cores); seconds, medians of the repeats")
+    print("| | " + " | ".join(f"N={n}" for n in sizes) + f" | ratio N={last} / N={first} |")
+    print("|---|" + "---:|" * (len(sizes) + 1))
+    for key in rows[first]:
+        values = [rows[n][key] for n in sizes]
+        timing = key.startswith(("preview", "up"))
+        shown = [f"{v:.2f}" if timing or key.startswith("load") else f"{v:.0f}" for v in values]
+        ratio = f"{values[-1] / values[0]:.2f}" if values[0] else "-"
+        print(f"| {key} | " + " | ".join(shown) + f" | {ratio} |")
+    per_up = rows[last]["up, new tenant (first)"]
+    per_preview = rows[last]["preview, new tenant (before up)"]
+    wall = growth["seconds"] / growth["tenants"]
+    print(
+        f"\ngrowth: {growth['tenants']:.0f} tenants by `pulumi up`, {parallel} at a time, in {growth['seconds']:.0f} s "
+        f"({wall:.1f} s per tenant of wall time)"
+    )
+    print(
+        f"{FLEET:,} tenants, from these measurements: a fleet's first `up` costs {FLEET:,} x {per_up:.1f} s = "
+        f"{FLEET * per_up / 3600:.1f} h one after another ({FLEET * wall / 3600:.1f} h at the growth's "
+        f"{wall:.1f} s per tenant, {parallel} at a time on this machine); each change stays one tenant's: "
+        f"preview {per_preview:.1f} s, up {per_up:.1f} s, and a no-change platform "
+        f"preview {rows[last]['preview, platform (no change)']:.1f} s / up {rows[last]['up, platform (no change)']:.1f} s, "
+        f"as long as those stay flat (ratios above). The cluster must hold them: {FLEET * USER_NODE_PODS_PER_USER:,} "
+        f"user-facing pods on the User Node, {FLEET * USER_NODE_PODS_PER_USER:,} NodePorts of the default 2,768."
+    )
+
+
+def run(sizes: list[int], repeat: int, parallel: int) -> None:
+    work = Path(tempfile.mkdtemp(prefix="tfk8s-bench-tenants-"))
+    try:
+        project = Project(work=toolenv.project_copy(work))
+        os.environ["PULUMI_BACKEND_URL"] = f"file://{work / 'state'}"
+        make_room_on_user_node(sizes[-1])
+        project.init(PLATFORM)
+        project.pulumi("up", "--yes", "--skip-preview", stack=PLATFORM)
+        facts = json.loads(
+            subprocess.run(
+                ["pulumi", "stack", "output", "platform", "--json", "--stack", PLATFORM],
+                cwd=work, check=True, capture_output=True, text=True,
+            ).stdout
+        )  # fmt: skip
+        tenant_kind = f"{facts['tenants']['plural']}.{facts['tenants']['group']}"
+        rows: dict[int, dict[str, float]] = {}
+        growth = {"tenants": 0.0, "seconds": 0.0}
+        existing = 0
+        for n in sizes:
+            if n - 1 > existing:
+                seconds = grow(project, existing + 1, n - 1, parallel)
+                print(f"grew to {n - 1} tenants in {seconds:.0f} s", flush=True)
+                growth["tenants"] += n - 1 - existing
+                growth["seconds"] += seconds
+            rows[n] = measure(project, n, repeat, tenant_kind)
+            existing = n
+            print(f"N={n}: " + json.dumps({k: round(v, 2) for k, v in rows[n].items()}), flush=True)
+        report(sizes, rows, growth, parallel)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="10,100", help="the N to measure, ascending, comma-separated")
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each preview and no-change up; medians reported")
+    parser.add_argument("--parallel", type=int, default=3, help="tenant `pulumi up`s at a time while growing")
+    args = parser.parse_args()
+    sizes = sorted(int(n) for n in args.sizes.split(","))
+    with toolenv.throwaway_cluster(CLUSTER) as kubeconfig:
+        os.environ.update(toolenv.exported({"KUBECONFIG": str(kubeconfig)}))
+        run(sizes, args.repeat, args.parallel)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,76 @@
+"""A stack's view of the stack it builds on: a tenant reads its platform's `platform` output, an
+experiment its tenant's `tenant` output and, through it, the platform's. Read before anything is
+declared.
+
+The read goes through the engine's stack-reference builtin (`pulumi:pulumi:readStackOutputs`,
+the call `pulumi.StackReference` makes; it works with the local file backend) as a synchronous
+invoke, not through a `StackReference` resource: its Outputs resolve only after the program has
+run, too late to refuse a missing platform or tenant before any resource is declared. What comes
+back is input like a stack file, so it is validated against its contract (tfk8s.contract).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import pulumi
+from pydantic import ValidationError
+
+from tfk8s.contract import Facts, PlatformFacts, TenantFacts
+from tfk8s.schema import NAMESPACE
+
+READ_STACK_OUTPUTS = "pulumi:pulumi:readStackOutputs"
+PLATFORM_OUTPUT, TENANT_OUTPUT = "platform", "tenant"
+
+ReadOutputs = Callable[[str], dict[str, Any]]
+F = TypeVar("F", bound=Facts)
+
+
+class StackUnavailable(pulumi.RunError):
+    """The platform or tenant stack is not there or not deployed; the message names it, the key and the fix."""
+
+
+def qualified(ref: str) -> str:
+    """`platform-dev` -> `<organization>/<project>/platform-dev`; qualified names pass unchanged."""
+    return ref if ref.count("/") == 2 else f"{pulumi.get_organization()}/{pulumi.get_project()}/{ref}"
+
+
+def read_outputs(name: str) -> dict[str, Any]:
+    result = pulumi.runtime.invoke(READ_STACK_OUTPUTS, {"name": name})  # raises on an unknown stack
+    return dict((result.value or {}).get("outputs") or {})
+
+
+def _facts(ref: str, key: str, output: str, model: type[F], what: str, read: ReadOutputs) -> F:
+    name = qualified(ref)
+    deploy = f"deploy it first (`pulumi up --stack {ref}`) or fix {key}"
+    try:
+        outputs = read(name)
+    except Exception as error:  # the engine's own error: unknown stack, unreadable backend, ...
+        raise StackUnavailable(f"{key}: cannot read the {what} stack {name!r} ({error}); {deploy}") from None
+    raw = outputs.get(output)
+    if raw is None:
+        raise StackUnavailable(
+            f"{key}: stack {name!r} has no {output!r} output: it is not a deployed tfk8s {what} stack; {deploy}"
+        )
+    try:
+        return model.model_validate(raw, strict=False)  # outputs carry JSON numbers (2222.0)
+    except ValidationError as error:
+        raise StackUnavailable(
+            f"{key}: the {output!r} output of {name!r} is not what this tfk8s expects "
+            f"({error.error_count()} problem(s), first: {error.errors()[0]['msg']}); `pulumi up` the {what} stack "
+            "with this version of tfk8s"
+        ) from None
+
+
+def platform_facts(ref: str, read: ReadOutputs = read_outputs, key: str = f"{NAMESPACE}:platformStack") -> PlatformFacts:
+    return _facts(ref, key, PLATFORM_OUTPUT, PlatformFacts, "platform", read)
+
+
+def tenant_facts(ref: str, read: ReadOutputs = read_outputs) -> tuple[TenantFacts, PlatformFacts]:
+    """The tenant's facts and its platform's (the platform as of now, not as of the tenant's last `up`)."""
+    tenant = _facts(ref, f"{NAMESPACE}:tenantStack", TENANT_OUTPUT, TenantFacts, "tenant", read)
+    platform = platform_facts(
+        tenant.platform_stack, read, key=f"{NAMESPACE}:tenantStack ({ref!r}'s platform {tenant.platform_stack!r})"
+    )
+    return tenant, platform

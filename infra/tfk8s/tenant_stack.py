@@ -1,0 +1,152 @@
+"""A tenant stack (`tfk8s:kind: tenant`): one user of a platform, in a namespace of its own.
+
+It registers the tenant with its platform (a cluster-wide `Tenant`, tfk8s.guard), then declares the
+namespace and what lives there beyond any experiment (tfk8s.user_env: volumes, Jupyter, TensorBoard,
+quota, container defaults), binds the tenant's identities to the platform's experimenter role in
+that namespace alone (tfk8s.access), and guards the namespace while experiments use it. Its
+`tenant` output is the contract its experiment stacks read: a contract.TenantFacts, dumped by alias.
+Nothing here reads or declares anything of another tenant, so a tenant's preview and `up` cost the
+same whatever the number of tenants.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Final
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from tfk8s import guard, readiness, user_env
+from tfk8s.code import launcher_bundle
+from tfk8s.contract import PlatformFacts, TenantFacts
+from tfk8s.labels import labels
+from tfk8s.ownership import Claimed, Owner
+from tfk8s.schema import NAMESPACE
+from tfk8s.schema_tenant import Identities, TenantSettings, TenantStack
+from tfk8s.user_env import UserEnvironment, UserEnvironmentArgs
+
+# TenantFacts.schema_version: Final, so that it types as that Literal.
+SCHEMA_VERSION: Final = 1
+TENANT_KEY = f"{NAMESPACE}:tenant"
+
+
+def claimed(stack: TenantStack, platform: PlatformFacts) -> list[Claimed]:
+    """Objects this stack creates under fixed names: its registration, its namespace and the
+    namespace's quota objects. Absent, or already this stack's: two tenant stacks can never share a
+    user name."""
+    return [
+        Claimed(kind=platform.tenants.api, name=stack.tenant.name, key=f"{TENANT_KEY}.name"),
+        *user_env.fixed_objects(platform, stack.tenant, TENANT_KEY),
+    ]
+
+
+def subjects(identities: Identities) -> list[dict[str, str]]:
+    """RBAC subjects for the tenant's identities: service accounts as such, everyone else as named."""
+    found = []
+    for user in identities.users:
+        if user.startswith("system:serviceaccount:"):
+            namespace, _, name = user.removeprefix("system:serviceaccount:").partition(":")
+            found.append({"kind": "ServiceAccount", "name": name, "namespace": namespace})
+        else:
+            found.append({"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": user})
+    found += [{"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": group} for group in identities.groups]
+    return found
+
+
+def build(
+    stack: TenantStack,
+    platform: PlatformFacts,
+    platform_stack: str,
+    owner: Owner,
+    root: Path,
+    notebook: Path,
+    jupyter_token: pulumi.Output[str] | None,
+) -> dict[str, Any]:
+    """Declare the tenant; export its readiness, its experiments' contract and its Jupyter token."""
+    tenant = stack.tenant
+    meta = {"labels": {**labels(tenant.name, "tenant"), **owner.labels()}, "annotations": owner.annotations()}
+    # First in, last out: the platform refuses its own destroy while this exists (tfk8s.guard).
+    registration = k8s.apiextensions.CustomResource(
+        "tenant",
+        api_version=platform.tenants.api_version,
+        kind=platform.tenants.kind,
+        metadata={**meta, "name": tenant.name},
+        spec={"namespace": user_env.namespace_name(platform, tenant.name), "stack": owner.stack},
+    )
+    notebooks = {notebook.name: notebook.read_text(encoding="utf-8")} if notebook.exists() else {}
+    env = UserEnvironment(
+        tenant.name,
+        UserEnvironmentArgs(
+            user=tenant,
+            platform=platform,
+            owner=owner,
+            launcher=launcher_bundle(root),
+            notebooks=notebooks,
+            after=[registration],
+            jupyter_token=jupyter_token,
+        ),
+    )
+    namespace = env.namespace.metadata.name
+    guarded: list[pulumi.Resource] = [env]
+    members = subjects(tenant.identities)
+    if members:
+        guarded.append(
+            k8s.rbac.v1.RoleBinding(
+                "experimenters",
+                metadata={**meta, "namespace": namespace},
+                role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": platform.experimenter_role},
+                subjects=members,
+                opts=pulumi.ResourceOptions(parent=env),
+            )
+        )
+    if guard.policy_supported(platform.version):
+        guard.tenant_guard("tenant-guard", namespace, platform.layouts.group, owner, guarded)
+    report = env.readiness.apply(readiness.tenant_readiness)
+    pulumi.export("ready", report.apply(lambda r: r["ready"]))
+    pulumi.export("readiness", report)
+    tenant_output = pulumi.Output.all(env.jupyter_url, env.tensorboard_url).apply(
+        lambda urls: published(
+            facts(
+                tenant,
+                platform,
+                platform_stack=platform_stack,
+                owner=owner.annotation,
+                jupyter_url=urls[0],
+                tensorboard_url=urls[1],
+            )
+        )
+    )
+    pulumi.export("tenant", tenant_output)
+    pulumi.export("jupyterToken", env.jupyter_token)
+    return {"user": env, "registration": registration, "readiness": report, "tenant": tenant_output}
+
+
+def facts(
+    tenant: TenantSettings,
+    platform: PlatformFacts,
+    *,
+    platform_stack: str,
+    owner: str,
+    jupyter_url: str | None,
+    tensorboard_url: str | None,
+) -> TenantFacts:
+    """What the tenant's experiments rely on, from resolved values."""
+    return TenantFacts(
+        schema_version=SCHEMA_VERSION,
+        platform_stack=platform_stack,
+        owner=owner,
+        name=tenant.name,
+        namespace=user_env.namespace_name(platform, tenant.name),
+        data_claim=user_env.DATA_CLAIM,
+        log_claim=user_env.LOG_CLAIM,
+        notebook_host=f"{user_env.NOTEBOOK_SERVICE}:{platform.ports.tensorflow}",
+        jupyter_url=jupyter_url,
+        tensorboard_url=tensorboard_url,
+        quota=tenant.effective_quota(platform.default_quota),
+    )
+
+
+def published(contract: TenantFacts) -> dict[str, Any]:
+    """The `tenant` output: the contract in its aliases, as JSON (what stack_ref parses back)."""
+    return contract.model_dump(by_alias=True, mode="json")

@@ -1,0 +1,148 @@
+"""A tenant's identity on the real API server: credentials of a user of our own, and what RBAC lets them do.
+
+alice gets a client certificate the local cluster's CA signed (hack/cluster.sh user-kubeconfig), the
+way a tenant's user arrives with credentials of their organisation: the API server knows her user
+name and group, and RBAC grants her nothing until a binding does. Then the experimenter table
+(tfk8s.access), bound to her in one namespace, is exactly what `access.missing` finds there, through
+the program's own client (preflight.KubeApi), and nothing of it anywhere else.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from drivers import Kube, user_kube
+from tfk8s import access, guard, preflight
+
+GRANTED, OTHER = "tfk8s-ident-granted", "tfk8s-ident-other"
+GROUP = "tfk8s-users"
+# Any platform's kind will do: a review asks about a resource whether or not it is served.
+LAYOUTS = guard.layout_kind("ident.layouts.tfk8s.io")
+
+
+@pytest.fixture(scope="module")
+def alice(kube: Kube) -> Kube:
+    return user_kube(kube, "alice", [GROUP])
+
+
+@pytest.fixture(scope="module")
+def namespaces(kube: Kube) -> Iterator[tuple[str, str]]:
+    """Two scratch namespaces; deleted with everything the tests made in them."""
+    kube.run("create", "namespace", GRANTED)
+    kube.run("create", "namespace", OTHER)
+    try:
+        yield GRANTED, OTHER
+    finally:
+        kube.run("delete", "namespace", GRANTED, OTHER, "--wait=false", "--ignore-not-found")
+
+
+def can_i(kube: Kube, *question: str) -> bool:
+    """`kubectl auth can-i`: exit status 0 is yes, 1 is no."""
+    done = subprocess.run([kube.binary, "--kubeconfig", str(kube.kubeconfig), "auth", "can-i", *question], capture_output=True)
+    assert done.returncode in (0, 1), done.stderr
+    return done.returncode == 0
+
+
+def apply(kube: Kube, tmp_path: Path, *objects: dict[str, Any]) -> Path:
+    """`kubectl apply` of `objects` (as the admin); returns the file, for `kubectl delete -f`."""
+    manifest = tmp_path / f"objects-{len(list(tmp_path.iterdir()))}.json"
+    manifest.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objects)}))
+    kube.run("apply", "-f", str(manifest))
+    return manifest
+
+
+def binding(kind: str, name: str, role_kind: str, namespace: str | None = None) -> dict[str, Any]:
+    """A (Cluster)RoleBinding of `name` (a Role or ClusterRole of the same name) to user alice."""
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": kind,
+        "metadata": {"name": name, **({"namespace": namespace} if namespace else {})},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": name},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "alice"}],
+    }
+
+
+def test_the_api_server_knows_alice_by_her_certificate(alice: Kube) -> None:
+    review = json.loads(alice.run("auth", "whoami", "-o", "json"))
+    assert review["status"]["userInfo"]["username"] == "alice"
+    assert GROUP in review["status"]["userInfo"]["groups"]
+
+
+def test_alice_may_do_nothing_unbound(alice: Kube) -> None:
+    with pytest.raises(subprocess.CalledProcessError) as refused:
+        alice.run("get", "pods", "-n", "default")
+    assert 'User "alice" cannot list resource "pods"' in refused.value.stderr and "Forbidden" in refused.value.stderr
+
+
+def test_a_role_binding_grants_in_its_namespace_only(
+    kube: Kube, alice: Kube, namespaces: tuple[str, str], tmp_path: Path
+) -> None:
+    granted, other = namespaces
+    role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": {"name": "ident-jobs", "namespace": granted},
+        "rules": [{"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["create", "get"]}],
+    }
+    assert not can_i(alice, "create", "jobs", "-n", granted)
+    apply(kube, tmp_path, role, binding("RoleBinding", "ident-jobs", "Role", granted))
+    assert can_i(alice, "create", "jobs", "-n", granted)
+    assert not can_i(alice, "delete", "jobs", "-n", granted)
+    assert not can_i(alice, "create", "jobs", "-n", other)
+    assert not can_i(alice, "create", "jobs", "-n", "default")
+
+
+def test_the_experimenter_table_is_what_the_access_check_finds(
+    kube: Kube, alice: Kube, namespaces: tuple[str, str], tmp_path: Path
+) -> None:
+    granted, other = namespaces
+    table = access.experimenter_rules(LAYOUTS)
+    cluster_table = access.experimenter_cluster_rules("ident-scratch")
+    role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": {"name": "ident-experimenter", "namespace": granted},
+        "rules": access.rules_for_role(table),
+    }
+    cluster_role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": "ident-experimenter"},
+        "rules": access.rules_for_role(cluster_table),
+    }
+    cluster_objects = apply(kube, tmp_path, cluster_role, binding("ClusterRoleBinding", "ident-experimenter", "ClusterRole"))
+    try:
+        apply(kube, tmp_path, role, binding("RoleBinding", "ident-experimenter", "Role", granted))
+        server, user, cluster = preflight.current_entries([yaml.safe_load(alice.kubeconfig.read_text())])
+        assert server
+        api = preflight.KubeApi(server, cluster, user)
+        requests: list[str] = []
+
+        def post(path: str, body: dict[str, Any]) -> dict[str, Any]:
+            requests.append(path)
+            return api.post(path, body)
+
+        # The rules review lists the Role's rules as the server stores them: one request answers all.
+        assert access.missing(post, granted, table) == []
+        assert requests == [access.RULES_REVIEW]
+        everything = [(p, verb) for p in table for verb in p.verbs]
+        assert access.missing(post, other, table) == everything
+        # Cluster-scoped, by name: the ClusterRole's class and no other.
+        assert access.missing(post, granted, cluster_table) == []
+        assert access.missing(post, granted, access.experimenter_cluster_rules("another-class")) != []
+        identity = access.identity(api.post)
+        assert identity == f"user 'alice' (groups {GROUP})"
+        messages = access.refusals(access.missing(post, other, table), identity, other, "tfk8s:user")
+        assert messages[0].startswith(f"tfk8s:user: user 'alice' (groups {GROUP}) may not get namespaces in namespace '{other}'")
+        # `get` on namespaces in a RoleBinding's namespace is GET of that namespace, and of no other.
+        assert alice.get("namespace", name=granted)["metadata"]["name"] == granted
+        with pytest.raises(subprocess.CalledProcessError):
+            alice.get("namespace", name=other)
+    finally:
+        kube.run("delete", "-f", str(cluster_objects), "--ignore-not-found")

@@ -1,0 +1,160 @@
+"""Tenants kept apart on the real API server, with real per-user credentials.
+
+alice arrives with a client certificate the local cluster's CA signed (hack/cluster.sh
+user-kubeconfig), as a user of a real cluster arrives with their organisation's credentials; her
+tenant stack (tenant-alice) names her. With her own kubeconfig she runs her experiment's `up` and
+`destroy`; bob's experiment is refused by the program before anything exists, and every kind tfk8s
+creates in bob's namespace, Secrets included, is refused to her by the API server itself. A tenant's
+second experiment that would not fit its quota is refused at preview with the numbers, and the
+first is left as it was.
+
+Runs before test_local_cluster.py (file order) and leaves the session's tenants as it found them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pytest
+from drivers import SMALL_CLUSTER, Cli, Kube, user_kube
+
+ALICE, BOB = "tfk8s-alice", "tfk8s-bob"
+GROUP = "tfk8s-users"
+# What tfk8s creates in a tenant's namespace (tenant and experiment stacks), and what it reads.
+KINDS = (
+    "configmaps",
+    "secrets",
+    "services",
+    "persistentvolumeclaims",
+    "serviceaccounts",
+    "pods",
+    "deployments.apps",
+    "jobs.batch",
+    "roles.rbac.authorization.k8s.io",
+    "rolebindings.rbac.authorization.k8s.io",
+    "resourcequotas",
+    "limitranges",
+)
+
+
+@pytest.fixture(scope="module")
+def alice(kube: Kube) -> Kube:
+    return user_kube(kube, "alice", [GROUP])
+
+
+def as_user(user: Kube) -> dict[str, str]:
+    """The environment of a user whose kubeconfig is theirs alone (not the admin's)."""
+    return {**os.environ, "KUBECONFIG": str(user.kubeconfig)}
+
+
+def can_i(user: Kube, *question: str) -> bool:
+    done = subprocess.run([user.binary, "--kubeconfig", str(user.kubeconfig), "auth", "can-i", *question], capture_output=True)
+    assert done.returncode in (0, 1), done.stderr
+    return done.returncode == 0
+
+
+def layout_resource(kube: Kube) -> str:
+    (crd,) = [c["metadata"]["name"] for c in kube.get("crd") if c["spec"]["names"]["kind"] == "Layout"]
+    return crd
+
+
+def kubernetes_resources(cli: Cli, stack: str) -> list[str]:
+    state = json.loads(cli("stack", "export", "--stack", stack).stdout)["deployment"].get("resources") or []
+    return [r["type"] for r in state if "kubernetes" in r["type"]]
+
+
+def test_alice_runs_her_experiment_with_her_own_credentials(cli: Cli, alice: Kube, tenants: dict[str, str]) -> None:
+    whoami = json.loads(alice.run("auth", "whoami", "-o", "json"))["status"]["userInfo"]
+    assert whoami["username"] == "alice" and GROUP in whoami["groups"]
+    cli.init_experiment("iso-alice", tenant=tenants["alice"], settings=SMALL_CLUSTER)
+    try:
+        cli("up", "--stack", "iso-alice", "--yes", "--skip-preview", env=as_user(alice))
+        assert cli.outputs("iso-alice")["ready"] is True
+        cli("preview", "--stack", "iso-alice", "--expect-no-changes", env=as_user(alice))
+    finally:
+        cli("destroy", "--stack", "iso-alice", "--yes", env=as_user(alice))
+        cli("stack", "rm", "iso-alice", "--yes")
+
+
+def test_alice_cannot_create_read_or_delete_anything_in_bobs_namespace(
+    cli: Cli, kube: Kube, alice: Kube, tenants: dict[str, str]
+) -> None:
+    # The program refuses bob's experiment run with alice's credentials, naming her, the namespace
+    # and what she lacks, before anything exists.
+    cli.init_experiment("iso-bob", tenant=tenants["bob"], settings=SMALL_CLUSTER)
+    try:
+        done = cli("up", "--stack", "iso-bob", "--yes", "--skip-preview", check=False, env=as_user(alice))
+        text = done.stdout + done.stderr
+        assert done.returncode != 0, text
+        assert f"tfk8s:tenantStack: user 'alice' (groups {GROUP}) may not" in text, text
+        assert "in namespace 'tfk8s-bob'" in text and "jobs.batch" in text, text
+        assert "tfk8s:tenant.identities" in text and "nothing was changed" in text and "Traceback" not in text, text
+        assert not kubernetes_resources(cli, "iso-bob")
+        assert not [j for j in kube.get("jobs", BOB) if j["metadata"]["name"].startswith("iso-bob")]
+    finally:
+        cli("stack", "rm", "iso-bob", "--yes", "--force")
+
+    # The API server refuses the same objects to her: every kind tfk8s creates there, every verb.
+    for kind in (*KINDS, layout_resource(kube)):
+        for verb in ("create", "get", "list", "delete", "patch"):
+            assert not can_i(alice, verb, kind, "-n", BOB), (verb, kind)
+    assert not can_i(alice, "get", "namespace", BOB)
+    assert can_i(alice, "create", "jobs.batch", "-n", ALICE)  # her own namespace: what experiments need
+    assert not can_i(alice, "get", "secrets", "-n", ALICE)  # and not more: no Secrets, not even her own
+    assert not can_i(alice, "create", "jobs.batch", "-n", "default")
+    for attempt in (
+        ("create", "configmap", "stolen", "-n", BOB),
+        ("get", "secrets", "-n", BOB),
+        ("delete", "pvc", "tfk8s-data", "-n", BOB),
+    ):
+        done = subprocess.run([alice.binary, "--kubeconfig", str(alice.kubeconfig), *attempt], capture_output=True, text=True)
+        assert done.returncode != 0 and "forbidden" in done.stderr.lower(), (attempt, done.stderr)
+    assert sorted(c["metadata"]["name"] for c in kube.get("pvc", BOB)) == ["tfk8s-data", "tfk8s-log"]
+
+
+def snapshot(kube: Kube, namespace: str) -> dict[str, str]:
+    kinds = ("deployments", "jobs", "services", "configmaps", "pvc", "resourcequotas", layout_resource(kube))
+    return {
+        f"{kind}/{o['metadata']['name']}": f"{o['metadata']['uid']}@{o['metadata']['resourceVersion']}"
+        for kind in kinds
+        for o in kube.get(kind, namespace)
+    }
+
+
+def test_a_second_experiment_over_the_tenants_quota_is_refused_and_the_first_is_untouched(
+    cli: Cli, kube: Kube, platform: str
+) -> None:
+    """frank's quota is 4 CPUs: his Jupyter and TensorBoard take 2 (the LimitRange's default of one
+    each), his first experiment 1.5 (a 500m PS, two 500m workers), so a second of 1.5 does not fit."""
+    tenant, namespace = "tenant-frank", "tfk8s-frank"
+    cli.init_tenant(
+        tenant,
+        platform=platform,
+        user="frank",
+        settings={"tfk8s:tenant.quota.cpu": "4", "tfk8s:tenant.volumes.keepOnDestroy": "false"},
+    )
+    try:
+        cli("up", "--stack", tenant, "--yes", "--skip-preview")
+        cli.init_experiment("quota-1", tenant=tenant, settings=SMALL_CLUSTER)
+        cli("up", "--stack", "quota-1", "--yes", "--skip-preview")
+        assert cli.outputs("quota-1")["ready"] is True
+        quota = kube.get("resourcequota", namespace, "tfk8s-quota")
+        assert quota["status"]["used"]["requests.cpu"] == "3500m", quota["status"]
+        before = snapshot(kube, namespace)
+
+        cli.init_experiment("quota-2", tenant=tenant, settings=SMALL_CLUSTER)
+        done = cli("preview", "--stack", "quota-2", check=False)
+        text = done.stdout + done.stderr
+        assert done.returncode != 0, text
+        assert "the experiment asks cpu 1.5" in text and "tenant frank's quota has 0.5 of 4 left (used 3.5)" in text, text
+        assert "tfk8s:tenant.quota.cpu" in text and "Traceback" not in text, text
+        assert snapshot(kube, namespace) == before
+        assert not kubernetes_resources(cli, "quota-2")
+        cli("stack", "rm", "quota-2", "--yes", "--force")
+        cli("destroy", "--stack", "quota-1", "--yes")
+        cli("stack", "rm", "quota-1", "--yes")
+    finally:
+        cli("destroy", "--stack", tenant, "--yes")
+        cli("stack", "rm", tenant, "--yes")

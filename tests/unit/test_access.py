@@ -1,0 +1,232 @@
+"""The experimenter's permission table and the access check, against a fake API server's reviews.
+
+The fake grants rules as RBAC would store them (rules_for_role's output) and answers both kinds of
+review from them; the real API server's answers are checked in tests/e2e/test_identity.py.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mocked_program import facts_for, stack_config
+from tfk8s import access
+from tfk8s.contract import PlatformFacts
+
+GOLDEN = Path(__file__).resolve().parent / "golden"
+NAMESPACE = "tfk8s-alice"
+ALICE = {"username": "alice", "groups": ["tfk8s-users", "system:authenticated"]}
+# The platform the golden manifests were rendered against (mocked_program.facts_for).
+LAYOUTS = PlatformFacts.model_validate(facts_for(stack_config("platform-dev")), strict=False).layouts
+TABLE = access.experimenter_rules(LAYOUTS)
+
+
+class FakeApi:
+    """Reviews answered from `rules` (Role rules in `namespace`); records every request."""
+
+    def __init__(self, rules: list[dict[str, Any]], *, rules_review: bool = True, user: dict[str, Any] | None = ALICE) -> None:
+        self.rules, self.rules_review, self.user = rules, rules_review, user
+        self.requests: list[tuple[str, dict[str, Any]]] = []
+
+    def _allows(self, attributes: dict[str, Any]) -> bool:
+        if attributes.get("namespace") != NAMESPACE:
+            return False
+        resource = attributes["resource"] + (f"/{attributes['subresource']}" if attributes.get("subresource") else "")
+        return any(
+            attributes["group"] in r["apiGroups"]
+            and resource in r["resources"]
+            and attributes["verb"] in r["verbs"]
+            and (not r.get("resourceNames") or attributes.get("name") in r["resourceNames"])
+            for r in self.rules
+        )
+
+    def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        self.requests.append((path, body))
+        if path == access.RULES_REVIEW and self.rules_review:
+            listed = self.rules if body["spec"]["namespace"] == NAMESPACE else []
+            return {"status": {"resourceRules": listed, "incomplete": False}}
+        if path == access.ACCESS_REVIEW:
+            return {"status": {"allowed": self._allows(body["spec"]["resourceAttributes"])}}
+        if path == access.SUBJECT_REVIEW and self.user:
+            return {"status": {"userInfo": self.user}}
+        raise RuntimeError(f"POST {path}: HTTP 404 Not Found")
+
+
+def without(rules: list[dict[str, Any]], resource: str, verb: str) -> list[dict[str, Any]]:
+    return [{**r, "verbs": [v for v in r["verbs"] if not (r["resources"] == [resource] and v == verb)]} for r in rules]
+
+
+def test_a_full_grant_is_one_request_and_no_refusal() -> None:
+    api = FakeApi(access.rules_for_role(TABLE))
+    missed = access.missing(api.post, NAMESPACE, TABLE)
+    assert missed == []
+    assert access.refusals(missed, access.identity(api.post), NAMESPACE, "tfk8s:user") == []
+    assert [path for path, _ in api.requests] == [access.RULES_REVIEW, access.SUBJECT_REVIEW]
+
+
+def test_a_missing_verb_is_one_message_naming_who_where_what_and_the_fix() -> None:
+    api = FakeApi(without(access.rules_for_role(TABLE), "events", "watch"))
+    missed = access.missing(api.post, NAMESPACE, TABLE)
+    assert [(p.resource, verb) for p, verb in missed] == [("events", "watch")]
+    (message,) = access.refusals(missed, access.identity(api.post), NAMESPACE, "tfk8s:user")
+    assert message.startswith("tfk8s:user: user 'alice' (groups tfk8s-users) may not watch events in namespace 'tfk8s-alice'")
+    assert "add user 'alice' (groups tfk8s-users) to the tenant's identities (tfk8s:tenant.identities)" in message
+    assert "`pulumi up` the tenant stack" in message
+    # Only what the listed rules did not show was asked one by one.
+    assert [path for path, _ in api.requests].count(access.ACCESS_REVIEW) == 1
+
+
+def test_a_namespace_without_a_binding_refuses_every_rule_with_its_verbs() -> None:
+    api = FakeApi(access.rules_for_role(TABLE))
+    missed = access.missing(api.post, "tfk8s-bob", TABLE)
+    assert len(missed) == sum(len(p.verbs) for p in TABLE)
+    messages = access.refusals(missed, access.UNKNOWN_IDENTITY, "tfk8s-bob", "tfk8s:user")
+    assert len(messages) == len(TABLE)
+    assert messages[0].startswith("tfk8s:user: the kubeconfig's identity may not get namespaces in namespace 'tfk8s-bob'")
+    assert "may not create, patch, get, list, watch or delete deployments.apps in namespace 'tfk8s-bob'" in "\n".join(messages)
+
+
+@pytest.mark.parametrize(
+    "rules",
+    [
+        pytest.param([{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}], id="wildcards (cluster-admin)"),
+        pytest.param([], id="rules from another authorizer the rules review does not list"),
+    ],
+)
+def test_grants_the_listed_rules_do_not_spell_out_are_still_grants(rules: list[dict[str, Any]]) -> None:
+    """Wildcards are matched as RBAC matches them; what the listed rules do not show is asked one by one."""
+    api = FakeApi(access.rules_for_role(TABLE))
+    real_post = api.post
+
+    def post(path: str, body: dict[str, Any]) -> dict[str, Any]:
+        if path == access.RULES_REVIEW:
+            return {"status": {"resourceRules": rules, "incomplete": True}}
+        return real_post(path, body)
+
+    assert access.missing(post, NAMESPACE, TABLE) == []
+
+
+def test_without_a_rules_review_each_distinct_question_is_asked_once() -> None:
+    api = FakeApi(access.rules_for_role(TABLE), rules_review=False)
+    assert access.missing(api.post, NAMESPACE, [*TABLE, *TABLE]) == []
+    asked = [json.dumps(body, sort_keys=True) for path, body in api.requests if path == access.ACCESS_REVIEW]
+    assert len(asked) == len(set(asked)) == sum(len(p.verbs) for p in TABLE)
+
+
+def test_a_cluster_scoped_rule_is_asked_without_a_namespace_and_by_name() -> None:
+    (storage_class,) = access.experimenter_cluster_rules("tfk8s-scratch")
+    api = FakeApi([])
+    assert access.missing(api.post, NAMESPACE, [storage_class]) == [(storage_class, "get")]
+    (_, body) = api.requests[-1]
+    assert body["spec"]["resourceAttributes"] == {
+        "verb": "get",
+        "group": "storage.k8s.io",
+        "resource": "storageclasses",
+        "name": "tfk8s-scratch",
+    }
+    (message,) = access.refusals([(storage_class, "get")], "user 'alice'", NAMESPACE, "tfk8s:user")
+    assert "may not get storageclasses.storage.k8s.io 'tfk8s-scratch' cluster-wide" in message
+    assert access.experimenter_cluster_rules(None) == ()
+
+
+@pytest.mark.parametrize(
+    ("user", "expected"),
+    [
+        (ALICE, "user 'alice' (groups tfk8s-users)"),
+        ({"username": "ci", "groups": ["system:authenticated"]}, "user 'ci'"),
+        (None, access.UNKNOWN_IDENTITY),  # before Kubernetes 1.28: no SelfSubjectReview
+    ],
+    ids=["user and groups", "user alone", "older server"],
+)
+def test_the_identity_is_named_as_the_api_server_reports_it(user: dict[str, Any] | None, expected: str) -> None:
+    assert access.identity(FakeApi([], user=user).post) == expected
+
+
+def test_rules_render_as_role_rules() -> None:
+    rules = access.rules_for_role(TABLE + access.experimenter_cluster_rules("tfk8s-scratch"))
+    assert rules[0] == {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get"]}
+    assert rules[-1]["resourceNames"] == ["tfk8s-scratch"]
+    assert all(set(r) <= {"apiGroups", "resources", "verbs", "resourceNames"} for r in rules)
+
+
+def _experiment_kinds() -> set[tuple[str, str]]:
+    """(API group, resource) of every Kubernetes object the experiment goldens declare."""
+    kinds = set()
+    for path in sorted(GOLDEN.glob("*.jsonl")):
+        rows = [json.loads(line) for line in path.read_text().splitlines()]
+        if not any(row["type"] == "tfk8s:index:Experiment" for row in rows):
+            continue  # a platform stack's manifests
+        for row in rows:
+            api_version, kind = row["inputs"].get("apiVersion"), row["inputs"].get("kind")
+            if api_version and kind:
+                group = api_version.rpartition("/")[0]
+                # Every built-in kind experiments create pluralizes regularly; the Layout's plural is the platform's.
+                kinds.add((group, LAYOUTS.plural if (group, kind) == (LAYOUTS.group, LAYOUTS.kind) else f"{kind.lower()}s"))
+    return kinds
+
+
+def test_every_kind_an_experiment_creates_can_be_applied_read_and_deleted() -> None:
+    kinds = _experiment_kinds()
+    assert (LAYOUTS.group, LAYOUTS.plural) in kinds and ("apps", "deployments") in kinds
+    verbs: dict[tuple[str, str], set[str]] = {}
+    for p in TABLE:
+        verbs.setdefault((p.api_group, p.resource), set()).update(p.verbs)
+    for kind in sorted(kinds):
+        assert {"create", "patch", "get", "delete"} <= verbs.get(kind, set()), kind
+
+
+# --- the experiment's preflight (program.refuse_without_access) ---------------------------------------
+
+
+def reviews(denied: set[tuple[str, str]]) -> tuple[Any, list[str]]:
+    """A `post` answering as an authorizer the rules review lists nothing of (as for a webhook
+    authorizer): every (verb, resource) allowed but `denied`; the caller is alice. And the paths asked."""
+    asked: list[str] = []
+
+    def post(path: str, body: dict[str, Any]) -> dict[str, Any]:
+        asked.append(path)
+        if path == access.RULES_REVIEW:
+            return {"status": {"resourceRules": [], "incomplete": True}}
+        if path == access.ACCESS_REVIEW:
+            attributes = body["spec"]["resourceAttributes"]
+            return {"status": {"allowed": (attributes["verb"], attributes["resource"]) not in denied}}
+        if path == access.SUBJECT_REVIEW:
+            return {"status": {"userInfo": {"username": "alice", "groups": ["system:authenticated"]}}}
+        raise AssertionError(f"unexpected POST {path}")
+
+    return post, asked
+
+
+def test_an_experiment_its_caller_may_not_run_is_refused_before_any_read_or_declaration(
+    dev_config: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mocked_program import run_program
+    from tfk8s import experiment_stack
+    from tfk8s.program import AccessDenied
+
+    monkeypatch.setattr(experiment_stack, "build", lambda *args, **kwargs: pytest.fail("declared resources"))
+    reads: list[str] = []
+    post, asked = reviews({("create", "jobs")})
+    with pytest.raises(AccessDenied) as error:
+        run_program(dev_config, post=post, read=lambda path: reads.append(path), read_whole=lambda path: reads.append(path))
+    message = str(error.value)
+    assert message.startswith("refusing: nothing was changed:\n  - tfk8s:tenantStack: user 'alice' may not create jobs.batch")
+    assert "in namespace 'tfk8s-alice'" in message and "tfk8s:tenant.identities" in message
+    assert message.count("\n  - ") == 1  # only what is missing
+    assert reads == []  # asked before the namespace's owner or the quota is read
+    assert asked[0] == access.RULES_REVIEW and access.SUBJECT_REVIEW in asked
+
+
+def test_an_experiment_its_caller_may_run_proceeds(dev_config: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    from mocked_program import run_program
+    from tfk8s import experiment_stack
+
+    declared: list[bool] = []
+    monkeypatch.setattr(experiment_stack, "build", lambda *args, **kwargs: declared.append(True) or {})
+    post, asked = reviews(set())
+    run_program(dev_config, post=post)
+    assert declared == [True]
+    assert asked.count(access.ACCESS_REVIEW) == sum(len(p.verbs) for p in TABLE)  # each asked, none refused
+    assert access.SUBJECT_REVIEW not in asked  # nobody to name

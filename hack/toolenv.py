@@ -17,6 +17,8 @@ ROOT = Path(__file__).resolve().parents[1]
 CACHE = Path(os.environ.get("TFK8S_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tfk8s")
 BIN = CACHE / "bin"
 KUBECTL = str(BIN / "kubectl")
+# The NetworkPolicy engine of tests/e2e/test_network.py (hack/tools.sh cyclonus).
+CYCLONUS = str(BIN / "cyclonus")
 
 
 def exported(overrides: dict[str, str] | None = None) -> dict[str, str]:

@@ -7,7 +7,7 @@
 # $TFK8S_CACHE/bin; a second run only re-links. A tool already on PATH at the pinned version is
 # used as it is.
 #
-# Usage: hack/tools.sh [all|pulumi|langhost|provider|kwok|etcd|kube|kube-legacy]   (default: all)
+# Usage: hack/tools.sh [all|pulumi|langhost|provider|kwok|etcd|kube|kube-legacy|cyclonus]   (default: all)
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -139,6 +139,18 @@ build_kwok() {
   log "kwok: done"
 }
 
+# cyclonus: a NetworkPolicy engine that computes the allow/deny matrix of live policies offline.
+build_cyclonus() {
+  local dest=$tools/cyclonus-$CYCLONUS_VERSION
+  if [ -x "$dest/cyclonus" ]; then link cyclonus "$dest"; return; fi
+  log "cyclonus $CYCLONUS_VERSION: building"
+  mkdir -p "$dest.tmp"
+  GOBIN=$dest.tmp go install -trimpath -ldflags "-s -w" "github.com/mattfenwick/cyclonus/cmd/cyclonus@$CYCLONUS_VERSION"
+  rm -rf "$dest" && mv "$dest.tmp" "$dest"
+  link cyclonus "$dest"
+  log "cyclonus: done"
+}
+
 build_etcd() {
   local dest=$tools/etcd-$ETCD_VERSION
   if [ -x "$dest/etcd" ]; then link etcd "$dest"; return; fi
@@ -204,15 +216,16 @@ build_kube() {
 main() {
   local what=${1:-all} start=$SECONDS
   case $what in
-    all) build_pulumi; build_langhost; build_provider; build_kwok; build_etcd; build_kube "$KUBE_VERSION" link ;;
+    all) build_pulumi; build_langhost; build_provider; build_kwok; build_etcd; build_kube "$KUBE_VERSION" link; build_cyclonus ;;
     pulumi) build_pulumi; build_langhost ;;
     langhost) build_langhost ;;
     provider) build_provider ;;
     kwok) build_kwok ;;
     etcd) build_etcd ;;
+    cyclonus) build_cyclonus ;;
     kube) build_kube "$KUBE_VERSION" link ;;
     kube-legacy) build_kube "$KUBE_LEGACY_VERSION" ;;
-    *) echo "usage: $0 [all|pulumi|langhost|provider|kwok|etcd|kube|kube-legacy]" >&2; exit 2 ;;
+    *) echo "usage: $0 [all|pulumi|langhost|provider|kwok|etcd|kube|kube-legacy|cyclonus]" >&2; exit 2 ;;
   esac
   log "tools ready in $bin ($((SECONDS - start)) s)"
 }

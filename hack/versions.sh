@@ -15,3 +15,5 @@ KUBE_VERSION=1.34.4
 KUBE_LEGACY_VERSION=1.25.15
 ETCD_VERSION=3.6.5
 KWOK_VERSION=v0.8.0
+# The NetworkPolicy engine the e2e tests evaluate the live policies with (kwok enforces none).
+CYCLONUS_VERSION=v0.5.6

@@ -90,6 +90,9 @@ def experimenter_rules(layouts: PlatformKind) -> tuple[Permission, ...]:
         rule(rbac, "roles", MANAGED, "each cluster's PS retirement Role"),
         rule(rbac, "rolebindings", MANAGED, "each cluster's PS retirement RoleBinding"),
         rule(layouts.group, layouts.plural, MANAGED, "each cluster's Layout, which the tenant's Jupyter reads"),
+        # A tenant's identities can thus open their own namespace, never another's: a policy selects
+        # pods of its own namespace only, and another tenant's pods still deny what theirs do not allow.
+        rule("networking.k8s.io", "networkpolicies", MANAGED, "each cluster's NetworkPolicy (gRPC among its own pods)"),
         # Not used by the program: the PS retirement Role grants it, and a Role may grant only what
         # its creator holds (without it, creating that Role is Forbidden as an escalation).
         rule("apps", "deployments/scale", ("patch",), "the PS retirement Role, which grants it to the PS"),

@@ -71,3 +71,7 @@ CUSTOM_RESOURCE_DEFINITION = ApiKind(
 CLUSTER_ROLE = ApiKind(kind="ClusterRole", api_version="rbac.authorization.k8s.io/v1", plural="clusterroles", namespaced=False)
 # The User Node, read whole by a tenant for its allocatable pods (tfk8s.user_node.check_room).
 NODE = ApiKind(kind="Node", api_version="v1", plural="nodes", namespaced=False)
+# Tenants' and training clusters' NetworkPolicies (tfk8s.network_policy), created under fixed names.
+NETWORK_POLICY = ApiKind(kind="NetworkPolicy", api_version="networking.k8s.io/v1", plural="networkpolicies", namespaced=True)
+# Where the `kubernetes` Service of `default` really goes: the API server as pods reach it.
+ENDPOINT_SLICE = ApiKind(kind="EndpointSlice", api_version="discovery.k8s.io/v1", plural="endpointslices", namespaced=True)

@@ -15,7 +15,15 @@ from pydantic import ConfigDict
 from pydantic.alias_generators import to_camel
 
 from tfk8s.api_paths import ApiKind
-from tfk8s.schema_platform import ContainerDefaults, ImageSettings, PodSecuritySettings, PortSettings, Quota, StorageSettings
+from tfk8s.schema_platform import (
+    ContainerDefaults,
+    ImageSettings,
+    NetworkSettings,
+    PodSecuritySettings,
+    PortSettings,
+    Quota,
+    StorageSettings,
+)
 from tfk8s.schema_types import KubeVersion, Model, Positive, version_tuple
 
 
@@ -98,6 +106,9 @@ class PlatformFacts(Facts):
     namespace_prefix: str
     images: ImageSettings
     ports: PortSettings
+    network: NetworkSettings = NetworkSettings()
+    """The tenants' NetworkPolicies' parameters, the API server's addresses resolved (default: a
+    platform published before policies existed)."""
     pod_security: PodSecuritySettings
     """Who the pods run as: training pods take `tensorflow` (the namespace enforces `restricted`)."""
     allow_ps_gpus: bool

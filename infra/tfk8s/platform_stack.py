@@ -107,6 +107,7 @@ def facts(
         namespace_prefix=platform.namespace_prefix,
         images=platform.images,
         ports=platform.ports,
+        network=platform.network,
         pod_security=platform.pod_security,
         allow_ps_gpus=platform.allow_ps_gpus,
         await_timeout_seconds=platform.await_timeout_seconds,

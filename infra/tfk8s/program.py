@@ -23,6 +23,7 @@ from tfk8s import (
     backends,
     context_checks,
     experiment_stack,
+    network_policy,
     ownership,
     platform_stack,
     preflight,
@@ -35,7 +36,7 @@ from tfk8s.config_errors import ConfigError
 from tfk8s.contract import PlatformFacts, TenantFacts
 from tfk8s.schema import NAMESPACE
 from tfk8s.schema_experiment import ExperimentStack
-from tfk8s.schema_platform import PlatformStack
+from tfk8s.schema_platform import NetworkSettings, PlatformStack
 from tfk8s.schema_tenant import TenantStack
 from tfk8s.user_env import USER_NODE_PODS_PER_USER
 from tfk8s.user_node import check_room
@@ -89,10 +90,43 @@ def refuse_over_quota(stack: ExperimentStack, experiment: str, tenant: TenantFac
         raise ConfigError(problems)
 
 
+def with_api_server(stack: PlatformStack, read_whole: Reader | None) -> PlatformStack:
+    """The platform with the API server's addresses, which tenants' policies let PS and Jupyter
+    reach: as configured, else as the `kubernetes` EndpointSlice says."""
+    network = stack.platform.network
+    if network.api_server.cidrs:
+        return stack
+    found = network_policy.api_server_from_endpoints(
+        read_whole(api_paths.ENDPOINT_SLICE.path("kubernetes", namespace="default")) if read_whole else None
+    )
+    if not found.cidrs:
+        pulumi.log.warn(
+            f"the API server's addresses are unknown (the `kubernetes` EndpointSlice of `default` is unreadable): where "
+            f"the CNI enforces NetworkPolicy, parameter servers cannot retire themselves and Jupyter cannot list "
+            f"experiments; set {NAMESPACE}:platform.network.apiServer.cidrs and .ports"
+        )
+    update = {"network": network.model_copy(update={"api_server": found})}
+    return stack.model_copy(update={"platform": stack.platform.model_copy(update=update)})
+
+
+def warn_unenforced(network: NetworkSettings) -> None:
+    if not network.policy_enforced:
+        pulumi.log.warn(
+            f"{NAMESPACE}:platform.network.policyEnforced is false: this cluster's CNI does not enforce NetworkPolicy, so "
+            "any pod of the cluster (another tenant's notebook included) can reach TensorFlow's unauthenticated gRPC "
+            "servers in this namespace, run graphs on them and read or write this tenant's volumes through them"
+        )
+
+
 def run_platform(
-    stack: PlatformStack, server: tuple[int, int] | None, read: Reader | None, environ: Mapping[str, str]
+    stack: PlatformStack,
+    server: tuple[int, int] | None,
+    read: Reader | None,
+    environ: Mapping[str, str],
+    read_whole: Reader | None = None,
 ) -> dict[str, Any]:
-    stack = context_checks.check_platform(stack, server)
+    stack = with_api_server(context_checks.check_platform(stack, server), read_whole)
+    warn_unenforced(stack.platform.network)
     if read is not None:
         missing = backends.missing_classes(stack.platform.storage, read, f"{NAMESPACE}:platform.storage")
         if missing:
@@ -133,6 +167,7 @@ def run_tenant(
 ) -> dict[str, Any]:
     platform = current(stack_ref.platform_facts(stack.platform_stack, read_outputs), server)
     context_checks.check_tenant(stack, platform)
+    warn_unenforced(platform.network)
     token = stack_config.jupyter_token()  # validated before anything is declared
     owner = owner_of("tenant", environ)
     fix = (
@@ -179,6 +214,7 @@ def run_experiment(
     platform = current(platform, server)
     experiment = context_checks.experiment_name(stack, pulumi.get_stack())
     context_checks.check_experiment(stack, pulumi.get_stack(), platform, root)
+    warn_unenforced(platform.network)
     owner = owner_of("experiment", environ)
     namespace = tenant.namespace
     # First: without these rights the reads below would fail with the API server's bare 403.
@@ -215,7 +251,7 @@ def main() -> None:
     # Whole objects where metadata is not enough: the User Node's room, the quota's status, pods' resources.
     read_whole = (lambda path: api.get(path, metadata_only=False)) if api is not None else None
     if isinstance(stack, PlatformStack):
-        run_platform(stack, cluster.version, read, os.environ)
+        run_platform(stack, cluster.version, read, os.environ, read_whole=read_whole)
     elif isinstance(stack, TenantStack):
         run_tenant(stack, cluster.version, read, os.environ, read_whole=read_whole)
     else:

@@ -15,6 +15,7 @@ from pydantic import Field
 
 from tfk8s.schema_types import (
     AbsolutePath,
+    Cidr,
     DnsName,
     HttpUrl,
     KubeVersion,
@@ -97,6 +98,36 @@ class PortSettings(Model):
     tensorboard: Port = 6006
 
 
+class DnsSettings(Model):
+    """Where the cluster's DNS pods are: every pod of a tenant may ask them, and nothing else outside."""
+
+    namespace: str = "kube-system"
+    pod_labels: dict[str, str] = Field(default_factory=lambda: {"k8s-app": "kube-dns"})
+    """The labels of the DNS pods (CoreDNS keeps kube-dns's `k8s-app: kube-dns`)."""
+    port: Port = 53
+
+
+class ApiServerSettings(Model):
+    """The API server as pods reach it: the addresses and ports behind the `kubernetes` Service."""
+
+    cidrs: list[Cidr] = Field(default_factory=list)
+    """e.g. ["10.0.0.10/32"]. Empty: read at `pulumi up` from the `kubernetes` EndpointSlice of
+    `default`. Only PS pods (which retire themselves) and Jupyter (which reads Layouts) may reach them."""
+    ports: list[Port] = Field(default_factory=list)
+    """e.g. [6443]; read with the addresses when `cidrs` is empty."""
+
+
+class NetworkSettings(Model):
+    """The NetworkPolicies every tenant's namespace gets (tfk8s.network_policy; README "Security model")."""
+
+    policy_enforced: bool = True
+    """Whether the cluster's CNI enforces NetworkPolicy (Calico, Cilium and Antrea do; flannel alone and
+    kwok do not). tfk8s creates the policies either way; false makes every tenant and experiment warn
+    that TensorFlow's unauthenticated gRPC servers are reachable from any pod of the cluster."""
+    dns: DnsSettings = Field(default_factory=DnsSettings)
+    api_server: ApiServerSettings = Field(default_factory=ApiServerSettings)
+
+
 class PodIdentity(Model):
     """The non-root user and groups a pod's processes run as (its pod-level securityContext)."""
 
@@ -173,6 +204,8 @@ class PlatformSettings(Model):
     storage: StorageSettings = Field(default_factory=StorageSettings)
     images: ImageSettings = Field(default_factory=ImageSettings)
     ports: PortSettings = Field(default_factory=PortSettings)
+    network: NetworkSettings = Field(default_factory=NetworkSettings)
+    """Who may talk to whom in tenants' namespaces, and whether the cluster enforces it."""
     pod_security: PodSecuritySettings = Field(default_factory=PodSecuritySettings)
     """Who the pods of the platform and its experiments run as (non-root: users' namespaces enforce `restricted`)."""
     kubernetes_version: KubeVersion | None = None

@@ -8,6 +8,7 @@ Nothing here touches Pulumi: `hack/schema.py` and the tests import it without an
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from typing import Annotated, Any
 
@@ -71,6 +72,14 @@ def _relative_path(value: str) -> str:
     return value
 
 
+def _cidr(value: str) -> str:
+    try:
+        ipaddress.ip_network(value, strict=True)
+    except ValueError as error:
+        raise ValueError(f"{value!r} is not a CIDR with no host bits set, e.g. 10.0.0.1/32 ({error})") from None
+    return value
+
+
 def version_tuple(text: str) -> tuple[int, int]:
     """'1.34' (a `KubeVersion`) -> (1, 34)."""
     major, minor = text.split(".")
@@ -96,6 +105,7 @@ KubeVersion = Annotated[str, Field(pattern=r"^1\.\d+$")]
 HttpUrl = Annotated[str, AfterValidator(_http_url)]
 RelativePath = Annotated[str, AfterValidator(_relative_path)]
 AbsolutePath = Annotated[str, Field(pattern=r"^/")]
+Cidr = Annotated[str, AfterValidator(_cidr)]
 
 
 class Model(BaseModel):

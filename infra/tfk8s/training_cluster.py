@@ -5,6 +5,7 @@ Shape (resource count is independent of the worker count):
   * workers: one Indexed Job `<c>-worker` and one headless Service `<c>-worker`, so task i is the
     pod `<c>-worker-<i>.<c>-worker` and learns its index from JOB_COMPLETION_INDEX;
   * in-graph with a chief client: one more Indexed Job + headless Service `<c>-chief`;
+  * its NetworkPolicy `<c>`: gRPC among its own pods alone (tfk8s.network_policy);
   * the user's code ConfigMap if any, the RBAC that lets a PS scale its own Deployment to zero
     once every worker is done (no PS left behind), and the Layout that registers the cluster with
     its platform and publishes it to the user's Jupyter (tfk8s.layout_document, tfk8s.guard). The
@@ -36,9 +37,9 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from tfk8s import awaits, layout_document, pods, run_policy
+from tfk8s import awaits, layout_document, network_policy, pods, run_policy
 from tfk8s import cluster_spec as cs
-from tfk8s.api_paths import JOB, PERSISTENT_VOLUME_CLAIM, SERVICE
+from tfk8s.api_paths import JOB, NETWORK_POLICY, PERSISTENT_VOLUME_CLAIM, SERVICE
 from tfk8s.code import CodeBundle
 from tfk8s.contract import PlatformFacts, PlatformKind
 from tfk8s.labels import labels, selector_of
@@ -92,6 +93,19 @@ class TrainingCluster(pulumi.ComponentResource):
                 opts=child,
             )
         self.scratch_claim = self._build_scratch(name, args) if c.scratch is not None else None
+        # gRPC only among this cluster's pods (and its notebook client): before any of them starts.
+        self.network_policy = k8s.networking.v1.NetworkPolicy(
+            f"{name}-network",
+            metadata=self._meta(name=self.names.cluster, labels=self._labels("network")),
+            spec=network_policy.cluster_policy(
+                args.user,
+                args.experiment,
+                c,
+                platform.ports,
+                notebook_client=c.replication == "in-graph" and args.notebook_host is not None,
+            ),
+            opts=child,
+        )
         self.cluster_pods = self._cluster_pods(args)
         self.ps_deployment_names = [f"{self.names.cluster}-ps-{i}-{self.run_id[:8]}" for i in range(c.ps.count)]
         self._build_ps_rbac(name, args)
@@ -320,7 +334,12 @@ class TrainingCluster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(
                 parent=self,
                 delete_before_replace=True,
-                depends_on=[service, *self.ps_services, *([self.scratch_claim] if self.scratch_claim else [])],
+                depends_on=[
+                    service,
+                    self.network_policy,
+                    *self.ps_services,
+                    *([self.scratch_claim] if self.scratch_claim else []),
+                ],
             ),
         )
         return service, job
@@ -338,4 +357,5 @@ def fixed_objects(experiment: str, cluster: ClusterSettings, namespace: str, lay
     if cluster.scratch is not None:
         found.append(Claimed(kind=PERSISTENT_VOLUME_CLAIM, namespace=namespace, name=names.scratch_claim(), key=f"{key}.scratch"))
     found.append(Claimed(kind=layouts.api, namespace=namespace, name=names.layout(), key=f"{key}.name"))
+    found.append(Claimed(kind=NETWORK_POLICY, namespace=namespace, name=names.cluster, key=f"{key}.name"))
     return found

@@ -25,8 +25,8 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from tfk8s import awaits, pod_security, pods, quota, readiness
-from tfk8s.api_paths import LIMIT_RANGE, NAMESPACE, RESOURCE_QUOTA
+from tfk8s import awaits, network_policy, pod_security, pods, quota, readiness
+from tfk8s.api_paths import LIMIT_RANGE, NAMESPACE, NETWORK_POLICY, RESOURCE_QUOTA
 from tfk8s.code import CodeBundle
 from tfk8s.contract import PlatformFacts, PlatformKind
 from tfk8s.labels import labels, selector_of
@@ -64,13 +64,15 @@ def namespace_name(platform: PlatformFacts, user: str) -> str:
 
 def fixed_objects(platform: PlatformFacts, user: TenantSettings, key: str) -> list[Claimed]:
     """What a UserEnvironment creates under fixed names: the namespace, and in it the namespace's
-    quota and container defaults (tfk8s.quota; everything else of theirs is auto-named). `key` is
-    where the tenant sits in the stack file (`tfk8s:tenant`)."""
+    quota, container defaults (tfk8s.quota) and network policies (everything else of theirs is
+    auto-named). `key` is where the tenant sits in the stack file (`tfk8s:tenant`)."""
     ns = namespace_name(platform, user.name)
+    policies = network_policy.tenant_policies(user.name, platform.network, platform.ports)
     return [
         Claimed(kind=NAMESPACE, name=ns, key=f"{key}.name"),
         Claimed(kind=RESOURCE_QUOTA, namespace=ns, name=quota.QUOTA_NAME, key=f"{key}.quota"),
         Claimed(kind=LIMIT_RANGE, namespace=ns, name=quota.LIMIT_RANGE_NAME, key=f"{key}.name"),
+        *(Claimed(kind=NETWORK_POLICY, namespace=ns, name=n, key=f"{key}.name") for n in policies),
     ]
 
 
@@ -105,6 +107,7 @@ class UserEnvironment(pulumi.ComponentResource):
         )
         ns = self.namespace.metadata.name
         self._build_quota(name, args, ns)
+        self._build_network_policies(name, args, ns)
         self.claims = {
             purpose: claim(
                 f"{name}-{purpose}",
@@ -182,6 +185,22 @@ class UserEnvironment(pulumi.ComponentResource):
             spec=quota.limit_range_spec(args.platform.container_defaults),
             opts=child,
         )
+
+    def _build_network_policies(self, name: str, args: UserEnvironmentArgs, ns: pulumi.Output[str]) -> None:
+        """Deny by default, then what the namespace's pods need (tfk8s.network_policy); each training
+        cluster adds its own. Before the apps and volumes: no pod of the namespace starts unshielded."""
+        own_labels = labels(args.user.name, "network")
+        self.network_policies = [
+            k8s.networking.v1.NetworkPolicy(
+                f"{name}-{policy_name}",
+                metadata=self._meta(ns, own_labels, name=policy_name),
+                spec=spec,
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            for policy_name, spec in network_policy.tenant_policies(
+                args.user.name, args.platform.network, args.platform.ports
+            ).items()
+        ]
 
     def _build_jupyter(self, name: str, args: UserEnvironmentArgs, ns: pulumi.Output[str]) -> None:
         user, platform = args.user, args.platform
@@ -362,8 +381,9 @@ class UserEnvironment(pulumi.ComponentResource):
                     },
                 },
             },
-            # They set no resources: the LimitRange sizes them, so it must be there first.
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.limit_range]),
+            # They set no resources: the LimitRange sizes them, so it must be there first; and no pod
+            # of the namespace starts before its network policies.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.limit_range, *self.network_policies]),
         )
         service = k8s.core.v1.Service(
             name,

@@ -36,6 +36,7 @@ KINDS = (
     "rolebindings.rbac.authorization.k8s.io",
     "resourcequotas",
     "limitranges",
+    "networkpolicies.networking.k8s.io",
 )
 
 

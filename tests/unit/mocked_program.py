@@ -171,7 +171,7 @@ def run_program(
     validated = validate(raw)
     environ = {"PULUMI_BACKEND_URL": "file:///test-state"}
     if kind == "platform":
-        components = program.run_platform(validated, None, read, environ)  # type: ignore[arg-type]
+        components = program.run_platform(validated, None, read, environ, read_whole=read_whole)  # type: ignore[arg-type]
     elif kind == "tenant":
         facts = platform if platform is not None else facts_for(stack_config(raw["platformStack"]))
         components = program.run_tenant(

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from mocked_program import facts_for, stack_config
-from tfk8s import access
+from tfk8s import access, api_paths
 from tfk8s.contract import PlatformFacts
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
@@ -151,6 +151,9 @@ def test_rules_render_as_role_rules() -> None:
     assert all(set(r) <= {"apiGroups", "resources", "verbs", "resourceNames"} for r in rules)
 
 
+_PLURALS = {k.kind: k.plural for k in vars(api_paths).values() if isinstance(k, api_paths.ApiKind)}
+
+
 def _experiment_kinds() -> set[tuple[str, str]]:
     """(API group, resource) of every Kubernetes object the experiment goldens declare."""
     kinds = set()
@@ -162,8 +165,10 @@ def _experiment_kinds() -> set[tuple[str, str]]:
             api_version, kind = row["inputs"].get("apiVersion"), row["inputs"].get("kind")
             if api_version and kind:
                 group = api_version.rpartition("/")[0]
-                # Every built-in kind experiments create pluralizes regularly; the Layout's plural is the platform's.
-                kinds.add((group, LAYOUTS.plural if (group, kind) == (LAYOUTS.group, LAYOUTS.kind) else f"{kind.lower()}s"))
+                # The API's plural where api_paths knows the kind (NetworkPolicy: networkpolicies), else
+                # the regular one; the Layout's plural is the platform's.
+                plural = _PLURALS.get(kind, f"{kind.lower()}s")
+                kinds.add((group, LAYOUTS.plural if (group, kind) == (LAYOUTS.group, LAYOUTS.kind) else plural))
     return kinds
 
 

@@ -29,6 +29,8 @@ TENANT_EXPECTED = Counter(
         "kubernetes:core/v1:Namespace": 1,
         "kubernetes:core/v1:ResourceQuota": 1,  # the tenant's quota
         "kubernetes:core/v1:LimitRange": 1,  # sizes containers that set no resources (Jupyter, TensorBoard)
+        # deny by default; DNS for all; Jupyter, TensorBoard and the PS's API egress (tfk8s.network_policy)
+        "kubernetes:networking.k8s.io/v1:NetworkPolicy": 5,
         "kubernetes:core/v1:PersistentVolumeClaim": 2,  # the tenant's data and log volumes
         "kubernetes:core/v1:ConfigMap": 2,  # trainer package for notebooks, notebooks (no guard: 1.25)
         "kubernetes:core/v1:ServiceAccount": 1,  # Jupyter's: reads layouts
@@ -42,6 +44,7 @@ TENANT_EXPECTED = Counter(
 EXPERIMENT_EXPECTED = Counter(
     {
         "kubernetes:core/v1:ConfigMap": 1,  # trainer package
+        "kubernetes:networking.k8s.io/v1:NetworkPolicy": 1,  # gRPC within the one cluster
         "kubernetes:ptest.layouts.tfk8s.io/v1:Layout": 1,  # the cluster's layout, the platform's kind
         "kubernetes:core/v1:ServiceAccount": 1,  # PS retirement
         "kubernetes:rbac.authorization.k8s.io/v1:Role": 1,

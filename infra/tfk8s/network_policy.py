@@ -1,0 +1,144 @@
+"""Who may talk to whom in a tenant's namespace: the NetworkPolicies of tenants and training clusters.
+
+TensorFlow's gRPC server authenticates no one and runs any graph a client sends (TensorFlow's
+security guidance: trusted networks only), so the network is the only thing between a tenant's
+training servers and every other pod of the cluster. The design, enforced by the cluster's CNI:
+
+  * everything in a tenant's namespace is denied, both ways, unless a policy below allows it;
+  * every pod may ask the cluster DNS (and nothing else outside the namespace by default);
+  * a training cluster's pods talk gRPC with the pods of that same cluster alone, and with the
+    tenant's Jupyter when Jupyter is its in-graph client; with a `code.url`, their init container
+    may fetch from any address on that URL's port (NetworkPolicy knows no host names);
+  * a PS, which retires itself through the API, and Jupyter, which reads Layouts, reach the API
+    server's addresses (as pods see them after the `kubernetes` Service's translation);
+  * Jupyter and TensorBoard answer on their own HTTP ports, from anywhere (users come through the
+    User Node's NodePorts; Jupyter asks for its token, TensorBoard has no authentication).
+
+The tenant stack declares the namespace-wide policies, each experiment its clusters'. Specs only:
+nothing here touches Pulumi.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+from tfk8s.labels import CLUSTER, EXPERIMENT, ROLE, labels, selector_of
+from tfk8s.schema_experiment import ClusterSettings
+from tfk8s.schema_platform import ApiServerSettings, NetworkSettings, PortSettings
+
+Json = dict[str, Any]
+
+DEFAULT_DENY = "tfk8s-default-deny"
+DNS = "tfk8s-dns"
+JUPYTER = "tfk8s-jupyter"
+TENSORBOARD = "tfk8s-tensorboard"
+PS_API = "tfk8s-ps-api"
+TRAINING_COMPONENT = "tensorflow"
+ANYWHERE = ({"ipBlock": {"cidr": "0.0.0.0/0"}}, {"ipBlock": {"cidr": "::/0"}})
+
+
+def _tcp(port: int) -> Json:
+    return {"protocol": "TCP", "port": port}
+
+
+def app_selector(user: str, component: str) -> Json:
+    """The pods of the tenant's Jupyter or TensorBoard (tfk8s.user_env labels them so)."""
+    return {"matchLabels": selector_of(labels(user, component))}
+
+
+def _training_pods() -> Json:
+    return {"matchLabels": {"app.kubernetes.io/name": TRAINING_COMPONENT}}
+
+
+def api_server_rule(api: ApiServerSettings) -> list[Json]:
+    """Egress to the API server; none when its addresses are unknown (then nothing may reach it)."""
+    if not api.cidrs:
+        return []
+    return [{"to": [{"ipBlock": {"cidr": c}} for c in api.cidrs], "ports": [_tcp(p) for p in api.ports]}]
+
+
+def tenant_policies(user: str, network: NetworkSettings, ports: PortSettings) -> dict[str, Json]:
+    """The namespace-wide policies of a tenant, by object name."""
+    dns = network.dns
+    return {
+        DEFAULT_DENY: {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]},
+        DNS: {
+            "podSelector": {},
+            "policyTypes": ["Egress"],
+            "egress": [
+                {
+                    "to": [
+                        {
+                            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": dns.namespace}},
+                            "podSelector": {"matchLabels": dict(dns.pod_labels)},
+                        }
+                    ],
+                    "ports": [{"protocol": "UDP", "port": dns.port}, _tcp(dns.port)],
+                }
+            ],
+        },
+        JUPYTER: {
+            "podSelector": app_selector(user, "jupyter"),
+            "policyTypes": ["Ingress", "Egress"],
+            # Its notebook page from anywhere; as the in-graph chief of notebook-driven clusters, their
+            # servers' calls back (each cluster's own policy says whether it is notebook-driven).
+            "ingress": [
+                {"ports": [_tcp(ports.jupyter)]},
+                {"from": [{"podSelector": _training_pods()}], "ports": [_tcp(ports.tensorflow)]},
+            ],
+            "egress": [
+                {"to": [{"podSelector": _training_pods()}], "ports": [_tcp(ports.tensorflow)]},
+                *api_server_rule(network.api_server),
+            ],
+        },
+        TENSORBOARD: {
+            "podSelector": app_selector(user, "tensorboard"),
+            "policyTypes": ["Ingress"],
+            "ingress": [{"ports": [_tcp(ports.tensorboard)]}],
+        },
+        PS_API: {
+            "podSelector": {"matchLabels": {"app.kubernetes.io/name": TRAINING_COMPONENT, ROLE: "ps"}},
+            "policyTypes": ["Egress"],
+            "egress": api_server_rule(network.api_server),
+        },
+    }
+
+
+def cluster_selector(experiment: str, cluster: str) -> Json:
+    """Every pod of one training cluster (PS, workers, chief), whatever its run."""
+    return {"matchLabels": {"app.kubernetes.io/name": TRAINING_COMPONENT, EXPERIMENT: experiment, CLUSTER: cluster}}
+
+
+def code_url_port(url: str) -> int:
+    parts = urlsplit(url)
+    return parts.port or (443 if parts.scheme == "https" else 80)
+
+
+def cluster_policy(user: str, experiment: str, cluster: ClusterSettings, ports: PortSettings, *, notebook_client: bool) -> Json:
+    """One training cluster's policy: gRPC among its own pods, and with Jupyter when it is their client."""
+    peers: list[Json] = [{"podSelector": cluster_selector(experiment, cluster.name)}]
+    if notebook_client:
+        peers.append({"podSelector": app_selector(user, "jupyter")})
+    grpc = [_tcp(ports.tensorflow)]
+    egress: list[Json] = [{"to": peers, "ports": grpc}]
+    if cluster.code.source == "url" and cluster.code.url:
+        egress.append({"to": list(ANYWHERE), "ports": [_tcp(code_url_port(cluster.code.url))]})
+    return {
+        "podSelector": cluster_selector(experiment, cluster.name),
+        "policyTypes": ["Ingress", "Egress"],
+        "ingress": [{"from": peers, "ports": grpc}],
+        "egress": egress,
+    }
+
+
+def api_server_from_endpoints(slice_: Mapping[str, Any] | None) -> ApiServerSettings:
+    """The API server's addresses and ports from the `kubernetes` EndpointSlice of `default`, where
+    pods' requests to the `kubernetes` Service really go (empty when unreadable)."""
+    if not slice_:
+        return ApiServerSettings()
+    family = {"IPv4": 32, "IPv6": 128}.get(str(slice_.get("addressType")), 32)
+    cidrs = sorted({f"{a}/{family}" for e in slice_.get("endpoints") or [] for a in e.get("addresses") or []})
+    found = sorted({int(p["port"]) for p in slice_.get("ports") or [] if p.get("port")})
+    return ApiServerSettings(cidrs=cidrs, ports=found)

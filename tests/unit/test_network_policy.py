@@ -1,0 +1,194 @@
+"""Tenants' namespaces deny by default and training clusters talk gRPC among themselves alone
+(tfk8s.network_policy). These check what the policies select and name under mocks; which pairs of
+pods may talk is computed from the live policies by a real policy engine in tests/e2e/test_network.py."""
+
+from __future__ import annotations
+
+import copy
+import logging
+from typing import Any
+
+import pulumi
+import pytest
+from mocked_program import DEPLOYMENT, JOB, after, facts_for, pod_labels, run_program
+from tfk8s import network_policy, program
+from tfk8s.config_errors import ConfigError
+from tfk8s.stack_config import validate
+
+POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
+API_SERVER = {"cidrs": ["10.0.0.1/32"], "ports": [6443]}
+
+
+def selects(selector: dict[str, Any], pod: dict[str, str]) -> bool:
+    """A podSelector with matchLabels alone (all tfk8s writes) against a pod's labels."""
+    assert set(selector) <= {"matchLabels"}, selector
+    return all(pod.get(k) == v for k, v in selector.get("matchLabels", {}).items())
+
+
+def policies(d: Any) -> dict[str, dict[str, Any]]:
+    return {r.inputs["metadata"]["name"]: r.inputs["spec"] for r in d.mocks.of_type(POLICY)}
+
+
+def test_a_tenant_namespace_denies_everything_but_dns_and_the_apps_own_ports(
+    platform_config: dict[str, Any], tenant_config: dict[str, Any]
+) -> None:
+    platform_config["platform"]["network"] = {"apiServer": API_SERVER}
+
+    @pulumi.runtime.test
+    def run() -> pulumi.Output[Any]:
+        d = run_program(tenant_config, platform=facts_for(platform_config))
+
+        def check() -> None:
+            found = policies(d)
+            assert set(found) == {"tfk8s-default-deny", "tfk8s-dns", "tfk8s-jupyter", "tfk8s-tensorboard", "tfk8s-ps-api"}
+            assert {r.inputs["metadata"]["namespace"] for r in d.mocks.of_type(POLICY)} == {"tfk8s-alice"}
+            assert found["tfk8s-default-deny"] == {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}
+            (dns,) = found["tfk8s-dns"]["egress"]
+            assert dns["to"][0]["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}}
+            assert sorted((p["protocol"], p["port"]) for p in dns["ports"]) == [("TCP", 53), ("UDP", 53)]
+            apps = {pod_labels(r)["app.kubernetes.io/name"]: pod_labels(r) for r in d.mocks.of_type(DEPLOYMENT)}
+            jupyter, tensorboard = apps["jupyter"], apps["tensorboard"]
+            # Each app's policy selects that app alone and opens its own HTTP port alone.
+            assert selects(found["tfk8s-jupyter"]["podSelector"], jupyter)
+            assert not selects(found["tfk8s-jupyter"]["podSelector"], tensorboard)
+            assert selects(found["tfk8s-tensorboard"]["podSelector"], tensorboard)
+            assert found["tfk8s-tensorboard"]["ingress"] == [{"ports": [{"protocol": "TCP", "port": 6006}]}]
+            assert found["tfk8s-tensorboard"]["policyTypes"] == ["Ingress"]  # no egress but DNS
+            assert found["tfk8s-jupyter"]["ingress"][0] == {"ports": [{"protocol": "TCP", "port": 8888}]}
+            # The API server is reachable by Jupyter and by parameter servers, at its addresses alone.
+            api = {"to": [{"ipBlock": {"cidr": "10.0.0.1/32"}}], "ports": [{"protocol": "TCP", "port": 6443}]}
+            assert api in found["tfk8s-jupyter"]["egress"]
+            assert found["tfk8s-ps-api"]["egress"] == [api]
+            assert found["tfk8s-ps-api"]["podSelector"]["matchLabels"]["tfk8s.io/role"] == "ps"
+            # No pod of the namespace starts before the policies exist.
+            for deployment in d.mocks.of_type(DEPLOYMENT):
+                depends = d.options[f"{DEPLOYMENT}::{deployment.name}"].depends_on
+                assert len([r for r in depends if isinstance(r, pulumi.CustomResource)]) >= 6  # limit range + 5 policies
+
+        return after(d, check)
+
+    run()
+
+
+def _two_clusters(dev_config: dict[str, Any]) -> dict[str, Any]:
+    second = copy.deepcopy(dev_config["clusters"][0])
+    second.update(name="notebook", replication="in-graph", training="sync", inGraphClient="notebook")
+    second.pop("ps", None)
+    second["ps"] = {"count": 1}
+    third = copy.deepcopy(dev_config["clusters"][0])
+    third.update(name="fetched", code={"source": "url", "url": "https://code.example.com:8443/train.py"})
+    dev_config["clusters"] += [second, third]
+    return dev_config
+
+
+def test_each_cluster_talks_grpc_with_its_own_pods_and_its_notebook_client_alone(dev_config: dict[str, Any]) -> None:
+    config = _two_clusters(dev_config)
+
+    @pulumi.runtime.test
+    def run() -> pulumi.Output[Any]:
+        d = run_program(config)
+
+        def check() -> None:
+            found = policies(d)
+            assert set(found) == {"dev-mnist", "dev-notebook", "dev-fetched"}
+            pods = [pod_labels(r) for r in d.mocks.of_type(DEPLOYMENT) + d.mocks.of_type(JOB)]
+            for name, spec in found.items():
+                cluster = name.removeprefix("dev-")
+                own = [p for p in pods if p["tfk8s.io/cluster"] == cluster]
+                others = [p for p in pods if p["tfk8s.io/cluster"] != cluster]
+                assert own and others
+                assert all(selects(spec["podSelector"], p) for p in own), name  # PS, workers and chief
+                assert not any(selects(spec["podSelector"], p) for p in others), name
+                (ingress,) = spec["ingress"]
+                assert ingress["ports"] == [{"protocol": "TCP", "port": 2222}]
+                peers = [peer["podSelector"] for peer in ingress["from"]]
+                assert all(selects(peers[0], p) for p in own) and not any(selects(peers[0], p) for p in others)
+                jupyter = {"app.kubernetes.io/name": "jupyter", "tfk8s.io/user": "alice"}
+                # Only the notebook-driven cluster lets the tenant's Jupyter in (it is their chief).
+                assert any(selects(peer, jupyter) for peer in peers) == (cluster == "notebook"), name
+                assert spec["egress"][0] == {"to": ingress["from"], "ports": ingress["ports"]}
+                fetch = [rule for rule in spec["egress"][1:]]
+                if cluster == "fetched":  # the init container fetches the code: its URL's port, any address
+                    assert fetch == [{"to": list(network_policy.ANYWHERE), "ports": [{"protocol": "TCP", "port": 8443}]}]
+                else:
+                    assert fetch == []
+            # Every Job waits for its cluster's policy (the PS Deployments wait for their Job).
+            for job in d.mocks.of_type(JOB):
+                depends = d.options[f"{JOB}::{job.name}"].depends_on
+                assert any(getattr(r, "_name", "").endswith("-network") for r in depends), job.name
+
+        return after(d, check)
+
+    run()
+
+
+@pytest.mark.parametrize(("url", "port"), [("https://h/x.py", 443), ("http://h/x.py", 80), ("http://h:8080/x.py", 8080)])
+def test_the_code_url_port(url: str, port: int) -> None:
+    assert network_policy.code_url_port(url) == port
+
+
+def test_the_api_server_is_read_from_the_kubernetes_endpoint_slice(platform_config: dict[str, Any]) -> None:
+    slice_ = {
+        "addressType": "IPv4",
+        "endpoints": [{"addresses": ["192.168.1.10"]}, {"addresses": ["192.168.1.11"]}],
+        "ports": [{"name": "https", "port": 6443, "protocol": "TCP"}],
+    }
+    asked: list[str] = []
+
+    def read_whole(path: str) -> dict[str, Any]:
+        asked.append(path)
+        return slice_
+
+    stack = validate(platform_config)
+    resolved = program.with_api_server(stack, read_whole)  # type: ignore[arg-type]
+    assert asked == ["/apis/discovery.k8s.io/v1/namespaces/default/endpointslices/kubernetes"]
+    assert resolved.platform.network.api_server.cidrs == ["192.168.1.10/32", "192.168.1.11/32"]
+    assert resolved.platform.network.api_server.ports == [6443]
+    # Configured addresses win, and nothing is read.
+    platform_config["platform"]["network"] = {"apiServer": API_SERVER}
+    configured = validate(platform_config)
+    assert program.with_api_server(configured, read_whole).platform.network.api_server.cidrs == ["10.0.0.1/32"]  # type: ignore[arg-type]
+    assert len(asked) == 1
+
+
+def test_an_unreadable_api_server_is_a_warning_that_names_the_keys(
+    platform_config: dict[str, Any], caplog: Any, capsys: Any
+) -> None:
+    with caplog.at_level(logging.WARNING):
+        resolved = program.with_api_server(validate(platform_config), lambda path: None)  # type: ignore[arg-type]
+    assert resolved.platform.network.api_server.cidrs == []
+    # Through the engine when a (mock) one is set, else on stderr.
+    assert "tfk8s:platform.network.apiServer.cidrs" in caplog.text + capsys.readouterr().err
+
+
+def test_a_platform_whose_cni_does_not_enforce_policies_warns_every_tenant(
+    platform_config: dict[str, Any], tenant_config: dict[str, Any], caplog: Any
+) -> None:
+    platform_config["platform"]["network"] = {"policyEnforced": False}
+
+    @pulumi.runtime.test
+    def run() -> pulumi.Output[Any]:
+        with caplog.at_level(logging.WARNING):
+            d = run_program(tenant_config, platform=facts_for(platform_config))
+        return after(d, lambda: None)
+
+    run()
+    assert "policyEnforced is false" in caplog.text and "unauthenticated gRPC" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("network", "key"),
+    [
+        ({"apiServer": {"cidrs": ["10.0.0.1/8"]}}, "tfk8s:platform.network.apiServer.cidrs[0]"),
+        ({"apiServer": {"cidrs": ["kube-apiserver"]}}, "tfk8s:platform.network.apiServer.cidrs[0]"),
+        ({"apiServer": {"ports": [0]}}, "tfk8s:platform.network.apiServer.ports[0]"),
+        ({"dns": {"port": 70000}}, "tfk8s:platform.network.dns.port"),
+        ({"policyEnforced": "no"}, "tfk8s:platform.network.policyEnforced"),
+        ({"cni": "calico"}, "tfk8s:platform.network.cni"),
+    ],
+)
+def test_bad_network_settings_are_refused_naming_the_key(platform_config: dict[str, Any], network: Any, key: str) -> None:
+    platform_config["platform"]["network"] = network
+    with pytest.raises(ConfigError) as refused:
+        validate(platform_config)
+    assert key in str(refused.value), str(refused.value)

@@ -31,12 +31,20 @@ class CodeBundle:
         return {key_of(name): text for name, text in sorted(self.files.items())}
 
 
+def code_files(directory: Path, pattern: str = "**/*") -> list[Path]:
+    """The files of `directory` that ship (caches and notebooks never do), in order."""
+    return [
+        path
+        for path in sorted(directory.glob(pattern))
+        if path.is_file() and "__pycache__" not in path.parts and path.suffix not in {".pyc", ".ipynb"}
+    ]
+
+
 def bundle(directory: Path, pattern: str = "**/*") -> CodeBundle:
-    """Read a directory's text files (skipping caches) for shipping as a ConfigMap."""
+    """Read a directory's text files for shipping as a ConfigMap (tfk8s.context_checks vetted them)."""
     files = {}
-    for path in sorted(directory.glob(pattern)):
-        if path.is_file() and "__pycache__" not in path.parts and path.suffix not in {".pyc", ".ipynb"}:
-            files[path.relative_to(directory).as_posix()] = path.read_text(encoding="utf-8")
+    for path in code_files(directory, pattern):
+        files[path.relative_to(directory).as_posix()] = path.read_text(encoding="utf-8")
     if not files:
         raise FileNotFoundError(f"no files to ship in {directory}")
     return CodeBundle(files=files)

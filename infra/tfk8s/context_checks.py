@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tfk8s import backends
+from tfk8s.code import code_files
 from tfk8s.config_errors import ConfigError
 from tfk8s.contract import PlatformFacts
 from tfk8s.quantities import parse_quantity
@@ -17,9 +18,10 @@ from tfk8s.schema import NAMESPACE
 from tfk8s.schema_experiment import CodeSettings, ExperimentStack
 from tfk8s.schema_platform import PlatformStack
 from tfk8s.schema_tenant import TenantStack
-from tfk8s.schema_types import MAX_NAME_LENGTH, dns_name
+from tfk8s.schema_types import MAX_NAME_LENGTH, service_name
 
 CONFIGMAP_LIMIT_BYTES = 1024 * 1024
+HOSTNAME_LABEL = "kubernetes.io/hostname"
 
 
 def check_platform(stack: PlatformStack, server_version: tuple[int, int] | None) -> PlatformStack:
@@ -96,12 +98,19 @@ def check_experiment(stack: ExperimentStack, stack_name: str, facts: PlatformFac
                 f"{key}.ps.gpus: parameter servers hold variables and need no GPU; remove it, or ask the platform "
                 f"team to set {NAMESPACE}:platform.allowPsGpus: true if you really mean it"
             )
-        for t in c.workers.tolerations:
-            if t.get("key") == facts.user_node.taint_key or (t.get("operator") == "Exists" and not t.get("key")):
+        for j, t in enumerate(c.workers.tolerations):
+            if t.key == facts.user_node.taint_key or (t.operator == "Exists" and t.key is None):
                 problems.append(
-                    f"{key}.workers.tolerations: {dict(t)} tolerates the User Node taint {facts.user_node.taint_key!r}: "
-                    "training pods must never run on the User Node; tolerate specific taints instead"
+                    f"{key}.workers.tolerations[{j}]: {t.model_dump(by_alias=True, exclude_unset=True)} tolerates the "
+                    f"User Node taint {facts.user_node.taint_key!r}: training pods must never run on the User Node; "
+                    "tolerate specific taints instead"
                 )
+        selector = c.workers.node_selector
+        if facts.user_node.taint_key in selector or selector.get(HOSTNAME_LABEL) == facts.user_node.name:
+            problems.append(
+                f"{key}.workers.nodeSelector: {dict(selector)} selects the User Node {facts.user_node.name!r}, where "
+                "training pods never run (they would stay Pending): select your training nodes' labels instead"
+            )
         if c.scratch is not None and facts.scratch_storage_class is None:
             problems.append(
                 f"{key}.scratch: the platform offers no class for scratch volumes (its "
@@ -115,7 +124,7 @@ def check_experiment(stack: ExperimentStack, stack_name: str, facts: PlatformFac
 
 def _name_problem(name: str) -> str | None:
     try:
-        dns_name(name)
+        service_name(name)
     except ValueError as error:
         return str(error)
     return None
@@ -126,18 +135,30 @@ def _code_problems(code: CodeSettings, key: str, project_root: Path) -> list[str
         return [f"{key}.url: source 'url' needs an http(s) URL to fetch the training script from"]
     if code.source != "configmap" or code.path is None:
         return []
-    directory = project_root / code.path
+    # Only the project's own files are shipped: an absolute path, a '..' or a symlink out of the
+    # project would put the operator's files (a kubeconfig among them) into a ConfigMap and the state.
+    root = project_root.resolve()
+    directory = (project_root / code.path).resolve()
+    if Path(code.path).is_absolute() or not directory.is_relative_to(root):
+        return [f"{key}.path: {code.path!r} is outside the project: give a directory of this repository, relative to its root"]
     if not directory.is_dir():
         return [f"{key}.path: {code.path!r} is not a directory of the project ({directory})"]
-    size = _code_size(directory)
-    if size > CONFIGMAP_LIMIT_BYTES * 0.9:
-        return [
-            f"{key}.path: {code.path!r} holds {size} bytes; a ConfigMap carries at most 1 MiB: "
-            "bake the code into the image (source: image) or serve it (source: url)"
-        ]
+    size = 0
+    for path in code_files(directory):
+        name = path.relative_to(directory).as_posix()
+        if not path.resolve().is_relative_to(root):
+            return [f"{key}.path: {code.path}/{name} links outside the project: copy the file in, or remove the link"]
+        size += path.stat().st_size
+        if size > CONFIGMAP_LIMIT_BYTES * 0.9:
+            return [
+                f"{key}.path: {code.path!r} holds more than {int(CONFIGMAP_LIMIT_BYTES * 0.9)} bytes; a ConfigMap carries "
+                "at most 1 MiB: bake the code into the image (source: image) or serve it (source: url)"
+            ]
+        try:
+            path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            return [
+                f"{key}.path: {code.path}/{name} is not UTF-8 text; a code ConfigMap ships text files alone: remove it, "
+                "or bake binary files into the image (source: image)"
+            ]
     return []
-
-
-def _code_size(directory: Path) -> int:
-    """Bytes the code directory would put in its ConfigMap (bytecode caches are never shipped)."""
-    return sum(f.stat().st_size for f in directory.rglob("*") if f.is_file() and "__pycache__" not in f.parts)

@@ -286,5 +286,6 @@ def pod_template(
         if cluster.workers.node_selector:
             spec["nodeSelector"] = dict(cluster.workers.node_selector)
         if cluster.workers.tolerations:
-            spec["tolerations"] = [dict(t) for t in cluster.workers.tolerations]
+            # As written in the stack file: Kubernetes' own defaults apply to what it leaves out.
+            spec["tolerations"] = [t.model_dump(by_alias=True, exclude_unset=True) for t in cluster.workers.tolerations]
     return {"metadata": {"labels": labels}, "spec": spec}

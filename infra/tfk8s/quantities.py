@@ -26,7 +26,8 @@ _QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|m
 
 def parse_quantity(text: str) -> Decimal:
     """Return the quantity in base units; ValueError names what a quantity looks like."""
-    match = _QUANTITY.match(str(text).strip())
+    # fullmatch, and no strip: " 1Gi" or "1Gi\n" would reach manifests as they are.
+    match = _QUANTITY.fullmatch(str(text))
     if not match:
         raise ValueError(f"{text!r} is not a Kubernetes quantity (examples: 500m, 2, 1Gi, 10G)")
     try:

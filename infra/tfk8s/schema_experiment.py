@@ -10,9 +10,21 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
-from tfk8s.schema_types import DnsName, HttpUrl, Model, NonNegative, Positive, Quantity, RelativePath
+from tfk8s.schema_types import (
+    Bytes,
+    HttpUrl,
+    Image,
+    LabelKey,
+    LabelValue,
+    Model,
+    NonNegative,
+    Positive,
+    Quantity,
+    RelativePath,
+    ServiceName,
+)
 
 Replication = Literal["between-graph", "in-graph"]
 TrainingMode = Literal["async", "sync"]
@@ -27,24 +39,49 @@ DEFAULT_TRAINER = ("python", "-m", "tfk8s_train", "train")
 
 class Resources(Model):
     cpu: Quantity = "1"
-    memory: Quantity = "2Gi"
+    memory: Bytes = "2Gi"
     gpus: NonNegative = 0
 
 
 class PsSettings(Resources):
     count: Positive = 1
     cpu: Quantity = "500m"
-    memory: Quantity = "1Gi"
+    memory: Bytes = "1Gi"
 
     @property
     def resources(self) -> Resources:
         return Resources(cpu=self.cpu, memory=self.memory, gpus=self.gpus)
 
 
+class Toleration(Model):
+    """A Kubernetes toleration of the workers (and chief), e.g. of a GPU node pool's taint. The User
+    Node's taint is never tolerable (tfk8s.context_checks)."""
+
+    key: LabelKey | None = None
+    """The taint's key; None with `operator: Exists` tolerates every taint, which is refused."""
+    operator: Literal["Exists", "Equal"] = "Equal"
+    value: LabelValue | None = None
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+    toleration_seconds: int | None = None
+    """NoExecute only: how long the pod stays on a node after the taint appears."""
+
+    @model_validator(mode="after")
+    def _as_kubernetes_accepts(self) -> Toleration:
+        # The API server's own rules, refused here with the fix instead of by the provider mid-update.
+        if self.operator == "Exists" and self.value is not None:
+            raise ValueError("operator Exists tolerates any value: remove `value`, or use operator Equal")
+        if self.key is None and self.operator != "Exists":
+            raise ValueError("a toleration without `key` must have operator Exists (and then tolerates every taint)")
+        if self.toleration_seconds is not None and self.effect != "NoExecute":
+            raise ValueError("tolerationSeconds applies to effect NoExecute alone: set `effect: NoExecute` or remove it")
+        return self
+
+
 class WorkerSettings(Resources):
     count: Positive = 2
-    node_selector: dict[str, str] = Field(default_factory=dict)
-    tolerations: tuple[dict[str, str], ...] = ()
+    node_selector: dict[LabelKey, LabelValue] = Field(default_factory=dict)
+    """Node labels the workers (and chief) must run on, e.g. {"example.com/gpu": "a100"}."""
+    tolerations: tuple[Toleration, ...] = ()
     backoff_limit_per_index: NonNegative = 3
     """Retries per worker index before the whole Job fails (Indexed Job backoffLimitPerIndex)."""
 
@@ -77,18 +114,19 @@ class RunSettings(Model):
 
 
 class ScratchSettings(Model):
-    size: Quantity = Field(description="the scratch volume's size, e.g. 20Gi")
+    size: Bytes = Field(description="the scratch volume's size, e.g. 20Gi")
 
 
 class ClusterSettings(Model):
-    name: DnsName = Field(description="a DNS-1123 name for the training cluster, e.g. mnist")
+    name: ServiceName = Field(description="a DNS-1035 name for the training cluster (a letter first), e.g. mnist")
     replication: Replication = "between-graph"
     training: TrainingMode = "async"
     in_graph_client: InGraphClient = "chief"
     """In-graph only: who drives the cluster, a chief Job or the user's Jupyter notebook."""
     ps: PsSettings = Field(default_factory=PsSettings)
     workers: WorkerSettings = Field(default_factory=WorkerSettings)
-    image: str | None = None
+    image: Image | None = None
+    """The TensorFlow image of this cluster's pods; None: the platform's `images.tensorflow`."""
     code: CodeSettings = Field(default_factory=CodeSettings)
     command: tuple[str, ...] = Field(default=DEFAULT_TRAINER, min_length=1)
     args: tuple[str, ...] = ()
@@ -110,6 +148,6 @@ class ExperimentStack(Model):
         min_length=1,
         description="whose experiment this is: the tenant stack to run in, its name (tenant-alice) or org/project/stack",
     )
-    experiment: DnsName | None = None
+    experiment: ServiceName | None = None
     """Names the experiment's objects and its runs (`<experiment>/<cluster>`); default: the stack name."""
     clusters: tuple[ClusterSettings, ...] = Field(min_length=1, description="the training clusters")

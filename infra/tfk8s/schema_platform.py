@@ -11,14 +11,18 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from tfk8s.schema_types import (
     AbsolutePath,
+    Bytes,
     Cidr,
     DnsName,
     HttpUrl,
+    Image,
     KubeVersion,
+    LabelKey,
+    LabelValue,
     Model,
     NamespacePrefix,
     NonNegative,
@@ -83,26 +87,38 @@ class UserNodeSettings(Model):
     name: str = Field(description="the name of an existing node to dedicate to Jupyter and TensorBoard")
     address: str | None = None
     """Address users reach NodePorts on; when unset, the node's InternalIP from live status."""
-    taint_key: str = "tfk8s.io/user-node"
+    taint_key: LabelKey = "tfk8s.io/user-node"
 
 
 class ImageSettings(Model):
-    tensorflow: str = "tensorflow/tensorflow:2.21.0"
-    jupyter: str = "quay.io/jupyter/tensorflow-notebook:2025-12-01"
-    tensorboard: str = "tensorflow/tensorflow:2.21.0"
+    tensorflow: Image = "tensorflow/tensorflow:2.21.0"
+    jupyter: Image = "quay.io/jupyter/tensorflow-notebook:2025-12-01"
+    tensorboard: Image = "tensorflow/tensorflow:2.21.0"
 
 
 class PortSettings(Model):
+    """The containers' ports: each its own, since Jupyter listens on its HTTP port and, as an in-graph
+    client, on TensorFlow's (Jupyter is told its port through JUPYTER_PORT)."""
+
     tensorflow: Port = 2222
     jupyter: Port = 8888
     tensorboard: Port = 6006
+
+    @model_validator(mode="after")
+    def _distinct(self) -> PortSettings:
+        if self.jupyter == self.tensorflow:
+            raise ValueError(
+                f"jupyter and tensorflow are both {self.jupyter}: Jupyter listens on both (it is the in-graph client "
+                "of notebook-driven clusters); give them different ports"
+            )
+        return self
 
 
 class DnsSettings(Model):
     """Where the cluster's DNS pods are: every pod of a tenant may ask them, and nothing else outside."""
 
-    namespace: str = "kube-system"
-    pod_labels: dict[str, str] = Field(default_factory=lambda: {"k8s-app": "kube-dns"})
+    namespace: DnsName = "kube-system"
+    pod_labels: dict[LabelKey, LabelValue] = Field(default_factory=lambda: {"k8s-app": "kube-dns"})
     """The labels of the DNS pods (CoreDNS keeps kube-dns's `k8s-app: kube-dns`)."""
     port: Port = 53
 
@@ -167,13 +183,13 @@ class Quota(Model):
     """CPU cores requested (and limited: tfk8s pods set requests = limits) by all pods of the user
     together, e.g. "32" or "500m". 32: two of the local cluster's CPU nodes, about 12 experiments
     of 1 PS + 2 workers at the defaults (1 core each, 500m per PS)."""
-    memory: Quantity = "128Gi"
+    memory: Bytes = "128Gi"
     """Memory requested (and limited) by all pods of the user together, e.g. 128Gi. 4 GiB per
     default core: the defaults' 2Gi per worker core with room for larger workers."""
     gpus: NonNegative = 4
     """`nvidia.com/gpu` requested by all pods of the user together (0: no GPUs). 4: one GPU node
     of the local cluster; accelerators are the scarce resource, so ask for more explicitly."""
-    storage: Quantity = "500Gi"
+    storage: Bytes = "500Gi"
     """The sum of the sizes of all the user's claims (`requests.storage`): the data and log
     volumes (10Gi each by default) and experiments' scratch volumes, e.g. 500Gi."""
     pods: Positive = 100
@@ -194,7 +210,7 @@ class ContainerDefaults(Model):
 
     cpu: Quantity = "1"
     """CPU cores per container (requests = limits), e.g. "1". 1: a default worker's."""
-    memory: Quantity = "2Gi"
+    memory: Bytes = "2Gi"
     """Memory per container (requests = limits), e.g. 2Gi. 2Gi: a default worker's, enough for
     Jupyter driving a notebook client; raise it for heavier notebooks."""
 

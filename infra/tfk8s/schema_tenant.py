@@ -14,7 +14,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, Field
 
 from tfk8s.schema_platform import PlatformSettings, Quota
-from tfk8s.schema_types import DnsName, Model, NonNegative, Positive, Quantity
+from tfk8s.schema_types import Bytes, Model, NonNegative, Positive, Quantity, ServiceName
 
 # Kubernetes' own identities: binding one of these groups would hand the tenant's namespace to
 # every client (system:authenticated, system:unauthenticated) or to components.
@@ -77,8 +77,8 @@ class Identities(Model):
 class TenantVolumes(Model):
     """The tenant's shared volumes: every experiment mounts them (data whole, logs per run)."""
 
-    data_size: Quantity = "10Gi"
-    log_size: Quantity = "10Gi"
+    data_size: Bytes = "10Gi"
+    log_size: Bytes = "10Gi"
     keep_on_destroy: bool = True
     """Keep the tenant's namespace, claims and volumes when the tenant stack is destroyed."""
 
@@ -88,11 +88,11 @@ class QuotaOverrides(Model):
 
     cpu: Quantity | None = None
     """CPU cores (e.g. "64", "500m"); unset: platform.defaultQuota.cpu."""
-    memory: Quantity | None = None
+    memory: Bytes | None = None
     """Memory (e.g. 256Gi); unset: platform.defaultQuota.memory."""
     gpus: NonNegative | None = None
     """nvidia.com/gpu count (0: none); unset: platform.defaultQuota.gpus."""
-    storage: Quantity | None = None
+    storage: Bytes | None = None
     """Sum of the tenant's claims' sizes (e.g. 1Ti); unset: platform.defaultQuota.storage."""
     pods: Positive | None = None
     """Unfinished pods; unset: platform.defaultQuota.pods."""
@@ -108,7 +108,9 @@ class QuotaOverrides(Model):
 
 
 class TenantSettings(Model):
-    name: DnsName = Field(description="a DNS-1123 user name, e.g. alice: names the namespace (<prefix><name>)")
+    name: ServiceName = Field(
+        description="a DNS-1035 user name (a letter first), e.g. alice: names the namespace (<prefix><name>)"
+    )
     identities: Identities = Field(default_factory=Identities)
     """Who may run this tenant's experiments (see README "Tenants")."""
     volumes: TenantVolumes = Field(default_factory=TenantVolumes)

@@ -22,17 +22,72 @@ MAX_NAME_LENGTH = 40
 # A namespace name is a DNS-1123 label: at most 63 characters.
 MAX_NAMESPACE_LENGTH = 63
 
-_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_DNS1035_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
+# A label key: an optional DNS subdomain prefix and '/', then a name (Kubernetes' qualified name).
+_LABEL_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+_LABEL_KEY = re.compile(rf"([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?{_LABEL_NAME}")
+_LABEL_VALUE = re.compile(rf"({_LABEL_NAME})?")
+# An image reference: [registry[:port]/]path[:tag][@digest], the grammar of distribution/reference.
+_HOST = r"[a-zA-Z0-9]([-a-zA-Z0-9]*[a-zA-Z0-9])?"
+# A registry is a first component with a '.' or a port, or localhost (else it is a path component).
+_REGISTRY = rf"(?:(?:localhost|{_HOST}(?:\.{_HOST})+)(?::[0-9]+)?|{_HOST}:[0-9]+)/"
+_IMAGE = re.compile(
+    rf"({_REGISTRY})?"
+    r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
+    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[a-f0-9]{64})?"
+)
 
 
 def dns_name(value: str) -> str:
     """`value` if it can name Kubernetes objects (a DNS-1123 label, room for suffixes); else ValueError."""
     if len(value) > MAX_NAME_LENGTH:
         raise ValueError(f"{value!r} is {len(value)} characters; at most {MAX_NAME_LENGTH} (it prefixes Kubernetes names)")
-    if not _DNS1123_LABEL.match(value):
+    if not _DNS1123_LABEL.fullmatch(value):
         raise ValueError(
             f"{value!r} is not a DNS-1123 label: use lowercase letters, digits and '-', starting and ending alphanumeric"
         )
+    return value
+
+
+def service_name(value: str) -> str:
+    """`value` if it can start the name of a Service (a DNS-1035 label: a letter first); else ValueError."""
+    dns_name(value)
+    if not _DNS1035_LABEL.fullmatch(value):
+        raise ValueError(f"{value!r} starts with a digit: it names Services, which must start with a letter (DNS-1035)")
+    return value
+
+
+def _label_key(value: str) -> str:
+    prefix, _, name = value.rpartition("/")
+    if not _LABEL_KEY.fullmatch(value) or len(name) > 63 or len(prefix) > 253:
+        raise ValueError(
+            f"{value!r} is not a label key: an optional DNS prefix and '/', then up to 63 letters, digits, '-', '_' or "
+            "'.', starting and ending alphanumeric (e.g. example.com/gpu)"
+        )
+    return value
+
+
+def _label_value(value: str) -> str:
+    if len(value) > 63 or not _LABEL_VALUE.fullmatch(value):
+        raise ValueError(
+            f"{value!r} is not a label value: up to 63 letters, digits, '-', '_' or '.', starting and ending alphanumeric"
+        )
+    return value
+
+
+def _image(value: str) -> str:
+    if not _IMAGE.fullmatch(value) or len(value) > 512:
+        raise ValueError(
+            f"{value!r} is not an image reference: [registry/]name[:tag][@sha256:digest], e.g. tensorflow/tensorflow:2.21.0"
+        )
+    return value
+
+
+def _byte_quantity(value: str) -> str:
+    amount = parse_quantity(value)
+    if amount % 1:
+        raise ValueError(f"{value!r} is a fraction of a byte: memory and storage take whole bytes, e.g. 512Mi or 2Gi")
     return value
 
 
@@ -60,8 +115,15 @@ def _number_as_string(value: Any) -> Any:
 
 
 def _http_url(value: str) -> str:
-    if not re.match(r"^https?://", value):
-        raise ValueError(f"must be an http(s) URL, got {value!r}")
+    # No whitespace or control character anywhere: it lands in manifests and shell-free commands as is.
+    if not re.fullmatch(r"https?://[^\s/?#]+[^\s]*", value) or any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise ValueError(f"must be an http(s) URL without spaces or control characters, got {value!r}")
+    return value
+
+
+def _absolute_path(value: str) -> str:
+    if not value.startswith("/") or ".." in value.split("/") or any(c.isspace() or ord(c) < 32 for c in value):
+        raise ValueError(f"{value!r} must be an absolute path with no '..' and no spaces or control characters")
     return value
 
 
@@ -96,15 +158,22 @@ def _at_least(minimum: int) -> AfterValidator:
 
 
 DnsName = Annotated[str, AfterValidator(dns_name)]
+# Names that end up in Service names (users, experiments, clusters): DNS-1035.
+ServiceName = Annotated[str, AfterValidator(service_name)]
+LabelKey = Annotated[str, AfterValidator(_label_key)]
+LabelValue = Annotated[str, AfterValidator(_label_value)]
+Image = Annotated[str, AfterValidator(_image)]
 NamespacePrefix = Annotated[str, AfterValidator(_namespace_prefix)]
 Positive = Annotated[int, _at_least(1)]
 NonNegative = Annotated[int, _at_least(0)]
 Port = Annotated[int, Field(ge=1, le=65535)]
 Quantity = Annotated[str, BeforeValidator(_number_as_string), AfterValidator(_quantity)]
+# Memory and storage: a quantity of whole bytes ("500m" of memory is half a byte).
+Bytes = Annotated[str, BeforeValidator(_number_as_string), AfterValidator(_quantity), AfterValidator(_byte_quantity)]
 KubeVersion = Annotated[str, Field(pattern=r"^1\.\d+$")]
 HttpUrl = Annotated[str, AfterValidator(_http_url)]
 RelativePath = Annotated[str, AfterValidator(_relative_path)]
-AbsolutePath = Annotated[str, Field(pattern=r"^/")]
+AbsolutePath = Annotated[str, AfterValidator(_absolute_path)]
 Cidr = Annotated[str, AfterValidator(_cidr)]
 
 

@@ -234,6 +234,8 @@ class UserEnvironment(pulumi.ComponentResource):
                     "name": "JUPYTER_TOKEN",
                     "valueFrom": {"secretKeyRef": {"name": self.token_secret.metadata.name, "key": TOKEN_KEY}},
                 },
+                # The docker-stacks images listen where JUPYTER_PORT says: the Service's and probe's port.
+                {"name": "JUPYTER_PORT", "value": str(platform.ports.jupyter)},
                 {"name": "PYTHONPATH", "value": LAUNCHER_DIR},
                 {"name": "TFK8S_DATA_ROOT", "value": NOTEBOOK_DATA_ROOT},
                 {"name": "TFK8S_LOG_ROOT", "value": NOTEBOOK_LOG_ROOT},

@@ -61,6 +61,141 @@ def _duplicate_identity(raw: Raw) -> None:
     raw["tenant"]["identities"]["users"].append("alice")
 
 
+def _workers(key: str, value: Any) -> Callable[[Raw], None]:
+    return _set(lambda r: cluster(r)["workers"], key, value)
+
+
+def _platform(key: str, value: Any) -> Callable[[Raw], None]:
+    return _set(lambda r: r["platform"], key, value)
+
+
+def _code(code: Raw) -> Callable[[Raw], None]:
+    return _set(cluster, "code", code)
+
+
+def _binary_code(raw: Raw) -> None:
+    cluster(raw)["code"] = {"source": "configmap", "path": "tests/unit/fixtures/binary-code"}
+
+
+def _gluster_url(url: str) -> Callable[[Raw], None]:
+    def mutate(raw: Raw) -> None:
+        raw["platform"].update(kubernetesVersion="1.25", storage={"backend": "glusterfs", "glusterfs": {"restUrl": url}})
+
+    return mutate
+
+
+KEY = r"is not a label key"
+IMAGE = r"is not an image reference"
+QUANTITY = r"is not a Kubernetes quantity"
+# Stack files written to hurt: paths out of the project, names Kubernetes would refuse later,
+# values that would reach manifests with spaces, newlines or shell in them, placements onto the
+# User Node. Each refused before anything is declared, naming its key.
+HOSTILE = [
+    ("code-path-absolute", _code({"source": "configmap", "path": "/etc"}), r"code\.path: '/etc' is outside the project"),
+    ("code-path-escapes", _code({"source": "configmap", "path": "../.."}), r"code\.path: '\.\./\.\.' is outside the project"),
+    ("code-path-home", _code({"source": "configmap", "path": "~"}), r"code\.path: '~' is not a directory of the project"),
+    ("code-binary-file", _binary_code, r"code\.path: .*/model\.bin is not UTF-8 text"),
+    ("code-url-newline", _code({"source": "url", "url": "http://x/a.py\nb"}), r"code\.url: must be an http\(s\) URL without"),
+    ("code-url-space", _code({"source": "url", "url": "http://x/a b.py"}), r"code\.url: must be an http\(s\) URL without"),
+    ("code-url-no-host", _code({"source": "url", "url": "http:///a.py"}), r"code\.url: must be an http\(s\) URL"),
+    ("code-url-file", _code({"source": "url", "url": "file:///etc/passwd"}), r"code\.url: must be an http\(s\) URL"),
+    ("code-unknown-source", _code({"source": "git"}), r"code\.source: must be one of 'configmap', 'url', 'image'"),
+    ("cluster-name-digit", _set(cluster, "name", "1mnist"), r"clusters\[0\]\.name: '1mnist' starts with a digit"),
+    ("cluster-name-dash", _set(cluster, "name", "-mnist"), r"clusters\[0\]\.name: .*DNS-1123"),
+    ("cluster-name-empty", _set(cluster, "name", ""), r"clusters\[0\]\.name: .*DNS-1123"),
+    ("cluster-name-dot", _set(cluster, "name", "a.b"), r"clusters\[0\]\.name: .*DNS-1123"),
+    ("cluster-name-newline", _set(cluster, "name", "mnist\n"), r"clusters\[0\]\.name: .*DNS-1123"),
+    ("experiment-digit", _set(lambda r: r, "experiment", "1exp"), r"tfk8s:experiment: '1exp' starts with a digit"),
+    ("experiment-upper", _set(lambda r: r, "experiment", "Exp"), r"tfk8s:experiment: .*DNS-1123"),
+    ("user-name-digit", _set(lambda r: r["tenant"], "name", "9alice"), r"tfk8s:tenant\.name: '9alice' starts with a digit"),
+    ("user-name-space", _set(lambda r: r["tenant"], "name", "al ice"), r"tfk8s:tenant\.name: .*DNS-1123"),
+    ("cpu-trailing-space", _workers("cpu", "1 "), r"workers\.cpu: '1 ' " + QUANTITY),
+    ("cpu-leading-space", _workers("cpu", " 1"), r"workers\.cpu: ' 1' " + QUANTITY),
+    ("cpu-newline", _workers("cpu", "1\n"), r"workers\.cpu: '1\\n' " + QUANTITY),
+    ("cpu-negative", _workers("cpu", "-1"), r"workers\.cpu: must be greater than zero"),
+    ("cpu-bool", _workers("cpu", True), r"workers\.cpu: must be str"),
+    ("memory-half-byte", _workers("memory", "500m"), r"workers\.memory: '500m' is a fraction of a byte"),
+    ("memory-fraction", _workers("memory", "0.5"), r"workers\.memory: '0\.5' is a fraction of a byte"),
+    ("memory-trailing-space", _workers("memory", "1Gi "), r"workers\.memory: '1Gi ' " + QUANTITY),
+    ("memory-shell", _workers("memory", "1Gi; rm -rf /"), r"workers\.memory: .* " + QUANTITY),
+    ("ps-memory-half-byte", _set(lambda r: cluster(r)["ps"], "memory", "1500m"), r"ps\.memory: '1500m' is a fraction"),
+    ("scratch-size-fraction", _set(cluster, "scratch", {"size": "100m"}), r"scratch\.size: '100m' is a fraction of a byte"),
+    ("data-size-fraction", _set(lambda r: r["tenant"], "volumes", {"dataSize": "1500m"}), r"volumes\.dataSize: .*fraction"),
+    ("quota-memory-fraction", _set(lambda r: r["tenant"], "quota", {"memory": "1m"}), r"quota\.memory: '1m' is a fraction"),
+    ("quota-cpu-text", _set(lambda r: r["tenant"], "quota", {"cpu": "many"}), r"quota\.cpu: 'many' " + QUANTITY),
+    ("image-empty", _set(cluster, "image", ""), r"clusters\[0\]\.image: '' " + IMAGE),
+    ("image-newline", _set(cluster, "image", "tf\nrm -rf /"), r"clusters\[0\]\.image: .*" + IMAGE),
+    ("image-shell", _set(cluster, "image", "tf; rm -rf /"), r"clusters\[0\]\.image: .*" + IMAGE),
+    ("image-space", _set(cluster, "image", "tensorflow/tensorflow 2.21"), r"clusters\[0\]\.image: .*" + IMAGE),
+    ("image-upper-path", _set(cluster, "image", "TensorFlow/tensorflow"), r"clusters\[0\]\.image: .*" + IMAGE),
+    ("image-bad-digest", _set(cluster, "image", "tf@sha256:xyz"), r"clusters\[0\]\.image: .*" + IMAGE),
+    ("platform-image-empty", _platform("images", {"jupyter": ""}), r"platform\.images\.jupyter: '' " + IMAGE),
+    ("platform-image-shell", _platform("images", {"tensorflow": "$(id)"}), r"platform\.images\.tensorflow: .*" + IMAGE),
+    ("jupyter-port-is-tensorflows", _platform("ports", {"jupyter": 2222}), r"platform\.ports: jupyter and tensorflow are both"),
+    ("port-zero", _platform("ports", {"tensorboard": 0}), r"ports\.tensorboard: must be a TCP port"),
+    ("port-string", _platform("ports", {"jupyter": "8888"}), r"ports\.jupyter: must be int"),
+    ("toleration-unknown-field", _workers("tolerations", [{"key": "gpu", "operatr": "Exists"}]), r"tolerations\[0\]\.operatr"),
+    ("toleration-bad-operator", _workers("tolerations", [{"key": "gpu", "operator": "Maybe"}]), r"operator: must be one of"),
+    ("toleration-bad-effect", _workers("tolerations", [{"key": "gpu", "effect": "Evict"}]), r"effect: must be one of"),
+    ("toleration-bad-key", _workers("tolerations", [{"key": "gpu node"}]), r"tolerations\[0\]\.key: 'gpu node' " + KEY),
+    (
+        "toleration-exists-with-value",
+        _workers("tolerations", [{"key": "gpu", "operator": "Exists", "value": "a"}]),
+        r"tolerations\[0\]: operator Exists tolerates any value",
+    ),
+    ("toleration-keyless-equal", _workers("tolerations", [{"value": "a"}]), r"tolerations\[0\]: a toleration without `key`"),
+    (
+        "toleration-seconds-without-noexecute",
+        _workers("tolerations", [{"key": "gpu", "operator": "Exists", "tolerationSeconds": 300}]),
+        r"tolerations\[0\]: tolerationSeconds applies to effect NoExecute alone",
+    ),
+    (
+        "toleration-user-node-key",
+        _workers("tolerations", [{"key": "tfk8s.io/user-node", "operator": "Exists"}]),
+        r"tolerations\[0\]: .* tolerates the User Node taint",
+    ),
+    ("node-selector-bad-key", _workers("nodeSelector", {"bad key!": "x"}), r"nodeSelector.*'bad key!' " + KEY),
+    ("node-selector-bad-value", _workers("nodeSelector", {"gpu": "a b"}), r"nodeSelector\.gpu: 'a b' is not a label value"),
+    ("node-selector-long-value", _workers("nodeSelector", {"gpu": "a" * 64}), r"nodeSelector\.gpu: .* is not a label value"),
+    (
+        "node-selector-user-node-by-name",
+        _workers("nodeSelector", {"kubernetes.io/hostname": "tfk8s-user-node"}),
+        r"workers\.nodeSelector: .* selects the User Node 'tfk8s-user-node'",
+    ),
+    (
+        "node-selector-user-node-label",
+        _workers("nodeSelector", {"tfk8s.io/user-node": "true"}),
+        r"workers\.nodeSelector: .* selects the User Node",
+    ),
+    (
+        "taint-key-space",
+        _set(lambda r: r["platform"]["userNode"], "taintKey", "bad key"),
+        r"userNode\.taintKey: 'bad key' " + KEY,
+    ),
+    ("taint-key-slashes", _set(lambda r: r["platform"]["userNode"], "taintKey", "a/b/c"), r"userNode\.taintKey: 'a/b/c' " + KEY),
+    ("heketi-url-newline", _gluster_url("http://heketi:8080\nx"), r"glusterfs\.restUrl: must be an http\(s\) URL without"),
+    ("heketi-url-space", _gluster_url("http://heketi :8080"), r"glusterfs\.restUrl: must be an http\(s\) URL without"),
+    (
+        "host-path-dotdot",
+        _set(lambda r: r["platform"]["storage"], "local", {"hostPathRoot": "/var/../etc"}),
+        r"local\.hostPathRoot: '/var/\.\./etc' must be an absolute path with no '\.\.'",
+    ),
+    (
+        "host-path-relative",
+        _set(lambda r: r["platform"]["storage"], "local", {"hostPathRoot": "var/lib"}),
+        r"local\.hostPathRoot: 'var/lib' must be an absolute path",
+    ),
+    (
+        "host-path-newline",
+        _set(lambda r: r["platform"]["storage"], "local", {"hostPathRoot": "/var/lib\n"}),
+        r"local\.hostPathRoot: .* must be an absolute path",
+    ),
+    ("api-server-host-bits", _platform("network", {"apiServer": {"cidrs": ["10.0.0.1/8"]}}), r"apiServer\.cidrs\[0\]"),
+    ("dns-label-bad", _platform("network", {"dns": {"podLabels": {"k8s-app": "kube dns"}}}), r"dns\.podLabels\.k8s-app: "),
+    ("tenant-stack-empty", _set(lambda r: r, "tenantStack", ""), r"tfk8s:tenantStack: string should have at least 1"),
+    ("platform-stack-empty", _set(lambda r: r, "platformStack", ""), r"tfk8s:platformStack: string should have at least 1"),
+]
+
 BAD = [
     ("workers-zero", _set(lambda r: cluster(r)["workers"], "count", 0), r"workers\.count: must be at least 1"),
     ("ps-negative", _set(lambda r: cluster(r)["ps"], "count", -1), r"ps\.count: must be at least 1"),
@@ -142,7 +277,7 @@ BAD = [
     (
         "user-node-toleration",
         _set(lambda r: cluster(r)["workers"], "tolerations", [{"operator": "Exists"}]),
-        r"workers\.tolerations: .* tolerates the User Node taint",
+        r"workers\.tolerations\[0\]: .* tolerates the User Node taint",
     ),
     ("tenant-missing", lambda r: r.pop("tenant"), r"tfk8s:tenant: is required"),
     ("clusters-empty", lambda r: r.update(clusters=[]), r"tfk8s:clusters: must be a non-empty list"),
@@ -171,6 +306,7 @@ BAD = [
         _set(lambda r: r["platform"], "kubernetesVersion", "v1.34.0"),
         r"kubernetesVersion: must look like '1\.34'",
     ),
+    *HOSTILE,
 ]
 
 
@@ -179,6 +315,20 @@ def _target(case_id: str) -> str:
 
 
 PLATFORM_CASES = [
+    "api-server-host-bits",
+    "dns-label-bad",
+    "heketi-url-newline",
+    "heketi-url-space",
+    "host-path-dotdot",
+    "host-path-newline",
+    "host-path-relative",
+    "jupyter-port-is-tensorflows",
+    "platform-image-empty",
+    "platform-image-shell",
+    "port-string",
+    "port-zero",
+    "taint-key-slashes",
+    "taint-key-space",
     "bad-k8s-version",
     "csi-without-provisioner",
     "glusterfs-on-1.26",
@@ -194,6 +344,12 @@ PLATFORM_CASES = [
     "users-in-platform",
 ]
 TENANT_CASES = [
+    "data-size-fraction",
+    "platform-stack-empty",
+    "quota-cpu-text",
+    "quota-memory-fraction",
+    "user-name-digit",
+    "user-name-space",
     "data-size-zero",
     "duplicate-identity",
     "platform-stack-missing",

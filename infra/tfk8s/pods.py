@@ -174,7 +174,8 @@ def tf_container(role: Role, cluster_pods: ClusterPods, env: list[Json]) -> Json
     read-only: TensorFlow writes its temporary files and caches in the pod's /tmp, its HOME."""
     cluster, platform = cluster_pods.cluster, cluster_pods.platform
     port = platform.ports.tensorflow
-    data_mount: Json = {"name": "data", "mountPath": cs.DATA_DIR}
+    # Read-only unless the cluster writes data sets: /data is shared by every experiment of the user.
+    data_mount: Json = {"name": "data", "mountPath": cs.DATA_DIR, **({} if cluster.data_writable else {"readOnly": True})}
     if cluster.data_sub_path:
         data_mount["subPath"] = cluster.data_sub_path
     # List order is part of the manifest (a new order would roll or replace every pod): keep it.

@@ -134,6 +134,9 @@ class ClusterSettings(Model):
     """Append --ps_hosts/--worker_hosts/--job_name/--task_index/--data_dir/--log_path."""
     data_sub_path: RelativePath | None = None
     """The part of the user's data volume mounted at /data (None: all of it, every data set)."""
+    data_writable: bool = False
+    """Mount /data read-write, for a cluster that writes data sets (`python -m tfk8s_train prepare-data`).
+    Read-only by default: every experiment of the user reads the same data sets."""
     run: RunSettings = Field(default_factory=RunSettings)
     scratch: ScratchSettings | None = None
     """A volume of this cluster's own at /scratch in workers and chief (not PS): intermediate files

@@ -87,8 +87,11 @@ def test_worker_indexes_are_all_present_and_unique_and_come_from_the_indexed_job
 
 
 @pulumi.runtime.test
-def test_tasks_mount_the_users_volumes_logs_per_run_and_declare_no_claims(dev_config: dict[str, Any]) -> None:
+@pytest.mark.parametrize("writable", [False, True], ids=["data-read-only", "data-writable"])
+def test_tasks_mount_the_users_volumes_logs_per_run_and_declare_no_claims(dev_config: dict[str, Any], writable: bool) -> None:
     dev_config["clusters"][0]["dataSubPath"] = "mnist"
+    if writable:
+        dev_config["clusters"][0]["dataWritable"] = True
     d = run_program(dev_config)
 
     def check() -> None:
@@ -102,6 +105,9 @@ def test_tasks_mount_the_users_volumes_logs_per_run_and_declare_no_claims(dev_co
             # The seed's shape: workers read /data; PS only need /log (done markers, no data).
             if role == "worker":
                 assert (volumes[mounts["/data"]["name"]], mounts["/data"]["subPath"]) == ("tfk8s-data", "mnist")
+                # Shared by every experiment of the user: written only by a cluster that says so.
+                assert mounts["/data"].get("readOnly", False) is not writable
+                assert "readOnly" not in mounts["/log"]
             else:
                 assert "/data" not in mounts
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import ssl
 import urllib.parse
 import urllib.request
@@ -26,6 +27,66 @@ from tfk8s_train.launch import run_log_dir
 
 class NoLayout(LookupError):
     """No (or no single) notebook-driven cluster to drive; the message lists what there is and the fix."""
+
+
+class BadLayout(ValueError):
+    """A Layout this notebook will not act on: anyone who may write Layouts in the namespace could
+    otherwise point the notebook's graph at servers elsewhere, or its files outside the volumes."""
+
+
+# What tfk8s.layout_document writes, and nothing else.
+LAYOUT_KEYS: dict[str, type | tuple[type, ...]] = {
+    "experiment": str,
+    "cluster": str,
+    "spec": dict,
+    "runId": str,
+    "runUid": str,
+    "replication": str,
+    "training": str,
+    "inGraphClient": (str, type(None)),
+    "dataSubPath": str,
+    "logSubPath": str,
+}
+_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+
+
+def _host_here(address: str) -> bool:
+    """`address` is host:port of a Service of this namespace (`svc`) or an Indexed Job's pod
+    (`<job>-<i>.<job>`): never another namespace's (`svc.ns`), an FQDN or an IP address."""
+    host, _, port = address.rpartition(":")
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        return False
+    labels = host.split(".")
+    if not all(_LABEL.fullmatch(label) for label in labels):
+        return False
+    if len(labels) == 1:
+        return not host.isdigit()
+    return len(labels) == 2 and re.fullmatch(re.escape(labels[1]) + r"-\d+", labels[0]) is not None
+
+
+def _relative(path: str) -> bool:
+    return not path.startswith("/") and ".." not in path.split("/") and "\x00" not in path
+
+
+def validate(layout: Mapping[str, Any]) -> dict[str, Any]:
+    """The layout if it is one tfk8s wrote for this namespace; else BadLayout naming what is wrong."""
+    name = f"{layout.get('experiment')}/{layout.get('cluster')}"
+    problems = [f"unknown key {k!r}" for k in sorted(set(layout) - set(LAYOUT_KEYS))]
+    problems += [
+        f"{k} is missing or not {getattr(t, '__name__', 'a string or null')}"
+        for k, t in LAYOUT_KEYS.items()
+        if k != "runUid" and not isinstance(layout.get(k), t)
+    ]
+    for k in ("dataSubPath", "logSubPath"):
+        if isinstance(layout.get(k), str) and not _relative(layout[k]):
+            problems.append(f"{k} {layout[k]!r} leaves the volume (absolute or '..')")
+    spec = layout.get("spec")
+    for job, addresses in (spec if isinstance(spec, dict) else {}).items():
+        if not isinstance(addresses, list) or not all(isinstance(a, str) and _host_here(a) for a in addresses):
+            problems.append(f"spec.{job} {addresses!r} names a host outside this namespace (or not host:port)")
+    if problems:
+        raise BadLayout(f"the layout of {name} is not one tfk8s wrote; not using it: " + "; ".join(problems))
+    return dict(layout)
 
 
 def list_layouts(environ: Mapping[str, str], sa_dir: Path | None = None) -> list[dict[str, Any]]:
@@ -45,7 +106,7 @@ def list_layouts(environ: Mapping[str, str], sa_dir: Path | None = None) -> list
     context = ssl.create_default_context(cafile=str(ca) if ca.exists() else None) if url.startswith("https:") else None
     with urllib.request.urlopen(request, timeout=10.0, context=context) as response:
         items = json.loads(response.read().decode()).get("items") or []
-    return [dict(item["spec"]) for item in items if isinstance(item.get("spec"), dict)]
+    return [dict(item["spec"]) for item in items if isinstance(item.get("spec"), dict)]  # vetted when chosen
 
 
 def choose(layouts: list[dict[str, Any]], experiment: str | None = None, cluster: str | None = None) -> dict[str, Any]:
@@ -57,7 +118,7 @@ def choose(layouts: list[dict[str, Any]], experiment: str | None = None, cluster
         if (experiment is None or lay["experiment"] == experiment) and (cluster is None or lay["cluster"] == cluster)
     ]
     if len(matching) == 1:
-        return matching[0]
+        return validate(matching[0])
     names = sorted(f"{lay['experiment']}/{lay['cluster']}" for lay in driven) or ["none"]
     problem = "several match" if matching else "none matches"
     raise NoLayout(

@@ -51,6 +51,14 @@ PLATFORM_IN_USE = (
     "' (tenant ' + params.metadata.name + '): destroy the tenant stacks first (pulumi destroy -s <tenant>), "
     "then the platform'"
 )
+# An UPDATE that removes or changes the guard label would take the object out of the policy's
+# objectSelector, and its DELETE would then pass: refused like the DELETE itself.
+KEEPS_GUARD_LABEL = (
+    "request.operation != 'UPDATE' || (has(object.metadata.labels) && "
+    f"'{GUARD_LABEL}' in object.metadata.labels && "
+    f"object.metadata.labels['{GUARD_LABEL}'] == oldObject.metadata.labels['{GUARD_LABEL}'])"
+)
+STRIPPED = f"'removing or changing the label {GUARD_LABEL} would unguard it; refused: ' + "
 # ValidatingAdmissionPolicy: GA (admissionregistration.k8s.io/v1, on by default) since 1.30.
 POLICY_SINCE = (1, 30)
 
@@ -122,8 +130,8 @@ def _crd(name: str, kind: PlatformKind, description: str, opts: pulumi.ResourceO
 def _refusal(
     name: str, kind: PlatformKind, matched: dict[str, Any], message: str, meta: dict[str, Any], opts: pulumi.ResourceOptions
 ) -> Any:
-    """A policy refusing DELETE of what `matched` selects while any object of `kind` exists, and its
-    binding. Without a namespace, namespaced params are looked up in the namespace of the object
+    """A policy refusing DELETE of what `matched` selects while any object of `kind` exists (and an
+    UPDATE that strips its guard label), and its binding. Without a namespace, namespaced params are looked up in the namespace of the object
     being deleted; cluster-scoped ones cluster-wide."""
     policy = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
         f"{name}-policy",
@@ -132,7 +140,11 @@ def _refusal(
             "failurePolicy": "Fail",
             "paramKind": {"apiVersion": kind.api_version, "kind": kind.kind},
             "matchConstraints": matched,
-            "validations": [{"expression": "false", "messageExpression": message}],
+            # The objectSelector matches an UPDATE if the old or the new object carries the label.
+            "validations": [
+                {"expression": "request.operation != 'DELETE'", "messageExpression": message},
+                {"expression": KEEPS_GUARD_LABEL, "messageExpression": STRIPPED + message},
+            ],
         },
         opts=opts,
     )
@@ -175,7 +187,7 @@ class PlatformGuard(pulumi.ComponentResource):
             after_crds = pulumi.ResourceOptions(parent=self, depends_on=self.crds)
             tenant_guards = {
                 "resourceRules": [
-                    {"apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"], "operations": ["DELETE"]}
+                    {"apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"], "operations": ["DELETE", "UPDATE"]}
                 ],
                 "objectSelector": {"matchLabels": {GUARD_LABEL: group}},
             }
@@ -185,7 +197,7 @@ class PlatformGuard(pulumi.ComponentResource):
                         "apiGroups": ["rbac.authorization.k8s.io"],
                         "apiVersions": ["v1"],
                         "resources": ["clusterroles"],
-                        "operations": ["DELETE"],
+                        "operations": ["DELETE", "UPDATE"],
                     }
                 ],
                 "objectSelector": {"matchLabels": {GUARD_LABEL: group}},

@@ -261,6 +261,19 @@ def test_neither_a_tenant_nor_the_platform_can_be_destroyed_from_under_what_uses
     text = destroy_refused(cli, platform)
     assert "the tfk8s platform is still used by tenant stack tenant-" in text, text
     assert "destroy the tenant stacks first" in text
+    # Nor can a guard be unguarded first: stripping its label is refused, other updates are not.
+    role = next(
+        r["metadata"]["name"] for r in kube.get("clusterroles") if r["metadata"]["name"].startswith("tfk8s-experimenter-")
+    )
+    for target in (["configmap", "tfk8s-tenant", "-n", ALICE], ["clusterrole", role]):
+        stripped = subprocess.run(
+            [kube.binary, "--kubeconfig", str(kube.kubeconfig), "label", *target, "tfk8s.io/platform-guard-"],
+            capture_output=True,
+            text=True,
+        )
+        assert stripped.returncode != 0 and "would unguard it; refused" in stripped.stderr, (target, stripped.stderr)
+        kube.run("label", *target, "e2e.tfk8s.io/touched=yes")
+        kube.run("label", *target, "e2e.tfk8s.io/touched-")
     # Nothing the experiments use was deleted: their tenants' apps, volumes and namespaces are there.
     for namespace in (ALICE, BOB):
         names = {d["metadata"]["labels"]["app.kubernetes.io/name"] for d in kube.get("deployments", namespace)}

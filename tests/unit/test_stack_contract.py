@@ -443,7 +443,7 @@ def test_the_platform_defines_its_kinds_the_experimenter_role_and_the_guards(
             for resource, (api_group, kind) in {"configmaps": ("", "Layout"), "clusterroles": (RBAC, "Tenant")}.items():
                 spec = by_resource[resource].inputs["spec"]
                 (rule,) = spec["matchConstraints"]["resourceRules"]
-                assert (rule["operations"], rule["apiGroups"]) == (["DELETE"], [api_group])
+                assert (rule["operations"], rule["apiGroups"]) == (["DELETE", "UPDATE"], [api_group])
                 assert spec["matchConstraints"]["objectSelector"] == {"matchLabels": {guard.GUARD_LABEL: group}}
                 # Params of a CRD kind: built-in kinds stop resolving once unbound (kubernetes#130887).
                 assert spec["paramKind"] == {"apiVersion": f"{group}/v1", "kind": kind}

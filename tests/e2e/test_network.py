@@ -101,7 +101,8 @@ def combined_tables(output: str) -> list[dict[tuple[str, str], str]]:
     """Each probe's `Combined:` table of `cyclonus analyze --mode probe`: (from, to) -> cell."""
     tables = []
     for block in output.split("Combined:")[1:]:
-        rows = [line for line in block.splitlines() if line.startswith("|")]
+        table = block.strip().split("\n\n")[0]  # the table alone, not the next probe's
+        rows = [line for line in table.splitlines() if line.startswith("|")]
         header = [c.strip() for c in rows[0].strip("|").split("|")][1:]
         cells = {}
         for row in rows[1:]:
@@ -118,7 +119,9 @@ def evaluate(kube: Kube, namespaces: list[str], work: Path) -> tuple[dict[int, d
         p["metadata"] = {k: p["metadata"][k] for k in ("name", "namespace", "labels") if k in p["metadata"]}
         p.pop("status", None)
     (work / "policies").mkdir()
-    (work / "policies" / "all.yaml").write_text(yaml.safe_dump_all(policies))
+    for p in policies:  # one file each: cyclonus reads the first document of a file alone
+        (work / "policies" / f"{p['metadata']['namespace']}-{p['metadata']['name']}.yaml").write_text(yaml.safe_dump(p))
+    assert len(policies) == len(namespaces) * 5 + 2 * len(namespaces), [p["metadata"]["name"] for p in policies]
     model = probe_model(kube, namespaces)
     (work / "model.json").write_text(json.dumps(model, indent=1))
     done = subprocess.run(
@@ -175,12 +178,10 @@ def test_the_live_policies_allow_exactly_the_designed_pairs_and_nothing_across_t
     allowed: dict[int, set[tuple[str, str]]] = {}
     for port, cells in matrices.items():
         for (source, target), cell in cells.items():
-            # `.` allowed, `X` denied; a target without the port is no connection either way.
-            assert cell in (".", "X", ""), (port, source, target, cell)
+            # `.` allowed, `X` denied, `N` the target has no such port (no connection either way).
+            assert cell in (".", "X", "N"), (port, source, target, cell)
         allowed[port] = {pair for pair, cell in cells.items() if cell == "."}
-        designed_pairs = {
-            (s, t) for s in pods for t in pods if designed(s, t, port) and (s, t) in cells and cells[(s, t)] in (".", "X")
-        }
+        designed_pairs = {(s, t) for s in pods for t in pods if designed(s, t, port) and cells[(s, t)] != "N"}
         assert allowed[port] == designed_pairs, (port, sorted(allowed[port] ^ designed_pairs))
     cross = [(s, t) for port in allowed for s, t in allowed[port] if s.split("/")[0] != t.split("/")[0]]
     assert cross == []
@@ -188,6 +189,13 @@ def test_the_live_policies_allow_exactly_the_designed_pairs_and_nothing_across_t
     assert ("tfk8s-alice/one-worker-0", "tfk8s-alice/one-ps-0") in allowed[2222]
     assert ("tfk8s-bob/jupyter", "tfk8s-bob/two-ps-0") in allowed[2222]
     assert ("tfk8s-bob/jupyter", "tfk8s-bob/one-ps-0") not in allowed[2222]
+    # The API server as the platform read it from the live EndpointSlice: PS pods may reach it alone.
+    live = kube.get("endpointslices", "default", "kubernetes")
+    addresses = sorted(f"{a}/32" for e in live["endpoints"] for a in e["addresses"])
+    (ps_api,) = [p for p in kube.get("networkpolicies", "tfk8s-alice") if p["metadata"]["name"] == "tfk8s-ps-api"]
+    (rule,) = ps_api["spec"]["egress"]
+    assert sorted(peer["ipBlock"]["cidr"] for peer in rule["to"]) == addresses
+    assert [p["port"] for p in rule["ports"]] == [p["port"] for p in live["ports"]]
     print(render(allowed[2222], pods))  # the README's matrix (pytest -s shows it)
 
 

@@ -131,8 +131,8 @@ def _refusal(
     name: str, kind: PlatformKind, matched: dict[str, Any], message: str, meta: dict[str, Any], opts: pulumi.ResourceOptions
 ) -> Any:
     """A policy refusing DELETE of what `matched` selects while any object of `kind` exists (and an
-    UPDATE that strips its guard label), and its binding. Without a namespace, namespaced params are looked up in the namespace of the object
-    being deleted; cluster-scoped ones cluster-wide."""
+    UPDATE that strips its guard label), and its binding. Without a namespace, namespaced params are
+    looked up in the namespace of the object being deleted; cluster-scoped ones cluster-wide."""
     policy = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
         f"{name}-policy",
         metadata=meta,

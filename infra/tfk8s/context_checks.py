@@ -7,21 +7,30 @@ Every problem found is reported together, as a `ConfigError` naming its key and 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from tfk8s import backends
+from tfk8s import cluster_spec as cs
 from tfk8s.code import code_files
 from tfk8s.config_errors import ConfigError
 from tfk8s.contract import PlatformFacts
 from tfk8s.quantities import parse_quantity
 from tfk8s.schema import NAMESPACE
-from tfk8s.schema_experiment import CodeSettings, ExperimentStack
+from tfk8s.schema_experiment import ClusterSettings, CodeSettings, ExperimentStack
 from tfk8s.schema_platform import PlatformStack
 from tfk8s.schema_tenant import TenantStack
 from tfk8s.schema_types import MAX_NAME_LENGTH, service_name
 
 CONFIGMAP_LIMIT_BYTES = 1024 * 1024
+# Linux's MAX_ARG_STRLEN (128 KiB) is the longest single environment string a process can be started
+# with; 1 KiB of it is left for what the launcher adds when it writes TF_CONFIG (the task's part).
+ENV_STRING_LIMIT_BYTES = 127 * 1024
+# The longest notebook host an in-graph notebook cluster names as its chief (jupyter-tf:<port>).
+NOTEBOOK_HOST_BOUND = "jupyter-tf:65535"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
+# node-role.kubernetes.io/control-plane (and the older /master): the control plane's nodes.
+CONTROL_PLANE_TAINTS = "node-role.kubernetes.io/"
 
 
 def check_platform(stack: PlatformStack, server_version: tuple[int, int] | None) -> PlatformStack:
@@ -98,19 +107,8 @@ def check_experiment(stack: ExperimentStack, stack_name: str, facts: PlatformFac
                 f"{key}.ps.gpus: parameter servers hold variables and need no GPU; remove it, or ask the platform "
                 f"team to set {NAMESPACE}:platform.allowPsGpus: true if you really mean it"
             )
-        for j, t in enumerate(c.workers.tolerations):
-            if t.key == facts.user_node.taint_key or (t.operator == "Exists" and t.key is None):
-                problems.append(
-                    f"{key}.workers.tolerations[{j}]: {t.model_dump(by_alias=True, exclude_unset=True)} tolerates the "
-                    f"User Node taint {facts.user_node.taint_key!r}: training pods must never run on the User Node; "
-                    "tolerate specific taints instead"
-                )
-        selector = c.workers.node_selector
-        if facts.user_node.taint_key in selector or selector.get(HOSTNAME_LABEL) == facts.user_node.name:
-            problems.append(
-                f"{key}.workers.nodeSelector: {dict(selector)} selects the User Node {facts.user_node.name!r}, where "
-                "training pods never run (they would stay Pending): select your training nodes' labels instead"
-            )
+        problems += _placement_problems(c, facts, f"{key}.workers")
+        problems += _spec_size_problems(c, experiment, facts.ports.tensorflow, key)
         if c.scratch is not None and facts.scratch_storage_class is None:
             problems.append(
                 f"{key}.scratch: the platform offers no class for scratch volumes (its "
@@ -120,6 +118,54 @@ def check_experiment(stack: ExperimentStack, stack_name: str, facts: PlatformFac
         problems += _code_problems(c.code, f"{key}.code", project_root)
     if problems:
         raise ConfigError(problems)
+
+
+def _spec_size_problems(cluster: ClusterSettings, experiment: str, port: int, key: str) -> list[str]:
+    """Every task gets the whole cluster spec in one environment string (TFK8S_CLUSTER_SPEC, then
+    TF_CONFIG), which Linux caps at 128 KiB: beyond it, no task of the cluster could start."""
+    spec = cs.cluster_spec(cluster, port, NOTEBOOK_HOST_BOUND, experiment=experiment)
+    size = len(json.dumps(spec, sort_keys=True))
+    if size <= ENV_STRING_LIMIT_BYTES:
+        return []
+    tasks = sum(len(hosts) for hosts in spec.values())
+    fits = int(ENV_STRING_LIMIT_BYTES / (size / tasks)) - cluster.ps.count
+    return [
+        f"{key}.workers.count: the cluster spec of {tasks} tasks is {size} bytes; each task receives it in one environment "
+        f"string, at most {ENV_STRING_LIMIT_BYTES} bytes: at most about {fits} workers with these names (shorter "
+        "experiment or cluster names fit a few more); split the work into several clusters"
+    ]
+
+
+def _placement_problems(cluster: ClusterSettings, facts: PlatformFacts, key: str) -> list[str]:
+    """Training pods stay off the User Node and the control plane, and where the platform allows."""
+    problems = []
+    node, allowed = facts.user_node, facts.placement
+    for j, t in enumerate(cluster.workers.tolerations):
+        shown = t.model_dump(by_alias=True, exclude_unset=True)
+        if t.key == node.taint_key or (t.operator == "Exists" and t.key is None):
+            problems.append(
+                f"{key}.tolerations[{j}]: {shown} tolerates the User Node taint {node.taint_key!r}: training pods must "
+                "never run on the User Node; tolerate specific taints instead"
+            )
+        elif t.key is not None and t.key.startswith(CONTROL_PLANE_TAINTS):
+            problems.append(f"{key}.tolerations[{j}]: {shown} tolerates the control plane's taint: remove it")
+        elif allowed.toleration_keys and t.key not in allowed.toleration_keys:
+            problems.append(
+                f"{key}.tolerations[{j}]: the platform lets training pods tolerate {allowed.toleration_keys} alone, not "
+                f"{t.key!r}: remove it, or ask the platform team to add it to {NAMESPACE}:platform.placement.tolerationKeys"
+            )
+    selector = cluster.workers.node_selector
+    if node.taint_key in selector or selector.get(HOSTNAME_LABEL) == node.name:
+        problems.append(
+            f"{key}.nodeSelector: {dict(selector)} selects the User Node {node.name!r}, where training pods never run "
+            "(they would stay Pending): select your training nodes' labels instead"
+        )
+    elif allowed.node_selector_keys and (others := sorted(set(selector) - set(allowed.node_selector_keys))):
+        problems.append(
+            f"{key}.nodeSelector: the platform lets training pods select on {allowed.node_selector_keys} alone, not "
+            f"{others}: remove them, or ask the platform team to add them to {NAMESPACE}:platform.placement.nodeSelectorKeys"
+        )
+    return problems
 
 
 def _name_problem(name: str) -> str | None:

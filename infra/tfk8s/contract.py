@@ -19,6 +19,7 @@ from tfk8s.schema_platform import (
     ContainerDefaults,
     ImageSettings,
     NetworkSettings,
+    PlacementSettings,
     PodSecuritySettings,
     PortSettings,
     Quota,
@@ -112,6 +113,8 @@ class PlatformFacts(Facts):
     pod_security: PodSecuritySettings
     """Who the pods run as: training pods take `tensorflow` (the namespace enforces `restricted`)."""
     allow_ps_gpus: bool
+    placement: PlacementSettings = PlacementSettings()
+    """What experiments may tolerate and select (default: a platform published before it existed)."""
     await_timeout_seconds: Positive
     default_quota: Quota
     container_defaults: ContainerDefaults

@@ -10,6 +10,7 @@ from typing import Any, Final
 import pulumi
 
 from tfk8s import access, backends, guard, readiness, storage
+from tfk8s.config_errors import ConfigError
 from tfk8s.contract import PlatformFacts, UserNodeFacts
 from tfk8s.ownership import Claimed, Owner
 from tfk8s.schema import NAMESPACE
@@ -22,11 +23,20 @@ SCHEMA_VERSION: Final = 1
 
 
 def backend_secret(settings: StorageSettings) -> pulumi.Output[str] | None:
-    """The value of the Secret the storage backend needs, from the stack's secret config, if it needs one."""
+    """The value of the Secret the storage backend needs, from the stack's secret config, if it needs
+    one; a ConfigError naming the key when it is missing (called before anything is declared)."""
     secret = backends.backend_of(settings).secret
     if secret is None:
         return None
-    return pulumi.Config(NAMESPACE).require_secret(secret.config_key)
+    value = pulumi.Config(NAMESPACE).get_secret(secret.config_key)
+    if value is None:
+        raise ConfigError(
+            [
+                f"{NAMESPACE}:{secret.config_key}: backend {settings.backend!r} needs it and it is not set: "
+                f"pulumi config set --secret {NAMESPACE}:{secret.config_key} <value>"
+            ]
+        )
+    return value
 
 
 def claimed(stack: PlatformStack, owner: Owner) -> list[Claimed]:
@@ -41,8 +51,9 @@ def claimed(stack: PlatformStack, owner: Owner) -> list[Claimed]:
 def build(stack: PlatformStack, owner: Owner) -> dict[str, Any]:
     """Declare every platform resource and export readiness and the tenants' contract."""
     platform = stack.platform
+    key = backend_secret(platform.storage)  # first: a missing key must stop the program before any resource
     user_node = UserNode("user-node", platform.user_node)
-    shared = SharedStorage("storage", platform.storage, backend_secret(platform.storage), owner)
+    shared = SharedStorage("storage", platform.storage, key, owner)
     assert platform.version is not None  # resolved by context_checks.check_platform
     group = guard.platform_group(owner)
     platform_guard = guard.PlatformGuard("platform-guard", owner, group, guard.policy_supported(platform.version))
@@ -110,6 +121,7 @@ def facts(
         network=platform.network,
         pod_security=platform.pod_security,
         allow_ps_gpus=platform.allow_ps_gpus,
+        placement=platform.placement,
         await_timeout_seconds=platform.await_timeout_seconds,
         default_quota=platform.default_quota,
         container_defaults=platform.container_defaults,

@@ -24,6 +24,7 @@ from tfk8s.schema_types import (
     Quantity,
     RelativePath,
     ServiceName,
+    StackReference,
 )
 
 Replication = Literal["between-graph", "in-graph"]
@@ -147,7 +148,7 @@ class ExperimentStack(Model):
     """The `tfk8s:` keys of an experiment stack file."""
 
     kind: Literal["experiment"]
-    tenant_stack: str = Field(
+    tenant_stack: StackReference = Field(
         min_length=1,
         description="whose experiment this is: the tenant stack to run in, its name (tenant-alice) or org/project/stack",
     )

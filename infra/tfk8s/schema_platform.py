@@ -39,9 +39,10 @@ class GlusterfsSettings(Model):
     """Heketi-backed in-tree GlusterFS provisioning (Kubernetes < 1.26 only)."""
 
     rest_url: HttpUrl = Field(description="the Heketi REST endpoint, e.g. http://heketi.storage:8080")
-    rest_user: str = "admin"
+    rest_user: str = Field(default="admin", pattern=r"^[A-Za-z0-9_.@-]+$")
     cluster_id: str | None = None
-    volume_type: str = "replicate:3"
+    volume_type: str = Field(default="replicate:3", pattern=r"^(replicate:[1-9][0-9]?|disperse:[1-9][0-9]?:[1-9][0-9]?|none)$")
+    """Heketi's volume type: replicate:N, disperse:D:R or none."""
     gid_min: Positive = 2000
     gid_max: Positive = 2147483647
     secret_namespace: DnsName = "default"
@@ -144,6 +145,19 @@ class NetworkSettings(Model):
     api_server: ApiServerSettings = Field(default_factory=ApiServerSettings)
 
 
+class PlacementSettings(Model):
+    """Where training pods may ask to run: what an experiment's `workers.tolerations` and
+    `workers.nodeSelector` may name. The control plane's taints and the User Node's are never tolerable."""
+
+    toleration_keys: list[LabelKey] = Field(default_factory=list)
+    """Taint keys training pods may tolerate, e.g. ["nvidia.com/gpu"]; empty: any but the control
+    plane's (node-role.kubernetes.io/*) and the User Node's. List them to keep other teams' tainted
+    nodes theirs."""
+    node_selector_keys: list[LabelKey] = Field(default_factory=list)
+    """Node label keys training pods may select on, e.g. ["example.com/gpu"]; empty: any but the User
+    Node's."""
+
+
 class PodIdentity(Model):
     """The non-root user and groups a pod's processes run as (its pod-level securityContext)."""
 
@@ -227,6 +241,8 @@ class PlatformSettings(Model):
     kubernetes_version: KubeVersion | None = None
     """The target cluster's Kubernetes version, "major.minor"; the API server's own /version wins when readable."""
     namespace_prefix: NamespacePrefix = "tfk8s-"
+    placement: PlacementSettings = Field(default_factory=PlacementSettings)
+    """What experiments' tolerations and node selectors may name."""
     allow_ps_gpus: bool = False
     """GPUs on parameter servers waste accelerators on a memory-bound job; opt in explicitly."""
     await_timeout_seconds: Positive = 600

@@ -14,7 +14,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, Field
 
 from tfk8s.schema_platform import PlatformSettings, Quota
-from tfk8s.schema_types import Bytes, Model, NonNegative, Positive, Quantity, ServiceName
+from tfk8s.schema_types import Bytes, Model, NonNegative, Positive, Quantity, ServiceName, StackReference
 
 # Kubernetes' own identities: binding one of these groups would hand the tenant's namespace to
 # every client (system:authenticated, system:unauthenticated) or to components.
@@ -126,7 +126,7 @@ class TenantStack(Model):
     """The `tfk8s:` keys of a tenant stack file (the secret `jupyterToken` apart)."""
 
     kind: Literal["tenant"]
-    platform_stack: str = Field(
+    platform_stack: StackReference = Field(
         min_length=1, description="the platform stack this tenant lives on: its name (platform-dev) or org/project/stack"
     )
     tenant: TenantSettings

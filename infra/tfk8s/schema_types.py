@@ -142,6 +142,13 @@ def _cidr(value: str) -> str:
     return value
 
 
+def _stack_reference(value: str) -> str:
+    # Pulumi's stack, project and organization names: letters, digits, '-', '_' and '.'.
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+){0,2}", value):
+        raise ValueError(f"{value!r} is not a stack name: `stack`, `project/stack` or `org/project/stack`, e.g. tenant-alice")
+    return value
+
+
 def version_tuple(text: str) -> tuple[int, int]:
     """'1.34' (a `KubeVersion`) -> (1, 34)."""
     major, minor = text.split(".")
@@ -175,6 +182,7 @@ HttpUrl = Annotated[str, AfterValidator(_http_url)]
 RelativePath = Annotated[str, AfterValidator(_relative_path)]
 AbsolutePath = Annotated[str, AfterValidator(_absolute_path)]
 Cidr = Annotated[str, AfterValidator(_cidr)]
+StackReference = Annotated[str, AfterValidator(_stack_reference)]
 
 
 class Model(BaseModel):

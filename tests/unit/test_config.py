@@ -190,6 +190,161 @@ HOSTILE = [
         _set(lambda r: r["platform"]["storage"], "local", {"hostPathRoot": "/var/lib\n"}),
         r"local\.hostPathRoot: .* must be an absolute path",
     ),
+    (
+        "control-plane-toleration",
+        _workers("tolerations", [{"key": "node-role.kubernetes.io/control-plane", "operator": "Exists"}]),
+        r"tolerations\[0\]: .* tolerates the control plane's taint",
+    ),
+    (
+        "master-toleration",
+        _workers("tolerations", [{"key": "node-role.kubernetes.io/master", "effect": "NoSchedule", "value": "x"}]),
+        r"tolerations\[0\]: .* control plane's taint",
+    ),
+    (
+        "toleration-bad-value",
+        _workers("tolerations", [{"key": "gpu", "value": "a b"}]),
+        r"tolerations\[0\]\.value: 'a b' is not a label value",
+    ),
+    ("tolerations-not-a-list", _workers("tolerations", {"key": "gpu"}), r"workers\.tolerations: input should be a valid array"),
+    (
+        "toleration-seconds-string",
+        _workers("tolerations", [{"key": "gpu", "effect": "NoExecute", "tolerationSeconds": "300"}]),
+        r"tolerationSeconds: must be int",
+    ),
+    ("node-selector-int-value", _workers("nodeSelector", {"gpu": 1}), r"nodeSelector\.gpu: must be str"),
+    ("node-selector-not-a-map", _workers("nodeSelector", ["gpu"]), r"workers\.nodeSelector: input should be an object"),
+    (
+        "workers-too-many-for-one-env-string",
+        _workers("count", 5000),
+        r"workers\.count: the cluster spec of 5001 tasks is \d+ bytes.*at most about \d+ workers",
+    ),
+    ("command-empty", _set(cluster, "command", []), r"clusters\[0\]\.command: must be a non-empty list"),
+    ("args-not-strings", _set(cluster, "args", [1, 2]), r"clusters\[0\]\.args\[0\]: must be str"),
+    ("run-number-negative", _set(cluster, "run", {"number": -1}), r"run\.number: must be 0 or more"),
+    ("run-deadline-zero", _set(cluster, "run", {"activeDeadlineSeconds": 0}), r"run\.activeDeadlineSeconds: must be at least 1"),
+    (
+        "run-ttl-negative",
+        _set(cluster, "run", {"ttlSecondsAfterFinished": -5}),
+        r"run\.ttlSecondsAfterFinished: must be 0 or more",
+    ),
+    ("backoff-negative", _workers("backoffLimitPerIndex", -1), r"workers\.backoffLimitPerIndex: must be 0 or more"),
+    ("data-sub-path-absolute", _set(cluster, "dataSubPath", "/etc"), r"dataSubPath: '/etc' must be a relative path"),
+    ("data-sub-path-double-slash", _set(cluster, "dataSubPath", "a//b"), r"dataSubPath: 'a//b' must be a relative path"),
+    ("data-writable-string", _set(cluster, "dataWritable", "yes"), r"dataWritable: must be bool"),
+    ("in-graph-client-unknown", _set(cluster, "inGraphClient", "jupyter"), r"inGraphClient: must be one of 'chief', 'notebook'"),
+    ("classic-flags-string", _set(cluster, "classicFlags", "yes"), r"classicFlags: must be bool"),
+    (
+        "code-path-a-file",
+        _code({"source": "configmap", "path": "README.md"}),
+        r"code\.path: 'README\.md' is not a directory of the project",
+    ),
+    ("code-url-ftp", _code({"source": "url", "url": "ftp://x/train.py"}), r"code\.url: must be an http\(s\) URL"),
+    (
+        "tenant-stack-space",
+        _set(lambda r: r, "tenantStack", "tenant alice"),
+        r"tfk8s:tenantStack: 'tenant alice' is not a stack name",
+    ),
+    ("tenant-stack-newline", _set(lambda r: r, "tenantStack", "tenant-alice\n"), r"tfk8s:tenantStack: .* is not a stack name"),
+    ("tenant-stack-four-parts", _set(lambda r: r, "tenantStack", "a/b/c/d"), r"tfk8s:tenantStack: 'a/b/c/d' is not a stack name"),
+    ("experiment-too-long", _set(lambda r: r, "experiment", "e" * 41), r"tfk8s:experiment: .*41 characters; at most 40"),
+    (
+        "experiment-and-cluster-too-long",
+        lambda r: r.update(experiment="e" * 30) or cluster(r).update(name="c" * 15),
+        r"clusters\[0\]\.name: .* is 46 characters; at most 40",
+    ),
+    ("workers-gpus-string", _workers("gpus", "1"), r"workers\.gpus: must be int"),
+    ("ps-cpu-zero", _set(lambda r: cluster(r)["ps"], "cpu", "0"), r"ps\.cpu: must be greater than zero"),
+    ("workers-memory-zero", _workers("memory", "0Gi"), r"workers\.memory: must be greater than zero"),
+    ("clusters-not-a-list", lambda r: r.update(clusters={"name": "mnist"}), r"tfk8s:clusters: input should be a valid array"),
+    ("experiment-typo-key", _set(lambda r: r, "experimnt", "x"), r"tfk8s:experimnt: unknown key"),
+    ("system-user", _set(lambda r: r["tenant"]["identities"], "users", ["system:admin"]), r"identities\.users\[0\]: "),
+    (
+        "system-group",
+        _set(lambda r: r["tenant"]["identities"], "groups", ["system:masters"]),
+        r"identities\.groups\[0\]: 'system:masters' is one of Kubernetes' own groups",
+    ),
+    (
+        "log-size-trailing-space",
+        _set(lambda r: r["tenant"], "volumes", {"logSize": "1Gi "}),
+        r"volumes\.logSize: '1Gi ' " + QUANTITY,
+    ),
+    ("quota-gpus-negative", _set(lambda r: r["tenant"], "quota", {"gpus": -1}), r"quota\.gpus: must be 0 or more"),
+    ("quota-pods-zero", _set(lambda r: r["tenant"], "quota", {"pods": 0}), r"quota\.pods: must be at least 1"),
+    (
+        "quota-storage-below-volumes",
+        _set(lambda r: r["tenant"], "quota", {"storage": "1Gi"}),
+        r"tenant\.volumes: the data and log volumes .* do not fit",
+    ),
+    (
+        "quota-one-claim",
+        _set(lambda r: r["tenant"], "quota", {"persistentVolumeClaims": 1}),
+        r"quota\.persistentVolumeClaims: the data and log volumes are 2 claims",
+    ),
+    (
+        "keep-on-destroy-string",
+        _set(lambda r: r["tenant"], "volumes", {"keepOnDestroy": "no"}),
+        r"volumes\.keepOnDestroy: must be bool",
+    ),
+    ("user-name-too-long", _set(lambda r: r["tenant"], "name", "u" * 41), r"tfk8s:tenant\.name: .*41 characters; at most 40"),
+    (
+        "platform-stack-space",
+        _set(lambda r: r, "platformStack", "platform dev"),
+        r"tfk8s:platformStack: 'platform dev' is not a stack name",
+    ),
+    ("namespace-prefix-slash", _platform("namespacePrefix", "tf/"), r"namespacePrefix: 'tf/' must be lowercase"),
+    ("await-timeout-zero", _platform("awaitTimeoutSeconds", 0), r"awaitTimeoutSeconds: must be at least 1"),
+    (
+        "class-name-upper",
+        _set(lambda r: r["platform"]["storage"], "className", "Shared"),
+        r"storage\.className: 'Shared' is not a DNS-1123 label",
+    ),
+    (
+        "reclaim-policy-unknown",
+        _set(lambda r: r["platform"]["storage"], "reclaimPolicy", "Keep"),
+        r"storage\.reclaimPolicy: must be one of",
+    ),
+    (
+        "gluster-volume-type-unknown",
+        lambda r: r["platform"].update(
+            kubernetesVersion="1.25",
+            storage={"backend": "glusterfs", "glusterfs": {"restUrl": "http://heketi:8080", "volumeType": "mirror:2"}},
+        ),
+        r"glusterfs\.volumeType: ",
+    ),
+    (
+        "gluster-rest-user-shell",
+        lambda r: r["platform"].update(
+            kubernetesVersion="1.25",
+            storage={"backend": "glusterfs", "glusterfs": {"restUrl": "http://heketi:8080", "restUser": "admin; id"}},
+        ),
+        r"glusterfs\.restUser: ",
+    ),
+    (
+        "run-as-root",
+        _platform("podSecurity", {"tensorflow": {"runAsUser": 0, "runAsGroup": 0, "fsGroup": 0}}),
+        r"podSecurity\.tensorflow\.runAsUser: must be at least 1",
+    ),
+    (
+        "default-quota-memory-fraction",
+        _platform("defaultQuota", {"memory": "1.5"}),
+        r"defaultQuota\.memory: '1\.5' is a fraction of a byte",
+    ),
+    (
+        "container-defaults-cpu-zero",
+        _platform("containerDefaults", {"cpu": "0"}),
+        r"containerDefaults\.cpu: must be greater than zero",
+    ),
+    (
+        "dns-namespace-bad",
+        _platform("network", {"dns": {"namespace": "Kube System"}}),
+        r"network\.dns\.namespace: 'Kube System' is not a DNS-1123 label",
+    ),
+    (
+        "placement-bad-key",
+        _platform("placement", {"tolerationKeys": ["gpu node"]}),
+        r"placement\.tolerationKeys\[0\]: 'gpu node' " + KEY,
+    ),
+    ("tensorboard-image-newline", _platform("images", {"tensorboard": "tf\n"}), r"images\.tensorboard: .*" + IMAGE),
     ("api-server-host-bits", _platform("network", {"apiServer": {"cidrs": ["10.0.0.1/8"]}}), r"apiServer\.cidrs\[0\]"),
     ("dns-label-bad", _platform("network", {"dns": {"podLabels": {"k8s-app": "kube dns"}}}), r"dns\.podLabels\.k8s-app: "),
     ("tenant-stack-empty", _set(lambda r: r, "tenantStack", ""), r"tfk8s:tenantStack: string should have at least 1"),
@@ -315,6 +470,18 @@ def _target(case_id: str) -> str:
 
 
 PLATFORM_CASES = [
+    "await-timeout-zero",
+    "class-name-upper",
+    "container-defaults-cpu-zero",
+    "default-quota-memory-fraction",
+    "dns-namespace-bad",
+    "gluster-rest-user-shell",
+    "gluster-volume-type-unknown",
+    "namespace-prefix-slash",
+    "placement-bad-key",
+    "reclaim-policy-unknown",
+    "run-as-root",
+    "tensorboard-image-newline",
     "api-server-host-bits",
     "dns-label-bad",
     "heketi-url-newline",
@@ -344,6 +511,16 @@ PLATFORM_CASES = [
     "users-in-platform",
 ]
 TENANT_CASES = [
+    "keep-on-destroy-string",
+    "log-size-trailing-space",
+    "platform-stack-space",
+    "quota-gpus-negative",
+    "quota-one-claim",
+    "quota-pods-zero",
+    "quota-storage-below-volumes",
+    "system-group",
+    "system-user",
+    "user-name-too-long",
     "data-size-fraction",
     "platform-stack-empty",
     "quota-cpu-text",
@@ -644,3 +821,34 @@ def test_a_tenants_volumes_must_fit_its_quota(tenant: Raw, message: str) -> None
         .storage
         == "1Ti"
     )
+
+
+@pytest.mark.parametrize(
+    ("workers", "refused"),
+    [
+        ({"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}]}, None),
+        (
+            {"tolerations": [{"key": "team-b.example.com/dedicated", "operator": "Exists"}]},
+            r"tolerate \['nvidia\.com/gpu'\] alone",
+        ),
+        ({"nodeSelector": {"example.com/gpu": "a100"}}, None),
+        (
+            {"nodeSelector": {"team-b.example.com/pool": "x"}},
+            r"select on \['example\.com/gpu'\] alone.*placement\.nodeSelectorKeys",
+        ),
+    ],
+)
+def test_training_pods_tolerate_and_select_only_what_the_platform_allows(
+    dev_config: Raw, platform_config: Raw, workers: Raw, refused: str | None
+) -> None:
+    platform_config["platform"]["placement"] = {"tolerationKeys": ["nvidia.com/gpu"], "nodeSelectorKeys": ["example.com/gpu"]}
+    facts = PlatformFacts.model_validate(facts_for(platform_config), strict=False)
+    cluster(dev_config)["workers"].update(workers)
+    stack = validate(dev_config)
+    if refused is None:
+        check_experiment(stack, "dev", facts, ROOT)  # type: ignore[arg-type]
+        return
+    with pytest.raises(
+        ConfigError, match=r"tfk8s:clusters\[0\]\.workers\.\w+(\[0\])?: the platform lets training pods " + refused
+    ):
+        check_experiment(stack, "dev", facts, ROOT)  # type: ignore[arg-type]

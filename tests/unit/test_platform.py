@@ -20,6 +20,7 @@ from mocked_program import (
     pod_spec,
     run_program,
 )
+from tfk8s.config_errors import ConfigError
 
 SECRET_SIG = "4dabf18193072939515e22adb298388d"  # how the engine marks a secret value on the wire
 
@@ -104,14 +105,23 @@ def test_glusterfs_class_reads_the_heketi_key_from_a_secret(platform_config: dic
     return after_with_facts(d, check)
 
 
-def test_glusterfs_without_the_secret_key_fails_naming_it(platform_config: dict[str, Any]) -> None:
-    with pytest.raises(Exception, match="heketiAdminKey"):
+def test_glusterfs_without_the_secret_key_fails_naming_it_before_any_resource(platform_config: dict[str, Any]) -> None:
+    from mocks import RecordingMocks
 
-        @pulumi.runtime.test
-        def declare() -> pulumi.Output[Any]:
-            return run_program(glusterfs(platform_config)).components["readiness"]
+    declared: list[str] = []
+    original = RecordingMocks.new_resource
 
-        declare()
+    def recording(self: Any, args: Any) -> Any:
+        declared.append(args.typ)
+        return original(self, args)
+
+    RecordingMocks.new_resource = recording  # type: ignore[method-assign]
+    try:
+        with pytest.raises(ConfigError, match=r"tfk8s:heketiAdminKey: backend 'glusterfs' needs it .*config set --secret"):
+            run_program(glusterfs(platform_config))
+    finally:
+        RecordingMocks.new_resource = original  # type: ignore[method-assign]
+    assert declared == []
 
 
 @pulumi.runtime.test

@@ -12,7 +12,7 @@ PLATFORM ?= platform-dev
 TENANT ?= tenant-alice
 PYTEST_ARGS ?=
 
-.PHONY: help env requirements schema golden venv tools tools-legacy cluster cluster-stop cluster-status demo up preview down outputs test test-unit test-training test-e2e bench lint clean
+.PHONY: help env requirements schema golden venv policy-venv test-policies tools tools-legacy cluster cluster-stop cluster-status demo up preview down outputs test test-unit test-training test-e2e bench lint clean
 
 help:
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | sort
@@ -26,6 +26,16 @@ $(VENV)/.installed: pyproject.toml requirements.txt
 	touch $@
 
 venv: $(VENV)/.installed ## Python virtualenv with every dependency
+
+# The policy pack's own virtualenv: pulumi-policy pins protobuf 5, the project's TensorFlow needs 6.
+POLICY_VENV := policies/.venv
+$(POLICY_VENV)/.installed: policies/requirements.txt
+	$(PYTHON) -m venv $(POLICY_VENV)
+	$(POLICY_VENV)/bin/python -m pip install -q --upgrade pip
+	$(POLICY_VENV)/bin/python -m pip install -q -r policies/requirements.txt
+	touch $@
+
+policy-venv: $(POLICY_VENV)/.installed ## The policy pack's virtualenv (policies/, README "Policy as code")
 
 requirements: ## Regenerate requirements.txt from pyproject.toml
 	$(PYTHON) hack/requirements.py
@@ -89,8 +99,12 @@ down: demo ## Destroy the $(STACK) experiment, the $(TENANT) tenant, then the $(
 	if hack/cluster.sh status >/dev/null 2>&1; then $(DEMO_PULUMI) destroy --stack $(STACK) --yes && $(DEMO_PULUMI) destroy --stack $(TENANT) --yes && $(DEMO_PULUMI) destroy --stack $(PLATFORM) --yes; fi
 	hack/cluster.sh stop
 
-test: venv tools tools-legacy ## Every test: mocks, real TensorFlow processes, real pulumi up against kwok (1.34 and 1.25 + Heketi)
+test: venv policy-venv tools tools-legacy ## Every test: the policy pack's rules, mocks, real TensorFlow processes, real pulumi up against kwok (1.34 and 1.25 + Heketi)
+	$(POLICY_VENV)/bin/python -m pytest policies/tests -q -p no:cacheprovider
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+test-policies: policy-venv ## The policy pack's rules, each with a violating and a passing case (seconds)
+	$(POLICY_VENV)/bin/python -m pytest policies/tests -q -p no:cacheprovider
 
 test-unit: venv ## Mock-based unit tests only (seconds)
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
@@ -98,7 +112,7 @@ test-unit: venv ## Mock-based unit tests only (seconds)
 test-training: venv ## Real TensorFlow processes on loopback
 	$(PY) -m pytest tests/training $(PYTEST_ARGS)
 
-test-e2e: venv tools tools-legacy ## Real pulumi up/destroy against throwaway kwok clusters
+test-e2e: venv policy-venv tools tools-legacy ## Real pulumi up/destroy against throwaway kwok clusters
 	$(PY) -m pytest tests/e2e $(PYTEST_ARGS)
 
 bench: venv ## Benchmarks (see README "Benchmarks")
@@ -107,8 +121,8 @@ bench: venv ## Benchmarks (see README "Benchmarks")
 	$(PY) bench/training_throughput.py
 
 lint: venv ## ruff and mypy
-	$(VENV)/bin/ruff check infra training tests bench hack
-	$(VENV)/bin/ruff format --check infra tests hack
+	$(VENV)/bin/ruff check infra training tests bench hack policies
+	$(VENV)/bin/ruff format --check infra tests hack policies
 	$(VENV)/bin/mypy hack/langhost hack/requirements.py hack/schema.py hack/toolenv.py
 	# The launcher and PS retirement helper run in TF 1.x images: Python 3.6 and newer.
 	$(VENV)/bin/vermin --target=3.6- --no-tips --violations --eval-annotations training/tfk8s_train/launch.py training/tfk8s_train/kube_retire.py
@@ -116,4 +130,4 @@ lint: venv ## ruff and mypy
 	cd training && ../$(VENV)/bin/mypy tfk8s_train
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(POLICY_VENV) .pytest_cache .ruff_cache

@@ -11,7 +11,8 @@ a platform redeploy:
     Service is the address notebook-driven clusters name as their chief.
 The namespace enforces the `restricted` Pod Security Standard, which every pod in it, these and the
 experiments', passes (tfk8s.pod_security). Its ResourceQuota bounds what the user's pods and claims
-take together, and its LimitRange sizes containers that set no resources (tfk8s.quota).
+take together, and its LimitRange sizes containers that set no resources (tfk8s.quota); Jupyter and
+TensorBoard take the platform's container defaults explicitly.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from tfk8s.contract import PlatformFacts, PlatformKind
 from tfk8s.labels import labels, selector_of
 from tfk8s.ownership import Claimed, Owner
 from tfk8s.pods import LAUNCHER_DIR, key_of
+from tfk8s.schema_experiment import Resources
 from tfk8s.schema_platform import PodIdentity
 from tfk8s.schema_tenant import TenantSettings
 from tfk8s.storage import claim
@@ -169,8 +171,8 @@ class UserEnvironment(pulumi.ComponentResource):
         }
 
     def _build_quota(self, name: str, args: UserEnvironmentArgs, ns: pulumi.Output[str]) -> None:
-        """The namespace's ResourceQuota and LimitRange (tfk8s.quota). The LimitRange sizes Jupyter and
-        TensorBoard, which set no resources: without it the quota would refuse their pods."""
+        """The namespace's ResourceQuota and LimitRange (tfk8s.quota). The LimitRange sizes containers
+        that set no resources (a user's own pods): without it the quota would refuse them."""
         child = pulumi.ResourceOptions(parent=self)
         own_labels = labels(args.user.name, "quota")
         self.resource_quota = k8s.core.v1.ResourceQuota(
@@ -357,6 +359,10 @@ class UserEnvironment(pulumi.ComponentResource):
         service_account: pulumi.Input[str] | None = None,
     ) -> tuple[k8s.apps.v1.Deployment, k8s.core.v1.Service]:
         pod_labels = labels(user, component)
+        # Sized explicitly, as the namespace's LimitRange would: every container states what it takes
+        # (the policy pack's container-resources rule), and the quota counts it.
+        defaults = platform.container_defaults
+        container = {**container, "resources": pods.resources(Resources(cpu=defaults.cpu, memory=defaults.memory))}
         # Only Jupyter, which reads Layouts, talks to the API server.
         account: dict[str, Any] = (
             {"serviceAccountName": service_account, "automountServiceAccountToken": True}
@@ -383,8 +389,8 @@ class UserEnvironment(pulumi.ComponentResource):
                     },
                 },
             },
-            # They set no resources: the LimitRange sizes them, so it must be there first; and no pod
-            # of the namespace starts before its network policies.
+            # The quota's LimitRange first (a pod in a namespace with a quota needs it there), and no
+            # pod of the namespace starts before its network policies.
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.limit_range, *self.network_policies]),
         )
         service = k8s.core.v1.Service(

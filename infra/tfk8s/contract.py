@@ -113,6 +113,7 @@ class PlatformFacts(Facts):
     pod_security: PodSecuritySettings
     """Who the pods run as: training pods take `tensorflow` (the namespace enforces `restricted`)."""
     allow_ps_gpus: bool
+    tensorboard_requires_token: bool = True
     placement: PlacementSettings = PlacementSettings()
     """What experiments may tolerate and select (default: a platform published before it existed)."""
     await_timeout_seconds: Positive

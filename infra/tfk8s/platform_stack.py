@@ -122,6 +122,7 @@ def facts(
         pod_security=platform.pod_security,
         allow_ps_gpus=platform.allow_ps_gpus,
         placement=platform.placement,
+        tensorboard_requires_token=platform.tensorboard_requires_token,
         await_timeout_seconds=platform.await_timeout_seconds,
         default_quota=platform.default_quota,
         container_defaults=platform.container_defaults,

@@ -32,6 +32,9 @@ from tfk8s.schema_types import (
     version_tuple,
 )
 
+# Where TensorBoard listens, on its pod's loopback, behind the token gate users reach (tfk8s.user_env).
+TENSORBOARD_BACKEND_PORT = 16006
+
 StorageBackend = Literal["glusterfs", "csi", "existing", "local"]
 
 
@@ -107,6 +110,10 @@ class PortSettings(Model):
 
     @model_validator(mode="after")
     def _distinct(self) -> PortSettings:
+        if self.tensorboard == TENSORBOARD_BACKEND_PORT:
+            raise ValueError(
+                f"tensorboard is {self.tensorboard}, where TensorBoard itself listens behind its token gate: choose another"
+            )
         if self.jupyter == self.tensorflow:
             raise ValueError(
                 f"jupyter and tensorflow are both {self.jupyter}: Jupyter listens on both (it is the in-graph client "
@@ -241,6 +248,10 @@ class PlatformSettings(Model):
     kubernetes_version: KubeVersion | None = None
     """The target cluster's Kubernetes version, "major.minor"; the API server's own /version wins when readable."""
     namespace_prefix: NamespacePrefix = "tfk8s-"
+    tensorboard_requires_token: bool = True
+    """TensorBoard has no authentication: it listens on its pod's loopback behind a gate that asks for
+    the tenant's Jupyter token (README "Security model"). false: TensorBoard answers anyone who
+    reaches the User Node's NodePort."""
     placement: PlacementSettings = Field(default_factory=PlacementSettings)
     """What experiments' tolerations and node selectors may name."""
     allow_ps_gpus: bool = False

@@ -34,7 +34,7 @@ from tfk8s.labels import labels, selector_of
 from tfk8s.ownership import Claimed, Owner
 from tfk8s.pods import LAUNCHER_DIR, key_of
 from tfk8s.schema_experiment import Resources
-from tfk8s.schema_platform import PodIdentity
+from tfk8s.schema_platform import TENSORBOARD_BACKEND_PORT, PodIdentity
 from tfk8s.schema_tenant import TenantSettings
 from tfk8s.storage import claim
 
@@ -277,7 +277,7 @@ class UserEnvironment(pulumi.ComponentResource):
             user.name,
             ns,
             platform,
-            container,
+            [container],
             volumes,
             platform.ports.jupyter,
             identity=platform.pod_security.jupyter,
@@ -312,15 +312,28 @@ class UserEnvironment(pulumi.ComponentResource):
 
     def _build_tensorboard(self, name: str, args: UserEnvironmentArgs, ns: pulumi.Output[str]) -> None:
         user, platform = args.user, args.platform
+        gated = platform.tensorboard_requires_token
         # The whole log volume: every run of every experiment, named `<experiment>/<cluster>/...`.
         # A read-only root filesystem: TensorBoard writes only temporary files, in /tmp (its HOME).
-        container = {
+        # TensorBoard has no authentication: gated, it listens on the pod's loopback alone and the
+        # gate in front of it (tfk8s_train.token_gate) asks for the tenant's token.
+        listen = (
+            ["--host", "127.0.0.1", "--port", str(TENSORBOARD_BACKEND_PORT)]
+            if gated
+            else ["--bind_all", "--port", str(platform.ports.tensorboard)]
+        )
+        board = {
             "name": "tensorboard",
             "image": platform.images.tensorboard,
-            "command": ["tensorboard", "--logdir", NOTEBOOK_LOG_ROOT, "--bind_all", "--port", str(platform.ports.tensorboard)],
+            "command": ["tensorboard", "--logdir", NOTEBOOK_LOG_ROOT, *listen],
             "env": [pod_security.home_in_tmp()],
-            "ports": [{"name": "http", "containerPort": platform.ports.tensorboard}],
-            "readinessProbe": {"httpGet": {"path": "/", "port": "http"}, "periodSeconds": 5},
+            "ports": [
+                {
+                    "name": "tensorboard" if gated else "http",
+                    "containerPort": TENSORBOARD_BACKEND_PORT if gated else platform.ports.tensorboard,
+                }
+            ],
+            "readinessProbe": {"httpGet": {"path": "/", "port": "tensorboard" if gated else "http"}, "periodSeconds": 5},
             "securityContext": pod_security.container_security_context(read_only_root=True),
             "volumeMounts": [
                 {"name": "log", "mountPath": NOTEBOOK_LOG_ROOT, "readOnly": True},
@@ -331,18 +344,57 @@ class UserEnvironment(pulumi.ComponentResource):
             {"name": "log", "persistentVolumeClaim": {"claimName": self.claims["log"].metadata.name, "readOnly": True}},
             pod_security.writable_tmp_volume(),
         ]
+        containers = [board]
+        if gated:
+            containers.append(self._token_gate(platform))
+            files = sorted(args.launcher.files)
+            volumes.append(
+                {
+                    "name": "tfk8s-train",
+                    "configMap": {
+                        "name": self.trainer_config.metadata.name,
+                        "items": [{"key": key_of(f), "path": f} for f in files],
+                    },
+                }
+            )
         self.tensorboard = self._user_facing_app(
             f"{name}-tensorboard",
             "tensorboard",
             user.name,
             ns,
             platform,
-            container,
+            containers,
             volumes,
             platform.ports.tensorboard,
             # The TensorFlow image's, like the training pods' that write the logs it reads.
             identity=platform.pod_security.tensorflow,
         )
+
+    def _token_gate(self, platform: PlatformFacts) -> dict[str, Any]:
+        """The gate users reach TensorBoard through: the tenant's Jupyter token, or 401."""
+        return {
+            "name": "token-gate",
+            "image": platform.images.tensorboard,  # any Python 3 does; this one is already pulled
+            "command": ["python", "-m", "tfk8s_train.token_gate"],
+            "args": ["--listen", str(platform.ports.tensorboard), "--backend", f"127.0.0.1:{TENSORBOARD_BACKEND_PORT}"],
+            "env": [
+                {
+                    "name": "TFK8S_TOKEN",
+                    "valueFrom": {"secretKeyRef": {"name": self.token_secret.metadata.name, "key": TOKEN_KEY}},
+                },
+                {"name": "PYTHONPATH", "value": LAUNCHER_DIR},
+                pod_security.home_in_tmp(),
+            ],
+            "ports": [{"name": "http", "containerPort": platform.ports.tensorboard}],
+            # TCP: every HTTP request without the token is a 401 by design.
+            "readinessProbe": {"tcpSocket": {"port": "http"}, "periodSeconds": 5},
+            "resources": pods.resources(Resources(cpu="100m", memory="128Mi")),
+            "securityContext": pod_security.container_security_context(read_only_root=True),
+            "volumeMounts": [
+                {"name": "tfk8s-train", "mountPath": f"{LAUNCHER_DIR}/tfk8s_train", "readOnly": True},
+                pod_security.writable_tmp_mount(),
+            ],
+        }
 
     def _user_facing_app(
         self,
@@ -351,7 +403,7 @@ class UserEnvironment(pulumi.ComponentResource):
         user: str,
         ns: pulumi.Output[str],
         platform: PlatformFacts,
-        container: dict[str, Any],
+        containers: list[dict[str, Any]],
         volumes: list[dict[str, Any]],
         port: int,
         *,
@@ -362,7 +414,8 @@ class UserEnvironment(pulumi.ComponentResource):
         # Sized explicitly, as the namespace's LimitRange would: every container states what it takes
         # (the policy pack's container-resources rule), and the quota counts it.
         defaults = platform.container_defaults
-        container = {**container, "resources": pods.resources(Resources(cpu=defaults.cpu, memory=defaults.memory))}
+        sized = pods.resources(Resources(cpu=defaults.cpu, memory=defaults.memory))
+        containers = [{**c, "resources": c.get("resources") or sized} for c in containers]
         # Only Jupyter, which reads Layouts, talks to the API server.
         account: dict[str, Any] = (
             {"serviceAccountName": service_account, "automountServiceAccountToken": True}
@@ -383,7 +436,7 @@ class UserEnvironment(pulumi.ComponentResource):
                     "spec": {
                         **pods.user_node_placement(platform.user_node.taint_key),
                         "securityContext": pod_security.pod_security_context(identity),
-                        "containers": [container],
+                        "containers": containers,
                         "volumes": volumes,
                         **account,
                     },

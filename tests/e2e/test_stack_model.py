@@ -14,16 +14,20 @@ platform while tenants exist.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
+import pytest
 from drivers import ROOT, Cli, Kube
 from tfk8s_train.cluster import free_ports
 
 ALICE, BOB = "tfk8s-alice", "tfk8s-bob"
+TENANT_ALICE = "tenant-alice"
 EXPERIMENTS = {
     # stack: (user, cluster settings)
     "exp-a1": ("alice", {"name": "mnist", "replication": "in-graph", "inGraphClient": "notebook"}),
@@ -159,31 +163,49 @@ def test_destroying_one_experiment_leaves_everything_else_and_tensorboard_keeps_
     assert after == before  # same objects, same resource versions: nothing else was touched
     assert (log_root / "exp-a2" / "mnist" / "tensorboard" / "worker-0").is_dir()  # the user's logs outlive it
 
-    # The platform's TensorBoard command, run here on the volume's directory (kwok runs no containers).
+    # The tenant's TensorBoard pod, its two containers' own commands run here (kwok runs no
+    # containers) on the volume's directory: TensorBoard on loopback, the token gate in front.
     (board,) = [d for d in kube.get("deployments", ALICE) if d["metadata"]["labels"]["app.kubernetes.io/name"] == "tensorboard"]
-    command = board["spec"]["template"]["spec"]["containers"][0]["command"]
-    mount = board["spec"]["template"]["spec"]["containers"][0]["volumeMounts"][0]["mountPath"]
-    (port,) = free_ports(1)
-    argv = [a.replace(mount, str(log_root)) if a == mount else a for a in command[1:]]
-    argv[argv.index("--port") + 1] = str(port)
-    argv = [a for a in argv if a != "--bind_all"] + ["--host", "127.0.0.1", "--load_fast", "false", "--reload_interval", "1"]
-    server = subprocess.Popen(
-        [sys.executable, "-m", "tensorboard.main", *argv], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
+    containers = {c["name"]: c for c in board["spec"]["template"]["spec"]["containers"]}
+    tensorboard, gate = containers["tensorboard"], containers["token-gate"]
+    mount = tensorboard["volumeMounts"][0]["mountPath"]
+    board_port, gate_port = free_ports(2)
+    argv = [str(log_root) if a == mount else a for a in tensorboard["command"][1:]]
+    assert argv[argv.index("--host") + 1] == "127.0.0.1"  # never reachable but through the gate
+    argv[argv.index("--port") + 1] = str(board_port)
+    argv += ["--load_fast", "false", "--reload_interval", "1"]
+    gate_argv = list(gate["args"])
+    gate_argv[gate_argv.index("--listen") + 1] = str(gate_port)
+    gate_argv[gate_argv.index("--backend") + 1] = f"127.0.0.1:{board_port}"
+    token = cli.outputs(TENANT_ALICE, show_secrets=True)["jupyterToken"]
+    env = {**os.environ, "TFK8S_TOKEN": token, "PYTHONPATH": str(ROOT / "training")}
+    servers = [
+        subprocess.Popen([sys.executable, "-m", "tensorboard.main", *argv], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
+        subprocess.Popen(
+            [sys.executable, *gate["command"][1:], *gate_argv], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        ),
+    ]
     try:
-        runs = wait_for_runs(port, {"exp-a1/mnist/tensorboard/worker-0", "exp-a2/mnist/tensorboard/worker-0"})
-        assert {"exp-a1/mnist/tensorboard/worker-0", "exp-a2/mnist/tensorboard/worker-0"} <= set(runs), runs
+        wanted = {"exp-a1/mnist/tensorboard/worker-0", "exp-a2/mnist/tensorboard/worker-0"}
+        runs = wait_for_runs(gate_port, wanted, {"Authorization": f"token {token}"})
+        assert wanted <= set(runs), runs
+        refused = urllib.request.Request(f"http://127.0.0.1:{gate_port}/data/runs")
+        with pytest.raises(urllib.error.HTTPError) as error:
+            urllib.request.urlopen(refused, timeout=5)
+        assert error.value.code == 401  # without alice's token, nothing of her logs
     finally:
-        server.terminate()
-        server.wait(10)
+        for server in servers:
+            server.terminate()
+            server.wait(10)
 
 
-def wait_for_runs(port: int, wanted: set[str]) -> list[str]:
+def wait_for_runs(port: int, wanted: set[str], headers: dict[str, str]) -> list[str]:
     runs: list[str] = []
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/data/runs", timeout=5) as response:
+            request = urllib.request.Request(f"http://127.0.0.1:{port}/data/runs", headers=headers)
+            with urllib.request.urlopen(request, timeout=5) as response:
                 runs = json.load(response)
         except OSError:
             runs = []

@@ -393,7 +393,7 @@ def test_tensorboard_reads_the_users_whole_log_volume_read_only(tenant_config: d
             spec = pod_spec(tb)
             command = spec["containers"][0]["command"]
             assert command[command.index("--logdir") + 1] == "/logs"
-            (volume, tmp) = spec["volumes"]
+            (volume, tmp, _trainer) = spec["volumes"]  # the trainer package: the token gate's code
             assert volume["persistentVolumeClaim"] == {"claimName": "tfk8s-log", "readOnly": True}
             assert tmp == {"name": "tmp", "emptyDir": {}}  # its read-only root's writable /tmp
             assert spec["containers"][0]["volumeMounts"] == [
@@ -403,6 +403,50 @@ def test_tensorboard_reads_the_users_whole_log_volume_read_only(tenant_config: d
             assert tb.inputs["metadata"]["namespace"] == f"tfk8s-{pod_labels(tb)['tfk8s.io/user']}"
 
     return after(d, check)
+
+
+@pytest.mark.parametrize("gated", [True, False], ids=["token-gate", "opted-out"])
+def test_tensorboard_answers_users_only_through_the_token_gate(
+    platform_config: dict[str, Any], tenant_config: dict[str, Any], gated: bool
+) -> None:
+    """TensorBoard has no authentication: it listens on the pod's loopback and the Service reaches the
+    gate, which reads the tenant's Jupyter token from the same Secret; unless the platform opts out."""
+    platform_config["platform"]["tensorboardRequiresToken"] = gated
+
+    @pulumi.runtime.test
+    def run() -> pulumi.Output[Any]:
+        d = run_program(tenant_config, platform=facts_for(platform_config))
+
+        def check() -> None:
+            (tb,) = [r for r in d.mocks.of_type(DEPLOYMENT) if pod_labels(r)["app.kubernetes.io/name"] == "tensorboard"]
+            (jupyter,) = [r for r in d.mocks.of_type(DEPLOYMENT) if pod_labels(r)["app.kubernetes.io/name"] == "jupyter"]
+            containers = {c["name"]: c for c in pod_spec(tb)["containers"]}
+            (service,) = [
+                r
+                for r in d.mocks.of_type(SERVICE)
+                if r.inputs["spec"].get("type") == "NodePort" and r.name.endswith("tensorboard")
+            ]
+            (port,) = service.inputs["spec"]["ports"]
+            serving = [c for c in containers.values() if any(p["name"] == port["targetPort"] for p in c["ports"])]
+            command = containers["tensorboard"]["command"]
+            if not gated:
+                assert set(containers) == {"tensorboard"} and "--bind_all" in command
+                assert [c["name"] for c in serving] == ["tensorboard"]
+                return
+            assert set(containers) == {"tensorboard", "token-gate"}
+            assert command[command.index("--host") + 1] == "127.0.0.1" and "--bind_all" not in command
+            # The Service reaches the gate alone, and the gate forwards to TensorBoard's loopback port.
+            assert [c["name"] for c in serving] == ["token-gate"]
+            gate = containers["token-gate"]
+            assert gate["args"] == ["--listen", "6006", "--backend", f"127.0.0.1:{command[command.index('--port') + 1]}"]
+            token = {e["name"]: e for e in gate["env"]}["TFK8S_TOKEN"]["valueFrom"]["secretKeyRef"]
+            jupyter_token = {e["name"]: e for e in pod_spec(jupyter)["containers"][0]["env"]}["JUPYTER_TOKEN"]
+            assert token == jupyter_token["valueFrom"]["secretKeyRef"]  # the tenant's one credential
+            assert all("resources" in c for c in containers.values())
+
+        return after(d, check)
+
+    run()
 
 
 @pulumi.runtime.test

@@ -39,7 +39,7 @@ from tfk8s.schema_experiment import ExperimentStack
 from tfk8s.schema_platform import NetworkSettings, PlatformStack
 from tfk8s.schema_tenant import TenantStack
 from tfk8s.user_env import USER_NODE_PODS_PER_USER
-from tfk8s.user_node import check_room
+from tfk8s.user_node import check_room, checked_taints
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = PROJECT_ROOT / "training" / "master_client.ipynb"
@@ -118,6 +118,23 @@ def warn_unenforced(network: NetworkSettings) -> None:
         )
 
 
+def refuse_bad_user_node(stack: PlatformStack, read_whole: Reader | None) -> None:
+    """The User Node exists and its taints are free for ours, checked before anything is declared
+    (the component checks the taints again, from its own read, before it patches)."""
+    if read_whole is None:
+        return
+    settings = stack.platform.user_node
+    node = read_whole(api_paths.NODE.path(settings.name))
+    if node is None:
+        raise ConfigError(
+            [
+                f"{NAMESPACE}:platform.userNode.name: there is no node {settings.name!r} in the cluster: name an existing "
+                "node (kubectl get nodes) to dedicate to the users' Jupyter and TensorBoard"
+            ]
+        )
+    checked_taints(settings, node)  # UserNodeTaken, naming the key and the fix
+
+
 def run_platform(
     stack: PlatformStack,
     server: tuple[int, int] | None,
@@ -127,6 +144,7 @@ def run_platform(
 ) -> dict[str, Any]:
     stack = with_api_server(context_checks.check_platform(stack, server), read_whole)
     warn_unenforced(stack.platform.network)
+    refuse_bad_user_node(stack, read_whole)
     if read is not None:
         missing = backends.missing_classes(stack.platform.storage, read, f"{NAMESPACE}:platform.storage")
         if missing:

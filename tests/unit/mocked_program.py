@@ -5,6 +5,8 @@ test directory's conftest under the same module name, so `from conftest import` 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -198,6 +200,24 @@ def run_program(
             post=post,
         )
     return Deployment(mocks=mocks, components=components, options=options)
+
+
+@contextlib.contextmanager
+def declared_types() -> Iterator[list[str]]:
+    """The types of the resources any program declares (or reads) while inside: for programs that
+    stop before returning their Deployment."""
+    declared: list[str] = []
+    original = RecordingMocks.new_resource
+
+    def recording(self: RecordingMocks, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
+        declared.append(args.typ)
+        return original(self, args)
+
+    RecordingMocks.new_resource = recording  # type: ignore[method-assign]
+    try:
+        yield declared
+    finally:
+        RecordingMocks.new_resource = original  # type: ignore[method-assign]
 
 
 def after(d: Deployment, check: Any) -> pulumi.Output[Any]:

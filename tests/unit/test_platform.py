@@ -14,6 +14,7 @@ from mocked_program import (
     TEST_GROUP,
     Deployment,
     after,
+    declared_types,
     env_of,
     facts_for,
     pod_labels,
@@ -106,21 +107,9 @@ def test_glusterfs_class_reads_the_heketi_key_from_a_secret(platform_config: dic
 
 
 def test_glusterfs_without_the_secret_key_fails_naming_it_before_any_resource(platform_config: dict[str, Any]) -> None:
-    from mocks import RecordingMocks
-
-    declared: list[str] = []
-    original = RecordingMocks.new_resource
-
-    def recording(self: Any, args: Any) -> Any:
-        declared.append(args.typ)
-        return original(self, args)
-
-    RecordingMocks.new_resource = recording  # type: ignore[method-assign]
-    try:
+    with declared_types() as declared:
         with pytest.raises(ConfigError, match=r"tfk8s:heketiAdminKey: backend 'glusterfs' needs it .*config set --secret"):
             run_program(glusterfs(platform_config))
-    finally:
-        RecordingMocks.new_resource = original  # type: ignore[method-assign]
     assert declared == []
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pulumi
 import pytest
-from mocked_program import after, facts_for, run_program, stack_config
+from mocked_program import after, declared_types, facts_for, run_program, stack_config
 from mocks import LiveHook
 from tfk8s import ownership, tenant_stack
 from tfk8s.api_paths import NODE
@@ -204,3 +204,30 @@ def test_without_a_whole_object_reader_the_room_is_not_judged(
     read, _ = a_cluster_with(tenants=200, registered=False)
     run_program(tenant_config, read=read)
     assert declared == [True]
+
+
+@pytest.mark.parametrize("case", ["missing", "taken"])
+def test_a_missing_or_taken_user_node_is_refused_before_any_resource(platform_config: dict[str, Any], case: str) -> None:
+    """With the cluster readable, the program reads the node itself before declaring anything."""
+    taken = {
+        "metadata": {
+            "name": "tfk8s-user-node",
+            "managedFields": [{"manager": "kubelet", "fieldsV1": {"f:spec": {"f:taints": {}}}}],
+        },
+        "spec": {"taints": [{"key": "dedicated", "value": "infra", "effect": "NoExecute"}]},
+    }
+    asked: list[str] = []
+
+    def read_whole(path: str) -> dict[str, Any] | None:
+        asked.append(path)
+        return {"missing": None, "taken": taken}[case] if path == "/api/v1/nodes/tfk8s-user-node" else None
+
+    expected = {
+        "missing": r"tfk8s:platform\.userNode\.name: there is no node 'tfk8s-user-node' in the cluster",
+        "taken": r"tfk8s:platform\.userNode\.name: node 'tfk8s-user-node' already has taints \[dedicated=infra:NoExecute\]",
+    }[case]
+    with declared_types() as declared:
+        with pytest.raises(Exception, match=expected):
+            run_program(platform_config, read_whole=read_whole)
+    assert "/api/v1/nodes/tfk8s-user-node" in asked
+    assert declared == []

@@ -59,11 +59,16 @@ def api_server_rule(api: ApiServerSettings) -> list[Json]:
     return [{"to": [{"ipBlock": {"cidr": c}} for c in api.cidrs], "ports": [_tcp(p) for p in api.ports]}]
 
 
+def tenant_deny_all() -> Json:
+    """Every pod of the namespace: no traffic in or out but what another policy allows."""
+    return {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}
+
+
 def tenant_policies(user: str, network: NetworkSettings, ports: PortSettings) -> dict[str, Json]:
     """The namespace-wide policies of a tenant, by object name."""
     dns = network.dns
     return {
-        DEFAULT_DENY: {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]},
+        DEFAULT_DENY: tenant_deny_all(),
         DNS: {
             "podSelector": {},
             "policyTypes": ["Egress"],

@@ -53,8 +53,8 @@ def build(stack: PlatformStack, owner: Owner) -> dict[str, Any]:
     platform = stack.platform
     key = backend_secret(platform.storage)  # first: a missing key must stop the program before any resource
     user_node = UserNode("user-node", platform.user_node)
-    shared = SharedStorage("storage", platform.storage, key, owner)
     assert platform.version is not None  # resolved by context_checks.check_platform
+    shared = SharedStorage("storage", platform.storage, key, owner, platform.version)
     group = guard.platform_group(owner)
     platform_guard = guard.PlatformGuard("platform-guard", owner, group, guard.policy_supported(platform.version))
     if not guard.policy_supported(platform.version):

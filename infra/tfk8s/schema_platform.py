@@ -48,8 +48,10 @@ class GlusterfsSettings(Model):
     """Heketi's volume type: replicate:N, disperse:D:R or none."""
     gid_min: Positive = 2000
     gid_max: Positive = 2147483647
-    secret_namespace: DnsName = "default"
-    """Namespace of the Secret holding the Heketi admin key; the provisioner reads it there."""
+    secret_namespace: DnsName = "tfk8s-storage"
+    """Namespace of the Secret holding the Heketi admin key; the provisioner reads it there. The
+    platform creates it (restricted, no pods, no traffic), so no tenant's role reaches it; a built-in
+    namespace (default, kube-system) is used as it is."""
 
 
 class CsiSettings(Model):

@@ -15,12 +15,26 @@ from dataclasses import replace
 import pulumi
 import pulumi_kubernetes as k8s
 
-from tfk8s import awaits
-from tfk8s.api_paths import SECRET, STORAGE_CLASS
+from tfk8s import awaits, network_policy, pod_security
+from tfk8s.api_paths import NAMESPACE, NETWORK_POLICY, RESOURCE_QUOTA, SECRET, STORAGE_CLASS
 from tfk8s.backends import StorageClassSpec, backend_of, classes, scratch_class
 from tfk8s.labels import labels
 from tfk8s.ownership import Claimed, Owner
 from tfk8s.schema_platform import StorageSettings
+
+# Namespaces every cluster has: a backend's Secret may go there, but the platform never owns them.
+BUILT_IN_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease"})
+SECRET_QUOTA = "tfk8s-no-pods"
+
+
+def secret_namespace(storage: StorageSettings) -> str | None:
+    """The namespace the platform creates for its backend's Secret (the Heketi key): one of its own,
+    which no tenant may read and where nothing runs. None: no Secret, or it goes to a built-in one."""
+    backend = backend_of(storage)
+    if backend.secret is None:
+        return None
+    namespace = backend.secret.namespace(storage)
+    return None if namespace in BUILT_IN_NAMESPACES else namespace
 
 
 def fixed_objects(storage: StorageSettings, key: str) -> list[Claimed]:
@@ -34,14 +48,15 @@ def fixed_objects(storage: StorageSettings, key: str) -> list[Claimed]:
     if backend.creates_classes:
         found += [Claimed(kind=STORAGE_CLASS, name=name, key=f"{key}.{setting}") for setting, name in classes(storage).items()]
     if backend.secret is not None:
-        found.append(
-            Claimed(
-                kind=SECRET,
-                namespace=backend.secret.namespace(storage),
-                name=backend.secret.name,
-                key=f"{key}.{backend.secret.namespace_setting}",
-            )
-        )
+        setting = f"{key}.{backend.secret.namespace_setting}"
+        namespace = backend.secret.namespace(storage)
+        found.append(Claimed(kind=SECRET, namespace=namespace, name=backend.secret.name, key=setting))
+        if secret_namespace(storage) is not None:
+            found += [
+                Claimed(kind=NAMESPACE, name=namespace, key=setting),
+                Claimed(kind=NETWORK_POLICY, namespace=namespace, name=network_policy.DEFAULT_DENY, key=setting),
+                Claimed(kind=RESOURCE_QUOTA, namespace=namespace, name=SECRET_QUOTA, key=setting),
+            ]
     return found
 
 
@@ -63,6 +78,7 @@ class SharedStorage(pulumi.ComponentResource):
         storage: StorageSettings,
         secret_value: pulumi.Output[str] | None,
         owner: Owner,
+        kubernetes_version: tuple[int, int],
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("tfk8s:index:SharedStorage", name, None, opts)
@@ -73,12 +89,15 @@ class SharedStorage(pulumi.ComponentResource):
         annotations = owner.annotations()
         if backend.secret is not None:
             assert secret_value is not None
+            namespace: pulumi.Input[str] = backend.secret.namespace(storage)
+            if (own := secret_namespace(storage)) is not None:
+                namespace = self._secret_namespace(name, own, meta_labels, annotations, kubernetes_version)
             self.secret = k8s.core.v1.Secret(
                 f"{name}-{backend.secret.resource_suffix}",
                 type=backend.secret.type,
                 metadata={
                     "name": backend.secret.name,
-                    "namespace": backend.secret.namespace(storage),
+                    "namespace": namespace,
                     "labels": meta_labels,
                     "annotations": annotations,
                 },
@@ -105,6 +124,32 @@ class SharedStorage(pulumi.ComponentResource):
                 self.scratch_class = storage_class(f"{name}-scratch-class", scratch, replace(spec, reclaim_policy="Delete"))
                 self.scratch_class_name = self.scratch_class.metadata.apply(lambda m: m["name"])
         self.register_outputs({"class_name": self.class_name, "scratch_class_name": self.scratch_class_name})
+
+    def _secret_namespace(
+        self, name: str, namespace: str, meta_labels: dict[str, str], annotations: dict[str, str], version: tuple[int, int]
+    ) -> pulumi.Output[str]:
+        """The backend Secret's own namespace: restricted, no pods (a quota of zero), no traffic. Only
+        the platform team and the provisioner (kube-controller-manager) read Secrets there."""
+        child = pulumi.ResourceOptions(parent=self)
+        created = k8s.core.v1.Namespace(
+            f"{name}-secret-namespace",
+            metadata={
+                "name": namespace,
+                "labels": {**meta_labels, **pod_security.namespace_labels(version)},
+                "annotations": annotations,
+            },
+            opts=child,
+        )
+        ns = created.metadata.name
+        meta = {"namespace": ns, "labels": meta_labels, "annotations": annotations}
+        k8s.core.v1.ResourceQuota(
+            f"{name}-secret-namespace-quota", metadata={**meta, "name": SECRET_QUOTA}, spec={"hard": {"pods": "0"}}, opts=child
+        )
+        deny = network_policy.tenant_deny_all()
+        k8s.networking.v1.NetworkPolicy(
+            f"{name}-secret-namespace-deny", metadata={**meta, "name": network_policy.DEFAULT_DENY}, spec=deny, opts=child
+        )
+        return ns
 
 
 def claim(

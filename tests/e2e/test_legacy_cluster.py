@@ -228,8 +228,12 @@ def test_glusterfs_claims_are_bound_by_the_in_tree_provisioner_through_heketi(
         assert pv["spec"]["glusterfs"]["path"] in in_heketi  # the volume the controller-manager asked Heketi for
         assert pv["spec"]["glusterfs"]["endpoints"].startswith("glusterfs-dynamic-")
     assert len(in_heketi) == 2
-    # The admin key went from the stack's Pulumi secret into a kubernetes.io/glusterfs Secret only.
-    secret = legacy_kube.get("secret", "default", "tfk8s-heketi-admin")
+    # The admin key went from the stack's Pulumi secret into a kubernetes.io/glusterfs Secret only, in
+    # the platform's own namespace for it (the provisioner above read it there), where no pod may run.
+    secret = legacy_kube.get("secret", "tfk8s-storage", "tfk8s-heketi-admin")
+    namespace = legacy_kube.get("namespace", name="tfk8s-storage")
+    assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+    assert legacy_kube.get("resourcequota", "tfk8s-storage", "tfk8s-no-pods")["spec"]["hard"] == {"pods": "0"}
     assert secret["type"] == "kubernetes.io/glusterfs" and base64.b64decode(secret["data"]["key"]).decode() == heketi.key
     assert heketi.key not in (legacy.cwd / "stacks" / "Pulumi.imagenet-platform.yaml").read_text()
     assert legacy.outputs("imagenet-platform")["ready"] is True and legacy.outputs("imagenet-tenant")["ready"] is True

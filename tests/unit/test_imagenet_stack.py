@@ -15,6 +15,10 @@ PLATFORM_EXPECTED = Counter(
         "kubernetes:core/v1:NodePatch": 1,
         "kubernetes:storage.k8s.io/v1:StorageClass": 2,  # the tenants' volumes (Retain), experiments' scratch (Delete)
         "kubernetes:core/v1:Secret": 1,  # Heketi admin key
+        # ... in a namespace of its own: restricted, a quota of no pods, no traffic
+        "kubernetes:core/v1:Namespace": 1,
+        "kubernetes:core/v1:ResourceQuota": 1,
+        "kubernetes:networking.k8s.io/v1:NetworkPolicy": 1,
         "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition": 2,  # the platform's Layout and Tenant kinds
         "kubernetes:rbac.authorization.k8s.io/v1:ClusterRole": 1,  # the experimenter role tenants bind
         "tfk8s:index:UserNode": 1,

@@ -106,6 +106,39 @@ def test_glusterfs_class_reads_the_heketi_key_from_a_secret(platform_config: dic
     return after_with_facts(d, check)
 
 
+@pytest.mark.parametrize("namespace", ["storage", "kube-system"])
+def test_the_heketi_key_lives_in_a_namespace_of_its_own_where_nothing_runs(
+    platform_config: dict[str, Any], namespace: str
+) -> None:
+    """Tenants' roles are namespaced, and this namespace is no tenant's: restricted, a quota of no
+    pods, no traffic. A built-in namespace is used as it is, never owned."""
+    raw = glusterfs(platform_config)
+    raw["platform"]["storage"]["glusterfs"]["secretNamespace"] = namespace
+
+    @pulumi.runtime.test
+    def run() -> pulumi.Output[Any]:
+        d = run_program(raw, secrets={"heketiAdminKey": "s3cret-key"})
+
+        def check() -> None:
+            (secret,) = [r for r in d.mocks.of_type(SECRET) if r.inputs.get("type") == "kubernetes.io/glusterfs"]
+            assert secret.inputs["metadata"]["namespace"] == namespace
+            namespaces = d.mocks.of_type("kubernetes:core/v1:Namespace")
+            if namespace == "kube-system":
+                assert namespaces == []
+                return
+            (created,) = namespaces
+            assert created.inputs["metadata"]["name"] == "storage"
+            assert created.inputs["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+            (quota,) = d.mocks.of_type("kubernetes:core/v1:ResourceQuota")
+            assert (quota.inputs["metadata"]["namespace"], quota.inputs["spec"]) == ("storage", {"hard": {"pods": "0"}})
+            (deny,) = d.mocks.of_type("kubernetes:networking.k8s.io/v1:NetworkPolicy")
+            assert deny.inputs["spec"] == {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}
+
+        return after(d, check)
+
+    run()
+
+
 def test_glusterfs_without_the_secret_key_fails_naming_it_before_any_resource(platform_config: dict[str, Any]) -> None:
     with declared_types() as declared:
         with pytest.raises(ConfigError, match=r"tfk8s:heketiAdminKey: backend 'glusterfs' needs it .*config set --secret"):

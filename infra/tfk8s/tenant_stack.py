@@ -54,6 +54,36 @@ def subjects(identities: Identities) -> list[dict[str, str]]:
     return found
 
 
+def token_location(namespace: str) -> dict[str, str]:
+    return {
+        "namespace": namespace,
+        "name": user_env.TOKEN_SECRET,
+        "key": user_env.TOKEN_KEY,
+        "read": f"kubectl -n {namespace} get secret {user_env.TOKEN_SECRET} -o jsonpath='{{.data.token}}' | base64 -d",
+    }
+
+
+def token_readers(
+    meta: dict[str, Any], namespace: pulumi.Output[str], members: list[dict[str, str]], parent: pulumi.Resource
+) -> list[pulumi.Resource]:
+    """The tenant's identities may `get` their Jupyter token's Secret, and no other Secret."""
+    child = pulumi.ResourceOptions(parent=parent)
+    role = k8s.rbac.v1.Role(
+        "jupyter-token-reader",
+        metadata={**meta, "namespace": namespace},
+        rules=[{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"], "resourceNames": [user_env.TOKEN_SECRET]}],
+        opts=child,
+    )
+    binding = k8s.rbac.v1.RoleBinding(
+        "jupyter-token-reader",
+        metadata={**meta, "namespace": namespace},
+        role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role.metadata.name},
+        subjects=members,
+        opts=child,
+    )
+    return [role, binding]
+
+
 def build(
     stack: TenantStack,
     platform: PlatformFacts,
@@ -63,7 +93,7 @@ def build(
     notebook: Path,
     jupyter_token: pulumi.Output[str] | None,
 ) -> dict[str, Any]:
-    """Declare the tenant; export its readiness, its experiments' contract and its Jupyter token."""
+    """Declare the tenant; export its readiness, its experiments' contract and where its Jupyter token is."""
     tenant = stack.tenant
     meta = {"labels": {**labels(tenant.name, "tenant"), **owner.labels()}, "annotations": owner.annotations()}
     # First in, last out: the platform refuses its own destroy while this exists (tfk8s.guard).
@@ -100,6 +130,7 @@ def build(
                 opts=pulumi.ResourceOptions(parent=env),
             )
         )
+        guarded += token_readers(meta, namespace, members, env)
     if guard.policy_supported(platform.version):
         guard.tenant_guard("tenant-guard", namespace, platform.layouts.group, owner, guarded)
     report = env.readiness.apply(readiness.tenant_readiness)
@@ -118,7 +149,9 @@ def build(
         )
     )
     pulumi.export("tenant", tenant_output)
-    pulumi.export("jupyterToken", env.jupyter_token)
+    # Where the token is, not the token: a stack others read exports nothing secret, so reading it
+    # never needs this stack's secrets provider. The tenant's identities read the Secret themselves.
+    pulumi.export("jupyterTokenSecret", namespace.apply(lambda ns: token_location(ns)))
     return {"user": env, "registration": registration, "readiness": report, "tenant": tenant_output}
 
 

@@ -27,7 +27,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from tfk8s import awaits, network_policy, pod_security, pods, quota, readiness
-from tfk8s.api_paths import LIMIT_RANGE, NAMESPACE, NETWORK_POLICY, RESOURCE_QUOTA
+from tfk8s.api_paths import LIMIT_RANGE, NAMESPACE, NETWORK_POLICY, RESOURCE_QUOTA, SECRET
 from tfk8s.code import CodeBundle
 from tfk8s.contract import PlatformFacts, PlatformKind
 from tfk8s.labels import labels, selector_of
@@ -39,6 +39,9 @@ from tfk8s.schema_tenant import TenantSettings
 from tfk8s.storage import claim
 
 TOKEN_KEY = "token"
+# The tenant's Jupyter token, under a fixed name: the tenant's own identities may read this one Secret
+# (tfk8s.tenant_stack), which is how a user gets the token; no stack exports it.
+TOKEN_SECRET = "tfk8s-jupyter-token"
 DATA_CLAIM, LOG_CLAIM = "tfk8s-data", "tfk8s-log"
 NOTEBOOK_SERVICE = "jupyter-tf"
 # Jupyter and TensorBoard, one replica each, both on the User Node (a tenant checks it has room).
@@ -74,6 +77,7 @@ def fixed_objects(platform: PlatformFacts, user: TenantSettings, key: str) -> li
         Claimed(kind=NAMESPACE, name=ns, key=f"{key}.name"),
         Claimed(kind=RESOURCE_QUOTA, namespace=ns, name=quota.QUOTA_NAME, key=f"{key}.quota"),
         Claimed(kind=LIMIT_RANGE, namespace=ns, name=quota.LIMIT_RANGE_NAME, key=f"{key}.name"),
+        Claimed(kind=SECRET, namespace=ns, name=TOKEN_SECRET, key=f"{key}.name"),
         *(Claimed(kind=NETWORK_POLICY, namespace=ns, name=n, key=f"{key}.name") for n in policies),
     ]
 
@@ -214,7 +218,7 @@ class UserEnvironment(pulumi.ComponentResource):
         token = chosen.apply(lambda t: base64.b64encode(t.encode()).decode()) if chosen is not None else None
         self.token_secret = k8s.core.v1.Secret(
             f"{name}-jupyter-token",
-            metadata=self._meta(ns, labels(user.name, "jupyter")),
+            metadata=self._meta(ns, labels(user.name, "jupyter"), name=TOKEN_SECRET),
             data={TOKEN_KEY: token or pulumi.Output.secret(base64.b64encode(secrets.token_hex(24).encode()).decode())},
             opts=pulumi.ResourceOptions(
                 parent=self,

@@ -79,6 +79,18 @@ def test_alice_runs_her_experiment_with_her_own_credentials(cli: Cli, alice: Kub
         cli("stack", "rm", "iso-alice", "--yes")
 
 
+def test_alice_reads_her_jupyter_token_with_her_own_credentials_and_no_other_secret(
+    cli: Cli, kube: Kube, alice: Kube, tenants: dict[str, str]
+) -> None:
+    """The tenant stack exports where the token is, not the token; alice reads it herself."""
+    where = cli.outputs(tenants["alice"])["jupyterTokenSecret"]
+    mine = alice.get("secret", where["namespace"], where["name"])
+    assert mine["data"][where["key"]] == kube.get("secret", where["namespace"], where["name"])["data"][where["key"]]
+    assert not can_i(alice, "list", "secrets", "-n", ALICE)  # that one Secret, by name
+    assert not can_i(alice, "get", "secrets/tfk8s-heketi-admin", "-n", ALICE)
+    assert not can_i(alice, "get", f"secrets/{where['name']}", "-n", BOB)
+
+
 def test_alice_cannot_create_read_or_delete_anything_in_bobs_namespace(
     cli: Cli, kube: Kube, alice: Kube, tenants: dict[str, str]
 ) -> None:
@@ -127,8 +139,9 @@ def snapshot(kube: Kube, namespace: str) -> dict[str, str]:
 def test_a_second_experiment_over_the_tenants_quota_is_refused_and_the_first_is_untouched(
     cli: Cli, kube: Kube, platform: str
 ) -> None:
-    """frank's quota is 4 CPUs: his Jupyter and TensorBoard take 2 (the LimitRange's default of one
-    each), his first experiment 1.5 (a 500m PS, two 500m workers), so a second of 1.5 does not fit."""
+    """frank's quota is 4 CPUs: his Jupyter and TensorBoard take 2.1 (the container default of one
+    each, and TensorBoard's token gate 100m), his first experiment 1.5 (a 500m PS, two 500m workers),
+    so a second of 1.5 does not fit."""
     tenant, namespace = "tenant-frank", "tfk8s-frank"
     cli.init_tenant(
         tenant,
@@ -142,14 +155,14 @@ def test_a_second_experiment_over_the_tenants_quota_is_refused_and_the_first_is_
         cli("up", "--stack", "quota-1", "--yes", "--skip-preview")
         assert cli.outputs("quota-1")["ready"] is True
         quota = kube.get("resourcequota", namespace, "tfk8s-quota")
-        assert quota["status"]["used"]["requests.cpu"] == "3500m", quota["status"]
+        assert quota["status"]["used"]["requests.cpu"] == "3600m", quota["status"]
         before = snapshot(kube, namespace)
 
         cli.init_experiment("quota-2", tenant=tenant, settings=SMALL_CLUSTER)
         done = cli("preview", "--stack", "quota-2", check=False)
         text = done.stdout + done.stderr
         assert done.returncode != 0, text
-        assert "the experiment asks cpu 1.5" in text and "tenant frank's quota has 0.5 of 4 left (used 3.5)" in text, text
+        assert "the experiment asks cpu 1.5" in text and "tenant frank's quota has 0.4 of 4 left (used 3.6)" in text, text
         assert "tfk8s:tenant.quota.cpu" in text and "Traceback" not in text, text
         assert snapshot(kube, namespace) == before
         assert not kubernetes_resources(cli, "quota-2")

@@ -13,6 +13,7 @@ platform while tenants exist.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
@@ -177,7 +178,8 @@ def test_destroying_one_experiment_leaves_everything_else_and_tensorboard_keeps_
     gate_argv = list(gate["args"])
     gate_argv[gate_argv.index("--listen") + 1] = str(gate_port)
     gate_argv[gate_argv.index("--backend") + 1] = f"127.0.0.1:{board_port}"
-    token = cli.outputs(TENANT_ALICE, show_secrets=True)["jupyterToken"]
+    where = cli.outputs(TENANT_ALICE)["jupyterTokenSecret"]
+    token = base64.b64decode(kube.get("secret", where["namespace"], where["name"])["data"][where["key"]]).decode()
     env = {**os.environ, "TFK8S_TOKEN": token, "PYTHONPATH": str(ROOT / "training")}
     servers = [
         subprocess.Popen([sys.executable, "-m", "tensorboard.main", *argv], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),

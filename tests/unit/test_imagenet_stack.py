@@ -38,8 +38,8 @@ TENANT_EXPECTED = Counter(
         "kubernetes:core/v1:PersistentVolumeClaim": 2,  # the tenant's data and log volumes
         "kubernetes:core/v1:ConfigMap": 2,  # trainer package for notebooks, notebooks (no guard: 1.25)
         "kubernetes:core/v1:ServiceAccount": 1,  # Jupyter's: reads layouts
-        "kubernetes:rbac.authorization.k8s.io/v1:Role": 1,
-        "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding": 2,  # Jupyter's; the group taas as experimenters
+        "kubernetes:rbac.authorization.k8s.io/v1:Role": 2,  # Jupyter's (Layouts); the token reader
+        "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding": 3,  # Jupyter's; the group taas as experimenters and token readers
         "kubernetes:apps/v1:Deployment": 2,  # Jupyter, TensorBoard
         "kubernetes:core/v1:Service": 3,  # Jupyter, TensorBoard, the notebook's chief address
         "tfk8s:index:UserEnvironment": 1,

@@ -364,6 +364,29 @@ def test_jupyter_token_is_a_secret_in_a_secret(tenant_config: dict[str, Any]) ->
 
 
 @pulumi.runtime.test
+def test_the_tenants_people_may_read_their_token_secret_and_no_other(tenant_config: dict[str, Any]) -> None:
+    """A stack others read (experiments read the tenant) exports nothing secret (tests/e2e/test_cli.py
+    checks its outputs): the token's place is exported, and the tenant's identities may `get` that one Secret."""
+    d = run_program(tenant_config)
+
+    def check() -> None:
+        (reader,) = [
+            r for r in d.mocks.of_type("kubernetes:rbac.authorization.k8s.io/v1:Role") if r.name == "jupyter-token-reader"
+        ]
+        assert reader.inputs["rules"] == [
+            {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"], "resourceNames": ["tfk8s-jupyter-token"]}
+        ]
+        (binding,) = [
+            r for r in d.mocks.of_type("kubernetes:rbac.authorization.k8s.io/v1:RoleBinding") if r.name == "jupyter-token-reader"
+        ]
+        assert binding.inputs["subjects"] == [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "alice"}]
+        (secret,) = [r for r in d.mocks.of_type(SECRET) if r.inputs["metadata"].get("name") == "tfk8s-jupyter-token"]
+        assert secret.inputs["metadata"]["namespace"] == "tfk8s-alice"
+
+    return after(d, check)
+
+
+@pulumi.runtime.test
 def test_a_chosen_jupyter_token_is_applied_and_can_rotate(tenant_config: dict[str, Any]) -> None:
     """tfk8s:jupyterToken (a config secret) becomes the Secret's value, without ignore_changes."""
     chosen = "alice-chose-this-token-0123"
@@ -483,7 +506,9 @@ def test_jupyter_reads_layouts_and_nothing_else_and_mounts_the_users_volumes(ten
         (binding,) = [
             r
             for r in d.mocks.of_type("kubernetes:rbac.authorization.k8s.io/v1:RoleBinding")
-            if r.inputs["metadata"]["namespace"] == "tfk8s-alice" and r.inputs["roleRef"]["kind"] == "Role"
+            if r.inputs["metadata"]["namespace"] == "tfk8s-alice"
+            and r.inputs["roleRef"]["kind"] == "Role"
+            and r.inputs["subjects"][0]["kind"] == "ServiceAccount"  # not the people's token reader
         ]
         assert binding.inputs["subjects"] == [{"kind": "ServiceAccount", "name": account, "namespace": "tfk8s-alice"}]
         (role,) = [

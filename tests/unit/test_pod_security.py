@@ -227,6 +227,8 @@ def test_only_the_pods_that_call_the_api_get_a_token_and_their_roles_only_the_ve
                 calls_the_api = labels.get("tfk8s.io/role") == "ps" or labels["app.kubernetes.io/name"] == "jupyter"
                 assert template["spec"]["automountServiceAccountToken"] is calls_the_api, name
             for role in d.mocks.of_type(ROLE):
+                if role.name == "jupyter-token-reader":  # bound to the tenant's people, not to a pod
+                    continue
                 verbs = {(tuple(rule["resources"]), tuple(rule["verbs"])) for rule in role.inputs["rules"]}
                 assert verbs <= USED_VERBS, role.name
 

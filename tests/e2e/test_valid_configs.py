@@ -52,13 +52,20 @@ EDGES = {
 }
 
 
+@pytest.fixture(scope="module")
+def alice(cli: Cli, platform: str, tenants: dict[str, str]) -> str:
+    """alice's tenant on the session's platform, both up: a no-change `up` if they are, their return
+    if an earlier module destroyed them (test_stack_model ends by destroying every stack)."""
+    for stack in (platform, tenants["alice"]):
+        cli("up", "--stack", stack, "--yes", "--skip-preview")
+    return tenants["alice"]
+
+
 @pytest.mark.parametrize("edge", sorted(EDGES))
-def test_a_valid_experiment_at_the_edges_is_accepted_by_the_api_server(
-    cli: Cli, kube: Kube, tenants: dict[str, str], edge: str
-) -> None:
+def test_a_valid_experiment_at_the_edges_is_accepted_by_the_api_server(cli: Cli, kube: Kube, alice: str, edge: str) -> None:
     stack = f"valid-{edge}"
     settings = {k: v for k, v in EDGES[edge].items() if k != 'tfk8s:clusters[0].workers.nodeSelector["example.com/pool-a_b.c"]'}
-    cli.init_experiment(stack, tenant=tenants["alice"], settings={"tfk8s:clusters[0].workers.count": "1", **settings})
+    cli.init_experiment(stack, tenant=alice, settings={"tfk8s:clusters[0].workers.count": "1", **settings})
     if edge == "placement":  # a map key with '/' and '.': set it as the stack file would hold it
         cli(
             "config",

@@ -116,7 +116,8 @@ def image_problems(spec: Json) -> list[str]:
     problems = []
     for c in containers(spec):
         image = str(c.get("image") or "")
-        name, _, tag = image.rpartition(":") if ":" in image.rsplit("/", 1)[-1] else (image, "", "")
+        last = image.rsplit("/", 1)[-1]  # a registry's port is not a tag
+        tag = last.rpartition(":")[2] if ":" in last else ""
         if "@sha256:" not in image and tag in ("", "latest"):
             problems.append(f"container {c.get('name')!r} runs {image!r}: pin a tag other than latest, or a digest")
     return problems

@@ -12,10 +12,10 @@ training servers and every other pod of the cluster. The design, enforced by the
   * a PS, which retires itself through the API, and Jupyter, which reads Layouts, reach the API
     server's addresses (as pods see them after the `kubernetes` Service's translation);
   * Jupyter and TensorBoard answer on their own HTTP ports, from anywhere (users come through the
-    User Node's NodePorts; Jupyter asks for its token, TensorBoard has no authentication).
+    User Node's NodePorts; both ask for the tenant's token, TensorBoard through its token gate).
 
-The tenant stack declares the namespace-wide policies, each experiment its clusters'. Specs only:
-nothing here touches Pulumi.
+The tenant stack declares the namespace-wide policies, each experiment its clusters'. Selectors are
+built from the labels of what they select (tfk8s.labels). Specs only: nothing here touches Pulumi.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-from tfk8s.labels import CLUSTER, EXPERIMENT, ROLE, labels, selector_of
+from tfk8s.labels import labels, selector_of
 from tfk8s.schema_experiment import ClusterSettings
 from tfk8s.schema_platform import ApiServerSettings, NetworkSettings, PortSettings
 
@@ -48,8 +48,9 @@ def app_selector(user: str, component: str) -> Json:
     return {"matchLabels": selector_of(labels(user, component))}
 
 
-def _training_pods() -> Json:
-    return {"matchLabels": {"app.kubernetes.io/name": TRAINING_COMPONENT}}
+def _training_pods(user: str, *, experiment: str | None = None, cluster: str | None = None, role: str | None = None) -> Json:
+    """The tenant's training pods (PS, workers, chief of every cluster), or those of one cluster or role."""
+    return {"matchLabels": selector_of(labels(user, TRAINING_COMPONENT, experiment=experiment, cluster=cluster, role=role))}
 
 
 def api_server_rule(api: ApiServerSettings) -> list[Json]:
@@ -59,7 +60,7 @@ def api_server_rule(api: ApiServerSettings) -> list[Json]:
     return [{"to": [{"ipBlock": {"cidr": c}} for c in api.cidrs], "ports": [_tcp(p) for p in api.ports]}]
 
 
-def tenant_deny_all() -> Json:
+def deny_all() -> Json:
     """Every pod of the namespace: no traffic in or out but what another policy allows."""
     return {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}
 
@@ -68,7 +69,7 @@ def tenant_policies(user: str, network: NetworkSettings, ports: PortSettings) ->
     """The namespace-wide policies of a tenant, by object name."""
     dns = network.dns
     return {
-        DEFAULT_DENY: tenant_deny_all(),
+        DEFAULT_DENY: deny_all(),
         DNS: {
             "podSelector": {},
             "policyTypes": ["Egress"],
@@ -91,10 +92,10 @@ def tenant_policies(user: str, network: NetworkSettings, ports: PortSettings) ->
             # servers' calls back (each cluster's own policy says whether it is notebook-driven).
             "ingress": [
                 {"ports": [_tcp(ports.jupyter)]},
-                {"from": [{"podSelector": _training_pods()}], "ports": [_tcp(ports.tensorflow)]},
+                {"from": [{"podSelector": _training_pods(user)}], "ports": [_tcp(ports.tensorflow)]},
             ],
             "egress": [
-                {"to": [{"podSelector": _training_pods()}], "ports": [_tcp(ports.tensorflow)]},
+                {"to": [{"podSelector": _training_pods(user)}], "ports": [_tcp(ports.tensorflow)]},
                 *api_server_rule(network.api_server),
             ],
         },
@@ -104,16 +105,11 @@ def tenant_policies(user: str, network: NetworkSettings, ports: PortSettings) ->
             "ingress": [{"ports": [_tcp(ports.tensorboard)]}],
         },
         PS_API: {
-            "podSelector": {"matchLabels": {"app.kubernetes.io/name": TRAINING_COMPONENT, ROLE: "ps"}},
+            "podSelector": _training_pods(user, role="ps"),
             "policyTypes": ["Egress"],
             "egress": api_server_rule(network.api_server),
         },
     }
-
-
-def cluster_selector(experiment: str, cluster: str) -> Json:
-    """Every pod of one training cluster (PS, workers, chief), whatever its run."""
-    return {"matchLabels": {"app.kubernetes.io/name": TRAINING_COMPONENT, EXPERIMENT: experiment, CLUSTER: cluster}}
 
 
 def code_url_port(url: str) -> int:
@@ -123,7 +119,9 @@ def code_url_port(url: str) -> int:
 
 def cluster_policy(user: str, experiment: str, cluster: ClusterSettings, ports: PortSettings, *, notebook_client: bool) -> Json:
     """One training cluster's policy: gRPC among its own pods, and with Jupyter when it is their client."""
-    peers: list[Json] = [{"podSelector": cluster_selector(experiment, cluster.name)}]
+    # Every pod of the cluster (PS, workers, chief), whatever its run.
+    own = _training_pods(user, experiment=experiment, cluster=cluster.name)
+    peers: list[Json] = [{"podSelector": own}]
     if notebook_client:
         peers.append({"podSelector": app_selector(user, "jupyter")})
     grpc = [_tcp(ports.tensorflow)]
@@ -131,7 +129,7 @@ def cluster_policy(user: str, experiment: str, cluster: ClusterSettings, ports: 
     if cluster.code.source == "url" and cluster.code.url:
         egress.append({"to": list(ANYWHERE), "ports": [_tcp(code_url_port(cluster.code.url))]})
     return {
-        "podSelector": cluster_selector(experiment, cluster.name),
+        "podSelector": own,
         "policyTypes": ["Ingress", "Egress"],
         "ingress": [{"from": peers, "ports": grpc}],
         "egress": egress,

@@ -145,7 +145,7 @@ class SharedStorage(pulumi.ComponentResource):
         k8s.core.v1.ResourceQuota(
             f"{name}-secret-namespace-quota", metadata={**meta, "name": SECRET_QUOTA}, spec={"hard": {"pods": "0"}}, opts=child
         )
-        deny = network_policy.tenant_deny_all()
+        deny = network_policy.deny_all()
         k8s.networking.v1.NetworkPolicy(
             f"{name}-secret-namespace-deny", metadata={**meta, "name": network_policy.DEFAULT_DENY}, spec=deny, opts=child
         )

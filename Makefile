@@ -120,7 +120,10 @@ bench: venv ## Benchmarks (see README "Benchmarks")
 	$(PY) bench/input_pipeline.py
 	$(PY) bench/training_throughput.py
 
-lint: venv ## ruff and mypy
+# Where hack/tools.sh keeps the toolchain (the same default as hack/env.sh).
+TOOLS_BIN := $(or $(TFK8S_CACHE),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/tfk8s)/bin
+
+lint: venv ## ruff, mypy, and actionlint on the GitOps workflows
 	$(VENV)/bin/ruff check infra training tests bench hack policies
 	$(VENV)/bin/ruff format --check infra tests hack policies
 	$(VENV)/bin/mypy hack/langhost hack/requirements.py hack/schema.py hack/toolenv.py
@@ -128,6 +131,8 @@ lint: venv ## ruff and mypy
 	$(VENV)/bin/vermin --target=3.6- --no-tips --violations --eval-annotations training/tfk8s_train/launch.py training/tfk8s_train/kube_retire.py
 	cd infra && ../$(VENV)/bin/mypy tfk8s
 	cd training && ../$(VENV)/bin/mypy tfk8s_train
+	hack/tools.sh actionlint
+	$(TOOLS_BIN)/actionlint .github/workflows/*.yml
 
 clean:
 	rm -rf $(VENV) $(POLICY_VENV) .pytest_cache .ruff_cache

@@ -7,7 +7,7 @@
 # $TFK8S_CACHE/bin; a second run only re-links. A tool already on PATH at the pinned version is
 # used as it is.
 #
-# Usage: hack/tools.sh [all|pulumi|langhost|provider|kwok|etcd|kube|kube-legacy|cyclonus]   (default: all)
+# Usage: hack/tools.sh [all|pulumi|langhost|provider|kwok|etcd|kube|kube-legacy|cyclonus|versitygw|actionlint]   (default: all)
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -140,15 +140,25 @@ build_kwok() {
 }
 
 # cyclonus: a NetworkPolicy engine that computes the allow/deny matrix of live policies offline.
-build_cyclonus() {
-  local dest=$tools/cyclonus-$CYCLONUS_VERSION
-  if [ -x "$dest/cyclonus" ]; then link cyclonus "$dest"; return; fi
-  log "cyclonus $CYCLONUS_VERSION: building"
+build_cyclonus() { go_install cyclonus "$CYCLONUS_VERSION" github.com/mattfenwick/cyclonus/cmd/cyclonus; }
+
+# versitygw: an S3 server over a directory, for the GitOps tests' shared state (README "GitOps").
+build_versitygw() { go_install versitygw "$VERSITYGW_VERSION" github.com/versity/versitygw/cmd/versitygw; }
+
+# actionlint: lints .github/workflows (make lint).
+build_actionlint() { go_install actionlint "$ACTIONLINT_VERSION" github.com/rhysd/actionlint/cmd/actionlint; }
+
+# go_install NAME VERSION PACKAGE: one command of a module, cached by version like the others.
+go_install() {
+  local name=$1 version=$2 package=$3
+  local dest=$tools/$name-$version
+  if [ -x "$dest/$name" ]; then link "$name" "$dest"; return; fi
+  log "$name $version: building"
   mkdir -p "$dest.tmp"
-  GOBIN=$dest.tmp go install -trimpath -ldflags "-s -w" "github.com/mattfenwick/cyclonus/cmd/cyclonus@$CYCLONUS_VERSION"
+  GOBIN=$dest.tmp go install -trimpath -ldflags "-s -w" "$package@$version"
   rm -rf "$dest" && mv "$dest.tmp" "$dest"
-  link cyclonus "$dest"
-  log "cyclonus: done"
+  link "$name" "$dest"
+  log "$name: done"
 }
 
 build_etcd() {
@@ -216,16 +226,18 @@ build_kube() {
 main() {
   local what=${1:-all} start=$SECONDS
   case $what in
-    all) build_pulumi; build_langhost; build_provider; build_kwok; build_etcd; build_kube "$KUBE_VERSION" link; build_cyclonus ;;
+    all) build_pulumi; build_langhost; build_provider; build_kwok; build_etcd; build_kube "$KUBE_VERSION" link; build_cyclonus; build_versitygw; build_actionlint ;;
     pulumi) build_pulumi; build_langhost ;;
     langhost) build_langhost ;;
     provider) build_provider ;;
     kwok) build_kwok ;;
     etcd) build_etcd ;;
     cyclonus) build_cyclonus ;;
+    versitygw) build_versitygw ;;
+    actionlint) build_actionlint ;;
     kube) build_kube "$KUBE_VERSION" link ;;
     kube-legacy) build_kube "$KUBE_LEGACY_VERSION" ;;
-    *) echo "usage: $0 [all|pulumi|langhost|provider|kwok|etcd|kube|kube-legacy|cyclonus]" >&2; exit 2 ;;
+    *) echo "usage: $0 [all|pulumi|langhost|provider|kwok|etcd|kube|kube-legacy|cyclonus|versitygw|actionlint]" >&2; exit 2 ;;
   esac
   log "tools ready in $bin ($((SECONDS - start)) s)"
 }

@@ -15,13 +15,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from drivers import Cli, Kube
+from drivers import CLUSTER, Cli, Kube
 
 import toolenv
-
-# Not TFK8S_CLUSTER_NAME: that names the cluster `make up` and `make env` use, which a session
-# would otherwise delete at its end.
-CLUSTER = os.environ.get("TFK8S_E2E_CLUSTER") or "tfk8s-e2e"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

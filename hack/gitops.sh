@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The GitOps pipeline command (README "GitOps"): what CI runs, and the tests run the same way.
+#
+#   hack/gitops.sh preview --base <sha> [--head <sha>] [--summary pr.md]   # a pull request
+#   hack/gitops.sh apply   --base <sha> [--head <sha>] [--only STACK]      # a merge
+#   hack/gitops.sh drift   [--summary drift.md]                            # a schedule
+#   hack/gitops.sh plan    --base <sha> [--json]                           # what would run
+#   hack/gitops.sh operator-stack STACK --repo URL                         # in-cluster instead
+#
+# The team's state and secrets come from the caller's environment (CI: repository secrets), never
+# from this machine's defaults: PULUMI_BACKEND_URL (s3://bucket?endpoint=...&s3ForcePathStyle=true
+# with AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY; file:// for one machine), PULUMI_CONFIG_PASSPHRASE
+# (or _FILE, or TFK8S_SECRETS_PROVIDER such as awskms://...) and KUBECONFIG. The rest (PATH to the
+# pinned toolchain, PULUMI_HOME) is what `make env` prints.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+# The subcommand: the first word that is one (options such as --checkout DIR may come first).
+command=
+for word in "$@"; do
+  case $word in plan | preview | apply | drift | operator-stack) command=$word && break ;; esac
+done
+case $command in
+  preview | apply | drift)
+    missing=()
+    [ -n "${PULUMI_BACKEND_URL:-}" ] || missing+=("PULUMI_BACKEND_URL (the team's state, e.g. s3://tfk8s-state?endpoint=https://s3.example.com&s3ForcePathStyle=true)")
+    if [ -z "${PULUMI_CONFIG_PASSPHRASE:-}${PULUMI_CONFIG_PASSPHRASE_FILE:-}${TFK8S_SECRETS_PROVIDER:-}" ]; then
+      missing+=("PULUMI_CONFIG_PASSPHRASE, PULUMI_CONFIG_PASSPHRASE_FILE or TFK8S_SECRETS_PROVIDER (the team's, not a per-machine one)")
+    fi
+    [ -n "${KUBECONFIG:-}" ] || missing+=("KUBECONFIG (the cluster the stacks deploy to)")
+    if [ ${#missing[@]} -gt 0 ]; then
+      printf 'gitops: set %s\n' "${missing[@]}" >&2
+      exit 2
+    fi
+    ;;
+  *) ;; # plan and operator-stack read git only; usage errors are the command's own
+esac
+eval "$("$root/hack/env.sh")"
+# The engine writes its event stream (--event-log) only with debug commands on: the Automation API does the same.
+export PULUMI_DEBUG_COMMANDS=true
+export PYTHONPATH="$root/infra${PYTHONPATH:+:$PYTHONPATH}"
+exec "$root/.venv/bin/python" -m tfk8s.gitops "$@"

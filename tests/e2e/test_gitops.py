@@ -1,0 +1,508 @@
+"""GitOps for real: a team's repository, the pipeline command exactly as CI runs it
+(`hack/gitops.sh`, see .github/workflows/), team state in a real S3 server (versitygw), a cluster
+of its own. One scenario per test, in order, each a commit or pull request on the same repository:
+
+  set-up     the first push: a platform, two tenants, alice's experiment, applied in order
+  PR         adds bob's experiment: previewed with the policy pack, nothing created
+  merge      the same commit applied: created, ready
+  PR         bob's worker count: only his experiment previewed, and exactly what its apply changes
+  commit     removes alice's experiment: destroyed, her tenant's logs kept
+  PR         adds a tenant: only that tenant previewed
+  drift      a `kubectl` edit of a live object: reported, with the property
+  PR         a `:latest` image: the mandatory policy named, nothing applied
+  race       two applies of one stack at once: one waits for the other's lock, nothing lost
+
+Each pipeline run's wall time is printed (pytest -s) and kept in the summary files under the
+test's temporary directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from drivers import CLUSTER, ROOT, Kube
+
+import toolenv
+
+VERSITYGW = str(toolenv.BIN / "versitygw")
+BUCKET = "tfk8s-state"
+PLATFORM, ALICE, BOB, CAROL = "gitops-platform", "tenant-alice", "tenant-bob", "tenant-carol"
+EXP_A, EXP_B = "exp-a", "exp-b"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class S3:
+    env: dict[str, str]
+    """What a team's CI gets from its secrets to reach the store."""
+    root: Path
+    """The directory served: BUCKET/.pulumi/... is the backend's own layout (its locks included)."""
+
+
+@pytest.fixture(scope="module")
+def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3]:
+    """A real S3 server on loopback serving a directory (a bucket is a sub-directory); the
+    environment a team's CI gets from its secrets to reach it."""
+    root = tmp_path_factory.mktemp("s3")
+    (root / BUCKET).mkdir()
+    port, access, secret = _free_port(), "tfk8s", secrets.token_urlsafe(18)
+    server = subprocess.Popen(
+        [VERSITYGW, "--access", access, "--secret", secret, "--port", f"127.0.0.1:{port}", "posix", str(root)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"versitygw did not listen on 127.0.0.1:{port}") from None
+                time.sleep(0.2)
+        env = {
+            "PULUMI_BACKEND_URL": f"s3://{BUCKET}?endpoint=http://127.0.0.1:{port}&s3ForcePathStyle=true&region=us-east-1",
+            "AWS_ACCESS_KEY_ID": access,
+            "AWS_SECRET_ACCESS_KEY": secret,
+            "AWS_REGION": "us-east-1",
+        }
+        yield S3(env, root)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Kube]:
+    """A kwok cluster of its own: this team's platform claims the User Node and storage names the
+    session's other platform uses."""
+    name = f"{CLUSTER}-gitops"
+    with toolenv.throwaway_cluster(name) as kubeconfig:
+        yield Kube(kubeconfig, cluster=name)
+
+
+def _stack_file(config: dict[str, Any]) -> str:
+    return yaml.safe_dump({"config": config}, sort_keys=False)
+
+
+def _experiment(tenant: str, workers: int = 2, image: str | None = None) -> str:
+    cluster: dict[str, Any] = {
+        "name": "mnist",
+        "ps": {"count": 1, "cpu": "250m", "memory": "512Mi"},
+        "workers": {"count": workers, "cpu": "250m", "memory": "512Mi"},
+    }
+    if image:
+        cluster["image"] = image
+    return _stack_file({"tfk8s:kind": "experiment", "tfk8s:tenantStack": tenant, "tfk8s:clusters": [cluster]})
+
+
+def _tenant(user: str) -> str:
+    return _stack_file(
+        {
+            "tfk8s:kind": "tenant",
+            "tfk8s:platformStack": PLATFORM,
+            "tfk8s:tenant": {"name": user, "identities": {"users": [user]}, "volumes": {"dataSize": "1Gi", "logSize": "1Gi"}},
+        }
+    )
+
+
+@dataclass
+class Run:
+    returncode: int
+    summary: str
+    seconds: float
+    output: str
+
+
+@dataclass
+class Team:
+    """The team's repository and the pipeline's environment."""
+
+    repo: Path
+    env: dict[str, str]
+    summaries: Path
+    s3: S3
+
+    def git(self, *args: str) -> str:
+        return subprocess.run(["git", "-C", str(self.repo), *args], check=True, capture_output=True, text=True).stdout.strip()
+
+    def commit(self, message: str, files: dict[str, str | None]) -> str:
+        """Write (or, for None, remove) stack files and commit them; the new commit's id."""
+        for name, text in files.items():
+            path = self.repo / "stacks" / f"Pulumi.{name}.yaml"
+            if text is None:
+                path.unlink()
+            else:
+                path.write_text(text)
+        self.git("add", "-A", "stacks")
+        self.git("commit", "-q", "-m", message)
+        return self.git("rev-parse", "HEAD")
+
+    def checkout(self, commit: str) -> None:
+        self.git("checkout", "-q", "--detach", commit)
+
+    def start(self, label: str, *args: str) -> tuple[subprocess.Popen[str], float]:
+        """`hack/gitops.sh ARGS --summary <label>.md` in the repository, as the workflow runs it."""
+        command = [str(self.repo / "hack" / "gitops.sh"), *args, "--summary", str(self.summaries / f"{label}.md")]
+        started = subprocess.Popen(
+            command, cwd=self.repo, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        return started, time.monotonic()
+
+    def finish(self, label: str, started: tuple[subprocess.Popen[str], float]) -> Run:
+        process, start = started
+        output = process.communicate(timeout=900)[0]
+        seconds = time.monotonic() - start
+        command = " ".join(process.args[1:-2])  # type: ignore[index]
+        print(f"\n[gitops] {label}: `hack/gitops.sh {command}` exited {process.returncode} in {seconds:.1f} s")
+        summary = self.summaries / f"{label}.md"
+        return Run(process.returncode, summary.read_text() if summary.exists() else "", seconds, output)
+
+    def pipeline(self, label: str, *args: str) -> Run:
+        return self.finish(label, self.start(label, *args))
+
+    def plan(self, base: str) -> list[dict[str, str]]:
+        done = subprocess.run(
+            [str(self.repo / "hack" / "gitops.sh"), "plan", "--base", base, "--json"],
+            cwd=self.repo,
+            check=True,
+            capture_output=True,
+            text=True,
+            env=self.env,
+        )
+        return json.loads(done.stdout)
+
+    def pulumi(self, *args: str) -> str:
+        env = {**self.env, **toolenv.exported(self.env)}
+        done = subprocess.run(
+            ["pulumi", *args, "--non-interactive"], cwd=self.repo, capture_output=True, text=True, env=env, check=True
+        )
+        return done.stdout
+
+
+@pytest.fixture(scope="module")
+def team(tmp_path_factory: pytest.TempPathFactory, s3: S3, cluster: Kube) -> Team:
+    """A throwaway git repository holding this project (what git tracks, as it is in the working
+    tree), its stack files replaced by the team's, the virtualenvs linked (git ignores them)."""
+    repo = tmp_path_factory.mktemp("team")
+    tracked = subprocess.run(
+        ["git", "-C", str(ROOT), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    for name in filter(None, tracked.split("\0")):
+        if name.startswith("stacks/") or not (ROOT / name).exists():
+            continue
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / name, repo / name)
+    (repo / "stacks").mkdir()
+    (repo / ".venv").symlink_to(ROOT / ".venv")
+    (repo / "policies" / ".venv").symlink_to(ROOT / "policies" / ".venv")
+    if not (ROOT / "policies" / ".venv" / ".installed").exists():
+        subprocess.run(["make", "-C", str(ROOT), "policy-venv"], check=True, capture_output=True)
+    volumes = tmp_path_factory.mktemp("volumes")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PULUMI_", "AWS_"))}
+    env.update(s3.env)
+    env.update({"KUBECONFIG": str(cluster.kubeconfig), "PULUMI_CONFIG_PASSPHRASE": secrets.token_urlsafe(24)})
+    summaries = tmp_path_factory.mktemp("summaries")
+    result = Team(repo, env, summaries, s3)
+    result.git("init", "-q", "-b", "main")
+    result.git("config", "user.email", "platform@example.com")
+    result.git("config", "user.name", "platform team")
+    platform = {
+        "tfk8s:kind": "platform",
+        "tfk8s:platform": {
+            "kubernetesVersion": "1.34",
+            "userNode": {"name": "tfk8s-user-node"},
+            "network": {"policyEnforced": False},
+            "storage": {"backend": "local", "className": "tfk8s-gitops-local", "local": {"hostPathRoot": str(volumes)}},
+            "awaitTimeoutSeconds": 180,
+        },
+    }
+    (repo / "stacks" / f"Pulumi.{PLATFORM}.yaml").write_text(_stack_file(platform))
+    result.git("add", "-A")
+    result.git("commit", "-q", "-m", "the project, and the team's platform")
+    return result
+
+
+def _stack_objects(kube: Kube, namespace: str, stack: str) -> dict[tuple[str, str], dict[str, Any]]:
+    kinds = "deployments,jobs,services,configmaps,networkpolicies,serviceaccounts,roles,rolebindings"
+    items = json.loads(kube.run("get", kinds, "-n", namespace, "-l", f"tfk8s.io/stack={stack}", "-o", "json"))["items"]
+    return {(i["kind"], i["metadata"]["name"]): i for i in items}
+
+
+def _changed(summary: str, stack: str) -> set[tuple[str, str]]:
+    """(kind, Pulumi name) of each resource the summary's details of `stack` list as changed."""
+    part = summary.split(f"<code>{stack}</code>", 1)[1].split("</details>", 1)[0]
+    lines = [line for line in part.splitlines() if line.startswith("- ") and not line.startswith("- policy")]
+    return {(line.split("`")[1], line.split("`")[3]) for line in lines}
+
+
+def _changed_properties(summary: str, stack: str) -> list[str]:
+    """The details lines of `stack` that name a changed property (`- update `Job` `x`: spec`)."""
+    part = summary.split(f"<code>{stack}</code>", 1)[1].split("</details>", 1)[0]
+    return [line for line in part.splitlines() if line.startswith("- ") and not line.startswith("- policy") and "`: " in line]
+
+
+def _named(key: tuple[str, str], changed: set[tuple[str, str]]) -> bool:
+    """Whether a live object (kind, name) is one of `changed`: its name is the Pulumi name, or that
+    name with Pulumi's random suffix."""
+    kind, name = key
+    return any(kind == k and re.fullmatch(rf"{re.escape(n)}(-[0-9a-f]{{8}})?", name) for k, n in changed)
+
+
+def _versions(objects: dict[tuple[str, str], dict[str, Any]]) -> dict[tuple[str, str], str]:
+    return {key: obj["metadata"]["resourceVersion"] for key, obj in objects.items()}
+
+
+def test_a_team_repository_through_pull_requests_merges_and_a_schedule(team: Team, cluster: Kube) -> None:
+    """The scenarios share one repository, backend and cluster, each building on the last, as a
+    team's history does."""
+    first = _first_push(team)
+    _pull_request_adding_an_experiment_then_its_merge(team, cluster)
+    _pull_request_changing_a_worker_count(team, cluster)
+    _commit_removing_an_experiment(team, cluster)
+    _pull_request_adding_a_tenant(team, cluster)
+    _drift(team, cluster, first)
+    _mandatory_policy_violation(team, cluster)
+    _two_applies_at_once(team, cluster)
+
+
+def _first_push(team: Team) -> str:
+    head = team.commit(
+        "two tenants and alice's first experiment", {ALICE: _tenant("alice"), BOB: _tenant("bob"), EXP_A: _experiment(ALICE)}
+    )
+    steps = team.plan("0" * 40)
+    assert [(s["stack"], s["action"]) for s in steps] == [
+        (PLATFORM, "update"),
+        (ALICE, "update"),
+        (BOB, "update"),
+        (EXP_A, "update"),
+    ]
+    run = team.pipeline("first-push", "apply", "--base", "0" * 40, "--head", head)
+    assert run.returncode == 0, run.output
+    assert run.summary.count("✅ ok") == 4 and "❌" not in run.summary, run.summary
+    for stack in (PLATFORM, ALICE, BOB, EXP_A):
+        assert json.loads(team.pulumi("stack", "output", "--stack", stack, "--json"))["ready"] is True
+    # The state is in the bucket (the backend's own layout under it), not on a file backend.
+    assert list((team.s3.root / BUCKET / ".pulumi" / "stacks").rglob(f"{EXP_A}.json*")), "no state in the bucket"
+    return head
+
+
+def _pull_request_adding_an_experiment_then_its_merge(team: Team, cluster: Kube) -> None:
+    base = team.git("rev-parse", "HEAD")
+    head = team.commit("bob's first experiment", {EXP_B: _experiment(BOB)})
+    assert [(s["stack"], s["reason"]) for s in team.plan(base)] == [(EXP_B, "added")]
+    run = team.pipeline("pr-add-experiment", "preview", "--base", base, "--head", head)
+    assert run.returncode == 0, run.output
+    row = next(line for line in run.summary.splitlines() if f"`{EXP_B}`" in line)
+    assert "✅ ok" in row and "+" in row and "(mandatory)" not in row, row
+    assert "jobs-deadline (advisory)" in row, row  # the advisory rules speak: no deadline is set
+    assert _stack_objects(cluster, "tfk8s-bob", EXP_B) == {}  # a preview creates nothing
+
+    # The merge, as the workflow's matrix runs it: one job per planned stack, in order.
+    for step in team.plan(base):
+        merged = team.pipeline(f"merge-{step['stack']}", "apply", "--base", base, "--head", head, "--only", step["stack"])
+        assert merged.returncode == 0, merged.output
+    assert "| yes |" in merged.summary, merged.summary
+    objects = _stack_objects(cluster, "tfk8s-bob", EXP_B)
+    assert {kind for kind, _ in objects} >= {"Deployment", "Job", "Service", "NetworkPolicy"}, objects
+
+
+def _pull_request_changing_a_worker_count(team: Team, cluster: Kube) -> None:
+    base = team.git("rev-parse", "HEAD")
+    head = team.commit("bob: 3 workers", {EXP_B: _experiment(BOB, workers=3)})
+    assert [s["stack"] for s in team.plan(base)] == [EXP_B]
+    run = team.pipeline("pr-worker-count", "preview", "--base", base, "--head", head)
+    assert run.returncode == 0, run.output
+    assert f"`{EXP_A}`" not in run.summary and f"`{BOB}`" not in run.summary  # only bob's experiment
+    predicted = _changed(run.summary, EXP_B)
+    assert predicted, run.summary
+    before = _stack_objects(cluster, "tfk8s-bob", EXP_B)
+    merged = team.pipeline("merge-worker-count", "apply", "--base", base, "--head", head)
+    assert merged.returncode == 0, merged.output
+    after = _versions(_stack_objects(cluster, "tfk8s-bob", EXP_B))
+    # What the preview named is what the apply changed, and nothing else.
+    moved = {key for key, version in _versions(before).items() if after.get(key) != version}
+    assert moved, predicted
+    assert {key for key in before if _named(key, predicted)} == moved, (predicted, moved)
+
+
+def _commit_removing_an_experiment(team: Team, cluster: Kube) -> None:
+    (claim,) = [c for c in cluster.get("pvc", "tfk8s-alice") if "log" in c["metadata"]["name"]]
+    logs = Path(cluster.get("pv", name=claim["spec"]["volumeName"])["spec"]["hostPath"]["path"])
+    logs.mkdir(parents=True, exist_ok=True)
+    (logs / "exp-a-run.txt").write_text("events of a finished run\n")
+    base = team.git("rev-parse", "HEAD")
+    head = team.commit("alice is done with exp-a", {EXP_A: None})
+    assert [(s["stack"], s["action"]) for s in team.plan(base)] == [(EXP_A, "destroy")]
+    run = team.pipeline("remove-experiment", "apply", "--base", base, "--head", head)
+    assert run.returncode == 0, run.output
+    assert _stack_objects(cluster, "tfk8s-alice", EXP_A) == {}
+    after = cluster.get("pvc", "tfk8s-alice", claim["metadata"]["name"])
+    assert after["status"]["phase"] == "Bound" and after["metadata"]["uid"] == claim["metadata"]["uid"]
+    assert (logs / "exp-a-run.txt").read_text() == "events of a finished run\n"
+
+
+def _pull_request_adding_a_tenant(team: Team, cluster: Kube) -> None:
+    base = team.git("rev-parse", "HEAD")
+    head = team.commit("carol joins", {CAROL: _tenant("carol")})
+    assert [(s["stack"], s["action"], s["reason"]) for s in team.plan(base)] == [(CAROL, "update", "added")]
+    run = team.pipeline("pr-add-tenant", "preview", "--base", base, "--head", head)
+    assert run.returncode == 0, run.output
+    rows = [line for line in run.summary.splitlines() if re.match(r"\| \d+ \|", line)]
+    assert len(rows) == 1 and f"`{CAROL}`" in rows[0], run.summary
+    assert "tfk8s-carol" not in {n["metadata"]["name"] for n in cluster.get("namespaces")}
+    team.git("reset", "-q", "--hard", base)  # the pull request is closed unmerged
+
+
+def _drift(team: Team, cluster: Kube, first: str) -> None:
+    clean = team.pipeline("drift-none", "drift")
+    assert clean.returncode == 0, clean.output
+    (policy,) = [name for kind, name in _stack_objects(cluster, "tfk8s-bob", EXP_B) if kind == "NetworkPolicy"]
+    patch = '[{"op": "replace", "path": "/spec/ingress/0/ports/0/port", "value": 2223}]'
+    cluster.run("patch", "networkpolicy", policy, "-n", "tfk8s-bob", "--type", "json", "-p", patch)
+    run = team.pipeline("drift", "drift")
+    assert run.returncode == 1, run.output
+    drifted = [line for line in run.summary.splitlines() if line.startswith("| ") and "drifted" in line]
+    assert len(drifted) == 1 and f"`{EXP_B}`" in drifted[0], run.summary  # bob's experiment, and only it
+    assert "spec.ingress[0].ports[0].port" in run.summary, run.summary
+    # The next apply will not silently undo a person's edit: it names their field manager...
+    refused = team.pipeline("drift-apply", "apply", "--base", first, "--only", EXP_B)
+    assert refused.returncode == 1 and 'conflict with "kubectl-patch"' in refused.summary, refused.output
+    # ...and the repository wins when the team says so.
+    fixed = team.pipeline("drift-fix", "apply", "--base", first, "--only", EXP_B, "--force-conflicts")
+    assert fixed.returncode == 0, fixed.output
+    assert cluster.get("networkpolicy", "tfk8s-bob", policy)["spec"]["ingress"][0]["ports"][0]["port"] == 2222
+
+
+def _mandatory_policy_violation(team: Team, cluster: Kube) -> None:
+    base = team.git("rev-parse", "HEAD")
+    before = _versions(_stack_objects(cluster, "tfk8s-bob", EXP_B))
+    head = team.commit("bob tries :latest", {EXP_B: _experiment(BOB, workers=3, image="tensorflow/tensorflow:latest")})
+    run = team.pipeline("pr-latest-image", "preview", "--base", base, "--head", head)
+    assert run.returncode == 1, run.output
+    assert "no-latest-image (mandatory)" in run.summary, run.summary
+    merged = team.pipeline("merge-latest-image", "apply", "--base", base, "--head", head)
+    assert merged.returncode == 1 and "no-latest-image" in merged.summary, merged.output
+    assert _versions(_stack_objects(cluster, "tfk8s-bob", EXP_B)) == before  # nothing applied
+    team.git("reset", "-q", "--hard", base)
+
+
+def _two_applies_at_once(team: Team, cluster: Kube) -> None:
+    base = team.git("rev-parse", "HEAD")
+    head = team.commit("bob: back to 2 workers", {EXP_B: _experiment(BOB, workers=2)})
+    history = len(json.loads(team.pulumi("stack", "history", "--stack", EXP_B, "--json")))
+    locks = team.s3.root / BUCKET / ".pulumi" / "locks"
+    one = team.start("race-1", "apply", "--base", base, "--head", head)
+    deadline = time.monotonic() + 120
+    while not list(locks.rglob(f"{EXP_B}/*.json")):  # the first holds the stack's lock
+        assert one[0].poll() is None and time.monotonic() < deadline, "the first apply never took the lock"
+        time.sleep(0.05)
+    two = team.start("race-2", "apply", "--base", base, "--head", head)
+    runs = [team.finish("race-1", one), team.finish("race-2", two)]
+    assert [r.returncode for r in runs] == [0, 0], [r.output for r in runs]
+    assert "for another run's lock" in runs[1].summary, runs[1].summary
+    updates = json.loads(team.pulumi("stack", "history", "--stack", EXP_B, "--json"))
+    assert len(updates) == history + 2 and all(u["result"] == "succeeded" for u in updates[:2]), updates[:2]
+    # The first changed the workers; the second, after waiting, found no property left to change.
+    # (It may still re-apply the running worker Job unchanged: the provider's refresh reports a
+    # Job that has not finished as not initialized, and the engine re-awaits it.)
+    assert _changed_properties(runs[0].summary, EXP_B), runs[0].summary
+    assert not _changed_properties(runs[1].summary, EXP_B), runs[1].summary
+    assert not list(locks.rglob("*.json")), "a lock was left behind"
+
+
+def _operator_crds() -> Path:
+    """The Pulumi Kubernetes Operator's CRDs, unmodified (../shared/data, see its README): from
+    TFK8S_OPERATOR_CRDS, or beside the checkout as on this project's machines."""
+    candidates = [os.environ.get("TFK8S_OPERATOR_CRDS", "")]
+    candidates += [str(ROOT.parent / "shared" / "data" / OPERATOR), f"/work/shared/data/{OPERATOR}"]
+    found = next((Path(c) for c in candidates if c and (Path(c) / "pulumi.com_stacks.yaml").exists()), None)
+    assert found is not None, f"the operator's CRDs are not in {candidates[1:]}: set TFK8S_OPERATOR_CRDS to its deploy/crds"
+    return found
+
+
+OPERATOR = "pulumi-kubernetes-operator-2.9.0"
+
+
+def test_operator_stacks_of_every_kind_validate_against_the_operators_crds(cluster: Kube, tmp_path: Path) -> None:
+    """`hack/gitops.sh operator-stack` for a platform, a tenant and an experiment, created with
+    `kubectl create --dry-run=server --validate=strict` against the operator's real Stack CRD (its
+    reconcile loop is not run here). The experiment's workspace is one of its tenant's identities."""
+    cluster.run("apply", "--server-side", "-f", str(_operator_crds() / "pulumi.com_stacks.yaml"))
+    deadline = time.monotonic() + 60
+    while not any(
+        c["type"] == "Established" and c["status"] == "True"
+        for c in cluster.get("crd", name="stacks.pulumi.com").get("status", {}).get("conditions") or []
+    ):
+        assert time.monotonic() < deadline, "the Stack CRD was not established in 60 s"
+        time.sleep(0.2)
+    cluster.run("create", "namespace", "tfk8s-gitops")
+    repo = tmp_path / "repo"
+    (repo / "stacks").mkdir(parents=True)
+    shutil.copy(ROOT / "Pulumi.yaml", repo / "Pulumi.yaml")
+    for stack in ("platform-dev", "tenant-alice", "dev"):
+        shutil.copy(ROOT / "stacks" / f"Pulumi.{stack}.yaml", repo / "stacks")
+    tenant = yaml.safe_load((repo / "stacks" / "Pulumi.tenant-alice.yaml").read_text())
+    tenant["config"]["tfk8s:tenant"]["identities"]["users"].append("system:serviceaccount:tfk8s-gitops:tfk8s-dev")
+    (repo / "stacks" / "Pulumi.tenant-alice.yaml").write_text(yaml.safe_dump(tenant))
+    for command in (["init", "-q"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@e", "commit", "-q", "-m", "stacks"]):
+        subprocess.run(["git", "-C", str(repo), *command], check=True, capture_output=True)
+    backend = "s3://tfk8s-state?endpoint=https://s3.example.com&s3ForcePathStyle=true"
+    rendered = {}
+    for stack in ("platform-dev", "tenant-alice", "dev"):
+        out = subprocess.run(
+            [str(ROOT / "hack" / "gitops.sh"), "--checkout", str(repo), "operator-stack", stack]
+            + ["--repo", "https://git.example.com/ml/tfk8s.git", "--backend", backend],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+        path = tmp_path / f"{stack}.yaml"
+        path.write_text(out)
+        created = cluster.run("create", "--dry-run=server", "--validate=strict", "-f", str(path), "-o", "name")
+        rendered[stack] = {line.split("/")[0] for line in created.split()}
+        (stack_object,) = [d for d in yaml.safe_load_all(out) if d["kind"] == "Stack"]
+        assert stack_object["spec"]["backend"] == backend
+        assert {ref["type"] for ref in stack_object["spec"]["envRefs"].values()} == {"Secret"}  # no value inline
+    assert rendered["dev"] == {"serviceaccount", "clusterrolebinding.rbac.authorization.k8s.io", "stack.pulumi.com"}
+    # The API server refuses what the CRD does not define: the validation above is not a formality.
+    bad = tmp_path / "bad.yaml"
+    stack_object["spec"]["destroyOnFinalise"] = True
+    bad.write_text(yaml.safe_dump(stack_object))
+    refused = subprocess.run(
+        [
+            cluster.binary,
+            "--kubeconfig",
+            str(cluster.kubeconfig),
+            "create",
+            "--dry-run=server",
+            "--validate=strict",
+            "-f",
+            str(bad),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert refused.returncode != 0 and 'unknown field "spec.destroyOnFinalise"' in refused.stderr, refused.stderr

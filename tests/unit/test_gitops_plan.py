@@ -1,0 +1,184 @@
+"""The GitOps plan (tfk8s.gitops.plan) on real git repositories: which stacks a change touches, in
+which order their operations run, and which steps a failure blocks."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+from tfk8s.gitops.plan import Plan, Step, make_plan
+from tfk8s.gitops.repo import NO_COMMIT, GitError, Repo
+
+PROJECT = {"name": "tfk8s", "runtime": "python", "main": "infra/", "stackConfigDir": "stacks"}
+
+
+def _platform() -> dict[str, object]:
+    return {"tfk8s:kind": "platform"}
+
+
+def _tenant(platform: str) -> dict[str, object]:
+    return {"tfk8s:kind": "tenant", "tfk8s:platformStack": platform}
+
+
+def _experiment(tenant: str, workers: int = 2) -> dict[str, object]:
+    return {
+        "tfk8s:kind": "experiment",
+        "tfk8s:tenantStack": tenant,
+        "tfk8s:clusters": [{"name": "m", "workers": {"count": workers}}],
+    }
+
+
+class GitRepo:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.git("init", "-q", "-b", "main")
+        self.git("config", "user.email", "t@example.com")
+        self.git("config", "user.name", "t")
+
+    def git(self, *args: str) -> str:
+        return subprocess.run(["git", "-C", str(self.root), *args], check=True, capture_output=True, text=True).stdout.strip()
+
+    def commit(self, stacks: dict[str, dict[str, object] | None], files: dict[str, str] | None = None) -> str:
+        (self.root / "stacks").mkdir(exist_ok=True)
+        for name, config in stacks.items():
+            path = self.root / "stacks" / f"Pulumi.{name}.yaml"
+            if config is None:
+                path.unlink()
+            else:
+                path.write_text(yaml.safe_dump({"config": config}))
+        for name, text in (files or {}).items():
+            (self.root / name).parent.mkdir(parents=True, exist_ok=True)
+            (self.root / name).write_text(text)
+        self.git("add", "-A")
+        self.git("commit", "-q", "--allow-empty", "-m", "change")
+        return self.git("rev-parse", "HEAD")
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> GitRepo:
+    result = GitRepo(tmp_path)
+    result.commit(
+        {
+            "platform-dev": _platform(),
+            "tenant-alice": _tenant("platform-dev"),
+            "tenant-bob": _tenant("platform-dev"),
+            "dev": _experiment("tenant-alice"),
+            "big": _experiment("tenant-bob"),
+        },
+        {"Pulumi.yaml": yaml.safe_dump(PROJECT), "infra/tfk8s/program.py": "# v1\n", "README.md": "v1\n"},
+    )
+    return result
+
+
+def _steps(plan: Plan) -> list[tuple[str, str, str]]:
+    return [(s.action, s.stack, s.reason) for s in plan.steps]
+
+
+def test_a_changed_experiment_is_its_only_step(repo: GitRepo) -> None:
+    base = repo.git("rev-parse", "HEAD")
+    head = repo.commit({"dev": _experiment("tenant-alice", workers=3)})
+    assert _steps(make_plan(Repo(repo.root), base, head)) == [("update", "dev", "changed")]
+
+
+def test_a_changed_platform_updates_everything_downstream_in_kind_order(repo: GitRepo) -> None:
+    base = repo.git("rev-parse", "HEAD")
+    head = repo.commit({"platform-dev": {"tfk8s:kind": "platform", "tfk8s:platform": {"awaitTimeoutSeconds": 60}}})
+    assert _steps(make_plan(Repo(repo.root), base, head)) == [
+        ("update", "platform-dev", "changed"),
+        ("update", "tenant-alice", "downstream of platform-dev"),
+        ("update", "tenant-bob", "downstream of platform-dev"),
+        ("update", "big", "downstream of platform-dev"),
+        ("update", "dev", "downstream of platform-dev"),
+    ]
+
+
+def test_removed_stacks_are_destroyed_first_experiments_before_their_tenant(repo: GitRepo) -> None:
+    base = repo.git("rev-parse", "HEAD")
+    head = repo.commit({"tenant-bob": None, "big": None, "dev": _experiment("tenant-alice", workers=4)})
+    assert _steps(make_plan(Repo(repo.root), base, head)) == [
+        ("destroy", "big", "removed"),
+        ("destroy", "tenant-bob", "removed"),
+        ("update", "dev", "changed"),
+    ]
+
+
+def test_a_program_change_updates_every_stack_and_a_readme_change_none(repo: GitRepo) -> None:
+    base = repo.git("rev-parse", "HEAD")
+    docs = repo.commit({}, {"README.md": "v2\n"})
+    assert make_plan(Repo(repo.root), base, docs).steps == ()
+    program = repo.commit({}, {"infra/tfk8s/program.py": "# v2\n"})
+    plan = make_plan(Repo(repo.root), docs, program)
+    assert plan.program_changed
+    assert [s.stack for s in plan.steps] == ["platform-dev", "tenant-alice", "tenant-bob", "big", "dev"]
+    assert {s.reason for s in plan.steps} == {"program changed"}
+
+
+def test_a_first_push_has_no_base_and_updates_everything(repo: GitRepo) -> None:
+    plan = make_plan(Repo(repo.root), NO_COMMIT, "HEAD")
+    assert [(s.action, s.stack) for s in plan.steps][:3] == [
+        ("update", "platform-dev"),
+        ("update", "tenant-alice"),
+        ("update", "tenant-bob"),
+    ]
+    assert len(plan.steps) == 5
+
+
+def test_a_renamed_stack_file_is_a_destroy_and_a_create(repo: GitRepo) -> None:
+    base = repo.git("rev-parse", "HEAD")
+    repo.git("mv", "stacks/Pulumi.dev.yaml", "stacks/Pulumi.dev2.yaml")
+    repo.git("commit", "-q", "-m", "rename")
+    assert _steps(make_plan(Repo(repo.root), base, "HEAD")) == [("destroy", "dev", "removed"), ("update", "dev2", "added")]
+
+
+def test_another_projects_stack_reference_is_not_ordered(repo: GitRepo) -> None:
+    base = repo.git("rev-parse", "HEAD")
+    head = repo.commit({"ext": _tenant("acme/other-project/platform-dev"), "own": _tenant("organization/tfk8s/platform-dev")})
+    plan = make_plan(Repo(repo.root), base, head)
+    assert {s.stack: s.upstream for s in plan.steps} == {"ext": None, "own": "platform-dev"}
+
+
+def test_files_outside_the_stack_folder_are_not_stacks(repo: GitRepo) -> None:
+    base = repo.git("rev-parse", "HEAD")
+    head = repo.commit({}, {"Pulumi.stray.yaml": "config: {}\n", "stacks/sub/Pulumi.deep.yaml": "config: {}\n"})
+    assert make_plan(Repo(repo.root), base, head).steps == ()
+
+
+def test_an_unknown_commit_is_a_clear_error(repo: GitRepo) -> None:
+    with pytest.raises(GitError, match="rev-parse"):
+        make_plan(Repo(repo.root), "f" * 40, "HEAD")
+
+
+def _plan(*steps: Step) -> Plan:
+    return Plan("b" * 40, "h" * 40, steps, False)
+
+
+def test_an_update_is_blocked_by_any_failed_stack_it_builds_on() -> None:
+    plan = _plan(
+        Step("p", "update", "platform", "changed", None),
+        Step("t", "update", "tenant", "downstream of p", "p"),
+        Step("e", "update", "experiment", "downstream of p", "t"),
+        Step("other", "update", "tenant", "changed", "q"),
+    )
+    assert plan.blocked_by(plan.step("e"), ["p"]) == "p"  # two levels up
+    assert plan.blocked_by(plan.step("e"), ["t"]) == "t"
+    assert plan.blocked_by(plan.step("other"), ["p", "t"]) is None
+    assert plan.blocked_by(plan.step("t"), ["e"]) is None  # a failure downstream blocks nothing above
+
+
+def test_a_destroy_is_blocked_by_a_failed_destroy_of_a_stack_built_on_it() -> None:
+    plan = _plan(
+        Step("e", "destroy", "experiment", "removed", "t"),
+        Step("t", "destroy", "tenant", "removed", "p"),
+        Step("p", "destroy", "platform", "removed", None),
+    )
+    assert plan.blocked_by(plan.step("t"), ["e"]) == "e"
+    assert plan.blocked_by(plan.step("p"), ["e"]) == "e"
+    assert plan.blocked_by(plan.step("e"), ["t"]) is None
+
+
+def test_a_stack_not_in_the_plan_names_what_is() -> None:
+    plan = _plan(Step("e", "update", "experiment", "changed", None))
+    with pytest.raises(KeyError, match=r"'x' is not in the plan .* \(planned: e\)"):
+        plan.step("x")

@@ -1,0 +1,186 @@
+"""What the GitOps pipeline reads from the engine (tfk8s.gitops.engine), the Markdown it writes
+(tfk8s.gitops.summary), and the operator objects it renders (tfk8s.gitops.operator)."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from tfk8s.config_errors import ConfigError
+from tfk8s.gitops import operator, summary
+from tfk8s.gitops.engine import NOT_RUN_LEVEL, Result, _read_events
+from tfk8s.gitops.pipeline import FAILED, SKIPPED, Report, StepReport
+from tfk8s.gitops.plan import Plan, Step
+from tfk8s.gitops.repo import Repo
+
+JOB = "urn:pulumi:exp::tfk8s::tfk8s:index:Experiment$tfk8s:index:TrainingCluster$kubernetes:batch/v1:Job::exp-mnist-worker"
+POLICY = "urn:pulumi:exp::tfk8s::tfk8s:index:Experiment$kubernetes:networking.k8s.io/v1:NetworkPolicy::exp-mnist"
+
+
+def _step(op: str, urn: str, diffs: list[str] | None = None) -> dict[str, Any]:
+    return {"resOutputsEvent": {"metadata": {"op": op, "urn": urn, "type": urn.split("::")[2].split("$")[-1], "diffs": diffs}}}
+
+
+def _policy(name: str, level: str, message: str) -> dict[str, Any]:
+    return {"policyEvent": {"policyName": name, "enforcementLevel": level, "message": message, "color": "never"}}
+
+
+def test_events_give_changes_verdicts_and_the_last_phase_only() -> None:
+    result = Result("pulumi up", 0, "", 1.0)
+    preview_phase = [{"preludeEvent": {"config": {}}}, _step("update", POLICY, ["spec"])]
+    update_phase = [
+        {"preludeEvent": {"config": {}}},
+        _step("same", POLICY),
+        _step("create-replacement", JOB),
+        _step("replace", JOB, ["spec"]),
+        _step("delete-replaced", JOB),
+        _policy("jobs-deadline", "advisory", "Training Jobs have a deadline.\nmore"),
+        _policy("namespaces-isolated", "advisory", "can't run policy 'namespaces-isolated' during preview: unknown"),
+        _policy("no-latest-image", "mandatory", "runs 'tf:latest'"),
+        {"diagnosticEvent": {"severity": "error", "message": "update failed\n", "color": "never"}},
+        {"summaryEvent": {"resourceChanges": {"same": 11, "replace": 1}, "maybeCorrupt": False, "durationSeconds": 2}},
+    ]
+    _read_events(result, preview_phase + update_phase)
+    assert result.changes == {"replace": 1}
+    assert result.changed == [("replace", JOB, ["spec"])]  # a replacement once; the preview phase forgotten
+    assert {n: v.level for n, v in result.verdicts.items()} == {
+        "jobs-deadline": "advisory",
+        "namespaces-isolated": NOT_RUN_LEVEL,
+        "no-latest-image": "mandatory",
+    }
+    assert [v.policy for v in result.mandatory] == ["no-latest-image"]
+    assert result.errors == ["update failed"]
+
+
+def _report(*steps: StepReport) -> Report:
+    plan = Plan("a" * 40, "b" * 40, tuple(Step(s.stack, "update", s.kind, s.reason, None) for s in steps), False)
+    return Report("apply", plan, list(steps), 3.0)
+
+
+def test_the_summary_has_a_row_per_step_with_counts_verdicts_and_readiness() -> None:
+    ok = StepReport("exp", "experiment", "update", "changed", result=Result("pulumi up --policy-pack p", 0, "out", 2.5))
+    ok.result.changes = {"create": 2, "update": 1}  # type: ignore[union-attr]
+    ok.ready = True
+    bad = StepReport(
+        "exp2", "experiment", "update", "added", outcome=FAILED, result=Result("pulumi up --policy-pack p", 1, "", 1)
+    )
+    _read_events(bad.result, [_policy("no-latest-image", "mandatory", "runs 'tf:latest'")])  # type: ignore[arg-type]
+    skipped = StepReport("exp3", "experiment", "update", "downstream of exp2", outcome=SKIPPED, note="not run: exp2 failed")
+    text = summary.markdown(_report(ok, bad, skipped))
+    rows = [line for line in text.splitlines() if line.startswith("| ") and "`exp" in line]
+    assert len(rows) == 3
+    assert "+2 ~1" in rows[0] and "all passed" in rows[0] and "| yes |" in rows[0] and "2.5 s" in rows[0]
+    assert "❌ no-latest-image (mandatory)" in rows[1] and "❌ failed" in rows[1]
+    assert "⏭️ skipped: not run: exp2 failed" in rows[2]
+    assert "**1 stack(s) failed**" in text
+    assert "- policy **no-latest-image** (mandatory): runs 'tf:latest'" in text
+
+
+def test_cli_output_cannot_close_the_summarys_code_block_and_is_cut_to_its_end() -> None:
+    output = "start\n" + "x" * (summary.OUTPUT_LIMIT + 10) + "\n````\n<b>end</b>"
+    step = StepReport("exp", "experiment", "update", "changed", result=Result("pulumi preview", 0, output, 1))
+    text = summary.markdown(_report(step))
+    body = text.split("```", 1)[1]
+    assert "start" not in text and "<b>end</b>" in text
+    fence = text.split("\n")[[i for i, line in enumerate(text.split("\n")) if line.endswith("text")][0]][:-4]
+    assert len(fence) == 5 and body  # longer than the output's own run of 4 backticks
+
+
+class StackFiles:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        subprocess.run(["git", "init", "-q", str(root)], check=True)
+        (root / "stacks").mkdir()
+        (root / "Pulumi.yaml").write_text(yaml.safe_dump({"name": "tfk8s", "stackConfigDir": "stacks"}))
+
+    def write(self, name: str, config: dict[str, Any]) -> None:
+        (self.root / "stacks" / f"Pulumi.{name}.yaml").write_text(yaml.safe_dump({"config": config}))
+        for command in (["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@e", "commit", "-q", "-m", "c"]):
+            subprocess.run(["git", "-C", str(self.root), *command], check=True, capture_output=True)
+
+
+def _args(stack: str, **overrides: Any) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    operator.add_arguments(parser)
+    args = parser.parse_args([stack, "--repo", "https://git.example.com/ml/tfk8s.git", "--backend", "s3://b?endpoint=http://s3"])
+    for key, value in overrides.items():
+        setattr(args, key, value)
+    return args
+
+
+WORKSPACE = operator.identity("tfk8s-gitops", "exp")
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> StackFiles:
+    result = StackFiles(tmp_path)
+    result.write(
+        "platform-dev", {"tfk8s:kind": "platform", "tfk8s:platform": {"userNode": {"name": "n"}, "storage": {"backend": "local"}}}
+    )
+    tenant = {"name": "alice", "identities": {"users": ["alice", WORKSPACE]}, "volumes": {"keepOnDestroy": True}}
+    result.write("tenant-alice", {"tfk8s:kind": "tenant", "tfk8s:platformStack": "platform-dev", "tfk8s:tenant": tenant})
+    clusters = [{"name": "mnist"}]
+    result.write("exp", {"tfk8s:kind": "experiment", "tfk8s:tenantStack": "tenant-alice", "tfk8s:clusters": clusters})
+    return result
+
+
+def _by_kind(objects: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    found: dict[str, list[dict[str, Any]]] = {}
+    for obj in objects:
+        found.setdefault(obj["kind"], []).append(obj)
+    return found
+
+
+def test_an_experiments_workspace_is_a_tenant_identity_with_no_cluster_rights(files: StackFiles) -> None:
+    objects = _by_kind(operator.render(Repo(files.root), _args("exp")))
+    (stack,) = objects["Stack"]
+    assert stack["spec"]["stack"] == "organization/tfk8s/exp"
+    assert stack["spec"]["destroyOnFinalize"] is True  # its logs are the tenant's
+    assert stack["spec"]["prerequisites"] == [{"name": "tfk8s-tenant-alice"}]
+    assert [b["roleRef"]["name"] for b in objects["ClusterRoleBinding"]] == ["system:auth-delegator"]
+    assert set(stack["spec"]["envRefs"]) == {"PULUMI_CONFIG_PASSPHRASE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"}
+    assert all(ref["type"] == "Secret" for ref in stack["spec"]["envRefs"].values())
+
+
+def test_scratch_data_keeps_an_experiment_and_a_tenant_follows_keep_on_destroy(files: StackFiles) -> None:
+    clusters = [{"name": "mnist", "scratch": {"size": "1Gi"}}]
+    files.write("exp", {"tfk8s:kind": "experiment", "tfk8s:tenantStack": "tenant-alice", "tfk8s:clusters": clusters})
+    (stack,) = _by_kind(operator.render(Repo(files.root), _args("exp")))["Stack"]
+    assert stack["spec"]["destroyOnFinalize"] is False
+    tenant = _by_kind(operator.render(Repo(files.root), _args("tenant-alice")))
+    assert tenant["Stack"][0]["spec"]["destroyOnFinalize"] is True
+    assert {b["roleRef"]["name"] for b in tenant["ClusterRoleBinding"]} == {"system:auth-delegator", "cluster-admin"}
+    platform = _by_kind(operator.render(Repo(files.root), _args("platform-dev")))["Stack"][0]
+    assert platform["spec"]["destroyOnFinalize"] is False and "prerequisites" not in platform["spec"]
+
+
+@pytest.mark.parametrize(
+    ("stack", "overrides", "match"),
+    [
+        (
+            "exp",
+            {"namespace": "elsewhere"},
+            r"tfk8s:tenant.identities.users does not list 'system:serviceaccount:elsewhere:tfk8s-exp'",
+        ),
+        ("exp", {"backend": "file:///tmp/state"}, r"--backend file:///tmp/state: the workspace pod cannot reach"),
+        ("exp", {"backend": None}, r"--backend \(unset\)"),
+        ("exp", {"resync_seconds": 10}, r"at least 60"),
+        ("nope", {}, r"nope: no stack file of that name at HEAD \(have: exp, platform-dev, tenant-alice\)"),
+    ],
+    ids=["workspace-not-a-tenant-identity", "file-backend", "no-backend", "resync-too-often", "unknown-stack"],
+)
+def test_what_the_operator_cannot_run_is_refused_with_the_fix(
+    files: StackFiles, stack: str, overrides: dict[str, Any], match: str
+) -> None:
+    with pytest.raises(operator.OperatorError, match=match):
+        operator.render(Repo(files.root), _args(stack, **overrides))
+
+
+def test_an_invalid_stack_file_is_the_programs_own_error(files: StackFiles) -> None:
+    files.write("exp", {"tfk8s:kind": "experiment", "tfk8s:tenantStack": "tenant-alice", "tfk8s:clusters": []})
+    with pytest.raises(ConfigError, match="tfk8s:clusters"):
+        operator.render(Repo(files.root), _args("exp"))

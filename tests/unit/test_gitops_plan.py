@@ -122,7 +122,7 @@ def test_a_first_push_has_no_base_and_updates_everything(repo: GitRepo) -> None:
         ("update", "tenant-alice"),
         ("update", "tenant-bob"),
     ]
-    assert len(plan.steps) == 5
+    assert len(plan.steps) == 5 and {s.reason for s in plan.steps} == {"added"} and not plan.program_changed
 
 
 def test_a_renamed_stack_file_is_a_destroy_and_a_create(repo: GitRepo) -> None:

@@ -45,6 +45,7 @@ def test_events_give_changes_verdicts_and_the_last_phase_only() -> None:
         {"summaryEvent": {"resourceChanges": {"same": 11, "replace": 1}, "maybeCorrupt": False, "durationSeconds": 2}},
     ]
     _read_events(result, preview_phase + update_phase)
+    assert result.phases == 2 and result.applied
     assert result.changes == {"replace": 1}
     assert result.changed == [("replace", JOB, ["spec"])]  # a replacement once; the preview phase forgotten
     assert {n: v.level for n, v in result.verdicts.items()} == {
@@ -75,6 +76,7 @@ def test_the_summary_has_a_row_per_step_with_counts_verdicts_and_readiness() -> 
     assert len(rows) == 3
     assert "+2 ~1" in rows[0] and "all passed" in rows[0] and "| yes |" in rows[0] and "2.5 s" in rows[0]
     assert "❌ no-latest-image (mandatory)" in rows[1] and "❌ failed" in rows[1]
+    assert "no changes proposed, none made" in rows[1]  # the engine stopped at its preview
     assert "⏭️ skipped: not run: exp2 failed" in rows[2]
     assert "**1 stack(s) failed**" in text
     assert "- policy **no-latest-image** (mandatory): runs 'tf:latest'" in text

@@ -63,10 +63,18 @@ class Result:
     verdicts: dict[str, Verdict] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
     lock_waited: float = 0.0
+    phases: int = 0
+    """Engine phases run: `up` and `destroy` preview (1), then change (2); a refused preview stops at 1."""
 
     @property
     def ok(self) -> bool:
         return self.returncode == 0
+
+    @property
+    def applied(self) -> bool:
+        """Whether the counted changes were made, not only proposed."""
+        verb = self.command.split()[1:2]
+        return verb in (["up"], ["destroy"]) and "--preview-only" not in self.command and self.phases >= 2
 
     @property
     def mandatory(self) -> list[Verdict]:
@@ -164,6 +172,7 @@ def _read_events(result: Result, raw: Sequence[dict[str, Any]]) -> None:
     for data in raw:
         event = EngineEvent.from_json(data)
         if event.prelude_event is not None:  # `up` previews, then updates: keep the last phase's
+            result.phases += 1
             result.changed.clear()
             result.verdicts.clear()
         elif event.summary_event is not None:

@@ -92,9 +92,9 @@ def downstream(stacks: dict[str, StackFile], roots: set[str]) -> dict[str, str]:
 def make_plan(repo: Repo, base: str, head: str) -> Plan:
     head = repo.resolve(head)
     after = repo.stack_files(head)
-    if base == NO_COMMIT:  # a branch's first push: everything is new
+    if base == NO_COMMIT:  # a branch's first push: every stack file is new
         before: dict[str, StackFile] = {}
-        paths = {f.path for f in after.values()} | {"Pulumi.yaml"}
+        paths = {f.path for f in after.values()}
     else:
         base = repo.resolve(base)
         before = repo.stack_files(base)

@@ -63,7 +63,10 @@ def _changes(result: Result | None) -> str:
         return "–"
     shown = [f"{sign}{result.changes[op]}" for op, sign in OPS if result.changes.get(op)]
     others = [f"{op} {n}" for op, n in sorted(result.changes.items()) if op not in dict(OPS)]
-    return " ".join(shown + others) or "no changes"
+    counted = " ".join(shown + others) or "no changes"
+    if not result.ok and not result.applied and result.command.split()[1:2] in (["up"], ["destroy"]):
+        return f"{counted} proposed, none made"  # its preview was refused
+    return counted
 
 
 def _policies(result: Result | None) -> str:

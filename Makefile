@@ -12,7 +12,7 @@ PLATFORM ?= platform-dev
 TENANT ?= tenant-alice
 PYTEST_ARGS ?=
 
-.PHONY: help env requirements schema golden venv policy-venv test-policies tools tools-legacy cluster cluster-stop cluster-status demo up preview down outputs test test-unit test-training test-e2e bench lint clean
+.PHONY: help env requirements schema golden venv policy-venv test-policies tools tools-legacy real-node-deps cluster cluster-stop cluster-status demo up preview down outputs test test-unit test-training test-e2e bench lint clean
 
 help:
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | sort
@@ -51,6 +51,13 @@ env: ## Print the environment for plain `pulumi` commands: eval "$$(make env)"
 
 tools: ## Build or find the pinned Pulumi CLI, Kubernetes provider, kube binaries, etcd, kwok
 	hack/tools.sh all
+
+# The real node's Debian packages (root) and binaries (kubelet, kube-proxy, CoreDNS). Where the
+# machine cannot run one, this says why and the real-node tests fail with that reason.
+real-node-deps: ## What a real node beside the simulated ones needs (hack/realnode.sh; README "A real node")
+	@if [ "$$(id -u)" = 0 ]; then hack/realnode.sh install; fi
+	@hack/realnode.sh check || true
+	hack/tools.sh node
 
 tools-legacy: ## Build the seed's environment for the tests that need it: Kubernetes 1.25 binaries and Heketi v9
 	hack/tools.sh kube-legacy
@@ -99,7 +106,7 @@ down: demo ## Destroy the $(STACK) experiment, the $(TENANT) tenant, then the $(
 	if hack/cluster.sh status >/dev/null 2>&1; then $(DEMO_PULUMI) destroy --stack $(STACK) --yes && $(DEMO_PULUMI) destroy --stack $(TENANT) --yes && $(DEMO_PULUMI) destroy --stack $(PLATFORM) --yes; fi
 	hack/cluster.sh stop
 
-test: venv policy-venv tools tools-legacy ## Every test: the policy pack's rules, mocks, real TensorFlow processes, real pulumi up against kwok (1.34 and 1.25 + Heketi)
+test: venv policy-venv tools tools-legacy real-node-deps ## Every test: the policy pack's rules, mocks, real TensorFlow processes, real pulumi up against kwok (1.34 and 1.25 + Heketi), a real node
 	$(POLICY_VENV)/bin/python -m pytest policies/tests -q -p no:cacheprovider
 	$(PY) -m pytest $(PYTEST_ARGS)
 
@@ -112,7 +119,7 @@ test-unit: venv ## Mock-based unit tests only (seconds)
 test-training: venv ## Real TensorFlow processes on loopback
 	$(PY) -m pytest tests/training $(PYTEST_ARGS)
 
-test-e2e: venv policy-venv tools tools-legacy ## Real pulumi up/destroy against throwaway kwok clusters
+test-e2e: venv policy-venv tools tools-legacy real-node-deps ## Real pulumi up/destroy against throwaway kwok clusters
 	$(PY) -m pytest tests/e2e $(PYTEST_ARGS)
 
 bench: venv ## Benchmarks (see README "Benchmarks")
@@ -126,7 +133,7 @@ TOOLS_BIN := $(or $(TFK8S_CACHE),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/tfk8s)/b
 lint: venv ## ruff, mypy, and actionlint on the GitOps workflows
 	$(VENV)/bin/ruff check infra training tests bench hack policies
 	$(VENV)/bin/ruff format --check infra tests hack policies
-	$(VENV)/bin/mypy hack/langhost hack/requirements.py hack/schema.py hack/toolenv.py
+	$(VENV)/bin/mypy hack/langhost hack/requirements.py hack/schema.py hack/toolenv.py hack/images.py
 	# The launcher and PS retirement helper run in TF 1.x images: Python 3.6 and newer.
 	$(VENV)/bin/vermin --target=3.6- --no-tips --violations --eval-annotations training/tfk8s_train/launch.py training/tfk8s_train/kube_retire.py
 	cd infra && ../$(VENV)/bin/mypy tfk8s

@@ -2,8 +2,11 @@
 # The local Kubernetes API for tfk8s: a real control plane (etcd, kube-apiserver,
 # kube-controller-manager, kube-scheduler) whose nodes and pods are simulated by kwok.
 #
-# Usage: hack/cluster.sh start [--kube 1.34|1.25] | stop | status | kubeconfig
+# Usage: hack/cluster.sh start [--kube 1.34|1.25] [--real-node] | stop | status | kubeconfig
 #        hack/cluster.sh user-kubeconfig <user> [<group>...]
+#
+# --real-node adds, beside the simulated nodes, a real one with a container runtime, a kubelet,
+# kube-proxy and cluster DNS (hack/realnode.sh; root and a few Debian packages; `stop` stops it).
 #
 # --kube picks the control plane: 1.34 (the default, $KUBE_VERSION) or 1.25 ($KUBE_LEGACY_VERSION,
 # the last with the in-tree GlusterFS provisioner; hack/tools.sh kube-legacy builds it). Name the
@@ -54,6 +57,30 @@ write_stages() {
   cat "$here/kwok/pod-terminate-stage.yaml" >>"$stages"
   printf '\n---\n' >>"$stages"
   cat "$here/kwok/failing-worker-stage.yaml" >>"$stages"
+  printf '\n---\n' >>"$stages"
+  # The components' own flags. (Not `kwokctl --extra-args`: v0.8.0 indexes its patches by flag
+  # position and panics when one component has several flags after another's.)
+  # - The API server's default Service range is a /24 (254 ClusterIPs): fewer than a platform of
+  #   100 users needs (3 Services each). A /16, as kubeadm-sized clusters have.
+  # - It reaches a real node's kubelet (hack/realnode.sh) at its address, for `kubectl logs`, with
+  #   the cluster's admin certificate.
+  # - kwok simulates only the nodes annotated as fake (hack/kwok/nodes.yaml), never a real kubelet.
+  local pki=$KWOK_WORKDIR/clusters/$name/pki
+  cat >>"$stages" <<EOF
+apiVersion: config.kwok.x-k8s.io/v1alpha1
+kind: KwokctlConfiguration
+componentsPatches:
+- name: kube-apiserver
+  extraArgs:
+  - {key: service-cluster-ip-range, value: 10.96.0.0/16}
+  - {key: kubelet-preferred-address-types, value: "InternalIP,Hostname"}
+  - {key: kubelet-client-certificate, value: $pki/admin.crt}
+  - {key: kubelet-client-key, value: $pki/admin.key}
+- name: kwok-controller
+  extraArgs:
+  - {key: manage-all-nodes, value: "false"}
+  - {key: manage-nodes-with-annotation-selector, value: kwok.x-k8s.io/node=fake}
+EOF
 }
 
 start() {
@@ -81,11 +108,8 @@ start() {
   kube_bin=$cache/tools/kubernetes-$version
   write_stages
   log "creating kwok cluster $name (Kubernetes $version, binary runtime)"
-  # The API server's own default Service range is a /24 (254 ClusterIPs): fewer than a platform of
-  # 100 users needs (3 Services each). A /16, as kubeadm-sized clusters have.
   KWOK_KUBE_VERSION=v$version kwokctl create cluster --name "$name" --runtime binary \
     --config "$stages" --kubeconfig "$kubeconfig" \
-    --extra-args kube-apiserver=service-cluster-ip-range=10.96.0.0/16 \
     --kube-apiserver-binary "$kube_bin/kube-apiserver" \
     --kube-controller-manager-binary "$kube_bin/kube-controller-manager" \
     --kube-scheduler-binary "$kube_bin/kube-scheduler" \
@@ -98,6 +122,7 @@ start() {
 }
 
 stop() {
+  if [ -d "$cache/realnode/$name" ]; then "$here/realnode.sh" stop; fi
   if [ -d "$KWOK_WORKDIR/clusters/$name" ]; then
     kwokctl delete cluster --name "$name" --kubeconfig "$kubeconfig" >&2 || true
   fi
@@ -154,7 +179,17 @@ user_kubeconfig() {
 
 case ${1:-status} in
   start)
-    if [ "${2:-}" = --kube ]; then start "${3:?--kube needs a version}"; else start; fi ;;
+    shift
+    kube="" real_node=""
+    while [ $# -gt 0 ]; do
+      case $1 in
+        --kube) kube=${2:?--kube needs a version}; shift 2 ;;
+        --real-node) real_node=1; shift ;;
+        *) echo "start: unknown option $1" >&2; exit 2 ;;
+      esac
+    done
+    start ${kube:+"$kube"}
+    if [ -n "$real_node" ]; then "$here/realnode.sh" start; fi ;;
   stop) stop ;;
   status) status ;;
   kubeconfig) echo "$kubeconfig" ;;

@@ -7,7 +7,7 @@
 # $TFK8S_CACHE/bin; a second run only re-links. A tool already on PATH at the pinned version is
 # used as it is.
 #
-# Usage: hack/tools.sh [all|pulumi|langhost|provider|kwok|etcd|kube|kube-legacy|cyclonus|versitygw|actionlint]   (default: all)
+# Usage: hack/tools.sh [all|pulumi|langhost|provider|kwok|etcd|kube|kube-legacy|node|cyclonus|versitygw|actionlint]   (default: all)
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -177,6 +177,38 @@ build_etcd() {
   log "etcd: done"
 }
 
+# kube_module VERSION: a build module for k8s.io/kubernetes@VERSION (prepared once), on stdout.
+kube_module() {
+  local KUBE_VERSION=$1 mod=$work/kubernetes-$1
+  if [ ! -f "$mod/.ready" ]; then
+    scratch_module "$mod"
+    (
+      cd "$mod"
+      go mod download "k8s.io/kubernetes@v$KUBE_VERSION"
+      # k8s.io/kubernetes requires its staging modules at v0.0.0 and replaces them with ./staging:
+      # point each at its published v0.N.M instead.
+      sed -nE 's#^\s*(k8s\.io/[^ ]+) => \./staging/.*#\1#p' \
+        "$GOMODCACHE/cache/download/k8s.io/kubernetes/@v/v$KUBE_VERSION.mod" |
+        while read -r m; do go mod edit -replace "$m=$m@v0.${KUBE_VERSION#1.}"; done
+      go get "k8s.io/kubernetes@v$KUBE_VERSION"
+    ) >&2
+    touch "$mod/.ready"
+  fi
+  echo "$mod"
+}
+
+# kube_ldflags VERSION: the version stamps `kubectl version` and the API server report.
+kube_ldflags() {
+  local version=$1 minor=${1#1.} date ld="-s -w" pkg
+  minor=${minor%%.*}
+  date=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ld+=" -X $pkg.gitVersion=v$version -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
+    ld+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=$date"
+  done
+  echo "$ld"
+}
+
 # build_kube VERSION [LINK]: kube-apiserver & co at VERSION; LINK=link exposes them in $bin (the
 # default control plane), otherwise they stay in $tools/kubernetes-VERSION for cluster.sh --kube.
 build_kube() {
@@ -195,24 +227,10 @@ build_kube() {
     [ $found = ${#cmds[@]} ] && return
   fi
   log "kubernetes $KUBE_VERSION: building ${cmds[*]} (20-30 min cold)"
-  local mod=$work/kubernetes-$KUBE_VERSION minor=${KUBE_VERSION#1.}
-  minor=${minor%%.*}
-  scratch_module "$mod"
+  local mod ld
+  mod=$(kube_module "$KUBE_VERSION")
+  ld=$(kube_ldflags "$KUBE_VERSION")
   cd "$mod"
-  go mod download "k8s.io/kubernetes@v$KUBE_VERSION"
-  # k8s.io/kubernetes requires its staging modules at v0.0.0 and replaces them with ./staging:
-  # point each at its published v0.N.M instead.
-  sed -nE 's#^\s*(k8s\.io/[^ ]+) => \./staging/.*#\1#p' \
-    "$GOMODCACHE/cache/download/k8s.io/kubernetes/@v/v$KUBE_VERSION.mod" |
-    while read -r m; do go mod edit -replace "$m=$m@v0.${KUBE_VERSION#1.}"; done
-  go get "k8s.io/kubernetes@v$KUBE_VERSION"
-  local date ld pkg
-  date=$(date -u +%Y-%m-%dT%H:%M:%SZ)
-  ld="-s -w"
-  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-    ld+=" -X $pkg.gitVersion=v$KUBE_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
-    ld+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=$date"
-  done
   mkdir -p "$dest.tmp"
   for c in "${cmds[@]}"; do
     log "kubernetes: building $c"
@@ -221,6 +239,28 @@ build_kube() {
   rm -rf "$dest" && mv "$dest.tmp" "$dest"
   if [ "$expose" = link ]; then for c in "${cmds[@]}"; do link "$c" "$dest"; done; fi
   log "kubernetes $KUBE_VERSION: done"
+}
+
+# build_node: what a real node runs (hack/realnode.sh): kubelet and kube-proxy of the control
+# plane's version, and CoreDNS for the cluster's DNS.
+build_node() {
+  local dest=$tools/kubernetes-node-$KUBE_VERSION c
+  if [ ! -x "$dest/kubelet" ] || [ ! -x "$dest/kube-proxy" ]; then
+    log "kubernetes $KUBE_VERSION: building kubelet and kube-proxy (3 min warm)"
+    local mod ld
+    mod=$(kube_module "$KUBE_VERSION")
+    ld=$(kube_ldflags "$KUBE_VERSION")
+    cd "$mod"
+    go get "k8s.io/kubernetes/cmd/kubelet@v$KUBE_VERSION" "k8s.io/kubernetes/cmd/kube-proxy@v$KUBE_VERSION"
+    mkdir -p "$dest.tmp"
+    for c in kubelet kube-proxy; do
+      go build -trimpath -tags selinux,notest,grpcnotrace -ldflags "$ld" -o "$dest.tmp/$c" "k8s.io/kubernetes/cmd/$c"
+    done
+    rm -rf "$dest" && mv "$dest.tmp" "$dest"
+  fi
+  link kubelet "$dest"
+  link kube-proxy "$dest"
+  go_install coredns "$COREDNS_VERSION" github.com/coredns/coredns
 }
 
 main() {
@@ -237,7 +277,8 @@ main() {
     actionlint) build_actionlint ;;
     kube) build_kube "$KUBE_VERSION" link ;;
     kube-legacy) build_kube "$KUBE_LEGACY_VERSION" ;;
-    *) echo "usage: $0 [all|pulumi|langhost|provider|kwok|etcd|kube|kube-legacy|cyclonus|versitygw|actionlint]" >&2; exit 2 ;;
+    node) build_node ;;
+    *) echo "usage: $0 [all|pulumi|langhost|provider|kwok|etcd|kube|kube-legacy|node|cyclonus|versitygw|actionlint]" >&2; exit 2 ;;
   esac
   log "tools ready in $bin ($((SECONDS - start)) s)"
 }

@@ -21,3 +21,5 @@ CYCLONUS_VERSION=v0.5.6
 VERSITYGW_VERSION=v1.8.0
 # The linter of .github/workflows (make lint).
 ACTIONLINT_VERSION=v1.7.12
+# The cluster DNS of the real node (hack/realnode.sh; kubelet and kube-proxy are KUBE_VERSION's).
+COREDNS_VERSION=v1.14.7

@@ -1,0 +1,300 @@
+#!/usr/bin/env bash
+# A real node beside a local cluster's simulated ones: containerd + runc with a CNI bridge, a
+# kubelet that registers as a node of the kwok control plane, kube-proxy (iptables) and CoreDNS,
+# as processes of that cluster, stopped with it (hack/cluster.sh start --real-node | stop).
+#
+# Usage: hack/realnode.sh check | install | start | stop | status | import <image>
+#
+#   check    says whether this machine can run one, and if not why (root, cgroups, packages)
+#   install  the Debian packages it needs (containerd, runc, CNI plugins, iptables, debootstrap)
+#   import   builds (hack/images.py) and imports an image into the node's containerd
+#
+# The node is named tfk8s-real-<cluster>, labelled tfk8s.io/real-node=true and tainted
+# tfk8s.io/real-node=true:NoSchedule: only what asks for it lands there, and kwok leaves it alone
+# (the cluster's kwok controller manages only nodes annotated kwok.x-k8s.io/node=fake). One real
+# node per machine at a time (it owns the bridge, the pod range and the kubelet's ports). Its
+# state lives under $TFK8S_CACHE/realnode/<cluster>; pods reach the cluster's DNS at the bridge's
+# address and the API server through the `kubernetes` Service.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=hack/versions.sh
+source "$here/versions.sh"
+cache=${TFK8S_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tfk8s}
+bin=$cache/bin
+name=${TFK8S_CLUSTER_NAME:-tfk8s}
+kubeconfig=$cache/kwok/$name.kubeconfig
+pki=$cache/kwok/clusters/$name/pki
+dir=$cache/realnode/$name
+active=$cache/realnode/active
+node=tfk8s-real-$name
+bridge=tfk8s0
+pod_cidr=10.88.0.0/16
+gateway=10.88.0.1
+packages=(containerd runc containernetworking-plugins iptables debootstrap)
+export PATH=$bin:/usr/sbin:/sbin:$PATH
+
+log() { printf '[realnode %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+kubectl() { command "$bin/kubectl" --kubeconfig "$kubeconfig" "$@"; }
+
+# check: why this machine cannot run a real node, or nothing.
+why_not() {
+  [ "$(id -u)" = 0 ] || { echo "not root: containerd, runc and the kubelet need root"; return; }
+  [ -d /sys/fs/cgroup/memory ] || [ -f /sys/fs/cgroup/cgroup.controllers ] || { echo "no cgroups mounted at /sys/fs/cgroup"; return; }
+  grep -qw overlay /proc/filesystems || { echo "the kernel has no overlay filesystem (containerd's snapshotter)"; return; }
+  local missing=()
+  command -v containerd >/dev/null || missing+=(containerd)
+  command -v runc >/dev/null || missing+=(runc)
+  [ -x /usr/lib/cni/bridge ] || missing+=(containernetworking-plugins)
+  command -v iptables >/dev/null || missing+=(iptables)
+  command -v debootstrap >/dev/null || missing+=(debootstrap)
+  if [ ${#missing[@]} -gt 0 ]; then echo "missing Debian packages: ${missing[*]} (hack/realnode.sh install)"; fi
+}
+
+install() {
+  [ "$(id -u)" = 0 ] || { echo "realnode: install needs root" >&2; exit 1; }
+  if [ -z "$(why_not)" ]; then return; fi
+  log "installing ${packages[*]}"
+  apt-get update -qq >&2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${packages[@]}" >&2
+}
+
+# pid_alive FILE: the process whose pid FILE holds is running.
+pid_alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+
+# run NAME COMMAND...: COMMAND in the background, its pid in $dir/NAME.pid, its log in $dir/NAME.log.
+run() {
+  local what=$1
+  shift
+  nohup "$@" >"$dir/$what.log" 2>&1 &
+  echo $! >"$dir/$what.pid"
+}
+
+# wait_for WHAT SECONDS COMMAND...: poll COMMAND until it succeeds.
+wait_for() {
+  local what=$1 seconds=$2 start=$SECONDS
+  shift 2
+  until "$@" >/dev/null 2>&1; do
+    if [ $((SECONDS - start)) -ge "$seconds" ]; then
+      log "$what did not come up in $seconds s; its log:"
+      tail -20 "$dir/${what%% *}.log" >&2 || true
+      return 1
+    fi
+    sleep 0.5
+  done
+}
+
+# A client certificate signed by the cluster's CA, as a kubeconfig: the node's own identity
+# (system:node:<node> in system:nodes, what the API server's Node authorizer expects of a kubelet).
+node_kubeconfig() {
+  local out=$dir/kubelet.kubeconfig server
+  server=$(kubectl config view --minify -o jsonpath='{.clusters[0].cluster.server}')
+  (
+    umask 077
+    openssl req -new -newkey rsa:2048 -nodes -keyout "$dir/node.key" -subj "/CN=system:node:$node/O=system:nodes" \
+      -out "$dir/node.csr" 2>/dev/null
+    openssl x509 -req -in "$dir/node.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" -CAcreateserial \
+      -CAserial "$dir/ca.srl" -days 7 -out "$dir/node.crt" 2>/dev/null
+    KUBECONFIG=$out command "$bin/kubectl" config set-cluster local --server "$server" --certificate-authority "$pki/ca.crt" --embed-certs >/dev/null
+    KUBECONFIG=$out command "$bin/kubectl" config set-credentials node --client-certificate "$dir/node.crt" \
+      --client-key "$dir/node.key" --embed-certs >/dev/null
+    KUBECONFIG=$out command "$bin/kubectl" config set-context node --cluster local --user node >/dev/null
+    KUBECONFIG=$out command "$bin/kubectl" config use-context node >/dev/null
+  )
+}
+
+ctr() { command ctr --address "$dir/containerd.sock" -n k8s.io "$@"; }
+
+import() {
+  local what=${1:?import needs an image name} built archive tag
+  built=$("$here/../.venv/bin/python" "$here/images.py" build "$what")
+  archive=$(printf '%s' "$built" | sed -nE 's/.*"archive": "([^"]+)".*/\1/p')
+  tag=$(printf '%s' "$built" | sed -nE 's/.*"tag": "([^"]+)".*/\1/p')
+  if ! ctr images ls -q | grep -qxF "$tag"; then
+    ctr images import --snapshotter overlayfs "$archive" >&2
+  fi
+  echo "$tag"
+}
+
+start() {
+  local reason
+  reason=$(why_not)
+  [ -z "$reason" ] || { echo "realnode: this machine cannot run a real node: $reason" >&2; exit 1; }
+  [ -f "$kubeconfig" ] && kubectl get --raw /readyz >/dev/null 2>&1 || { echo "realnode: cluster $name is not running" >&2; exit 1; }
+  if [ -f "$active" ] && [ "$(cat "$active")" != "$name" ] && pid_alive "$cache/realnode/$(cat "$active")/kubelet.pid"; then
+    echo "realnode: cluster $(cat "$active") already has this machine's real node (hack/realnode.sh stop with TFK8S_CLUSTER_NAME=$(cat "$active"))" >&2
+    exit 1
+  fi
+  if pid_alive "$dir/kubelet.pid"; then log "node $node already running"; return; fi
+  stop_processes
+  "$here/tools.sh" node >&2
+  mkdir -p "$dir/cni" "$dir/kubelet" "$dir/containerd"
+  echo "$name" >"$active"
+
+  local pause
+  sed -e "s#@DIR@#$dir#g" "$here/realnode/containerd.toml.in" >"$dir/containerd.toml.tmp"
+  log "containerd"
+  # The sandbox image is named in containerd's config: build it first, import it once it runs.
+  pause=$("$here/../.venv/bin/python" "$here/images.py" build pause | sed -nE 's/.*"tag": "([^"]+)".*/\1/p')
+  sed -e "s#@PAUSE@#$pause#" "$dir/containerd.toml.tmp" >"$dir/containerd.toml" && rm "$dir/containerd.toml.tmp"
+  run containerd containerd --config "$dir/containerd.toml"
+  wait_for containerd 30 ctr version
+  import pause >/dev/null
+
+  # The bridge and its gateway address exist before the first pod, so CoreDNS can listen there.
+  sed -e "s#@BRIDGE@#$bridge#; s#@POD_CIDR@#$pod_cidr#" "$here/realnode/cni.conflist.in" >"$dir/cni/10-tfk8s.conflist"
+  ip link show "$bridge" >/dev/null 2>&1 || ip link add "$bridge" type bridge
+  ip addr show dev "$bridge" | grep -qF "$gateway/" || ip addr add "$gateway/${pod_cidr#*/}" dev "$bridge"
+  ip link set "$bridge" up
+  sysctl -qw net.ipv4.ip_forward=1 net.bridge.bridge-nf-call-iptables=1 2>/dev/null || sysctl -qw net.ipv4.ip_forward=1
+
+  log "CoreDNS on $gateway:53"
+  cat >"$dir/Corefile" <<EOF
+.:53 {
+    bind $gateway
+    errors
+    kubernetes cluster.local in-addr.arpa ip6.arpa {
+        kubeconfig $kubeconfig
+        pods insecure
+        fallthrough in-addr.arpa ip6.arpa
+    }
+    forward . /etc/resolv.conf
+    cache 5
+}
+EOF
+  run coredns "$bin/coredns" -conf "$dir/Corefile"
+
+  log "kubelet ($node)"
+  node_kubeconfig
+  local node_ip
+  node_ip=$(ip -4 route get 1.1.1.1 | sed -nE 's/.* src ([0-9.]+).*/\1/p')
+  cat >"$dir/kubelet.yaml" <<EOF
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+# cgroup v1 and no systemd here: plain cgroupfs, no QoS hierarchy, no allocatable enforcement.
+cgroupDriver: cgroupfs
+cgroupsPerQOS: false
+enforceNodeAllocatable: []
+failCgroupV1: false
+failSwapOn: false
+evictionHard: {}
+containerRuntimeEndpoint: unix://$dir/containerd.sock
+clusterDNS: [$gateway]
+clusterDomain: cluster.local
+podCIDR: $pod_cidr
+readOnlyPort: 0
+# Who may use the kubelet's API (logs, exec): clients of the cluster's CA (the API server), each
+# request authorized by the API server (a SubjectAccessReview), as on any kubeadm node.
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: true}
+  x509: {clientCAFile: $pki/ca.crt}
+authorization: {mode: Webhook}
+registerWithTaints:
+- {key: tfk8s.io/real-node, value: "true", effect: NoSchedule}
+EOF
+  run kubelet "$bin/kubelet" --config "$dir/kubelet.yaml" --kubeconfig "$dir/kubelet.kubeconfig" \
+    --root-dir "$dir/kubelet" --hostname-override "$node" --node-ip "$node_ip" \
+    --node-labels "tfk8s.io/real-node=true" --v 1
+  wait_for kubelet 120 kubectl wait --for=condition=Ready "node/$node" --timeout=2s
+
+  log "kube-proxy (iptables)"
+  cat >"$dir/kube-proxy.yaml" <<EOF
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+mode: iptables
+clusterCIDR: $pod_cidr
+hostnameOverride: $node
+clientConnection: {kubeconfig: $kubeconfig}
+# This VM does not let kube-proxy raise the conntrack table: leave it as the kernel set it.
+conntrack: {maxPerCore: 0}
+metricsBindAddress: 127.0.0.1:10249
+healthzBindAddress: 127.0.0.1:10256
+EOF
+  run kube-proxy "$bin/kube-proxy" --config "$dir/kube-proxy.yaml"
+  wait_for kube-proxy 30 sh -c "iptables -t nat -S KUBE-SERVICES | grep -q default/kubernetes"
+  wait_for coredns 30 bash -c "exec 3<>/dev/tcp/$gateway/53"
+  log "node $node ready: pods on it tolerate tfk8s.io/real-node and select tfk8s.io/real-node=true"
+}
+
+# The rules the node's kubelet and CNI bridge left (kube-proxy cleans its own): the bridge's
+# masquerade rules for this network (commented `name: "tfk8s"`) and their chains, the kubelet's
+# canaries and its localnet firewall. (No other kubelet runs on a machine with a real node.)
+clean_iptables() {
+  local rule chain table tool
+  iptables -t nat -S POSTROUTING 2>/dev/null | grep -F 'name: \"tfk8s\"' | while read -r rule; do
+    chain=$(printf '%s' "$rule" | sed -nE 's/.* -j (CNI-[0-9a-f]+)$/\1/p')
+    eval "iptables -t nat ${rule/-A /-D }" 2>/dev/null || true
+    [ -n "$chain" ] && { iptables -t nat -F "$chain"; iptables -t nat -X "$chain"; } 2>/dev/null || true
+  done
+  for tool in iptables ip6tables; do
+    command -v "$tool" >/dev/null || continue
+    for chain in INPUT OUTPUT; do "$tool" -D "$chain" -j KUBE-FIREWALL 2>/dev/null || true; done
+    for table in filter nat mangle; do
+      for chain in KUBE-FIREWALL KUBE-KUBELET-CANARY KUBE-IPTABLES-HINT; do
+        "$tool" -t "$table" -F "$chain" 2>/dev/null && "$tool" -t "$table" -X "$chain" 2>/dev/null || true
+      done
+    done
+  done
+}
+
+# Everything the node started, in reverse order; what its pods left (containers, mounts, rules).
+stop_processes() {
+  local what
+  if pid_alive "$dir/containerd.pid"; then
+    for what in kubelet kube-proxy coredns; do pid_alive "$dir/$what.pid" && kill "$(cat "$dir/$what.pid")"; done
+    sleep 1
+    # The pods' containers and sandboxes: runc processes outlive the kubelet otherwise.
+    ctr tasks ls -q 2>/dev/null | while read -r task; do ctr tasks kill -s SIGKILL "$task" >/dev/null 2>&1 || true; done
+    sleep 1
+    ctr tasks ls -q 2>/dev/null | while read -r task; do ctr tasks rm -f "$task" >/dev/null 2>&1 || true; done
+    ctr containers ls -q 2>/dev/null | while read -r c; do ctr containers rm "$c" >/dev/null 2>&1 || true; done
+    kill "$(cat "$dir/containerd.pid")" 2>/dev/null || true
+  fi
+  for what in kubelet kube-proxy coredns containerd; do
+    if pid_alive "$dir/$what.pid"; then
+      sleep 1
+      kill -9 "$(cat "$dir/$what.pid")" 2>/dev/null || true
+    fi
+    rm -f "$dir/$what.pid"
+  done
+  [ -x "$bin/kube-proxy" ] && "$bin/kube-proxy" --cleanup >/dev/null 2>&1 || true
+  clean_iptables
+  if [ -d "$dir" ]; then
+    grep -F " $dir/" /proc/mounts | cut -d' ' -f2 | sort -r | while read -r mount; do umount -l "$mount" 2>/dev/null || true; done
+  fi
+  ip link del "$bridge" 2>/dev/null || true
+}
+
+stop() {
+  stop_processes
+  if [ -f "$kubeconfig" ] && kubectl get --raw /readyz >/dev/null 2>&1; then
+    kubectl delete node "$node" --ignore-not-found --wait=false >/dev/null 2>&1 || true
+  fi
+  # Images stay cached by content under $TFK8S_CACHE/images; the node's own state goes.
+  rm -rf "$dir"
+  if [ -f "$active" ] && [ "$(cat "$active")" = "$name" ]; then rm -f "$active"; fi
+  log "node $node stopped"
+}
+
+status() {
+  if pid_alive "$dir/kubelet.pid"; then
+    kubectl get node "$node" -o wide
+  else
+    echo "no real node for cluster $name"
+    return 1
+  fi
+}
+
+case ${1:-status} in
+  check)
+    reason=$(why_not)
+    if [ -n "$reason" ]; then echo "no real node here: $reason"; exit 1; fi
+    echo "this machine can run a real node" ;;
+  install) install ;;
+  start) start ;;
+  stop) stop ;;
+  status) status ;;
+  import) shift; import "$@" ;;
+  *) echo "usage: $0 check|install|start|stop|status|import <image>" >&2; exit 2 ;;
+esac

@@ -4,7 +4,7 @@ archive and imported into the node's containerd (`ctr images import`). Pods use 
 `imagePullPolicy: Never`, or a team pushes the same archives to its own registry
 (`skopeo copy docker-archive:<tar> docker://registry/...`).
 
-  python hack/images.py build pause|python     -> prints {"tag": ..., "archive": ...}
+  python hack/images.py build pause|python|tensorflow     -> prints {"tag": ..., "archive": ...}
 
 Each image is cached under $TFK8S_CACHE/images by a hash of its inputs (the Debian suite and
 packages, the Go source, the Python requirements); its tag says what it holds and ends with the
@@ -37,7 +37,8 @@ SUITE, MIRROR = "bookworm", "http://deb.debian.org/debian"
 # The base every Python image starts from: the Debian interpreter (3.11 in bookworm, the version the
 # project's wheels are built for), CA certificates, and a user the `restricted` Pod Security level
 # accepts (uid 1000, with a home it may write).
-PYTHON_PACKAGES = ("python3", "python3-venv", "ca-certificates")
+# `python` too: tfk8s's pods run `python <launcher>` (python-is-python3), as the stock images do.
+PYTHON_PACKAGES = ("python3", "python-is-python3", "ca-certificates")
 USER_ID = 1000
 
 
@@ -176,7 +177,60 @@ def python() -> Image:
         return _archive(archive, "python", f"{SUITE}-{version}", [_layer(root)], config)
 
 
-BUILDERS = {"pause": pause, "python": python}
+def _training_requirements() -> list[str]:
+    """The project's own pins for what pods run (pyproject.toml's `training` extra): one source."""
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    return sorted(project["optional-dependencies"]["training"])
+
+
+def tensorflow() -> Image:
+    """The training image: the Python image and one layer of wheels, the `training` extra installed
+    under /usr/local (on Debian's path), its commands (`tensorboard`) in /usr/local/bin. The same
+    image serves TensorBoard. The wheels are the ones this machine's Python 3.11 picks on Debian
+    bookworm: the image's own Python and C library."""
+    base = python()
+    requirements = _training_requirements()
+    archive, found = _cached("tensorflow", _key(base.tag, *requirements))
+    if found:
+        return found
+    with tempfile.TemporaryDirectory() as scratch:
+        root = Path(scratch) / "root"
+        site = root / "usr/local/lib/python3.11/dist-packages"
+        subprocess.run(
+            [sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-compile", "--no-warn-conflicts"]
+            + ["--only-binary=:all:"]
+            + ["--target", str(site), *requirements],
+            check=True,
+        )
+        scripts = root / "usr/local/bin"
+        scripts.mkdir(parents=True)
+        for script in sorted((site / "bin").iterdir()):
+            text = script.read_bytes()
+            if text.startswith(b"#!"):  # pip wrote this interpreter's path: the image's is /usr/bin/python3
+                text = b"#!/usr/bin/python3" + text[text.index(b"\n") :]
+            (scripts / script.name).write_bytes(text)
+            (scripts / script.name).chmod(0o755)
+        shutil.rmtree(site / "bin")
+        base_layer = _layers_of(base)
+        version = next(r.split("==")[1] for r in requirements if r.startswith("tensorflow"))
+        config = {
+            "Cmd": ["python"],
+            "User": f"{USER_ID}:{USER_ID}",
+            "Env": ["HOME=/home/tfk8s", "PATH=/usr/local/bin:/usr/bin:/bin"],
+        }
+        return _archive(archive, "tensorflow", f"{version}-py3.11", [*base_layer, _layer(root)], config)
+
+
+def _layers_of(image: Image) -> list[bytes]:
+    """The layers of an archive this module wrote, in order."""
+    with tarfile.open(image.archive) as tar:
+        manifest = json.load(tar.extractfile("manifest.json"))  # type: ignore[arg-type]
+        return [tar.extractfile(name).read() for name in manifest[0]["Layers"]]  # type: ignore[union-attr]
+
+
+BUILDERS = {"pause": pause, "python": python, "tensorflow": tensorflow}
 
 
 def main(argv: list[str]) -> int:

@@ -10,7 +10,8 @@
 #   import   builds (hack/images.py) and imports an image into the node's containerd
 #
 # The node is named tfk8s-real-<cluster>, labelled tfk8s.io/real-node=true and tainted
-# tfk8s.io/real-node=true:NoSchedule: only what asks for it lands there, and kwok leaves it alone
+# tfk8s.io/real-node=true:NoSchedule: only what asks for it lands there (TFK8S_REAL_NODE_TAINT=none
+# leaves it untainted, for a cluster whose simulated training nodes are cordoned), and kwok leaves it alone
 # (the cluster's kwok controller manages only nodes annotated kwok.x-k8s.io/node=fake). One real
 # node per machine at a time (it owns the bridge, the pod range and the kubelet's ports). Its
 # state lives under $TFK8S_CACHE/realnode/<cluster>; pods reach the cluster's DNS at the bridge's
@@ -190,9 +191,10 @@ authentication:
   webhook: {enabled: true}
   x509: {clientCAFile: $pki/ca.crt}
 authorization: {mode: Webhook}
-registerWithTaints:
-- {key: tfk8s.io/real-node, value: "true", effect: NoSchedule}
 EOF
+  if [ "${TFK8S_REAL_NODE_TAINT:-}" != none ]; then
+    printf 'registerWithTaints:\n- {key: tfk8s.io/real-node, value: "true", effect: NoSchedule}\n' >>"$dir/kubelet.yaml"
+  fi
   run kubelet "$bin/kubelet" --config "$dir/kubelet.yaml" --kubeconfig "$dir/kubelet.kubeconfig" \
     --root-dir "$dir/kubelet" --hostname-override "$node" --node-ip "$node_ip" \
     --node-labels "tfk8s.io/real-node=true" --v 1
@@ -222,7 +224,7 @@ EOF
 # canaries and its localnet firewall. (No other kubelet runs on a machine with a real node.)
 clean_iptables() {
   local rule chain table tool
-  iptables -t nat -S POSTROUTING 2>/dev/null | grep -F 'name: \"tfk8s\"' | while read -r rule; do
+  { iptables -t nat -S POSTROUTING 2>/dev/null | grep -F 'name: \"tfk8s\"' || true; } | while read -r rule; do
     chain=$(printf '%s' "$rule" | sed -nE 's/.* -j (CNI-[0-9a-f]+)$/\1/p')
     eval "iptables -t nat ${rule/-A /-D }" 2>/dev/null || true
     [ -n "$chain" ] && { iptables -t nat -F "$chain"; iptables -t nat -X "$chain"; } 2>/dev/null || true
@@ -245,10 +247,11 @@ stop_processes() {
     for what in kubelet kube-proxy coredns; do pid_alive "$dir/$what.pid" && kill "$(cat "$dir/$what.pid")"; done
     sleep 1
     # The pods' containers and sandboxes: runc processes outlive the kubelet otherwise.
-    ctr tasks ls -q 2>/dev/null | while read -r task; do ctr tasks kill -s SIGKILL "$task" >/dev/null 2>&1 || true; done
+    # (Each listing may fail or find nothing: neither stops the clean-up.)
+    { ctr tasks ls -q 2>/dev/null || true; } | while read -r task; do ctr tasks kill -s SIGKILL "$task" >/dev/null 2>&1 || true; done
     sleep 1
-    ctr tasks ls -q 2>/dev/null | while read -r task; do ctr tasks rm -f "$task" >/dev/null 2>&1 || true; done
-    ctr containers ls -q 2>/dev/null | while read -r c; do ctr containers rm "$c" >/dev/null 2>&1 || true; done
+    { ctr tasks ls -q 2>/dev/null || true; } | while read -r task; do ctr tasks rm -f "$task" >/dev/null 2>&1 || true; done
+    { ctr containers ls -q 2>/dev/null || true; } | while read -r c; do ctr containers rm "$c" >/dev/null 2>&1 || true; done
     kill "$(cat "$dir/containerd.pid")" 2>/dev/null || true
   fi
   for what in kubelet kube-proxy coredns containerd; do
@@ -261,7 +264,7 @@ stop_processes() {
   [ -x "$bin/kube-proxy" ] && "$bin/kube-proxy" --cleanup >/dev/null 2>&1 || true
   clean_iptables
   if [ -d "$dir" ]; then
-    grep -F " $dir/" /proc/mounts | cut -d' ' -f2 | sort -r | while read -r mount; do umount -l "$mount" 2>/dev/null || true; done
+    { grep -F " $dir/" /proc/mounts || true; } | cut -d' ' -f2 | sort -r | while read -r mount; do umount -l "$mount" 2>/dev/null || true; done
   fi
   ip link del "$bridge" 2>/dev/null || true
 }

@@ -69,6 +69,10 @@ write_stages() {
   cat >>"$stages" <<EOF
 apiVersion: config.kwok.x-k8s.io/v1alpha1
 kind: KwokctlConfiguration
+options:
+  # The kubernetes Service's ClusterIP, which in-cluster clients (KUBERNETES_SERVICE_HOST, a PS
+  # retiring itself on a real node) dial and verify the serving certificate against.
+  kubeApiserverCertSANs: ["10.96.0.1"]
 componentsPatches:
 - name: kube-apiserver
   extraArgs:

@@ -254,14 +254,18 @@ def _stack_objects(kube: Kube, namespace: str, stack: str) -> dict[tuple[str, st
 def _changed(summary: str, stack: str) -> set[tuple[str, str]]:
     """(kind, Pulumi name) of each resource the summary's details of `stack` list as changed."""
     part = summary.split(f"<code>{stack}</code>", 1)[1].split("</details>", 1)[0]
-    lines = [line for line in part.splitlines() if line.startswith("- ") and not line.startswith("- policy")]
+    lines = [line for line in part.splitlines() if line.startswith("- ") and not line.startswith(("- policy", "- **error**"))]
     return {(line.split("`")[1], line.split("`")[3]) for line in lines}
 
 
 def _changed_properties(summary: str, stack: str) -> list[str]:
     """The details lines of `stack` that name a changed property (`- update `Job` `x`: spec`)."""
     part = summary.split(f"<code>{stack}</code>", 1)[1].split("</details>", 1)[0]
-    return [line for line in part.splitlines() if line.startswith("- ") and not line.startswith("- policy") and "`: " in line]
+    return [
+        line
+        for line in part.splitlines()
+        if line.startswith("- ") and not line.startswith(("- policy", "- **error**")) and "`: " in line
+    ]
 
 
 def _named(key: tuple[str, str], changed: set[tuple[str, str]]) -> bool:

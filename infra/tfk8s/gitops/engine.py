@@ -62,6 +62,7 @@ class Result:
     """(operation, URN, changed properties) of each resource the command changes."""
     verdicts: dict[str, Verdict] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
+    """The engine's error diagnostics (a refused apply, a failed await), first line first."""
     lock_waited: float = 0.0
     phases: int = 0
     """Engine phases run: `up` and `destroy` preview (1), then change (2); a refused preview stops at 1."""
@@ -75,10 +76,6 @@ class Result:
         """Whether the counted changes were made, not only proposed."""
         verb = self.command.split()[1:2]
         return verb in (["up"], ["destroy"]) and "--preview-only" not in self.command and self.phases >= 2
-
-    @property
-    def mandatory(self) -> list[Verdict]:
-        return [v for v in self.verdicts.values() if v.level == "mandatory"]
 
 
 class Workspace:

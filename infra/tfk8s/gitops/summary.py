@@ -89,7 +89,7 @@ def _details(step: StepReport) -> list[str]:
     result = step.result
     if result is None:
         return []
-    body: list[str] = []
+    body: list[str] = [f"- **error**: {error.splitlines()[0]}" for error in result.errors if error]
     for op, urn, diffs in result.changed:
         name = urn.rsplit("::", 1)[-1]
         # urn:pulumi:STACK::PROJECT::PARENT$...$kubernetes:batch/v1:Job::NAME -> Job

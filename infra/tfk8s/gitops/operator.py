@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from importlib.metadata import version
 from typing import Any
 
 import yaml
@@ -28,9 +29,9 @@ from tfk8s.schema_platform import PlatformStack
 from tfk8s.schema_tenant import SERVICE_ACCOUNT_PREFIX, TenantStack
 
 API_VERSION = "pulumi.com/v1"
-# The workspace image: the pinned CLI with Python (hack/versions.sh's PULUMI_VERSION), non-root so
-# the workspace passes the `restricted` Pod Security level.
-WORKSPACE_IMAGE = "pulumi/pulumi-python:3.259.0-nonroot"
+# The workspace image: the CLI of the Python SDK this project pins (pyproject.toml, the same
+# release as hack/versions.sh's PULUMI_VERSION), non-root so the workspace passes `restricted`.
+WORKSPACE_IMAGE = f"pulumi/pulumi-python:{version('pulumi')}-nonroot"
 # The variables the workspace's CLI needs, and the Secret key each is read from.
 PASSPHRASE_ENV = {"PULUMI_CONFIG_PASSPHRASE": "passphrase"}
 S3_ENV = {"AWS_ACCESS_KEY_ID": "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY": "AWS_SECRET_ACCESS_KEY"}

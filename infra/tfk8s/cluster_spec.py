@@ -83,8 +83,10 @@ def run_id(cluster: ClusterSettings, spec: dict[str, list[str]], image: str, cod
 
     Anything that replaces the worker Job must be a new run: done markers of the old run would
     otherwise retire the new run's parameter servers at once (the spec carries the experiment).
-    Deterministic, so a no-op `pulumi up` changes nothing.
+    Deterministic, so a no-op `pulumi up` changes nothing. The settings count as the stack file
+    says them, without their defaults: a setting a newer tfk8s adds, left at its default, is no
+    new run of every experiment running when the platform team upgrades.
     """
-    settings = cluster.model_dump(mode="json")
+    settings = cluster.model_dump(mode="json", exclude_defaults=True)
     material = json.dumps({"cluster": settings, "spec": spec, "image": image, "code": code_digest}, sort_keys=True)
     return hashlib.sha256(material.encode()).hexdigest()[:12]

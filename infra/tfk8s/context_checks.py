@@ -17,7 +17,7 @@ from tfk8s.config_errors import ConfigError
 from tfk8s.contract import PlatformFacts
 from tfk8s.quantities import parse_quantity
 from tfk8s.schema import NAMESPACE
-from tfk8s.schema_experiment import ClusterSettings, CodeSettings, ExperimentStack
+from tfk8s.schema_experiment import ClusterSettings, CodeSettings, ExperimentStack, Placement
 from tfk8s.schema_platform import PlatformStack
 from tfk8s.schema_tenant import TenantStack
 from tfk8s.schema_types import MAX_NAME_LENGTH, service_name
@@ -107,7 +107,8 @@ def check_experiment(stack: ExperimentStack, stack_name: str, facts: PlatformFac
                 f"{key}.ps.gpus: parameter servers hold variables and need no GPU; remove it, or ask the platform "
                 f"team to set {NAMESPACE}:platform.allowPsGpus: true if you really mean it"
             )
-        problems += _placement_problems(c, facts, f"{key}.workers")
+        problems += _placement_problems(c.ps, facts, f"{key}.ps")
+        problems += _placement_problems(c.workers, facts, f"{key}.workers")
         problems += _spec_size_problems(c, experiment, facts.ports.tensorflow, key)
         if c.scratch is not None and facts.scratch_storage_class is None:
             problems.append(
@@ -136,11 +137,11 @@ def _spec_size_problems(cluster: ClusterSettings, experiment: str, port: int, ke
     ]
 
 
-def _placement_problems(cluster: ClusterSettings, facts: PlatformFacts, key: str) -> list[str]:
+def _placement_problems(placement: Placement, facts: PlatformFacts, key: str) -> list[str]:
     """Training pods stay off the User Node and the control plane, and where the platform allows."""
     problems = []
     node, allowed = facts.user_node, facts.placement
-    for j, t in enumerate(cluster.workers.tolerations):
+    for j, t in enumerate(placement.tolerations):
         shown = t.model_dump(by_alias=True, exclude_unset=True)
         if t.key == node.taint_key or (t.operator == "Exists" and t.key is None):
             problems.append(
@@ -154,7 +155,7 @@ def _placement_problems(cluster: ClusterSettings, facts: PlatformFacts, key: str
                 f"{key}.tolerations[{j}]: the platform lets training pods tolerate {allowed.toleration_keys} alone, not "
                 f"{t.key!r}: remove it, or ask the platform team to add it to {NAMESPACE}:platform.placement.tolerationKeys"
             )
-    selector = cluster.workers.node_selector
+    selector = placement.node_selector
     if node.taint_key in selector or selector.get(HOSTNAME_LABEL) == node.name:
         problems.append(
             f"{key}.nodeSelector: {dict(selector)} selects the User Node {node.name!r}, where training pods never run "

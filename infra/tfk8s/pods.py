@@ -283,10 +283,11 @@ def pod_template(
         spec["subdomain"] = subdomain
     if cluster.code.source == "url":
         spec["initContainers"] = [url_fetcher(cluster, platform, role.resources(cluster))]
-    if role.worker_placement:
-        if cluster.workers.node_selector:
-            spec["nodeSelector"] = dict(cluster.workers.node_selector)
-        if cluster.workers.tolerations:
+    placement = role.placement(cluster)
+    if placement is not None:
+        if placement.node_selector:
+            spec["nodeSelector"] = dict(placement.node_selector)
+        if placement.tolerations:
             # As written in the stack file: Kubernetes' own defaults apply to what it leaves out.
-            spec["tolerations"] = [t.model_dump(by_alias=True, exclude_unset=True) for t in cluster.workers.tolerations]
+            spec["tolerations"] = [t.model_dump(by_alias=True, exclude_unset=True) for t in placement.tolerations]
     return {"metadata": {"labels": labels}, "spec": spec}

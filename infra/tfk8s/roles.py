@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from tfk8s.cluster_spec import CHIEF, PS, WORKER
-from tfk8s.schema_experiment import ClusterSettings, PsSettings, Resources, WorkerSettings
+from tfk8s.schema_experiment import ClusterSettings, Placement, PsSettings, Resources, WorkerSettings
 
 # The volumes a TensorFlow pod may mount (tfk8s.pods builds them).
 Volume = Literal["data", "log", "launcher", "code", "scratch"]
@@ -44,8 +44,8 @@ class Role:
     sized_by: Literal["ps", "workers"]
     # False: never a GPU, whatever its settings say.
     gets_gpus: bool
-    # The workers' nodeSelector and tolerations apply.
-    worker_placement: bool
+    # Whose nodeSelector and tolerations place it: `ps`, `workers`, or none (the scheduler's choice).
+    placed_by: Literal["ps", "workers"] | None
     # Exactly one task: its index (0) is written out, and its Job has no retries to share.
     one_task: bool
     retirement: Retirement
@@ -59,6 +59,12 @@ class Role:
     def resources(self, cluster: ClusterSettings) -> Resources:
         own = self.settings(cluster).resources
         return own if self.gets_gpus else own.model_copy(update={"gpus": 0})
+
+    def placement(self, cluster: ClusterSettings) -> Placement | None:
+        """The node selector and tolerations of this role's pods in `cluster`."""
+        if self.placed_by is None:
+            return None
+        return cluster.ps if self.placed_by == "ps" else cluster.workers
 
     def mounts(self, cluster: ClusterSettings) -> frozenset[Volume]:
         """The volumes of this role's pods in `cluster`."""
@@ -75,7 +81,7 @@ PS_ROLE = Role(
     serves=True,
     sized_by="ps",
     gets_gpus=True,
-    worker_placement=False,
+    placed_by="ps",
     one_task=False,
     retirement="scale-to-zero",
 )
@@ -88,7 +94,7 @@ WORKER_ROLE = Role(
     serves=True,
     sized_by="workers",
     gets_gpus=True,
-    worker_placement=True,
+    placed_by="workers",
     one_task=False,
     retirement="exit",
 )
@@ -102,7 +108,7 @@ CHIEF_ROLE = Role(
     serves=False,
     sized_by="workers",
     gets_gpus=False,
-    worker_placement=False,
+    placed_by=None,
     one_task=True,
     retirement="exit",
 )

@@ -44,19 +44,9 @@ class Resources(Model):
     gpus: NonNegative = 0
 
 
-class PsSettings(Resources):
-    count: Positive = 1
-    cpu: Quantity = "500m"
-    memory: Bytes = "1Gi"
-
-    @property
-    def resources(self) -> Resources:
-        return Resources(cpu=self.cpu, memory=self.memory, gpus=self.gpus)
-
-
 class Toleration(Model):
-    """A Kubernetes toleration of the workers (and chief), e.g. of a GPU node pool's taint. The User
-    Node's taint is never tolerable (tfk8s.context_checks)."""
+    """A Kubernetes toleration of a role's pods, e.g. of a GPU node pool's taint. The User Node's
+    taint is never tolerable (tfk8s.context_checks)."""
 
     key: LabelKey | None = None
     """The taint's key; None with `operator: Exists` tolerates every taint, which is refused."""
@@ -78,11 +68,28 @@ class Toleration(Model):
         return self
 
 
-class WorkerSettings(Resources):
-    count: Positive = 2
+class Placement(Model):
+    """Where a role's pods may run, as Kubernetes places pods: what the platform allows of it is
+    `platform.placement` (tfk8s.context_checks). The in-graph chief has none of the workers'."""
+
     node_selector: dict[LabelKey, LabelValue] = Field(default_factory=dict)
-    """Node labels the workers (and chief) must run on, e.g. {"example.com/gpu": "a100"}."""
+    """Node labels the pods must run on, e.g. {"example.com/gpu": "a100"}."""
     tolerations: tuple[Toleration, ...] = ()
+    """Taints the pods tolerate, e.g. a GPU pool's or a dedicated CPU pool's."""
+
+
+class PsSettings(Placement, Resources):
+    count: Positive = 1
+    cpu: Quantity = "500m"
+    memory: Bytes = "1Gi"
+
+    @property
+    def resources(self) -> Resources:
+        return Resources(cpu=self.cpu, memory=self.memory, gpus=self.gpus)
+
+
+class WorkerSettings(Placement, Resources):
+    count: Positive = 2
     backoff_limit_per_index: NonNegative = 3
     """Retries per worker index before the whole Job fails (Indexed Job backoffLimitPerIndex)."""
 

@@ -155,8 +155,8 @@ class NetworkSettings(Model):
 
 
 class PlacementSettings(Model):
-    """Where training pods may ask to run: what an experiment's `workers.tolerations` and
-    `workers.nodeSelector` may name. The control plane's taints and the User Node's are never tolerable."""
+    """Where training pods may ask to run: what an experiment's `ps` and `workers` `tolerations` and
+    `nodeSelector` may name. The control plane's taints and the User Node's are never tolerable."""
 
     toleration_keys: list[LabelKey] = Field(default_factory=list)
     """Taint keys training pods may tolerate, e.g. ["nvidia.com/gpu"]; empty: any but the control

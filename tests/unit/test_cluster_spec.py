@@ -25,6 +25,28 @@ def test_run_id_is_stable_and_changes_with_what_runs() -> None:
     assert base not in variants and len(variants) == 5
 
 
+def test_run_id_counts_settings_as_written_not_their_defaults() -> None:
+    """A setting a newer tfk8s adds, at its default, starts no new run of a running experiment; a
+    default written out is the same run; a value set is a new one."""
+    spec = cs.cluster_spec(CLUSTER, 2222)
+    base = cs.run_id(CLUSTER, spec, "tf:2", "code1")
+
+    class NewerPsSettings(PsSettings):
+        a_new_knob: int = 7
+
+    class NewerClusterSettings(ClusterSettings):
+        ps: NewerPsSettings = NewerPsSettings()
+        another_new_knob: str = "default"
+
+    newer = NewerClusterSettings.model_validate(CLUSTER.model_dump())
+    assert cs.run_id(newer, spec, "tf:2", "code1") == base
+    written_out = CLUSTER.model_copy(update=dict(ps=PsSettings(count=2, memory="1Gi", nodeSelector={})))
+    assert cs.run_id(written_out, spec, "tf:2", "code1") == base
+    placed = CLUSTER.model_copy(update=dict(ps=PsSettings(count=2, nodeSelector={"pool": "cpu"})))
+    assert cs.run_id(placed, spec, "tf:2", "code1") != base
+    assert cs.run_id(newer.model_copy(update=dict(another_new_knob="set")), spec, "tf:2", "code1") != base
+
+
 def test_experiments_prefix_names_unless_the_cluster_is_named_like_the_experiment() -> None:
     assert cs.cluster_spec(CLUSTER, 2222, experiment="exp1")["ps"][0] == "exp1-mnist-ps-0:2222"
     assert cs.cluster_spec(CLUSTER, 2222, experiment="mnist")["ps"][0] == "mnist-ps-0:2222"

@@ -154,6 +154,16 @@ HOSTILE = [
         _workers("tolerations", [{"key": "tfk8s.io/user-node", "operator": "Exists"}]),
         r"tolerations\[0\]: .* tolerates the User Node taint",
     ),
+    (
+        "ps-toleration-user-node-key",
+        _set(lambda r: cluster(r)["ps"], "tolerations", [{"key": "tfk8s.io/user-node", "operator": "Exists"}]),
+        r"ps\.tolerations\[0\]: .* tolerates the User Node taint",
+    ),
+    (
+        "ps-node-selector-user-node-label",
+        _set(lambda r: cluster(r)["ps"], "nodeSelector", {"tfk8s.io/user-node": "true"}),
+        r"ps\.nodeSelector: .* selects the User Node",
+    ),
     ("node-selector-bad-key", _workers("nodeSelector", {"bad key!": "x"}), r"nodeSelector.*'bad key!' " + KEY),
     ("node-selector-bad-value", _workers("nodeSelector", {"gpu": "a b"}), r"nodeSelector\.gpu: 'a b' is not a label value"),
     ("node-selector-long-value", _workers("nodeSelector", {"gpu": "a" * 64}), r"nodeSelector\.gpu: .* is not a label value"),
@@ -838,17 +848,18 @@ def test_a_tenants_volumes_must_fit_its_quota(tenant: Raw, message: str) -> None
         ),
     ],
 )
+@pytest.mark.parametrize("role", ["ps", "workers"])
 def test_training_pods_tolerate_and_select_only_what_the_platform_allows(
-    dev_config: Raw, platform_config: Raw, workers: Raw, refused: str | None
+    dev_config: Raw, platform_config: Raw, role: str, workers: Raw, refused: str | None
 ) -> None:
     platform_config["platform"]["placement"] = {"tolerationKeys": ["nvidia.com/gpu"], "nodeSelectorKeys": ["example.com/gpu"]}
     facts = PlatformFacts.model_validate(facts_for(platform_config), strict=False)
-    cluster(dev_config)["workers"].update(workers)
+    cluster(dev_config).setdefault(role, {}).update(workers)
     stack = validate(dev_config)
     if refused is None:
         check_experiment(stack, "dev", facts, ROOT)  # type: ignore[arg-type]
         return
     with pytest.raises(
-        ConfigError, match=r"tfk8s:clusters\[0\]\.workers\.\w+(\[0\])?: the platform lets training pods " + refused
+        ConfigError, match=rf"tfk8s:clusters\[0\]\.{role}\.\w+(\[0\])?: the platform lets training pods " + refused
     ):
         check_experiment(stack, "dev", facts, ROOT)  # type: ignore[arg-type]

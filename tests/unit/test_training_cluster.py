@@ -146,6 +146,28 @@ def test_gpu_requests_land_on_workers_only(dev_config: dict[str, Any]) -> None:
 
 
 @pulumi.runtime.test
+def test_each_role_is_placed_by_its_own_settings(dev_config: dict[str, Any]) -> None:
+    """PS follow `ps.nodeSelector`/`ps.tolerations`, workers `workers.*`; neither takes the other's."""
+    placed = {
+        "ps": ({"example.com/pool": "cpu"}, [{"key": "example.com/cpu-pool", "operator": "Exists", "effect": "NoSchedule"}]),
+        "workers": ({"accelerator": "nvidia"}, [{"key": "nvidia.com/gpu", "operator": "Exists"}]),
+    }
+    for role, (selector, tolerations) in placed.items():
+        dev_config["clusters"][0][role].update(nodeSelector=selector, tolerations=tolerations)
+    d = run_program(dev_config)
+
+    def check() -> None:
+        workloads = tf_workloads(d)
+        assert {pod_labels(w)["tfk8s.io/role"] for w in workloads} == {"ps", "worker"}
+        for workload in workloads:
+            selector, tolerations = placed["ps" if pod_labels(workload)["tfk8s.io/role"] == "ps" else "workers"]
+            assert pod_spec(workload)["nodeSelector"] == selector, workload.name
+            assert pod_spec(workload)["tolerations"] == tolerations, workload.name
+
+    return after(d, check)
+
+
+@pulumi.runtime.test
 def test_tasks_learn_the_layout_both_ways(dev_config: dict[str, Any]) -> None:
     d = run_program(dev_config)
 

@@ -4,12 +4,14 @@ archive and imported into the node's containerd (`ctr images import`). Pods use 
 `imagePullPolicy: Never`, or a team pushes the same archives to its own registry
 (`skopeo copy docker-archive:<tar> docker://registry/...`).
 
-  python hack/images.py build pause|python|tensorflow     -> prints {"tag": ..., "archive": ...}
+  python hack/images.py build pause|python|tensorflow|jupyter   -> prints {"tag": ..., "archive": ...}
 
 Each image is cached under $TFK8S_CACHE/images by a hash of its inputs (the Debian suite and
 packages, the Go source, the Python requirements); its tag says what it holds and ends with the
 digest of its content, e.g. `tfk8s.local/python:bookworm-3.11-1a2b3c4d5e6f`. Layers are written
 reproducibly: entries sorted, owners kept, times set to one fixed epoch, device nodes left out.
+They go through files, never memory (the TensorFlow layer is 1.7 GB): each is kept once under
+$TFK8S_CACHE/images/layers by its diff id, and the images that share it name it.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = Path(os.environ.get("TFK8S_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tfk8s")
 IMAGES = CACHE / "images"
+LAYERS = IMAGES / "layers"
 REGISTRY = "tfk8s.local"
 # One fixed time for every file of every layer: the same inputs give the same bytes.
 EPOCH = 1_700_000_000
@@ -56,10 +59,30 @@ def _key(*parts: str | bytes) -> str:
     return digest.hexdigest()[:16]
 
 
-def _layer(root: Path) -> bytes:
-    """`root` as an uncompressed layer tar, reproducibly."""
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
+def _sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _keep_layer(scratch: Path) -> Path:
+    """Move a written layer tar to LAYERS under its diff id (its sha256), where images share it."""
+    kept = LAYERS / f"{_sha256_of(scratch)}.tar"
+    scratch.chmod(0o644)  # as the archives: mkstemp made it private
+    if kept.exists():
+        scratch.unlink()
+    else:
+        scratch.replace(kept)
+    return kept
+
+
+def _layer(root: Path) -> Path:
+    """`root` as an uncompressed layer tar, reproducibly, kept under its diff id."""
+    LAYERS.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkstemp(dir=LAYERS, suffix=".tmp")[1])
+    with tarfile.open(scratch, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for directory, dirs, files in os.walk(root):
             dirs.sort()
             for name in sorted([*dirs, *files]):
@@ -76,12 +99,13 @@ def _layer(root: Path) -> bytes:
                     tar.addfile(info)
             # os.walk does not descend into symlinked directories; they were added as links above.
             dirs[:] = [d for d in dirs if not (Path(directory) / d).is_symlink()]
-    return buffer.getvalue()
+    return _keep_layer(scratch)
 
 
-def _archive(out: Path, repository: str, what: str, layers: list[bytes], config: Mapping[str, object]) -> Image:
-    """A Docker-format archive (what `docker save` writes and `ctr images import` reads)."""
-    diff_ids = [f"sha256:{hashlib.sha256(layer).hexdigest()}" for layer in layers]
+def _archive(out: Path, repository: str, what: str, layers: list[Path], config: Mapping[str, object]) -> Image:
+    """A Docker-format archive (what `docker save` writes and `ctr images import` reads) of layers
+    kept by `_layer`, streamed from their files."""
+    diff_ids = [f"sha256:{layer.stem}" for layer in layers]
     config = {
         "architecture": "amd64",
         "os": "linux",
@@ -93,20 +117,22 @@ def _archive(out: Path, repository: str, what: str, layers: list[bytes], config:
     config_bytes = json.dumps(config, sort_keys=True).encode()
     digest = hashlib.sha256(config_bytes).hexdigest()
     tag = f"{REGISTRY}/{repository}:{what}-{digest[:12]}"
-    members: dict[str, bytes] = {f"{digest}.json": config_bytes}
-    names = []
-    for diff_id, layer in zip(diff_ids, layers, strict=True):
-        name = f"{diff_id.removeprefix('sha256:')}/layer.tar"
-        members[name] = layer
-        names.append(name)
-    members["manifest.json"] = json.dumps([{"Config": f"{digest}.json", "RepoTags": [tag], "Layers": names}]).encode()
+    names = [f"{layer.stem}/layer.tar" for layer in layers]
+    manifest = json.dumps([{"Config": f"{digest}.json", "RepoTags": [tag], "Layers": names}]).encode()
     out.parent.mkdir(parents=True, exist_ok=True)
     scratch = out.with_suffix(".tmp")
+
+    def member(name: str, size: int) -> tarfile.TarInfo:
+        info = tarfile.TarInfo(name)
+        info.size, info.mtime = size, EPOCH
+        return info
+
     with tarfile.open(scratch, "w") as tar:
-        for name, data in members.items():
-            info = tarfile.TarInfo(name)
-            info.size, info.mtime = len(data), EPOCH
-            tar.addfile(info, io.BytesIO(data))
+        tar.addfile(member(f"{digest}.json", len(config_bytes)), io.BytesIO(config_bytes))
+        for name, layer in zip(names, layers, strict=True):
+            with layer.open("rb") as handle:
+                tar.addfile(member(name, layer.stat().st_size), handle)
+        tar.addfile(member("manifest.json", len(manifest)), io.BytesIO(manifest))
     scratch.replace(out)
     out.with_suffix(".tag").write_text(tag)
     return Image(tag, out)
@@ -177,12 +203,48 @@ def python() -> Image:
         return _archive(archive, "python", f"{SUITE}-{version}", [_layer(root)], config)
 
 
-def _training_requirements() -> list[str]:
-    """The project's own pins for what pods run (pyproject.toml's `training` extra): one source."""
+def _extra(name: str) -> list[str]:
+    """The project's own pins for what pods run (an extra of pyproject.toml): one source."""
     import tomllib
 
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    return sorted(project["optional-dependencies"]["training"])
+    return sorted(project["optional-dependencies"][name])
+
+
+def _usr_local(root: Path, prefix: Path) -> None:
+    """What pip installed under `prefix`, moved to `root`'s /usr/local as Debian's Python reads it
+    (site-packages is dist-packages there), its commands' interpreter line the image's Python."""
+    site = root / "usr/local/lib/python3.11/dist-packages"
+    site.parent.mkdir(parents=True)
+    (prefix / "lib/python3.11/site-packages").rename(site)
+    scripts = root / "usr/local/bin"
+    scripts.mkdir(parents=True)
+    for script in sorted((prefix / "bin").iterdir()):
+        text = script.read_bytes()
+        if text.startswith(b"#!"):  # pip wrote the installing interpreter's path
+            text = b"#!/usr/bin/python3" + text[text.index(b"\n") :]
+        (scripts / script.name).write_bytes(text)
+        (scripts / script.name).chmod(0o755)
+    for data in ("share", "etc"):  # Jupyter's data files and server config, where Jupyter looks
+        if (prefix / data).exists():
+            (prefix / data).rename(root / "usr/local" / data)
+
+
+def _pip_prefix(prefix: Path, requirements: list[str], *, installed: Path | None = None, constraints: Path | None = None) -> None:
+    """`pip install --prefix` of wheels only, for Python 3.11 (the image's), seen from a bare
+    interpreter: what `installed` (a directory of dist-info) holds counts as there already."""
+    with tempfile.TemporaryDirectory() as scratch:
+        bare = Path(scratch) / "bare"
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
+        env = {**os.environ, "PYTHONPATH": str(installed)} if installed else {**os.environ, "PYTHONPATH": ""}
+        subprocess.run(
+            [sys.executable, "-m", "pip", "--python", str(bare / "bin" / "python"), "install", "-q"]
+            + ["--disable-pip-version-check", "--no-compile", "--only-binary=:all:", "--prefix", str(prefix)]
+            + (["--constraint", str(constraints)] if constraints else [])
+            + requirements,
+            check=True,
+            env=env,
+        )
 
 
 def tensorflow() -> Image:
@@ -191,46 +253,108 @@ def tensorflow() -> Image:
     image serves TensorBoard. The wheels are the ones this machine's Python 3.11 picks on Debian
     bookworm: the image's own Python and C library."""
     base = python()
-    requirements = _training_requirements()
+    requirements = _extra("training")
     archive, found = _cached("tensorflow", _key(base.tag, *requirements))
     if found:
         return found
     with tempfile.TemporaryDirectory() as scratch:
-        root = Path(scratch) / "root"
-        site = root / "usr/local/lib/python3.11/dist-packages"
-        subprocess.run(
-            [sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-compile", "--no-warn-conflicts"]
-            + ["--only-binary=:all:"]
-            + ["--target", str(site), *requirements],
-            check=True,
-        )
-        scripts = root / "usr/local/bin"
-        scripts.mkdir(parents=True)
-        for script in sorted((site / "bin").iterdir()):
-            text = script.read_bytes()
-            if text.startswith(b"#!"):  # pip wrote this interpreter's path: the image's is /usr/bin/python3
-                text = b"#!/usr/bin/python3" + text[text.index(b"\n") :]
-            (scripts / script.name).write_bytes(text)
-            (scripts / script.name).chmod(0o755)
-        shutil.rmtree(site / "bin")
-        base_layer = _layers_of(base)
+        root, prefix = Path(scratch) / "root", Path(scratch) / "prefix"
+        _pip_prefix(prefix, requirements)
+        _usr_local(root, prefix)
         version = next(r.split("==")[1] for r in requirements if r.startswith("tensorflow"))
         config = {
             "Cmd": ["python"],
             "User": f"{USER_ID}:{USER_ID}",
             "Env": ["HOME=/home/tfk8s", "PATH=/usr/local/bin:/usr/bin:/bin"],
         }
-        return _archive(archive, "tensorflow", f"{version}-py3.11", [*base_layer, _layer(root)], config)
+        return _archive(archive, "tensorflow", f"{version}-py3.11", [*_layers_of(base), _layer(root)], config)
 
 
-def _layers_of(image: Image) -> list[bytes]:
-    """The layers of an archive this module wrote, in order."""
+# Jupyter's user, as in the Jupyter project's docker-stacks images (the platform's default Jupyter
+# image): `jovyan`, uid 1000, group `users` (100), home /home/jovyan, where the tenant's notebooks
+# are mounted (tfk8s.user_env) and the platform's `podSecurity.jupyter` runs it.
+JUPYTER_USER, JUPYTER_GROUP, JUPYTER_HOME = "jovyan", 100, "/home/jovyan"
+SITE = "usr/local/lib/python3.11/dist-packages"
+
+
+def _dist_info(layer: Path, into: Path) -> list[str]:
+    """The dist-info directories of the packages a layer installed, copied to `into`; returns them
+    as `name==version` pins."""
+    pins = []
+    with tarfile.open(layer) as tar:
+        for member in tar:
+            parts = member.name.split("/")
+            if "/".join(parts[:5]) == SITE and len(parts) > 5 and parts[5].endswith(".dist-info"):
+                tar.extract(member, into, filter="data")
+                if len(parts) == 6:
+                    name, version = parts[5].removesuffix(".dist-info").split("-", 1)
+                    pins.append(f"{name}=={version}")
+    return sorted(pins)
+
+
+def jupyter() -> Image:
+    """The Jupyter image: the training image (a notebook drives in-graph clusters with TensorFlow and
+    the launcher) and one layer: JupyterLab (the `notebook` extra) under /usr/local, without
+    changing any package the training layer holds (pinned to their versions: the resolver fails
+    rather than upgrade one), and the user the platform runs it as. `jupyter lab` listens on all
+    addresses, on the port JUPYTER_PORT says, and asks for the token JUPYTER_TOKEN holds."""
+    base = tensorflow()
+    requirements = _extra("notebook")
+    archive, found = _cached("jupyter", _key(base.tag, *requirements, JUPYTER_USER, str(JUPYTER_GROUP)))
+    if found:
+        return found
+    layers = _layers_of(base)
+    with tempfile.TemporaryDirectory() as scratch:
+        root, prefix, installed = Path(scratch) / "root", Path(scratch) / "prefix", Path(scratch) / "installed"
+        pins = _dist_info(layers[-1], installed)
+        constraints = Path(scratch) / "constraints.txt"
+        constraints.write_text("".join(f"{pin}\n" for pin in pins))
+        _pip_prefix(prefix, requirements, installed=installed / SITE, constraints=constraints)
+        _usr_local(root, prefix)
+        # Uid 1000 is jovyan here (the base's user `tfk8s` renamed), in group users, with its home.
+        with tarfile.open(layers[0]) as tar:
+            passwd = tar.extractfile("etc/passwd").read().decode()  # type: ignore[union-attr]
+        (root / "etc").mkdir()
+        (root / "etc/passwd").write_text(
+            "".join(
+                f"{JUPYTER_USER}:x:{USER_ID}:{JUPYTER_GROUP}:Jupyter:{JUPYTER_HOME}:/bin/bash\n"
+                if line.split(":")[2:3] == [str(USER_ID)]
+                else f"{line}\n"
+                for line in passwd.splitlines()
+            )
+        )
+        home = root / JUPYTER_HOME.lstrip("/")
+        home.mkdir(parents=True)
+        os.chown(home, USER_ID, JUPYTER_GROUP)
+        version = requirements[0].split("==")[1]
+        config = {
+            "Cmd": ["jupyter", "lab", "--ip=0.0.0.0", "--no-browser", f"--ServerApp.root_dir={JUPYTER_HOME}"],
+            "User": f"{USER_ID}:{JUPYTER_GROUP}",
+            "WorkingDir": JUPYTER_HOME,
+            "Env": [f"HOME={JUPYTER_HOME}", "PATH=/usr/local/bin:/usr/bin:/bin", "SHELL=/bin/bash"],
+        }
+        return _archive(archive, "jupyter", f"lab{version}-py3.11", [*layers, _layer(root)], config)
+
+
+def _layers_of(image: Image) -> list[Path]:
+    """The layers of an archive this module wrote, in order, as kept files (taken back out of the
+    archive, streamed, where the layer store lost one)."""
     with tarfile.open(image.archive) as tar:
         manifest = json.load(tar.extractfile("manifest.json"))  # type: ignore[arg-type]
-        return [tar.extractfile(name).read() for name in manifest[0]["Layers"]]  # type: ignore[union-attr]
+        kept = []
+        for name in manifest[0]["Layers"]:
+            layer = LAYERS / f"{name.split('/')[0]}.tar"
+            if not layer.exists():
+                LAYERS.mkdir(parents=True, exist_ok=True)
+                scratch = Path(tempfile.mkstemp(dir=LAYERS, suffix=".tmp")[1])
+                with tar.extractfile(name) as source, scratch.open("wb") as target:  # type: ignore[union-attr]
+                    shutil.copyfileobj(source, target, 1 << 20)
+                layer = _keep_layer(scratch)
+            kept.append(layer)
+        return kept
 
 
-BUILDERS = {"pause": pause, "python": python, "tensorflow": tensorflow}
+BUILDERS = {"pause": pause, "python": python, "tensorflow": tensorflow, "jupyter": jupyter}
 
 
 def main(argv: list[str]) -> int:

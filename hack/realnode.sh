@@ -10,8 +10,8 @@
 #   import   builds (hack/images.py) and imports an image into the node's containerd
 #
 # The node is named tfk8s-real-<cluster>, labelled tfk8s.io/real-node=true and tainted
-# tfk8s.io/real-node=true:NoSchedule: only what asks for it lands there (TFK8S_REAL_NODE_TAINT=none
-# leaves it untainted, for a cluster whose simulated training nodes are cordoned), and kwok leaves it alone
+# tfk8s.io/real-node=true:NoSchedule: only what asks for it lands there (an experiment's `ps` and
+# `workers` nodeSelector and tolerations), and kwok leaves it alone
 # (the cluster's kwok controller manages only nodes annotated kwok.x-k8s.io/node=fake). One real
 # node per machine at a time (it owns the bridge, the pod range and the kubelet's ports). Its
 # state lives under $TFK8S_CACHE/realnode/<cluster>; pods reach the cluster's DNS at the bridge's
@@ -192,9 +192,7 @@ authentication:
   x509: {clientCAFile: $pki/ca.crt}
 authorization: {mode: Webhook}
 EOF
-  if [ "${TFK8S_REAL_NODE_TAINT:-}" != none ]; then
-    printf 'registerWithTaints:\n- {key: tfk8s.io/real-node, value: "true", effect: NoSchedule}\n' >>"$dir/kubelet.yaml"
-  fi
+  printf 'registerWithTaints:\n- {key: tfk8s.io/real-node, value: "true", effect: NoSchedule}\n' >>"$dir/kubelet.yaml"
   run kubelet "$bin/kubelet" --config "$dir/kubelet.yaml" --kubeconfig "$dir/kubelet.kubeconfig" \
     --root-dir "$dir/kubelet" --hostname-override "$node" --node-ip "$node_ip" \
     --node-labels "tfk8s.io/real-node=true" --v 1

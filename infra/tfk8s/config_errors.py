@@ -86,6 +86,13 @@ def _message(model: type[BaseModel], error: Any) -> str:
         return f"must be one of {error['ctx']['expected'].replace(' or ', ', ')}, got {error['input']!r}"
     if kind in {"int_type", "int_parsing", "string_type", "bool_type", "float_type"}:
         expected = {"int_type": "int", "int_parsing": "int", "string_type": "str", "bool_type": "bool"}.get(kind, "a number")
+        if kind == "string_type" and isinstance(error["input"], bool | int | float):
+            # `pulumi config set --path K true` stores a YAML boolean (and 1 a number): say how to keep it text.
+            shown = str(error["input"]).lower() if isinstance(error["input"], bool) else error["input"]
+            return (
+                f"must be str, got {error['input']!r}: quote it in the stack file ('{shown}'), or set it with "
+                "`pulumi config set --type string`"
+            )
         return f"must be {expected}, got {error['input']!r}"
     if kind == "too_short":
         return "must be a non-empty list"

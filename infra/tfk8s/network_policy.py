@@ -79,7 +79,8 @@ def tenant_policies(user: str, network: NetworkSettings, ports: PortSettings) ->
                         {
                             "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": dns.namespace}},
                             "podSelector": {"matchLabels": dict(dns.pod_labels)},
-                        }
+                        },
+                        *({"ipBlock": {"cidr": c}} for c in dns.cidrs),
                     ],
                     "ports": [{"protocol": "UDP", "port": dns.port}, _tcp(dns.port)],
                 }

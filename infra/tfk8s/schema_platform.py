@@ -131,6 +131,10 @@ class DnsSettings(Model):
     pod_labels: dict[LabelKey, LabelValue] = Field(default_factory=lambda: {"k8s-app": "kube-dns"})
     """The labels of the DNS pods (CoreDNS keeps kube-dns's `k8s-app: kube-dns`)."""
     port: Port = 53
+    cidrs: list[Cidr] = Field(default_factory=list)
+    """Addresses of a DNS server that is no pod of the pod network, which no pod selector matches,
+    e.g. ["169.254.20.10/32"] for NodeLocal DNSCache, or a resolver on the node's own address;
+    allowed besides the DNS pods."""
 
 
 class ApiServerSettings(Model):

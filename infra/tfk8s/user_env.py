@@ -82,6 +82,14 @@ def fixed_objects(platform: PlatformFacts, user: TenantSettings, key: str) -> li
     ]
 
 
+def _loopback_probe(port: int) -> dict[str, Any]:
+    """Ready once an HTTP server answers on the pod's loopback at `port`. The kubelet's own probes
+    (httpGet, tcpSocket) dial the pod's IP, where a server behind the token gate never listens:
+    this asks from inside the container (whose image has Python) instead."""
+    ask = f"import urllib.request; urllib.request.urlopen('http://127.0.0.1:{port}/', timeout=4)"
+    return {"exec": {"command": ["python", "-c", ask]}, "periodSeconds": 5, "timeoutSeconds": 5}
+
+
 class UserEnvironment(pulumi.ComponentResource):
     jupyter_token: pulumi.Output[str]
     # Where the user's apps answer: their NodePorts on the User Node (None while either is unknown).
@@ -337,7 +345,9 @@ class UserEnvironment(pulumi.ComponentResource):
                     "containerPort": TENSORBOARD_BACKEND_PORT if gated else platform.ports.tensorboard,
                 }
             ],
-            "readinessProbe": {"httpGet": {"path": "/", "port": "tensorboard" if gated else "http"}, "periodSeconds": 5},
+            "readinessProbe": _loopback_probe(TENSORBOARD_BACKEND_PORT)
+            if gated
+            else {"httpGet": {"path": "/", "port": "http"}, "periodSeconds": 5},
             "securityContext": pod_security.container_security_context(read_only_root=True),
             "volumeMounts": [
                 {"name": "log", "mountPath": NOTEBOOK_LOG_ROOT, "readOnly": True},

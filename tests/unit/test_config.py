@@ -222,6 +222,12 @@ HOSTILE = [
         r"tolerationSeconds: must be int",
     ),
     ("node-selector-int-value", _workers("nodeSelector", {"gpu": 1}), r"nodeSelector\.gpu: must be str"),
+    (
+        "node-selector-bool-value",
+        _set(lambda r: cluster(r)["ps"], "nodeSelector", {"example.com/pool": True}),
+        r"ps\.nodeSelector\.example\.com/pool: must be str, got True: quote it in the stack file \('true'\), or set "
+        r"it with `pulumi config set --type string`",
+    ),
     ("node-selector-not-a-map", _workers("nodeSelector", ["gpu"]), r"workers\.nodeSelector: input should be an object"),
     (
         "workers-too-many-for-one-env-string",

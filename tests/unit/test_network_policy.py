@@ -176,6 +176,28 @@ def test_a_platform_whose_cni_does_not_enforce_policies_warns_every_tenant(
     assert "policyEnforced is false" in caplog.text and "unauthenticated gRPC" in caplog.text
 
 
+@pytest.mark.parametrize("cidrs", [[], ["169.254.20.10/32"]], ids=["dns-pods", "and-node-local-dns"])
+def test_dns_outside_the_pod_network_is_asked_by_address(
+    platform_config: dict[str, Any], tenant_config: dict[str, Any], cidrs: list[str]
+) -> None:
+    """A resolver no pod selector matches (NodeLocal DNSCache, a node's own): its addresses, besides the DNS pods."""
+    platform_config["platform"]["network"] = {"apiServer": API_SERVER, "dns": {"cidrs": cidrs}}
+
+    @pulumi.runtime.test
+    def run() -> pulumi.Output[Any]:
+        d = run_program(tenant_config, platform=facts_for(platform_config))
+
+        def check() -> None:
+            (dns,) = policies(d)["tfk8s-dns"]["egress"]
+            assert [peer["ipBlock"]["cidr"] for peer in dns["to"] if "ipBlock" in peer] == cidrs
+            assert "podSelector" in dns["to"][0]  # the DNS pods stay allowed either way
+            assert sorted((p["protocol"], p["port"]) for p in dns["ports"]) == [("TCP", 53), ("UDP", 53)]
+
+        return after(d, check)
+
+    run()
+
+
 @pytest.mark.parametrize(
     ("network", "key"),
     [
@@ -183,6 +205,7 @@ def test_a_platform_whose_cni_does_not_enforce_policies_warns_every_tenant(
         ({"apiServer": {"cidrs": ["kube-apiserver"]}}, "tfk8s:platform.network.apiServer.cidrs[0]"),
         ({"apiServer": {"ports": [0]}}, "tfk8s:platform.network.apiServer.ports[0]"),
         ({"dns": {"port": 70000}}, "tfk8s:platform.network.dns.port"),
+        ({"dns": {"cidrs": ["169.254.20.10/16"]}}, "tfk8s:platform.network.dns.cidrs[0]"),
         ({"policyEnforced": "no"}, "tfk8s:platform.network.policyEnforced"),
         ({"cni": "calico"}, "tfk8s:platform.network.cni"),
     ],

@@ -488,6 +488,12 @@ def test_tensorboard_answers_users_only_through_the_token_gate(
             jupyter_token = {e["name"]: e for e in pod_spec(jupyter)["containers"][0]["env"]}["JUPYTER_TOKEN"]
             assert token == jupyter_token["valueFrom"]["secretKeyRef"]  # the tenant's one credential
             assert all("resources" in c for c in containers.values())
+            # The kubelet's httpGet and tcpSocket probes dial the pod's IP, where TensorBoard does not
+            # listen: its readiness is asked from inside, on the loopback port it serves (a real node
+            # found it never became Ready otherwise).
+            probe = containers["tensorboard"]["readinessProbe"]
+            assert set(probe) - {"periodSeconds", "timeoutSeconds"} == {"exec"}
+            assert f"http://127.0.0.1:{command[command.index('--port') + 1]}/" in " ".join(probe["exec"]["command"])
 
         return after(d, check)
 

@@ -6,7 +6,8 @@
 #        hack/cluster.sh user-kubeconfig <user> [<group>...]
 #
 # --real-node adds, beside the simulated nodes, a real one with a container runtime, a kubelet,
-# kube-proxy and cluster DNS (hack/realnode.sh; root and a few Debian packages; `stop` stops it).
+# kube-proxy, cluster DNS and a NetworkPolicy firewall (hack/realnode.sh; root and a few Debian
+# packages; `stop` stops it).
 #
 # --kube picks the control plane: 1.34 (the default, $KUBE_VERSION) or 1.25 ($KUBE_LEGACY_VERSION,
 # the last with the in-tree GlusterFS provisioner; hack/tools.sh kube-legacy builds it). Name the

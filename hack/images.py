@@ -28,6 +28,7 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = Path(os.environ.get("TFK8S_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tfk8s")
@@ -51,8 +52,14 @@ class Image:
     archive: Path
 
 
+# The recipes themselves: an image is cached under what it is made of and how, so a changed
+# builder (this file) builds anew rather than reusing an archive of the old recipe.
+RECIPE = hashlib.sha256(Path(__file__).read_bytes()).digest()
+
+
 def _key(*parts: str | bytes) -> str:
-    digest = hashlib.sha256()
+    """The cache key of an image: its recipe and its inputs."""
+    digest = hashlib.sha256(RECIPE)
     for part in parts:
         digest.update(part if isinstance(part, bytes) else part.encode())
         digest.update(b"\0")
@@ -135,7 +142,29 @@ def _archive(out: Path, repository: str, what: str, layers: list[Path], config: 
         tar.addfile(member("manifest.json", len(manifest)), io.BytesIO(manifest))
     scratch.replace(out)
     out.with_suffix(".tag").write_text(tag)
+    _forget_older(out)
     return Image(tag, out)
+
+
+def _forget_older(out: Path) -> None:
+    """Removes the archives of the same image under other keys (an older recipe or older inputs),
+    then the kept layers no archive holds: an image is up to 2 GB, and the cache keeps one of each.
+    (A layer removed here that a later build wants is taken back out of its archive.)"""
+    image = out.name.rsplit("-", 1)[0]
+    for older in IMAGES.glob(f"{image}-*.tar"):
+        if older != out and older.name.rsplit("-", 1)[0] == image:
+            older.unlink()
+            older.with_suffix(".tag").unlink(missing_ok=True)
+    held = {name.split("/")[0] for archive in IMAGES.glob("*.tar") for name in _manifest(archive)["Layers"]}
+    for layer in LAYERS.glob("*.tar"):
+        if layer.stem not in held:
+            layer.unlink()
+
+
+def _manifest(archive: Path) -> dict[str, Any]:
+    """The one image's entry of an archive's manifest.json."""
+    with tarfile.open(archive) as tar:
+        return json.load(tar.extractfile("manifest.json"))[0]  # type: ignore[arg-type, no-any-return]
 
 
 def _cached(name: str, key: str) -> tuple[Path, Image | None]:
@@ -339,10 +368,10 @@ def jupyter() -> Image:
 def _layers_of(image: Image) -> list[Path]:
     """The layers of an archive this module wrote, in order, as kept files (taken back out of the
     archive, streamed, where the layer store lost one)."""
+    names = _manifest(image.archive)["Layers"]
     with tarfile.open(image.archive) as tar:
-        manifest = json.load(tar.extractfile("manifest.json"))  # type: ignore[arg-type]
         kept = []
-        for name in manifest[0]["Layers"]:
+        for name in names:
             layer = LAYERS / f"{name.split('/')[0]}.tar"
             if not layer.exists():
                 LAYERS.mkdir(parents=True, exist_ok=True)

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # A real node beside a local cluster's simulated ones: containerd + runc with a CNI bridge, a
-# kubelet that registers as a node of the kwok control plane, kube-proxy (iptables) and CoreDNS,
-# as processes of that cluster, stopped with it (hack/cluster.sh start --real-node | stop).
+# kubelet that registers as a node of the kwok control plane, kube-proxy (iptables), CoreDNS and
+# kube-router's NetworkPolicy firewall, as processes of that cluster, stopped with it
+# (hack/cluster.sh start --real-node | stop).
 #
 # Usage: hack/realnode.sh check | install | start | stop | status | import <image>
 #
 #   check    says whether this machine can run one, and if not why (root, cgroups, packages)
-#   install  the Debian packages it needs (containerd, runc, CNI plugins, iptables, debootstrap)
+#   install  the Debian packages it needs (containerd, runc, CNI plugins, iptables, ipset, debootstrap)
 #   import   builds (hack/images.py) and imports an image into the node's containerd
 #
 # The node is named tfk8s-real-<cluster>, labelled tfk8s.io/real-node=true and tainted
@@ -15,7 +16,9 @@
 # (the cluster's kwok controller manages only nodes annotated kwok.x-k8s.io/node=fake). One real
 # node per machine at a time (it owns the bridge, the pod range and the kubelet's ports). Its
 # state lives under $TFK8S_CACHE/realnode/<cluster>; pods reach the cluster's DNS at the bridge's
-# address and the API server through the `kubernetes` Service.
+# address and the API server through the `kubernetes` Service. Pods on it are held to the
+# cluster's NetworkPolicies (kube-router); the DNS server is no pod, so a platform whose tenants
+# run there allows it by address (platform.network.dns.cidrs: [10.88.0.1/32]).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -32,7 +35,7 @@ node=tfk8s-real-$name
 bridge=tfk8s0
 pod_cidr=10.88.0.0/16
 gateway=10.88.0.1
-packages=(containerd runc containernetworking-plugins iptables debootstrap)
+packages=(containerd runc containernetworking-plugins iptables ipset debootstrap)
 export PATH=$bin:/usr/sbin:/sbin:$PATH
 
 log() { printf '[realnode %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
@@ -48,6 +51,7 @@ why_not() {
   command -v runc >/dev/null || missing+=(runc)
   [ -x /usr/lib/cni/bridge ] || missing+=(containernetworking-plugins)
   command -v iptables >/dev/null || missing+=(iptables)
+  command -v ipset >/dev/null || missing+=(ipset)
   command -v debootstrap >/dev/null || missing+=(debootstrap)
   if [ ${#missing[@]} -gt 0 ]; then echo "missing Debian packages: ${missing[*]} (hack/realnode.sh install)"; fi
 }
@@ -214,6 +218,14 @@ EOF
   run kube-proxy "$bin/kube-proxy" --config "$dir/kube-proxy.yaml"
   wait_for kube-proxy 30 sh -c "iptables -t nat -S KUBE-SERVICES | grep -q default/kubernetes"
   wait_for coredns 30 bash -c "exec 3<>/dev/tcp/$gateway/53"
+
+  log "kube-router (NetworkPolicy firewall only)"
+  # Its router (BGP) and service proxy stay off: the bridge and kube-proxy do their jobs. It is
+  # Ready once its first full sync has programmed every policy (its health port says so).
+  run kube-router "$bin/kube-router" --run-firewall=true --run-router=false --run-service-proxy=false \
+    --kubeconfig "$kubeconfig" --hostname-override "$node" --service-cluster-ip-range 10.96.0.0/16 \
+    --health-addr 127.0.0.1 --health-port 20244 --enable-ipv6=false --v 1
+  wait_for kube-router 60 sh -c "iptables -S KUBE-ROUTER-FORWARD | grep -q . && curl -fsS http://127.0.0.1:20244/healthz"
   log "node $node ready: pods on it tolerate tfk8s.io/real-node and select tfk8s.io/real-node=true"
 }
 
@@ -238,11 +250,29 @@ clean_iptables() {
   done
 }
 
+# kube-router's rules and sets (kube-router --cleanup-config would also destroy every other
+# ipset of the machine and flush IPVS): its jumps from the built-in chains (commented
+# "kube-router netpol"), its chains, then its sets, which only its chains referenced.
+clean_kube_router() {
+  local rule chain chains set
+  for chain in INPUT FORWARD OUTPUT; do
+    { iptables -S "$chain" 2>/dev/null | grep -F 'kube-router netpol' || true; } | while read -r rule; do
+      eval "iptables ${rule/-A /-D }" 2>/dev/null || true
+    done
+  done
+  chains=$(iptables -S 2>/dev/null | sed -nE 's/^-N (KUBE-ROUTER-[A-Z]+|KUBE-NWPLCY-[A-Z0-9]+|KUBE-POD-FW-[A-Z0-9]+)$/\1/p')
+  for chain in $chains; do iptables -F "$chain" 2>/dev/null || true; done
+  for chain in $chains; do iptables -X "$chain" 2>/dev/null || true; done
+  command -v ipset >/dev/null || return 0
+  { ipset list -n 2>/dev/null | grep -E '^(KUBE-(SRC|DST)-[A-Z0-9]+|kube-router-local-pods|TMP-[A-Z0-9]+)$' || true; } |
+    while read -r set; do ipset destroy "$set" 2>/dev/null || true; done
+}
+
 # Everything the node started, in reverse order; what its pods left (containers, mounts, rules).
 stop_processes() {
   local what
   if pid_alive "$dir/containerd.pid"; then
-    for what in kubelet kube-proxy coredns; do pid_alive "$dir/$what.pid" && kill "$(cat "$dir/$what.pid")"; done
+    for what in kubelet kube-router kube-proxy coredns; do pid_alive "$dir/$what.pid" && kill "$(cat "$dir/$what.pid")"; done
     sleep 1
     # The pods' containers and sandboxes: runc processes outlive the kubelet otherwise.
     # (Each listing may fail or find nothing: neither stops the clean-up.)
@@ -252,7 +282,7 @@ stop_processes() {
     { ctr containers ls -q 2>/dev/null || true; } | while read -r c; do ctr containers rm "$c" >/dev/null 2>&1 || true; done
     kill "$(cat "$dir/containerd.pid")" 2>/dev/null || true
   fi
-  for what in kubelet kube-proxy coredns containerd; do
+  for what in kubelet kube-router kube-proxy coredns containerd; do
     if pid_alive "$dir/$what.pid"; then
       sleep 1
       kill -9 "$(cat "$dir/$what.pid")" 2>/dev/null || true
@@ -261,6 +291,7 @@ stop_processes() {
   done
   [ -x "$bin/kube-proxy" ] && "$bin/kube-proxy" --cleanup >/dev/null 2>&1 || true
   clean_iptables
+  clean_kube_router
   if [ -d "$dir" ]; then
     { grep -F " $dir/" /proc/mounts || true; } | cut -d' ' -f2 | sort -r | while read -r mount; do umount -l "$mount" 2>/dev/null || true; done
   fi

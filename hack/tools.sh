@@ -242,7 +242,7 @@ build_kube() {
 }
 
 # build_node: what a real node runs (hack/realnode.sh): kubelet and kube-proxy of the control
-# plane's version, and CoreDNS for the cluster's DNS.
+# plane's version, CoreDNS for the cluster's DNS and kube-router for its NetworkPolicies.
 build_node() {
   local dest=$tools/kubernetes-node-$KUBE_VERSION c
   if [ ! -x "$dest/kubelet" ] || [ ! -x "$dest/kube-proxy" ]; then
@@ -261,6 +261,27 @@ build_node() {
   link kubelet "$dest"
   link kube-proxy "$dest"
   go_install coredns "$COREDNS_VERSION" github.com/coredns/coredns
+  build_kube_router
+}
+
+# kube-router: the real node's NetworkPolicy enforcer (iptables and ipsets; its router and service
+# proxy stay off). Its go.mod pins a netlink pseudo-version the proxy refuses: a scratch module
+# replaces it with a released netlink, and the binary's version says so.
+build_kube_router() {
+  local version=$KUBE_ROUTER_VERSION+netlink-$KUBE_ROUTER_NETLINK_VERSION
+  local dest=$tools/kube-router-$version
+  if [ -x "$dest/kube-router" ]; then link kube-router "$dest"; return; fi
+  log "kube-router $version: building (2 min cold)"
+  local mod=$work/kube-router module=github.com/cloudnativelabs/kube-router/v2
+  scratch_module "$mod"
+  cd "$mod"
+  go mod edit -replace "github.com/vishvananda/netlink=github.com/vishvananda/netlink@$KUBE_ROUTER_NETLINK_VERSION"
+  go get "$module@$KUBE_ROUTER_VERSION"
+  mkdir -p "$dest.tmp"
+  go build -trimpath -ldflags "-s -w -X $module/pkg/version.Version=$version" -o "$dest.tmp/kube-router" "$module/cmd/kube-router"
+  rm -rf "$dest" && mv "$dest.tmp" "$dest"
+  link kube-router "$dest"
+  log "kube-router: done"
 }
 
 main() {

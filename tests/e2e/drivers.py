@@ -68,9 +68,12 @@ class Cli:
     cwd: Path
     env: dict[str, str] | None = None
 
-    def __call__(self, *args: str, check: bool = True, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    def __call__(
+        self, *args: str, check: bool = True, env: dict[str, str] | None = None, flags: bool = True
+    ) -> subprocess.CompletedProcess[str]:
+        """`pulumi ARGS --non-interactive --color never` (`flags=False`: ARGS alone)."""
         done = subprocess.run(
-            ["pulumi", *args, "--non-interactive", "--color", "never"],
+            ["pulumi", *args, *(["--non-interactive", "--color", "never"] if flags else [])],
             cwd=self.cwd,
             capture_output=True,
             text=True,
@@ -79,6 +82,11 @@ class Cli:
         if check and done.returncode != 0:
             raise AssertionError(f"pulumi {' '.join(args)} exited {done.returncode}:\n{done.stdout}\n{done.stderr}")
         return done
+
+    def set_value(self, stack: str, path: str, value: str) -> None:
+        """`config set --path`, for a value the CLI would take for a flag of its own (`-c`,
+        `--steps=60`): the value after `--`."""
+        self("config", "set", "--stack", stack, "--path", "--non-interactive", "--", path, value, flags=False)
 
     def init_experiment(self, stack: str, *, tenant: str, settings: dict[str, str]) -> None:
         """`stack init` and `config set --path` of an experiment of the `tenant` stack, as a user types them."""

@@ -3,7 +3,7 @@ registered on a local control plane, pods that really run in containers built he
 `restricted` Pod Security level, reaching each other and the API server through cluster DNS.
 
 On a machine that cannot run one (no root, no cgroups), these tests fail with the reason
-`hack/realnode.sh check` gives; they are not skipped.
+`hack/realnode.sh check` gives; they are not skipped (real_node.py).
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from drivers import CLUSTER, ROOT, Kube
+from drivers import CLUSTER, Kube
+from real_node import REALNODE, assert_machine_can_run_it, import_image
 
 import toolenv
 
-REALNODE = str(ROOT / "hack" / "realnode.sh")
 NAMESPACE = "probe"
 # The pod spec fields the `restricted` level requires, as a training pod of tfk8s carries them.
 RESTRICTED = {
@@ -36,25 +36,22 @@ def real() -> Iterator[tuple[Kube, str]]:
     """A local cluster of its own with this machine's real node; (kubectl, the node's name)."""
     name = f"{CLUSTER}-real"
     env = {**os.environ, "TFK8S_CLUSTER_NAME": name}
-    check = subprocess.run([REALNODE, "check"], capture_output=True, text=True, env=env)
-    assert check.returncode == 0, f"this machine cannot run the real-node tests: {check.stdout.strip()}"
+    assert_machine_can_run_it(name)
     with toolenv.throwaway_cluster(name) as kubeconfig:
         subprocess.run([REALNODE, "start"], check=True, env=env)
         state = toolenv.CACHE / "realnode" / name
         yield Kube(kubeconfig, cluster=name), f"tfk8s-real-{name}"
         subprocess.run([REALNODE, "stop"], check=True, env=env)
-        # Nothing of the node is left: its processes, their mounts, the bridge, the bridge's rules.
+        # Nothing of the node is left: its processes, their mounts, the bridge, the bridge's rules,
+        # kube-proxy's and kube-router's rules and kube-router's sets.
         left = subprocess.run(["pgrep", "-af", str(state)], capture_output=True, text=True).stdout
         assert not left, f"processes of the stopped node: {left}"
         assert str(state) not in Path("/proc/mounts").read_text()
         assert subprocess.run(["ip", "link", "show", "tfk8s0"], capture_output=True).returncode != 0
         rules = subprocess.run(["iptables-save"], check=True, capture_output=True, text=True).stdout
-        assert 'name: \\"tfk8s\\"' not in rules and "KUBE-" not in rules, rules
-
-
-def _image(cluster: str, what: str) -> str:
-    env = {**os.environ, "TFK8S_CLUSTER_NAME": cluster}
-    return subprocess.run([REALNODE, "import", what], check=True, capture_output=True, text=True, env=env).stdout.strip()
+        assert 'name: \\"tfk8s\\"' not in rules and "KUBE-" not in rules and "kube-router" not in rules, rules
+        sets = subprocess.run(["ipset", "list", "-n"], check=True, capture_output=True, text=True).stdout.split()
+        assert not [s for s in sets if s.startswith(("KUBE-", "kube-router", "TMP-"))], sets
 
 
 def test_the_real_node_is_a_kubelet_of_its_own_tainted_and_left_alone_by_kwok(real: tuple[Kube, str]) -> None:
@@ -125,7 +122,7 @@ def _wait(kube: Kube, name: str, phases: set[str], seconds: float = 120) -> dict
 
 def test_pods_run_for_real_restricted_and_find_each_other_and_the_api_by_dns(real: tuple[Kube, str]) -> None:
     kube, node = real
-    image = _image(kube.cluster or "", "python")
+    image = import_image(kube, "python")
     assert image.startswith("tfk8s.local/python:bookworm-3.11-"), image
     kube.run("create", "namespace", NAMESPACE)
     kube.run("label", "namespace", NAMESPACE, "pod-security.kubernetes.io/enforce=restricted")

@@ -6,18 +6,19 @@ tenant's volumes, with the run's TensorBoard events on the log volume.
 
 The real node keeps its taint: the experiment places its PS and workers there itself
 (`ps`/`workers` `nodeSelector` and `tolerations`), the tenant's Jupyter and TensorBoard start on
-the simulated User Node. Then the platform team makes the real node the User Node, as it would
-retire one: untaint it, point `userNode` at it, `pulumi up`, drain the old one. Jupyter (the
-Jupyter image built here) and TensorBoard then run for real: Jupyter answers on its NodePort only
-with the tenant's token, and TensorBoard's HTTP API, behind its token gate, lists the finished run
-from the log volume.
+the simulated User Node. The node's firewall (kube-router) enforces the tenant's and the
+experiment's NetworkPolicies all along: the run trains through them, its PS reach the API server
+through them. Then the platform team makes the real node the User Node, as it would retire one:
+untaint it, point `userNode` at it, `pulumi up`, drain the old one. Jupyter (the Jupyter image
+built here) and TensorBoard then run for real: Jupyter answers on its NodePort only with the
+tenant's token, and TensorBoard's HTTP API, behind its token gate, lists the finished run from the
+log volume.
 """
 
 from __future__ import annotations
 
 import base64
 import json
-import os
 import subprocess
 import time
 import urllib.error
@@ -27,70 +28,44 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from drivers import CLUSTER, ROOT, Cli, Kube
+from drivers import CLUSTER, Kube
+from real_node import (
+    BRIDGE_ADDRESS,
+    REAL_NODE_KEY,
+    give_volumes_to_pods,
+    import_image,
+    node_of,
+    place_on_real_node,
+    platform_settings,
+    project,
+    real_cluster,
+    until,
+)
 
-import toolenv
-
-REALNODE = str(ROOT / "hack" / "realnode.sh")
 TENANT, STACK, NAMESPACE = "tenant-alice", "real-mnist", "tfk8s-alice"
-# The image's user (hack/images.py) and the platform's default pod identity for TensorFlow pods.
-UID = 1000
-REAL_NODE_KEY = "tfk8s.io/real-node"
-# The real node's bridge address (hack/realnode.sh): an address of the node this machine reaches
-# its NodePorts on, as users reach a User Node's (platform.userNode.address).
-NODE_ADDRESS = "10.88.0.1"
 OLD_USER_NODE = "tfk8s-user-node"
 
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Kube]:
-    name = f"{CLUSTER}-train"
-    env = {**os.environ, "TFK8S_CLUSTER_NAME": name}
-    check = subprocess.run([REALNODE, "check"], capture_output=True, text=True, env=env)
-    assert check.returncode == 0, f"this machine cannot run the real-node tests: {check.stdout.strip()}"
-    with toolenv.throwaway_cluster(name) as kubeconfig:
-        subprocess.run([REALNODE, "start"], check=True, env=env)
-        yield Kube(kubeconfig, cluster=name)
-
-
-def _import(kube: Kube, what: str) -> str:
-    env = {**os.environ, "TFK8S_CLUSTER_NAME": kube.cluster or ""}
-    return subprocess.run([REALNODE, "import", what], check=True, capture_output=True, text=True, env=env).stdout.strip()
-
-
-def _until(what: str, seconds: float, probe: Any) -> Any:
-    deadline = time.monotonic() + seconds
-    while True:
-        found = probe()
-        if found:
-            return found
-        assert time.monotonic() < deadline, f"{what} within {seconds} s"
-        time.sleep(1)
+    with real_cluster(f"{CLUSTER}-train") as kube:
+        yield kube
 
 
 def test_pulumi_up_trains_for_real_and_the_ps_retire_themselves(cluster: Kube, tmp_path: Path) -> None:
     start = time.monotonic()
-    image = _import(cluster, "tensorflow")
+    image = import_image(cluster, "tensorflow")
     imported = time.monotonic() - start
     start = time.monotonic()
-    jupyter_image = _import(cluster, "jupyter")
+    jupyter_image = import_image(cluster, "jupyter")
     jupyter_imported = time.monotonic() - start
-    node = f"tfk8s-real-{cluster.cluster}"
-    work = toolenv.project_copy(tmp_path / "project")
+    node = node_of(cluster)
     volumes = tmp_path / "volumes"
-    env = {
-        **os.environ,
-        "PULUMI_BACKEND_URL": f"file://{work / 'state'}",
-        "KUBECONFIG": str(cluster.kubeconfig),
-        "PULUMI_CONFIG_PASSPHRASE": "real-node-test",
-    }
-    env.pop("PULUMI_CONFIG_PASSPHRASE_FILE", None)
-    env.update(toolenv.exported(env))
-    cli = Cli(work, env)
+    cli = project(cluster, tmp_path / "project", "real-node-test")
     platform = "platform-dev"
     cli("stack", "select", "--create", platform)
     for path, value in {
-        "tfk8s:platform.storage.local.hostPathRoot": str(volumes),
+        **platform_settings(volumes),
         "tfk8s:platform.images.tensorflow": image,
         "tfk8s:platform.images.tensorboard": image,
         "tfk8s:platform.images.jupyter": jupyter_image,
@@ -102,15 +77,7 @@ def test_pulumi_up_trains_for_real_and_the_ps_retire_themselves(cluster: Kube, t
     cli("up", "--stack", platform, "--yes", "--skip-preview")
     cli("stack", "select", "--create", TENANT)
     cli("up", "--stack", TENANT, "--yes", "--skip-preview")
-    # hostPath volumes, and the log volume's per-cluster sub-directory (a subPath mount), are
-    # created by the kubelet as root: give them to the pods' user first, as a storage provisioner
-    # (or fsGroup, which hostPath ignores) would. (README "A real node": what this means for
-    # hostPath storage.)
-    for volume in cluster.get("pv"):
-        path = Path(volume["spec"]["hostPath"]["path"])
-        for directory in (path, path / STACK, path / STACK / "mnist") if "log" in path.name else (path,):
-            directory.mkdir(parents=True, exist_ok=True)
-            os.chown(directory, UID, UID)
+    give_volumes_to_pods(cluster, [f"{STACK}/mnist"])
 
     cli.init_experiment(
         STACK,
@@ -122,49 +89,12 @@ def test_pulumi_up_trains_for_real_and_the_ps_retire_themselves(cluster: Kube, t
             "tfk8s:clusters[0].workers.count": "2",
             "tfk8s:clusters[0].workers.cpu": "500m",
             "tfk8s:clusters[0].workers.memory": "1500Mi",
-            # On the real node, which keeps its taint: PS and workers ask for it.
-            **{
-                setting: value
-                for role in ("ps", "workers")
-                for setting, value in {
-                    f"tfk8s:clusters[0].{role}.tolerations[0].key": REAL_NODE_KEY,
-                    f"tfk8s:clusters[0].{role}.tolerations[0].operator": "Exists",
-                    f"tfk8s:clusters[0].{role}.tolerations[0].effect": "NoSchedule",
-                }.items()
-            },
         },
     )
-    for role in ("ps", "workers"):  # the label's value `true` as text, not a YAML boolean
-        cli(
-            "config",
-            "set",
-            "--stack",
-            STACK,
-            "--path",
-            "--type",
-            "string",
-            f'tfk8s:clusters[0].{role}.nodeSelector["{REAL_NODE_KEY}"]',
-            "true",
-        )
-    # A short run (the trainer's flag; `--` keeps the CLI from reading it as its own).
-    subprocess.run(
-        [
-            "pulumi",
-            "config",
-            "set",
-            "--stack",
-            STACK,
-            "--path",
-            "tfk8s:clusters[0].args[0]",
-            "--non-interactive",
-            "--",
-            "--steps=60",
-        ],
-        cwd=work,
-        env=env,
-        check=True,
-        capture_output=True,
-    )
+    # On the real node, which keeps its taint: PS and workers ask for it.
+    place_on_real_node(cli, STACK, 0)
+    # A short run (the trainer's own flag).
+    cli.set_value(STACK, "tfk8s:clusters[0].args[0]", "--steps=60")
     up_started = time.monotonic()
     done = cli("up", "--stack", STACK, "--yes", "--skip-preview", check=False)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr + _logs(cluster)
@@ -182,7 +112,7 @@ def test_pulumi_up_trains_for_real_and_the_ps_retire_themselves(cluster: Kube, t
         assert not failed, f"{failed}\n{_logs(cluster)}"
         return job if status.get("succeeded") == 2 else None
 
-    job = _until("the workers' Job completes", 600, job_done)
+    job = until("the workers' Job completes", 600, job_done)
     trained = time.monotonic() - up_started
 
     def ps_retired() -> bool:
@@ -190,7 +120,7 @@ def test_pulumi_up_trains_for_real_and_the_ps_retire_themselves(cluster: Kube, t
         return bool(deployments) and all(d["spec"]["replicas"] == 0 for d in deployments)
 
     try:
-        _until("the PS scale their own Deployment to zero", 120, ps_retired)
+        until("the PS scale their own Deployment to zero", 120, ps_retired)
     except AssertionError as error:
         raise AssertionError(f"{error}\n{_logs(cluster)}") from None
     cli("up", "--stack", STACK, "--yes", "--skip-preview", "--refresh")
@@ -211,7 +141,7 @@ def test_pulumi_up_trains_for_real_and_the_ps_retire_themselves(cluster: Kube, t
     # node with another manager's taints, and says so), the platform pointed at it, the old one drained.
     cluster.run("taint", "node", node, f"{REAL_NODE_KEY}-")
     cli("config", "set", "--stack", platform, "--path", "tfk8s:platform.userNode.name", node)
-    cli("config", "set", "--stack", platform, "--path", "tfk8s:platform.userNode.address", NODE_ADDRESS)
+    cli("config", "set", "--stack", platform, "--path", "tfk8s:platform.userNode.address", BRIDGE_ADDRESS)
     cli("up", "--stack", platform, "--yes", "--skip-preview")
     cluster.run("drain", OLD_USER_NODE, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=120s")
     moved = time.monotonic()
@@ -231,7 +161,7 @@ def test_pulumi_up_trains_for_real_and_the_ps_retire_themselves(cluster: Kube, t
     token = base64.b64decode(cluster.get("secret", NAMESPACE, "tfk8s-jupyter-token")["data"]["token"]).decode()
 
     jupyter = report["jupyter"]["url"]
-    assert jupyter.startswith(f"http://{NODE_ADDRESS}:"), jupyter
+    assert jupyter.startswith(f"http://{BRIDGE_ADDRESS}:"), jupyter
     assert _http(f"{jupyter}api/status")[0] == 403
     assert _http(f"{jupyter}api/status", token="not-" + token)[0] == 403
     status, body = _http(f"{jupyter}api/contents/work/tfk8s", token=token)
@@ -246,7 +176,7 @@ def test_pulumi_up_trains_for_real_and_the_ps_retire_themselves(cluster: Kube, t
         found = [r for r in json.loads(body) if r.startswith(f"{STACK}/mnist")]
         return found or None
 
-    listed = _until("TensorBoard lists the finished run", 120, runs)
+    listed = until("TensorBoard lists the finished run", 120, runs)
     print(f"[real node] Jupyter and TensorBoard up on the real User Node in {apps_seconds:.1f} s; runs {listed}")
 
 

@@ -1,0 +1,148 @@
+"""NetworkPolicies enforced for real: on the real node, kube-router's firewall (hack/realnode.sh)
+lets through exactly what the policies of tfk8s's tenant and experiment stacks allow, probed with
+real TCP connections between real pods, and agrees with cyclonus's offline matrix of the same live
+policies (policy_matrix.py, test_network.py).
+
+Two tenants, alice and bob, each run an experiment `net` of two between-graph clusters, `one` and
+`two`, each a PS and a worker placed on the real node. Their pods run the Python image built here
+with a command that only accepts connections on TensorFlow's port: what is probed is the network,
+not TensorFlow (test_real_training.py trains through the same policies). Every pod tries every
+pod's port 2222; this machine, the node itself, reaches them all (kubelet probes and NodePorts
+come from there), so each refusal between pods is the policies'.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from drivers import CLUSTER, Cli, Kube
+from policy_matrix import designed, evaluate, short_name
+from real_node import (
+    give_volumes_to_pods,
+    import_image,
+    node_of,
+    place_on_real_node,
+    platform_settings,
+    project,
+    real_cluster,
+    until,
+)
+
+TENANTS = ("alice", "bob")
+EXPERIMENT = "net"
+PORT = 2222
+# Accepts and closes connections on TensorFlow's port, forever (one line: a config value).
+LISTEN = (
+    "import socket; s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); "
+    f"s.bind(('', {PORT})); s.listen(64); [s.accept()[0].close() for _ in iter(int, 1)]"
+)
+# Run in a pod: connects to each address's port at once; {address: connected}.
+PROBE = """
+import json, socket, sys
+from concurrent.futures import ThreadPoolExecutor
+def reaches(address):
+    with socket.socket() as s:
+        s.settimeout(3)
+        return s.connect_ex((address, int(sys.argv[1]))) == 0
+with ThreadPoolExecutor(16) as pool:
+    print(json.dumps(dict(zip(sys.argv[2:], pool.map(reaches, sys.argv[2:])))))
+"""
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Kube, list[dict[str, Any]]]]:
+    """The two tenants' experiments up on a cluster with the real node; (kubectl, their pods)."""
+    with real_cluster(f"{CLUSTER}-net") as kube:
+        image = import_image(kube, "python")
+        work = tmp_path_factory.mktemp("real-network")
+        cli = project(kube, work / "project", "real-network-test")
+        cli("stack", "select", "--create", "platform-dev")
+        for path, value in platform_settings(work / "volumes").items():
+            cli("config", "set", "--stack", "platform-dev", "--path", path, value)
+        cli("up", "--stack", "platform-dev", "--yes", "--skip-preview")
+        for user in TENANTS:
+            cli.init_tenant(f"tenant-{user}", platform="platform-dev", user=user)
+            cli("up", "--stack", f"tenant-{user}", "--yes", "--skip-preview")
+        give_volumes_to_pods(kube, [f"{EXPERIMENT}/one", f"{EXPERIMENT}/two"])
+        for user in TENANTS:
+            _experiment(cli, f"{EXPERIMENT}-{user}", f"tenant-{user}", image)
+        node = node_of(kube)
+
+        def all_running() -> list[dict[str, Any]] | None:
+            pods = [p for p in kube.get("pods") if p["spec"].get("nodeName") == node]
+            running = [p for p in pods if p["status"].get("phase") == "Running" and p["status"].get("podIP")]
+            return running if len(running) == len(TENANTS) * 4 else None
+
+        yield kube, until("every PS and worker runs on the real node", 180, all_running)
+
+
+def _experiment(cli: Cli, stack: str, tenant: str, image: str) -> None:
+    settings = {"tfk8s:experiment": EXPERIMENT}
+    for i, name in enumerate(("one", "two")):
+        cluster = f"tfk8s:clusters[{i}]"
+        settings |= {
+            f"{cluster}.name": name,
+            f"{cluster}.image": image,
+            f"{cluster}.classicFlags": "false",
+            f"{cluster}.command[0]": "python3",
+            **{f"{cluster}.{role}.cpu": "100m" for role in ("ps", "workers")},
+            **{f"{cluster}.{role}.memory": "128Mi" for role in ("ps", "workers")},
+            f"{cluster}.ps.count": "1",
+            f"{cluster}.workers.count": "1",
+        }
+    cli.init_experiment(stack, tenant=tenant, settings=settings)
+    for i in range(2):
+        place_on_real_node(cli, stack, i)
+        cli.set_value(stack, f"tfk8s:clusters[{i}].command[1]", "-c")
+        cli.set_value(stack, f"tfk8s:clusters[{i}].command[2]", LISTEN)
+    cli("up", "--stack", stack, "--yes", "--skip-preview")
+
+
+def _probe(kube: Kube, pod: dict[str, Any], addresses: list[str]) -> dict[str, bool]:
+    """From inside `pod`: which of `addresses` accept a connection on TensorFlow's port."""
+    where = ["-n", pod["metadata"]["namespace"], pod["metadata"]["name"]]
+    out = kube.run("exec", *where, "--", "python3", "-c", PROBE, str(PORT), *addresses)
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def test_the_firewall_lets_through_exactly_the_designed_pairs_and_agrees_with_cyclonus(
+    live: tuple[Kube, list[dict[str, Any]]], tmp_path: Path
+) -> None:
+    kube, pods = live
+    name = {p["status"]["podIP"]: f"{p['metadata']['namespace']}/{short_name(p).split('/', 1)[1]}" for p in pods}
+    addresses = sorted(name)
+    assert sorted(name.values()) == sorted(
+        f"tfk8s-{user}/{cluster}-{role}-0" for user in TENANTS for cluster in ("one", "two") for role in ("ps", "worker")
+    )
+
+    # The control: from the node every listener answers (also once the firewall holds every pod).
+    def all_listening() -> bool:
+        return all(_probe_from_node(addresses).values())
+
+    until("every pod listens on its port", 60, all_listening)
+
+    reached = {(name[pod["status"]["podIP"]], name[a]) for pod in pods for a, ok in _probe(kube, pod, addresses).items() if ok}
+    everything = {(s, t) for s in name.values() for t in name.values()}
+    matrices, _ = evaluate(kube, [f"tfk8s-{user}" for user in TENANTS], tmp_path)
+    cyclonus = {pair for pair, cell in matrices[PORT].items() if cell == "." and pair in everything}
+    design = {(s, t) for s, t in everything if designed(s, t, PORT)}
+    assert reached == design, sorted(reached ^ design)
+    assert cyclonus == design, sorted(cyclonus ^ design)
+    # What that means: a cluster's PS and worker reach each other, nothing crosses clusters or tenants.
+    assert ("tfk8s-alice/one-worker-0", "tfk8s-alice/one-ps-0") in reached
+    assert ("tfk8s-alice/one-ps-0", "tfk8s-alice/one-worker-0") in reached
+    assert ("tfk8s-alice/one-worker-0", "tfk8s-alice/two-ps-0") not in reached
+    assert not [(s, t) for s, t in reached if s.split("/")[0] != t.split("/")[0]]
+    print(f"\n[real network] {len(reached)} of {len(everything)} pairs connect, as designed and as cyclonus computes")
+
+
+def _probe_from_node(addresses: list[str]) -> dict[str, bool]:
+    """The same probe from this machine, the node itself."""
+    done = subprocess.run([sys.executable, "-c", PROBE, str(PORT), *addresses], check=True, capture_output=True, text=True)
+    return json.loads(done.stdout)

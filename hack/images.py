@@ -16,6 +16,7 @@ $TFK8S_CACHE/images/layers by its diff id, and the images that share it name it.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import io
 import json
@@ -204,6 +205,9 @@ def _debootstrap(root: Path, packages: tuple[str, ...]) -> None:
     for leftover in ("var/lib/apt/lists", "var/cache/apt", "var/log"):
         shutil.rmtree(root / leftover, ignore_errors=True)
         (root / leftover).mkdir(parents=True, exist_ok=True)
+    # ldconfig's record of the libraries' inodes and times at this build: the one file in which two
+    # builds from the same mirror differ (ldconfig rebuilds it when it wants one).
+    (root / "var" / "cache" / "ldconfig" / "aux-cache").unlink(missing_ok=True)
     with (root / "etc" / "passwd").open("a") as passwd:
         passwd.write(f"tfk8s:x:{USER_ID}:{USER_ID}:tfk8s:/home/tfk8s:/bin/sh\n")
     with (root / "etc" / "group").open("a") as group:
@@ -232,6 +236,20 @@ def python() -> Image:
         return _archive(archive, "python", f"{SUITE}-{version}", [_layer(root)], config)
 
 
+def _record_scripts(site: Path, scripts: Mapping[str, bytes]) -> None:
+    """Each distribution's RECORD with the hashes and sizes of its commands as rewritten: what is
+    installed, and the same in every build (pip hashed them with the scratch interpreter's path)."""
+    for record in sorted(site.glob("*.dist-info/RECORD")):
+        lines = []
+        for line in record.read_text().splitlines():
+            path = line.split(",", 1)[0]
+            if path in scripts:
+                digest = base64.urlsafe_b64encode(hashlib.sha256(scripts[path]).digest()).rstrip(b"=").decode()
+                line = f"{path},sha256={digest},{len(scripts[path])}"
+            lines.append(line)
+        record.write_text("\n".join(lines) + "\n")
+
+
 def _extra(name: str) -> list[str]:
     """The project's own pins for what pods run (an extra of pyproject.toml): one source."""
     import tomllib
@@ -248,12 +266,15 @@ def _usr_local(root: Path, prefix: Path) -> None:
     (prefix / "lib/python3.11/site-packages").rename(site)
     scripts = root / "usr/local/bin"
     scripts.mkdir(parents=True)
+    rewritten = {}
     for script in sorted((prefix / "bin").iterdir()):
         text = script.read_bytes()
-        if text.startswith(b"#!"):  # pip wrote the installing interpreter's path
+        if text.startswith(b"#!"):  # pip wrote the installing interpreter's path (a scratch directory's)
             text = b"#!/usr/bin/python3" + text[text.index(b"\n") :]
+            rewritten[f"../../../bin/{script.name}"] = text
         (scripts / script.name).write_bytes(text)
         (scripts / script.name).chmod(0o755)
+    _record_scripts(site, rewritten)
     for data in ("share", "etc"):  # Jupyter's data files and server config, where Jupyter looks
         if (prefix / data).exists():
             (prefix / data).rename(root / "usr/local" / data)

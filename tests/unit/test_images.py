@@ -3,6 +3,8 @@ while an archive holds them. (Building real images is the real-node tests' part.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 from pathlib import Path
 
 import images
@@ -48,3 +50,32 @@ def test_a_new_archive_of_an_image_replaces_the_older_and_the_layers_only_it_hel
     # A layer removed that an archive still holds is taken back out of it.
     base.unlink()
     assert images._layers_of(other) == [base] and base.exists()
+
+
+def _pip_install(prefix: Path, interpreter: str) -> None:
+    """What pip leaves under --prefix: a command whose interpreter line is the installing Python's,
+    and the distribution's RECORD with that command's hash."""
+    script = f"#!{interpreter}\nfrom demo import main\nmain()\n".encode()
+    (prefix / "bin").mkdir(parents=True)
+    (prefix / "bin" / "demo").write_bytes(script)
+    info = prefix / "lib/python3.11/site-packages/demo-1.0.dist-info"
+    info.mkdir(parents=True)
+    digest = base64.urlsafe_b64encode(hashlib.sha256(script).digest()).rstrip(b"=").decode()
+    (info / "RECORD").write_text(f"demo/__init__.py,sha256=abc,10\n../../../bin/demo,sha256={digest},{len(script)}\n")
+
+
+def test_installed_commands_and_their_records_do_not_depend_on_the_scratch_interpreter(tmp_path: Path) -> None:
+    built = []
+    for scratch in ("/tmp/tmpaaaa/venv/bin/python", "/tmp/tmpbbbb/venv/bin/python"):
+        prefix, root = tmp_path / scratch.split("/")[2] / "prefix", tmp_path / scratch.split("/")[2] / "root"
+        _pip_install(prefix, scratch)
+        images._usr_local(root, prefix)
+        command = (root / "usr/local/bin/demo").read_bytes()
+        record = (root / "usr/local/lib/python3.11/dist-packages/demo-1.0.dist-info/RECORD").read_text()
+        built.append((command, record))
+    assert built[0] == built[1]
+    command, record = built[0]
+    assert command.startswith(b"#!/usr/bin/python3\n")
+    digest = base64.urlsafe_b64encode(hashlib.sha256(command).digest()).rstrip(b"=").decode()
+    assert f"../../../bin/demo,sha256={digest},{len(command)}\n" in record
+    assert "demo/__init__.py,sha256=abc,10\n" in record

@@ -1,24 +1,31 @@
-"""Time to readiness of a new experiment: `pulumi up` vs `kubectl apply` + `kubectl wait` of the same objects.
+"""Time to readiness of a new experiment: `pulumi up` vs `kubectl apply` + `kubectl wait` of the same
+objects, and tfk8s's fixed cost over Pulumi's own floor.
 
 On a throwaway kwok cluster (`tfk8s-bench`, started and deleted by this script; the `make up`
 cluster is never touched) the platform-dev platform and its tenant-alice tenant are deployed
 once; then, for the dev experiment of that tenant (1 cluster) and a 3-cluster experiment, alternating:
   1. `pulumi up` of the experiment until it returns (it waits for PS and workers itself), then a
-     no-change `pulumi up` and a `pulumi preview`; then destroy;
+     no-change `pulumi up` (its program's phases timed, tfk8s.timings) and a `pulumi preview`;
+     then destroy; with `--baseline REV`, the same for the program as of git revision REV (its
+     experiment named `<stack>-before`), so before and after run side by side;
   2. the same experiment program rendered to YAML (the provider's `render_yaml_to_directory`),
      applied with `kubectl apply --server-side` and waited on with `kubectl wait` for the same
-     conditions; then deleted.
+     conditions; then deleted;
+  3. the floor: a no-change `pulumi up` of a Python program that only imports `pulumi` and exports
+     one value (and of one that also imports the pulumi_kubernetes modules tfk8s uses), with the
+     same CLI, language host, virtualenv and backend.
 Ratios are pulumi / kubectl. The pulumi side is the plain CLI with tfk8s's language host, in the
 environment `make env` prints, timed as a user typing `pulumi up` waits. The rendered YAML holds
 Secrets in plain text: it lives in a temporary directory that is removed at the end.
 
-    make tools && .venv/bin/python bench/deploy_vs_apply.py [--repeat 3]
+    make tools && .venv/bin/python bench/deploy_vs_apply.py [--repeat 3] [--baseline REV]
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import json
 import os
 import shutil
 import statistics
@@ -26,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -67,11 +75,23 @@ def kubectl(*args: str) -> str:
     ).stdout
 
 
-def set_clusters(work: Path, clusters: list[dict[str, Any]] | None) -> None:
-    if clusters is not None:
-        config = yaml.safe_load((work / "stacks" / "Pulumi.dev.yaml").read_text())
-        config["config"]["tfk8s:clusters"] = clusters
-        (work / "stacks" / "Pulumi.dev.yaml").write_text(yaml.safe_dump(config))
+@dataclass(frozen=True)
+class Program:
+    """A version of the tfk8s program, in a project copy of its own, and its experiment stack."""
+
+    label: str
+    work: Path
+    stack: str
+
+    @property
+    def stack_file(self) -> Path:
+        return self.work / "stacks" / f"Pulumi.{self.stack}.yaml"
+
+
+def set_clusters(program: Program, clusters: list[dict[str, Any]]) -> None:
+    config = yaml.safe_load(program.stack_file.read_text())
+    config["config"]["tfk8s:clusters"] = clusters
+    program.stack_file.write_text(yaml.safe_dump(config))
 
 
 def timed(fn: Any) -> float:
@@ -80,34 +100,113 @@ def timed(fn: Any) -> float:
     return time.perf_counter() - started
 
 
-def pulumi_cli(work: Path, *args: str, stack: str = "dev") -> float:
+def pulumi_cli(work: Path, *args: str, stack: str = "dev", env: dict[str, str] | None = None) -> float:
     """Seconds one plain `pulumi` command takes, as a user typing it waits."""
     started = time.perf_counter()
-    subprocess.run(
-        ["pulumi", *args, "--stack", stack, "--non-interactive", "--color", "never"], cwd=work, check=True, capture_output=True
+    done = subprocess.run(
+        ["pulumi", *args, "--stack", stack, "--non-interactive", "--color", "never"],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
     )
+    if done.returncode != 0:
+        raise SystemExit(f"pulumi {' '.join(args)} --stack {stack} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
     return time.perf_counter() - started
 
 
 BASE = ("platform-dev", "tenant-alice")  # what the dev experiment builds on, in deploy order
 
 
+def init(work: Path, stack: str) -> None:
+    subprocess.run(["pulumi", "stack", "init", stack, "--non-interactive"], cwd=work, check=True, capture_output=True)
+
+
 def platform(work: Path) -> None:
     """The running platform and tenant every experiment is measured against (deployed once, not timed)."""
     os.environ["PULUMI_BACKEND_URL"] = f"file://{work / 'state'}"
     for stack in (*BASE, "dev", "render"):
-        subprocess.run(["pulumi", "stack", "init", stack, "--non-interactive"], cwd=work, check=True, capture_output=True)
+        init(work, stack)
     for stack in BASE:
         pulumi_cli(work, "up", "--yes", "--skip-preview", stack=stack)
 
 
-def pulumi_side(work: Path) -> dict[str, float]:
-    result = {"up": pulumi_cli(work, "up", "--yes", "--skip-preview")}
-    ready = subprocess.run(["pulumi", "stack", "output", "ready", "--stack", "dev"], cwd=work, capture_output=True, text=True)
+def baseline(revision: str, into: Path) -> Program:
+    """The program as of `revision`, in a project copy of its own beside ours (same backend, same
+    virtualenv; its own infra/ and training/, which its entry point puts first on the path). Its
+    experiment stack, `dev-before`, is the dev stack file of that revision."""
+    into.mkdir(parents=True)
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", revision], check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    (into / ".venv").symlink_to(ROOT / ".venv")
+    (into / "state").symlink_to(Path(os.environ["PULUMI_BACKEND_URL"].removeprefix("file://")))
+    dev = into / "stacks" / "Pulumi.dev.yaml"
+    (into / "stacks" / "Pulumi.dev-before.yaml").write_text(dev.read_text())
+    init(into, "dev-before")
+    return Program(f"before ({revision})", into, "dev-before")
+
+
+FLOOR = "import pulumi\n{imports}\npulumi.export('ready', True)\n"
+# What an experiment's program imports of pulumi_kubernetes (its resources' modules).
+K8S_MODULES = ("core.v1", "apps.v1", "batch.v1", "networking.v1", "rbac.v1", "apiextensions")
+
+
+def floors(into: Path) -> dict[str, Path]:
+    """Programs at Pulumi's floor: `pulumi` alone, with tfk8s's pulumi_kubernetes modules, and with
+    one ConfigMap; same runtime options, language host, virtualenv and backend as tfk8s's project.
+    Deployed once, so each no-change `up` changes nothing."""
+    programs = {
+        "floor": "",
+        "floor + k8s imports": "".join(f"import pulumi_kubernetes.{m}\n" for m in K8S_MODULES),
+        # The provider's own start and configuration (it reads the server's version and OpenAPI
+        # schema), paid by any program with one Kubernetes resource.
+        "floor + one ConfigMap": "import pulumi_kubernetes.core.v1 as core\n"
+        "core.ConfigMap('floor', metadata={'namespace': 'default'}, data={'a': 'b'})\n",
+    }
+    found = {}
+    for i, (label, imports) in enumerate(programs.items()):
+        work = into / f"floor{i}"
+        work.mkdir(parents=True)
+        project = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())
+        project.update({"name": f"floor{i}", "main": "__main__.py"})
+        project.pop("stackConfigDir", None)
+        project.pop("config", None)
+        project["runtime"]["options"]["virtualenv"] = str(ROOT / ".venv")
+        (work / "Pulumi.yaml").write_text(yaml.safe_dump(project))
+        (work / "__main__.py").write_text(FLOOR.format(imports=imports))
+        init(work, "floor")
+        pulumi_cli(work, "up", "--yes", "--skip-preview", stack="floor")
+        found[label] = work
+    return found
+
+
+def phases(path: Path, started: float, ended: float) -> dict[str, float]:
+    """The program's phases (tfk8s.timings) of one command, as seconds each took, with the CLI's
+    own start (up to the program's first mark) and end (after the program's process ended)."""
+    marks = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    path.unlink(missing_ok=True)
+    if not marks:
+        return {}
+    result, previous = {}, started
+    for mark in marks:
+        name = "CLI, engine and host start, SDK import" if mark["phase"] == "start" else mark["phase"]
+        result[name] = mark["time"] - previous
+        previous = mark["time"]
+    result["after the program: engine, state, exit"] = ended - previous
+    return result
+
+
+def pulumi_side(program: Program, timeline: Path) -> dict[str, float]:
+    work, stack = program.work, program.stack
+    result = {"up": pulumi_cli(work, "up", "--yes", "--skip-preview", stack=stack)}
+    ready = subprocess.run(["pulumi", "stack", "output", "ready", "--stack", stack], cwd=work, capture_output=True, text=True)
     assert ready.stdout.strip() == "true", ready.stdout + ready.stderr
-    result["up (no change)"] = pulumi_cli(work, "up", "--yes", "--skip-preview")
-    result["preview"] = pulumi_cli(work, "preview")
-    pulumi_cli(work, "destroy", "--yes")
+    started = time.time()
+    timings = {"TFK8S_TIMINGS": str(timeline)}
+    result["up (no change)"] = pulumi_cli(work, "up", "--yes", "--skip-preview", stack=stack, env=timings)
+    result.update({f"phase: {k}": v for k, v in phases(timeline, started, time.time()).items()})
+    result["preview"] = pulumi_cli(work, "preview", stack=stack)
+    pulumi_cli(work, "destroy", "--yes", stack=stack)
     return result
 
 
@@ -206,38 +305,67 @@ def clean_up(out: Path, docs: list[dict[str, Any]]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=3, help="runs of each side per stack; medians are reported")
+    parser.add_argument("--baseline", help="a git revision whose program runs beside this one's (before and after)")
     args = parser.parse_args()
     with toolenv.throwaway_cluster("tfk8s-bench") as kubeconfig:
         os.environ.update(toolenv.exported({"KUBECONFIG": str(kubeconfig)}))
-        compare(args.repeat)
+        compare(args.repeat, args.baseline)
 
 
 def medians(runs: list[dict[str, float]]) -> dict[str, float]:
-    return {key: statistics.median(run[key] for run in runs) for key in runs[0]}
+    return {key: statistics.median(run.get(key, 0.0) for run in runs) for key in runs[0]}
 
 
-def compare(repeat: int) -> None:
-    work = toolenv.project_copy(Path(tempfile.mkdtemp(prefix="tfk8s-bench-")))
+def compare(repeat: int, revision: str | None) -> None:
+    scratch = Path(tempfile.mkdtemp(prefix="tfk8s-bench-"))
+    work = toolenv.project_copy(scratch / "after")
     platform(work)
+    programs = [Program("after", work, "dev")]
+    if revision:
+        programs.insert(0, baseline(revision, scratch / "before"))
+    floor_programs = floors(scratch)
+    timeline = scratch / "timings.jsonl"
     print(f"a new experiment on a running platform; medians of {repeat} runs per side, sides alternating")
     print(
-        "| experiment | pulumi up (s) | apply+wait, Job ready (s) | ratio | apply+wait, pods Ready (s) | ratio "
-        "| no-change up (s) | preview (s) |"
+        "| experiment | program | pulumi up (s) | apply+wait, Job ready (s) | ratio | no-change up (s) "
+        "| floor: empty program's no-change up (s) | tfk8s's fixed cost over the floor (s) | preview (s) |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    base_clusters = {p.label: yaml.safe_load(p.stack_file.read_text())["config"]["tfk8s:clusters"] for p in programs}
+    timed_phases: dict[str, dict[str, float]] = {}
     for label, clusters in (("dev (1 cluster: 1 PS, 2 workers)", None), ("3 clusters", three_clusters())):
-        set_clusters(work, clusters)
-        theirs_runs, ours_runs = [], []
+        for program in programs:
+            set_clusters(program, clusters or base_clusters[program.label])
+        theirs_runs, floor_runs = [], []
+        ours_runs: dict[str, list[dict[str, float]]] = {p.label: [] for p in programs}
         for _ in range(repeat):
             theirs_runs.append(kubectl_side(work))
-            ours_runs.append(pulumi_side(work))
-        theirs, ours = medians(theirs_runs), medians(ours_runs)
-        job, pods = theirs["apply+wait (job)"], theirs["apply+wait (pods)"]
-        print(
-            f"| {label} | {ours['up']:.1f} | {job:.1f} | {ours['up'] / job:.2f} | {pods:.1f} | {ours['up'] / pods:.2f} "
-            f"| {ours['up (no change)']:.1f} | {ours['preview']:.1f} |",
-            flush=True,
-        )
+            for program in programs:
+                ours_runs[program.label].append(pulumi_side(program, timeline))
+            floor_runs.append(
+                {name: pulumi_cli(w, "up", "--yes", "--skip-preview", stack="floor") for name, w in floor_programs.items()}
+            )
+        theirs, floor = medians(theirs_runs), medians(floor_runs)
+        job = theirs["apply+wait (job)"]
+        for program in programs:
+            ours = medians(ours_runs[program.label])
+            print(
+                f"| {label} | {program.label} | {ours['up']:.2f} | {job:.2f} | {ours['up'] / job:.2f} "
+                f"| {ours['up (no change)']:.2f} | {floor['floor']:.2f} | {ours['up (no change)'] - floor['floor']:.2f} "
+                f"| {ours['preview']:.2f} |",
+                flush=True,
+            )
+            if clusters is None:
+                timed_phases[program.label] = {k.removeprefix("phase: "): v for k, v in ours.items() if k.startswith("phase: ")}
+        if clusters is None:
+            floors_line = ", ".join(f"{name} {seconds:.2f} s" for name, seconds in floor.items())
+            print(f"\nfloors (no-change up, medians): {floors_line}\n")
+    for program_label, spent in timed_phases.items():
+        if spent:
+            print(f"\nthe dev experiment's no-change `up`, {program_label}, by phase (medians, seconds):\n")
+            print("| phase | s |\n|---|---:|")
+            for phase, seconds in spent.items():
+                print(f"| {phase} | {seconds:.3f} |")
     for stack in reversed(BASE):
         pulumi_cli(work, "destroy", "--yes", stack=stack)
 

@@ -6,6 +6,10 @@ from pathlib import Path
 # The program directory holds the `tfk8s` package; make it importable however Pulumi starts us.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from tfk8s import timings  # noqa: E402
+
+timings.mark("start")
 from tfk8s.program import main  # noqa: E402
 
+timings.mark("import")
 main()

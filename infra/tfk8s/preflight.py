@@ -16,13 +16,14 @@ not a guess.
 from __future__ import annotations
 
 import base64
+import http.client
 import json
 import os
 import re
 import socket
 import ssl
 import tempfile
-import urllib.error
+import threading
 import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -132,11 +133,18 @@ class KubeApi:
     """Requests with the kubeconfig's own credentials (client certificate, token or basic auth).
 
     Reads, and the POSTs of reviews that change nothing (tfk8s.access asks what the credentials
-    may do); everything else is the provider's job.
+    may do); everything else is the provider's job. Every request of a program run goes over one
+    kept-alive connection with one TLS context, as kubectl's do: a dozen reads before anything is
+    declared would otherwise pay a dozen TCP and TLS handshakes and credential loads. Through the
+    proxy the environment names for the server (HTTPS_PROXY, NO_PROXY), as kubectl goes.
     """
 
     def __init__(self, server: str, cluster: dict[str, Any], user: dict[str, Any]) -> None:
         self.server, self.cluster, self.user = server.rstrip("/"), cluster, user
+        self._url = urlsplit(self.server)
+        self._tls: ssl.SSLContext | None = None
+        self._connection: http.client.HTTPConnection | None = None
+        self._lock = threading.Lock()  # one request at a time on the one connection
 
     def get(self, path: str, *, metadata_only: bool = False) -> dict[str, Any] | None:
         """The JSON at `path`, or None when the object does not exist (404).
@@ -157,24 +165,85 @@ class KubeApi:
         return self._send("POST", path, {"Content-Type": "application/json"}, json.dumps(body).encode())
 
     def _send(self, method: str, path: str, headers: dict[str, str], data: bytes | None = None) -> dict[str, Any]:
-        with tempfile.TemporaryDirectory(prefix="tfk8s-kubeconfig-") as scratch:
+        with self._lock:
             try:
-                request = urllib.request.Request(
-                    f"{self.server}{path}", data=data, headers={**self._headers(), **headers}, method=method
-                )
+                status, reason, body = self._exchange(method, path, {**self._headers(), **headers}, data)
+            except (OSError, ValueError, ssl.SSLError, http.client.HTTPException) as error:
+                raise KubeApiError(f"{method} {path}: {error}") from None
+        if status >= 400:
+            raise KubeApiError(f"{method} {path}: HTTP {status} {reason}", status)
+        try:
+            result: dict[str, Any] = json.loads(body)
+        except ValueError as error:
+            raise KubeApiError(f"{method} {path}: {error}") from None
+        return result
+
+    def _exchange(self, method: str, path: str, headers: dict[str, str], data: bytes | None) -> tuple[int, str, bytes]:
+        """One request on the kept connection; once more on a new one when the server had closed it
+        (an idle keep-alive timeout: these requests change nothing, so a second send is harmless)."""
+        try:
+            return self._once(method, path, headers, data)
+        except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+            return self._once(method, path, headers, data)
+
+    def _once(self, method: str, path: str, headers: dict[str, str], data: bytes | None) -> tuple[int, str, bytes]:
+        connection = self._connection or self._connect()
+        try:
+            connection.request(method, self._target(path), body=data, headers=headers)
+            response = connection.getresponse()
+            body = response.read()
+        except BaseException:
+            self._close()
+            raise
+        if response.will_close:
+            self._close()
+        return response.status, response.reason, body
+
+    def _target(self, path: str) -> str:
+        """The request target: the server's own path prefix (a proxying server's) and `path`; the
+        whole URL for a plain-HTTP proxy."""
+        target = f"{self._url.path}{path}"
+        return f"{self._url.scheme}://{self._url.netloc}{target}" if self._proxy() and self._url.scheme == "http" else target
+
+    def _proxy(self) -> tuple[str, int] | None:
+        proxy = urllib.request.getproxies().get(self._url.scheme)
+        if not proxy or urllib.request.proxy_bypass(self._url.hostname or ""):
+            return None
+        found = urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+        return found.hostname or "", found.port or 80
+
+    def _connect(self) -> http.client.HTTPConnection:
+        host, port = self._url.hostname or "", self._url.port or (443 if self._url.scheme == "https" else 80)
+        proxy = self._proxy()
+        if self._url.scheme == "https":
+            connection: http.client.HTTPConnection = http.client.HTTPSConnection(
+                *(proxy or (host, port)), timeout=CONNECT_TIMEOUT_SECONDS, context=self._tls_context()
+            )
+            if proxy:
+                connection.set_tunnel(host, port)
+        else:
+            connection = http.client.HTTPConnection(*(proxy or (host, port)), timeout=CONNECT_TIMEOUT_SECONDS)
+        self._connection = connection
+        return connection
+
+    def _close(self) -> None:
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None
+
+    def _tls_context(self) -> ssl.SSLContext:
+        """The TLS context of every request, made once: inline credentials of the kubeconfig exist
+        as files (in a private scratch directory) only while the context loads them."""
+        if self._tls is None:
+            with tempfile.TemporaryDirectory(prefix="tfk8s-kubeconfig-") as scratch:
                 context = ssl.create_default_context(cafile=_pem(self.cluster, "certificate-authority", scratch))
                 if self.cluster.get("insecure-skip-tls-verify"):
                     context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
                 certificate = _pem(self.user, "client-certificate", scratch)
                 if certificate:
                     context.load_cert_chain(certificate, _pem(self.user, "client-key", scratch))
-                with urllib.request.urlopen(request, timeout=CONNECT_TIMEOUT_SECONDS, context=context) as response:
-                    result: dict[str, Any] = json.load(response)
-                    return result
-            except urllib.error.HTTPError as error:
-                raise KubeApiError(f"{method} {path}: HTTP {error.code} {error.reason}", error.code) from None
-            except (OSError, ValueError, ssl.SSLError) as error:
-                raise KubeApiError(f"{method} {path}: {error}") from None
+            self._tls = context
+        return self._tls
 
     def _headers(self) -> dict[str, str]:
         headers = {"Accept": "application/json"}

@@ -31,6 +31,7 @@ from tfk8s import (
     stack_config,
     stack_ref,
     tenant_stack,
+    timings,
 )
 from tfk8s.config_errors import ConfigError
 from tfk8s.contract import PlatformFacts, TenantFacts
@@ -229,14 +230,17 @@ def run_experiment(
     """`read` GETs objects' metadata alone (ownership); `read_whole` whole objects and lists (the
     quota); `post` asks the API server's access reviews."""
     tenant, platform = stack_ref.tenant_facts(stack.tenant_stack, read_outputs)
+    timings.mark("facts")
     platform = current(platform, server)
     experiment = context_checks.experiment_name(stack, pulumi.get_stack())
     context_checks.check_experiment(stack, pulumi.get_stack(), platform, root)
     warn_unenforced(platform.network)
     owner = owner_of("experiment", environ)
     namespace = tenant.namespace
+    timings.mark("checks")
     # First: without these rights the reads below would fail with the API server's bare 403.
     refuse_without_access(platform, tenant, post)
+    timings.mark("access")
     if read is not None:
         other = ownership.foreign(read(api_paths.NAMESPACE.path(namespace)) or {"metadata": {}}, tenant.owner)
         if other:
@@ -247,8 +251,12 @@ def run_experiment(
             )
     fix = "Another experiment uses this name: set a different tfk8s:experiment (or cluster name)"
     refuse_foreign(experiment_stack.claimed(stack, experiment, platform, tenant), read, owner, fix)
+    timings.mark("ownership")
     refuse_over_quota(stack, experiment, tenant, read_whole)
-    return experiment_stack.build(stack, experiment, platform, tenant, owner, root)
+    timings.mark("quota")
+    outputs = experiment_stack.build(stack, experiment, platform, tenant, owner, root)
+    timings.mark("declared")
+    return outputs
 
 
 # A stack keeps every Output and future alive until the program ends; with Python's default
@@ -261,9 +269,11 @@ EVALUATION_GC_THRESHOLDS = (100_000, 50, 100)
 def main() -> None:
     gc.set_threshold(*EVALUATION_GC_THRESHOLDS)
     stack = stack_config.load()
+    timings.mark("settings")
     # Presence only: reading a kubeconfig stored as a secret through Config.get would warn.
     kubeconfig_in_config = pulumi.runtime.get_config("kubernetes:kubeconfig") is not None
     cluster = preflight.check_cluster(os.environ, kubeconfig_in_config=kubeconfig_in_config)
+    timings.mark("preflight")
     api = cluster.api
     read = (lambda path: api.get(path, metadata_only=True)) if api is not None else None
     # Whole objects where metadata is not enough: the User Node's room, the quota's status, pods' resources.

@@ -1,0 +1,89 @@
+"""The program's own requests to the API server (tfk8s.preflight.KubeApi): one kept-alive connection
+for a run's dozen reads, a new one when the server closed it, the same answers as before."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from tfk8s.preflight import KubeApi, KubeApiError
+
+
+class Server(ThreadingHTTPServer):
+    connections = 0
+    close_after_first = False
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive, as the API server speaks
+    server: Server
+
+    def setup(self) -> None:
+        super().setup()
+        self.server.connections += 1
+
+    def do_GET(self) -> None:
+        status = {"/missing": 404, "/forbidden": 403}.get(self.path, 200)
+        body = json.dumps({"path": self.path, "accept": self.headers["Accept"]}).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+        if self.server.close_after_first:  # an idle timeout: gone without a `Connection: close`
+            self.close_connection = True
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def server() -> Iterator[Server]:
+    running = Server(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=running.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    yield running
+    running.shutdown()
+    running.server_close()
+
+
+def _api(server: Server, prefix: str = "") -> KubeApi:
+    return KubeApi(f"http://127.0.0.1:{server.server_address[1]}{prefix}", {}, {})
+
+
+def test_a_runs_reads_share_one_connection(server: Server) -> None:
+    api = _api(server)
+    answers = [api.get(f"/api/v1/namespaces/n{i}", metadata_only=True) for i in range(5)]
+    assert [a["path"] for a in answers if a] == [f"/api/v1/namespaces/n{i}" for i in range(5)]
+    assert all(a and a["accept"].startswith("application/json;as=PartialObjectMetadata") for a in answers)
+    assert server.connections == 1
+
+
+def test_a_connection_the_server_closed_is_replaced(server: Server) -> None:
+    server.close_after_first = True
+    api = _api(server)
+    assert [api.get(f"/p{i}") for i in range(3)] == [{"path": f"/p{i}", "accept": "application/json"} for i in range(3)]
+    assert server.connections == 3
+
+
+def test_absent_is_none_and_refused_names_the_status(server: Server) -> None:
+    api = _api(server)
+    assert api.get("/missing") is None
+    with pytest.raises(KubeApiError) as refused:
+        api.get("/forbidden")
+    assert refused.value.status == 403 and "GET /forbidden: HTTP 403" in str(refused.value)
+    assert api.get("/after")  # the connection survives an error answer
+
+
+def test_a_servers_path_prefix_is_kept(server: Server) -> None:
+    answer = _api(server, "/k8s/clusters/c-1").get("/version")
+    assert answer and answer["path"] == "/k8s/clusters/c-1/version"
+
+
+def test_no_server_is_an_error_without_status() -> None:
+    with pytest.raises(KubeApiError) as failed:
+        KubeApi("http://127.0.0.1:9", {}, {}).get("/version")
+    assert failed.value.status is None

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import pulumi
-import pulumi_kubernetes as k8s
 
+from tfk8s import kube_objects as kube
 from tfk8s import readiness
 from tfk8s.code import CodeBundle
 from tfk8s.contract import PlatformFacts, TenantFacts
@@ -45,7 +45,7 @@ class Experiment(pulumi.ComponentResource):
         # One copy of the trainer package per experiment, mounted by all its clusters: it is ~90 KB of
         # source, and Pulumi keeps three copies of each ConfigMap's data in the state it rewrites after
         # every step, so a copy per cluster made large stacks CPU-bound in the engine.
-        self.trainer_config = k8s.core.v1.ConfigMap(
+        self.trainer_config = kube.ConfigMap(
             f"{name}-trainer",
             metadata={
                 "namespace": user.namespace,
@@ -68,7 +68,7 @@ class Experiment(pulumi.ComponentResource):
                     data_claim=user.data_claim,
                     log_claim=user.log_claim,
                     launcher=args.launcher,
-                    launcher_config_map=self.trainer_config.metadata.name,
+                    launcher_config_map=self.trainer_config.name,
                     code=args.codes.get(c.name),
                     notebook_host=user.notebook_host if c.in_graph_client == "notebook" else None,
                 ),

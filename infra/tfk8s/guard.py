@@ -32,8 +32,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import pulumi
-import pulumi_kubernetes as k8s
 
+from tfk8s import kube_objects as kube
 from tfk8s.api_paths import CLUSTER_ROLE, CUSTOM_RESOURCE_DEFINITION
 from tfk8s.contract import PlatformKind
 from tfk8s.ownership import Claimed, Owner
@@ -96,7 +96,7 @@ def policy_supported(version: tuple[int, int]) -> bool:
 
 
 def _crd(name: str, kind: PlatformKind, description: str, opts: pulumi.ResourceOptions, meta: dict[str, Any]) -> Any:
-    return k8s.apiextensions.v1.CustomResourceDefinition(
+    return kube.CustomResourceDefinition(
         name,
         metadata={**meta, "name": kind.crd_name},
         spec={
@@ -133,7 +133,7 @@ def _refusal(
     """A policy refusing DELETE of what `matched` selects while any object of `kind` exists (and an
     UPDATE that strips its guard label), and its binding. Without a namespace, namespaced params are
     looked up in the namespace of the object being deleted; cluster-scoped ones cluster-wide."""
-    policy = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
+    policy = kube.ValidatingAdmissionPolicy(
         f"{name}-policy",
         metadata=meta,
         spec={
@@ -148,11 +148,11 @@ def _refusal(
         },
         opts=opts,
     )
-    return k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
+    return kube.ValidatingAdmissionPolicyBinding(
         f"{name}-binding",
         metadata=meta,
         spec={
-            "policyName": policy.metadata.name,
+            "policyName": policy.name,
             "validationActions": ["Deny"],
             "paramRef": {"selector": {}, "parameterNotFoundAction": "Allow"},
         },
@@ -208,10 +208,10 @@ class PlatformGuard(pulumi.ComponentResource):
             ]
         self.register_outputs({})
 
-    def guard_platform(self, rules: list[dict[str, Any]], depends_on: Sequence[pulumi.Resource]) -> k8s.rbac.v1.ClusterRole:
+    def guard_platform(self, rules: list[dict[str, Any]], depends_on: Sequence[pulumi.Resource]) -> kube.ClusterRole:
         """The experimenter ClusterRole, which tenants bind: deleted before everything it depends on, and
         only when no Tenant is left (>= 1.30)."""
-        return k8s.rbac.v1.ClusterRole(
+        return kube.ClusterRole(
             f"{self._name}-experimenter",
             metadata={
                 "name": experimenter_role(self.group),
@@ -225,10 +225,10 @@ class PlatformGuard(pulumi.ComponentResource):
 
 def tenant_guard(
     name: str, namespace: pulumi.Input[str], group: str, owner: Owner, depends_on: Sequence[pulumi.Resource]
-) -> k8s.core.v1.ConfigMap:
+) -> kube.ConfigMap:
     """A tenant's guard: deleted before everything it depends on, and only when no experiment is left
     (on clusters without the policy, deleted like anything else)."""
-    return k8s.core.v1.ConfigMap(
+    return kube.ConfigMap(
         name,
         metadata={
             "name": GUARD_NAME,

@@ -73,9 +73,7 @@ def build(stack: PlatformStack, owner: Owner) -> dict[str, Any]:
     pulumi.export("ready", report.apply(lambda r: r["ready"]))
     pulumi.export("readiness", report)
     # Built once every value is known: the output is exactly the model, dumped.
-    platform_output = pulumi.Output.all(
-        shared.class_name, shared.scratch_class_name, user_node.address, role.metadata.name
-    ).apply(
+    platform_output = pulumi.Output.all(shared.class_name, shared.scratch_class_name, user_node.address, role.name).apply(
         lambda parts: published(
             facts(
                 platform,

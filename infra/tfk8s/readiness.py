@@ -14,10 +14,9 @@ from typing import Any
 RUNNING, SUCCEEDED, FAILED, PENDING = "Running", "Succeeded", "Failed", "Pending"
 
 
-def _get(obj: Any, key: str, default: Any = None) -> Any:
-    if obj is None:
-        return default
-    value = obj.get(key) if isinstance(obj, Mapping) else getattr(obj, key, None)
+def _get(obj: Mapping[str, Any] | None, key: str, default: Any = None) -> Any:
+    """A field of live status as the API spells it (camelCase JSON, tfk8s.kube_objects), absent or null alike."""
+    value = (obj or {}).get(key)
     return default if value is None else value
 
 
@@ -46,7 +45,7 @@ def cluster_readiness(
 ) -> dict[str, Any]:
     """Phase and problems of one training cluster from its `TrainingCluster.status`."""
     problems: list[str] = []
-    ps_available = [int(_get(s, "available_replicas", 0)) for s in status.get("ps") or []]
+    ps_available = [int(_get(s, "availableReplicas", 0)) for s in status.get("ps") or []]
     workers, chief = job_counts(status.get("workers")), job_counts(status.get("chief"))
     tasks_done = workers["succeeded"] == workers_expected and (not chief_expected or chief["succeeded"] == 1)
     failed = _job_failed(status.get("workers")) or (chief_expected and _job_failed(status.get("chief")))
@@ -91,7 +90,7 @@ def cluster_readiness(
 
 def _node_port(service_spec: Any) -> Any:
     ports = _get(service_spec, "ports", [])
-    return _get(ports[0], "node_port") if ports else None
+    return _get(ports[0], "nodePort") if ports else None
 
 
 def app_url(*, service_spec: Any, address: str | None) -> str | None:
@@ -102,7 +101,7 @@ def app_url(*, service_spec: Any, address: str | None) -> str | None:
 
 def app_readiness(*, deployment_status: Any, service_spec: Any, address: str | None) -> dict[str, Any]:
     """A user-facing app (Jupyter, TensorBoard): available replicas and its User Node URL."""
-    available = int(_get(deployment_status, "available_replicas", 0))
+    available = int(_get(deployment_status, "availableReplicas", 0))
     problems = []
     if available < 1:
         problems.append("not available")

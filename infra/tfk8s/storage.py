@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pulumi
-import pulumi_kubernetes as k8s
 
 from tfk8s import awaits, network_policy, pod_security
+from tfk8s import kube_objects as kube
 from tfk8s.api_paths import NAMESPACE, NETWORK_POLICY, RESOURCE_QUOTA, SECRET, STORAGE_CLASS
 from tfk8s.backends import StorageClassSpec, backend_of, classes, scratch_class
 from tfk8s.labels import labels
@@ -83,8 +83,8 @@ class SharedStorage(pulumi.ComponentResource):
     ) -> None:
         super().__init__("tfk8s:index:SharedStorage", name, None, opts)
         backend = backend_of(storage)
-        self.secret: k8s.core.v1.Secret | None = None
-        self.storage_class: k8s.storage.v1.StorageClass | None = None
+        self.secret: kube.Secret | None = None
+        self.storage_class: kube.StorageClass | None = None
         meta_labels = {"app.kubernetes.io/part-of": "tfk8s", "app.kubernetes.io/managed-by": "pulumi", **owner.labels()}
         annotations = owner.annotations()
         if backend.secret is not None:
@@ -92,7 +92,7 @@ class SharedStorage(pulumi.ComponentResource):
             namespace: pulumi.Input[str] = backend.secret.namespace(storage)
             if (own := secret_namespace(storage)) is not None:
                 namespace = self._secret_namespace(name, own, meta_labels, annotations, kubernetes_version)
-            self.secret = k8s.core.v1.Secret(
+            self.secret = kube.Secret(
                 f"{name}-{backend.secret.resource_suffix}",
                 type=backend.secret.type,
                 metadata={
@@ -104,7 +104,7 @@ class SharedStorage(pulumi.ComponentResource):
                 string_data={backend.secret.data_key: secret_value},
                 opts=pulumi.ResourceOptions(parent=self),
             )
-        self.scratch_class: k8s.storage.v1.StorageClass | None = None
+        self.scratch_class: kube.StorageClass | None = None
         scratch = scratch_class(storage)
         if backend.class_spec is None:
             self.class_name = pulumi.Output.from_input(storage.class_name)
@@ -113,16 +113,16 @@ class SharedStorage(pulumi.ComponentResource):
             spec = backend.class_spec(storage)
             class_opts = pulumi.ResourceOptions(parent=self, depends_on=[self.secret] if self.secret else None)
 
-            def storage_class(resource_name: str, class_name: str, spec: StorageClassSpec) -> k8s.storage.v1.StorageClass:
+            def storage_class(resource_name: str, class_name: str, spec: StorageClassSpec) -> kube.StorageClass:
                 metadata = {"name": class_name, "labels": meta_labels, "annotations": annotations}
-                return k8s.storage.v1.StorageClass(resource_name, metadata=metadata, **vars(spec), opts=class_opts)
+                return kube.StorageClass(resource_name, metadata=metadata, **vars(spec), opts=class_opts)
 
             self.storage_class = storage_class(f"{name}-class", storage.class_name, spec)
-            self.class_name = self.storage_class.metadata.apply(lambda m: m["name"])
+            self.class_name = self.storage_class.name
             self.scratch_class_name = pulumi.Output.from_input(None)
             if scratch is not None:
                 self.scratch_class = storage_class(f"{name}-scratch-class", scratch, replace(spec, reclaim_policy="Delete"))
-                self.scratch_class_name = self.scratch_class.metadata.apply(lambda m: m["name"])
+                self.scratch_class_name = self.scratch_class.name
         self.register_outputs({"class_name": self.class_name, "scratch_class_name": self.scratch_class_name})
 
     def _secret_namespace(
@@ -131,7 +131,7 @@ class SharedStorage(pulumi.ComponentResource):
         """The backend Secret's own namespace: restricted, no pods (a quota of zero), no traffic. Only
         the platform team and the provisioner (kube-controller-manager) read Secrets there."""
         child = pulumi.ResourceOptions(parent=self)
-        created = k8s.core.v1.Namespace(
+        created = kube.Namespace(
             f"{name}-secret-namespace",
             metadata={
                 "name": namespace,
@@ -140,13 +140,13 @@ class SharedStorage(pulumi.ComponentResource):
             },
             opts=child,
         )
-        ns = created.metadata.name
+        ns = created.name
         meta = {"namespace": ns, "labels": meta_labels, "annotations": annotations}
-        k8s.core.v1.ResourceQuota(
+        kube.ResourceQuota(
             f"{name}-secret-namespace-quota", metadata={**meta, "name": SECRET_QUOTA}, spec={"hard": {"pods": "0"}}, opts=child
         )
         deny = network_policy.deny_all()
-        k8s.networking.v1.NetworkPolicy(
+        kube.NetworkPolicy(
             f"{name}-secret-namespace-deny", metadata={**meta, "name": network_policy.DEFAULT_DENY}, spec=deny, opts=child
         )
         return ns
@@ -166,13 +166,13 @@ def claim(
     await_timeout_seconds: int,
     owner: Owner,
     parent: pulumi.Resource,
-) -> tuple[k8s.core.v1.PersistentVolumeClaim, k8s.core.v1.PersistentVolume | None]:
+) -> tuple[kube.PersistentVolumeClaim, kube.PersistentVolume | None]:
     """A ReadWriteMany claim; for a backend without a provisioner also the hostPath volume pre-bound to it."""
     backend = backend_of(storage)
     meta_labels = {**labels(user, "storage", role=purpose), **owner.labels()}
     volume = None
     if backend.host_path_root is not None:
-        volume = k8s.core.v1.PersistentVolume(
+        volume = kube.PersistentVolume(
             f"{resource_name}-pv",
             metadata={"labels": meta_labels, "annotations": owner.annotations()},
             spec={
@@ -190,7 +190,7 @@ def claim(
             opts=pulumi.ResourceOptions(parent=parent, retain_on_delete=keep),
         )
     waits = awaits.claim_await(await_timeout_seconds, until_bound=backend.claims_await_bound)
-    pvc = k8s.core.v1.PersistentVolumeClaim(
+    pvc = kube.PersistentVolumeClaim(
         resource_name,
         metadata={
             "name": claim_name,

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any, Final
 
 import pulumi
-import pulumi_kubernetes as k8s
 
 from tfk8s import guard, readiness, user_env
+from tfk8s import kube_objects as kube
 from tfk8s.code import launcher_bundle
 from tfk8s.contract import PlatformFacts, TenantFacts
 from tfk8s.labels import labels
@@ -68,16 +68,16 @@ def token_readers(
 ) -> list[pulumi.Resource]:
     """The tenant's identities may `get` their Jupyter token's Secret, and no other Secret."""
     child = pulumi.ResourceOptions(parent=parent)
-    role = k8s.rbac.v1.Role(
+    role = kube.Role(
         "jupyter-token-reader",
         metadata={**meta, "namespace": namespace},
         rules=[{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"], "resourceNames": [user_env.TOKEN_SECRET]}],
         opts=child,
     )
-    binding = k8s.rbac.v1.RoleBinding(
+    binding = kube.RoleBinding(
         "jupyter-token-reader",
         metadata={**meta, "namespace": namespace},
-        role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role.metadata.name},
+        role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role.name},
         subjects=members,
         opts=child,
     )
@@ -97,7 +97,7 @@ def build(
     tenant = stack.tenant
     meta = {"labels": {**labels(tenant.name, "tenant"), **owner.labels()}, "annotations": owner.annotations()}
     # First in, last out: the platform refuses its own destroy while this exists (tfk8s.guard).
-    registration = k8s.apiextensions.CustomResource(
+    registration = kube.CustomObject(
         "tenant",
         api_version=platform.tenants.api_version,
         kind=platform.tenants.kind,
@@ -117,12 +117,12 @@ def build(
             jupyter_token=jupyter_token,
         ),
     )
-    namespace = env.namespace.metadata.name
+    namespace = env.namespace.name
     guarded: list[pulumi.Resource] = [env]
     members = subjects(tenant.identities)
     if members:
         guarded.append(
-            k8s.rbac.v1.RoleBinding(
+            kube.RoleBinding(
                 "experimenters",
                 metadata={**meta, "namespace": namespace},
                 role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": platform.experimenter_role},

@@ -35,10 +35,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import pulumi
-import pulumi_kubernetes as k8s
 
 from tfk8s import awaits, layout_document, network_policy, pods, run_policy
 from tfk8s import cluster_spec as cs
+from tfk8s import kube_objects as kube
 from tfk8s.api_paths import JOB, NETWORK_POLICY, PERSISTENT_VOLUME_CLAIM, SERVICE
 from tfk8s.code import CodeBundle
 from tfk8s.contract import PlatformFacts, PlatformKind
@@ -86,7 +86,7 @@ class TrainingCluster(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         self.code_config = None
         if args.code is not None:
-            self.code_config = k8s.core.v1.ConfigMap(
+            self.code_config = kube.ConfigMap(
                 f"{name}-code",
                 metadata=self._meta(labels=self._labels("tensorflow", role="code")),
                 data=args.code.config_map_data(),
@@ -94,7 +94,7 @@ class TrainingCluster(pulumi.ComponentResource):
             )
         self.scratch_claim = self._build_scratch(name, args) if c.scratch is not None else None
         # gRPC only among this cluster's pods (and its notebook client): before any of them starts.
-        self.network_policy = k8s.networking.v1.NetworkPolicy(
+        self.network_policy = kube.NetworkPolicy(
             f"{name}-network",
             metadata=self._meta(name=self.names.cluster, labels=self._labels("network")),
             spec=network_policy.cluster_policy(
@@ -116,14 +116,14 @@ class TrainingCluster(pulumi.ComponentResource):
         self.chief_service = self.chief_job = None
         if cs.has_chief_job(c):
             self.chief_service, self.chief_job = self._build_indexed(name, CHIEF_ROLE, own_uid)
-        worker_uid = pods.run_uid_value(self.chief_job.metadata.uid) if self.chief_job else own_uid
+        worker_uid = pods.run_uid_value(self.chief_job.uid) if self.chief_job else own_uid
         self.worker_service, self.worker_job = self._build_indexed(name, WORKER_ROLE, worker_uid)
         run_job = self.chief_job or self.worker_job
-        self.run_uid: pulumi.Output[str] = run_job.metadata.uid
+        self.run_uid: pulumi.Output[str] = run_job.uid
         self.ps_deployments = [self._build_ps_deployment(name, i, run_job) for i in range(c.ps.count)]
 
         layout_kind = platform.layouts
-        self.layout = k8s.apiextensions.CustomResource(
+        self.layout = kube.CustomObject(
             f"{name}-layout",
             api_version=layout_kind.api_version,
             kind=layout_kind.kind,
@@ -160,7 +160,7 @@ class TrainingCluster(pulumi.ComponentResource):
         labels: dict[str, str],
         name: str | None = None,
         annotations: dict[str, str] | None = None,
-        owned_by: k8s.batch.v1.Job | None = None,
+        owned_by: kube.Job | None = None,
     ) -> dict[str, Any]:
         meta: dict[str, Any] = {
             "namespace": self.args.namespace,
@@ -170,9 +170,7 @@ class TrainingCluster(pulumi.ComponentResource):
         if name is not None:
             meta["name"] = name
         if owned_by is not None:  # Kubernetes deletes this object with that Job
-            meta["ownerReferences"] = [
-                {"apiVersion": "batch/v1", "kind": "Job", "name": owned_by.metadata.name, "uid": owned_by.metadata.uid}
-            ]
+            meta["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job", "name": owned_by.name, "uid": owned_by.uid}]
         return meta
 
     def _cluster_pods(self, args: TrainingClusterArgs) -> pods.ClusterPods:
@@ -186,19 +184,17 @@ class TrainingCluster(pulumi.ComponentResource):
                 data_claim=args.data_claim,
                 log_claim=args.log_claim,
                 launcher=pods.ConfigMapFiles(name=args.launcher_config_map, files=tuple(sorted(args.launcher.files))),
-                code=pods.ConfigMapFiles(name=code.metadata.name, files=tuple(sorted(args.code.files)))
-                if code and args.code
-                else None,
-                scratch_claim=scratch.metadata.name if scratch else None,
+                code=pods.ConfigMapFiles(name=code.name, files=tuple(sorted(args.code.files))) if code and args.code else None,
+                scratch_claim=scratch.name if scratch else None,
             ),
             log_sub_path=self.log_sub_path,
         )
 
-    def _build_scratch(self, name: str, args: TrainingClusterArgs) -> k8s.core.v1.PersistentVolumeClaim:
+    def _build_scratch(self, name: str, args: TrainingClusterArgs) -> kube.PersistentVolumeClaim:
         """The cluster's scratch claim. The provider's own claim await, which knows WaitForFirstConsumer
         classes (possible for `existing`), bounded by the platform's timeout."""
         assert args.cluster.scratch is not None and args.platform.scratch_storage_class is not None
-        return k8s.core.v1.PersistentVolumeClaim(
+        return kube.PersistentVolumeClaim(
             f"{name}-scratch",
             metadata=self._meta(
                 name=self.names.scratch_claim(),
@@ -217,10 +213,8 @@ class TrainingCluster(pulumi.ComponentResource):
         """Lets PS pods read the Job they watch and scale their own Deployments to zero, and nothing else."""
         child = pulumi.ResourceOptions(parent=self)
         meta = self._meta(labels=self._labels("tensorflow", role=PS_ROLE.name))
-        self.ps_account = k8s.core.v1.ServiceAccount(
-            f"{name}-ps", metadata=meta, automount_service_account_token=False, opts=child
-        )
-        self.ps_role = k8s.rbac.v1.Role(
+        self.ps_account = kube.ServiceAccount(f"{name}-ps", metadata=meta, automount_service_account_token=False, opts=child)
+        self.ps_role = kube.Role(
             f"{name}-ps-retire",
             metadata=meta,
             rules=[
@@ -235,20 +229,20 @@ class TrainingCluster(pulumi.ComponentResource):
             ],
             opts=child,
         )
-        k8s.rbac.v1.RoleBinding(
+        kube.RoleBinding(
             f"{name}-ps-retire",
             metadata=meta,
-            role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": self.ps_role.metadata.name},
-            subjects=[{"kind": "ServiceAccount", "name": self.ps_account.metadata.name, "namespace": args.namespace}],
+            role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": self.ps_role.name},
+            subjects=[{"kind": "ServiceAccount", "name": self.ps_account.name, "namespace": args.namespace}],
             opts=child,
         )
 
     def _ps_labels(self, index: int) -> dict[str, str]:
         return self._labels("tensorflow", role=PS_ROLE.name, index=index, run=self.run_id)
 
-    def _build_ps_service(self, name: str, args: TrainingClusterArgs, index: int) -> k8s.core.v1.Service:
+    def _build_ps_service(self, name: str, args: TrainingClusterArgs, index: int) -> kube.Service:
         pod_labels = self._ps_labels(index)
-        return k8s.core.v1.Service(
+        return kube.Service(
             f"{name}-ps-{index}",
             metadata=self._meta(name=self.names.ps_service(index), labels=pod_labels, annotations=awaits.SERVICE_NO_AWAIT),
             # publishNotReadyAddresses: workers resolve a PS as soon as its pod exists, instead of
@@ -262,7 +256,7 @@ class TrainingCluster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self),
         )
 
-    def _build_ps_deployment(self, name: str, index: int, run_job: k8s.batch.v1.Job) -> k8s.apps.v1.Deployment:
+    def _build_ps_deployment(self, name: str, index: int, run_job: kube.Job) -> kube.Deployment:
         pod_labels = self._ps_labels(index)
         # The run id in the name: a new run gets a fresh Deployment, and the PS can find its own
         # Deployment to retire it (see tfk8s_train.launch).
@@ -272,12 +266,12 @@ class TrainingCluster(pulumi.ComponentResource):
             self.cluster_pods,
             labels=pod_labels,
             index=index,
-            run_uid=pods.run_uid_value(run_job.metadata.uid),
+            run_uid=pods.run_uid_value(run_job.uid),
             scale_to_zero=pods.ScaleToZero(
-                deployment=deployment_name, watched_job=self.watched_job, service_account=self.ps_account.metadata.name
+                deployment=deployment_name, watched_job=self.watched_job, service_account=self.ps_account.name
             ),
         )
-        return k8s.apps.v1.Deployment(
+        return kube.Deployment(
             f"{name}-ps-{index}",
             metadata=self._meta(
                 name=deployment_name,
@@ -291,7 +285,7 @@ class TrainingCluster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self),
         )
 
-    def _build_indexed(self, name: str, role: Role, run_uid: dict[str, Any]) -> tuple[k8s.core.v1.Service, k8s.batch.v1.Job]:
+    def _build_indexed(self, name: str, role: Role, run_uid: dict[str, Any]) -> tuple[kube.Service, kube.Job]:
         """The Indexed Job of `role` (workers, chief) and the headless Service that is its pods' subdomain."""
         c, platform = self.args.cluster, self.args.platform
         tasks = role.count(c)
@@ -299,7 +293,7 @@ class TrainingCluster(pulumi.ComponentResource):
         # The run id in the pods' labels: a changed cluster (or a bumped `run.number`) changes the
         # Job's template, so the Job is replaced: a new run, also after a failed one.
         pod_labels = self._labels("tensorflow", role=role.name, run=self.run_id)
-        service = k8s.core.v1.Service(
+        service = kube.Service(
             f"{name}-{role.name}",
             metadata=self._meta(name=job_name, labels=pod_labels),
             spec={
@@ -317,7 +311,7 @@ class TrainingCluster(pulumi.ComponentResource):
         warning = None if role.one_task else run_policy.shared_retries_warning(c, tasks, self.kubernetes_version)
         if warning:
             pulumi.log.warn(warning, resource=self)
-        job = k8s.batch.v1.Job(
+        job = kube.Job(
             f"{name}-{role.name}",
             metadata=self._meta(
                 name=job_name, labels=pod_labels, annotations=awaits.training_job(platform.await_timeout_seconds, tasks)

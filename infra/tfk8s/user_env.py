@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import pulumi
-import pulumi_kubernetes as k8s
 
 from tfk8s import awaits, network_policy, pod_security, pods, quota, readiness
+from tfk8s import kube_objects as kube
 from tfk8s.api_paths import LIMIT_RANGE, NAMESPACE, NETWORK_POLICY, RESOURCE_QUOTA, SECRET
 from tfk8s.code import CodeBundle
 from tfk8s.contract import PlatformFacts, PlatformKind
@@ -106,7 +106,7 @@ class UserEnvironment(pulumi.ComponentResource):
         assert platform.version is not None  # resolved by context_checks.check_platform
         # Deleting a namespace deletes its claims (and every experiment in it): keep it with the data.
         # Its Pod Security labels make the API server refuse any pod in it that is not `restricted`.
-        self.namespace = k8s.core.v1.Namespace(
+        self.namespace = kube.Namespace(
             name,
             metadata={
                 "name": namespace_name(platform, user.name),
@@ -119,7 +119,7 @@ class UserEnvironment(pulumi.ComponentResource):
             },
             opts=pulumi.ResourceOptions(parent=self, retain_on_delete=keep, depends_on=list(args.after)),
         )
-        ns = self.namespace.metadata.name
+        ns = self.namespace.name
         self._build_quota(name, args, ns)
         self._build_network_policies(name, args, ns)
         self.claims = {
@@ -143,7 +143,7 @@ class UserEnvironment(pulumi.ComponentResource):
             )
         }
         # The trainer package for notebooks; experiments ship their own copy (their code may be newer).
-        self.trainer_config = k8s.core.v1.ConfigMap(
+        self.trainer_config = kube.ConfigMap(
             f"{name}-trainer",
             metadata=self._meta(ns, labels(user.name, "jupyter", role="code")),
             data=args.launcher.config_map_data(),
@@ -153,7 +153,7 @@ class UserEnvironment(pulumi.ComponentResource):
         self._build_tensorboard(name, args, ns)
         address = pulumi.Output.from_input(platform.user_node.address)
 
-        def url(service: k8s.core.v1.Service) -> pulumi.Output[str | None]:
+        def url(service: kube.Service) -> pulumi.Output[str | None]:
             return pulumi.Output.all(service.spec, address).apply(lambda a: readiness.app_url(service_spec=a[0], address=a[1]))
 
         self.jupyter_url, self.tensorboard_url = url(self.jupyter[1]), url(self.tensorboard[1])
@@ -187,13 +187,13 @@ class UserEnvironment(pulumi.ComponentResource):
         that set no resources (a user's own pods): without it the quota would refuse them."""
         child = pulumi.ResourceOptions(parent=self)
         own_labels = labels(args.user.name, "quota")
-        self.resource_quota = k8s.core.v1.ResourceQuota(
+        self.resource_quota = kube.ResourceQuota(
             f"{name}-quota",
             metadata=self._meta(ns, own_labels, name=quota.QUOTA_NAME),
             spec=quota.resource_quota_spec(args.user.effective_quota(args.platform.default_quota)),
             opts=child,
         )
-        self.limit_range = k8s.core.v1.LimitRange(
+        self.limit_range = kube.LimitRange(
             f"{name}-container-defaults",
             metadata=self._meta(ns, own_labels, name=quota.LIMIT_RANGE_NAME),
             spec=quota.limit_range_spec(args.platform.container_defaults),
@@ -205,7 +205,7 @@ class UserEnvironment(pulumi.ComponentResource):
         cluster adds its own. Before the apps and volumes: no pod of the namespace starts unshielded."""
         own_labels = labels(args.user.name, "network")
         self.network_policies = [
-            k8s.networking.v1.NetworkPolicy(
+            kube.NetworkPolicy(
                 f"{name}-{policy_name}",
                 metadata=self._meta(ns, own_labels, name=policy_name),
                 spec=spec,
@@ -224,7 +224,7 @@ class UserEnvironment(pulumi.ComponentResource):
         # exported token is read back from the Secret's state, so it never changes.
         chosen = args.jupyter_token
         token = chosen.apply(lambda t: base64.b64encode(t.encode()).decode()) if chosen is not None else None
-        self.token_secret = k8s.core.v1.Secret(
+        self.token_secret = kube.Secret(
             f"{name}-jupyter-token",
             metadata=self._meta(ns, labels(user.name, "jupyter"), name=TOKEN_SECRET),
             data={TOKEN_KEY: token or pulumi.Output.secret(base64.b64encode(secrets.token_hex(24).encode()).decode())},
@@ -237,7 +237,7 @@ class UserEnvironment(pulumi.ComponentResource):
         self.jupyter_token = pulumi.Output.secret(self.token_secret.data.apply(lambda d: base64.b64decode(d[TOKEN_KEY]).decode()))
         pod_labels = labels(user.name, "jupyter")
         self._build_layout_reader(name, ns, pod_labels, platform.layouts)
-        self.notebook_config = k8s.core.v1.ConfigMap(
+        self.notebook_config = kube.ConfigMap(
             f"{name}-notebooks", metadata=self._meta(ns, pod_labels), data=args.notebooks, opts=child
         )
         container = {
@@ -246,7 +246,7 @@ class UserEnvironment(pulumi.ComponentResource):
             "env": [
                 {
                     "name": "JUPYTER_TOKEN",
-                    "valueFrom": {"secretKeyRef": {"name": self.token_secret.metadata.name, "key": TOKEN_KEY}},
+                    "valueFrom": {"secretKeyRef": {"name": self.token_secret.name, "key": TOKEN_KEY}},
                 },
                 # The docker-stacks images listen where JUPYTER_PORT says: the Service's and probe's port.
                 {"name": "JUPYTER_PORT", "value": str(platform.ports.jupyter)},
@@ -275,13 +275,13 @@ class UserEnvironment(pulumi.ComponentResource):
         }
         files = sorted(args.launcher.files)
         volumes = [
-            {"name": "notebooks", "configMap": {"name": self.notebook_config.metadata.name}},
+            {"name": "notebooks", "configMap": {"name": self.notebook_config.name}},
             {
                 "name": "tfk8s-train",
-                "configMap": {"name": self.trainer_config.metadata.name, "items": [{"key": key_of(f), "path": f} for f in files]},
+                "configMap": {"name": self.trainer_config.name, "items": [{"key": key_of(f), "path": f} for f in files]},
             },
-            {"name": "data", "persistentVolumeClaim": {"claimName": self.claims["data"].metadata.name, "readOnly": True}},
-            {"name": "log", "persistentVolumeClaim": {"claimName": self.claims["log"].metadata.name}},
+            {"name": "data", "persistentVolumeClaim": {"claimName": self.claims["data"].name, "readOnly": True}},
+            {"name": "log", "persistentVolumeClaim": {"claimName": self.claims["log"].name}},
         ]
         self.jupyter = self._user_facing_app(
             f"{name}-jupyter",
@@ -293,10 +293,10 @@ class UserEnvironment(pulumi.ComponentResource):
             volumes,
             platform.ports.jupyter,
             identity=platform.pod_security.jupyter,
-            service_account=self.layout_reader.metadata.name,
+            service_account=self.layout_reader.name,
         )
         # The notebook is the in-graph chief of notebook-driven clusters: their servers reach it here.
-        self.notebook_service = k8s.core.v1.Service(
+        self.notebook_service = kube.Service(
             f"{name}-jupyter-tf",
             metadata=self._meta(ns, pod_labels, name=NOTEBOOK_SERVICE),
             spec={"selector": selector_of(pod_labels), "ports": [{"name": "grpc", "port": platform.ports.tensorflow}]},
@@ -306,19 +306,19 @@ class UserEnvironment(pulumi.ComponentResource):
     def _build_layout_reader(self, name: str, ns: pulumi.Output[str], pod_labels: dict[str, str], kind: PlatformKind) -> None:
         """Jupyter's identity: it may read the Layouts in the user's namespace, nothing else."""
         child = pulumi.ResourceOptions(parent=self)
-        self.layout_reader = k8s.core.v1.ServiceAccount(f"{name}-jupyter", metadata=self._meta(ns, pod_labels), opts=child)
-        role = k8s.rbac.v1.Role(
+        self.layout_reader = kube.ServiceAccount(f"{name}-jupyter", metadata=self._meta(ns, pod_labels), opts=child)
+        role = kube.Role(
             f"{name}-jupyter-layouts",
             metadata=self._meta(ns, pod_labels),
             # `list` alone: what tfk8s_train.layouts asks for.
             rules=[{"apiGroups": [kind.group], "resources": [kind.plural], "verbs": ["list"]}],
             opts=child,
         )
-        k8s.rbac.v1.RoleBinding(
+        kube.RoleBinding(
             f"{name}-jupyter-layouts",
             metadata=self._meta(ns, pod_labels),
-            role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role.metadata.name},
-            subjects=[{"kind": "ServiceAccount", "name": self.layout_reader.metadata.name, "namespace": ns}],
+            role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role.name},
+            subjects=[{"kind": "ServiceAccount", "name": self.layout_reader.name, "namespace": ns}],
             opts=child,
         )
 
@@ -355,7 +355,7 @@ class UserEnvironment(pulumi.ComponentResource):
             ],
         }
         volumes = [
-            {"name": "log", "persistentVolumeClaim": {"claimName": self.claims["log"].metadata.name, "readOnly": True}},
+            {"name": "log", "persistentVolumeClaim": {"claimName": self.claims["log"].name, "readOnly": True}},
             pod_security.writable_tmp_volume(),
         ]
         containers = [board]
@@ -366,7 +366,7 @@ class UserEnvironment(pulumi.ComponentResource):
                 {
                     "name": "tfk8s-train",
                     "configMap": {
-                        "name": self.trainer_config.metadata.name,
+                        "name": self.trainer_config.name,
                         "items": [{"key": key_of(f), "path": f} for f in files],
                     },
                 }
@@ -394,7 +394,7 @@ class UserEnvironment(pulumi.ComponentResource):
             "env": [
                 {
                     "name": "TFK8S_TOKEN",
-                    "valueFrom": {"secretKeyRef": {"name": self.token_secret.metadata.name, "key": TOKEN_KEY}},
+                    "valueFrom": {"secretKeyRef": {"name": self.token_secret.name, "key": TOKEN_KEY}},
                 },
                 {"name": "PYTHONPATH", "value": LAUNCHER_DIR},
                 pod_security.home_in_tmp(),
@@ -423,7 +423,7 @@ class UserEnvironment(pulumi.ComponentResource):
         *,
         identity: PodIdentity,
         service_account: pulumi.Input[str] | None = None,
-    ) -> tuple[k8s.apps.v1.Deployment, k8s.core.v1.Service]:
+    ) -> tuple[kube.Deployment, kube.Service]:
         pod_labels = labels(user, component)
         # Sized explicitly, as the namespace's LimitRange would: every container states what it takes
         # (the policy pack's container-resources rule), and the quota counts it.
@@ -436,7 +436,7 @@ class UserEnvironment(pulumi.ComponentResource):
             if service_account is not None
             else {"automountServiceAccountToken": False}
         )
-        deployment = k8s.apps.v1.Deployment(
+        deployment = kube.Deployment(
             name,
             metadata={
                 **self._meta(ns, pod_labels),
@@ -460,7 +460,7 @@ class UserEnvironment(pulumi.ComponentResource):
             # pod of the namespace starts before its network policies.
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.limit_range, *self.network_policies]),
         )
-        service = k8s.core.v1.Service(
+        service = kube.Service(
             name,
             metadata={**self._meta(ns, pod_labels), "annotations": {**awaits.SERVICE_NO_AWAIT, **self.args.owner.annotations()}},
             # Local: the NodePort answers only on nodes running the pod, i.e. the User Node.

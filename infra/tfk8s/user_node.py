@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pulumi
-import pulumi_kubernetes as k8s
 
+from tfk8s import kube_objects as kube
 from tfk8s.quantities import parse_quantity
 from tfk8s.schema_platform import UserNodeSettings
 
@@ -29,17 +29,11 @@ def our_taint(settings: UserNodeSettings) -> dict[str, str]:
     return {"key": settings.taint_key, "value": "true", "effect": "NoSchedule"}
 
 
-def _field(obj: Any, camel: str, snake: str) -> Any:
-    # The SDK's typed outputs (ObjectMeta, ManagedFieldsEntry) are dicts keyed in snake_case;
-    # the same objects as plain JSON use the API's camelCase.
-    return (obj or {}).get(camel, (obj or {}).get(snake))
-
-
 def foreign_taint_managers(metadata: Any) -> list[str]:
     """Field managers other than Pulumi's that own the node's `.spec.taints`."""
     owners = []
-    for entry in _field(metadata, "managedFields", "managed_fields") or []:
-        fields = (_field(entry, "fieldsV1", "fields_v1") or {}).get("f:spec") or {}
+    for entry in (metadata or {}).get("managedFields") or []:
+        fields = (entry.get("fieldsV1") or {}).get("f:spec") or {}
         manager = entry.get("manager") or "?"
         if "f:taints" in fields and not manager.startswith(PULUMI_MANAGER_PREFIX):
             owners.append(manager)
@@ -107,12 +101,12 @@ class UserNode(pulumi.ComponentResource):
 
     def __init__(self, name: str, settings: UserNodeSettings, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("tfk8s:index:UserNode", name, None, opts)
-        live = k8s.core.v1.Node.get(f"{name}-live", settings.name, opts=pulumi.ResourceOptions(parent=self))
+        live = kube.Node.get(f"{name}-live", settings.name, opts=pulumi.ResourceOptions(parent=self))
 
         self.checked_taints = pulumi.Output.all(live.metadata, live.spec).apply(
             lambda ms: checked_taints(settings, {"metadata": ms[0], "spec": ms[1]})
         )
-        self.patch = k8s.core.v1.NodePatch(
+        self.patch = kube.NodePatch(
             name,
             metadata={"name": settings.name, "labels": {settings.taint_key: "true"}},
             spec={"taints": self.checked_taints},

@@ -11,7 +11,7 @@ from mocks import healthy_status
 from tfk8s.readiness import app_readiness, cluster_readiness
 
 HEALTHY: dict[str, Any] = {
-    "ps": [{"available_replicas": 1}],
+    "ps": [{"availableReplicas": 1}],
     "workers": {"ready": 2, "active": 2, "succeeded": 0, "failed": 0},
     "chief": None,
 }
@@ -23,7 +23,7 @@ def with_(**changes: Any) -> dict[str, Any]:
 
 CLUSTER_CASES = [
     ("healthy", HEALTHY, "Running", []),
-    ("ps-unavailable", with_(ps=[{"available_replicas": 0}]), "Pending", ["parameter servers: 0/1 available"]),
+    ("ps-unavailable", with_(ps=[{"availableReplicas": 0}]), "Pending", ["parameter servers: 0/1 available"]),
     ("ps-no-status", with_(ps=[None]), "Pending", ["parameter servers: 0/1 available"]),
     ("workers-starting", with_(workers={"ready": 1, "active": 2}), "Pending", ["workers: 1/2 ready or done"]),
     (
@@ -82,12 +82,12 @@ def test_in_graph_chief_must_be_ready_too() -> None:
 @pytest.mark.parametrize(
     ("deployment", "spec", "address", "problems", "url"),
     [
-        ({"available_replicas": 1}, {"ports": [{"node_port": 30001}]}, "10.0.0.10", [], "http://10.0.0.10:30001/"),
-        ({"available_replicas": 0}, {"ports": [{"node_port": 30001}]}, "10.0.0.10", ["not available"], "http://10.0.0.10:30001/"),
-        ({"available_replicas": 1}, {"ports": [{}]}, "10.0.0.10", ["no NodePort assigned"], None),
+        ({"availableReplicas": 1}, {"ports": [{"nodePort": 30001}]}, "10.0.0.10", [], "http://10.0.0.10:30001/"),
+        ({"availableReplicas": 0}, {"ports": [{"nodePort": 30001}]}, "10.0.0.10", ["not available"], "http://10.0.0.10:30001/"),
+        ({"availableReplicas": 1}, {"ports": [{}]}, "10.0.0.10", ["no NodePort assigned"], None),
         (
-            {"available_replicas": 1},
-            {"ports": [{"node_port": 30001}]},
+            {"availableReplicas": 1},
+            {"ports": [{"nodePort": 30001}]},
             None,
             ["User Node address unknown (set tfk8s:platform.userNode.address)"],
             None,

@@ -13,6 +13,8 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
+import yaml
+
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = Path(os.environ.get("TFK8S_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tfk8s")
 BIN = CACHE / "bin"
@@ -69,6 +71,34 @@ def project_copy(work: Path) -> Path:
     return work
 
 
+SALT_KEY = "encryptionsalt"
+UPSTREAM_KEYS = ("tfk8s:tenantStack", "tfk8s:platformStack")  # an experiment's tenant, a tenant's platform
+
+
+def _salt(stack_file: Path) -> str | None:
+    found = yaml.safe_load(stack_file.read_text()) if stack_file.exists() else None
+    return (found or {}).get(SALT_KEY)
+
+
+def share_salt(stack_file: Path) -> str | None:
+    """Give a stack file without an encryption salt the salt of the stack it builds on (an
+    experiment its tenant's, a tenant its platform's, found beside it), before `pulumi stack init`
+    writes a new one. With the passphrase provider each distinct salt costs a 1,000,000-round
+    PBKDF2 per command (0.2 s here), and an experiment's `up` reads its tenant's and platform's
+    outputs, which the engine decrypts with their own salts: one shared salt is one derivation
+    (README "Fixed cost"). Salts are not secret; the passphrase stays what protects the secrets.
+    Returns the salt the file has afterwards, if any."""
+    own = _salt(stack_file)
+    config = ((yaml.safe_load(stack_file.read_text()) or {}) if stack_file.exists() else {}).get("config") or {}
+    upstream = next((config[k] for k in UPSTREAM_KEYS if isinstance(config.get(k), str)), None)
+    if own or not upstream:
+        return own
+    salt = share_salt(stack_file.parent / f"Pulumi.{upstream.rsplit('/', 1)[-1]}.yaml")
+    if salt:
+        stack_file.write_text(f"{SALT_KEY}: {salt}\n" + stack_file.read_text())
+    return salt
+
+
 @contextlib.contextmanager
 def throwaway_cluster(name: str, kube: str | None = None) -> Iterator[Path]:
     """A kwok cluster of its own (hack/cluster.sh start [--kube X]), deleted afterwards whatever
@@ -86,6 +116,7 @@ def throwaway_cluster(name: str, kube: str | None = None) -> Iterator[Path]:
 if __name__ == "__main__":  # `make up` & co: python hack/toolenv.py project-copy .state/demo
     import sys
 
-    if len(sys.argv) != 3 or sys.argv[1] != "project-copy":
-        sys.exit("usage: toolenv.py project-copy DIR")
-    print(project_copy(Path(sys.argv[2]).resolve()))
+    commands = {"project-copy": lambda arg: project_copy(Path(arg).resolve()), "share-salt": lambda arg: share_salt(Path(arg))}
+    if len(sys.argv) != 3 or sys.argv[1] not in commands:
+        sys.exit("usage: toolenv.py project-copy DIR | share-salt STACK_FILE")
+    print(commands[sys.argv[1]](sys.argv[2]) or "")

@@ -17,8 +17,10 @@ refer to; they are unknown, never an error, while the object does not exist yet 
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import re
+import threading
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -70,14 +72,46 @@ def provider_version(pep440: str | None = None) -> str:
     return f"{major}.{minor}.{patch}" + (f"-{prerelease}" if prerelease else "")
 
 
-_VERSION: str | None = None
-
-
+@functools.cache
 def _version() -> str:
-    global _VERSION
-    if _VERSION is None:
-        _VERSION = provider_version()
-    return _VERSION
+    return provider_version()
+
+
+# A function of the provider that needs no cluster and changes nothing: decoding no YAML.
+WARM_UP_INVOKE = "kubernetes:yaml:decode"
+
+
+def warm_up_provider() -> threading.Thread:
+    """Have the engine start and configure the Kubernetes provider now, in the background.
+
+    The engine starts a provider when the program first uses it: here, when the first object is
+    declared, after the program's imports and its reads of the stacks and the cluster (~0.3 s).
+    The provider's process start and its configuration (it reads the cluster's discovery and
+    OpenAPI schema) took 0.15 s more before the first object could be checked (README "Fixed
+    cost"). One invoke of a function of the same provider, at the same version, makes the engine
+    load it while the program goes on: the provider every object then uses, already configured.
+    Nothing is declared, and the answer is not read: a provider that fails to start reports it at
+    the first object, as before. The request goes from a thread of its own because the program
+    runs synchronously until its first read; the gRPC call waits without holding the GIL."""
+    from google.protobuf import struct_pb2
+    from pulumi.runtime.proto import resource_pb2
+    from pulumi.runtime.settings import get_monitor
+
+    args = struct_pb2.Struct()
+    args.update({"text": ""})
+    request = resource_pb2.ResourceInvokeRequest(tok=WARM_UP_INVOKE, args=args, version=_version(), acceptResources=True)
+    monitor = get_monitor()
+
+    def ask() -> None:
+        try:
+            if monitor is not None:
+                monitor.Invoke(request)
+        except Exception:  # noqa: BLE001 -- the provider's own error surfaces at the first object
+            pass
+
+    thread = threading.Thread(target=ask, name="tfk8s-provider-warm-up", daemon=True)
+    thread.start()
+    return thread
 
 
 class KubeObject(pulumi.CustomResource):

@@ -66,10 +66,18 @@ class RecordingMonitor(MockMonitor):
         super().__init__(EchoMocks())
         self.requests: dict[str, dict[str, Any]] = {}
         self.reads: dict[str, dict[str, Any]] = {}
+        self.invokes: list[dict[str, Any]] = []
+        self.fail_invokes = False
 
     def RegisterResource(self, request: Any) -> Any:
         self.requests[request.name] = {k: v for k, v in MessageToDict(request).items() if k not in IGNORED}
         return super().RegisterResource(request)
+
+    def Invoke(self, request: Any) -> Any:
+        self.invokes.append(MessageToDict(request))
+        if self.fail_invokes:
+            raise RuntimeError("provider failed to start")
+        return super().Invoke(request)
 
     def ReadResource(self, request: Any) -> Any:
         self.reads[request.name] = {k: v for k, v in MessageToDict(request).items() if k not in IGNORED}
@@ -155,6 +163,28 @@ def test_outputs_are_the_apis_json(monitor: RecordingMonitor) -> Any:
         assert metadata == {"name": "token", "namespace": "n", "uid": "u-1"}  # camelCase JSON, as the API has it
 
     return pulumi.Output.all(secret.name, secret.uid, secret.metadata).apply(check)
+
+
+@pulumi.runtime.test
+def test_the_warm_up_asks_the_objects_provider_for_a_function_that_changes_nothing(monitor: RecordingMonitor) -> Any:
+    kube.warm_up_provider().join(timeout=10)
+    assert monitor.invokes == [
+        {"tok": "kubernetes:yaml:decode", "args": {"text": ""}, "version": kube.provider_version(), "acceptResources": True}
+    ]
+    assert monitor.requests == {}  # nothing declared
+    declared = kube.ConfigMap("after", metadata={"name": "c"})
+
+    def check(_: Any) -> None:  # the same provider (its version) as every object's
+        assert monitor.requests["after"]["version"] == monitor.invokes[0]["version"]
+
+    return declared.id.apply(check)
+
+
+def test_a_warm_up_that_fails_is_silent(monitor: RecordingMonitor) -> None:
+    monitor.fail_invokes = True
+    thread = kube.warm_up_provider()
+    thread.join(timeout=10)
+    assert not thread.is_alive() and len(monitor.invokes) == 1  # asked once, failed quietly: the first object reports
 
 
 def test_a_field_the_kind_does_not_have_is_refused_before_registering() -> None:

@@ -10,6 +10,7 @@
 # - the passphrase: kept if PULUMI_CONFIG_PASSPHRASE or PULUMI_CONFIG_PASSPHRASE_FILE is already
 #   set (a team's shared passphrase); otherwise a file generated once per machine (see README,
 #   "Secrets and the passphrase")
+# - PULUMI_PARALLEL_DIFF: the engine diffs resources in parallel
 # - PULUMI_FALLBACK_TO_STATE_SECRETS_MANAGER: a stack file without a salt reuses its state's
 # - KUBECONFIG: the local kwok cluster's own kubeconfig (unless already set)
 set -euo pipefail
@@ -27,6 +28,10 @@ emit PULUMI_BACKEND_URL "${PULUMI_BACKEND_URL:-file://$root/.state/backend}"
 emit PULUMI_SKIP_UPDATE_CHECK true
 # Nothing can be downloaded from get.pulumi.com here: fail fast instead of retrying.
 emit PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION true
+# The engine diffs a program's resources in parallel instead of one after the other: a no-change
+# `up` of the dev experiment 1.46 -> 1.34 s (README "Fixed cost"). Pulumi's own switch; unset it
+# to go back.
+emit PULUMI_PARALLEL_DIFF "${PULUMI_PARALLEL_DIFF:-true}"
 # A stack file without `encryptionsalt` (the repository's demo stacks carry none) takes the salt
 # recorded in the stack's state, instead of a new one that could not decrypt that state's secrets.
 emit PULUMI_FALLBACK_TO_STATE_SECRETS_MANAGER true

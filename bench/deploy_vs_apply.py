@@ -12,8 +12,11 @@ once; then, for the dev experiment of that tenant (1 cluster) and a 3-cluster ex
      applied with `kubectl apply --server-side` and waited on with `kubectl wait` for the same
      conditions; then deleted;
   3. the floor: a no-change `pulumi up` of a Python program that only imports `pulumi` and exports
-     one value (and of one that also imports the pulumi_kubernetes modules tfk8s uses), with the
-     same CLI, language host, virtualenv and backend.
+     one value, with the same CLI, language host, virtualenv and backend; and what single pieces
+     add to it (the SDK's Kubernetes imports, one ConfigMap, two stack reads with salts of their
+     own or the reader's): see `floors`.
+The experiment runs as `dev` (sharing its tenant's and platform's salt, hack/toolenv.py
+share-salt) and as `dev-own-salt` (a salt of its own): the difference is the salt's alone.
 Ratios are pulumi / kubectl. The pulumi side is the plain CLI with tfk8s's language host, in the
 environment `make env` prints, timed as a user typing `pulumi up` waits. The rendered YAML holds
 Secrets in plain text: it lives in a temporary directory that is removed at the end.
@@ -123,10 +126,17 @@ def init(work: Path, stack: str) -> None:
 
 
 def platform(work: Path) -> None:
-    """The running platform and tenant every experiment is measured against (deployed once, not timed)."""
+    """The running platform and tenant every experiment is measured against (deployed once, not
+    timed), and the experiment stacks: the tenant and `dev` share the platform's salt, as `make
+    up` creates them (hack/toolenv.py share-salt); `dev-own-salt`, the same experiment, has a salt
+    of its own, as a plain `pulumi stack init` gives it."""
     os.environ["PULUMI_BACKEND_URL"] = f"file://{work / 'state'}"
+    stacks = work / "stacks"
+    (stacks / "Pulumi.dev-own-salt.yaml").write_text((stacks / "Pulumi.dev.yaml").read_text())
     for stack in (*BASE, "dev", "render"):
+        toolenv.share_salt(stacks / f"Pulumi.{stack}.yaml")
         init(work, stack)
+    init(work, "dev-own-salt")
     for stack in BASE:
         pulumi_cli(work, "up", "--yes", "--skip-preview", stack=stack)
 
@@ -146,37 +156,65 @@ def baseline(revision: str, into: Path) -> Program:
     return Program(f"before ({revision})", into, "dev-before")
 
 
-FLOOR = "import pulumi\n{imports}\npulumi.export('ready', True)\n"
-# What an experiment's program imports of pulumi_kubernetes (its resources' modules).
+FLOOR = "import pulumi\n{body}\npulumi.export('ready', True)\n"
+# What an experiment's program imported of pulumi_kubernetes before tfk8s.kube_objects.
 K8S_MODULES = ("core.v1", "apps.v1", "batch.v1", "networking.v1", "rbac.v1", "apiextensions")
 
 
-def floors(into: Path) -> dict[str, Path]:
-    """Programs at Pulumi's floor: `pulumi` alone, with tfk8s's pulumi_kubernetes modules, and with
-    one ConfigMap; same runtime options, language host, virtualenv and backend as tfk8s's project.
-    Deployed once, so each no-change `up` changes nothing."""
+def reads(project: str, upstream: str) -> str:
+    """Two stack outputs read before declaring anything, as an experiment reads its tenant's and platform's."""
+    return "if pulumi.get_stack() == 'floor':  # the read stacks themselves read nothing\n" + "".join(
+        f"    pulumi.runtime.invoke('pulumi:pulumi:readStackOutputs', {{'name': 'organization/{project}/{upstream}{n}'}})\n"
+        for n in (1, 2)
+    )
+
+
+@dataclass(frozen=True)
+class Floor:
+    """A program at Pulumi's floor, in a project of its own, and what its no-change `up` measures."""
+
+    label: str
+    work: Path
+
+
+def floors(into: Path) -> list[Floor]:
+    """Programs at Pulumi's floor, with the same runtime options, language host, virtualenv and
+    backend as tfk8s's project, each deployed once so that its no-change `up` changes nothing:
+    `pulumi` alone; with the pulumi_kubernetes modules tfk8s imported; with one ConfigMap (the
+    provider's start and configuration, paid by any program with a Kubernetes resource); reading
+    two stacks' outputs whose salts are their own (the passphrase provider derives each salt's key:
+    1,000,000 PBKDF2 rounds) and whose salt is the reader's."""
     programs = {
-        "floor": "",
-        "floor + k8s imports": "".join(f"import pulumi_kubernetes.{m}\n" for m in K8S_MODULES),
-        # The provider's own start and configuration (it reads the server's version and OpenAPI
-        # schema), paid by any program with one Kubernetes resource.
-        "floor + one ConfigMap": "import pulumi_kubernetes.core.v1 as core\n"
-        "core.ConfigMap('floor', metadata={'namespace': 'default'}, data={'a': 'b'})\n",
+        "floor": ("", None),
+        "floor + the SDK's Kubernetes imports": ("".join(f"import pulumi_kubernetes.{m}\n" for m in K8S_MODULES), None),
+        "floor + one ConfigMap": (
+            "import pulumi_kubernetes.core.v1 as core\n"
+            "core.ConfigMap('floor', metadata={'namespace': 'default'}, data={'a': 'b'})\n",
+            None,
+        ),
+        "floor + 2 stack reads, salts of their own": ("", "own"),
+        "floor + 2 stack reads, the reader's salt": ("", "shared"),
     }
-    found = {}
-    for i, (label, imports) in enumerate(programs.items()):
+    found = []
+    for i, (label, (body, upstream)) in enumerate(programs.items()):
         work = into / f"floor{i}"
-        work.mkdir(parents=True)
+        (work / "stacks").mkdir(parents=True)
         project = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())
         project.update({"name": f"floor{i}", "main": "__main__.py"})
-        project.pop("stackConfigDir", None)
         project.pop("config", None)
         project["runtime"]["options"]["virtualenv"] = str(ROOT / ".venv")
         (work / "Pulumi.yaml").write_text(yaml.safe_dump(project))
-        (work / "__main__.py").write_text(FLOOR.format(imports=imports))
+        (work / "__main__.py").write_text(FLOOR.format(body=body + (reads(f"floor{i}", upstream) if upstream else "")))
         init(work, "floor")
+        if upstream:
+            salt = yaml.safe_load((work / "stacks" / "Pulumi.floor.yaml").read_text())["encryptionsalt"]
+            for n in (1, 2):
+                if upstream == "shared":
+                    (work / "stacks" / f"Pulumi.{upstream}{n}.yaml").write_text(f"encryptionsalt: {salt}\n")
+                init(work, f"{upstream}{n}")
+                pulumi_cli(work, "up", "--yes", "--skip-preview", stack=f"{upstream}{n}")
         pulumi_cli(work, "up", "--yes", "--skip-preview", stack="floor")
-        found[label] = work
+        found.append(Floor(label, work))
     return found
 
 
@@ -320,7 +358,7 @@ def compare(repeat: int, revision: str | None) -> None:
     scratch = Path(tempfile.mkdtemp(prefix="tfk8s-bench-"))
     work = toolenv.project_copy(scratch / "after")
     platform(work)
-    programs = [Program("after", work, "dev")]
+    programs = [Program("after, own salt", work, "dev-own-salt"), Program("after", work, "dev")]
     if revision:
         programs.insert(0, baseline(revision, scratch / "before"))
     floor_programs = floors(scratch)
@@ -343,7 +381,7 @@ def compare(repeat: int, revision: str | None) -> None:
             for program in programs:
                 ours_runs[program.label].append(pulumi_side(program, timeline))
             floor_runs.append(
-                {name: pulumi_cli(w, "up", "--yes", "--skip-preview", stack="floor") for name, w in floor_programs.items()}
+                {f.label: pulumi_cli(f.work, "up", "--yes", "--skip-preview", stack="floor") for f in floor_programs}
             )
         theirs, floor = medians(theirs_runs), medians(floor_runs)
         job = theirs["apply+wait (job)"]

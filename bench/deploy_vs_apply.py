@@ -6,8 +6,10 @@ cluster is never touched) the platform-dev platform and its tenant-alice tenant 
 once; then, for the dev experiment of that tenant (1 cluster) and a 3-cluster experiment, alternating:
   1. `pulumi up` of the experiment until it returns (it waits for PS and workers itself), then a
      no-change `pulumi up` (its program's phases timed, tfk8s.timings) and a `pulumi preview`;
-     then destroy; with `--baseline REV`, the same for the program as of git revision REV (its
-     experiment named `<stack>-before`), so before and after run side by side;
+     then destroy; with `--baseline REV[,REV...]`, the same for the program as of each git
+     revision, in the environment that revision's own `make env` prints and with the salt its
+     tooling gave a new stack, beside this tree's: before and after, or a ladder of the changes in
+     between, in one run;
   2. the same experiment program rendered to YAML (the provider's `render_yaml_to_directory`),
      applied with `kubectl apply --server-side` and waited on with `kubectl wait` for the same
      conditions; then deleted;
@@ -15,13 +17,11 @@ once; then, for the dev experiment of that tenant (1 cluster) and a 3-cluster ex
      one value, with the same CLI, language host, virtualenv and backend; and what single pieces
      add to it (the SDK's Kubernetes imports, one ConfigMap, two stack reads with salts of their
      own or the reader's): see `floors`.
-The experiment runs as `dev` (sharing its tenant's and platform's salt, hack/toolenv.py
-share-salt) and as `dev-own-salt` (a salt of its own): the difference is the salt's alone.
 Ratios are pulumi / kubectl. The pulumi side is the plain CLI with tfk8s's language host, in the
 environment `make env` prints, timed as a user typing `pulumi up` waits. The rendered YAML holds
 Secrets in plain text: it lives in a temporary directory that is removed at the end.
 
-    make tools && .venv/bin/python bench/deploy_vs_apply.py [--repeat 3] [--baseline REV]
+    make tools && .venv/bin/python bench/deploy_vs_apply.py [--repeat 3] [--baseline REV[,REV...]]
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ import argparse
 import copy
 import json
 import os
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -46,6 +47,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "infra"), str(ROOT / "hack"), str(ROOT / "bench")]
 
 from rendering import render  # noqa: E402
+from tfk8s.kube_objects import provider_version  # noqa: E402
 
 import toolenv  # noqa: E402
 
@@ -85,6 +87,7 @@ class Program:
     label: str
     work: Path
     stack: str
+    env: dict[str, str]  # the environment its own `make env` prints: each revision's settings, not ours
 
     @property
     def stack_file(self) -> Path:
@@ -104,14 +107,14 @@ def timed(fn: Any) -> float:
 
 
 def pulumi_cli(work: Path, *args: str, stack: str = "dev", env: dict[str, str] | None = None) -> float:
-    """Seconds one plain `pulumi` command takes, as a user typing it waits."""
+    """Seconds one plain `pulumi` command takes, as a user typing it waits (in `env`, else ours)."""
     started = time.perf_counter()
     done = subprocess.run(
         ["pulumi", *args, "--stack", stack, "--non-interactive", "--color", "never"],
         cwd=work,
         capture_output=True,
         text=True,
-        env={**os.environ, **(env or {})},
+        env=env or dict(os.environ),
     )
     if done.returncode != 0:
         raise SystemExit(f"pulumi {' '.join(args)} --stack {stack} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
@@ -121,39 +124,54 @@ def pulumi_cli(work: Path, *args: str, stack: str = "dev", env: dict[str, str] |
 BASE = ("platform-dev", "tenant-alice")  # what the dev experiment builds on, in deploy order
 
 
-def init(work: Path, stack: str) -> None:
-    subprocess.run(["pulumi", "stack", "init", stack, "--non-interactive"], cwd=work, check=True, capture_output=True)
+def init(work: Path, stack: str, env: dict[str, str] | None = None) -> None:
+    argv = ["pulumi", "stack", "init", stack, "--non-interactive"]
+    subprocess.run(argv, cwd=work, check=True, capture_output=True, env=env or dict(os.environ))
 
 
 def platform(work: Path) -> None:
     """The running platform and tenant every experiment is measured against (deployed once, not
-    timed), and the experiment stacks: the tenant and `dev` share the platform's salt, as `make
-    up` creates them (hack/toolenv.py share-salt); `dev-own-salt`, the same experiment, has a salt
-    of its own, as a plain `pulumi stack init` gives it."""
+    timed), the tenant sharing the platform's salt as `make up` creates it (hack/toolenv.py
+    share-salt)."""
     os.environ["PULUMI_BACKEND_URL"] = f"file://{work / 'state'}"
-    stacks = work / "stacks"
-    (stacks / "Pulumi.dev-own-salt.yaml").write_text((stacks / "Pulumi.dev.yaml").read_text())
     for stack in (*BASE, "dev", "render"):
-        toolenv.share_salt(stacks / f"Pulumi.{stack}.yaml")
+        toolenv.share_salt(work / "stacks" / f"Pulumi.{stack}.yaml")
         init(work, stack)
-    init(work, "dev-own-salt")
     for stack in BASE:
         pulumi_cli(work, "up", "--yes", "--skip-preview", stack=stack)
 
 
-def baseline(revision: str, into: Path) -> Program:
+def revision_env(tree: Path, ours: dict[str, str]) -> dict[str, str]:
+    """The environment a revision's own `make env` (hack/env.sh) prints, on the bench's cluster and
+    backend: without what our env.sh adds (a setting a later revision introduced), with its own."""
+    base = {k: v for k, v in os.environ.items() if k not in ours}
+    base.update({"KUBECONFIG": os.environ["KUBECONFIG"], "PULUMI_BACKEND_URL": os.environ["PULUMI_BACKEND_URL"]})
+    printed = subprocess.run([str(tree / "hack" / "env.sh")], check=True, capture_output=True, text=True, env=base).stdout
+    for line in printed.splitlines():
+        assignment = shlex.split(line)[1]
+        key, value = assignment.split("=", 1)
+        base[key] = value
+    return base
+
+
+def baseline(revision: str, into: Path, ours: dict[str, str], tenant_salt: str) -> Program:
     """The program as of `revision`, in a project copy of its own beside ours (same backend, same
-    virtualenv; its own infra/ and training/, which its entry point puts first on the path). Its
-    experiment stack, `dev-before`, is the dev stack file of that revision."""
+    virtualenv; its own infra/ and training/, which its entry point puts first on the path), run in
+    the environment its own hack/env.sh prints. Its experiment stack, `dev-<revision>`, is the dev
+    stack file of that revision, with the tenant's salt if that revision's tooling shares salts
+    (hack/toolenv.py share-salt), else a salt of its own, as `pulumi stack init` made it then."""
     into.mkdir(parents=True)
     archive = subprocess.run(["git", "-C", str(ROOT), "archive", revision], check=True, capture_output=True).stdout
     subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
     (into / ".venv").symlink_to(ROOT / ".venv")
-    (into / "state").symlink_to(Path(os.environ["PULUMI_BACKEND_URL"].removeprefix("file://")))
-    dev = into / "stacks" / "Pulumi.dev.yaml"
-    (into / "stacks" / "Pulumi.dev-before.yaml").write_text(dev.read_text())
-    init(into, "dev-before")
-    return Program(f"before ({revision})", into, "dev-before")
+    stack = f"dev-{revision}"
+    shares = "def share_salt" in (into / "hack" / "toolenv.py").read_text()
+    salt = f"encryptionsalt: {tenant_salt}\n" if shares else ""
+    stacks = into / "stacks"
+    (stacks / f"Pulumi.{stack}.yaml").write_text(salt + (stacks / "Pulumi.dev.yaml").read_text())
+    env = revision_env(into, ours)
+    init(into, stack, env)
+    return Program(revision, into, stack, env)
 
 
 FLOOR = "import pulumi\n{body}\npulumi.export('ready', True)\n"
@@ -181,15 +199,18 @@ def floors(into: Path) -> list[Floor]:
     """Programs at Pulumi's floor, with the same runtime options, language host, virtualenv and
     backend as tfk8s's project, each deployed once so that its no-change `up` changes nothing:
     `pulumi` alone; with the pulumi_kubernetes modules tfk8s imported; with one ConfigMap (the
-    provider's start and configuration, paid by any program with a Kubernetes resource); reading
+    provider's start and configuration, paid by any program with a Kubernetes resource, without
+    the SDK's imports); reading
     two stacks' outputs whose salts are their own (the passphrase provider derives each salt's key:
     1,000,000 PBKDF2 rounds) and whose salt is the reader's."""
     programs = {
         "floor": ("", None),
         "floor + the SDK's Kubernetes imports": ("".join(f"import pulumi_kubernetes.{m}\n" for m in K8S_MODULES), None),
+        # Registered as tfk8s.kube_objects does, without the SDK's classes: the provider alone.
         "floor + one ConfigMap": (
-            "import pulumi_kubernetes.core.v1 as core\n"
-            "core.ConfigMap('floor', metadata={'namespace': 'default'}, data={'a': 'b'})\n",
+            "pulumi.CustomResource('kubernetes:core/v1:ConfigMap', 'floor', {'apiVersion': 'v1', 'kind': 'ConfigMap', "
+            "'metadata': {'namespace': 'default'}, 'data': {'a': 'b'}}, "
+            f"pulumi.ResourceOptions(version={provider_version()!r}))\n",
             None,
         ),
         "floor + 2 stack reads, salts of their own": ("", "own"),
@@ -235,16 +256,17 @@ def phases(path: Path, started: float, ended: float) -> dict[str, float]:
 
 
 def pulumi_side(program: Program, timeline: Path) -> dict[str, float]:
-    work, stack = program.work, program.stack
-    result = {"up": pulumi_cli(work, "up", "--yes", "--skip-preview", stack=stack)}
-    ready = subprocess.run(["pulumi", "stack", "output", "ready", "--stack", stack], cwd=work, capture_output=True, text=True)
+    work, stack, env = program.work, program.stack, program.env
+    result = {"up": pulumi_cli(work, "up", "--yes", "--skip-preview", stack=stack, env=env)}
+    argv = ["pulumi", "stack", "output", "ready", "--stack", stack]
+    ready = subprocess.run(argv, cwd=work, capture_output=True, text=True, env=env)
     assert ready.stdout.strip() == "true", ready.stdout + ready.stderr
     started = time.time()
-    timings = {"TFK8S_TIMINGS": str(timeline)}
+    timings = {**env, "TFK8S_TIMINGS": str(timeline)}
     result["up (no change)"] = pulumi_cli(work, "up", "--yes", "--skip-preview", stack=stack, env=timings)
     result.update({f"phase: {k}": v for k, v in phases(timeline, started, time.time()).items()})
-    result["preview"] = pulumi_cli(work, "preview", stack=stack)
-    pulumi_cli(work, "destroy", "--yes", stack=stack)
+    result["preview"] = pulumi_cli(work, "preview", stack=stack, env=env)
+    pulumi_cli(work, "destroy", "--yes", stack=stack, env=env)
     return result
 
 
@@ -343,24 +365,30 @@ def clean_up(out: Path, docs: list[dict[str, Any]]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=3, help="runs of each side per stack; medians are reported")
-    parser.add_argument("--baseline", help="a git revision whose program runs beside this one's (before and after)")
+    parser.add_argument(
+        "--baseline",
+        default="",
+        help="git revisions, comma-separated, whose programs run beside this one's, each in its own environment "
+        "(before and after, or a ladder of the changes in between)",
+    )
     args = parser.parse_args()
     with toolenv.throwaway_cluster("tfk8s-bench") as kubeconfig:
-        os.environ.update(toolenv.exported({"KUBECONFIG": str(kubeconfig)}))
-        compare(args.repeat, args.baseline)
+        ours = toolenv.exported({"KUBECONFIG": str(kubeconfig)})
+        os.environ.update(ours)
+        compare(args.repeat, [r for r in args.baseline.split(",") if r], ours)
 
 
 def medians(runs: list[dict[str, float]]) -> dict[str, float]:
     return {key: statistics.median(run.get(key, 0.0) for run in runs) for key in runs[0]}
 
 
-def compare(repeat: int, revision: str | None) -> None:
+def compare(repeat: int, revisions: list[str], ours: dict[str, str]) -> None:
     scratch = Path(tempfile.mkdtemp(prefix="tfk8s-bench-"))
     work = toolenv.project_copy(scratch / "after")
     platform(work)
-    programs = [Program("after, own salt", work, "dev-own-salt"), Program("after", work, "dev")]
-    if revision:
-        programs.insert(0, baseline(revision, scratch / "before"))
+    tenant_salt = yaml.safe_load((work / "stacks" / "Pulumi.tenant-alice.yaml").read_text())["encryptionsalt"]
+    programs = [baseline(r, scratch / r, ours, tenant_salt) for r in revisions]
+    programs.append(Program("this tree", work, "dev", dict(os.environ)))
     floor_programs = floors(scratch)
     timeline = scratch / "timings.jsonl"
     print(f"a new experiment on a running platform; medians of {repeat} runs per side, sides alternating")

@@ -79,6 +79,8 @@ def _version() -> str:
 
 # A function of the provider that needs no cluster and changes nothing: decoding no YAML.
 WARM_UP_INVOKE = "kubernetes:yaml:decode"
+# The engine's own function behind StackReference (tfk8s.stack_ref; here, this stack's last outputs).
+READ_STACK_OUTPUTS = "pulumi:pulumi:readStackOutputs"
 
 
 def warm_up_provider() -> threading.Thread:
@@ -91,21 +93,32 @@ def warm_up_provider() -> threading.Thread:
     cost"). One invoke of a function of the same provider, at the same version, makes the engine
     load it while the program goes on: the provider every object then uses, already configured.
     Nothing is declared, and the answer is not read: a provider that fails to start reports it at
-    the first object, as before. The request goes from a thread of its own because the program
-    runs synchronously until its first read; the gRPC call waits without holding the GIL."""
-    from google.protobuf import struct_pb2
+    the first object, as before.
+
+    Only for a stack deployed before (its last state has outputs), whose state already holds this
+    provider: the engine records a provider it loaded, so on a new stack a refused first `up` would
+    leave it behind (and `pulumi stack rm` would then want --force). The requests go from a thread
+    of their own because the program runs synchronously until its first read; a gRPC call waits
+    without holding the GIL."""
+    from google.protobuf import json_format, struct_pb2
     from pulumi.runtime.proto import resource_pb2
     from pulumi.runtime.settings import get_monitor
 
-    args = struct_pb2.Struct()
-    args.update({"text": ""})
-    request = resource_pb2.ResourceInvokeRequest(tok=WARM_UP_INVOKE, args=args, version=_version(), acceptResources=True)
+    def request(token: str, args: dict[str, Any], version: str = "") -> Any:
+        body = struct_pb2.Struct()
+        body.update(args)
+        return resource_pb2.ResourceInvokeRequest(tok=token, args=body, version=version, acceptResources=True)
+
+    own = f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}"
     monitor = get_monitor()
 
     def ask() -> None:
         try:
-            if monitor is not None:
-                monitor.Invoke(request)
+            if monitor is None:
+                return
+            last = json_format.MessageToDict(getattr(monitor.Invoke(request(READ_STACK_OUTPUTS, {"name": own})), "return"))
+            if last.get("outputs"):
+                monitor.Invoke(request(WARM_UP_INVOKE, {"text": ""}, _version()))
         except Exception:  # noqa: BLE001 -- the provider's own error surfaces at the first object
             pass
 

@@ -18,9 +18,9 @@ import pulumi
 from pydantic import ValidationError
 
 from tfk8s.contract import Facts, PlatformFacts, TenantFacts
+from tfk8s.kube_objects import READ_STACK_OUTPUTS
 from tfk8s.schema import NAMESPACE
 
-READ_STACK_OUTPUTS = "pulumi:pulumi:readStackOutputs"
 PLATFORM_OUTPUT, TENANT_OUTPUT = "platform", "tenant"
 
 ReadOutputs = Callable[[str], dict[str, Any]]

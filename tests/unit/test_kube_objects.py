@@ -53,17 +53,20 @@ IGNORED = {"name", "sourcePosition", "stackTrace", "aliases", "aliasSpecs"}
 
 
 class EchoMocks(pulumi.runtime.Mocks):
+    last_outputs: dict[str, Any] = {}  # this stack's outputs as last deployed (readStackOutputs)
+
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
         # Metadata alone: the SDK's classes would check the samples' shapes against their output types.
         return f"{args.name}-id", {"metadata": {**args.inputs.get("metadata", {}), "uid": "u-1"}}
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
-        return {}
+        return {"outputs": self.last_outputs} if args.token == kube.READ_STACK_OUTPUTS else {}
 
 
 class RecordingMonitor(MockMonitor):
     def __init__(self) -> None:
-        super().__init__(EchoMocks())
+        self.mocks = EchoMocks()
+        super().__init__(self.mocks)
         self.requests: dict[str, dict[str, Any]] = {}
         self.reads: dict[str, dict[str, Any]] = {}
         self.invokes: list[dict[str, Any]] = []
@@ -94,7 +97,7 @@ def sdk_class(kind: kube.Kind) -> Any:
 @pytest.fixture
 def monitor() -> RecordingMonitor:
     recording = RecordingMonitor()
-    pulumi.runtime.set_mocks(EchoMocks(), monitor=recording, preview=False)
+    pulumi.runtime.set_mocks(recording.mocks, monitor=recording, preview=False, organization="organization")
     return recording
 
 
@@ -166,18 +169,32 @@ def test_outputs_are_the_apis_json(monitor: RecordingMonitor) -> Any:
 
 
 @pulumi.runtime.test
-def test_the_warm_up_asks_the_objects_provider_for_a_function_that_changes_nothing(monitor: RecordingMonitor) -> Any:
+def test_a_deployed_stack_warms_up_the_objects_provider_with_a_function_that_changes_nothing(
+    monitor: RecordingMonitor,
+) -> Any:
+    monitor.mocks.last_outputs = {"ready": True}
     kube.warm_up_provider().join(timeout=10)
-    assert monitor.invokes == [
-        {"tok": "kubernetes:yaml:decode", "args": {"text": ""}, "version": kube.provider_version(), "acceptResources": True}
-    ]
+    own, warm = monitor.invokes
+    assert own["tok"] == kube.READ_STACK_OUTPUTS and own["args"] == {"name": "organization/project/stack"}
+    assert warm == {
+        "tok": "kubernetes:yaml:decode",
+        "args": {"text": ""},
+        "version": kube.provider_version(),
+        "acceptResources": True,
+    }
     assert monitor.requests == {}  # nothing declared
     declared = kube.ConfigMap("after", metadata={"name": "c"})
 
     def check(_: Any) -> None:  # the same provider (its version) as every object's
-        assert monitor.requests["after"]["version"] == monitor.invokes[0]["version"]
+        assert monitor.requests["after"]["version"] == warm["version"]
 
     return declared.id.apply(check)
+
+
+def test_a_new_stack_is_not_warmed_up(monitor: RecordingMonitor) -> None:
+    """No outputs: never deployed (or destroyed). A refused first `up` must leave no provider in its state."""
+    kube.warm_up_provider().join(timeout=10)
+    assert [i["tok"] for i in monitor.invokes] == [kube.READ_STACK_OUTPUTS]
 
 
 def test_a_warm_up_that_fails_is_silent(monitor: RecordingMonitor) -> None:

@@ -88,9 +88,11 @@ def cluster_readiness(
     }
 
 
-def _node_port(service_spec: Any) -> Any:
+def _node_port(service_spec: Any) -> int | None:
+    """The Service's first NodePort. The engine hands every number back as a JSON float (31406.0)."""
     ports = _get(service_spec, "ports", [])
-    return _get(ports[0], "nodePort") if ports else None
+    port = _get(ports[0], "nodePort") if ports else None
+    return None if port is None else int(port)
 
 
 def app_url(*, service_spec: Any, address: str | None) -> str | None:

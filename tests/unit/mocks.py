@@ -37,6 +37,16 @@ def plain_nodes(typ: str, object_id: str) -> dict[str, Any]:
     return {"metadata": metadata, "spec": {}}
 
 
+def as_the_engine_returns(value: Any) -> Any:
+    """A resource's state as the real engine hands it to the program: every number a JSON float
+    (a NodePort 31406 comes back as 31406.0); the mock monitor would keep Python's ints."""
+    if isinstance(value, dict):
+        return {k: as_the_engine_returns(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [as_the_engine_returns(v) for v in value]
+    return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
 class RecordingMocks(pulumi.runtime.Mocks):
     """Records every resource; `status_hook` decides the live status each one reports."""
 
@@ -62,7 +72,7 @@ class RecordingMocks(pulumi.runtime.Mocks):
         status = self.status_hook(args.typ, args.name, state)
         if status is not None:
             state["status"] = status
-        return f"{args.name}-id", state
+        return f"{args.name}-id", as_the_engine_returns(state)
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
         return {}

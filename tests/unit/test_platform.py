@@ -584,3 +584,17 @@ def test_every_object_the_platform_creates_is_marked_and_none_is_per_user(platfo
         assert owner.startswith("organization/tfk8s/platform-dev@")
 
     return after(d, check)
+
+
+@pulumi.runtime.test
+def test_the_apps_urls_carry_their_node_ports_as_the_engine_returns_them(tenant_config: dict[str, Any]) -> Any:
+    """The engine hands numbers back as JSON floats (the mocks too): a URL still names port 30000, not 30000.0."""
+    d = run_program(tenant_config)
+
+    def check(report: dict[str, Any]) -> None:
+        for app in ("jupyter", "tensorboard"):
+            url = report[app]["url"]
+            assert url.startswith("http://10.0.0.10:") and url.endswith("/"), url
+            assert url.removeprefix("http://10.0.0.10:").rstrip("/").isdigit(), url
+
+    return d.components["readiness"].apply(check)

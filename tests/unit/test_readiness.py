@@ -83,6 +83,8 @@ def test_in_graph_chief_must_be_ready_too() -> None:
     ("deployment", "spec", "address", "problems", "url"),
     [
         ({"availableReplicas": 1}, {"ports": [{"nodePort": 30001}]}, "10.0.0.10", [], "http://10.0.0.10:30001/"),
+        # As the engine hands numbers back: JSON floats.
+        ({"availableReplicas": 1.0}, {"ports": [{"nodePort": 30001.0}]}, "10.0.0.10", [], "http://10.0.0.10:30001/"),
         ({"availableReplicas": 0}, {"ports": [{"nodePort": 30001}]}, "10.0.0.10", ["not available"], "http://10.0.0.10:30001/"),
         ({"availableReplicas": 1}, {"ports": [{}]}, "10.0.0.10", ["no NodePort assigned"], None),
         (
@@ -93,7 +95,7 @@ def test_in_graph_chief_must_be_ready_too() -> None:
             None,
         ),
     ],
-    ids=["healthy", "unavailable", "no-node-port", "no-address"],
+    ids=["healthy", "engine-floats", "unavailable", "no-node-port", "no-address"],
 )
 def test_app_readiness(deployment: Any, spec: Any, address: str | None, problems: list[str], url: str | None) -> None:
     result = app_readiness(deployment_status=deployment, service_spec=spec, address=address)

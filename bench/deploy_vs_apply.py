@@ -30,7 +30,6 @@ import argparse
 import copy
 import json
 import os
-import shlex
 import shutil
 import statistics
 import subprocess
@@ -146,12 +145,7 @@ def revision_env(tree: Path, ours: dict[str, str]) -> dict[str, str]:
     backend: without what our env.sh adds (a setting a later revision introduced), with its own."""
     base = {k: v for k, v in os.environ.items() if k not in ours}
     base.update({"KUBECONFIG": os.environ["KUBECONFIG"], "PULUMI_BACKEND_URL": os.environ["PULUMI_BACKEND_URL"]})
-    printed = subprocess.run([str(tree / "hack" / "env.sh")], check=True, capture_output=True, text=True, env=base).stdout
-    for line in printed.splitlines():
-        assignment = shlex.split(line)[1]
-        key, value = assignment.split("=", 1)
-        base[key] = value
-    return base
+    return {**base, **toolenv.exported(tree=tree, base=base)}
 
 
 def baseline(revision: str, into: Path, ours: dict[str, str], tenant_salt: str) -> Program:

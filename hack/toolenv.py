@@ -10,7 +10,7 @@ import os
 import shlex
 import shutil
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import yaml
@@ -23,11 +23,14 @@ KUBECTL = str(BIN / "kubectl")
 CYCLONUS = str(BIN / "cyclonus")
 
 
-def exported(overrides: dict[str, str] | None = None) -> dict[str, str]:
-    """The variables hack/env.sh exports, as a user's `eval "$(make env)"` would get them."""
-    printed = subprocess.run(
-        [str(ROOT / "hack" / "env.sh")], check=True, capture_output=True, text=True, env={**os.environ, **(overrides or {})}
-    ).stdout
+def exported(
+    overrides: dict[str, str] | None = None, *, tree: Path = ROOT, base: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """The variables hack/env.sh of `tree` (this checkout, or another revision's) exports, as a
+    user's `eval "$(make env)"` would get them, run in `base` (default: this process's
+    environment) with `overrides`."""
+    env = {**(os.environ if base is None else base), **(overrides or {})}
+    printed = subprocess.run([str(tree / "hack" / "env.sh")], check=True, capture_output=True, text=True, env=env).stdout
     result = {}
     for line in printed.splitlines():
         word, assignment = shlex.split(line)
@@ -75,21 +78,16 @@ SALT_KEY = "encryptionsalt"
 UPSTREAM_KEYS = ("tfk8s:tenantStack", "tfk8s:platformStack")  # an experiment's tenant, a tenant's platform
 
 
-def _salt(stack_file: Path) -> str | None:
-    found = yaml.safe_load(stack_file.read_text()) if stack_file.exists() else None
-    return (found or {}).get(SALT_KEY)
-
-
 def share_salt(stack_file: Path) -> str | None:
     """Give a stack file without an encryption salt the salt of the stack it builds on (an
     experiment its tenant's, a tenant its platform's, found beside it), before `pulumi stack init`
     writes a new one. With the passphrase provider each distinct salt costs a 1,000,000-round
-    PBKDF2 per command (0.2 s here), and an experiment's `up` reads its tenant's and platform's
+    PBKDF2 per command (about 0.17 s here), and an experiment's `up` reads its tenant's and platform's
     outputs, which the engine decrypts with their own salts: one shared salt is one derivation
     (README "Fixed cost"). Salts are not secret; the passphrase stays what protects the secrets.
     Returns the salt the file has afterwards, if any."""
-    own = _salt(stack_file)
-    config = ((yaml.safe_load(stack_file.read_text()) or {}) if stack_file.exists() else {}).get("config") or {}
+    document = (yaml.safe_load(stack_file.read_text()) if stack_file.exists() else None) or {}
+    own, config = document.get(SALT_KEY), document.get("config") or {}
     upstream = next((config[k] for k in UPSTREAM_KEYS if isinstance(config.get(k), str)), None)
     if own or not upstream:
         return own

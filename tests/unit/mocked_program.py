@@ -13,7 +13,7 @@ from typing import Any
 
 import pulumi
 import yaml
-from mocks import LiveHook, RecordingMocks, StatusHook, healthy_status, plain_nodes
+from mocks import LiveHook, RecordingMocks, StatusHook, healthy_status, plain_nodes, through_the_engine
 
 DEPLOYMENT, JOB, SERVICE = "kubernetes:apps/v1:Deployment", "kubernetes:batch/v1:Job", "kubernetes:core/v1:Service"
 PVC = "kubernetes:core/v1:PersistentVolumeClaim"
@@ -42,15 +42,6 @@ def stack_config(stack: str) -> dict[str, Any]:
 
 
 PLATFORM_OWNER = "organization/tfk8s/platform-dev@test"
-
-
-def through_the_engine(value: Any) -> Any:
-    """`value` as a stack output comes back from the engine: every number a JSON float (2222 -> 2222.0)."""
-    if isinstance(value, dict):
-        return {k: through_the_engine(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [through_the_engine(v) for v in value]
-    return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
 
 
 TEST_GROUP = "ptest.layouts.tfk8s.io"

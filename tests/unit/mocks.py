@@ -37,13 +37,14 @@ def plain_nodes(typ: str, object_id: str) -> dict[str, Any]:
     return {"metadata": metadata, "spec": {}}
 
 
-def as_the_engine_returns(value: Any) -> Any:
-    """A resource's state as the real engine hands it to the program: every number a JSON float
-    (a NodePort 31406 comes back as 31406.0); the mock monitor would keep Python's ints."""
+def through_the_engine(value: Any) -> Any:
+    """`value` as the real engine hands it to the program (a resource's state, a stack's outputs):
+    every number a JSON float (a NodePort 31406 comes back as 31406.0, 2222 as 2222.0); the mock
+    monitor would keep Python's ints."""
     if isinstance(value, dict):
-        return {k: as_the_engine_returns(v) for k, v in value.items()}
+        return {k: through_the_engine(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [as_the_engine_returns(v) for v in value]
+        return [through_the_engine(v) for v in value]
     return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
 
 
@@ -72,7 +73,7 @@ class RecordingMocks(pulumi.runtime.Mocks):
         status = self.status_hook(args.typ, args.name, state)
         if status is not None:
             state["status"] = status
-        return f"{args.name}-id", as_the_engine_returns(state)
+        return f"{args.name}-id", through_the_engine(state)
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
         return {}

@@ -366,6 +366,7 @@ def main() -> None:
         "(before and after, or a ladder of the changes in between)",
     )
     args = parser.parse_args()
+    toolenv.time_as_a_user()
     with toolenv.throwaway_cluster("tfk8s-bench") as kubeconfig:
         ours = toolenv.exported({"KUBECONFIG": str(kubeconfig)})
         os.environ.update(ours)

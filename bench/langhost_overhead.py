@@ -100,6 +100,7 @@ def main() -> None:
     if args.automation_preview:
         print(automation_preview(args.automation_preview))
         return
+    toolenv.time_as_a_user()
     with toolenv.throwaway_cluster("tfk8s-bench") as kubeconfig:
         os.environ.update(toolenv.exported({"KUBECONFIG": str(kubeconfig)}))
         compare(args.repeat)

@@ -140,6 +140,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="runs of each side per size; medians are reported")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
+    toolenv.time_as_a_user()
     with toolenv.throwaway_cluster(CLUSTER) as kubeconfig:
         os.environ.update(toolenv.exported({"KUBECONFIG": str(kubeconfig)}))
         work = toolenv.project_copy(Path(tempfile.mkdtemp(prefix="tfk8s-bench-preview-")))

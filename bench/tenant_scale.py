@@ -227,6 +227,7 @@ def main() -> None:
     parser.add_argument("--parallel", type=int, default=3, help="tenant `pulumi up`s at a time while growing")
     args = parser.parse_args()
     sizes = sorted(int(n) for n in args.sizes.split(","))
+    toolenv.time_as_a_user()
     with toolenv.throwaway_cluster(CLUSTER) as kubeconfig:
         os.environ.update(toolenv.exported({"KUBECONFIG": str(kubeconfig)}))
         run(sizes, args.repeat, args.parallel)

@@ -9,12 +9,16 @@ the files; `--check` fails if they are stale (a unit test runs that).
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "infra"))
+# The field docstrings are the schema's documentation; only this process has the models read them
+# (tfk8s.schema_types.PUBLISH_DOCSTRINGS_ENV, set before the models are built).
+os.environ["TFK8S_SCHEMA_DOCSTRINGS"] = "1"
 
 from tfk8s import schema  # noqa: E402
 

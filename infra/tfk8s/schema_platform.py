@@ -174,14 +174,15 @@ class PlacementSettings(Model):
 class PodIdentity(Model):
     """The non-root user and groups a pod's processes run as (its pod-level securityContext)."""
 
-    run_as_user: Positive
-    """UID of every process in the pod; never 0: the `restricted` Pod Security Standard refuses root."""
-    run_as_group: NonNegative
-    """Primary GID of those processes: the group of every file they create."""
-    fs_group: NonNegative
-    """Supplementary GID of the processes. Volumes whose ownership Kubernetes manages (emptyDir, block
-    storage, CSI drivers whose fsGroupPolicy allows it; not hostPath) are given to this group,
-    group-writable, when mounted."""
+    run_as_user: Positive = Field(
+        description="UID of every process in the pod; never 0: the `restricted` Pod Security Standard refuses root"
+    )
+    run_as_group: NonNegative = Field(description="primary GID of those processes: the group of every file they create")
+    fs_group: NonNegative = Field(
+        description="supplementary GID of the processes. Volumes whose ownership Kubernetes manages (emptyDir, "
+        "block storage, CSI drivers whose fsGroupPolicy allows it; not hostPath) are given to this group, "
+        "group-writable, when mounted"
+    )
 
 
 class PodSecuritySettings(Model):

@@ -49,7 +49,7 @@ def build(
             platform=platform,
             tenant=tenant,
             owner=owner,
-            launcher=launcher_bundle(root),
+            launcher=launcher_bundle(root, "experiment"),
             codes=codes(stack, root),
         ),
     )

@@ -102,12 +102,16 @@ def task_env(cluster: ClusterSettings, spec: dict[str, list[str]], job: str, ind
 
 @dataclass(frozen=True, kw_only=True)
 class ConfigMapFiles:
-    """A directory shipped as a ConfigMap: its keys are flat, so `items` rebuild the directory."""
+    """A directory shipped as a ConfigMap: its keys are flat, so `items` rebuild its subdirectories."""
 
     name: Any  # the ConfigMap's name, or the Pulumi output of it
     files: tuple[str, ...]  # paths relative to the directory, sorted
 
     def volume_source(self) -> Json:
+        if all(key_of(f) == f for f in self.files):
+            # A flat directory is the ConfigMap as Kubernetes mounts it: no `items`, which every
+            # pod template would carry (and every preview check and diff) for nothing.
+            return {"configMap": {"name": self.name}}
         return {"configMap": {"name": self.name, "items": [{"key": key_of(f), "path": f} for f in self.files]}}
 
 

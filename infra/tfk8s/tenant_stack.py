@@ -111,7 +111,7 @@ def build(
             user=tenant,
             platform=platform,
             owner=owner,
-            launcher=launcher_bundle(root),
+            launcher=launcher_bundle(root, "tenant"),
             notebooks=notebooks,
             after=[registration],
             jupyter_token=jupyter_token,

@@ -32,7 +32,7 @@ from tfk8s.code import CodeBundle
 from tfk8s.contract import PlatformFacts, PlatformKind
 from tfk8s.labels import labels, selector_of
 from tfk8s.ownership import Claimed, Owner
-from tfk8s.pods import LAUNCHER_DIR, key_of
+from tfk8s.pods import LAUNCHER_DIR
 from tfk8s.schema_experiment import Resources
 from tfk8s.schema_platform import TENSORBOARD_BACKEND_PORT, PodIdentity
 from tfk8s.schema_tenant import TenantSettings
@@ -273,13 +273,9 @@ class UserEnvironment(pulumi.ComponentResource):
                 {"name": "log", "mountPath": NOTEBOOK_LOG_ROOT},
             ],
         }
-        files = sorted(args.launcher.files)
         volumes = [
             {"name": "notebooks", "configMap": {"name": self.notebook_config.name}},
-            {
-                "name": "tfk8s-train",
-                "configMap": {"name": self.trainer_config.name, "items": [{"key": key_of(f), "path": f} for f in files]},
-            },
+            self._trainer_volume(args),
             {"name": "data", "persistentVolumeClaim": {"claimName": self.claims["data"].name, "readOnly": True}},
             {"name": "log", "persistentVolumeClaim": {"claimName": self.claims["log"].name}},
         ]
@@ -361,16 +357,7 @@ class UserEnvironment(pulumi.ComponentResource):
         containers = [board]
         if gated:
             containers.append(self._token_gate(platform))
-            files = sorted(args.launcher.files)
-            volumes.append(
-                {
-                    "name": "tfk8s-train",
-                    "configMap": {
-                        "name": self.trainer_config.name,
-                        "items": [{"key": key_of(f), "path": f} for f in files],
-                    },
-                }
-            )
+            volumes.append(self._trainer_volume(args))
         self.tensorboard = self._user_facing_app(
             f"{name}-tensorboard",
             "tensorboard",
@@ -383,6 +370,11 @@ class UserEnvironment(pulumi.ComponentResource):
             # The TensorFlow image's, like the training pods' that write the logs it reads.
             identity=platform.pod_security.tensorflow,
         )
+
+    def _trainer_volume(self, args: UserEnvironmentArgs) -> dict[str, Any]:
+        """The trainer package (`tfk8s-train`), for Jupyter and the TensorBoard gate."""
+        files = pods.ConfigMapFiles(name=self.trainer_config.name, files=tuple(sorted(args.launcher.files)))
+        return {"name": "tfk8s-train", **files.volume_source()}
 
     def _token_gate(self, platform: PlatformFacts) -> dict[str, Any]:
         """The gate users reach TensorBoard through: the tenant's Jupyter token, or 401."""

@@ -45,7 +45,8 @@ def materialize(spec: dict[str, Any], config_maps: dict[str, dict[str, str]], ro
         if not source:
             continue
         data = config_maps[source["name"]]
-        for item in source["items"]:
+        # Without `items`, Kubernetes writes every key as a file of that name.
+        for item in source.get("items", [{"key": key, "path": key} for key in data]):
             target = root / mount["mountPath"].lstrip("/") / item["path"]
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(data[item["key"]])

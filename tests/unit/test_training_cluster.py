@@ -335,7 +335,7 @@ def test_all_pods_of_an_experiment_mount_its_one_trainer_config_map(dev_config: 
     def check() -> None:
         code_maps = [r for r in d.mocks.of_type(CONFIG_MAP) if r.inputs["metadata"]["labels"].get("tfk8s.io/role") == "code"]
         (trainer,) = code_maps
-        assert set(trainer.inputs["data"]) == {key_of(f) for f in launcher_bundle(ROOT).files}
+        assert set(trainer.inputs["data"]) == {key_of(f) for f in launcher_bundle(ROOT, "experiment").files}
         name = f"{trainer.name}-auto"
         pods = tf_workloads(d)
         assert len(pods) == 3 * 2  # per cluster a PS Deployment and a worker Job (the notebook is cifar's client)

@@ -68,27 +68,47 @@ def host_volumes(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("volumes")
 
 
+def deployed(cli: Cli, stack: str) -> None:
+    """`stack` up and ready: deployed if it is not (never yet, or destroyed by a module before:
+    test_stack_model ends by destroying the platform and its tenants, and no module may depend on
+    running before it)."""
+    if cli.outputs(stack).get("ready") is not True:
+        cli("up", "--stack", stack, "--yes", "--skip-preview")
+        assert cli.outputs(stack)["ready"] is True, cli.outputs(stack)
+
+
 @pytest.fixture(scope="session")
-def platform(cli: Cli, host_volumes: Path) -> str:
-    """The project copy's platform-dev stack, deployed once for the tenants of the later modules."""
+def configured_platform(cli: Cli, host_volumes: Path) -> str:
+    """The project copy's platform-dev stack, configured once (not deployed: see `platform`)."""
     cli("stack", "select", "--create", PLATFORM)
     cli("config", "set", "--stack", PLATFORM, "--path", "tfk8s:platform.storage.local.hostPathRoot", str(host_volumes))
-    cli("up", "--stack", PLATFORM, "--yes", "--skip-preview")
-    assert cli.outputs(PLATFORM)["ready"] is True
     return PLATFORM
+
+
+@pytest.fixture(scope="module")
+def platform(cli: Cli, configured_platform: str) -> str:
+    """platform-dev, deployed for the module: once in the session, again if a module destroyed it."""
+    deployed(cli, configured_platform)
+    return configured_platform
 
 
 TENANTS = {"alice": "tenant-alice", "bob": "tenant-bob", "dora": "tenant-dora"}
 
 
 @pytest.fixture(scope="session")
-def tenants(cli: Cli, platform: str) -> dict[str, str]:
+def configured_tenants(cli: Cli, configured_platform: str) -> dict[str, str]:
     """user -> tenant stack on the session's platform: alice and bob from the repository's stack
     files, and dora, added as a platform team adds a user (a new tenant stack, typed in with
-    `config set`). Each `up` once, in turn."""
-    cli.init_tenant(TENANTS["dora"], platform=platform, user="dora")
+    `config set`)."""
+    cli.init_tenant(TENANTS["dora"], platform=configured_platform, user="dora")
     for stack in TENANTS.values():
         cli("stack", "select", "--create", stack)
-        cli("up", "--stack", stack, "--yes", "--skip-preview")
-        assert cli.outputs(stack)["ready"] is True, cli.outputs(stack)
     return TENANTS
+
+
+@pytest.fixture(scope="module")
+def tenants(cli: Cli, platform: str, configured_tenants: dict[str, str]) -> dict[str, str]:
+    """The tenant stacks, each deployed for the module (in turn), like `platform`."""
+    for stack in configured_tenants.values():
+        deployed(cli, stack)
+    return configured_tenants

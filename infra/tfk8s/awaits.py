@@ -7,8 +7,12 @@ conditions; Services get none.
 
 from __future__ import annotations
 
-# Services are not awaited: the provider's Service await sleeps 10 s after every endpoint change
-# (it was 70% of a dev `up`), and the Deployment/Job awaits already prove the pods behind them.
+# Every Service tfk8s declares carries this (tests/unit/test_awaits.py checks each stack's): the
+# Deployment/Job awaits already prove the pods behind them, and the provider's Service await costs:
+# - with a selector, 10 s of sleep after every change of its Endpoints (9.5 of a new tenant's 12 s
+#   `up` for the notebook's gRPC Service, 2026-11-25; 70% of a dev `up` before that);
+# - headless, an informer on the namespace's Services and Endpoints before it sees the Service
+#   exist: 0.27 s, on a new experiment's critical path (worker Service -> Job).
 SERVICE_NO_AWAIT = {"pulumi.com/skipAwait": "true"}
 
 

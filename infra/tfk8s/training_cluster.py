@@ -295,7 +295,7 @@ class TrainingCluster(pulumi.ComponentResource):
         pod_labels = self._labels("tensorflow", role=role.name, run=self.run_id)
         service = kube.Service(
             f"{name}-{role.name}",
-            metadata=self._meta(name=job_name, labels=pod_labels),
+            metadata=self._meta(name=job_name, labels=pod_labels, annotations=awaits.SERVICE_NO_AWAIT),
             spec={
                 "clusterIP": "None",
                 "selector": selector_of(pod_labels),

@@ -174,11 +174,13 @@ class UserEnvironment(pulumi.ComponentResource):
             }
         )
 
-    def _meta(self, ns: pulumi.Input[str], own_labels: dict[str, str], **extra: Any) -> dict[str, Any]:
+    def _meta(
+        self, ns: pulumi.Input[str], own_labels: dict[str, str], *, annotations: dict[str, str] | None = None, **extra: Any
+    ) -> dict[str, Any]:
         return {
             "namespace": ns,
             "labels": {**own_labels, **self.args.owner.labels()},
-            "annotations": self.args.owner.annotations(),
+            "annotations": {**(annotations or {}), **self.args.owner.annotations()},
             **extra,
         }
 
@@ -294,7 +296,7 @@ class UserEnvironment(pulumi.ComponentResource):
         # The notebook is the in-graph chief of notebook-driven clusters: their servers reach it here.
         self.notebook_service = kube.Service(
             f"{name}-jupyter-tf",
-            metadata=self._meta(ns, pod_labels, name=NOTEBOOK_SERVICE),
+            metadata=self._meta(ns, pod_labels, name=NOTEBOOK_SERVICE, annotations=awaits.SERVICE_NO_AWAIT),
             spec={"selector": selector_of(pod_labels), "ports": [{"name": "grpc", "port": platform.ports.tensorflow}]},
             opts=child,
         )
@@ -430,10 +432,7 @@ class UserEnvironment(pulumi.ComponentResource):
         )
         deployment = kube.Deployment(
             name,
-            metadata={
-                **self._meta(ns, pod_labels),
-                "annotations": {**awaits.timeout(platform.await_timeout_seconds), **self.args.owner.annotations()},
-            },
+            metadata=self._meta(ns, pod_labels, annotations=awaits.timeout(platform.await_timeout_seconds)),
             spec={
                 "replicas": 1,
                 "selector": {"matchLabels": selector_of(pod_labels)},
@@ -454,7 +453,7 @@ class UserEnvironment(pulumi.ComponentResource):
         )
         service = kube.Service(
             name,
-            metadata={**self._meta(ns, pod_labels), "annotations": {**awaits.SERVICE_NO_AWAIT, **self.args.owner.annotations()}},
+            metadata=self._meta(ns, pod_labels, annotations=awaits.SERVICE_NO_AWAIT),
             # Local: the NodePort answers only on nodes running the pod, i.e. the User Node.
             spec={
                 "type": "NodePort",

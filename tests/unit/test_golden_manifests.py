@@ -115,6 +115,26 @@ def manifests(d: Deployment) -> str:
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
+def test_no_stack_has_pulumi_wait_for_a_service(case: str) -> None:
+    """README "What `pulumi up` waits for": no Service of any kind of stack is awaited (tfk8s.awaits
+    says what the provider's Service await costs); the workloads behind them are."""
+    raw, platform, secrets = CASES[case]
+
+    @pulumi.runtime.test
+    def run() -> pulumi.Output[Any]:
+        d = run_program(raw(), secrets=secrets, platform=platform(), stack=case)
+
+        def check() -> None:
+            services = [r for r in d.mocks.resources if r.typ == "kubernetes:core/v1:Service"]
+            awaited = [s.name for s in services if s.inputs["metadata"]["annotations"].get("pulumi.com/skipAwait") != "true"]
+            assert awaited == [], f"{case}: Services pulumi would wait for: {awaited}"
+
+        return after(d, check)
+
+    run()
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
 def test_the_manifests_of_every_stack_are_the_golden_ones(case: str) -> None:
     raw, platform, secrets = CASES[case]
 

@@ -278,10 +278,12 @@ def test_pulumi_up_waits_for_running_workers_not_for_training_to_finish(dev_conf
         assert "=" not in annotations["pulumi.com/waitFor"].removeprefix("jsonpath=")
         assert annotations["pulumi.com/timeoutSeconds"] == "180"
         assert d.options[f"{JOB}::dev-mnist-worker"].delete_before_replace is True
-        # Services are not awaited (the provider sleeps 10 s per endpoint change); workloads are.
-        for service in d.mocks.of_type(SERVICE):
+        # Services are not awaited, the headless worker Service too (tfk8s.awaits); workloads are.
+        services = d.mocks.of_type(SERVICE)
+        assert {s.inputs["spec"].get("clusterIP") for s in services} == {None, "None"}
+        for service in services:
             others = set(service.inputs["metadata"].get("annotations") or {}) - {"tfk8s.io/owner"}
-            assert others <= {"pulumi.com/skipAwait"}
+            assert others == {"pulumi.com/skipAwait"}, service.name
         for deployment in d.mocks.of_type(DEPLOYMENT):
             assert "pulumi.com/skipAwait" not in deployment.inputs["metadata"]["annotations"]
 

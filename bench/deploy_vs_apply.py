@@ -148,21 +148,22 @@ def revision_env(tree: Path, ours: dict[str, str]) -> dict[str, str]:
     return {**base, **toolenv.exported(tree=tree, base=base)}
 
 
-def baseline(revision: str, into: Path, ours: dict[str, str], tenant_salt: str) -> Program:
+def baseline(revision: str, into: Path, ours: dict[str, str], upstream_salt: str, of: str = "dev") -> Program:
     """The program as of `revision`, in a project copy of its own beside ours (same backend, same
     virtualenv; its own infra/ and training/, which its entry point puts first on the path), run in
-    the environment its own hack/env.sh prints. Its experiment stack, `dev-<revision>`, is the dev
-    stack file of that revision, with the tenant's salt if that revision's tooling shares salts
-    (hack/toolenv.py share-salt), else a salt of its own, as `pulumi stack init` made it then."""
+    the environment its own hack/env.sh prints. Its stack, `<of>-<revision>`, is that revision's
+    stack file `of` (the dev experiment; bench/new_tenant.py a tenant), with the salt of the stack it
+    builds on if that revision's tooling shares salts (hack/toolenv.py share-salt), else a salt of
+    its own, as `pulumi stack init` made it then."""
     into.mkdir(parents=True)
     archive = subprocess.run(["git", "-C", str(ROOT), "archive", revision], check=True, capture_output=True).stdout
     subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
     (into / ".venv").symlink_to(ROOT / ".venv")
-    stack = f"dev-{revision}"
+    stack = f"{of}-{revision}"
     shares = "def share_salt" in (into / "hack" / "toolenv.py").read_text()
-    salt = f"encryptionsalt: {tenant_salt}\n" if shares else ""
+    salt = f"encryptionsalt: {upstream_salt}\n" if shares else ""
     stacks = into / "stacks"
-    (stacks / f"Pulumi.{stack}.yaml").write_text(salt + (stacks / "Pulumi.dev.yaml").read_text())
+    (stacks / f"Pulumi.{stack}.yaml").write_text(salt + (stacks / f"Pulumi.{of}.yaml").read_text())
     env = revision_env(into, ours)
     init(into, stack, env)
     return Program(revision, into, stack, env)

@@ -13,7 +13,8 @@ On a throwaway kwok cluster (`tfk8s-bench-tenants`, started and deleted here, wi
   * the platform grows to N-1 tenants by a real `pulumi up` of a real tenant stack each (one user,
     1Gi volumes, the default quota), --parallel of them at a time: the same objects and the same
     state a platform team's fleet has, not a rendering;
-  * for each N, for the new tenant N: `pulumi preview` before it exists (median of --repeat), its
+  * once the machine is quiet again (`settle`: the cluster's controllers work on after a growth),
+    for each N, for the new tenant N: `pulumi preview` before it exists (median of --repeat), its
     first `pulumi up --yes --skip-preview` (once: the preview is timed apart), and a no-change
     `pulumi preview` of it (median); and a no-change `pulumi preview` and `pulumi up --yes
     --skip-preview` of the platform (medians).
@@ -138,6 +139,30 @@ def grow(project: Project, first: int, last: int, parallel: int) -> float:
     return time.perf_counter() - started
 
 
+def busy(seconds: float = 5.0) -> float:
+    """The machine's CPU busy fraction over `seconds` (/proc/stat's first line)."""
+
+    def sample() -> tuple[int, int]:
+        ticks = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+        return ticks[3] + ticks[4], sum(ticks)  # idle + iowait, all
+
+    idle, total = sample()
+    time.sleep(seconds)
+    idle_after, total_after = sample()
+    return 1 - (idle_after - idle) / max(total_after - total, 1)
+
+
+def settle(limit: float = 300.0, quiet: float = 0.25) -> tuple[float, float]:
+    """Wait until the cluster has digested a growth (its controllers work for a while after the last
+    `up`), so that N's row measures what a tenant reads, not the growth's tail: until the machine
+    is busy less than `quiet` over 5 s, at most `limit` seconds. The seconds waited and the last
+    busy fraction."""
+    started = time.perf_counter()
+    while (fraction := busy()) >= quiet and time.perf_counter() - started < limit:
+        pass
+    return time.perf_counter() - started, fraction
+
+
 def median(project: Project, repeat: int, *args: str, stack: str) -> float:
     return statistics.median(project.pulumi(*args, stack=stack) for _ in range(repeat))
 
@@ -212,7 +237,9 @@ def run(sizes: list[int], repeat: int, parallel: int) -> None:
                 print(f"grew to {n - 1} tenants in {seconds:.0f} s", flush=True)
                 growth["tenants"] += n - 1 - existing
                 growth["seconds"] += seconds
-            rows[n] = measure(project, n, repeat, tenant_kind)
+            waited, fraction = settle()
+            print(f"settled in {waited:.0f} s: the machine {fraction:.0%} busy", flush=True)
+            rows[n] = {**measure(project, n, repeat, tenant_kind), "machine busy before the row (%)": 100 * fraction}
             existing = n
             print(f"N={n}: " + json.dumps({k: round(v, 2) for k, v in rows[n].items()}), flush=True)
         report(sizes, rows, growth, parallel)

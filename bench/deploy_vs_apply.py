@@ -36,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -357,9 +358,15 @@ def clean_up(out: Path, docs: list[dict[str, Any]]) -> None:
     kubectl("delete", "--wait=true", "-f", str(owned), "--ignore-not-found")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--repeat", type=int, default=3, help="runs of each side per stack; medians are reported")
+Compare = Callable[[int, list[str], dict[str, str]], None]
+
+
+def ladder(description: str, compare: Compare) -> None:
+    """The command line of a bench that runs this tree's program beside --baseline revisions' (this
+    one, bench/new_tenant.py): parses it, times as a user's shell does, and calls `compare(repeat,
+    revisions, our environment)` on a throwaway cluster."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each side; medians are reported")
     parser.add_argument(
         "--baseline",
         default="",
@@ -372,6 +379,10 @@ def main() -> None:
         ours = toolenv.exported({"KUBECONFIG": str(kubeconfig)})
         os.environ.update(ours)
         compare(args.repeat, [r for r in args.baseline.split(",") if r], ours)
+
+
+def main() -> None:
+    ladder(__doc__ or "", compare)
 
 
 def medians(runs: list[dict[str, float]]) -> dict[str, float]:
@@ -410,15 +421,17 @@ def compare(repeat: int, revisions: list[str], ours: dict[str, str]) -> None:
         theirs, floor = medians(theirs_runs), medians(floor_runs)
         job = theirs["apply+wait (job)"]
         for program in programs:
-            ours = medians(ours_runs[program.label])
+            measured = medians(ours_runs[program.label])
             print(
-                f"| {label} | {program.label} | {ours['up']:.2f} | {job:.2f} | {ours['up'] / job:.2f} "
-                f"| {ours['up (no change)']:.2f} | {floor['floor']:.2f} | {ours['up (no change)'] - floor['floor']:.2f} "
-                f"| {ours['preview']:.2f} |",
+                f"| {label} | {program.label} | {measured['up']:.2f} | {job:.2f} | {measured['up'] / job:.2f} "
+                f"| {measured['up (no change)']:.2f} | {floor['floor']:.2f} | {measured['up (no change)'] - floor['floor']:.2f} "
+                f"| {measured['preview']:.2f} |",
                 flush=True,
             )
             if clusters is None:
-                timed_phases[program.label] = {k.removeprefix("phase: "): v for k, v in ours.items() if k.startswith("phase: ")}
+                timed_phases[program.label] = {
+                    k.removeprefix("phase: "): v for k, v in measured.items() if k.startswith("phase: ")
+                }
         if clusters is None:
             floors_line = ", ".join(f"{name} {seconds:.2f} s" for name, seconds in floor.items())
             print(f"\nfloors (no-change up, medians): {floors_line}\n")

@@ -15,7 +15,6 @@ for the program as of each git revision, in the environment that revision's own 
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import subprocess
@@ -28,7 +27,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "hack"), str(ROOT / "bench")]
 
-from deploy_vs_apply import Program, baseline, init, pulumi_cli  # noqa: E402
+from deploy_vs_apply import Program, baseline, init, ladder, pulumi_cli  # noqa: E402
 
 import toolenv  # noqa: E402
 
@@ -83,15 +82,7 @@ def compare(repeat: int, revisions: list[str], ours: dict[str, str]) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--repeat", type=int, default=3, help="runs per program; medians are reported")
-    parser.add_argument("--baseline", default="", help="git revisions, comma-separated, whose programs run beside this one's")
-    args = parser.parse_args()
-    toolenv.time_as_a_user()
-    with toolenv.throwaway_cluster("tfk8s-bench") as kubeconfig:
-        ours = toolenv.exported({"KUBECONFIG": str(kubeconfig)})
-        os.environ.update(ours)
-        compare(args.repeat, [r for r in args.baseline.split(",") if r], ours)
+    ladder(__doc__ or "", compare)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,13 @@ The per-resource cost is the slope between the smallest and the largest size: wh
 resource adds, with each side's fixed cost (CLI, engine, provider and program start; kubectl's
 start and discovery) left out. The experiment is destroyed before the next size.
 
-    make tools && .venv/bin/python bench/preview_scale.py [--sizes 1,10,30] [--repeat 3]
+With `--baseline REV[,REV...]` the program as of each git revision previews an experiment of the
+same size beside this tree's (deploy_vs_apply.baseline: its own project copy and the environment
+its own `make env` prints; every program's stack shares tenant-alice's salt, which moves the fixed
+cost, not the slope), the programs' previews alternating with kubectl's: a before-and-after of the
+per-resource cost in one run. kubectl diffs this tree's objects.
+
+    make tools && .venv/bin/python bench/preview_scale.py [--sizes 1,10,30] [--repeat 3] [--baseline REV[,REV...]]
 """
 
 from __future__ import annotations
@@ -32,30 +38,19 @@ from typing import Any
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "hack")]
+sys.path[:0] = [str(ROOT / "hack"), str(ROOT / "bench")]
+
+from deploy_vs_apply import Program, baseline, init, pulumi_cli  # noqa: E402
 
 import toolenv  # noqa: E402
 
 CLUSTER = "tfk8s-bench-preview"
 BASE = ("platform-dev", "tenant-alice")
 SMALL = {"cpu": "100m", "memory": "128Mi"}
-# Room for 30 clusters of 2 pods and 3 Services each (tenant-alice's own quota, over the platform's default).
-QUOTA = {"cpu": "64", "memory": "256Gi", "pods": 200, "services": 200}
+# Room for 30 clusters of 2 pods and 3 Services each, per program (tenant-alice's own quota, over
+# the platform's default): this tree and two baselines.
+QUOTA = {"cpu": "64", "memory": "256Gi", "pods": 400, "services": 400}
 SERVER_FIELDS = ("uid", "resourceVersion", "managedFields", "creationTimestamp", "generation")
-
-
-def pulumi(work: Path, *args: str, stack: str) -> float:
-    argv = ["pulumi", *args, "--stack", stack, "--non-interactive", "--color", "never"]
-    started = time.perf_counter()
-    done = subprocess.run(argv, cwd=work, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise SystemExit(f"{' '.join(argv)} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
-    return time.perf_counter() - started
-
-
-def init(work: Path, stack: str) -> None:
-    toolenv.share_salt(work / "stacks" / f"Pulumi.{stack}.yaml")  # as `make up` creates stacks
-    subprocess.run(["pulumi", "stack", "init", stack, "--non-interactive"], cwd=work, check=True, capture_output=True)
 
 
 def experiment(clusters: int) -> dict[str, Any]:
@@ -105,58 +100,83 @@ def kubectl_diff(manifest: Path) -> float:
     return time.perf_counter() - started
 
 
-def measure(work: Path, clusters: int, repeat: int) -> dict[str, float]:
-    stack = f"scale-{clusters}"
-    (work / "stacks" / f"Pulumi.{stack}.yaml").write_text(yaml.safe_dump(experiment(clusters)))
-    init(work, stack)
-    pulumi(work, "up", "--yes", "--skip-preview", stack=stack)
-    objects = live_objects(work, stack)
-    manifest = work / f"{stack}.yaml"
+def measure(programs: list[Program], clusters: int, repeat: int, salt: str) -> dict[str, float]:
+    """Each program's experiment of `clusters` clusters, deployed; their no-change previews and
+    kubectl's diff of this tree's objects (the last program), alternating; then destroyed."""
+    stacks = {}
+    for program in programs:
+        # Stack names are experiment names: one per program, all in tenant-alice's namespace at once.
+        stack = stacks[program.label] = f"scale-{clusters}" + ("" if program is programs[-1] else f"-{program.label}")
+        (program.work / "stacks" / f"Pulumi.{stack}.yaml").write_text(
+            f"encryptionsalt: {salt}\n" + yaml.safe_dump(experiment(clusters))
+        )
+        init(program.work, stack, program.env)
+        pulumi_cli(program.work, "up", "--yes", "--skip-preview", stack=stack, env=program.env)
+    ours = programs[-1]
+    objects = live_objects(ours.work, stacks[ours.label])
+    manifest = ours.work / f"{stacks[ours.label]}.yaml"
     manifest.write_text(yaml.safe_dump_all(objects))
-    previews, diffs = [], []
+    previews: dict[str, list[float]] = {p.label: [] for p in programs}
+    diffs = []
     for _ in range(repeat):
-        previews.append(pulumi(work, "preview", stack=stack))
+        for program in programs:
+            previews[program.label].append(pulumi_cli(program.work, "preview", stack=stacks[program.label], env=program.env))
         diffs.append(kubectl_diff(manifest))
-    pulumi(work, "destroy", "--yes", stack=stack)
-    return {"objects": len(objects), "preview": statistics.median(previews), "kubectl diff": statistics.median(diffs)}
+    for program in programs:
+        pulumi_cli(program.work, "destroy", "--yes", stack=stacks[program.label], env=program.env)
+    row = {"objects": float(len(objects)), "kubectl diff": statistics.median(diffs)}
+    row.update({f"preview: {label}": statistics.median(runs) for label, runs in previews.items()})
+    return row
 
 
-def report(rows: dict[int, dict[str, float]]) -> None:
-    print("| clusters | Kubernetes objects | no-change `pulumi preview` (s) | `kubectl diff --server-side` (s) | ratio |")
-    print("|---:|---:|---:|---:|---:|")
+def report(rows: dict[int, dict[str, float]], labels: list[str]) -> None:
+    print("| clusters | Kubernetes objects | " + " | ".join(f"no-change `pulumi preview`, {label} (s)" for label in labels)
+          + " | `kubectl diff --server-side` (s) | ratio, this tree |")  # fmt: skip
+    print("|---:|---:|" + "---:|" * len(labels) + "---:|---:|")
     for clusters, row in rows.items():
-        ratio = row["preview"] / row["kubectl diff"]
-        print(f"| {clusters} | {row['objects']:.0f} | {row['preview']:.2f} | {row['kubectl diff']:.2f} | {ratio:.2f} |")
+        previews = " | ".join(f"{row[f'preview: {label}']:.2f}" for label in labels)
+        ratio = row[f"preview: {labels[-1]}"] / row["kubectl diff"]
+        print(f"| {clusters} | {row['objects']:.0f} | {previews} | {row['kubectl diff']:.2f} | {ratio:.2f} |")
     first, last = rows[min(rows)], rows[max(rows)]
     added = last["objects"] - first["objects"]
-    ours = (last["preview"] - first["preview"]) / added * 1000
     theirs = (last["kubectl diff"] - first["kubectl diff"]) / added * 1000
-    print(f"\nper added object: pulumi preview {ours:.1f} ms, kubectl diff {theirs:.1f} ms, ratio {ours / theirs:.2f}")
+    print(f"\nper added object: kubectl diff {theirs:.1f} ms")
+    for label in labels:
+        ours = (last[f"preview: {label}"] - first[f"preview: {label}"]) / added * 1000
+        print(f"per added object: pulumi preview, {label}: {ours:.1f} ms, ratio {ours / theirs:.2f}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="1,10,30", help="clusters per experiment, comma-separated")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each side per size; medians are reported")
+    parser.add_argument("--baseline", default="", help="git revisions, comma-separated, whose programs preview beside this one's")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     toolenv.time_as_a_user()
     with toolenv.throwaway_cluster(CLUSTER) as kubeconfig:
-        os.environ.update(toolenv.exported({"KUBECONFIG": str(kubeconfig)}))
-        work = toolenv.project_copy(Path(tempfile.mkdtemp(prefix="tfk8s-bench-preview-")))
+        ours = toolenv.exported({"KUBECONFIG": str(kubeconfig)})
+        os.environ.update(ours)
+        scratch = Path(tempfile.mkdtemp(prefix="tfk8s-bench-preview-"))
+        work = toolenv.project_copy(scratch / "after")
         os.environ["PULUMI_BACKEND_URL"] = f"file://{work / 'state'}"
         tenant = work / "stacks" / "Pulumi.tenant-alice.yaml"
         config = yaml.safe_load(tenant.read_text())
         config["config"]["tfk8s:tenant"]["quota"] = QUOTA
         tenant.write_text(yaml.safe_dump(config))
         for stack in BASE:
+            toolenv.share_salt(work / "stacks" / f"Pulumi.{stack}.yaml")  # as `make up` creates stacks
             init(work, stack)
-            pulumi(work, "up", "--yes", "--skip-preview", stack=stack)
-        rows = {clusters: measure(work, clusters, args.repeat) for clusters in sizes}
+            pulumi_cli(work, "up", "--yes", "--skip-preview", stack=stack)
+        salt = yaml.safe_load(tenant.read_text())["encryptionsalt"]
+        revisions = [r for r in args.baseline.split(",") if r]
+        programs = [baseline(r, scratch / r, ours, salt) for r in revisions]
+        programs.append(Program("this tree", work, "dev", dict(os.environ)))
+        rows = {clusters: measure(programs, clusters, args.repeat, salt) for clusters in sizes}
         print(f"no-change preview vs kubectl diff of the same live objects; medians of {args.repeat}, alternating")
-        report(rows)
+        report(rows, [p.label for p in programs])
         for stack in reversed(BASE):
-            pulumi(work, "destroy", "--yes", stack=stack)
+            pulumi_cli(work, "destroy", "--yes", stack=stack)
 
 
 if __name__ == "__main__":

@@ -7,8 +7,9 @@ conditions; Services get none.
 
 from __future__ import annotations
 
-# Every Service tfk8s declares carries this (tests/unit/test_awaits.py checks each stack's): the
-# Deployment/Job awaits already prove the pods behind them, and the provider's Service await costs:
+# Every Service tfk8s declares carries this (tests/unit/test_golden_manifests.py checks every stack
+# case): the Deployment/Job awaits already prove the pods behind them, and the provider's Service
+# await costs:
 # - with a selector, 10 s of sleep after every change of its Endpoints (9.5 of a new tenant's 12 s
 #   `up` for the notebook's gRPC Service, 2026-11-25; 70% of a dev `up` before that);
 # - headless, an informer on the namespace's Services and Endpoints before it sees the Service

@@ -66,6 +66,10 @@ write_stages() {
   # - It reaches a real node's kubelet (hack/realnode.sh) at its address, for `kubectl logs`, with
   #   the cluster's admin certificate.
   # - kwok simulates only the nodes annotated as fake (hack/kwok/nodes.yaml), never a real kubelet.
+  # - The scheduler and the controller manager run without leader election: each is the only one of
+  #   its kind, and with it a stall of the API server longer than the lease's renew deadline (10 s)
+  #   makes it exit for good (kwokctl restarts nothing). CI on 2026-11-25 lost its e2e cluster's
+  #   scheduler that way ("Leaderelection lost"), and every later pod stayed Pending.
   local pki=$KWOK_WORKDIR/clusters/$name/pki
   cat >>"$stages" <<EOF
 apiVersion: config.kwok.x-k8s.io/v1alpha1
@@ -81,6 +85,12 @@ componentsPatches:
   - {key: kubelet-preferred-address-types, value: "InternalIP,Hostname"}
   - {key: kubelet-client-certificate, value: $pki/admin.crt}
   - {key: kubelet-client-key, value: $pki/admin.key}
+- name: kube-scheduler
+  extraArgs:
+  - {key: leader-elect, value: "false"}
+- name: kube-controller-manager
+  extraArgs:
+  - {key: leader-elect, value: "false"}
 - name: kwok-controller
   extraArgs:
   - {key: manage-all-nodes, value: "false"}

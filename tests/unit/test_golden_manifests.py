@@ -114,46 +114,43 @@ def manifests(d: Deployment) -> str:
     return "".join(json.dumps(row, sort_keys=True) + "\n" for row in rows)
 
 
+def check_case(case: str, check: Callable[[Deployment], None]) -> None:
+    """Run the program of `case` under mocks and `check` what it declared."""
+    raw, platform, secrets = CASES[case]
+
+    @pulumi.runtime.test
+    def run() -> pulumi.Output[Any]:
+        d = run_program(raw(), secrets=secrets, platform=platform(), stack=case)
+        return after(d, lambda: check(d))
+
+    run()
+
+
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_no_stack_has_pulumi_wait_for_a_service(case: str) -> None:
     """README "What `pulumi up` waits for": no Service of any kind of stack is awaited (tfk8s.awaits
     says what the provider's Service await costs); the workloads behind them are."""
-    raw, platform, secrets = CASES[case]
 
-    @pulumi.runtime.test
-    def run() -> pulumi.Output[Any]:
-        d = run_program(raw(), secrets=secrets, platform=platform(), stack=case)
+    def check(d: Deployment) -> None:
+        services = [r for r in d.mocks.resources if r.typ == "kubernetes:core/v1:Service"]
+        awaited = [s.name for s in services if s.inputs["metadata"]["annotations"].get("pulumi.com/skipAwait") != "true"]
+        assert awaited == [], f"{case}: Services pulumi would wait for: {awaited}"
 
-        def check() -> None:
-            services = [r for r in d.mocks.resources if r.typ == "kubernetes:core/v1:Service"]
-            awaited = [s.name for s in services if s.inputs["metadata"]["annotations"].get("pulumi.com/skipAwait") != "true"]
-            assert awaited == [], f"{case}: Services pulumi would wait for: {awaited}"
-
-        return after(d, check)
-
-    run()
+    check_case(case, check)
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_the_manifests_of_every_stack_are_the_golden_ones(case: str) -> None:
-    raw, platform, secrets = CASES[case]
+    def check(d: Deployment) -> None:
+        rendered = manifests(d)
+        path = GOLDEN / f"{case}.jsonl"
+        if UPDATE:
+            GOLDEN.mkdir(exist_ok=True)
+            path.write_text(rendered)
+        assert path.is_file(), f"no golden manifests for {case}: `make golden` writes them"
+        assert rendered == path.read_text(), f"{case}: the manifests changed; if that was meant, `make golden`"
 
-    @pulumi.runtime.test
-    def run() -> pulumi.Output[Any]:
-        d = run_program(raw(), secrets=secrets, platform=platform(), stack=case)
-
-        def check() -> None:
-            rendered = manifests(d)
-            path = GOLDEN / f"{case}.jsonl"
-            if UPDATE:
-                GOLDEN.mkdir(exist_ok=True)
-                path.write_text(rendered)
-            assert path.is_file(), f"no golden manifests for {case}: `make golden` writes them"
-            assert rendered == path.read_text(), f"{case}: the manifests changed; if that was meant, `make golden`"
-
-        return after(d, check)
-
-    run()
+    check_case(case, check)
 
 
 def test_every_golden_file_belongs_to_a_case() -> None:

@@ -88,6 +88,7 @@ class Program:
     work: Path
     stack: str
     env: dict[str, str]  # the environment its own `make env` prints: each revision's settings, not ours
+    automatic_logs: bool = False  # Pulumi writes its automatic logs (hack/env.sh): its floor does too
 
     @property
     def stack_file(self) -> Path:
@@ -166,11 +167,17 @@ def baseline(revision: str, into: Path, ours: dict[str, str], upstream_salt: str
     stacks = into / "stacks"
     (stacks / f"Pulumi.{stack}.yaml").write_text(salt + (stacks / f"Pulumi.{of}.yaml").read_text())
     env = revision_env(into, ours)
+    # Before hack/env.sh turned them off, Pulumi wrote its automatic logs: so it does for that revision.
+    automatic_logs = not toolenv.turns_off_pulumi_logs(into)
+    if automatic_logs:
+        env["PULUMI_HOME"] = str(toolenv.pulumi_home_with_automatic_logs(Path(env["PULUMI_HOME"]), into / ".pulumi-home"))
     init(into, stack, env)
-    return Program(revision, into, stack, env)
+    return Program(revision, into, stack, env, automatic_logs)
 
 
 FLOOR = "import pulumi\n{body}\npulumi.export('ready', True)\n"
+# The floor program again, with Pulumi's automatic logs (the floor of programs run with them).
+LOGGED_FLOOR = "floor, Pulumi's automatic logs on"
 # What an experiment's program imported of pulumi_kubernetes before tfk8s.kube_objects.
 K8S_MODULES = ("core.v1", "apps.v1", "batch.v1", "networking.v1", "rbac.v1", "apiextensions")
 
@@ -396,6 +403,10 @@ def compare(repeat: int, revisions: list[str], ours: dict[str, str]) -> None:
     tenant_salt = yaml.safe_load((work / "stacks" / "Pulumi.tenant-alice.yaml").read_text())["encryptionsalt"]
     programs = [baseline(r, scratch / r, ours, tenant_salt) for r in revisions]
     programs.append(Program("this tree", work, "dev", dict(os.environ)))
+    # The same program with Pulumi's automatic logs (hack/env.sh turns them off): what they cost.
+    logs_home = toolenv.pulumi_home_with_automatic_logs(Path(os.environ["PULUMI_HOME"]), scratch / "pulumi-home-with-logs")
+    with_logs = {**os.environ, "PULUMI_HOME": str(logs_home)}
+    programs.append(Program("this tree, Pulumi's automatic logs on", work, "dev", with_logs, automatic_logs=True))
     floor_programs = floors(scratch)
     timeline = scratch / "timings.jsonl"
     print(f"a new experiment on a running platform; medians of {repeat} runs per side, sides alternating")
@@ -415,16 +426,18 @@ def compare(repeat: int, revisions: list[str], ours: dict[str, str]) -> None:
             theirs_runs.append(kubectl_side(work))
             for program in programs:
                 ours_runs[program.label].append(pulumi_side(program, timeline))
-            floor_runs.append(
-                {f.label: pulumi_cli(f.work, "up", "--yes", "--skip-preview", stack="floor") for f in floor_programs}
-            )
+            runs = {f.label: pulumi_cli(f.work, "up", "--yes", "--skip-preview", stack="floor") for f in floor_programs}
+            runs[LOGGED_FLOOR] = pulumi_cli(floor_programs[0].work, "up", "--yes", "--skip-preview", stack="floor", env=with_logs)
+            floor_runs.append(runs)
         theirs, floor = medians(theirs_runs), medians(floor_runs)
         job = theirs["apply+wait (job)"]
         for program in programs:
             measured = medians(ours_runs[program.label])
+            # Each program against an empty one that Pulumi logs, or not, as it logs the program.
+            its_floor = floor[LOGGED_FLOOR if program.automatic_logs else "floor"]
             print(
                 f"| {label} | {program.label} | {measured['up']:.2f} | {job:.2f} | {measured['up'] / job:.2f} "
-                f"| {measured['up (no change)']:.2f} | {floor['floor']:.2f} | {measured['up (no change)'] - floor['floor']:.2f} "
+                f"| {measured['up (no change)']:.2f} | {its_floor:.2f} | {measured['up (no change)'] - its_floor:.2f} "
                 f"| {measured['preview']:.2f} |",
                 flush=True,
             )

@@ -12,6 +12,7 @@
 #   "Secrets and the passphrase")
 # - PULUMI_PARALLEL_DIFF: the engine diffs resources in parallel
 # - PULUMI_FALLBACK_TO_STATE_SECRETS_MANAGER: a stack file without a salt reuses its state's
+# - Pulumi's automatic logs: off in this PULUMI_HOME unless TFK8S_PULUMI_LOGS=1 (below)
 # - KUBECONFIG: the local kwok cluster's own kubeconfig (unless already set)
 set -euo pipefail
 
@@ -23,7 +24,30 @@ emit() { printf 'export %s=%s\n' "$1" "$(quote "$2")"; }
 
 mkdir -p "$root/.state/backend"
 emit PATH "$cache/bin:$PATH"
-emit PULUMI_HOME "$cache/pulumi-home"
+pulumi_home=$cache/pulumi-home
+emit PULUMI_HOME "$pulumi_home"
+# Pulumi writes an automatic log of every command under $PULUMI_HOME/logs, and has no switch to
+# turn it off (pulumi/pulumi#23731 made it unconditional; #22416 asks for an opt-out): every
+# verbose engine line is formatted with the resources' properties, compressed and encrypted.
+# For the dev experiment that is 1.3 MB and 0.19 s of a 1.14 s no-change `up` (README "Fixed
+# cost"). Where that directory cannot be made, Pulumi runs without the logs as designed
+# ("automatic logging unavailable"), so a file stands in its place. TFK8S_PULUMI_LOGS=1 before
+# `make env` gives Pulumi its directory back; logs written before are moved aside, never deleted.
+logs=$pulumi_home/logs
+mkdir -p "$pulumi_home"
+if [ "${TFK8S_PULUMI_LOGS:-0}" = 1 ]; then
+  if [ -f "$logs" ]; then rm -f "$logs"; fi
+elif [ ! -f "$logs" ]; then
+  if [ -d "$logs" ]; then
+    kept=$pulumi_home/logs-kept-$(date +%Y%m%dT%H%M%S)-$$
+    if mv -T "$logs" "$kept" 2>/dev/null; then
+      echo "env.sh: Pulumi's automatic logs are off (TFK8S_PULUMI_LOGS=1 turns them on); the earlier ones are in $kept" >&2
+    fi
+  fi
+  # Atomically, and never into a directory a concurrent command may have made meanwhile (-T).
+  printf '%s\n' "Not a directory on purpose: Pulumi writes no automatic logs here (hack/env.sh; TFK8S_PULUMI_LOGS=1 turns them on)." >"$logs.$$"
+  mv -fT "$logs.$$" "$logs" 2>/dev/null || rm -f "$logs.$$"
+fi
 emit PULUMI_BACKEND_URL "${PULUMI_BACKEND_URL:-file://$root/.state/backend}"
 emit PULUMI_SKIP_UPDATE_CHECK true
 # Nothing can be downloaded from get.pulumi.com here: fail fast instead of retrying.

@@ -111,6 +111,22 @@ def throwaway_cluster(name: str, kube: str | None = None) -> Iterator[Path]:
         subprocess.run([script, "stop"], check=False, env=env)
 
 
+def turns_off_pulumi_logs(tree: Path) -> bool:
+    """Whether hack/env.sh of `tree` (this checkout, or another revision's) runs Pulumi without its
+    automatic logs, as this one does (see there)."""
+    return "TFK8S_PULUMI_LOGS" in (tree / "hack" / "env.sh").read_text()
+
+
+def pulumi_home_with_automatic_logs(home: Path, into: Path) -> Path:
+    """A PULUMI_HOME where Pulumi writes its automatic logs, as it does wherever hack/env.sh has
+    not turned them off: `home`'s plugins (linked), a logs directory of its own. For benchmarks
+    that run revisions from before env.sh did, or that measure what the logs cost."""
+    (into / "logs").mkdir(parents=True, exist_ok=True)
+    if not (into / "plugins").exists():
+        (into / "plugins").symlink_to(home / "plugins")
+    return into
+
+
 def time_as_a_user() -> None:
     """Have the commands a benchmark times run as in a user's shell, where Python caches bytecode.
 

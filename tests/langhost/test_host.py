@@ -134,6 +134,19 @@ def test_program_failures_are_reported_once(project: Project, mode: str, expecte
         assert "app/__main__.py" in text and "Traceback" in text, text
 
 
+def test_the_program_ends_after_its_exit_handlers_without_the_interpreters_teardown(project: Project, tmp_path: Path) -> None:
+    """run_program.end_without_teardown: the program's atexit handlers run and its output arrives,
+    but the interpreter does not tear down its modules (40-70 ms the CLI waited for: README "Fixed
+    cost"); a finalizer only that teardown would run never does."""
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    project.pulumi("config", "set", "markerDir", str(markers))
+    done = project.pulumi("up", "--yes", "--skip-preview")
+    assert "dry-run=False" in done.stdout
+    assert (markers / "atexit").read_text() == "ran"
+    assert not (markers / "teardown").exists()
+
+
 def test_a_missing_virtualenv_says_how_to_create_it(project: Project) -> None:
     (project.directory / "venv").unlink()
     done = project.pulumi("preview", check=False)

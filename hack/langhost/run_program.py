@@ -134,7 +134,7 @@ def end_without_teardown(code: list[int]) -> None:
     """The process's last act: registered before anything else, so it runs after every other exit
     handler (atexit is last in, first out) and after the interpreter has joined every thread. What
     it skips is only the interpreter's teardown of its modules and heap, which the CLI would wait
-    for: 42 ms for the SDK alone, 57-73 ms with tfk8s's program (README "Fixed cost"). Output the
+    for: 43 ms with the SDK alone, 64 ms with tfk8s's program (bench/program_exit.py). Output the
     process still holds is written first."""
     logging.shutdown()
     sys.stdout.flush()
@@ -147,5 +147,9 @@ if __name__ == "__main__":
     signal.signal(signal.SIGINT, lambda signum, frame: os._exit(BAIL_EXIT_CODE))
     exit_code = [1]  # until main returns: what an exception escaping it exits with
     atexit.register(end_without_teardown, exit_code)
-    exit_code[0] = main(sys.argv[1:])
+    try:
+        exit_code[0] = main(sys.argv[1:])
+    except SystemExit as stop:  # argparse's --help (0) and usage errors (2): their status, as sys.exit gives it
+        exit_code[0] = stop.code if isinstance(stop.code, int) else int(stop.code is not None)
+        raise
     sys.exit(exit_code[0])

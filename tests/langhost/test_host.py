@@ -147,6 +147,13 @@ def test_the_program_ends_after_its_exit_handlers_without_the_interpreters_teard
     assert not (markers / "teardown").exists()
 
 
+@pytest.mark.parametrize(("args", "status"), [(["--help"], 0), ([], 2)], ids=["help", "usage-error"])
+def test_the_runner_exits_with_argparses_status(args: list[str], status: int) -> None:
+    """Ending without the teardown keeps the status sys.exit gives: 0 for --help, 2 for a usage error."""
+    done = subprocess.run([sys.executable, str(ROOT / "hack" / "langhost" / "run_program.py"), *args], capture_output=True)
+    assert done.returncode == status, done.stderr
+
+
 def test_a_missing_virtualenv_says_how_to_create_it(project: Project) -> None:
     (project.directory / "venv").unlink()
     done = project.pulumi("preview", check=False)

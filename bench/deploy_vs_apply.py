@@ -170,7 +170,7 @@ def baseline(revision: str, into: Path, ours: dict[str, str], upstream_salt: str
     # Before hack/env.sh turned them off, Pulumi wrote its automatic logs: so it does for that revision.
     automatic_logs = not toolenv.turns_off_pulumi_logs(into)
     if automatic_logs:
-        env["PULUMI_HOME"] = str(toolenv.pulumi_home_with_automatic_logs(Path(env["PULUMI_HOME"]), into / ".pulumi-home"))
+        env = toolenv.with_automatic_logs(env, into / ".pulumi-home")
     init(into, stack, env)
     return Program(revision, into, stack, env, automatic_logs)
 
@@ -404,8 +404,7 @@ def compare(repeat: int, revisions: list[str], ours: dict[str, str]) -> None:
     programs = [baseline(r, scratch / r, ours, tenant_salt) for r in revisions]
     programs.append(Program("this tree", work, "dev", dict(os.environ)))
     # The same program with Pulumi's automatic logs (hack/env.sh turns them off): what they cost.
-    logs_home = toolenv.pulumi_home_with_automatic_logs(Path(os.environ["PULUMI_HOME"]), scratch / "pulumi-home-with-logs")
-    with_logs = {**os.environ, "PULUMI_HOME": str(logs_home)}
+    with_logs = toolenv.with_automatic_logs(os.environ, scratch / "pulumi-home-with-logs")
     programs.append(Program("this tree, Pulumi's automatic logs on", work, "dev", with_logs, automatic_logs=True))
     floor_programs = floors(scratch)
     timeline = scratch / "timings.jsonl"

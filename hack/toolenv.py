@@ -117,14 +117,15 @@ def turns_off_pulumi_logs(tree: Path) -> bool:
     return "TFK8S_PULUMI_LOGS" in (tree / "hack" / "env.sh").read_text()
 
 
-def pulumi_home_with_automatic_logs(home: Path, into: Path) -> Path:
-    """A PULUMI_HOME where Pulumi writes its automatic logs, as it does wherever hack/env.sh has
-    not turned them off: `home`'s plugins (linked), a logs directory of its own. For benchmarks
-    that run revisions from before env.sh did, or that measure what the logs cost."""
+def with_automatic_logs(env: Mapping[str, str], into: Path) -> dict[str, str]:
+    """`env` with a PULUMI_HOME (`into`) where Pulumi writes its automatic logs, as it does wherever
+    hack/env.sh has not turned them off: the plugins of `env`'s home (linked), a logs directory of
+    its own. For benchmarks that run revisions from before env.sh did, or that measure what the
+    logs cost, and the test that the logs directory is what turns them on."""
     (into / "logs").mkdir(parents=True, exist_ok=True)
     if not (into / "plugins").exists():
-        (into / "plugins").symlink_to(home / "plugins")
-    return into
+        (into / "plugins").symlink_to(Path(env["PULUMI_HOME"]) / "plugins")
+    return {**env, "PULUMI_HOME": str(into)}
 
 
 def time_as_a_user() -> None:

@@ -13,8 +13,8 @@ timings.mark("start")
 # Before the program's own imports and reads: the provider starts meanwhile (tfk8s.kube_objects).
 kube_objects.warm_up_provider()
 # tfk8s uses no pydantic plugin, and finding them reads the entry points of every distribution in
-# the virtualenv (TensorFlow's among them) when the first model is built: ~25 ms of every command
-# (README "Fixed cost"). A user who wants a plugin sets the variable to something else.
+# the virtualenv (TensorFlow's among them) when the first model is built: 4 ms of every command's
+# import (bench/program_import.py). A user who wants a plugin sets the variable to something else.
 os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 from tfk8s.program import main  # noqa: E402
 

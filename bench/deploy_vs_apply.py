@@ -46,7 +46,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "infra"), str(ROOT / "hack"), str(ROOT / "bench")]
 
-from rendering import render  # noqa: E402
+from rendering import PATCHES_DIR, render  # noqa: E402
 from tfk8s.kube_objects import provider_version  # noqa: E402
 
 import toolenv  # noqa: E402
@@ -293,20 +293,20 @@ def kubectl_side(work: Path) -> dict[str, float]:
     out = Path(tempfile.mkdtemp(prefix="tfk8s-render-"))
     try:
         render_experiment(work, out)
-        docs = [d for f in sorted(out.rglob("*.yaml")) for d in yaml.safe_load_all(f.read_text()) if d]
+        objects = [f for f in sorted(out.rglob("*.yaml")) if PATCHES_DIR not in f.relative_to(out).parts]
+        docs = [d for f in objects for d in yaml.safe_load_all(f.read_text()) if d]
         docs.sort(key=lambda d: ORDER.index(d["kind"]) if d["kind"] in ORDER else len(ORDER))
-        manifest = out / "all.yaml"
-        manifest.write_text(yaml.safe_dump_all(docs))
+        patches = [d for f in sorted((out / PATCHES_DIR).rglob("*.yaml")) for d in yaml.safe_load_all(f.read_text()) if d]
         namespaces = sorted({d["metadata"]["namespace"] for d in docs if d["metadata"].get("namespace")})
 
         jobs = [d for d in docs if d["kind"] == "Job"]
-        # A run is its Job's uid (tfk8s.training_cluster): the PS Deployments (owned by the Job,
-        # given its uid) and the Layout can only be written once the Job exists, with kubectl as
-        # with pulumi. So: everything else first, then read the uid, then those.
-        after_job = [d for d in docs if d["kind"] == "Deployment" and d["spec"]["template"]["metadata"]["labels"].get(
-            "tfk8s.io/role") == "ps" or d["kind"] == "Layout"]  # fmt: skip
+        # A run is its Job's uid (tfk8s.training_cluster): the Layout is given it as a value and
+        # each PS Deployment is patched with the Job as its owner, once the Job exists, with
+        # kubectl as with pulumi. So: everything else first (the PS read the uid themselves),
+        # then read the uid, then those, applied by a field manager of their own as the patches are.
+        layouts = [d for d in docs if d["kind"] == "Layout"]
         first = out / "first.yaml"
-        first.write_text(yaml.safe_dump_all([d for d in docs if not any(d is a for a in after_job)]))
+        first.write_text(yaml.safe_dump_all([d for d in docs if not any(d is a for a in layouts)]))
 
         def run_job_of(doc: dict[str, Any]) -> str:
             if doc["kind"] == "Deployment":
@@ -318,12 +318,8 @@ def kubectl_side(work: Path) -> dict[str, float]:
             doc, uid = copy.deepcopy(doc), uids[run_job_of(doc)]
             if doc["kind"] == "Layout":
                 doc["spec"]["runUid"] = uid
-                return doc
             for owner in doc["metadata"].get("ownerReferences", []):
                 owner["uid"] = uid
-            for entry in doc["spec"]["template"]["spec"]["containers"][0]["env"]:
-                if entry["name"] == "TFK8S_RUN_UID":
-                    entry["value"] = uid
             return doc
 
         def apply_and_wait(workers_ready: str) -> None:
@@ -335,8 +331,8 @@ def kubectl_side(work: Path) -> dict[str, float]:
                 for j in jobs
             }
             rest = out / "after-job.yaml"
-            rest.write_text(yaml.safe_dump_all([with_uid(d, uids) for d in after_job]))
-            kubectl("apply", "--server-side", "--force-conflicts", "-f", str(rest))
+            rest.write_text(yaml.safe_dump_all([with_uid(d, uids) for d in layouts + patches]))
+            kubectl("apply", "--server-side", "--field-manager=tfk8s-run", "-f", str(rest))
             for ns in namespaces:
                 kubectl("wait", "-n", ns, "--for=condition=Available", "deployment", "-l", "tfk8s.io/role=ps", "--timeout=300s")
                 if workers_ready == "pods":

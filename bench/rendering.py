@@ -19,6 +19,10 @@ import pulumi.automation as auto
 import pulumi_kubernetes as k8s
 
 LIVE_READS = {"kubernetes:core/v1:Node"}
+# A patch renders as its target's kind and name, so in the same directory it would overwrite the
+# file of the object it patches (a PS Deployment): patches go to PATCHES_DIR under `out`.
+PATCHES = {"kubernetes:apps/v1:DeploymentPatch"}
+PATCHES_DIR = "patches"
 
 
 def render(work: Path, out: Path, stack_config: dict[str, Any], declare: Callable[[], None]) -> None:
@@ -29,12 +33,13 @@ def render(work: Path, out: Path, stack_config: dict[str, Any], declare: Callabl
 
     def program() -> None:
         renderer = k8s.Provider("render", render_yaml_to_directory=str(out))
+        patches = k8s.Provider("render-patches", render_yaml_to_directory=str(out / PATCHES_DIR))
         live = k8s.Provider("live", kubeconfig=kubeconfig)
 
         def to_renderer(args: pulumi.ResourceTransformationArgs) -> pulumi.ResourceTransformationResult | None:
             if not args.type_.startswith("kubernetes:"):
                 return None
-            provider = live if args.type_ in LIVE_READS else renderer
+            provider = live if args.type_ in LIVE_READS else patches if args.type_ in PATCHES else renderer
             return pulumi.ResourceTransformationResult(
                 args.props, pulumi.ResourceOptions.merge(args.opts, pulumi.ResourceOptions(provider=provider))
             )

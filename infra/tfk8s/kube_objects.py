@@ -223,6 +223,10 @@ class Deployment(KubeObject):
     KIND = Kind("apps/v1", "Deployment", ("metadata", "spec"), server_fields=STATUS)
 
 
+class DeploymentPatch(KubeObject):
+    KIND = Kind("apps/v1", "Deployment", ("metadata", "spec"), server_fields=STATUS, token_kind="DeploymentPatch")
+
+
 class Job(KubeObject):
     KIND = Kind("batch/v1", "Job", ("metadata", "spec"), server_fields=STATUS)
 

@@ -71,16 +71,23 @@ def run_uid_of_own_job(kubernetes_version: tuple[int, int]) -> Json:
 
 
 def run_uid_value(job_uid: Any) -> Json:
-    """TFK8S_RUN_UID for every other task: the uid of the run's Job, created before them."""
+    """TFK8S_RUN_UID for a chief's workers: the uid of the run's Job (the chief's), created before them."""
     return {"name": "TFK8S_RUN_UID", "value": job_uid}
+
+
+def run_uid_of_watched_job(run_id: str) -> Json:
+    """For the PS, in place of TFK8S_RUN_UID: the run id the Job they watch is labelled with. The
+    launcher reads that Job's uid once it exists, so the PS need not wait for the Job to be created
+    (tfk8s_train.launch.resolve_run_uid)."""
+    return {"name": "TFK8S_WATCH_JOB_RUN", "value": run_id}
 
 
 def task_env(cluster: ClusterSettings, spec: dict[str, list[str]], job: str, index: int | None, run_uid: Json) -> list[Json]:
     """The contract read by `tfk8s_train.launch` (see training/README.md).
 
     Worker pods get no TFK8S_TASK_INDEX: the Indexed Job sets JOB_COMPLETION_INDEX at run time,
-    so one pod template serves every worker. `run_uid` is one of the two TFK8S_RUN_UID entries
-    above: a run is one Job, so a Job re-created with the same settings is a new run.
+    so one pod template serves every worker. `run_uid` is one of the three entries above that
+    give a task its run: a run is one Job, so a Job re-created with the same settings is a new run.
     """
     env: list[Json] = [
         {"name": "TFK8S_CLUSTER_SPEC", "value": json.dumps(spec, sort_keys=True)},

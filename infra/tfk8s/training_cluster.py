@@ -20,13 +20,14 @@ What `pulumi up` waits for: PS Deployments until available; the worker Job only 
 worker pod is Ready, or one has failed or succeeded (never until training completes).
 
 A run is one Job, the one the PS watch (workers; the chief with a chief client): its uid keys the
-run's done markers and directory on the log volume (tfk8s_train.launch, TFK8S_RUN_UID). So that
-Job is created first; its own pods read the uid from their controller-uid label, and everything
-that must know it (the PS Deployments, the worker Job of a chief-driven cluster, the Layout the
-notebook reads) is created after it, with the uid as a value. The PS Deployments are also owned by
-that Job (ownerReferences): when a TTL clean-up deletes a finished Job, Kubernetes deletes its PS
-too, so `pulumi up --refresh` re-creates both, a new run that trains instead of a Job waiting on
-a PS scaled to zero by the run before.
+run's done markers and directory on the log volume (tfk8s_train.launch, TFK8S_RUN_UID). Its own
+pods read the uid from their controller-uid label; the PS, created beside the Job, read it from
+the Job once it exists with their run id (TFK8S_WATCH_JOB_RUN), so they start while the Job's
+pods do. What is given the uid as a value (the worker Job of a chief-driven cluster, the Layout
+the notebook reads) is created after the Job. The PS Deployments are owned by that Job
+(ownerReferences, added by a DeploymentPatch once the Job is up): when a TTL clean-up deletes a
+finished Job, Kubernetes deletes its PS too, so `pulumi up --refresh` re-creates both, a new run
+that trains instead of a Job waiting on a PS scaled to zero by the run before.
 """
 
 from __future__ import annotations
@@ -110,8 +111,10 @@ class TrainingCluster(pulumi.ComponentResource):
         self.ps_deployment_names = [f"{self.names.cluster}-ps-{i}-{self.run_id[:8]}" for i in range(c.ps.count)]
         self._build_ps_rbac(name, args)
         self.ps_services = [self._build_ps_service(name, args, i) for i in range(c.ps.count)]
+        # Beside the run's Job, not after it: the PS read its uid themselves (module docstring).
+        self.ps_deployments = [self._build_ps_deployment(name, i) for i in range(c.ps.count)]
 
-        # The run's Job first (see the module docstring), then whatever is given its uid.
+        # The run's Job, then whatever is given its uid.
         own_uid = pods.run_uid_of_own_job(self.kubernetes_version)
         self.chief_service = self.chief_job = None
         if cs.has_chief_job(c):
@@ -120,7 +123,7 @@ class TrainingCluster(pulumi.ComponentResource):
         self.worker_service, self.worker_job = self._build_indexed(name, WORKER_ROLE, worker_uid)
         run_job = self.chief_job or self.worker_job
         self.run_uid: pulumi.Output[str] = run_job.uid
-        self.ps_deployments = [self._build_ps_deployment(name, i, run_job) for i in range(c.ps.count)]
+        self.ps_owners = [self._own_ps(name, i, run_job) for i in range(c.ps.count)]
 
         layout_kind = platform.layouts
         self.layout = kube.CustomObject(
@@ -160,7 +163,6 @@ class TrainingCluster(pulumi.ComponentResource):
         labels: dict[str, str],
         name: str | None = None,
         annotations: dict[str, str] | None = None,
-        owned_by: kube.Job | None = None,
     ) -> dict[str, Any]:
         meta: dict[str, Any] = {
             "namespace": self.args.namespace,
@@ -169,8 +171,6 @@ class TrainingCluster(pulumi.ComponentResource):
         }
         if name is not None:
             meta["name"] = name
-        if owned_by is not None:  # Kubernetes deletes this object with that Job
-            meta["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job", "name": owned_by.name, "uid": owned_by.uid}]
         return meta
 
     def _cluster_pods(self, args: TrainingClusterArgs) -> pods.ClusterPods:
@@ -256,7 +256,7 @@ class TrainingCluster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self),
         )
 
-    def _build_ps_deployment(self, name: str, index: int, run_job: kube.Job) -> kube.Deployment:
+    def _build_ps_deployment(self, name: str, index: int) -> kube.Deployment:
         pod_labels = self._ps_labels(index)
         # The run id in the name: a new run gets a fresh Deployment, and the PS can find its own
         # Deployment to retire it (see tfk8s_train.launch).
@@ -266,7 +266,7 @@ class TrainingCluster(pulumi.ComponentResource):
             self.cluster_pods,
             labels=pod_labels,
             index=index,
-            run_uid=pods.run_uid_value(run_job.uid),
+            run_uid=pods.run_uid_of_watched_job(self.run_id),
             scale_to_zero=pods.ScaleToZero(
                 deployment=deployment_name, watched_job=self.watched_job, service_account=self.ps_account.name
             ),
@@ -277,12 +277,30 @@ class TrainingCluster(pulumi.ComponentResource):
                 name=deployment_name,
                 labels=pod_labels,
                 annotations=awaits.timeout(self.args.platform.await_timeout_seconds),
-                owned_by=run_job,
             ),
             # No `replicas`: the server default (1) applies, and the PS may scale itself to zero
             # without Pulumi fighting it.
             spec={"selector": {"matchLabels": selector_of(pod_labels)}, "strategy": {"type": "Recreate"}, "template": template},
-            opts=pulumi.ResourceOptions(parent=self),
+            # A PS serves unauthenticated gRPC: never before the policy that fences it in.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.network_policy]),
+        )
+
+    def _own_ps(self, name: str, index: int, run_job: kube.Job) -> kube.DeploymentPatch:
+        """The run's Job as the owner of PS `index`'s Deployment, so Kubernetes deletes the PS with
+        that Job. A patch of its own (its own field manager), because the Job's uid is known only
+        once the Job is up, and the PS must not wait for that to start.
+
+        Kept on delete: the owner goes with its Deployment (a new run is a new Deployment), and
+        the provider's delete of a patch re-applies the object's bare name, which fails, or would
+        create it, once the Deployment is gone, as it is after the Job's TTL clean-up."""
+        return kube.DeploymentPatch(
+            f"{name}-ps-{index}-owner",
+            metadata={
+                "name": self.ps_deployments[index].name,
+                "namespace": self.args.namespace,
+                "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": run_job.name, "uid": run_job.uid}],
+            },
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.ps_deployments[index]], retain_on_delete=True),
         )
 
     def _build_indexed(self, name: str, role: Role, run_uid: dict[str, Any]) -> tuple[kube.Service, kube.Job]:

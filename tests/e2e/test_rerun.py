@@ -89,13 +89,16 @@ def one_run(kube: Kube, log_dir: Path) -> str:
     (job,) = [j for j in kube.get("jobs", NAMESPACE) if j["metadata"]["name"] == JOB]
     uid = job["metadata"]["uid"]
     launcher = start_launcher(kube.run, kube.kubeconfig, ps, log_dir.parent)  # its TFK8S_LOG_DIR: <work>/log
+    # The PS is not given the uid (it starts beside its Job): it reads it from the Job of its run.
     launcher_env = {e["name"]: e.get("value") for e in ps["spec"]["template"]["spec"]["containers"][0]["env"]}
-    assert launcher_env["TFK8S_RUN_UID"] == uid  # the PS serves this Job's run
+    assert "TFK8S_RUN_UID" not in launcher_env
+    assert launcher_env["TFK8S_WATCH_JOB_RUN"] == job["metadata"]["labels"]["tfk8s.io/run"]
     time.sleep(3)  # polling its Job and the run's markers, as in a running PS pod
     assert launcher.poll() is None, launcher.communicate()[0]  # serving: no earlier run's markers count
     assert run_workers(kube, log_dir) == {uid}  # the workers read the same uid from their own labels
     assert launcher.wait(30) == 0
     out = launcher.stdout.read() if launcher.stdout else ""
+    assert f"run {uid} (job {JOB}," in out, out  # the PS serves this Job's run
     assert "all of ['worker-0', 'worker-1'] are done; retiring" in out and "already done" not in out, out
     assert {p.name for p in (log_dir / f"run-{uid}" / ".tfk8s" / "done").iterdir()} == {"worker-0", "worker-1"}
     return str(uid)
@@ -125,8 +128,9 @@ def test_the_same_experiment_trains_again_after_destroy_and_after_a_ttl_clean_up
     second = one_run(kube, log_dir)
     assert second != first
 
-    # The finished Job's TTL clean-up takes its PS Deployment with it (ownerReferences): nothing is
-    # left waiting at zero replicas, and `up --refresh` re-creates both as a new run.
+    # The finished Job's TTL clean-up takes its PS Deployment with it (ownerReferences, which a
+    # DeploymentPatch adds): nothing is left waiting at zero replicas, and `up --refresh`
+    # re-creates both as a new run.
     wait_until(lambda: not [j for j in kube.get("jobs", NAMESPACE) if j["metadata"]["name"] == JOB], "TTL deletes the Job")
     wait_until(lambda: not [d for d in kube.get("deployments", NAMESPACE) if "rerun-mnist-ps" in d["metadata"]["name"]],
                "the PS Deployment goes with its Job")  # fmt: skip

@@ -78,6 +78,8 @@ def test_parse_env_reads_the_contract(environ: dict[str, str], job: str, index: 
         (env(TFK8S_RUN_UID="<unset>"), "TFK8S_RUN_UID is not set"),
         (env(TFK8S_RUN_UID=""), "TFK8S_RUN_UID is not set"),  # a downward-API label that is missing
         (env(TFK8S_RUN_UID="../other"), "must not contain '/'"),
+        (env(TFK8S_WATCH_JOB_RUN="r1", TFK8S_WATCH_JOB="w"), "TFK8S_RUN_UID and TFK8S_WATCH_JOB_RUN are both set"),
+        (env(TFK8S_RUN_UID="<unset>", TFK8S_WATCH_JOB_RUN="r1"), "TFK8S_WATCH_JOB_RUN is set without TFK8S_WATCH_JOB"),
     ],
     ids=[
         "no-spec",
@@ -96,6 +98,8 @@ def test_parse_env_reads_the_contract(environ: dict[str, str], job: str, index: 
         "no-run-uid",
         "empty-run-uid",
         "run-uid-path",
+        "uid-and-where-to-read-it",
+        "run-without-job",
     ],
 )
 def test_parse_env_rejects_bad_input_naming_the_variable(environ: dict[str, str], message: str) -> None:
@@ -387,7 +391,7 @@ FAILED = {
 NEXT_RUN = {"kind": "Job", "metadata": {"uid": "a-later-run"}, "status": {"active": 2}}
 
 
-def _watching_ps(tmp_path: Path, url: str, python: str) -> subprocess.Popen[str]:
+def _watching_ps(tmp_path: Path, url: str, python: str, **extra: str) -> subprocess.Popen[str]:
     sa = tmp_path / "sa"
     sa.mkdir(exist_ok=True)
     (sa / "token").write_text("tok")
@@ -403,6 +407,7 @@ def _watching_ps(tmp_path: Path, url: str, python: str) -> subprocess.Popen[str]
         KUBERNETES_SERVICE_HOST="127.0.0.1",
         TFK8S_KUBE_API=url,
         TFK8S_SA_DIR=str(sa),
+        **extra,
     )
 
 
@@ -445,3 +450,46 @@ def test_ps_retires_when_its_job_is_gone(
     handler.job = then
     assert ps.wait(10) == 0
     assert "job exp1-worker of run run is gone; retiring" in (ps.stdout.read() if ps.stdout else "")
+
+
+def _job_of_run(run: str, uid: str, **metadata: Any) -> dict[str, Any]:
+    return {"kind": "Job", "metadata": {"uid": uid, "labels": {"tfk8s.io/run": run}, **metadata}, "status": {"active": 2}}
+
+
+def test_a_ps_without_its_run_uid_takes_it_from_its_runs_job_once_that_job_exists(
+    tmp_path: Path, api_server: tuple[str, Any], launcher_python: str
+) -> None:
+    """The PS start beside their Job (tfk8s.training_cluster): no Job yet, then an earlier run's Job
+    of the same name, then this run's Job while it is being deleted, are all waited out; the uid of
+    this run's live Job is the run, and its done markers retire the PS."""
+    url, handler = api_server
+    handler.job = None  # 404: not created yet
+    ps = _watching_ps(tmp_path, url, launcher_python, TFK8S_RUN_UID="", TFK8S_WATCH_JOB_RUN="r-new")
+    waits = [_job_of_run("r-old", "old-uid"), _job_of_run("r-new", "gone-uid", deletionTimestamp="2026-11-25T20:00:00Z")]
+    for answer in waits:
+        seen = len(_gets(handler))
+        deadline = time.monotonic() + 10
+        while len(_gets(handler)) < seen + 2:  # polled at least twice more without starting
+            assert ps.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        assert not (tmp_path / "run-old-uid").exists() and not (tmp_path / "run-gone-uid").exists()
+        handler.job = answer
+    handler.job = _job_of_run("r-new", "new-uid")
+    deadline = time.monotonic() + 10
+    while not (tmp_path / "run-new-uid").is_dir():  # the server's run directory: it started
+        assert ps.poll() is None and time.monotonic() < deadline, ps.communicate()[0]
+        time.sleep(0.05)
+    for index in (0, 1):
+        launch.write_done_marker(launch.run_log_dir(tmp_path, "new-uid"), "worker", index)
+    assert ps.wait(10) == 0
+    out = ps.stdout.read() if ps.stdout else ""
+    assert "waiting for job exp1-worker of run r-new" in out and "run new-uid (job exp1-worker, run r-new)" in out, out
+    assert "all of ['worker-0', 'worker-1'] are done; retiring" in out, out
+    assert {p.name for p in tmp_path.iterdir() if p.name.startswith("run-")} == {"run-new-uid"}
+
+
+def test_a_ps_told_to_read_its_run_uid_outside_a_pod_says_how_to_fix_it(tmp_path: Path, launcher_python: str) -> None:
+    ps = _launch(tmp_path, "ps", 0, SERVER, python=launcher_python, TFK8S_RUN_UID="", TFK8S_WATCH_JOB="exp1-worker",
+                 TFK8S_WATCH_JOB_RUN="r1")  # fmt: skip
+    assert ps.wait(30) == 2
+    assert "TFK8S_WATCH_JOB_RUN needs the Kubernetes API" in (ps.stdout.read() if ps.stdout else "")

@@ -16,6 +16,7 @@ import yaml
 from mocks import LiveHook, RecordingMocks, StatusHook, healthy_status, plain_nodes, through_the_engine
 
 DEPLOYMENT, JOB, SERVICE = "kubernetes:apps/v1:Deployment", "kubernetes:batch/v1:Job", "kubernetes:core/v1:Service"
+DEPLOYMENT_PATCH = "kubernetes:apps/v1:DeploymentPatch"
 PVC = "kubernetes:core/v1:PersistentVolumeClaim"
 CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
 

@@ -18,8 +18,9 @@ from tfk8s import ownership
 
 Identity = tuple[str, str | None, str]  # kind, namespace, name
 
-# A NodePatch changes a node that exists (tfk8s.user_node checks its taints' managers); never created.
-PATCHES = {"kubernetes:core/v1:NodePatch"}
+# Patches change an object that exists, never create one: a NodePatch the User Node (tfk8s.user_node
+# checks its taints' managers), a DeploymentPatch a PS Deployment the same program declares.
+PATCHES = {"kubernetes:core/v1:NodePatch", "kubernetes:apps/v1:DeploymentPatch"}
 
 
 def declared_under_fixed_names(resources: list[Any]) -> set[Identity]:

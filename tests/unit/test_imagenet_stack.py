@@ -54,6 +54,7 @@ EXPERIMENT_EXPECTED = Counter(
         "kubernetes:rbac.authorization.k8s.io/v1:Role": 1,
         "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding": 1,
         "kubernetes:apps/v1:Deployment": 2,  # 2 PS
+        "kubernetes:apps/v1:DeploymentPatch": 2,  # each PS owned by the worker Job
         "kubernetes:core/v1:Service": 3,  # 2 PS, headless workers
         "kubernetes:batch/v1:Job": 1,  # 3 workers, one Indexed Job
         "tfk8s:index:Experiment": 1,

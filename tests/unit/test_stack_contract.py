@@ -142,8 +142,12 @@ def test_an_experiment_in_its_tenants_namespace_creates_only_its_own_objects(dev
             "kubernetes:core/v1:Secret",
             f"kubernetes:{TEST_GROUP}/v1:Tenant",
         }
+        declared = {(r.typ, r.inputs["metadata"].get("name")) for r in d.mocks.resources if r.typ.startswith("kubernetes:")}
         for r in d.mocks.resources:
-            if r.typ.startswith("kubernetes:"):
+            if r.typ == "kubernetes:apps/v1:DeploymentPatch":  # the fields it adds, to a Deployment of this stack
+                assert ("kubernetes:apps/v1:Deployment", r.inputs["metadata"]["name"]) in declared
+                assert r.inputs["metadata"]["namespace"] == "tfk8s-alice"
+            elif r.typ.startswith("kubernetes:"):
                 meta = r.inputs["metadata"]
                 assert meta["namespace"] == "tfk8s-alice"
                 assert meta["labels"][ownership.STACK] == "dev" and meta["labels"][ownership.STACK_KIND] == "experiment"

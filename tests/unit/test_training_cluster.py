@@ -10,6 +10,7 @@ import pytest
 from mocked_program import (
     CONFIG_MAP,
     DEPLOYMENT,
+    DEPLOYMENT_PATCH,
     JOB,
     PVC,
     ROOT,
@@ -516,12 +517,26 @@ def test_a_run_is_the_job_the_ps_watch_and_every_task_knows_its_uid(
                 if name != run_job:
                     assert run_uid_entry(job) == {"name": "TFK8S_RUN_UID", "value": uid}
             (ps,) = [r for r in d.mocks.of_type(DEPLOYMENT) if pod_labels(r).get("tfk8s.io/role") == "ps"]
-            assert run_uid_entry(ps) == {"name": "TFK8S_RUN_UID", "value": uid}
+            # The PS read the uid from the Job they watch, once it carries their run's label: they
+            # are declared beside the Job, from nothing of it (no Output of the Job in their inputs).
+            assert "TFK8S_RUN_UID" not in env_of(ps)
             assert env_of(ps)["TFK8S_WATCH_JOB"] == run_job
-            # The PS goes with its run's Job: a TTL clean-up of the Job deletes it too.
-            assert ps.inputs["metadata"]["ownerReferences"] == [
-                {"apiVersion": "batch/v1", "kind": "Job", "name": run_job, "uid": uid}
-            ]
+            assert env_of(ps)["TFK8S_WATCH_JOB_RUN"] == jobs[run_job].inputs["metadata"]["labels"]["tfk8s.io/run"]
+            assert "ownerReferences" not in ps.inputs["metadata"]
+            depends = d.options[f"{DEPLOYMENT}::{ps.name}"].depends_on
+            assert not [r for r in depends if isinstance(r, pulumi.CustomResource) and r._name == run_job]
+            # The PS goes with its run's Job (a TTL clean-up of the Job deletes it too): a patch of
+            # the PS Deployment, once the Job is up, makes the Job its owner.
+            (owner,) = d.mocks.of_type(DEPLOYMENT_PATCH)
+            assert owner.inputs["metadata"] == {
+                "name": ps.inputs["metadata"]["name"],
+                "namespace": ps.inputs["metadata"]["namespace"],
+                "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": run_job, "uid": uid}],
+            }
+            assert set(owner.inputs) <= {"apiVersion", "kind", "metadata", "spec", "status"} and not owner.inputs.get("spec")
+            # Deleting it leaves the owner in place: the provider's delete of a patch fails once the
+            # Deployment is gone (a TTL clean-up took it), and the Deployment goes with its run anyway.
+            assert d.options[f"{DEPLOYMENT_PATCH}::{owner.name}"].retain_on_delete is True
             (layout,) = layouts(d).values()
             assert layout["runUid"] == uid
 

@@ -4,7 +4,8 @@ Used by ``launch.py`` so that a retired PS is not restarted by its Deployment: o
 done-marker barrier is met, the PS launcher PATCHes ``/apis/apps/v1/namespaces/<ns>/deployments/
 <name>/scale`` to ``{"spec": {"replicas": 0}}`` with the pod's service-account token over TLS
 (the cluster CA from the service-account directory). ``job_state`` GETs the run's Job so a PS
-can retire when its workers failed for good (RBAC: ``get`` on that one Job).
+can retire when its workers failed for good, and ``run_job_uid`` so a PS learns which run it
+serves (RBAC: ``get`` on that one Job).
 """
 
 import json
@@ -76,11 +77,13 @@ def retire_deployment(
     return True
 
 
-def job_state(
-    job: str, namespace: Optional[str], environ: Mapping[str, str], sa_dir: Optional[Path] = None, uid: Optional[str] = None
-) -> Optional[str]:
-    """ "Failed" | "Complete" (its conditions), "Running", "Gone" (HTTP 404, or a Job of another uid
-    than ``uid``: a later run's), or None (no API, or an error)."""
+# A Job's labels: the run it belongs to (tfk8s.labels.RUN), which a PS matches before taking its uid.
+RUN_LABEL = "tfk8s.io/run"
+GONE = "Gone"
+
+
+def _read_job(job: str, namespace: Optional[str], environ: Mapping[str, str], sa_dir: Optional[Path]) -> object:
+    """The Job's object (a dict), GONE on HTTP 404, or None (no API, or an error, logged)."""
     api = environ.get("TFK8S_KUBE_API") or api_server(environ)
     if not api:
         return None
@@ -94,21 +97,47 @@ def job_state(
         request = urllib.request.Request(url, headers={"Authorization": "Bearer " + token, "Accept": "application/json"})
         context = ssl.create_default_context(cafile=str(ca) if ca.exists() else None) if url.startswith("https:") else None
         with urllib.request.urlopen(request, timeout=5.0, context=context) as response:
-            body = json.loads(response.read().decode())
+            return json.loads(response.read().decode())
     except urllib.error.HTTPError as err:
         if err.code == 404:
-            return "Gone"
+            return GONE
         _log(f"could not read job {namespace}/{job}: HTTP {err.code}")
         return None
     except Exception as err:  # best effort: the done barrier still works without it
         _log(f"could not read job {namespace}/{job}: {err}")
         return None
+
+
+def job_state(
+    job: str, namespace: Optional[str], environ: Mapping[str, str], sa_dir: Optional[Path] = None, uid: Optional[str] = None
+) -> Optional[str]:
+    """ "Failed" | "Complete" (its conditions), "Running", "Gone" (HTTP 404, or a Job of another uid
+    than ``uid``: a later run's), or None (no API, or an error)."""
+    body = _read_job(job, namespace, environ, sa_dir)
+    if not isinstance(body, dict):
+        return body if body == GONE else None
     if uid is not None and (body.get("metadata") or {}).get("uid") != uid:
-        return "Gone"
+        return GONE
     for condition in (body.get("status") or {}).get("conditions") or []:
         if condition.get("type") in ("Failed", "Complete") and condition.get("status") == "True":
             return str(condition["type"])
     return "Running"
+
+
+def run_job_uid(
+    job: str, run: str, namespace: Optional[str], environ: Mapping[str, str], sa_dir: Optional[Path] = None
+) -> Optional[str]:
+    """The uid of Job ``job`` if it is run ``run``'s: labelled ``tfk8s.io/run=<run>`` and not being
+    deleted. None while there is no such Job: not created yet, or still an earlier run's (RBAC:
+    ``get`` on that one Job)."""
+    body = _read_job(job, namespace, environ, sa_dir)
+    if not isinstance(body, dict):
+        return None
+    metadata = body.get("metadata") or {}
+    if (metadata.get("labels") or {}).get(RUN_LABEL) != run or metadata.get("deletionTimestamp"):
+        return None
+    uid = metadata.get("uid")
+    return str(uid) if uid else None
 
 
 def api_server(environ: Mapping[str, str]) -> Optional[str]:

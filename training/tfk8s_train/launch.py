@@ -12,12 +12,15 @@ Contract (environment, written by the infra code and by ``tfk8s_train.runner``):
     TFK8S_JOB_NAME      ps | worker | chief
     TFK8S_TASK_INDEX    integer; if absent, JOB_COMPLETION_INDEX (Kubernetes Indexed Jobs)
     TFK8S_DATA_DIR      default /data          TFK8S_LOG_DIR  default /log
-    TFK8S_RUN_UID       required: what makes this run one run. On Kubernetes the uid of the run's
-                        Job (the one the PS watches): its own pods read it from their
-                        controller-uid label, every other task gets it as a value; the local
-                        runner makes a fresh one per invocation. The child's log directory is
-                        ``<TFK8S_LOG_DIR>/run-<uid>`` (TFK8S_LOG_DIR and --log_path point there),
-                        which also holds the run's done markers
+    TFK8S_RUN_UID       what makes this run one run (required unless TFK8S_WATCH_JOB_RUN is set).
+                        On Kubernetes the uid of the run's Job (the one the PS watches): its own
+                        pods read it from their controller-uid label, a chief's workers get it
+                        as a value; the local runner makes a fresh one per invocation. The
+                        child's log directory is ``<TFK8S_LOG_DIR>/run-<uid>`` (TFK8S_LOG_DIR and
+                        --log_path point there), which also holds the run's done markers
+    TFK8S_WATCH_JOB_RUN instead of TFK8S_RUN_UID, with TFK8S_WATCH_JOB (a PS): the run id the
+                        watched Job is labelled with (tfk8s.io/run). The launcher waits until
+                        that Job exists with that label and takes its uid as TFK8S_RUN_UID
     TFK8S_CLASSIC_FLAGS "true" (default) appends --ps_hosts --worker_hosts --job_name
                         --task_index --data_dir --log_path to CMD; "false" does not
     TFK8S_DONE_WHEN     "workers" or "chief"; default: "chief" if the spec has a chief
@@ -54,6 +57,12 @@ clean-up deleted and `pulumi up --refresh` re-created, would find the earlier ru
 retire its new parameter servers before they served. A new Job has a new uid: a new run directory,
 no markers, no checkpoint to restore, its own TensorBoard runs beside the earlier ones.
 
+Why a PS reads its run's uid from the Job rather than being given it: a PS Deployment created
+with the uid as a value could only be created once the Job existed, and `pulumi up` learns a
+Job's uid only when the Job is ready, so the PS started a second later on every new run. With
+TFK8S_WATCH_JOB_RUN the PS starts beside its Job. It matches the run label and skips a Job being
+deleted, so an earlier run's Job of the same name, still going, is never taken for its own.
+
 Why a PS also watches its Job: markers are written only on success, so a run whose workers fail
 for good (or pass their deadline) would leave its PS serving forever. With TFK8S_WATCH_JOB the PS
 launcher reads that Job through the API at every poll and retires when it is Failed or Complete,
@@ -69,12 +78,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Dict, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple, Union
+from typing import Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple, Union
 
 try:  # a module of the package: python -m tfk8s_train.launch, or PYTHONPATH=/opt/tfk8s as in pods
-    from tfk8s_train.kube_retire import job_state, retire_deployment
+    from tfk8s_train.kube_retire import api_server, job_state, retire_deployment, run_job_uid
 except ImportError:  # a plain script without the package on the path: the sibling file
-    from kube_retire import job_state, retire_deployment  # type: ignore[no-redef]
+    from kube_retire import api_server, job_state, retire_deployment, run_job_uid  # type: ignore[no-redef]
 
 JOBS = ("ps", "worker", "chief")
 
@@ -99,6 +108,7 @@ class LaunchSpec(NamedTuple):
     ps_deployment: Optional[str]
     namespace: Optional[str]
     watch_job: Optional[str] = None
+    watch_job_run: Optional[str] = None  # run_uid is "" until read from that Job (resolve_run_uid)
 
     @property
     def task(self) -> str:
@@ -180,13 +190,19 @@ def parse_env(environ: Mapping[str, str]) -> LaunchSpec:
     if done_when == "workers" and "worker" not in cluster:
         raise LaunchError("TFK8S_DONE_WHEN=workers but TFK8S_CLUSTER_SPEC has no worker")
     run_uid = environ.get("TFK8S_RUN_UID", "").strip()
-    if not run_uid:
+    watch_job = environ.get("TFK8S_WATCH_JOB") or None
+    watch_job_run = environ.get("TFK8S_WATCH_JOB_RUN", "").strip() or None
+    if run_uid and watch_job_run:
+        raise LaunchError("TFK8S_RUN_UID and TFK8S_WATCH_JOB_RUN are both set: give one, the uid or where to read it")
+    if watch_job_run and not watch_job:
+        raise LaunchError("TFK8S_WATCH_JOB_RUN is set without TFK8S_WATCH_JOB: name the Job to read the run's uid from")
+    if not run_uid and not watch_job_run:
         raise LaunchError(
             "TFK8S_RUN_UID is not set (or empty): give every task of one run the same new value, "
-            "e.g. the uid of the run's Job from its pods' controller-uid label"
+            "e.g. the uid of the run's Job from its pods' controller-uid label (or, for a PS, "
+            "TFK8S_WATCH_JOB_RUN with TFK8S_WATCH_JOB to read it from that Job)"
         )
-    if "/" in run_uid or run_uid.startswith("."):
-        raise LaunchError(f"TFK8S_RUN_UID={run_uid!r} must not contain '/' or start with '.': it names a directory")
+    _check_run_uid(run_uid)
     return LaunchSpec(
         cluster=cluster,
         job=job,
@@ -200,8 +216,39 @@ def parse_env(environ: Mapping[str, str]) -> LaunchSpec:
         grace_seconds=_parse_float(environ, "TFK8S_GRACE_SECONDS", 10.0),
         ps_deployment=environ.get("TFK8S_PS_DEPLOYMENT") or None,
         namespace=environ.get("TFK8S_NAMESPACE") or None,
-        watch_job=environ.get("TFK8S_WATCH_JOB") or None,
+        watch_job=watch_job,
+        watch_job_run=watch_job_run,
     )
+
+
+def _check_run_uid(run_uid: str) -> None:
+    if "/" in run_uid or run_uid.startswith("."):
+        raise LaunchError(f"TFK8S_RUN_UID={run_uid!r} must not contain '/' or start with '.': it names a directory")
+
+
+def resolve_run_uid(spec: LaunchSpec, environ: Mapping[str, str], sleep: Callable[[float], None] = time.sleep) -> LaunchSpec:
+    """The spec with its run uid: as given, or read from the watched Job once it is this run's.
+
+    Waits as long as it takes: the Job is created beside the PS (or is an earlier run's, still
+    being deleted). A PS whose Job never comes is deleted with its experiment."""
+    if spec.run_uid or not spec.watch_job or not spec.watch_job_run:
+        return spec
+    if not (environ.get("TFK8S_KUBE_API") or api_server(environ)):
+        raise LaunchError(
+            "TFK8S_WATCH_JOB_RUN needs the Kubernetes API to read the Job's uid, and this is not a pod "
+            "(no KUBERNETES_SERVICE_HOST): set TFK8S_KUBE_API, or give TFK8S_RUN_UID"
+        )
+    waited = False
+    while True:
+        uid = run_job_uid(spec.watch_job, spec.watch_job_run, spec.namespace, environ)
+        if uid:
+            _check_run_uid(uid)
+            _log(f"{spec.task}: run {uid} (job {spec.watch_job}, run {spec.watch_job_run})")
+            return spec._replace(run_uid=uid)
+        if not waited:
+            _log(f"{spec.task}: waiting for job {spec.watch_job} of run {spec.watch_job_run}")
+            waited = True
+        sleep(spec.poll_seconds)
 
 
 def tf_config(spec: LaunchSpec) -> str:
@@ -267,8 +314,8 @@ def barrier_met(spec: LaunchSpec) -> bool:
 
 class JobWatch:
     """Whether the run's Job says the run is over: Failed, Complete, or gone (deleted, or replaced
-    by a Job of another uid). A PS is created after its Job (it is given the Job's uid), so a Job
-    that is gone is never one that is yet to come."""
+    by a Job of another uid). The PS knows its run's uid before it watches (given, or read from the
+    Job itself: resolve_run_uid), so a Job that is gone is never one that is yet to come."""
 
     def __init__(self, spec: LaunchSpec, environ: Mapping[str, str]) -> None:
         self.spec, self.environ = spec, environ
@@ -355,7 +402,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         _log("usage: launch.py -- CMD [ARGS...]")
         return 2
     try:
-        spec = parse_env(os.environ)
+        spec = resolve_run_uid(parse_env(os.environ), os.environ)
     except LaunchError as err:
         _log(f"error: {err}")
         return 2

@@ -17,6 +17,15 @@ from __future__ import annotations
 SERVICE_NO_AWAIT = {"pulumi.com/skipAwait": "true"}
 
 
+# The DeploymentPatch that makes a run's Job the owner of its PS (tfk8s.training_cluster): it
+# changes nothing to wait for, and the provider's await after a patch returns the Deployment as its
+# informer last saw it, at times from before the patch: the patch's state then lacked the owner it
+# had applied, and the next `up` patched again (3 of 12 patches, new 3-cluster experiments,
+# 2026-11-25). Without the await, its state is the API server's answer to the patch. The annotation
+# lands on the Deployment too, as the patch's own field; the Deployment's awaits read its own inputs.
+PATCH_NO_AWAIT = {"pulumi.com/skipAwait": "true"}
+
+
 def timeout(seconds: int) -> dict[str, str]:
     return {"pulumi.com/timeoutSeconds": str(seconds)}
 

@@ -298,6 +298,7 @@ class TrainingCluster(pulumi.ComponentResource):
             metadata={
                 "name": self.ps_deployments[index].name,
                 "namespace": self.args.namespace,
+                "annotations": awaits.PATCH_NO_AWAIT,
                 "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": run_job.name, "uid": run_job.uid}],
             },
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.ps_deployments[index]], retain_on_delete=True),

@@ -63,6 +63,8 @@ RESOURCE_QUOTA = ApiKind(kind="ResourceQuota", api_version="v1", plural="resourc
 LIMIT_RANGE = ApiKind(kind="LimitRange", api_version="v1", plural="limitranges", namespaced=True)
 POD = ApiKind(kind="Pod", api_version="v1", plural="pods", namespaced=True)
 JOB = ApiKind(kind="Job", api_version="batch/v1", plural="jobs", namespaced=True)
+# An experiment's trainer package, named after its content (tfk8s.experiment).
+CONFIG_MAP = ApiKind(kind="ConfigMap", api_version="v1", plural="configmaps", namespaced=True)
 STORAGE_CLASS = ApiKind(kind="StorageClass", api_version="storage.k8s.io/v1", plural="storageclasses", namespaced=False)
 CUSTOM_RESOURCE_DEFINITION = ApiKind(
     kind="CustomResourceDefinition", api_version="apiextensions.k8s.io/v1", plural="customresourcedefinitions", namespaced=False

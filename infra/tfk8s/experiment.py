@@ -15,12 +15,31 @@ import pulumi
 
 from tfk8s import kube_objects as kube
 from tfk8s import readiness
+from tfk8s.api_paths import CONFIG_MAP
 from tfk8s.code import CodeBundle
 from tfk8s.contract import PlatformFacts, TenantFacts
 from tfk8s.labels import labels
-from tfk8s.ownership import Owner
+from tfk8s.ownership import Claimed, Owner
+from tfk8s.schema import NAMESPACE
 from tfk8s.schema_experiment import ClusterSettings
 from tfk8s.training_cluster import TrainingCluster, TrainingClusterArgs
+
+
+def trainer_config_map(experiment: str, launcher: CodeBundle) -> str:
+    """The name of the experiment's trainer ConfigMap: the experiment's, and its content's digest.
+
+    Known before anything is created, so the run's Job is not held until the ConfigMap is created,
+    as it was while Pulumi's auto-naming chose the name (created in the same wave, the ConfigMap is
+    there before a kubelet mounts it, and a kubelet retries a missing one). Changed content is
+    another name: a new ConfigMap, replaced as auto-naming's was, and a new run (the digest is in
+    the run id)."""
+    return f"{experiment}-trainer-{launcher.digest[:10]}"
+
+
+def fixed_objects(experiment: str, namespace: str, launcher: CodeBundle) -> list[Claimed]:
+    """What an Experiment itself creates under a fixed name: its trainer ConfigMap."""
+    name = trainer_config_map(experiment, launcher)
+    return [Claimed(kind=CONFIG_MAP, namespace=namespace, name=name, key=f"{NAMESPACE}:experiment")]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -48,6 +67,7 @@ class Experiment(pulumi.ComponentResource):
         self.trainer_config = kube.ConfigMap(
             f"{name}-trainer",
             metadata={
+                "name": trainer_config_map(args.experiment, args.launcher),
                 "namespace": user.namespace,
                 "labels": {**labels(user.name, "tensorflow", experiment=args.experiment, role="code"), **args.owner.labels()},
                 "annotations": args.owner.annotations(),
@@ -68,7 +88,8 @@ class Experiment(pulumi.ComponentResource):
                     data_claim=user.data_claim,
                     log_claim=user.log_claim,
                     launcher=args.launcher,
-                    launcher_config_map=self.trainer_config.name,
+                    # The name, not the Output: the pods need not wait for the ConfigMap's creation.
+                    launcher_config_map=trainer_config_map(args.experiment, args.launcher),
                     code=args.codes.get(c.name),
                     notebook_host=user.notebook_host if c.in_graph_client == "notebook" else None,
                 ),

@@ -7,8 +7,9 @@ from typing import Any
 
 import pulumi
 
+from tfk8s import experiment as experiment_objects
 from tfk8s import training_cluster
-from tfk8s.code import CodeBundle, bundle, launcher_bundle
+from tfk8s.code import CodeBundle, bundle
 from tfk8s.contract import PlatformFacts, TenantFacts
 from tfk8s.experiment import Experiment, ExperimentArgs
 from tfk8s.ownership import Claimed, Owner
@@ -25,10 +26,12 @@ def codes(stack: ExperimentStack, root: Path) -> dict[str, CodeBundle | None]:
     return result
 
 
-def claimed(stack: ExperimentStack, experiment: str, platform: PlatformFacts, tenant: TenantFacts) -> list[Claimed]:
-    """Objects created under fixed names (their names are DNS identities), as each training cluster
-    lists them: absent, or already ours."""
-    return [
+def claimed(
+    stack: ExperimentStack, experiment: str, platform: PlatformFacts, tenant: TenantFacts, launcher: CodeBundle
+) -> list[Claimed]:
+    """Objects created under fixed names (their names are DNS identities, or the trainer package's
+    content), as the experiment and each training cluster list them: absent, or already ours."""
+    return experiment_objects.fixed_objects(experiment, tenant.namespace, launcher) + [
         claim
         for i, cluster in enumerate(stack.clusters)
         for claim in training_cluster.fixed_objects(
@@ -38,7 +41,13 @@ def claimed(stack: ExperimentStack, experiment: str, platform: PlatformFacts, te
 
 
 def build(
-    stack: ExperimentStack, experiment: str, platform: PlatformFacts, tenant: TenantFacts, owner: Owner, root: Path
+    stack: ExperimentStack,
+    experiment: str,
+    platform: PlatformFacts,
+    tenant: TenantFacts,
+    owner: Owner,
+    root: Path,
+    launcher: CodeBundle,
 ) -> dict[str, Any]:
     """Declare the experiment's clusters; export their readiness and cluster specs."""
     env = Experiment(
@@ -49,7 +58,7 @@ def build(
             platform=platform,
             tenant=tenant,
             owner=owner,
-            launcher=launcher_bundle(root, "experiment"),
+            launcher=launcher,
             codes=codes(stack, root),
         ),
     )

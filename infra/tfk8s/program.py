@@ -33,6 +33,7 @@ from tfk8s import (
     tenant_stack,
     timings,
 )
+from tfk8s.code import launcher_bundle
 from tfk8s.config_errors import ConfigError
 from tfk8s.contract import PlatformFacts, TenantFacts
 from tfk8s.schema import NAMESPACE
@@ -250,11 +251,12 @@ def run_experiment(
                 f"{stack.tenant_stack!r} first; nothing was changed"
             )
     fix = "Another experiment uses this name: set a different tfk8s:experiment (or cluster name)"
-    refuse_foreign(experiment_stack.claimed(stack, experiment, platform, tenant), read, owner, fix)
+    launcher = launcher_bundle(root, "experiment")
+    refuse_foreign(experiment_stack.claimed(stack, experiment, platform, tenant, launcher), read, owner, fix)
     timings.mark("ownership")
     refuse_over_quota(stack, experiment, tenant, read_whole)
     timings.mark("quota")
-    outputs = experiment_stack.build(stack, experiment, platform, tenant, owner, root)
+    outputs = experiment_stack.build(stack, experiment, platform, tenant, owner, root, launcher)
     timings.mark("declared")
     return outputs
 

@@ -60,7 +60,7 @@ class TrainingClusterArgs:
     data_claim: str  # the user's volumes (platform stack)
     log_claim: str
     launcher: CodeBundle
-    launcher_config_map: pulumi.Input[str]  # the experiment's ConfigMap holding `launcher`
+    launcher_config_map: str  # the experiment's ConfigMap holding `launcher` (tfk8s.experiment.trainer_config_map)
     code: CodeBundle | None = None
     notebook_host: str | None = None
 

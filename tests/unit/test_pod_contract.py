@@ -54,7 +54,11 @@ def materialize(spec: dict[str, Any], config_maps: dict[str, dict[str, str]], ro
 
 def worker_pod_on_disk(d: Deployment, root: Path) -> dict[str, Any]:
     """The worker Job's pod spec, its ConfigMap volumes written under `root`."""
-    config_maps = {f"{r.name}-auto": r.inputs["data"] for r in d.mocks.of_type("kubernetes:core/v1:ConfigMap")}
+    # By the name the API server would hold: the one given, or Pulumi's auto-name (the mocks' `-auto`).
+    config_maps = {
+        r.inputs["metadata"].get("name") or f"{r.name}-auto": r.inputs["data"]
+        for r in d.mocks.of_type("kubernetes:core/v1:ConfigMap")
+    }
     (job,) = d.mocks.of_type(JOB)
     spec = pod_spec(job)
     materialize(spec, config_maps, root)

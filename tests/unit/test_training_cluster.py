@@ -339,7 +339,10 @@ def test_all_pods_of_an_experiment_mount_its_one_trainer_config_map(dev_config: 
         code_maps = [r for r in d.mocks.of_type(CONFIG_MAP) if r.inputs["metadata"]["labels"].get("tfk8s.io/role") == "code"]
         (trainer,) = code_maps
         assert set(trainer.inputs["data"]) == {key_of(f) for f in launcher_bundle(ROOT, "experiment").files}
-        name = f"{trainer.name}-auto"
+        # Named after the experiment and its content, known before it exists: the Job need not wait
+        # for its creation (tfk8s.experiment.trainer_config_map).
+        name = trainer.inputs["metadata"]["name"]
+        assert name == f"dev-trainer-{launcher_bundle(ROOT, 'experiment').digest[:10]}"
         pods = tf_workloads(d)
         assert len(pods) == 3 * 2  # per cluster a PS Deployment and a worker Job (the notebook is cifar's client)
         for workload in pods:

@@ -13,7 +13,7 @@ from __future__ import annotations
 # - with a selector, 10 s of sleep after every change of its Endpoints (9.5 of a new tenant's 12 s
 #   `up` for the notebook's gRPC Service, 2026-11-25; 70% of a dev `up` before that);
 # - headless, an informer on the namespace's Services and Endpoints before it sees the Service
-#   exist: 0.27 s, on a new experiment's critical path (worker Service -> Job).
+#   exist: 0.27 s, then on a new experiment's critical path (worker Service -> Job).
 SERVICE_NO_AWAIT = {"pulumi.com/skipAwait": "true"}
 
 

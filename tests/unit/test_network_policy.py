@@ -112,10 +112,13 @@ def test_each_cluster_talks_grpc_with_its_own_pods_and_its_notebook_client_alone
                     assert fetch == [{"to": list(network_policy.ANYWHERE), "ports": [{"protocol": "TCP", "port": 8443}]}]
                 else:
                     assert fetch == []
-            # Every Job waits for its cluster's policy (the PS Deployments wait for their Job).
-            for job in d.mocks.of_type(JOB):
-                depends = d.options[f"{JOB}::{job.name}"].depends_on
-                assert any(getattr(r, "_name", "").endswith("-network") for r in depends), job.name
+            # Every Job and every PS Deployment waits for its cluster's policy: no gRPC server before it.
+            ps = [r for r in d.mocks.of_type(DEPLOYMENT) if r.inputs["metadata"]["labels"].get("tfk8s.io/role") == "ps"]
+            assert len(ps) == 3
+            for typ, workload in [(JOB, job) for job in d.mocks.of_type(JOB)] + [(DEPLOYMENT, p) for p in ps]:
+                depends = d.options[f"{typ}::{workload.name}"].depends_on
+                own = f"{workload.inputs['metadata']['labels']['app.kubernetes.io/instance']}-network"  # its cluster's
+                assert any(getattr(r, "_name", "") == own for r in depends), workload.name
 
         return after(d, check)
 

@@ -26,6 +26,8 @@ from typing import Any, ClassVar
 
 import pulumi
 
+from tfk8s import stack_outputs
+
 PROVIDER_PACKAGE = "pulumi_kubernetes"
 
 
@@ -79,8 +81,6 @@ def _version() -> str:
 
 # A function of the provider that needs no cluster and changes nothing: decoding no YAML.
 WARM_UP_INVOKE = "kubernetes:yaml:decode"
-# The engine's own function behind StackReference (tfk8s.stack_ref; here, this stack's last outputs).
-READ_STACK_OUTPUTS = "pulumi:pulumi:readStackOutputs"
 
 
 def warm_up_provider() -> threading.Thread:
@@ -101,7 +101,7 @@ def warm_up_provider() -> threading.Thread:
     leave it behind (and `pulumi stack rm` would then want --force). The requests go from a thread
     of their own because the program runs synchronously until its first read; a gRPC call waits
     without holding the GIL."""
-    from google.protobuf import json_format, struct_pb2
+    from google.protobuf import struct_pb2
     from pulumi.runtime.proto import resource_pb2
     from pulumi.runtime.settings import get_monitor
 
@@ -117,8 +117,7 @@ def warm_up_provider() -> threading.Thread:
         try:
             if monitor is None:
                 return
-            last = json_format.MessageToDict(getattr(monitor.Invoke(request(READ_STACK_OUTPUTS, {"name": own})), "return"))
-            if last.get("outputs"):
+            if stack_outputs.invoke(own, monitor).get("outputs"):  # this stack's last outputs
                 monitor.Invoke(request(WARM_UP_INVOKE, {"text": ""}, _version()))
         except Exception:  # noqa: BLE001 -- the provider's own error surfaces at the first object
             pass

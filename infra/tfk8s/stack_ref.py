@@ -17,9 +17,10 @@ from typing import Any, TypeVar
 import pulumi
 from pydantic import ValidationError
 
+from tfk8s import stack_outputs
 from tfk8s.contract import Facts, PlatformFacts, TenantFacts
-from tfk8s.kube_objects import READ_STACK_OUTPUTS
 from tfk8s.schema import NAMESPACE
+from tfk8s.stack_outputs import qualified
 
 PLATFORM_OUTPUT, TENANT_OUTPUT = "platform", "tenant"
 
@@ -31,14 +32,10 @@ class StackUnavailable(pulumi.RunError):
     """The platform or tenant stack is not there or not deployed; the message names it, the key and the fix."""
 
 
-def qualified(ref: str) -> str:
-    """`platform-dev` -> `<organization>/<project>/platform-dev`; qualified names pass unchanged."""
-    return ref if ref.count("/") == 2 else f"{pulumi.get_organization()}/{pulumi.get_project()}/{ref}"
-
-
 def read_outputs(name: str) -> dict[str, Any]:
-    result = pulumi.runtime.invoke(READ_STACK_OUTPUTS, {"name": name})  # raises on an unknown stack
-    return dict((result.value or {}).get("outputs") or {})
+    """The stack's outputs, read ahead at the program's start where its config names it
+    (tfk8s.stack_outputs.prefetch); raises on an unknown stack."""
+    return stack_outputs.read(name)
 
 
 def _facts(ref: str, key: str, output: str, model: type[F], what: str, read: ReadOutputs) -> F:

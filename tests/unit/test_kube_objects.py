@@ -17,6 +17,7 @@ from google.protobuf.json_format import MessageToDict
 from mocked_program import ROOT
 from pulumi.runtime.mocks import MockMonitor
 from tfk8s import kube_objects as kube
+from tfk8s import stack_outputs
 
 KINDS = [
     value
@@ -60,7 +61,7 @@ class EchoMocks(pulumi.runtime.Mocks):
         return f"{args.name}-id", {"metadata": {**args.inputs.get("metadata", {}), "uid": "u-1"}}
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
-        return {"outputs": self.last_outputs} if args.token == kube.READ_STACK_OUTPUTS else {}
+        return {"outputs": self.last_outputs} if args.token == stack_outputs.READ_STACK_OUTPUTS else {}
 
 
 class RecordingMonitor(MockMonitor):
@@ -175,7 +176,7 @@ def test_a_deployed_stack_warms_up_the_objects_provider_with_a_function_that_cha
     monitor.mocks.last_outputs = {"ready": True}
     kube.warm_up_provider().join(timeout=10)
     own, warm = monitor.invokes
-    assert own["tok"] == kube.READ_STACK_OUTPUTS and own["args"] == {"name": "organization/project/stack"}
+    assert own["tok"] == stack_outputs.READ_STACK_OUTPUTS and own["args"] == {"name": "organization/project/stack"}
     assert warm == {
         "tok": "kubernetes:yaml:decode",
         "args": {"text": ""},
@@ -194,7 +195,7 @@ def test_a_deployed_stack_warms_up_the_objects_provider_with_a_function_that_cha
 def test_a_new_stack_is_not_warmed_up(monitor: RecordingMonitor) -> None:
     """No outputs: never deployed (or destroyed). A refused first `up` must leave no provider in its state."""
     kube.warm_up_provider().join(timeout=10)
-    assert [i["tok"] for i in monitor.invokes] == [kube.READ_STACK_OUTPUTS]
+    assert [i["tok"] for i in monitor.invokes] == [stack_outputs.READ_STACK_OUTPUTS]
 
 
 def test_a_warm_up_that_fails_is_silent(monitor: RecordingMonitor) -> None:

@@ -20,7 +20,7 @@ from mocked_program import (
     tenant_owner,
 )
 from mocks import RecordingMocks
-from tfk8s import access, guard, kube_objects, ownership, program, stack_ref
+from tfk8s import access, guard, ownership, program, stack_outputs, stack_ref
 from tfk8s.contract import PlatformFacts, TenantFacts
 from tfk8s.program import OwnershipConflict
 from tfk8s.stack_config import validate
@@ -251,7 +251,7 @@ def test_the_outputs_are_read_through_the_engines_stack_reference_call() -> None
 
     class Engine(RecordingMocks):
         def call(self, args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
-            assert args.token == kube_objects.READ_STACK_OUTPUTS
+            assert args.token == stack_outputs.READ_STACK_OUTPUTS
             asked.append(args.args["name"])
             outputs = TENANT_ALICE if args.args["name"].endswith("/tenant-alice") else PLATFORM_DEV
             return {"name": args.args["name"], "outputs": outputs, "secretOutputNames": []}

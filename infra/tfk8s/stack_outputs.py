@@ -1,0 +1,126 @@
+"""Other stacks' outputs through the engine (`pulumi:pulumi:readStackOutputs`), read ahead.
+
+An experiment reads its tenant's outputs, then its platform's; a tenant its platform's
+(tfk8s.stack_ref). The stacks' names are in this stack's config, so `prefetch` starts those reads
+in a thread of their own at the program's first line, while the program imports its modules
+(~0.12 s), and `read` then answers from them. The same request, the same deserialization as the
+SDK's `pulumi.runtime.invoke`; a read ahead that failed, or never started, is simply made again
+by `read`, so its error is the engine's own, as before.
+
+Light on purpose: imported before the program's own modules (infra/__main__.py), so only
+`pulumi` and the standard library.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import pulumi
+from pulumi.runtime import rpc
+
+READ_STACK_OUTPUTS = "pulumi:pulumi:readStackOutputs"
+# What a stack's config names as the stack it builds on, by kind; and in the tenant's `tenant`
+# output, its platform (tfk8s.contract.TenantFacts, dumped by alias).
+UPSTREAM_KEY = {"experiment": "tfk8s:tenantStack", "tenant": "tfk8s:platformStack"}
+TENANT_OUTPUT, TENANT_PLATFORM = "tenant", "platformStack"
+
+Invoke = Callable[[str, Any], dict[str, Any]]  # (stack name, monitor) -> invoke's answer
+
+
+def qualified(ref: str, organization: str | None = None, project: str | None = None) -> str:
+    """`platform-dev` -> `<organization>/<project>/platform-dev`; qualified names pass unchanged.
+    This program's organization and project unless given (a thread of its own must give them:
+    the SDK keeps its settings per context, and a new thread starts with none)."""
+    if ref.count("/") == 2:
+        return ref
+    return f"{organization or pulumi.get_organization()}/{project or pulumi.get_project()}/{ref}"
+
+
+def invoke(name: str, monitor: Any = None) -> dict[str, Any]:
+    """The stack's outputs, as `pulumi.runtime.invoke` returns them, from any thread: the SDK's
+    call needs the program's event loop, which a thread started before the program has not got.
+    `monitor`: the engine's, taken in the program's own thread (see `qualified`)."""
+    from google.protobuf import struct_pb2
+    from pulumi.runtime.proto import resource_pb2
+    from pulumi.runtime.settings import get_monitor
+
+    monitor = monitor or get_monitor()
+    if monitor is None:
+        raise RuntimeError("no resource monitor: not run by the Pulumi engine")
+    args = struct_pb2.Struct()
+    args.update({"name": name})
+    response = monitor.Invoke(resource_pb2.ResourceInvokeRequest(tok=READ_STACK_OUTPUTS, args=args, acceptResources=True))
+    if response.failures:
+        raise RuntimeError(f"invoke of {READ_STACK_OUTPUTS} failed: {response.failures[0].reason}")
+    value, _ = rpc.deserialize_properties_unwrap_secrets(getattr(response, "return"))
+    return dict(value or {})
+
+
+def _outputs(result: dict[str, Any]) -> dict[str, Any]:
+    return dict(result.get("outputs") or {})
+
+
+class ReadAhead:
+    """Reads of named stacks, started in one thread, waited for by name."""
+
+    def __init__(self, invoke: Invoke = invoke) -> None:
+        self._invoke = invoke
+        self._done = threading.Event()
+        self._found: dict[str, dict[str, Any]] = {}
+        self._thread: threading.Thread | None = None
+
+    def start(self, first: str, then: Callable[[dict[str, Any]], str | None] = lambda _: None) -> None:
+        """Read stack `first`, then the stack `then` names from its outputs, if any."""
+        from pulumi.runtime.settings import get_monitor
+
+        monitor = get_monitor()  # here: the thread's context has no settings
+
+        def run() -> None:
+            try:
+                name: str | None = first
+                while name is not None and name not in self._found:
+                    outputs = _outputs(self._invoke(name, monitor))
+                    self._found[name] = outputs
+                    name = then(outputs)
+            except Exception:  # noqa: BLE001 -- `read` reads again and reports the engine's error
+                pass
+            finally:
+                self._done.set()
+
+        self._thread = threading.Thread(target=run, name="tfk8s-stack-outputs", daemon=True)
+        self._thread.start()
+
+    def read(self, name: str) -> dict[str, Any]:
+        """The stack's outputs: read ahead if that read succeeded, read now otherwise."""
+        if self._thread is not None:
+            self._done.wait()
+            if name in self._found:
+                return self._found[name]
+        return _outputs(self._invoke(name, None))
+
+
+AHEAD = ReadAhead()
+
+
+def prefetch(ahead: ReadAhead = AHEAD) -> None:
+    """Start reading what this stack builds on: an experiment's tenant and its platform, a tenant's
+    platform. Raw config: the stack file is validated later (tfk8s.stack_config); a name that
+    fails validation is read for nothing, and never used."""
+    kind = pulumi.runtime.get_config("tfk8s:kind")
+    ref = pulumi.runtime.get_config(UPSTREAM_KEY.get(str(kind), ""))
+    if not isinstance(ref, str) or not ref:
+        return
+    organization, project = pulumi.get_organization(), pulumi.get_project()
+
+    def tenants_platform(outputs: dict[str, Any]) -> str | None:
+        platform = (outputs.get(TENANT_OUTPUT) or {}).get(TENANT_PLATFORM)
+        return qualified(platform, organization, project) if isinstance(platform, str) and platform else None
+
+    ahead.start(qualified(ref, organization, project), tenants_platform if kind == "experiment" else lambda _: None)
+
+
+def read(name: str) -> dict[str, Any]:
+    """A stack's outputs by its qualified name (raises the engine's error for an unknown stack)."""
+    return AHEAD.read(name)

@@ -1,0 +1,84 @@
+"""Reading the stacks a stack builds on ahead, while the program imports (tfk8s.stack_outputs)."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pulumi
+import pytest
+from mocks import RecordingMocks
+from tfk8s import stack_outputs
+from tfk8s.stack_outputs import ReadAhead
+
+TENANT = "organization/tfk8s/tenant-alice"
+PLATFORM = "organization/tfk8s/platform-dev"
+STACKS = {TENANT: {"tenant": {"platformStack": "platform-dev", "namespace": "tfk8s-alice"}}, PLATFORM: {"platform": {"x": 1.0}}}
+
+
+class Engine:
+    """The engine's readStackOutputs: answers from STACKS, records every call and its thread."""
+
+    def __init__(self, fail: set[str] | None = None, gate: threading.Event | None = None) -> None:
+        self.asked: list[tuple[str, str]] = []
+        self.fail = fail or set()
+        self.gate = gate
+
+    def __call__(self, name: str, monitor: Any) -> dict[str, Any]:
+        if self.gate is not None:
+            self.gate.wait(10)
+        self.asked.append((name, threading.current_thread().name))
+        if name in self.fail or name not in STACKS:
+            raise RuntimeError(f"unknown stack {name}")
+        return {"name": name, "outputs": STACKS[name]}
+
+
+@pytest.fixture(autouse=True)
+def experiment_config() -> Any:
+    pulumi.runtime.set_mocks(RecordingMocks(), project="tfk8s", stack="dev", organization="organization")
+    pulumi.runtime.set_all_config({"tfk8s:kind": "experiment", "tfk8s:tenantStack": "tenant-alice"})
+    yield
+    pulumi.runtime.set_all_config({})
+
+
+def test_an_experiment_reads_its_tenant_and_then_the_tenants_platform_ahead_in_a_thread_of_its_own() -> None:
+    gate = threading.Event()
+    engine = Engine(gate=gate)
+    ahead = ReadAhead(engine)
+    stack_outputs.prefetch(ahead)
+    assert engine.asked == []  # the program goes on while the thread waits for the engine
+    gate.set()
+    assert ahead.read(TENANT) == STACKS[TENANT] and ahead.read(PLATFORM) == STACKS[PLATFORM]
+    assert engine.asked == [(TENANT, "tfk8s-stack-outputs"), (PLATFORM, "tfk8s-stack-outputs")]  # once each
+    with pytest.raises(RuntimeError, match="unknown stack organization/tfk8s/other"):
+        ahead.read("organization/tfk8s/other")  # not read ahead: read now, the engine's error
+    assert engine.asked[-1] == ("organization/tfk8s/other", threading.current_thread().name)
+
+
+def test_a_read_ahead_that_failed_is_made_again_and_its_error_is_the_engines() -> None:
+    engine = Engine(fail={TENANT})
+    ahead = ReadAhead(engine)
+    stack_outputs.prefetch(ahead)
+    with pytest.raises(RuntimeError, match=f"unknown stack {TENANT}"):
+        ahead.read(TENANT)
+    assert [name for name, _ in engine.asked] == [TENANT, TENANT]
+
+
+def test_a_tenant_reads_its_platform_ahead_and_a_platform_reads_nothing() -> None:
+    pulumi.runtime.set_all_config({"tfk8s:kind": "tenant", "tfk8s:platformStack": "platform-dev"})
+    engine = Engine()
+    ahead = ReadAhead(engine)
+    stack_outputs.prefetch(ahead)
+    assert ahead.read(PLATFORM) == STACKS[PLATFORM]
+    assert [name for name, _ in engine.asked] == [PLATFORM]
+
+    pulumi.runtime.set_all_config({"tfk8s:kind": "platform"})
+    nothing = Engine()
+    stack_outputs.prefetch(ReadAhead(nothing))
+    assert nothing.asked == []
+
+
+def test_names_are_qualified_with_this_programs_organization_and_project_unless_given() -> None:
+    assert stack_outputs.qualified("tenant-alice") == TENANT
+    assert stack_outputs.qualified("tenant-alice", "org", "proj") == "org/proj/tenant-alice"
+    assert stack_outputs.qualified("a/b/c", "org", "proj") == "a/b/c"

@@ -75,6 +75,8 @@ def live_objects(work: Path, stack: str) -> list[dict[str, Any]]:
         outputs = resource.get("outputs") or {}
         if not resource.get("custom") or not resource["type"].startswith("kubernetes:") or "kind" not in outputs:
             continue
+        if resource["type"].endswith("Patch"):  # its object, a PS Deployment, is in the list as that resource
+            continue
         # Not the provider's own bookkeeping (`__inputs`, `__fieldManager`, ...), not what the server writes.
         document = {k: v for k, v in outputs.items() if not k.startswith("__") and k != "status"}
         document["metadata"] = {k: v for k, v in document["metadata"].items() if k not in SERVER_FIELDS}

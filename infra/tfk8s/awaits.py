@@ -14,7 +14,8 @@ from __future__ import annotations
 #   `up` for the notebook's gRPC Service, 2026-11-25; 70% of a dev `up` before that);
 # - headless, an informer on the namespace's Services and Endpoints before it sees the Service
 #   exist: 0.27 s, then on a new experiment's critical path (worker Service -> Job).
-SERVICE_NO_AWAIT = {"pulumi.com/skipAwait": "true"}
+SKIP_AWAIT = {"pulumi.com/skipAwait": "true"}
+SERVICE_NO_AWAIT = SKIP_AWAIT
 
 
 # The DeploymentPatch that makes a run's Job the owner of its PS (tfk8s.training_cluster): it
@@ -23,7 +24,7 @@ SERVICE_NO_AWAIT = {"pulumi.com/skipAwait": "true"}
 # had applied, and the next `up` patched again (3 of 12 patches, new 3-cluster experiments,
 # 2026-11-25). Without the await, its state is the API server's answer to the patch. The annotation
 # lands on the Deployment too, as the patch's own field; the Deployment's awaits read its own inputs.
-PATCH_NO_AWAIT = {"pulumi.com/skipAwait": "true"}
+PATCH_NO_AWAIT = SKIP_AWAIT
 
 
 def timeout(seconds: int) -> dict[str, str]:

@@ -36,7 +36,7 @@ def trainer_config_map(experiment: str, launcher: CodeBundle) -> str:
     return f"{experiment}-trainer-{launcher.digest[:10]}"
 
 
-def fixed_objects(experiment: str, namespace: str, launcher: CodeBundle) -> list[Claimed]:
+def trainer_claims(experiment: str, namespace: str, launcher: CodeBundle) -> list[Claimed]:
     """What an Experiment itself creates under a fixed name: its trainer ConfigMap."""
     name = trainer_config_map(experiment, launcher)
     return [Claimed(kind=CONFIG_MAP, namespace=namespace, name=name, key=f"{NAMESPACE}:experiment")]
@@ -61,13 +61,14 @@ class Experiment(pulumi.ComponentResource):
         super().__init__("tfk8s:index:Experiment", name, None, opts)
         user = args.tenant
         child = pulumi.ResourceOptions(parent=self)
+        trainer = trainer_config_map(args.experiment, args.launcher)
         # One copy of the trainer package per experiment, mounted by all its clusters: it is ~90 KB of
         # source, and Pulumi keeps three copies of each ConfigMap's data in the state it rewrites after
         # every step, so a copy per cluster made large stacks CPU-bound in the engine.
         self.trainer_config = kube.ConfigMap(
             f"{name}-trainer",
             metadata={
-                "name": trainer_config_map(args.experiment, args.launcher),
+                "name": trainer,
                 "namespace": user.namespace,
                 "labels": {**labels(user.name, "tensorflow", experiment=args.experiment, role="code"), **args.owner.labels()},
                 "annotations": args.owner.annotations(),
@@ -89,7 +90,7 @@ class Experiment(pulumi.ComponentResource):
                     log_claim=user.log_claim,
                     launcher=args.launcher,
                     # The name, not the Output: the pods need not wait for the ConfigMap's creation.
-                    launcher_config_map=trainer_config_map(args.experiment, args.launcher),
+                    launcher_config_map=trainer,
                     code=args.codes.get(c.name),
                     notebook_host=user.notebook_host if c.in_graph_client == "notebook" else None,
                 ),

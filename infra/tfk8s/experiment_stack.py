@@ -7,11 +7,10 @@ from typing import Any
 
 import pulumi
 
-from tfk8s import experiment as experiment_objects
 from tfk8s import training_cluster
 from tfk8s.code import CodeBundle, bundle
 from tfk8s.contract import PlatformFacts, TenantFacts
-from tfk8s.experiment import Experiment, ExperimentArgs
+from tfk8s.experiment import Experiment, ExperimentArgs, trainer_claims
 from tfk8s.ownership import Claimed, Owner
 from tfk8s.schema import NAMESPACE
 from tfk8s.schema_experiment import LAUNCHER_PACKAGE, ExperimentStack
@@ -31,7 +30,7 @@ def claimed(
 ) -> list[Claimed]:
     """Objects created under fixed names (their names are DNS identities, or the trainer package's
     content), as the experiment and each training cluster list them: absent, or already ours."""
-    return experiment_objects.fixed_objects(experiment, tenant.namespace, launcher) + [
+    return trainer_claims(experiment, tenant.namespace, launcher) + [
         claim
         for i, cluster in enumerate(stack.clusters)
         for claim in training_cluster.fixed_objects(

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 from tfk8s import cluster_spec as cs
-from tfk8s import pods
+from tfk8s import labels, pods
 from tfk8s.schema_experiment import ClusterSettings, PsSettings, WorkerSettings
 from tfk8s_train import kube_retire, launch
 from tfk8s_train.launch import LaunchError, parse_env
@@ -450,6 +450,11 @@ def test_ps_retires_when_its_job_is_gone(
     handler.job = then
     assert ps.wait(10) == 0
     assert "job exp1-worker of run run is gone; retiring" in (ps.stdout.read() if ps.stdout else "")
+
+
+def test_the_launcher_matches_the_run_label_the_infra_code_puts_on_a_job() -> None:
+    """The launcher runs in stock images without tfk8s's infra package, so it keeps its own copy."""
+    assert kube_retire.RUN_LABEL == labels.RUN
 
 
 def _job_of_run(run: str, uid: str, **metadata: Any) -> dict[str, Any]:

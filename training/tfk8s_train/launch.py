@@ -78,7 +78,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple, Union
+from typing import Dict, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple, Union
 
 try:  # a module of the package: python -m tfk8s_train.launch, or PYTHONPATH=/opt/tfk8s as in pods
     from tfk8s_train.kube_retire import api_server, job_state, retire_deployment, run_job_uid
@@ -226,7 +226,7 @@ def _check_run_uid(run_uid: str) -> None:
         raise LaunchError(f"TFK8S_RUN_UID={run_uid!r} must not contain '/' or start with '.': it names a directory")
 
 
-def resolve_run_uid(spec: LaunchSpec, environ: Mapping[str, str], sleep: Callable[[float], None] = time.sleep) -> LaunchSpec:
+def resolve_run_uid(spec: LaunchSpec, environ: Mapping[str, str]) -> LaunchSpec:
     """The spec with its run uid: as given, or read from the watched Job once it is this run's.
 
     Waits as long as it takes: the Job is created beside the PS (or is an earlier run's, still
@@ -248,7 +248,7 @@ def resolve_run_uid(spec: LaunchSpec, environ: Mapping[str, str], sleep: Callabl
         if not waited:
             _log(f"{spec.task}: waiting for job {spec.watch_job} of run {spec.watch_job_run}")
             waited = True
-        sleep(spec.poll_seconds)
+        time.sleep(spec.poll_seconds)
 
 
 def tf_config(spec: LaunchSpec) -> str:

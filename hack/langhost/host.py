@@ -125,6 +125,16 @@ def child_env(request: Any, program: toolchain.Program) -> dict[str, str]:
     return env
 
 
+def interpreter_version(python: Path) -> str:
+    """`3.11.7`, as `platform.python_version()` in that interpreter says it. `--version` is answered
+    before the interpreter imports `site` or anything else: 2 ms, against 24 ms for running the
+    `platform` module in the project's virtualenv. The CLI asks (About) before every `preview` and
+    `up`, ahead of the program."""
+    answer = subprocess.run([str(python), "--version"], capture_output=True, text=True)
+    words = (answer.stdout or answer.stderr).split()  # "Python 3.11.7"
+    return words[1] if len(words) == 2 and words[0] == "Python" else ""
+
+
 class LanguageHost(language_pb2_grpc.LanguageRuntimeServicer):  # type: ignore[name-defined]
     def __init__(self, engine_address: str) -> None:
         self.engine_address = engine_address
@@ -143,10 +153,7 @@ class LanguageHost(language_pb2_grpc.LanguageRuntimeServicer):  # type: ignore[n
     def About(self, request: Any, context: Any) -> Any:
         program = program_info(request.info, os.getcwd())
         python = program.python()
-        version = subprocess.run(
-            [str(python), "-c", "import platform; print(platform.python_version())"], capture_output=True, text=True
-        ).stdout.strip()
-        return language_pb2.AboutResponse(executable=str(python), version=version, metadata={"host": VERSION})
+        return language_pb2.AboutResponse(executable=str(python), version=interpreter_version(python), metadata={"host": VERSION})
 
     def GetProgramDependencies(self, request: Any, context: Any) -> Any:
         """The distributions installed in the project's interpreter (`pulumi about` lists them)."""

@@ -24,9 +24,11 @@ import os
 import runpy
 import signal
 import sys
+import threading
 import traceback
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 BAIL_EXIT_CODE = 32
 
@@ -61,26 +63,79 @@ def program_traceback(error: BaseException, root: Path) -> str:
     return "".join(lines + traceback.format_exception_only(error))
 
 
+# How long the program's last debug messages get to reach the engine after the program's end.
+DEBUG_LOG_DRAIN_SECONDS = 5.0
+
+
+class BackgroundDebugLogs:
+    """The engine client the SDK logs through, which sends debug messages without waiting for
+    the engine's answer.
+
+    The SDK sends a debug message for every step of every resource's registration (5 per
+    resource), each a blocking call on the event loop that registers the resources: 70 round
+    trips and ~30 ms of an experiment's `up`, whether or not anyone shows them (`pulumi up
+    --debug`, `--event-log`). Here each leaves at once and the loop goes on; `drain` waits for
+    those still on their way before the program ends, so none is lost. Debug messages may reach
+    the engine in another order among themselves. Every other severity (info, warnings, errors)
+    is sent and waited for as before, so a program's error is with the engine before it exits."""
+
+    def __init__(self, stub: Any) -> None:
+        from pulumi.runtime.proto import engine_pb2
+
+        self._stub = stub
+        self._debug = engine_pb2.DEBUG
+        self._lock = threading.Lock()
+        self._sent: set[Any] = set()
+        self._all_answered = threading.Condition(self._lock)
+
+    def Log(self, request: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N802 -- the gRPC stub's method name
+        if request.severity != self._debug:
+            return self._stub.Log(request, *args, **kwargs)
+        call = self._stub.Log.future(request, *args, **kwargs)
+        with self._lock:
+            self._sent.add(call)
+        call.add_done_callback(self._answered)
+        return None  # the SDK does not read the (empty) answer
+
+    def _answered(self, call: Any) -> None:
+        with self._lock:
+            self._sent.discard(call)
+            if not self._sent:
+                self._all_answered.notify_all()
+
+    def drain(self, timeout: float) -> bool:
+        """Wait until every debug message sent has been answered; False if some were not within `timeout`."""
+        with self._lock:
+            return self._all_answered.wait_for(lambda: not self._sent, timeout)
+
+    def __getattr__(self, name: str) -> Any:  # the engine's other calls, unchanged
+        return getattr(self._stub, name)
+
+
 def main(argv: list[str]) -> int:
     options = parse(argv)
     # Imported here so `--help` and argument errors need no SDK.
     import grpc
     import pulumi
-    from pulumi.runtime import reset_options, run_in_stack, set_all_config
+    from pulumi.runtime import Settings, configure, run_in_stack, set_all_config
+    from pulumi.runtime.proto import engine_pb2_grpc
 
     # An unobserved failed task is reported through the engine already; asyncio's own
     # "exception was never retrieved" lines would only repeat it.
     logging.getLogger("asyncio").setLevel(logging.CRITICAL)
 
-    reset_options(
-        project=options.project,
-        stack=options.stack,
-        root_directory=options.root_directory or options.pwd,
-        parallel=options.parallel,
-        engine_address=options.engine,
-        monitor_address=options.monitor,
-        preview=options.dry_run,
-        organization=options.organization or "organization",
+    engine = BackgroundDebugLogs(engine_pb2_grpc.EngineStub(grpc.insecure_channel(options.engine))) if options.engine else None
+    configure(  # as the SDK's reset_options would, but for the engine client
+        Settings(
+            project=options.project,
+            stack=options.stack,
+            monitor=options.monitor,
+            engine=engine,
+            parallel=options.parallel,
+            dry_run=options.dry_run,
+            organization=options.organization or "organization",
+            root_directory=options.root_directory or options.pwd,
+        )
     )
     set_all_config(
         json.loads(os.environ.get("PULUMI_CONFIG") or "{}"), json.loads(os.environ.get("PULUMI_CONFIG_SECRET_KEYS") or "[]")
@@ -125,6 +180,8 @@ def main(argv: list[str]) -> int:
         if pending:
             loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
         loop.close()
+        if engine is not None:
+            engine.drain(DEBUG_LOG_DRAIN_SECONDS)
         sys.stdout.flush()
         sys.stderr.flush()
     return 0

@@ -6,7 +6,9 @@ itself, on a provider-free project (tests/langhost/project) with a local backend
 
 from __future__ import annotations
 
+import concurrent.futures
 import importlib.metadata
+import importlib.util
 import json
 import os
 import platform
@@ -15,6 +17,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -145,6 +148,71 @@ def test_the_program_ends_after_its_exit_handlers_without_the_interpreters_teard
     assert "dry-run=False" in done.stdout
     assert (markers / "atexit").read_text() == "ran"
     assert not (markers / "teardown").exists()
+
+
+def test_every_debug_message_reaches_the_cli_though_the_program_does_not_wait_for_them(project: Project) -> None:
+    """run_program.BackgroundDebugLogs: the program's debug messages (the SDK's own among them)
+    are all shown by `--debug`, none lost; a warning after them is shown with or without --debug."""
+    project.pulumi("config", "set", "debugLogs", "300")
+    shown = project.pulumi("up", "--yes", "--skip-preview", "--debug").stdout
+    numbers = {int(line.rsplit(" ", 1)[1]) for line in shown.splitlines() if "hostcheck debug " in line}
+    assert numbers == set(range(300)), sorted(set(range(300)) - numbers)
+    assert "registering resource" in shown  # the SDK's
+    assert "hostcheck warning after the debug messages" in shown
+    quiet = project.pulumi("up", "--yes", "--skip-preview").stdout
+    assert "hostcheck debug" not in quiet and "hostcheck warning after the debug messages" in quiet
+
+
+def runner_module() -> Any:
+    spec = importlib.util.spec_from_file_location("run_program", ROOT / "hack" / "langhost" / "run_program.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class HeldEngine:
+    """An engine client whose answers to Log wait until released."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.waited: list[str] = []  # the messages sent with a blocking call
+        self.answered: list[str] = []
+        engine = self
+
+        class Log:
+            def __call__(self, request: Any) -> None:
+                engine.waited.append(request.message)
+                engine.answered.append(request.message)
+
+            def future(self, request: Any) -> concurrent.futures.Future[None]:
+                answer: concurrent.futures.Future[None] = concurrent.futures.Future()
+
+                def reply() -> None:
+                    engine.release.wait()
+                    engine.answered.append(request.message)
+                    answer.set_result(None)
+
+                threading.Thread(target=reply, daemon=True).start()
+                return answer
+
+        self.Log = Log()
+        self.GetRootResource = lambda request: "root"
+
+
+def test_debug_messages_leave_without_waiting_and_the_runner_drains_them() -> None:
+    from pulumi.runtime.proto import engine_pb2
+
+    stub = HeldEngine()
+    engine = runner_module().BackgroundDebugLogs(stub)
+    for n in range(3):
+        engine.Log(engine_pb2.LogRequest(severity=engine_pb2.DEBUG, message=f"d{n}"))  # returns while held
+    assert stub.answered == [] and not engine.drain(0.05)  # not answered: drain says so
+    engine.Log(engine_pb2.LogRequest(severity=engine_pb2.WARNING, message="w"))
+    assert stub.waited == ["w"]  # a warning is sent and waited for
+    stub.release.set()
+    assert engine.drain(5) and sorted(stub.answered) == ["d0", "d1", "d2", "w"]
+    assert engine.GetRootResource(None) == "root"  # the engine's other calls pass through
 
 
 @pytest.mark.parametrize(("args", "status"), [(["--help"], 0), ([], 2)], ids=["help", "usage-error"])

@@ -22,6 +22,12 @@ if mode == "sleep":
     Path(config.require("pidFile")).write_text(str(os.getpid()))
     time.sleep(600)
 
+debug_logs = config.get_int("debugLogs")
+if debug_logs:  # many debug messages, the last as the program ends, then a warning
+    for n in range(debug_logs):
+        pulumi.log.debug(f"hostcheck debug {n}")
+    pulumi.log.warn("hostcheck warning after the debug messages")
+
 markers = config.get("markerDir")
 if markers:  # what the program's process does as it ends: its exit handlers, not the interpreter's teardown
     import atexit

@@ -341,4 +341,11 @@ def serve(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(serve(sys.argv[1:]))
+    status = serve(sys.argv[1:])
+    # The CLI waits for each plugin it stops to exit, and it starts and stops this host twice per
+    # `preview` or `up` (About, then the run). The interpreter's teardown of grpc and the other
+    # modules was 23 of the 27 ms from the CLI's SIGINT to this process's end; nothing is left to
+    # clean up once the server has stopped and the programs are gone.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)

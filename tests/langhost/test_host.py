@@ -6,7 +6,6 @@ itself, on a provider-free project (tests/langhost/project) with a local backend
 
 from __future__ import annotations
 
-import concurrent.futures
 import importlib.metadata
 import importlib.util
 import json
@@ -172,46 +171,34 @@ def runner_module() -> Any:
 
 
 class HeldEngine:
-    """An engine client whose answers to Log wait until released."""
+    """An engine client whose Log answers wait until released, recording what it received in order."""
 
     def __init__(self) -> None:
         self.release = threading.Event()
-        self.waited: list[str] = []  # the messages sent with a blocking call
-        self.answered: list[str] = []
-        engine = self
+        self.received: list[str] = []
 
-        class Log:
-            def __call__(self, request: Any) -> None:
-                engine.waited.append(request.message)
-                engine.answered.append(request.message)
+    def Log(self, request: Any) -> None:  # noqa: N802 -- the gRPC stub's method name
+        self.release.wait(10)
+        self.received.append(request.message)
 
-            def future(self, request: Any) -> concurrent.futures.Future[None]:
-                answer: concurrent.futures.Future[None] = concurrent.futures.Future()
-
-                def reply() -> None:
-                    engine.release.wait()
-                    engine.answered.append(request.message)
-                    answer.set_result(None)
-
-                threading.Thread(target=reply, daemon=True).start()
-                return answer
-
-        self.Log = Log()
-        self.GetRootResource = lambda request: "root"
+    def GetRootResource(self, request: Any) -> str:  # noqa: N802
+        return "root"
 
 
-def test_debug_messages_leave_without_waiting_and_the_runner_drains_them() -> None:
+def test_debug_messages_leave_without_waiting_in_order_and_the_runner_drains_them() -> None:
     from pulumi.runtime.proto import engine_pb2
 
     stub = HeldEngine()
     engine = runner_module().BackgroundDebugLogs(stub)
+    started = time.monotonic()
     for n in range(3):
-        engine.Log(engine_pb2.LogRequest(severity=engine_pb2.DEBUG, message=f"d{n}"))  # returns while held
-    assert stub.answered == [] and not engine.drain(0.05)  # not answered: drain says so
-    engine.Log(engine_pb2.LogRequest(severity=engine_pb2.WARNING, message="w"))
-    assert stub.waited == ["w"]  # a warning is sent and waited for
+        engine.Log(engine_pb2.LogRequest(severity=engine_pb2.DEBUG, message=f"d{n}"))
+    assert time.monotonic() - started < 5  # returned while the engine held its answers
+    assert stub.received == [] and not engine.drain(0.05)  # not sent yet: drain says so
     stub.release.set()
-    assert engine.drain(5) and sorted(stub.answered) == ["d0", "d1", "d2", "w"]
+    assert engine.drain(5) and stub.received == ["d0", "d1", "d2"]  # all of them, in order
+    engine.Log(engine_pb2.LogRequest(severity=engine_pb2.WARNING, message="w"))
+    assert stub.received[-1] == "w"  # a warning is sent and waited for
     assert engine.GetRootResource(None) == "root"  # the engine's other calls pass through
 
 

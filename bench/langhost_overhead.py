@@ -12,13 +12,21 @@ alternating, from the same project copy, state and cluster:
     reported too.
 Medians; ratio = host / Automation API (goal: <= 1.0).
 
-    make tools && .venv/bin/python bench/langhost_overhead.py [--repeat 5]
+With `--baseline REV`, then, in a loop of their own, a no-change `pulumi preview` and `pulumi up`
+through the language host as of REV (hack/langhost at that revision), alternating with this tree's: a
+directory first on PATH holds a `pulumi-language-python` that starts that revision's host with
+the toolchain's host virtualenv (the CLI looks for its language host on PATH before its own
+directory). Same CLI, program, state, cluster and provider; only the host differs.
+
+    make tools && .venv/bin/python bench/langhost_overhead.py [--repeat 5] [--baseline REV]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -38,12 +46,41 @@ def project() -> Path:
     return work
 
 
-def pulumi(work: Path, *args: str, stack: str = "dev") -> float:
+def pulumi(work: Path, *args: str, stack: str = "dev", host: Path | None = None) -> float:
+    """`host`: a directory from `cli_with_host`, first on PATH, where the CLI looks for its language host first."""
+    env = {**os.environ, "PATH": f"{host}{os.pathsep}{os.environ['PATH']}"} if host else None
     started = time.perf_counter()
     subprocess.run(
-        ["pulumi", *args, "--stack", stack, "--non-interactive", "--color", "never"], cwd=work, check=True, capture_output=True
+        ["pulumi", *args, "--stack", stack, "--non-interactive", "--color", "never"],
+        cwd=work,
+        check=True,
+        capture_output=True,
+        env=env,
     )
     return time.perf_counter() - started
+
+
+def cli_with_host(revision: str) -> Path:
+    """A directory with a `pulumi-language-python` running the language host as of `revision` (its
+    hack/langhost) with the host virtualenv the toolchain's own wrapper names. First on PATH, it is
+    the host the CLI runs: the CLI looks on PATH before its own directory (checked: a CLI hard-linked
+    into a directory beside another host still ran the toolchain's, on PATH)."""
+    wrapper = (toolenv.BIN / "pulumi-language-python").read_text()
+    found = re.search(r'exec "([^"]+)" "[^"]+" "\$@"', wrapper)
+    assert found, f"unexpected language host wrapper: {wrapper!r}"
+    directory = Path(tempfile.mkdtemp(prefix=f"tfk8s-bench-host-{revision}-"))
+    (directory / "langhost").mkdir()
+    listed = subprocess.run(
+        ["git", "ls-tree", "--name-only", revision, "hack/langhost/"], cwd=ROOT, check=True, capture_output=True, text=True
+    )
+    for path in listed.stdout.split():
+        if path.endswith(".py"):
+            source = subprocess.run(["git", "show", f"{revision}:{path}"], cwd=ROOT, check=True, capture_output=True)
+            (directory / "langhost" / Path(path).name).write_bytes(source.stdout)
+    host = directory / "pulumi-language-python"
+    host.write_text(f'#!/bin/sh\nexec "{found.group(1)}" "{directory / "langhost" / "host.py"}" "$@"\n')
+    host.chmod(0o755)
+    return directory
 
 
 def automation_preview(work: Path) -> float:
@@ -66,13 +103,17 @@ def timed_automation(work: Path) -> tuple[float, float]:
     return time.perf_counter() - started, float(done.stdout.strip().splitlines()[-1])
 
 
-def compare(repeat: int) -> None:
+def compare(repeat: int, baseline: str | None) -> None:
     work = project()
     stacks = ("platform-dev", "tenant-alice", "dev")  # each builds on the one before
     for stack in stacks:
         subprocess.run(["pulumi", "stack", "init", stack, "--non-interactive"], cwd=work, check=True, capture_output=True)
         pulumi(work, "up", "--yes", "--skip-preview", stack=stack)
+    old_host = cli_with_host(baseline) if baseline else None
     host, whole, call = [], [], []
+    ups: list[float] = []
+    old_previews: list[float] = []
+    old_ups: list[float] = []
     try:
         pulumi(work, "preview")  # warm the page cache for both sides
         for _ in range(repeat):
@@ -80,21 +121,40 @@ def compare(repeat: int) -> None:
             total, inner = timed_automation(work)
             whole.append(total)
             call.append(inner)
+        # The hosts compared in a loop of their own: an Automation API process between them (a
+        # Python process importing the program and the SDK's automation) moved them by ~0.1 s.
+        for _ in range(repeat if old_host else 0):
+            ups.append(pulumi(work, "up", "--yes", "--skip-preview"))
+            old_ups.append(pulumi(work, "up", "--yes", "--skip-preview", host=old_host))
+            old_previews.append(pulumi(work, "preview", host=old_host))
+            host.append(pulumi(work, "preview"))
     finally:
         for stack in reversed(stacks):
             pulumi(work, "destroy", "--yes", stack=stack)
-    h, a, c = (statistics.median(x) for x in (host, whole, call))
+        if old_host:
+            shutil.rmtree(old_host)
+    h, a, c = (statistics.median(x) for x in (host[:repeat], whole, call))
     print(f"medians of {repeat}, alternating; dev stack deployed, preview = no changes")
     print("| path | preview (s) | ratio host / Automation API |")
     print("|---|---:|---:|")
-    print(f"| `pulumi preview` through tfk8s's language host | {h:.2f} | {h / a:.2f} |")
-    print(f"| Automation API, whole command (`python -m tfk8s.automation preview dev` before) | {a:.2f} | 1.00 |")
-    print(f"| Automation API, the `Stack.preview()` call alone | {c:.2f} | {h / c:.2f} |")
+    print(f"| `pulumi preview` through tfk8s's language host | {h:.3f} | {h / a:.2f} |")
+    print(f"| Automation API, whole command (`python -m tfk8s.automation preview dev` before) | {a:.3f} | 1.00 |")
+    print(f"| Automation API, the `Stack.preview()` call alone | {c:.3f} | {h / c:.2f} |")
+    if old_host:
+        h, u = statistics.median(host[repeat:]), statistics.median(ups)
+        oh, ou = statistics.median(old_previews), statistics.median(old_ups)
+        print(f"\nthe language host as of {baseline} vs this tree's, alternating, medians of {repeat}")
+        print("| host | no-change `pulumi preview` (s) | no-change `pulumi up` (s) |")
+        print("|---|---:|---:|")
+        print(f"| {baseline} | {oh:.3f} | {ou:.3f} |")
+        print(f"| this tree | {h:.3f} | {u:.3f} |")
+        print(f"| ratio this tree / {baseline} | {h / oh:.3f} | {u / ou:.3f} |")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--baseline", help="a git revision: its language host beside this tree's")
     parser.add_argument("--automation-preview", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.automation_preview:
@@ -103,7 +163,7 @@ def main() -> None:
     toolenv.time_as_a_user()
     with toolenv.throwaway_cluster("tfk8s-bench") as kubeconfig:
         os.environ.update(toolenv.exported({"KUBECONFIG": str(kubeconfig)}))
-        compare(args.repeat)
+        compare(args.repeat, args.baseline)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,10 @@ run (new Job, fresh parameter servers), never a silent mix of old and new tasks.
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import io
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -30,6 +33,28 @@ class CodeBundle:
 
     def config_map_data(self) -> dict[str, str]:
         return {key_of(name): text for name, text in sorted(self.files.items())}
+
+    def zipped(self, package: str) -> bytes:
+        """The files as the package `package` in a zip archive Python imports from (zipimport), every
+        entry deflated, with a fixed date and mode, in name order. Only deflate's bytes depend on
+        the zlib this Python links (zlib and zlib-ng differ): the digest, and so the ConfigMap's
+        name and the run, are of the sources, and Pulumi ignores changes of the archive's bytes."""
+        out = io.BytesIO()
+        with zipfile.ZipFile(out, "w") as archive:
+            for name in sorted(self.files):
+                entry = zipfile.ZipInfo(f"{package}/{name}", date_time=ZIP_DATE)
+                entry.compress_type = zipfile.ZIP_DEFLATED
+                entry.external_attr = 0o644 << 16
+                archive.writestr(entry, self.files[name].encode("utf-8"), compresslevel=9)
+        return out.getvalue()
+
+
+# zipfile's earliest date: an archive of the same files is the same archive whenever it is made.
+ZIP_DATE = (1980, 1, 1, 0, 0, 0)
+
+
+def base64_of(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
 
 
 def code_files(directory: Path, pattern: str = "**/*") -> list[Path]:

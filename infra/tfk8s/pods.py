@@ -21,8 +21,13 @@ from tfk8s.roles import Role, Volume
 from tfk8s.schema_experiment import DEFAULT_TRAINER, ClusterSettings, Resources
 
 LAUNCHER_DIR = "/opt/tfk8s"
-LAUNCHER = f"{LAUNCHER_DIR}/tfk8s_train/launch.py"
 CODE_DIR = f"{LAUNCHER_DIR}/code"
+# An experiment's pods: the package as one zip archive in the trainer ConfigMap (tfk8s.code,
+# CodeBundle.zipped), on PYTHONPATH, its launcher run as a module.
+TRAINER_ARCHIVE = "tfk8s_train.zip"
+TRAINER_DIR = f"{LAUNCHER_DIR}/trainer"
+TRAINER_PATH = f"{TRAINER_DIR}/{TRAINER_ARCHIVE}"
+LAUNCH_MODULE = "tfk8s_train.launch"
 GPU_RESOURCE = "nvidia.com/gpu"
 
 Json = dict[str, Any]
@@ -99,7 +104,7 @@ def task_env(cluster: ClusterSettings, spec: dict[str, list[str]], job: str, ind
         {"name": "TFK8S_REPLICATION", "value": cluster.replication},
         {"name": "TFK8S_TRAINING", "value": cluster.training},
         {"name": "TFK8S_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
-        {"name": "PYTHONPATH", "value": f"{LAUNCHER_DIR}:{CODE_DIR}"},
+        {"name": "PYTHONPATH", "value": f"{TRAINER_PATH}:{CODE_DIR}"},
         {"name": "PYTHONUNBUFFERED", "value": "1"},
     ]
     if index is not None:
@@ -129,7 +134,7 @@ class VolumeSources:
 
     data_claim: Any
     log_claim: Any
-    launcher: ConfigMapFiles  # mounted at /opt/tfk8s/tfk8s_train: each file sits directly under it
+    launcher: ConfigMapFiles  # the trainer ConfigMap, mounted at TRAINER_DIR: the package's zip archive
     code: ConfigMapFiles | None = None  # None: an empty /opt/tfk8s/code (code in the image, or fetched by url)
     scratch_claim: Any | None = None
 
@@ -193,7 +198,7 @@ def tf_container(role: Role, cluster_pods: ClusterPods, env: list[Json]) -> Json
     every_mount: list[Json] = [
         data_mount,
         {"name": "log", "mountPath": cs.LOG_DIR, "subPath": cluster_pods.log_sub_path},
-        {"name": "launcher", "mountPath": LAUNCHER_DIR + "/tfk8s_train", "readOnly": True},
+        {"name": "launcher", "mountPath": TRAINER_DIR, "readOnly": True},
         {"name": "code", "mountPath": CODE_DIR},
         {"name": "scratch", "mountPath": cs.SCRATCH_DIR},
     ]
@@ -201,7 +206,7 @@ def tf_container(role: Role, cluster_pods: ClusterPods, env: list[Json]) -> Json
     container: Json = {
         "name": "tensorflow",
         "image": cluster.image or platform.images.tensorflow,
-        "command": ["python", LAUNCHER, "--", *cluster.command],
+        "command": ["python", "-m", LAUNCH_MODULE, "--", *cluster.command],
         "args": task_args(cluster),
         "workingDir": CODE_DIR,
         "env": [*env, pod_security.home_in_tmp()],

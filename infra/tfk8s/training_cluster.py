@@ -183,7 +183,7 @@ class TrainingCluster(pulumi.ComponentResource):
             volumes=pods.VolumeSources(
                 data_claim=args.data_claim,
                 log_claim=args.log_claim,
-                launcher=pods.ConfigMapFiles(name=args.launcher_config_map, files=tuple(sorted(args.launcher.files))),
+                launcher=pods.ConfigMapFiles(name=args.launcher_config_map, files=(pods.TRAINER_ARCHIVE,)),
                 code=pods.ConfigMapFiles(name=code.name, files=tuple(sorted(args.code.files))) if code and args.code else None,
                 scratch_claim=scratch.name if scratch else None,
             ),

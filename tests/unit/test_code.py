@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from mocked_program import ROOT
 from tfk8s.code import NOT_SHIPPED, PackageUse, launcher_bundle
-from tfk8s.pods import LAUNCHER
+from tfk8s.pods import LAUNCH_MODULE
 from tfk8s.schema_experiment import DEFAULT_TRAINER, LAUNCHER_PACKAGE
 
 PACKAGE = ROOT / LAUNCHER_PACKAGE
@@ -61,7 +61,7 @@ def module_run_by(command: tuple[str, ...]) -> str:
 
 def entry_points(use: PackageUse) -> set[str]:
     """What the pods of `use` run or import first."""
-    launcher = Path(LAUNCHER).name
+    launcher = module_run_by(("python", "-m", LAUNCH_MODULE))
     trainer = module_run_by(DEFAULT_TRAINER)
     if use == "experiment":
         return {launcher, trainer, "train.py"}  # train.py: `python -m tfk8s_train.train`, a documented command

@@ -120,7 +120,8 @@ def test_imagenet_experiment_objects(imagenet_config: dict[str, Any], imagenet_p
         assert container["image"] == "tensorflow/tensorflow:1.15.5-py3"
         assert container["command"] == [
             "python",
-            "/opt/tfk8s/tfk8s_train/launch.py",
+            "-m",
+            "tfk8s_train.launch",
             "--",
             "python",
             "/opt/tfk8s/code/imagenet.py",

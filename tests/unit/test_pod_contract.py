@@ -7,6 +7,7 @@ alone cannot show that the launcher is where the command says it is.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
@@ -37,7 +38,7 @@ def downward(entry: dict[str, Any], pod: dict[str, Any]) -> str:
     return str(pod["metadata"]["labels"].get(path[len("metadata.labels['") : -2], ""))  # a missing label: ""
 
 
-def materialize(spec: dict[str, Any], config_maps: dict[str, dict[str, str]], root: Path) -> None:
+def materialize(spec: dict[str, Any], config_maps: dict[str, dict[str, bytes]], root: Path) -> None:
     """Write every ConfigMap volume's items where the container mounts them (under `root`)."""
     volumes = {v["name"]: v for v in spec["volumes"]}
     for mount in spec["containers"][0]["volumeMounts"]:
@@ -49,14 +50,21 @@ def materialize(spec: dict[str, Any], config_maps: dict[str, dict[str, str]], ro
         for item in source.get("items", [{"key": key, "path": key} for key in data]):
             target = root / mount["mountPath"].lstrip("/") / item["path"]
             target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(data[item["key"]])
+            target.write_bytes(data[item["key"]])
+
+
+def files_of(config_map: dict[str, Any]) -> dict[str, bytes]:
+    """A ConfigMap's keys as the kubelet writes them: `data` as UTF-8 text, `binaryData` decoded."""
+    files = {key: text.encode() for key, text in (config_map.get("data") or {}).items()}
+    files.update({key: base64.b64decode(value) for key, value in (config_map.get("binaryData") or {}).items()})
+    return files
 
 
 def worker_pod_on_disk(d: Deployment, root: Path) -> dict[str, Any]:
     """The worker Job's pod spec, its ConfigMap volumes written under `root`."""
     # By the name the API server would hold: the one given, or Pulumi's auto-name (the mocks' `-auto`).
     config_maps = {
-        r.inputs["metadata"].get("name") or f"{r.name}-auto": r.inputs["data"]
+        r.inputs["metadata"].get("name") or f"{r.name}-auto": files_of(r.inputs)
         for r in d.mocks.of_type("kubernetes:core/v1:ConfigMap")
     }
     (job,) = d.mocks.of_type(JOB)

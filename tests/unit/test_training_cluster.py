@@ -176,7 +176,7 @@ def test_tasks_learn_the_layout_both_ways(dev_config: dict[str, Any]) -> None:
         for workload in tf_workloads(d):
             container = pod_spec(workload)["containers"][0]
             env = env_of(workload)
-            assert container["command"][:4] == ["python", "/opt/tfk8s/tfk8s_train/launch.py", "--", "python"]
+            assert container["command"][:5] == ["python", "-m", "tfk8s_train.launch", "--", "python"]
             assert env["TFK8S_CLASSIC_FLAGS"] == "true"  # launcher appends --ps_hosts ... --log_path
             assert env["TFK8S_JOB_NAME"] == pod_labels(workload)["tfk8s.io/role"]
             assert set(json.loads(env["TFK8S_CLUSTER_SPEC"])) == {"ps", "worker"}
@@ -327,8 +327,12 @@ def _assert_equal(actual: Any, expected: Any) -> None:
 @pulumi.runtime.test
 def test_all_pods_of_an_experiment_mount_its_one_trainer_config_map(dev_config: dict[str, Any]) -> None:
     """One copy of the trainer package per experiment, not per cluster: large stacks keep a small state."""
+    import base64
+    import io
+    import zipfile
+
     from tfk8s.code import launcher_bundle
-    from tfk8s.pods import key_of
+    from tfk8s.pods import TRAINER_ARCHIVE
 
     base = dev_config["clusters"][0]
     notebook_driven = dict(base, name="cifar", replication="in-graph", inGraphClient="notebook")
@@ -338,11 +342,22 @@ def test_all_pods_of_an_experiment_mount_its_one_trainer_config_map(dev_config: 
     def check() -> None:
         code_maps = [r for r in d.mocks.of_type(CONFIG_MAP) if r.inputs["metadata"]["labels"].get("tfk8s.io/role") == "code"]
         (trainer,) = code_maps
-        assert set(trainer.inputs["data"]) == {key_of(f) for f in launcher_bundle(ROOT, "experiment").files}
+        # The package as one zip archive Python imports from, every shipped module in it, byte for byte.
+        assert set(trainer.inputs["binaryData"]) == {TRAINER_ARCHIVE} and "data" not in trainer.inputs
+        shipped = launcher_bundle(ROOT, "experiment").files
+        with zipfile.ZipFile(io.BytesIO(base64.b64decode(trainer.inputs["binaryData"][TRAINER_ARCHIVE]))) as archive:
+            packed = {n: archive.read(n).decode() for n in archive.namelist()}
+        assert packed == {f"tfk8s_train/{f}": text for f, text in shipped.items()}
+        assert trainer.inputs["immutable"] is True
+        # Another zlib deflates the same sources into other bytes: never an update of the ConfigMap.
+        assert d.options[f"{CONFIG_MAP}::{trainer.name}"].ignore_changes == ["binaryData"]
         # Named after the experiment and its content, known before it exists: the Job need not wait
         # for its creation (tfk8s.experiment.trainer_config_map).
         name = trainer.inputs["metadata"]["name"]
         assert name == f"dev-trainer-{launcher_bundle(ROOT, 'experiment').digest[:10]}"
+        # New sources are a new resource (its name is theirs), never a replacement, which Pulumi
+        # would create from the old archive under `ignore_changes`.
+        assert trainer.name == name
         pods = tf_workloads(d)
         assert len(pods) == 3 * 2  # per cluster a PS Deployment and a worker Job (the notebook is cifar's client)
         for workload in pods:

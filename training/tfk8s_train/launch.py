@@ -3,8 +3,8 @@
 Every tfk8s pod, and every process of the local runner, starts its training command through
 this file, so it must run in stock images (tensorflow/tensorflow, jupyter) that lack our deps:
 
-    python /opt/tfk8s/tfk8s_train/launch.py -- CMD...
-    python -m tfk8s_train.launch -- CMD...
+    python -m tfk8s_train.launch -- CMD...    (pods: the package a zip archive on PYTHONPATH)
+    python /path/to/tfk8s_train/launch.py -- CMD...
 
 Contract (environment, written by the infra code and by ``tfk8s_train.runner``):
 

@@ -320,7 +320,6 @@ def serve(argv: list[str]) -> int:
     language_pb2_grpc.add_LanguageRuntimeServicer_to_server(host, server)
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
-    print(port, flush=True)
 
     stopped = threading.Event()
 
@@ -328,8 +327,11 @@ def serve(argv: list[str]) -> int:
         # The CLI stops its plugins with SIGINT when it is done: that is a normal end, not an error.
         stopped.set()
 
+    # Before the port is printed: a CLI may stop the host as soon as it has read it (a SIGINT
+    # before this was a KeyboardInterrupt and exit status -2: tests/langhost caught it in CI).
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
+    print(port, flush=True)
     # A CLI that dies without stopping its plugins (SIGKILL, a crash) leaves this process
     # reparented, with its programs, for good: leave too when the parent is no longer the CLI.
     cli = os.getppid()

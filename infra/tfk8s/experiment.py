@@ -20,13 +20,10 @@ from tfk8s.code import CodeBundle, base64_of
 from tfk8s.contract import PlatformFacts, TenantFacts
 from tfk8s.labels import labels
 from tfk8s.ownership import Claimed, Owner
-from tfk8s.pods import TRAINER_ARCHIVE
+from tfk8s.pods import TRAINER_ARCHIVE, TRAINER_PACKAGE
 from tfk8s.schema import NAMESPACE
 from tfk8s.schema_experiment import ClusterSettings
 from tfk8s.training_cluster import TrainingCluster, TrainingClusterArgs
-
-# The package's name in the archive: what the pods import (`python -m tfk8s_train.launch`).
-TRAINER_PACKAGE = "tfk8s_train"
 
 
 def trainer_config_map(experiment: str, launcher: CodeBundle) -> str:

@@ -24,10 +24,11 @@ LAUNCHER_DIR = "/opt/tfk8s"
 CODE_DIR = f"{LAUNCHER_DIR}/code"
 # An experiment's pods: the package as one zip archive in the trainer ConfigMap (tfk8s.code,
 # CodeBundle.zipped), on PYTHONPATH, its launcher run as a module.
-TRAINER_ARCHIVE = "tfk8s_train.zip"
+TRAINER_PACKAGE = "tfk8s_train"
+TRAINER_ARCHIVE = f"{TRAINER_PACKAGE}.zip"
 TRAINER_DIR = f"{LAUNCHER_DIR}/trainer"
 TRAINER_PATH = f"{TRAINER_DIR}/{TRAINER_ARCHIVE}"
-LAUNCH_MODULE = "tfk8s_train.launch"
+LAUNCH_MODULE = f"{TRAINER_PACKAGE}.launch"
 GPU_RESOURCE = "nvidia.com/gpu"
 
 Json = dict[str, Any]

@@ -86,6 +86,9 @@ def cli_with_host(revision: str) -> Path:
 def automation_preview(work: Path) -> float:
     """Child mode: preview through the Automation API with the program inline; prints Stack.preview()'s seconds."""
     import pulumi.automation as auto
+    from tfk8s import gc_policy
+
+    gc_policy.use_evaluation_thresholds()  # as the entry point does, before the program's imports
     from tfk8s.program import main
 
     workspace = auto.LocalWorkspace(work_dir=str(work), program=main, pulumi_home=os.environ["PULUMI_HOME"])

@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "infra"), str(ROOT / "tests" / "unit")]
 
 from mocked_program import after, facts_for, run_program, stack_config, tenant_facts_for  # noqa: E402
-from tfk8s import program  # noqa: E402
+from tfk8s import gc_policy  # noqa: E402
 
 TOPOLOGIES = [(1, 2), (30, 2), (300, 2), (1, 1000)]
 KINDS = ["platform-dev", "tenant-alice", "dev"]  # one stack of each kind, from stacks/
@@ -62,7 +62,7 @@ def run_tfk8s(raw: dict[str, Any]) -> tuple[float, int]:
     """Seconds from declaring the stack to every resource registered and readiness resolved, and
     the resources the mocks saw created (reads apart)."""
     default_thresholds = gc.get_threshold()
-    gc.set_threshold(*program.EVALUATION_GC_THRESHOLDS)  # as program.main() does
+    gc_policy.use_evaluation_thresholds()  # as the entry point does
     started = time.perf_counter()
     seen = []
 

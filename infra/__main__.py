@@ -7,6 +7,10 @@ from pathlib import Path
 # The program directory holds the `tfk8s` package; make it importable however Pulumi starts us.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from tfk8s import gc_policy  # noqa: E402
+
+gc_policy.use_evaluation_thresholds()  # before the imports below: see tfk8s.gc_policy
+
 from tfk8s import kube_objects, stack_outputs, timings  # noqa: E402
 
 timings.mark("start")

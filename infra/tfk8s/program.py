@@ -9,7 +9,6 @@ in the tenant's namespace (before any read there) and whether they fit in the te
 
 from __future__ import annotations
 
-import gc
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -261,15 +260,8 @@ def run_experiment(
     return outputs
 
 
-# A stack keeps every Output and future alive until the program ends; with Python's default
-# thresholds the cyclic GC rescans that growing heap again and again, which made program
-# evaluation super-linear: 5.3 ms per resource at 4,504 resources, 3.1 ms with these thresholds
-# and 2.5 ms with no collection at all (bench/program_eval.py). Programs are short-lived.
-EVALUATION_GC_THRESHOLDS = (100_000, 50, 100)
-
-
 def main() -> None:
-    gc.set_threshold(*EVALUATION_GC_THRESHOLDS)
+    """The program, as infra/__main__.py runs it (after tfk8s.gc_policy's thresholds are set)."""
     stack = stack_config.load()
     timings.mark("settings")
     # Presence only: reading a kubeconfig stored as a secret through Config.get would warn.

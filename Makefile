@@ -112,6 +112,7 @@ down: demo ## Destroy the $(STACK) experiment, the $(TENANT) tenant, then the $(
 
 test: venv policy-venv tools tools-legacy real-node-deps ## Every test: the policy pack's rules, mocks, real TensorFlow processes, real pulumi up against kwok (1.34 and 1.25 + Heketi), a real node
 	$(POLICY_VENV)/bin/python -m pytest policies/tests -q -p no:cacheprovider
+	cd hack/langhost && GOFLAGS=-mod=readonly go test .
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 test-policies: policy-venv ## The policy pack's rules, each with a violating and a passing case (seconds)
@@ -134,10 +135,11 @@ bench: venv ## Benchmarks (see README "Benchmarks")
 # Where hack/tools.sh keeps the toolchain (the same default as hack/env.sh).
 TOOLS_BIN := $(or $(TFK8S_CACHE),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/tfk8s)/bin
 
-lint: venv ## ruff, mypy, and actionlint on the GitOps workflows
+lint: venv ## ruff, mypy, gofmt and go vet (the language host), and actionlint on the GitOps workflows
 	$(VENV)/bin/ruff check infra training tests bench hack policies
 	$(VENV)/bin/ruff format --check infra tests hack policies
 	$(VENV)/bin/mypy hack/langhost hack/requirements.py hack/schema.py hack/toolenv.py hack/images.py
+	cd hack/langhost && test -z "$$(gofmt -l .)" && GOFLAGS=-mod=readonly go vet .
 	# The launcher and PS retirement helper run in TF 1.x images: Python 3.6 and newer.
 	$(VENV)/bin/vermin --target=3.6- --no-tips --violations --eval-annotations training/tfk8s_train/launch.py training/tfk8s_train/kube_retire.py
 	cd infra && ../$(VENV)/bin/mypy tfk8s

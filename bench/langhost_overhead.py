@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import shutil
 import statistics
 import subprocess
@@ -61,24 +60,30 @@ def pulumi(work: Path, *args: str, stack: str = "dev", host: Path | None = None)
 
 
 def cli_with_host(revision: str) -> Path:
-    """A directory with a `pulumi-language-python` running the language host as of `revision` (its
-    hack/langhost) with the host virtualenv the toolchain's own wrapper names. First on PATH, it is
-    the host the CLI runs: the CLI looks on PATH before its own directory (checked: a CLI hard-linked
-    into a directory beside another host still ran the toolchain's, on PATH)."""
-    wrapper = (toolenv.BIN / "pulumi-language-python").read_text()
-    found = re.search(r'exec "([^"]+)" "[^"]+" "\$@"', wrapper)
-    assert found, f"unexpected language host wrapper: {wrapper!r}"
+    """A directory with a `pulumi-language-python` that is the language host as of `revision`, built
+    as that revision's hack/tools.sh built it: a Go host (hack/langhost/go.mod) with `go build`, a
+    Python host (until 2026-11-26) as a wrapper running its host.py in a virtualenv with the
+    `pulumi` wheel of the toolchain's version. First on PATH, it is the host the CLI runs: the CLI
+    looks on PATH before its own directory (checked: a CLI hard-linked into a directory beside
+    another host still ran the toolchain's, on PATH)."""
     directory = Path(tempfile.mkdtemp(prefix=f"tfk8s-bench-host-{revision}-"))
+    archive = subprocess.run(["git", "archive", revision, "hack/langhost/"], cwd=ROOT, check=True, capture_output=True)
+    subprocess.run(["tar", "-x", "-C", str(directory)], input=archive.stdout, check=True)
+    sources = directory / "hack" / "langhost"
     (directory / "langhost").mkdir()
-    listed = subprocess.run(
-        ["git", "ls-tree", "--name-only", revision, "hack/langhost/"], cwd=ROOT, check=True, capture_output=True, text=True
-    )
-    for path in listed.stdout.split():
-        if path.endswith(".py"):
-            source = subprocess.run(["git", "show", f"{revision}:{path}"], cwd=ROOT, check=True, capture_output=True)
-            (directory / "langhost" / Path(path).name).write_bytes(source.stdout)
+    shutil.copy(sources / "run_program.py", directory / "langhost" / "run_program.py")
     host = directory / "pulumi-language-python"
-    host.write_text(f'#!/bin/sh\nexec "{found.group(1)}" "{directory / "langhost" / "host.py"}" "$@"\n')
+    if (sources / "go.mod").exists():
+        env = {**os.environ, "GOFLAGS": "-mod=readonly", "CGO_ENABLED": "0"}
+        subprocess.run(["go", "build", "-trimpath", "-o", str(host), "."], cwd=sources, check=True, env=env)
+        return directory
+    for source in sources.glob("*.py"):
+        shutil.copy(source, directory / "langhost" / source.name)
+    venv = directory / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    wheel = f"pulumi=={toolenv.pinned('PULUMI_VERSION')}"
+    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check", wheel], check=True)
+    host.write_text(f'#!/bin/sh\nexec "{venv / "bin" / "python"}" "{directory / "langhost" / "host.py"}" "$@"\n')
     host.chmod(0o755)
     return directory
 

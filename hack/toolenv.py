@@ -23,6 +23,14 @@ KUBECTL = str(BIN / "kubectl")
 CYCLONUS = str(BIN / "cyclonus")
 
 
+def pinned(name: str) -> str:
+    """A version hack/versions.sh pins (`PULUMI_VERSION`, `K8S_PROVIDER_VERSION`, ...)."""
+    for line in (ROOT / "hack" / "versions.sh").read_text().splitlines():
+        if line.startswith(f"{name}="):
+            return line.split("=", 1)[1].strip()
+    raise KeyError(f"hack/versions.sh pins no {name}")
+
+
 def exported(
     overrides: dict[str, str] | None = None, *, tree: Path = ROOT, base: Mapping[str, str] | None = None
 ) -> dict[str, str]:
@@ -109,6 +117,30 @@ def throwaway_cluster(name: str, kube: str | None = None) -> Iterator[Path]:
         yield Path(found.stdout.strip())
     finally:
         subprocess.run([script, "stop"], check=False, env=env)
+
+
+# What tfk8s's language host runs as (hack/langhost): its executable, and the program runner it starts.
+LANGHOST_COMMANDS = ("pulumi-language-python", "langhost/run_program.py")
+
+
+def langhost_processes(backend_url: str) -> list[str]:
+    """`<pid>: <command line>` of every live process of tfk8s's language host, or of a program it
+    started, that works on the state backend `backend_url` (its environment's PULUMI_BACKEND_URL):
+    the caller's own, never another run's on the machine."""
+    ours = f"PULUMI_BACKEND_URL={backend_url}".encode()
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+            environ = (proc / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        line = " ".join(a.decode(errors="replace") for a in argv if a)
+        if ours in environ and any(command in line for command in LANGHOST_COMMANDS):
+            found.append(f"{proc.name}: {line}")
+    return found
 
 
 def turns_off_pulumi_logs(tree: Path) -> bool:

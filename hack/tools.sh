@@ -70,30 +70,34 @@ build_pulumi() {
   log "pulumi $PULUMI_VERSION: done"
 }
 
-# Our Python language host (hack/langhost, see its host.py): installed next to the CLI, where
-# the CLI looks for `pulumi-language-python`, never declared in Pulumi.yaml (users of the official
-# installers keep the official host). It runs in a virtualenv of its own holding only the pulumi
-# wheel (grpc and the servicer classes); programs run in their project's virtualenv.
+# Our Python language host (hack/langhost, see its main.go): a Go executable installed next to the
+# CLI, where the CLI looks for `pulumi-language-python`, never declared in Pulumi.yaml (users of
+# the official installers keep the official host), with the program runner it starts
+# (run_program.py, run by each project's own interpreter) in `langhost/` beside it. Rebuilt when
+# its sources change (seconds: the CLI's build leaves the modules it needs in the cache).
 build_langhost() {
-  local dest=$tools/pulumi-$PULUMI_VERSION venv=$tools/langhost-venv-$PULUMI_VERSION
+  local dest=$tools/pulumi-$PULUMI_VERSION
   local cli
   cli=$(readlink -f "$bin/pulumi")
   if [ "$(dirname "$cli")" != "$dest" ] && [ -x "$(dirname "$cli")/pulumi-language-python" ]; then
     log "pulumi-language-python: the CLI at $cli has its own host; not installing ours"
     return
   fi
-  if [ ! -x "$venv/bin/python" ]; then
-    log "pulumi-language-python: creating its virtualenv (pulumi==$PULUMI_VERSION)"
-    rm -rf "$venv.tmp"
-    python3 -m venv "$venv.tmp"
-    "$venv.tmp/bin/python" -m pip install -q --disable-pip-version-check "pulumi==$PULUMI_VERSION"
-    rm -rf "$venv" && mv "$venv.tmp" "$venv"
-  fi
+  local sources
+  sources=$(cd "$here/langhost" && cat go.mod go.sum ./*.go | sha256sum | cut -d' ' -f1)
   mkdir -p "$dest/langhost"
-  # Copied, not linked: the host must not change under a running CLI when the checkout does.
-  install -m644 "$here"/langhost/*.py "$dest/langhost/"
-  printf '#!/bin/sh\nexec "%s/bin/python" "%s/langhost/host.py" "$@"\n' "$venv" "$dest" >"$dest/pulumi-language-python.tmp"
-  chmod 755 "$dest/pulumi-language-python.tmp" && mv "$dest/pulumi-language-python.tmp" "$dest/pulumi-language-python"
+  if [ ! -x "$dest/pulumi-language-python" ] || [ "$(cat "$dest/langhost/host.sha256" 2>/dev/null)" != "$sources" ]; then
+    log "pulumi-language-python: building hack/langhost"
+    # The checked-in go.sum, never updated here (a build must not change the checkout).
+    (cd "$here/langhost" && GOFLAGS=-mod=readonly go build -trimpath -ldflags "-s -w" -o "$dest/pulumi-language-python.tmp" .)
+    mv "$dest/pulumi-language-python.tmp" "$dest/pulumi-language-python"
+    printf '%s\n' "$sources" >"$dest/langhost/host.sha256"
+  fi
+  # Copied, not linked: the runner must not change under a running CLI when the checkout does.
+  install -m644 "$here/langhost/run_program.py" "$dest/langhost/"
+  # The Python host's files and virtualenv, from before the host was Go.
+  rm -f "$dest/langhost/host.py" "$dest/langhost/toolchain.py"
+  rm -rf "$tools/langhost-venv-$PULUMI_VERSION"
   link pulumi-language-python "$dest"
 }
 

@@ -69,25 +69,9 @@ def output_of(done: subprocess.CompletedProcess[str]) -> str:
     return done.stdout + done.stderr
 
 
-def langhost_processes(project: Path) -> list[str]:
-    """Command lines of every live process of tfk8s's language host, or a program it started, that
-    works on this test's state backend (other runs on the machine, a benchmark's, are not ours)."""
-    ours = f"PULUMI_BACKEND_URL={os.environ['PULUMI_BACKEND_URL']}".encode()
-    found = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            argv = (proc / "cmdline").read_bytes().split(b"\0")
-            environ = (proc / "environ").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if ours not in environ:
-            continue
-        line = " ".join(a.decode(errors="replace") for a in argv if a)
-        if "langhost/host.py" in line or "langhost/run_program.py" in line:
-            found.append(f"{proc.name}: {line}")
-    return found
+def langhost_processes() -> list[str]:
+    """tfk8s's language host and the programs it started, working on this test's state backend."""
+    return toolenv.langhost_processes(os.environ["PULUMI_BACKEND_URL"])
 
 
 def test_stack_init_and_config_set_write_the_stack_files_with_an_encrypted_secret(cli: Cli, project: Path) -> None:
@@ -261,7 +245,7 @@ def test_setup_mistakes_get_one_clear_message(
 
 
 def test_sigint_during_up_stops_the_program_and_leaves_no_process(cli: Cli, project: Path) -> None:
-    assert not langhost_processes(project)
+    assert not langhost_processes()
     cli("config", "set", "--stack", STACK, "--path", "tfk8s:clusters[0].workers.count", "3")
     up = subprocess.Popen(
         ["pulumi", "up", "--stack", STACK, "--yes", "--skip-preview", "--non-interactive", "--color", "never"],
@@ -272,12 +256,12 @@ def test_sigint_during_up_stops_the_program_and_leaves_no_process(cli: Cli, proj
         start_new_session=True,
     )
     deadline = time.monotonic() + 60
-    while not any("run_program.py" in p for p in langhost_processes(project)):
+    while not any("run_program.py" in p for p in langhost_processes()):
         assert up.poll() is None and time.monotonic() < deadline, "the program never started"
         time.sleep(0.05)
     up.send_signal(signal.SIGINT)  # what ^C in the terminal sends to the CLI
     out, _ = up.communicate(timeout=120)
-    leftovers = langhost_processes(project)
+    leftovers = langhost_processes()
     assert not leftovers, f"{leftovers}\n{out}"
     # The stack is usable at once: no pending operations to clear, the next up finishes the change.
     cli("up", "--stack", STACK, "--yes", "--skip-preview")

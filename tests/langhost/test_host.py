@@ -1,7 +1,9 @@
 """tfk8s's Python language host (hack/langhost), judged by the real `pulumi` CLI, not a fake engine.
 
-Each test runs the CLI hack/tools.sh built, which finds our `pulumi-language-python` next to
-itself, on a provider-free project (tests/langhost/project) with a local backend: no cluster.
+Each test runs the CLI hack/tools.sh built, which finds our `pulumi-language-python` (Go) next to
+itself, on a provider-free project (tests/langhost/project) with a local backend: no cluster. The
+host's own Go tests (`go test` in hack/langhost, part of `make test`) cover what no CLI command
+reaches: the other toolchain options, the runner's argv, how its end is reported.
 """
 
 from __future__ import annotations
@@ -25,24 +27,11 @@ from typing import Any
 
 import pytest
 
-from toolenv import BIN, CACHE
+from toolenv import BIN, CACHE, langhost_processes, pinned
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 STACK = "check"
-
-
-def host_processes() -> list[str]:
-    """Live processes of our language host or of a program it started."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        try:
-            line = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if proc.name.isdigit() and ("langhost/host.py" in line or "langhost/run_program.py" in line):
-            found.append(f"{proc.name}: {line}")
-    return found
 
 
 @dataclass
@@ -62,6 +51,10 @@ class Project:
         if check and done.returncode != 0:
             raise AssertionError(f"pulumi {' '.join(args)} exited {done.returncode}:\n{done.stdout}\n{done.stderr}")
         return done
+
+    def host_processes(self) -> list[str]:
+        """Our language host and the programs it started, working on this project's state."""
+        return langhost_processes(self.env["PULUMI_BACKEND_URL"])
 
     def outputs(self, show_secrets: bool = False) -> dict[str, Any]:
         return json.loads(self.pulumi("stack", "output", "--json", *(["--show-secrets"] if show_secrets else [])).stdout)
@@ -87,7 +80,7 @@ def project(tmp_path: Path) -> Iterator[Project]:
     p = Project(directory, env)
     p.pulumi("stack", "init", STACK)
     yield p
-    assert not host_processes(), "the host or a program outlived the CLI"
+    assert not p.host_processes(), "the host or a program outlived the CLI"
 
 
 def test_the_cli_finds_our_host_next_to_itself_without_a_warning(project: Project) -> None:
@@ -229,8 +222,7 @@ def test_required_packages_are_the_installed_sdks_plugins(project: Project) -> N
     empty_home = project.directory / "empty-home"
     done = project.pulumi("plugin", "install", check=False, env={**project.env, "PULUMI_HOME": str(empty_home)})
     text = done.stdout + done.stderr
-    versions = (ROOT / "hack" / "versions.sh").read_text()
-    wanted = next(line.split("=", 1)[1] for line in versions.splitlines() if line.startswith("K8S_PROVIDER_VERSION="))
+    wanted = pinned("K8S_PROVIDER_VERSION")
     assert f"kubernetes-{wanted}" in text or f"kubernetes v{wanted}" in text, text
 
 
@@ -245,9 +237,16 @@ def test_about_reports_the_projects_interpreter_and_packages(project: Project) -
     assert not about.get("errors"), about["errors"]
 
 
+def test_the_host_speaks_the_protocol_of_the_cli_it_is_installed_with() -> None:
+    """The host's generated LanguageRuntime code comes from the Pulumi SDK module of the CLI's
+    release (hack/langhost/go.mod), so a bump of PULUMI_VERSION bumps both."""
+    required = (ROOT / "hack" / "langhost" / "go.mod").read_text()
+    assert f"github.com/pulumi/pulumi/sdk/v3 v{pinned('PULUMI_VERSION')}\n" in required, required
+
+
 def test_the_host_stopped_by_the_cli_ends_at_once_with_status_0() -> None:
     """The CLI stops its plugins with SIGINT and waits for them to exit, twice per command: the
-    host ends without the interpreter's teardown (27 -> 4 ms here), with status 0."""
+    host ends at once, with status 0."""
     host = subprocess.Popen(
         [str(BIN / "pulumi-language-python"), "127.0.0.1:1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
@@ -259,7 +258,6 @@ def test_the_host_stopped_by_the_cli_ends_at_once_with_status_0() -> None:
         if host.poll() is None:
             host.kill()
             host.wait()
-    assert not host_processes()
 
 
 def sleeping_up(project: Project) -> tuple[subprocess.Popen[str], int]:
@@ -290,7 +288,7 @@ def test_sigint_cancels_the_program_and_nothing_outlives_the_cli(project: Projec
     out, _ = up.communicate(timeout=60)
     assert time.monotonic() - started < 15, out  # the 600 s sleep was cut short
     assert not Path(f"/proc/{program}").exists(), out
-    assert not host_processes(), out
+    assert not project.host_processes(), out
 
 
 def test_a_killed_cli_leaves_neither_host_nor_program_behind(project: Project) -> None:
@@ -298,9 +296,9 @@ def test_a_killed_cli_leaves_neither_host_nor_program_behind(project: Project) -
     up.kill()  # SIGKILL (the OOM killer, a CI timeout): the CLI cannot stop its plugins
     up.communicate(timeout=60)
     deadline = time.monotonic() + 10
-    while host_processes() and time.monotonic() < deadline:  # the program's process is one of them
+    while project.host_processes() and time.monotonic() < deadline:  # the program's process is one of them
         time.sleep(0.1)
-    assert not host_processes(), "the host must notice its CLI gone and stop its program"
+    assert not project.host_processes(), "the host must notice its CLI gone and stop its program"
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,102 @@
+// tfk8s's Pulumi Python language host: `pulumi-language-python`, written from the public plugin contract.
+//
+// The `pulumi` CLI starts this executable (found next to the CLI or on PATH) with the engine's
+// address as its last argument, reads the port it prints on stdout, and calls the
+// `pulumirpc.LanguageRuntime` service. Why our own: the official host is not served by the Go
+// module proxy this project builds its toolchain from; users with the official installers keep the
+// official host (nothing here is declared in Pulumi.yaml).
+//
+// Why Go: the CLI starts its language host twice per `preview` or `up` (About, then the run) and
+// waits for its port each time. The host this replaces was Python, in a virtualenv of its own:
+// ~90 ms per start (the interpreter, grpc, protobuf), both on every command's critical path; this
+// one starts in a few milliseconds (README "Toolchain").
+//
+// Design: each `Run` starts the program in a child process with the *project's* interpreter (the
+// `virtualenv` runtime option, as the official host does), through run_program.py, installed
+// beside this executable in `langhost/`. A child keeps the program's imports, event loop and
+// crashes out of the host, makes `Cancel` a signal to one process, and lets the host serve any
+// project, whatever its virtualenv. Exit code 32 from the child means "bail": the program already
+// reported its error through the engine, so the CLI shows that message alone.
+package main
+
+import (
+	"fmt"
+	"math"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	pulumirpc "github.com/pulumi/pulumi/sdk/v3/proto/go"
+	"google.golang.org/grpc"
+)
+
+// The largest message the CLI may send (a Run's config, a big stack's ProgramInfo): as the SDKs allow.
+const maxMessageBytes = 400 * 1024 * 1024
+
+// engineAddressFrom: the CLI passes flags (`-v=9`, `--tracing X`, `--logtostderr`) first and the
+// engine address last.
+func engineAddressFrom(args []string) string {
+	if len(args) == 0 || strings.HasPrefix(args[len(args)-1], "-") {
+		return ""
+	}
+	return args[len(args)-1]
+}
+
+// runProgramPath: run_program.py as hack/tools.sh installs it, in `langhost/` beside this executable.
+func runProgramPath() (string, error) {
+	executable, err := os.Executable()
+	if err != nil {
+		return "", err
+	}
+	if resolved, err := filepath.EvalSymlinks(executable); err == nil {
+		executable = resolved
+	}
+	return filepath.Join(filepath.Dir(executable), "langhost", "run_program.py"), nil
+}
+
+func serve(args []string) error {
+	runProgram, err := runProgramPath()
+	if err != nil {
+		return err
+	}
+	h := newHost(engineAddressFrom(args), runProgram)
+	server := grpc.NewServer(grpc.MaxRecvMsgSize(maxMessageBytes), grpc.MaxSendMsgSize(math.MaxInt32))
+	pulumirpc.RegisterLanguageRuntimeServer(server, h)
+	listener, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	// Before the port is printed: a CLI may stop the host as soon as it has read it. The CLI stops
+	// its plugins with SIGINT when it is done: a normal end, status 0.
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, syscall.SIGINT, syscall.SIGTERM)
+	go func() { _ = server.Serve(listener) }()
+	fmt.Println(listener.Addr().(*net.TCPAddr).Port)
+	// A CLI that dies without stopping its plugins (SIGKILL, a crash) leaves this process
+	// reparented, with its programs, for good: leave too when the parent is no longer the CLI.
+	cli := os.Getppid()
+	ticker := time.NewTicker(time.Second)
+	defer ticker.Stop()
+	for waiting := true; waiting; {
+		select {
+		case <-stop:
+			waiting = false
+		case <-ticker.C:
+			waiting = os.Getppid() == cli
+		}
+	}
+	h.stopChildren()
+	server.Stop()
+	return nil
+}
+
+func main() {
+	if err := serve(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "pulumi-language-python (tfk8s):", err)
+		os.Exit(1)
+	}
+}

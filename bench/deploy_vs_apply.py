@@ -14,9 +14,10 @@ once; then, for the dev experiment of that tenant (1 cluster) and a 3-cluster ex
      applied with `kubectl apply --server-side` and waited on with `kubectl wait` for the same
      conditions; then deleted;
   3. the floor: a no-change `pulumi up` of a Python program that only imports `pulumi` and exports
-     one value, with the same CLI, language host, virtualenv and backend; and what single pieces
-     add to it (the SDK's Kubernetes imports, one ConfigMap, two stack reads with salts of their
-     own or the reader's): see `floors`.
+     one value, with the same CLI, virtualenv and backend, in each program's environment (a
+     revision's own language host, Pulumi's automatic logs as that program has them); and what
+     single pieces add to it in this tree's (the SDK's Kubernetes imports, one ConfigMap, two stack
+     reads with salts of their own or the reader's): see `floors`.
 Ratios are pulumi / kubectl. The pulumi side is the plain CLI with tfk8s's language host, in the
 environment `make env` prints, timed as a user typing `pulumi up` waits. The rendered YAML holds
 Secrets in plain text: it lives in a temporary directory that is removed at the end.
@@ -87,8 +88,7 @@ class Program:
     label: str
     work: Path
     stack: str
-    env: dict[str, str]  # the environment its own `make env` prints: each revision's settings, not ours
-    automatic_logs: bool = False  # Pulumi writes its automatic logs (hack/env.sh): its floor does too
+    env: dict[str, str]  # the environment its own `make env` prints: each revision's settings and host, not ours
 
     @property
     def stack_file(self) -> Path:
@@ -153,10 +153,11 @@ def revision_env(tree: Path, ours: dict[str, str]) -> dict[str, str]:
 def baseline(revision: str, into: Path, ours: dict[str, str], upstream_salt: str, of: str = "dev") -> Program:
     """The program as of `revision`, in a project copy of its own beside ours (same backend, same
     virtualenv; its own infra/ and training/, which its entry point puts first on the path), run in
-    the environment its own hack/env.sh prints. Its stack, `<of>-<revision>`, is that revision's
-    stack file `of` (the dev experiment; bench/new_tenant.py a tenant), with the salt of the stack it
-    builds on if that revision's tooling shares salts (hack/toolenv.py share-salt), else a salt of
-    its own, as `pulumi stack init` made it then."""
+    the environment its own hack/env.sh prints, with its own language host (toolenv.language_host).
+    Its stack, `<of>-<revision>`, is that revision's stack file `of` (the dev experiment;
+    bench/new_tenant.py a tenant), with the salt of the stack it builds on if that revision's
+    tooling shares salts (hack/toolenv.py share-salt), else a salt of its own, as `pulumi stack
+    init` made it then."""
     into.mkdir(parents=True)
     archive = subprocess.run(["git", "-C", str(ROOT), "archive", revision], check=True, capture_output=True).stdout
     subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
@@ -167,17 +168,24 @@ def baseline(revision: str, into: Path, ours: dict[str, str], upstream_salt: str
     stacks = into / "stacks"
     (stacks / f"Pulumi.{stack}.yaml").write_text(salt + (stacks / f"Pulumi.{of}.yaml").read_text())
     env = revision_env(into, ours)
+    # Its own language host, built as its hack/tools.sh built it (the Python host until 2026-11-26).
+    env["PATH"] = f"{toolenv.language_host(revision)}{os.pathsep}{env['PATH']}"
     # Before hack/env.sh turned them off, Pulumi wrote its automatic logs: so it does for that revision.
-    automatic_logs = not toolenv.turns_off_pulumi_logs(into)
-    if automatic_logs:
+    if not toolenv.turns_off_pulumi_logs(into):
         env = toolenv.with_automatic_logs(env, into / ".pulumi-home")
     init(into, stack, env)
-    return Program(revision, into, stack, env, automatic_logs)
+    return Program(revision, into, stack, env)
 
 
 FLOOR = "import pulumi\n{body}\npulumi.export('ready', True)\n"
-# The floor program again, with Pulumi's automatic logs (the floor of programs run with them).
-LOGGED_FLOOR = "floor, Pulumi's automatic logs on"
+
+
+def floor_of(program: Program) -> str:
+    """The name of a program's floor: the empty program run in that program's environment (its
+    language host; Pulumi's automatic logs on or off, as for the program)."""
+    return f"floor as {program.label} runs"
+
+
 # What an experiment's program imported of pulumi_kubernetes before tfk8s.kube_objects.
 K8S_MODULES = ("core.v1", "apps.v1", "batch.v1", "networking.v1", "rbac.v1", "apiextensions")
 
@@ -401,7 +409,7 @@ def compare(repeat: int, revisions: list[str], ours: dict[str, str]) -> None:
     programs.append(Program("this tree", work, "dev", dict(os.environ)))
     # The same program with Pulumi's automatic logs (hack/env.sh turns them off): what they cost.
     with_logs = toolenv.with_automatic_logs(os.environ, scratch / "pulumi-home-with-logs")
-    programs.append(Program("this tree, Pulumi's automatic logs on", work, "dev", with_logs, automatic_logs=True))
+    programs.append(Program("this tree, Pulumi's automatic logs on", work, "dev", with_logs))
     floor_programs = floors(scratch)
     timeline = scratch / "timings.jsonl"
     print(f"a new experiment on a running platform; medians of {repeat} runs per side, sides alternating")
@@ -422,14 +430,18 @@ def compare(repeat: int, revisions: list[str], ours: dict[str, str]) -> None:
             for program in programs:
                 ours_runs[program.label].append(pulumi_side(program, timeline))
             runs = {f.label: pulumi_cli(f.work, "up", "--yes", "--skip-preview", stack="floor") for f in floor_programs}
-            runs[LOGGED_FLOOR] = pulumi_cli(floor_programs[0].work, "up", "--yes", "--skip-preview", stack="floor", env=with_logs)
+            # Each program's own floor: the empty program in that program's environment, with its
+            # language host, and Pulumi's automatic logs as that program has them.
+            for program in programs:
+                runs[floor_of(program)] = pulumi_cli(
+                    floor_programs[0].work, "up", "--yes", "--skip-preview", stack="floor", env=program.env
+                )
             floor_runs.append(runs)
         theirs, floor = medians(theirs_runs), medians(floor_runs)
         job = theirs["apply+wait (job)"]
         for program in programs:
             measured = medians(ours_runs[program.label])
-            # Each program against an empty one that Pulumi logs, or not, as it logs the program.
-            its_floor = floor[LOGGED_FLOOR if program.automatic_logs else "floor"]
+            its_floor = floor[floor_of(program)]
             print(
                 f"| {label} | {program.label} | {measured['up']:.2f} | {job:.2f} | {measured['up'] / job:.2f} "
                 f"| {measured['up (no change)']:.2f} | {its_floor:.2f} | {measured['up (no change)'] - its_floor:.2f} "

@@ -46,7 +46,7 @@ def project() -> Path:
 
 
 def pulumi(work: Path, *args: str, stack: str = "dev", host: Path | None = None) -> float:
-    """`host`: a directory from `cli_with_host`, first on PATH, where the CLI looks for its language host first."""
+    """`host`: a directory from `toolenv.language_host`, first on PATH, where the CLI looks for its language host first."""
     env = {**os.environ, "PATH": f"{host}{os.pathsep}{os.environ['PATH']}"} if host else None
     started = time.perf_counter()
     subprocess.run(
@@ -57,35 +57,6 @@ def pulumi(work: Path, *args: str, stack: str = "dev", host: Path | None = None)
         env=env,
     )
     return time.perf_counter() - started
-
-
-def cli_with_host(revision: str) -> Path:
-    """A directory with a `pulumi-language-python` that is the language host as of `revision`, built
-    as that revision's hack/tools.sh built it: a Go host (hack/langhost/go.mod) with `go build`, a
-    Python host (until 2026-11-26) as a wrapper running its host.py in a virtualenv with the
-    `pulumi` wheel of the toolchain's version. First on PATH, it is the host the CLI runs: the CLI
-    looks on PATH before its own directory (checked: a CLI hard-linked into a directory beside
-    another host still ran the toolchain's, on PATH)."""
-    directory = Path(tempfile.mkdtemp(prefix=f"tfk8s-bench-host-{revision}-"))
-    archive = subprocess.run(["git", "archive", revision, "hack/langhost/"], cwd=ROOT, check=True, capture_output=True)
-    subprocess.run(["tar", "-x", "-C", str(directory)], input=archive.stdout, check=True)
-    sources = directory / "hack" / "langhost"
-    (directory / "langhost").mkdir()
-    shutil.copy(sources / "run_program.py", directory / "langhost" / "run_program.py")
-    host = directory / "pulumi-language-python"
-    if (sources / "go.mod").exists():
-        env = {**os.environ, "GOFLAGS": "-mod=readonly", "CGO_ENABLED": "0"}
-        subprocess.run(["go", "build", "-trimpath", "-o", str(host), "."], cwd=sources, check=True, env=env)
-        return directory
-    for source in sources.glob("*.py"):
-        shutil.copy(source, directory / "langhost" / source.name)
-    venv = directory / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    wheel = f"pulumi=={toolenv.pinned('PULUMI_VERSION')}"
-    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check", wheel], check=True)
-    host.write_text(f'#!/bin/sh\nexec "{venv / "bin" / "python"}" "{directory / "langhost" / "host.py"}" "$@"\n')
-    host.chmod(0o755)
-    return directory
 
 
 def automation_preview(work: Path) -> float:
@@ -117,7 +88,7 @@ def compare(repeat: int, baseline: str | None) -> None:
     for stack in stacks:
         subprocess.run(["pulumi", "stack", "init", stack, "--non-interactive"], cwd=work, check=True, capture_output=True)
         pulumi(work, "up", "--yes", "--skip-preview", stack=stack)
-    old_host = cli_with_host(baseline) if baseline else None
+    old_host = toolenv.language_host(baseline) if baseline else None
     host, whole, call = [], [], []
     ups: list[float] = []
     old_previews: list[float] = []

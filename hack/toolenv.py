@@ -10,6 +10,8 @@ import os
 import shlex
 import shutil
 import subprocess
+import sys
+import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
@@ -141,6 +143,35 @@ def langhost_processes(backend_url: str) -> list[str]:
         if ours in environ and any(command in line for command in LANGHOST_COMMANDS):
             found.append(f"{proc.name}: {line}")
     return found
+
+
+def language_host(revision: str) -> Path:
+    """A directory with a `pulumi-language-python` that is the language host as of `revision`, built
+    as that revision's hack/tools.sh built it: a Go host (hack/langhost/go.mod) with `go build`, a
+    Python host (until 2026-11-26) as a wrapper running its host.py in a virtualenv with the
+    `pulumi` wheel of the toolchain's version. First on PATH, it is the host the CLI runs: the CLI
+    looks on PATH before its own directory (checked: a CLI hard-linked into a directory beside
+    another host still ran the toolchain's, on PATH)."""
+    directory = Path(tempfile.mkdtemp(prefix=f"tfk8s-host-{revision}-"))
+    archive = subprocess.run(["git", "archive", revision, "hack/langhost/"], cwd=ROOT, check=True, capture_output=True)
+    subprocess.run(["tar", "-x", "-C", str(directory)], input=archive.stdout, check=True)
+    sources = directory / "hack" / "langhost"
+    (directory / "langhost").mkdir()
+    shutil.copy(sources / "run_program.py", directory / "langhost" / "run_program.py")
+    host = directory / "pulumi-language-python"
+    if (sources / "go.mod").exists():
+        env = {**os.environ, "GOFLAGS": "-mod=readonly", "CGO_ENABLED": "0"}
+        subprocess.run(["go", "build", "-trimpath", "-o", str(host), "."], cwd=sources, check=True, env=env)
+        return directory
+    for source in sources.glob("*.py"):
+        shutil.copy(source, directory / "langhost" / source.name)
+    venv = directory / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    wheel = f"pulumi=={pinned('PULUMI_VERSION')}"
+    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check", wheel], check=True)
+    host.write_text(f'#!/bin/sh\nexec "{venv / "bin" / "python"}" "{directory / "langhost" / "host.py"}" "$@"\n')
+    host.chmod(0o755)
+    return directory
 
 
 def turns_off_pulumi_logs(tree: Path) -> bool:

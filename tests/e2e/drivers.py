@@ -88,6 +88,15 @@ class Cli:
         `--steps=60`): the value after `--`."""
         self("config", "set", "--stack", stack, "--path", "--non-interactive", "--", path, value, flags=False)
 
+    def set_secret(self, stack: str, key: str, value: str) -> None:
+        """`config set --secret`: the value after `--`, as a generated key may start with `-` (the
+        CLI took `-gXmj...` for a flag), and never in an error message."""
+        argv = ("config", "set", "--secret", "--stack", stack, "--non-interactive", "--", key, value)
+        done = self(*argv, flags=False, check=False)
+        if done.returncode != 0:
+            shown = " ".join(argv[:-1])
+            raise AssertionError(f"pulumi {shown} <value> exited {done.returncode}:\n{done.stdout}\n{done.stderr}")
+
     def init_experiment(self, stack: str, *, tenant: str, settings: dict[str, str]) -> None:
         """`stack init` and `config set --path` of an experiment of the `tenant` stack, as a user types them."""
         self("stack", "init", stack)

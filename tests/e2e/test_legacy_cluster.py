@@ -199,7 +199,7 @@ def glusterfs_stack(legacy: Cli, heketi: Heketi) -> None:
 
     legacy("stack", "init", "imagenet-platform")
     edit_stack(legacy, "imagenet-platform", change)
-    legacy("config", "set", "--secret", "--stack", "imagenet-platform", "heketiAdminKey", heketi.key)
+    legacy.set_secret("imagenet-platform", "heketiAdminKey", heketi.key)
 
 
 def glusterfs_tenant(legacy: Cli) -> None:

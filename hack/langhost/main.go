@@ -21,6 +21,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"math"
 	"net"
 	"os"
@@ -28,7 +29,6 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
-	"time"
 
 	pulumirpc "github.com/pulumi/pulumi/sdk/v3/proto/go"
 	"google.golang.org/grpc"
@@ -71,27 +71,36 @@ func serve(args []string) error {
 		return err
 	}
 	// Before the port is printed: a CLI may stop the host as soon as it has read it. The CLI stops
-	// its plugins with SIGINT when it is done: a normal end, status 0.
+	// its plugins with SIGINT when it is done: a normal end, status 0, as is its end of stdin.
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGINT, syscall.SIGTERM)
 	go func() { _ = server.Serve(listener) }()
 	fmt.Println(listener.Addr().(*net.TCPAddr).Port)
-	// A CLI that dies without stopping its plugins (SIGKILL, a crash) leaves this process
-	// reparented, with its programs, for good: leave too when the parent is no longer the CLI.
-	cli := os.Getppid()
-	ticker := time.NewTicker(time.Second)
-	defer ticker.Stop()
-	for waiting := true; waiting; {
-		select {
-		case <-stop:
-			waiting = false
-		case <-ticker.C:
-			waiting = os.Getppid() == cli
-		}
+	parentGone := make(chan struct{})
+	if stdinIsPipe() {
+		go func() {
+			_, _ = io.Copy(io.Discard, os.Stdin)
+			close(parentGone)
+		}()
+	}
+	select {
+	case <-stop:
+	case <-parentGone:
 	}
 	h.stopChildren()
 	server.Stop()
 	return nil
+}
+
+// stdinIsPipe: whether this host was started as the CLI starts its plugins, with a pipe as stdin
+// that the CLI holds and never writes to. End of file on it then means the CLI closed it or died.
+// A CLI that fails early (a missing passphrase) exits without stopping the host it started; the
+// host ends with it, at once. (Watching the parent's pid instead raced with a CLI
+// that died before the host read it, and the host then waited for good.) A host started by hand,
+// with a terminal or /dev/null as stdin, runs until a signal.
+func stdinIsPipe() bool {
+	info, err := os.Stdin.Stat()
+	return err == nil && info.Mode()&os.ModeNamedPipe != 0
 }
 
 func main() {

@@ -244,20 +244,69 @@ def test_the_host_speaks_the_protocol_of_the_cli_it_is_installed_with() -> None:
     assert f"github.com/pulumi/pulumi/sdk/v3 v{pinned('PULUMI_VERSION')}\n" in required, required
 
 
-def test_the_host_stopped_by_the_cli_ends_at_once_with_status_0() -> None:
-    """The CLI stops its plugins with SIGINT and waits for them to exit, twice per command: the
-    host ends at once, with status 0."""
+@pytest.mark.parametrize("stop", ["sigint", "end-of-stdin"])
+def test_the_host_stopped_by_the_cli_ends_at_once_with_status_0(stop: str) -> None:
+    """The CLI stops its plugins with SIGINT and waits for them to exit, twice per command; a CLI
+    that exits without stopping them closes the stdin pipe it gave them. Either way the host ends
+    at once, with status 0."""
     host = subprocess.Popen(
-        [str(BIN / "pulumi-language-python"), "127.0.0.1:1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [str(BIN / "pulumi-language-python"), "127.0.0.1:1"],
+        stdin=subprocess.PIPE,  # as the CLI starts its plugins
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         assert host.stdout is not None and int(host.stdout.readline()) > 0  # its port: serving
-        host.send_signal(signal.SIGINT)
-        assert host.wait(timeout=10) == 0, host.stderr.read() if host.stderr else ""
+        if stop == "sigint":
+            host.send_signal(signal.SIGINT)
+        else:
+            assert host.stdin is not None
+            host.stdin.close()
+        assert host.wait(timeout=2) == 0, host.stderr.read() if host.stderr else ""
     finally:
         if host.poll() is None:
             host.kill()
             host.wait()
+
+
+def test_a_host_started_by_hand_is_not_stopped_by_its_stdin() -> None:
+    """Only the CLI's pipe is watched: a host run from a shell with stdin at /dev/null serves on."""
+    host = subprocess.Popen(
+        [str(BIN / "pulumi-language-python"), "127.0.0.1:1"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert host.stdout is not None and int(host.stdout.readline()) > 0
+        with pytest.raises(subprocess.TimeoutExpired):
+            host.wait(timeout=1.5)
+        host.send_signal(signal.SIGINT)
+        assert host.wait(timeout=2) == 0
+    finally:
+        if host.poll() is None:
+            host.kill()
+            host.wait()
+
+
+def test_a_cli_that_fails_without_stopping_its_host_leaves_none(project: Project) -> None:
+    """Without its passphrase the CLI sometimes exits having started the host and not stopped it
+    (in 3 of 20 tries with pulumi 3.259.0, a race in the CLI). The host ends with it: the next
+    command, or a test's check for leftover processes, finds none. The host before watched its
+    parent's pid once a second, and once in CI outlived the CLI for good (it read the pid after
+    the CLI had gone). The race makes this check a sample; the end-of-stdin case of
+    test_the_host_stopped_by_the_cli_ends_at_once_with_status_0 is the deterministic one."""
+    project.pulumi("config", "set", "--secret", "token", "s3cr3t")
+    without = {k: v for k, v in project.env.items() if not k.startswith("PULUMI_CONFIG_PASSPHRASE")}
+    for _ in range(8):
+        done = project.pulumi("preview", check=False, env=without)
+        assert done.returncode != 0 and "PULUMI_CONFIG_PASSPHRASE" in done.stdout + done.stderr, done
+        deadline = time.monotonic() + 0.5
+        while project.host_processes() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert not project.host_processes(), "the host outlived its CLI"
 
 
 def sleeping_up(project: Project) -> tuple[subprocess.Popen[str], int]:

@@ -11,6 +11,7 @@
 #   set (a team's shared passphrase); otherwise a file generated once per machine (see README,
 #   "Secrets and the passphrase")
 # - PULUMI_PARALLEL_DIFF: the engine diffs resources in parallel
+# - GOGC, GOMEMLIMIT: Go's collector runs less often in pulumi and its plugins (unless already set)
 # - PULUMI_FALLBACK_TO_STATE_SECRETS_MANAGER: a stack file without a salt reuses its state's
 # - Pulumi's automatic logs: off in this PULUMI_HOME unless TFK8S_PULUMI_LOGS=1 (below)
 # - KUBECONFIG: the local kwok cluster's own kubeconfig (unless already set)
@@ -56,6 +57,17 @@ emit PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION true
 # `up` of a 3-cluster experiment 1.81 -> 1.71 s, of the dev experiment 1.40 -> 1.38 s (README
 # "Fixed cost"). Pulumi's own switch; set it to false to go back.
 emit PULUMI_PARALLEL_DIFF "${PULUMI_PARALLEL_DIFF:-true}"
+# The CLI and the Kubernetes provider are Go programs that allocate much in a short run (the whole
+# state, the cluster's OpenAPI schema), and Go's collector, at its default (GOGC=100: collect
+# whenever the heap doubled), ran many times per command. GOGC=1000 lets the heap grow to 11x what
+# is live before collecting; GOMEMLIMIT caps that growth (a soft limit: the collector runs more
+# often near it). The plugins the CLI starts inherit both. Dev experiment, side by side: CPU per
+# no-change `up`, the CLI 0.43 -> 0.37 s and the provider 0.165 -> 0.12 s; no-change `up` 0.776 ->
+# 0.717 s, `preview` 0.732 -> 0.690 s, new `up` 1.909 -> 1.854 s (medians of 6-11); the largest
+# process's peak memory 122 -> 141 MB (README "Fixed cost"). Every Go program run from this
+# shell gets them too (kubectl, kwokctl): export your own values before `make env` to keep them.
+emit GOGC "${GOGC:-1000}"
+emit GOMEMLIMIT "${GOMEMLIMIT:-1GiB}"
 # A stack file without `encryptionsalt` (the repository's demo stacks carry none) takes the salt
 # recorded in the stack's state, instead of a new one that could not decrypt that state's secrets.
 emit PULUMI_FALLBACK_TO_STATE_SECRETS_MANAGER true

@@ -63,9 +63,9 @@ emit PULUMI_PARALLEL_DIFF "${PULUMI_PARALLEL_DIFF:-true}"
 # is live before collecting; GOMEMLIMIT caps that growth (a soft limit: the collector runs more
 # often near it). The plugins the CLI starts inherit both. Dev experiment, side by side: CPU per
 # no-change `up`, the CLI 0.43 -> 0.37 s and the provider 0.165 -> 0.12 s; no-change `up` 0.776 ->
-# 0.717 s, `preview` 0.732 -> 0.690 s, new `up` 1.909 -> 1.854 s (medians of 6-11); the largest
-# process's peak memory 122 -> 141 MB (README "Fixed cost"). Every Go program run from this
-# shell gets them too (kubectl, kwokctl): export your own values before `make env` to keep them.
+# 0.717 s, `preview` 0.732 -> 0.690 s (medians of 6-11); the largest process's peak memory
+# 119 -> 137 MiB (README "Fixed cost"). Every Go program run from this shell gets them too
+# (kubectl, kwokctl): export your own values before `make env` to keep them.
 emit GOGC "${GOGC:-1000}"
 emit GOMEMLIMIT "${GOMEMLIMIT:-1GiB}"
 # A stack file without `encryptionsalt` (the repository's demo stacks carry none) takes the salt

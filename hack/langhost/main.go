@@ -95,9 +95,9 @@ func serve(args []string) error {
 // stdinIsPipe: whether this host was started as the CLI starts its plugins, with a pipe as stdin
 // that the CLI holds and never writes to. End of file on it then means the CLI closed it or died.
 // A CLI that fails early (a missing passphrase) exits without stopping the host it started; the
-// host ends with it, at once. (Watching the parent's pid instead raced with a CLI
-// that died before the host read it, and the host then waited for good.) A host started by hand,
-// with a terminal or /dev/null as stdin, runs until a signal.
+// host ends with it, at once. (Watching the parent's pid once a second left it up to 1 s behind,
+// and for good had it read the pid after the CLI had died.) A host started by hand, with a
+// terminal or /dev/null as stdin, runs until a signal.
 func stdinIsPipe() bool {
 	info, err := os.Stdin.Stat()
 	return err == nil && info.Mode()&os.ModeNamedPipe != 0

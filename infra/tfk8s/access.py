@@ -43,6 +43,8 @@ UNKNOWN_IDENTITY = "the kubeconfig's identity"
 MANAGED = ("create", "patch", "get", "list", "watch", "delete")
 # What an await or the quota check only reads, through a namespace-wide list+watch (an informer).
 WATCHED = ("list", "watch")
+# What a person reads with kubectl: one object (get) as well as the list.
+READ = ("get", "list", "watch")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -101,11 +103,21 @@ def experimenter_rules(layouts: PlatformKind) -> tuple[Permission, ...]:
         # binding fails with NotFound unless the creator may `bind` Roles. Roles only, so no
         # ClusterRole can be bound; the Roles of a tenant's namespace grant nothing its experimenters lack.
         rule(rbac, "roles", ("bind",), "`preview` of the PS retirement RoleBinding, whose Role does not exist yet"),
-        # Only read, by the quota check and the provider's awaits.
-        rule("", "pods", WATCHED, "the quota check (the experiment's own pods); the Deployment await and Job refresh"),
+        # Only read, by the quota check and the provider's awaits, and by the tenant's people when
+        # readiness says a pod failed: `kubectl get pod`, `describe` (its events) and `logs` tell why.
+        # Never pods/exec or pods/attach: Jupyter and TensorBoard hold the tenant's token.
+        rule(
+            "",
+            "pods",
+            READ,
+            "the quota check (the experiment's own pods); the Deployment await and Job refresh; kubectl get pods",
+        ),
+        rule("", "pods/log", ("get",), "kubectl logs: why a training task failed"),
         rule("apps", "replicasets", WATCHED, "the provider's Deployment await"),
         rule("", "endpoints", WATCHED, "the provider's await of the Jobs' headless Services (PS Services skip it)"),
-        rule("", "events", WATCHED, "every await of the provider, which reports the warnings of what it waits for"),
+        rule(
+            "", "events", READ, "every await of the provider, which reports the warnings of what it waits for; kubectl describe"
+        ),
     )
 
 
@@ -235,10 +247,14 @@ def _verbs(verbs: Sequence[str]) -> str:
 
 
 def refusals(missed: Sequence[tuple[Permission, str]], identity_hint: str, namespace: str, key: str) -> list[str]:
-    """One message per permission with missing verbs, naming the identity, where, what, why and the fix.
+    """One message naming the identity, where, every missing verb and the fix (once): a refusal
+    for a namespace that is not the identity's lists the whole table, and a reader needs the fix
+    once. With one permission missing, it says what that permission is needed for too.
 
-    `key` is the config key the messages start with (as other refusals do: `tfk8s:user`).
+    `key` is the config key the message starts with (as other refusals do: `tfk8s:user`).
     """
+    if not missed:
+        return []
     verbs: dict[Permission, list[str]] = {}
     for perm, verb in missed:
         verbs.setdefault(perm, []).append(verb)
@@ -246,8 +262,15 @@ def refusals(missed: Sequence[tuple[Permission, str]], identity_hint: str, names
         f"ask the platform team to add {identity_hint} to the tenant's identities (tfk8s:tenant.identities) "
         "and `pulumi up` the tenant stack"
     )
-    return [
-        f"{key}: {identity_hint} may not {_verbs(vs)} {perm.shown} "
-        f"{f'in namespace {namespace!r}' if perm.namespaced else 'cluster-wide'} (needed for {perm.needed_for}); {fix}"
-        for perm, vs in verbs.items()
-    ]
+
+    def where(perm: Permission) -> str:
+        return "" if perm.namespaced else " cluster-wide"
+
+    lacks = "; ".join(f"{_verbs(vs)} {perm.shown}{where(perm)}" for perm, vs in verbs.items())
+    why = (
+        f" (needed for {next(iter(verbs)).needed_for})"
+        if len(verbs) == 1
+        else f" ({len(verbs)} of the experimenter role's rules)"
+    )
+    place = f" in namespace {namespace!r}" if any(perm.namespaced for perm in verbs) else ""
+    return [f"{key}: {identity_hint} may not {lacks}{place}{why}; {fix}"]

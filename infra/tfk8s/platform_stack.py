@@ -9,7 +9,7 @@ from typing import Any, Final
 
 import pulumi
 
-from tfk8s import access, backends, guard, readiness, storage
+from tfk8s import access, backends, guard, readiness, storage, tenant_admission
 from tfk8s.config_errors import ConfigError
 from tfk8s.contract import PlatformFacts, UserNodeFacts
 from tfk8s.ownership import Claimed, Owner
@@ -57,15 +57,30 @@ def build(stack: PlatformStack, owner: Owner) -> dict[str, Any]:
     shared = SharedStorage("storage", platform.storage, key, owner, platform.version)
     group = guard.platform_group(owner)
     platform_guard = guard.PlatformGuard("platform-guard", owner, group, guard.policy_supported(platform.version))
-    if not guard.policy_supported(platform.version):
+    admission: list[pulumi.Resource] = []
+    if guard.policy_supported(platform.version):
+        admission.append(
+            tenant_admission.TenantAdmission(
+                "tenant-admission",
+                tenant_admission.TenantAdmissionArgs(
+                    group=group,
+                    tenants=platform_guard.tenants,
+                    user_node=platform.user_node,
+                    placement=platform.placement,
+                    owner=owner,
+                ),
+            )
+        )
+    else:
         pulumi.log.warn(
             f"Kubernetes {platform.kubernetes_version} has no ValidatingAdmissionPolicy (1.30+): `pulumi destroy` of this "
             "platform cannot refuse while tenants still use it, nor of a tenant while experiments do; destroy "
-            "experiments first, then tenants"
+            "experiments first, then tenants. Nor can it refuse what RBAC lets tenants do beyond experiments "
+            "(tfk8s.tenant_admission): pods on the User Node, NodePort Services, bindings to everyone"
         )
     # The platform's guard: the role every tenant binds, deleted first and only when no tenant is left.
     role = platform_guard.guard_platform(
-        access.rules_for_role(access.experimenter_rules(platform_guard.layouts)), [shared, user_node]
+        access.rules_for_role(access.experimenter_rules(platform_guard.layouts)), [shared, user_node, *admission]
     )
     storage_report = shared.class_name.apply(lambda name: {"className": name, "problems": []})
     node_report = user_node.address.apply(lambda address: readiness.node_readiness(platform.user_node.name, address))

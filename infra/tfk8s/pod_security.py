@@ -68,11 +68,16 @@ def container_security_context(*, read_only_root: bool) -> Json:
 
 # A container with a read-only root filesystem still needs somewhere to write: Python, TensorFlow
 # and Keras put temporary files under /tmp and caches under $HOME (which is "/" for a UID the image
-# does not know). Both go to one emptyDir, which lives as long as the pod.
+# does not know). Both go to one emptyDir, which lives as long as the pod. It is bounded, like every
+# emptyDir in a tenant's namespace (tfk8s.tenant_admission): node-local disk is shared by every
+# tenant's pods on the node, and the kubelet evicts a pod whose emptyDir outgrows its sizeLimit.
+TMP_SIZE_LIMIT = "2Gi"
+# The code a URL fetcher downloads: one script.
+CODE_SIZE_LIMIT = "256Mi"
 
 
 def writable_tmp_volume() -> Json:
-    return {"name": TMP_VOLUME, "emptyDir": {}}
+    return {"name": TMP_VOLUME, "emptyDir": {"sizeLimit": TMP_SIZE_LIMIT}}
 
 
 def writable_tmp_mount() -> Json:

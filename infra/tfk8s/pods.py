@@ -144,7 +144,7 @@ def volumes(mounted: frozenset[Volume], sources: VolumeSources) -> list[Json]:
     """The pod's volumes among `mounted` (roles.Role.mounts)."""
     if "scratch" in mounted and sources.scratch_claim is None:
         raise ValueError("a pod mounts scratch, but the cluster has no scratch claim")
-    code = sources.code.volume_source() if sources.code is not None else {"emptyDir": {}}
+    code = sources.code.volume_source() if sources.code is not None else {"emptyDir": {"sizeLimit": pod_security.CODE_SIZE_LIMIT}}
     # List order is part of the manifest (a new order would roll or replace every pod): keep it.
     every: list[Json] = [
         {"name": "data", **_claim(sources.data_claim)},

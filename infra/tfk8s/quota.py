@@ -25,6 +25,8 @@ QUOTA_NAME = "tfk8s-quota"
 LIMIT_RANGE_NAME = "tfk8s-container-defaults"
 GPU_RESOURCE = "nvidia.com/gpu"
 
+# The Layout kind's count key, its group filled in by `hard`: each platform has its own group.
+LAYOUTS_KEY = "count/layouts.{group}"
 # Quota setting (its key in the stack file) -> the ResourceQuota `hard` keys it sets.
 HARD_KEYS: dict[str, tuple[str, ...]] = {
     "cpu": ("requests.cpu", "limits.cpu"),
@@ -34,26 +36,49 @@ HARD_KEYS: dict[str, tuple[str, ...]] = {
     "pods": ("pods",),
     "services": ("services",),
     "persistentVolumeClaims": ("persistentvolumeclaims",),
+    # Object counts (`count/<resource>.<group>`); the Layout's group is its platform's (`hard`).
+    "configMaps": ("count/configmaps",),
+    "secrets": ("count/secrets",),
+    "serviceAccounts": ("count/serviceaccounts",),
+    "roles": ("count/roles.rbac.authorization.k8s.io",),
+    "roleBindings": ("count/rolebindings.rbac.authorization.k8s.io",),
+    "networkPolicies": ("count/networkpolicies.networking.k8s.io",),
+    "layouts": (LAYOUTS_KEY,),
+    "jobs": ("count/jobs.batch",),
+    "deployments": ("count/deployments.apps",),
 }
 # Settings measured in bytes: shown with binary suffixes.
 BYTE_SETTINGS = frozenset({"memory", "storage"})
 
 
-def hard(quota: Quota) -> dict[str, str]:
-    """The ResourceQuota's `spec.hard` for `quota`."""
+def hard(quota: Quota, layouts_group: str) -> dict[str, str]:
+    """The ResourceQuota's `spec.hard` for `quota`, in a namespace of the platform whose Layouts
+    are of `layouts_group`."""
     values = quota.model_dump(by_alias=True)
-    return {key: str(values[setting]) for setting, keys in HARD_KEYS.items() for key in keys}
+    return {key.format(group=layouts_group): str(values[setting]) for setting, keys in HARD_KEYS.items() for key in keys}
 
 
-def resource_quota_spec(quota: Quota) -> dict[str, Any]:
-    return {"hard": hard(quota)}
+def resource_quota_spec(quota: Quota, layouts_group: str) -> dict[str, Any]:
+    return {"hard": hard(quota, layouts_group)}
 
 
 def limit_range_spec(defaults: ContainerDefaults) -> dict[str, Any]:
     """Requests = limits for containers that set neither, like tfk8s's own containers: a
     Guaranteed share, and a quota that counts what the pod may really use."""
     amounts = {"cpu": defaults.cpu, "memory": defaults.memory}
-    return {"limits": [{"type": "Container", "default": dict(amounts), "defaultRequest": dict(amounts)}]}
+    # Node-local disk: a limit for every container, and none above it; requested as 0, since the
+    # scheduler would otherwise need every node to report its disk (simulated ones do not).
+    disk = {"ephemeral-storage": defaults.ephemeral_storage}
+    return {
+        "limits": [
+            {
+                "type": "Container",
+                "default": {**amounts, **disk},
+                "defaultRequest": {**amounts, "ephemeral-storage": "0"},
+                "max": disk,
+            }
+        ]
+    }
 
 
 _BINARY = (("Ti", Decimal(2**40)), ("Gi", Decimal(2**30)), ("Mi", Decimal(2**20)), ("Ki", Decimal(2**10)))

@@ -169,6 +169,10 @@ class PlacementSettings(Model):
     node_selector_keys: list[LabelKey] = Field(default_factory=list)
     """Node label keys training pods may select on, e.g. ["example.com/gpu"]; empty: any but the User
     Node's."""
+    priority_classes: list[DnsName] = Field(default_factory=list)
+    """PriorityClasses the pods in tenants' namespaces may name, e.g. ["tfk8s-batch"]; empty: none. A
+    pod of higher priority preempts lower ones on a full node, other tenants' Jupyter among them
+    (`system-node-critical` would outrank everything), so the platform lists what tenants may use."""
 
 
 class PodIdentity(Model):
@@ -228,6 +232,27 @@ class Quota(Model):
     per training cluster one per PS plus one per Job (workers, chief)."""
     persistent_volume_claims: Positive = 20
     """Claims: the data and log volumes, plus one per training cluster with a scratch volume."""
+    # Object counts: what the tenant's people could otherwise create without bound with kubectl,
+    # each object the API server's memory and etcd's disk, shared by every tenant.
+    config_maps: Positive = 100
+    """ConfigMaps: the platform's 4 (trainer, notebooks, guard, kube-root-ca.crt), and per experiment
+    its trainer package plus one per training cluster with ConfigMap code."""
+    secrets: Positive = 20
+    """Secrets: the platform's Jupyter token; experiments make none."""
+    service_accounts: Positive = 50
+    """ServiceAccounts: `default` and Jupyter's, plus one per training cluster (its PS retirement)."""
+    roles: Positive = 50
+    """Roles: 2 of the platform's, plus one per training cluster."""
+    role_bindings: Positive = 50
+    """RoleBindings: 3 of the platform's, plus one per training cluster."""
+    network_policies: Positive = 50
+    """NetworkPolicies: the platform's (deny by default, DNS, the apps), plus one per training cluster."""
+    layouts: Positive = 50
+    """Layouts: one per training cluster."""
+    jobs: Positive = 100
+    """Jobs: one or two per training cluster (workers, and an in-graph chief)."""
+    deployments: Positive = 100
+    """Deployments: Jupyter and TensorBoard, plus one per PS."""
 
 
 class ContainerDefaults(Model):
@@ -241,6 +266,10 @@ class ContainerDefaults(Model):
     memory: Bytes = "2Gi"
     """Memory per container (requests = limits), e.g. 2Gi. 2Gi: a default worker's, enough for
     Jupyter driving a notebook client; raise it for heavier notebooks."""
+    ephemeral_storage: Bytes = "4Gi"
+    """The most node-local disk a container may fill (its writable layer and logs), e.g. 4Gi: every
+    container's limit and the largest any may set, so a pod cannot fill the node's disk under other
+    tenants' pods. 4Gi: room for Jupyter's pip installs in its home."""
 
 
 class PlatformSettings(Model):

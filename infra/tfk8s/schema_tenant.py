@@ -100,6 +100,24 @@ class QuotaOverrides(Model):
     """Services; unset: platform.defaultQuota.services."""
     persistent_volume_claims: Positive | None = None
     """Claims; unset: platform.defaultQuota.persistentVolumeClaims."""
+    config_maps: Positive | None = None
+    """ConfigMaps; unset: platform.defaultQuota.configMaps."""
+    secrets: Positive | None = None
+    """Secrets; unset: platform.defaultQuota.secrets."""
+    service_accounts: Positive | None = None
+    """ServiceAccounts; unset: platform.defaultQuota.serviceAccounts."""
+    roles: Positive | None = None
+    """Roles; unset: platform.defaultQuota.roles."""
+    role_bindings: Positive | None = None
+    """RoleBindings; unset: platform.defaultQuota.roleBindings."""
+    network_policies: Positive | None = None
+    """NetworkPolicies; unset: platform.defaultQuota.networkPolicies."""
+    layouts: Positive | None = None
+    """Layouts; unset: platform.defaultQuota.layouts."""
+    jobs: Positive | None = None
+    """Jobs; unset: platform.defaultQuota.jobs."""
+    deployments: Positive | None = None
+    """Deployments; unset: platform.defaultQuota.deployments."""
 
     def over(self, defaults: Quota) -> Quota:
         """The platform's default quota with this tenant's own keys over it."""

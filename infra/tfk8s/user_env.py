@@ -25,7 +25,7 @@ from typing import Any
 
 import pulumi
 
-from tfk8s import awaits, network_policy, pod_security, pods, quota, readiness
+from tfk8s import awaits, network_policy, pod_security, pods, quota, readiness, tenant_admission
 from tfk8s import kube_objects as kube
 from tfk8s.api_paths import LIMIT_RANGE, NAMESPACE, NETWORK_POLICY, RESOURCE_QUOTA, SECRET
 from tfk8s.code import CodeBundle
@@ -113,6 +113,8 @@ class UserEnvironment(pulumi.ComponentResource):
                 "labels": {
                     **labels(user.name, "namespace"),
                     **pod_security.namespace_labels(platform.version),
+                    # Under the platform's admission policies (tfk8s.tenant_admission).
+                    **tenant_admission.namespace_labels(platform.layouts.group),
                     **args.owner.labels(),
                 },
                 "annotations": args.owner.annotations(),
@@ -192,7 +194,7 @@ class UserEnvironment(pulumi.ComponentResource):
         self.resource_quota = kube.ResourceQuota(
             f"{name}-quota",
             metadata=self._meta(ns, own_labels, name=quota.QUOTA_NAME),
-            spec=quota.resource_quota_spec(args.user.effective_quota(args.platform.default_quota)),
+            spec=quota.resource_quota_spec(args.user.effective_quota(args.platform.default_quota), args.platform.layouts.group),
             opts=child,
         )
         self.limit_range = kube.LimitRange(

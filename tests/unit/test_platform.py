@@ -440,7 +440,7 @@ def test_tensorboard_reads_the_users_whole_log_volume_read_only(tenant_config: d
             assert command[command.index("--logdir") + 1] == "/logs"
             (volume, tmp, _trainer) = spec["volumes"]  # the trainer package: the token gate's code
             assert volume["persistentVolumeClaim"] == {"claimName": "tfk8s-log", "readOnly": True}
-            assert tmp == {"name": "tmp", "emptyDir": {}}  # its read-only root's writable /tmp
+            assert tmp == {"name": "tmp", "emptyDir": {"sizeLimit": "2Gi"}}  # its read-only root's writable /tmp
             assert spec["containers"][0]["volumeMounts"] == [
                 {"name": "log", "mountPath": "/logs", "readOnly": True},
                 {"name": "tmp", "mountPath": "/tmp"},

@@ -49,7 +49,10 @@ def test_every_pod_of_every_stack_passes_the_restricted_profile(case: str) -> No
                     if read_only and container["name"] != "fetch-code":
                         assert {"name": "tmp", "mountPath": "/tmp"} in container["volumeMounts"]
                         assert {"name": "HOME", "value": "/tmp"} in container["env"]
-                        assert {"name": "tmp", "emptyDir": {}} in spec["volumes"]
+                        assert {"name": "tmp", "emptyDir": {"sizeLimit": "2Gi"}} in spec["volumes"]
+                # Every emptyDir bounded (tfk8s.tenant_admission refuses one without a sizeLimit).
+                for volume in spec["volumes"]:
+                    assert "emptyDir" not in volume or volume["emptyDir"].get("sizeLimit"), (name, volume)
 
         return after(d, check)
 

@@ -30,11 +30,13 @@ def test_each_tenant_gets_a_quota_over_the_platform_defaults_and_container_defau
     platform_config["platform"]["defaultQuota"] = {"memory": "64Gi"}
     platform_config["platform"]["containerDefaults"] = {"cpu": "500m", "memory": "1Gi"}
     if own:
-        tenant_config["tenant"]["quota"] = {"cpu": "8", "gpus": 0, "persistentVolumeClaims": 5}
+        tenant_config["tenant"]["quota"] = {"cpu": "8", "gpus": 0, "persistentVolumeClaims": 5, "configMaps": 7}
 
     @pulumi.runtime.test
     def run() -> pulumi.Output[Any]:
-        d = run_program(tenant_config, platform=facts_for(platform_config))
+        facts = facts_for(platform_config)
+        layouts_group = facts["layouts"]["group"]
+        d = run_program(tenant_config, platform=facts)
 
         def check() -> None:
             (alice,) = [r.inputs for r in d.mocks.of_type(QUOTA_TYPE)]
@@ -44,6 +46,7 @@ def test_each_tenant_gets_a_quota_over_the_platform_defaults_and_container_defau
                 # The tenant's own keys over the platform's defaults; the rest stays the default.
                 assert (hard["requests.cpu"], hard["limits.cpu"], hard["requests.nvidia.com/gpu"]) == ("8", "8", "0")
                 assert (hard["persistentvolumeclaims"], hard["requests.memory"], hard["pods"]) == ("5", "64Gi", "100")
+                assert (hard["count/configmaps"], hard["count/secrets"]) == ("7", "20")
             else:
                 assert hard == {
                     "requests.cpu": "32",
@@ -55,14 +58,27 @@ def test_each_tenant_gets_a_quota_over_the_platform_defaults_and_container_defau
                     "pods": "100",
                     "services": "50",
                     "persistentvolumeclaims": "20",
+                    # Object counts: what kubectl could otherwise create without bound.
+                    "count/configmaps": "100",
+                    "count/secrets": "20",
+                    "count/serviceaccounts": "50",
+                    "count/roles.rbac.authorization.k8s.io": "50",
+                    "count/rolebindings.rbac.authorization.k8s.io": "50",
+                    "count/networkpolicies.networking.k8s.io": "50",
+                    # The Layout kind of this tenant's platform, by its own group.
+                    f"count/layouts.{layouts_group}": "50",
+                    "count/jobs.batch": "100",
+                    "count/deployments.apps": "100",
                 }
             (limit_range,) = [r.inputs for r in d.mocks.of_type(LIMIT_RANGE_TYPE)]
             assert limit_range["metadata"]["namespace"] == NAMESPACE
+            # Node-local disk: limited for every container, never above the default, requested as 0.
             assert limit_range["spec"]["limits"] == [
                 {
                     "type": "Container",
-                    "default": {"cpu": "500m", "memory": "1Gi"},
-                    "defaultRequest": {"cpu": "500m", "memory": "1Gi"},
+                    "default": {"cpu": "500m", "memory": "1Gi", "ephemeral-storage": "4Gi"},
+                    "defaultRequest": {"cpu": "500m", "memory": "1Gi", "ephemeral-storage": "0"},
+                    "max": {"ephemeral-storage": "4Gi"},
                 }
             ]
             # Marked as every object of the tenant: owner labels and annotation.
@@ -93,8 +109,18 @@ def test_the_default_quota_and_container_defaults() -> None:
         "pods": 100,
         "services": 50,
         "persistentVolumeClaims": 20,
+        "configMaps": 100,
+        "secrets": 20,
+        "serviceAccounts": 50,
+        "roles": 50,
+        "roleBindings": 50,
+        "networkPolicies": 50,
+        "layouts": 50,
+        "jobs": 100,
+        "deployments": 100,
     }
-    assert platform.platform.container_defaults.model_dump() == {"cpu": "1", "memory": "2Gi"}  # type: ignore[union-attr]
+    defaults = platform.platform.container_defaults.model_dump()  # type: ignore[union-attr]
+    assert defaults == {"cpu": "1", "memory": "2Gi", "ephemeral_storage": "4Gi"}
 
 
 def test_a_bad_quota_key_is_refused_with_its_key() -> None:

@@ -1,0 +1,158 @@
+"""The platform's admission policies for its tenants' namespaces, as declared (tfk8s.tenant_admission).
+
+What they refuse is proven against the real API server with a tenant's own certificate
+(tests/e2e/test_tenant_boundary.py); here: that the platform declares them, each bound with Deny,
+selecting its own tenants' namespaces only, binding everyone but the platform team and the
+controllers, with the platform's User Node and placement settings in them; and that a tenant's
+namespace carries the label they select.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+import pytest
+from mocked_program import after, facts_for, run_program
+from tfk8s import tenant_admission
+from tfk8s.contract import PlatformKind
+from tfk8s.schema_platform import PlacementSettings, UserNodeSettings
+
+VAP = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy"
+BINDING = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding"
+NAMESPACE = "kubernetes:core/v1:Namespace"
+TENANTS = PlatformKind(group="p1.layouts.tfk8s.io", version="v1", kind="Tenant", plural="tenants", namespaced=False)
+EVERYONE_BOUND = {"pod-storage"}  # about the pod itself, whoever creates it: controllers too
+
+
+def declared(d: Any) -> tuple[list[Any], list[Any]]:
+    """The admission policies (the guards are the ones with params) and every binding."""
+    return [r for r in d.mocks.of_type(VAP) if "paramKind" not in r.inputs["spec"]], d.mocks.of_type(BINDING)
+
+
+def test_the_platform_binds_each_policy_with_deny_in_its_own_tenants_namespaces(platform_config: dict[str, Any]) -> None:
+    @pulumi.runtime.test
+    def run() -> pulumi.Output[Any]:
+        d = run_program(platform_config)
+
+        def check() -> None:
+            policies, bindings = declared(d)
+            (crd,) = [
+                r
+                for r in d.mocks.of_type("kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition")
+                if "tenants." in r.inputs["metadata"]["name"]
+            ]
+            group = crd.inputs["spec"]["group"]
+            assert len(policies) == len(
+                tenant_admission.policies(group, TENANTS, UserNodeSettings(name="n"), PlacementSettings())
+            )
+            bound = {b.inputs["spec"]["policyName"]: b.inputs["spec"] for b in bindings}
+            for policy in policies:
+                spec = policy.inputs["spec"]
+                assert bound[f"{policy.name}-auto"] == {"policyName": f"{policy.name}-auto", "validationActions": ["Deny"]}
+                assert spec["failurePolicy"] == "Fail"
+                # Only namespaces labelled with this platform's group: a second platform's tenants are its own.
+                assert spec["matchConstraints"]["namespaceSelector"] == {
+                    "matchLabels": {tenant_admission.TENANT_NAMESPACE: group}
+                }
+                conditions = "\n".join(c["expression"] for c in spec["matchConditions"])
+                if policy.name.endswith(tuple(EVERYONE_BOUND)):
+                    assert conditions == ""
+                else:
+                    # The platform team: whoever may register this platform's tenants.
+                    assert f'authorizer.group("{group}").resource("tenants").check(\'create\')' in conditions
+                    assert "system:serviceaccount:kube-system:" in conditions
+                assert policy.inputs["metadata"]["labels"]["tfk8s.io/stack-kind"] == "platform"
+            # The experimenter role, which every tenant binds, goes first on destroy: after it, the policies.
+            (role,) = d.mocks.of_type("kubernetes:rbac.authorization.k8s.io/v1:ClusterRole")
+            depends = {
+                getattr(r, "_name", None)
+                for r in d.options[f"kubernetes:rbac.authorization.k8s.io/v1:ClusterRole::{role.name}"].depends_on
+            }
+            assert "tenant-admission" in depends
+
+        return after(d, check)
+
+    run()
+
+
+def test_a_platform_without_admission_policies_declares_none_and_warns(platform_config: dict[str, Any]) -> None:
+    platform_config["platform"]["kubernetesVersion"] = "1.25"
+
+    @pulumi.runtime.test
+    def run() -> pulumi.Output[Any]:
+        d = run_program(platform_config)
+
+        def check() -> None:
+            assert d.mocks.of_type(VAP) == [] and d.mocks.of_type(BINDING) == []
+
+        return after(d, check)
+
+    run()
+
+
+def test_a_tenants_namespace_is_labelled_for_its_platforms_policies(
+    platform_config: dict[str, Any], tenant_config: dict[str, Any]
+) -> None:
+    facts = facts_for(platform_config)
+
+    @pulumi.runtime.test
+    def run() -> pulumi.Output[Any]:
+        d = run_program(tenant_config, platform=facts)
+
+        def check() -> None:
+            (namespace,) = d.mocks.of_type(NAMESPACE)
+            assert namespace.inputs["metadata"]["labels"][tenant_admission.TENANT_NAMESPACE] == facts["layouts"]["group"]
+
+        return after(d, check)
+
+    run()
+
+
+def validations(name: str, **settings: Any) -> str:
+    user_node = UserNodeSettings(name="gpu-gateway", taint_key="example.com/users")
+    specs = tenant_admission.policies("p1.layouts.tfk8s.io", TENANTS, user_node, PlacementSettings(**settings))
+    return "\n".join(v["expression"] for v in specs[name]["validations"])
+
+
+def test_placement_names_the_platforms_user_node_and_control_plane() -> None:
+    rules = validations("pod-placement")
+    assert '"example.com/users"' in rules and '"gpu-gateway"' in rules and '"node-role.kubernetes.io/"' in rules
+    assert "nodeName" in rules and "tolerations" in rules and "nodeSelector" in rules and "variables.nodeTerms" in rules
+    # No priority class but none at all, unless the platform lists some.
+    assert "priorityClassName.orValue('') in [\"\"]" in rules
+    assert 'in ["", "tfk8s-batch"]' in validations("pod-placement", priority_classes=["tfk8s-batch"])
+
+
+@pytest.mark.parametrize(
+    ("setting", "value", "expected"),
+    [
+        ("toleration_keys", ["nvidia.com/gpu"], 't.key in ["nvidia.com/gpu"]'),
+        ("node_selector_keys", ["example.com/gpu"], 'k in ["example.com/gpu"]'),
+    ],
+    ids=["tolerations", "selectors"],
+)
+def test_placement_enforces_the_platforms_allow_lists_when_it_has_them(setting: str, value: list[str], expected: str) -> None:
+    assert expected not in validations("pod-placement")
+    assert expected in validations("pod-placement", **{setting: value})
+
+
+def test_every_workload_kind_with_a_pod_template_is_checked() -> None:
+    specs = tenant_admission.policies("p1.layouts.tfk8s.io", TENANTS, UserNodeSettings(name="n"), PlacementSettings())
+    kinds = {
+        (group, resource)
+        for name in ("pod-placement", "template-placement", "cronjob-placement")
+        for rule in specs[name]["matchConstraints"]["resourceRules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+    }
+    assert kinds == {
+        ("", "pods"),
+        ("", "replicationcontrollers"),
+        ("apps", "deployments"),
+        ("apps", "replicasets"),
+        ("apps", "statefulsets"),
+        ("apps", "daemonsets"),
+        ("batch", "jobs"),
+        ("batch", "cronjobs"),
+    }

@@ -182,3 +182,62 @@ def test_a_stack_not_in_the_plan_names_what_is() -> None:
     plan = _plan(Step("e", "update", "experiment", "changed", None))
     with pytest.raises(KeyError, match=r"'x' is not in the plan .* \(planned: e\)"):
         plan.step("x")
+
+
+# --- what a merge alone may not run --------------------------------------------------------------
+
+
+def test_removing_a_tenant_needs_its_destroy_confirmed_and_an_experiment_does_not(repo: GitRepo) -> None:
+    base = repo.git("rev-parse", "HEAD")
+    head = repo.commit({"tenant-bob": None, "big": None})
+    plan = make_plan(Repo(repo.root), base, head)
+    (reason,) = plan.unconfirmed((), config_dir_move=False)
+    assert "destroys the tenant tenant-bob: confirm with --confirm-destroy tenant-bob" in reason
+    assert plan.unconfirmed(["tenant-bob"], config_dir_move=False) == []
+    # An experiment alone is its tenant's people's to remove: no confirmation.
+    only_experiment = make_plan(Repo(repo.root), head, repo.commit({"dev": None}))
+    assert only_experiment.unconfirmed((), config_dir_move=False) == []
+
+
+def test_removing_every_stack_file_names_the_platform_and_each_tenant(repo: GitRepo) -> None:
+    base = repo.git("rev-parse", "HEAD")
+    head = repo.commit({"platform-dev": None, "tenant-alice": None, "tenant-bob": None, "dev": None, "big": None})
+    reasons = make_plan(Repo(repo.root), base, head).unconfirmed(["tenant-alice"], config_dir_move=False)
+    assert [r.split(":")[0] for r in reasons] == [
+        "the removal of tenant-bob's stack file destroys the tenant tenant-bob",
+        "the removal of platform-dev's stack file destroys the platform platform-dev",
+    ]
+
+
+def test_a_moved_stack_folder_needs_confirming_even_when_the_files_moved_along(repo: GitRepo) -> None:
+    base = repo.git("rev-parse", "HEAD")
+    repo.git("mv", "stacks", "team-stacks")
+    head = repo.commit({}, {"Pulumi.yaml": yaml.safe_dump({**PROJECT, "stackConfigDir": "team-stacks"})})
+    plan = make_plan(Repo(repo.root), base, head)
+    assert plan.config_dir_move == ("stacks", "team-stacks")
+    (reason,) = plan.unconfirmed((), config_dir_move=False)
+    assert "stackConfigDir moves from 'stacks' to 'team-stacks'" in reason and "--confirm-config-dir-move" in reason
+    assert plan.unconfirmed((), config_dir_move=True) == []
+    # Moved to a folder without the files: every stack is destroyed, so each platform and tenant is named too.
+    emptied = make_plan(
+        Repo(repo.root), base, repo.commit({}, {"Pulumi.yaml": yaml.safe_dump({**PROJECT, "stackConfigDir": "elsewhere"})})
+    )
+    assert len(emptied.unconfirmed((), config_dir_move=True)) == 3
+
+
+def test_an_unconfirmed_apply_runs_no_pulumi_command_at_all(repo: GitRepo, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tfk8s.gitops import pipeline, summary
+
+    base = repo.git("rev-parse", "HEAD")
+    head = repo.commit({"tenant-bob": None, "big": None})
+    plan = make_plan(Repo(repo.root), base, head)
+
+    def no_workspace(options: pipeline.Options) -> None:
+        raise AssertionError("an unconfirmed apply reached the workspace")
+
+    monkeypatch.setattr(pipeline, "_workspace", no_workspace)
+    for only in (None, "big"):  # CI runs one job per stack: the experiment's job refuses too
+        report = pipeline.apply(plan, pipeline.Options(repo.root, {}, None), only)
+        assert not report.ok and report.steps == []
+        text = summary.markdown(report)
+        assert "**Refused: nothing was changed.**" in text and "--confirm-destroy tenant-bob" in text

@@ -37,6 +37,16 @@ def _parser() -> argparse.ArgumentParser:
     commands.choices["plan"].add_argument("--json", action="store_true", help="one {stack, action} per step, for a CI matrix")
     commands.choices["apply"].add_argument("--only", metavar="STACK", help="run this one step of the plan (one CI job per stack)")
     commands.choices["apply"].add_argument(
+        "--confirm-destroy",
+        metavar="STACK",
+        action="append",
+        default=[],
+        help="destroy this platform or tenant, whose stack file the change removes (repeatable); without it, refused",
+    )
+    commands.choices["apply"].add_argument(
+        "--confirm-config-dir-move", action="store_true", help="apply although Pulumi.yaml's stackConfigDir moved"
+    )
+    commands.choices["apply"].add_argument(
         "--force-conflicts",
         action="store_true",
         help="the repository wins over hand edits: take over fields another field manager (kubectl) changed",
@@ -64,7 +74,15 @@ def _options(args: argparse.Namespace, checkout: Path) -> pipeline.Options:
     if getattr(args, "force_conflicts", False):
         # The provider's own switch: server-side apply with force, for every object of the run.
         env[pipeline.FORCE_CONFLICTS_ENV] = "true"
-    return pipeline.Options(checkout, env, pack, args.secrets_provider, args.lock_wait)
+    return pipeline.Options(
+        checkout,
+        env,
+        pack,
+        args.secrets_provider,
+        args.lock_wait,
+        confirmed_destroys=tuple(getattr(args, "confirm_destroy", ())),
+        confirmed_config_dir_move=getattr(args, "confirm_config_dir_move", False),
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -47,10 +47,12 @@ class Report:
     plan: Plan | None
     steps: list[StepReport] = field(default_factory=list)
     seconds: float = 0.0
+    refused: list[str] = field(default_factory=list)
+    """Why nothing ran (an apply that needs a person's confirmation); in a preview, what its merge will need."""
 
     @property
     def ok(self) -> bool:
-        return all(s.outcome != FAILED for s in self.steps)
+        return all(s.outcome != FAILED for s in self.steps) and not (self.refused and self.mode == "apply")
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,9 @@ class Options:
     policy_pack: Path | None
     secrets_provider: str | None = None
     lock_wait: float = 600.0
+    confirmed_destroys: tuple[str, ...] = ()
+    """Platforms and tenants a person confirmed the destroy of (`apply --confirm-destroy`)."""
+    confirmed_config_dir_move: bool = False
 
 
 def _workspace(options: Options) -> Workspace:
@@ -83,8 +88,13 @@ def _ensure_stack(cli: Pulumi, options: Options, stack: str) -> Result | None:
     return Result("pulumi stack init", done.returncode, done.stdout + done.stderr, 0.0)
 
 
+def _unconfirmed(plan: Plan, options: Options) -> list[str]:
+    return plan.unconfirmed(options.confirmed_destroys, options.confirmed_config_dir_move)
+
+
 def preview(plan: Plan, options: Options) -> Report:
-    report = Report("preview", plan)
+    # Shown, not refused: the reviewer learns before the merge what it will need.
+    report = Report("preview", plan, refused=_unconfirmed(plan, options))
     workspace = _workspace(options)
     cli = Pulumi(workspace, options.env, options.lock_wait)
     try:
@@ -107,7 +117,11 @@ def preview(plan: Plan, options: Options) -> Report:
 
 
 def apply(plan: Plan, options: Options, only: str | None = None) -> Report:
-    report = Report("apply", plan)
+    """Every step in order (or the one `only` names); nothing at all while the plan needs a
+    confirmation it was not given, whichever step this run is."""
+    report = Report("apply", plan, refused=_unconfirmed(plan, options))
+    if report.refused:
+        return report
     steps = [plan.step(only)] if only else list(plan.steps)
     workspace = _workspace(options)
     cli = Pulumi(workspace, options.env, options.lock_wait)

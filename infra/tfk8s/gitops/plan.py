@@ -19,6 +19,9 @@ from typing import Literal
 from tfk8s.gitops.repo import NO_COMMIT, Repo, StackFile, is_program_path, stack_name
 
 Action = Literal["destroy", "update"]
+# A destroy of these kinds takes every tenant's data path or a user's namespace with it: a merge
+# alone never runs it; a person names it (`apply --confirm-destroy STACK`).
+CONFIRMED_KINDS = ("platform", "tenant")
 # Creates and updates go down this order; destroys go up it. An unknown kind (the stack's own
 # preview will say what is wrong with it) goes last.
 KIND_ORDER = ("platform", "tenant", "experiment")
@@ -41,6 +44,25 @@ class Plan:
     head: str
     steps: tuple[Step, ...]
     program_changed: bool
+    config_dir_move: tuple[str, str] | None = None
+    """Pulumi.yaml's `stackConfigDir` at `base` and at `head`, when it changed."""
+
+    def unconfirmed(self, destroys: Iterable[str], config_dir_move: bool) -> list[str]:
+        """Why the plan may not run without a person's word: each platform or tenant it destroys
+        that `destroys` does not name, and a moved `stackConfigDir` unless `config_dir_move`."""
+        named = set(destroys)
+        reasons = [
+            f"the removal of {s.stack}'s stack file destroys the {s.kind} {s.stack}: confirm with --confirm-destroy {s.stack}"
+            for s in self.steps
+            if s.action == "destroy" and s.kind in CONFIRMED_KINDS and s.stack not in named
+        ]
+        if self.config_dir_move is not None and not config_dir_move:
+            old, new = self.config_dir_move
+            reasons.append(
+                f"Pulumi.yaml's stackConfigDir moves from {old!r} to {new!r}: every stack file is read from the new place "
+                "(a stack missing there is destroyed); confirm with --confirm-config-dir-move"
+            )
+        return reasons
 
     def step(self, stack: str) -> Step:
         for step in self.steps:
@@ -101,6 +123,7 @@ def make_plan(repo: Repo, base: str, head: str) -> Plan:
         paths = repo.changed_paths(base, head)
     program_changed = any(is_program_path(p) for p in paths)
     _, folder = repo.project(head)
+    old_folder = repo.project(base)[1] if base != NO_COMMIT else folder
     prefix = "" if folder == "." else f"{folder}/"
     touched = {name for p in paths if (name := stack_name(p, prefix)) is not None}
 
@@ -115,4 +138,5 @@ def make_plan(repo: Repo, base: str, head: str) -> Plan:
             reasons[name] = f"downstream of {origin}"
     for name in sorted(reasons, key=lambda n: (_rank(after[n].kind), n)):
         steps.append(Step(name, "update", after[name].kind, reasons[name], after[name].upstream))
-    return Plan(base, head, tuple(steps), program_changed)
+    moved = (old_folder, folder) if old_folder != folder else None
+    return Plan(base, head, tuple(steps), program_changed, moved)

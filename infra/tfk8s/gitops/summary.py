@@ -30,6 +30,15 @@ def markdown(report: Report) -> str:
             + "."
         )
         lines.append("")
+    if report.refused:
+        # An apply refused whole; a preview says what its merge will need.
+        head = (
+            "**Refused: nothing was changed.**" if report.mode == "apply" else "**Merging this needs a person's confirmation:**"
+        )
+        lines += [head, "", *(f"- {reason}" for reason in report.refused), ""]
+        if report.mode == "apply":
+            lines += ["Run the apply by hand with the confirmations named above (the `tfk8s apply` workflow's inputs).", ""]
+            return "\n".join(lines)
     if not report.steps:
         lines += ["No stack to run.", ""]
         return "\n".join(lines)

@@ -100,7 +100,6 @@ HOSTILE = [
     ("code-url-no-host", _code({"source": "url", "url": "http:///a.py"}), r"code\.url: must be an http\(s\) URL"),
     ("code-url-file", _code({"source": "url", "url": "file:///etc/passwd"}), r"code\.url: must be an http\(s\) URL"),
     ("code-unknown-source", _code({"source": "git"}), r"code\.source: must be one of 'configmap', 'url', 'image'"),
-    ("cluster-name-digit", _set(cluster, "name", "1mnist"), r"clusters\[0\]\.name: '1mnist' starts with a digit"),
     ("cluster-name-dash", _set(cluster, "name", "-mnist"), r"clusters\[0\]\.name: .*DNS-1123"),
     ("cluster-name-empty", _set(cluster, "name", ""), r"clusters\[0\]\.name: .*DNS-1123"),
     ("cluster-name-dot", _set(cluster, "name", "a.b"), r"clusters\[0\]\.name: .*DNS-1123"),
@@ -367,6 +366,145 @@ HOSTILE = [
     ("platform-stack-empty", _set(lambda r: r, "platformStack", ""), r"tfk8s:platformStack: string should have at least 1"),
 ]
 
+
+def _tenant(key: str, value: Any) -> Callable[[Raw], None]:
+    return _set(lambda r: r["tenant"], key, value)
+
+
+def _identities(**identities: list[str]) -> Callable[[Raw], None]:
+    return _tenant("identities", identities)
+
+
+def _network(**network: Any) -> Callable[[Raw], None]:
+    return _platform("network", network)
+
+
+def _gluster(**settings: Any) -> Callable[[Raw], None]:
+    def mutate(raw: Raw) -> None:
+        raw["platform"].update(kubernetesVersion="1.25", storage={"backend": "glusterfs", "glusterfs": settings})
+
+    return mutate
+
+
+NO_UNIT = r"has no unit, so it is \d+ bytes: add a unit, e.g. "
+FOREIGN_ACCOUNT = r"is a service account of namespace '{}', so any pod run there as it would act for this tenant"
+# Found by an independent hostile suite (issue 35): values that crashed with a traceback, or that
+# were taken although they hand something away, open a network, or are silently ignored.
+HOSTILE_SUITE = [
+    # Crashes: a port beyond 65535 raised in urllib when the network policy was built.
+    ("code-url-port-too-big", _code({"source": "url", "url": "http://x:99999/a.py"}), r"code\.url: the port of .* \(1-65535\)"),
+    ("code-url-port-zero", _code({"source": "url", "url": "http://x:0/a.py"}), r"code\.url: the port of .* \(1-65535\)"),
+    ("heketi-url-port-too-big", _gluster_url("http://heketi:99999"), r"restUrl: the port of 'http://heketi:99999' must be a TCP"),
+    ("heketi-url-port-text", _gluster_url("http://heketi:80a/"), r"restUrl: the port of .* must be a TCP port"),
+    ("heketi-url-no-host", _gluster_url("http://:8080/"), r"restUrl: 'http://:8080/' names no host"),
+    # Identities: another namespace's accounts, names Kubernetes cannot have, patterns, too many.
+    (
+        "identity-account-name-upper",
+        _identities(users=["system:serviceaccount:tfk8s-alice:Runner"]),
+        r"users\[0\]: '.*:Runner' names no service account Kubernetes can have",
+    ),
+    (
+        "identity-account-namespace-dot",
+        _identities(users=["system:serviceaccount:tfk8s.alice:runner"]),
+        r"users\[0\]: .* names no service account Kubernetes can have: its namespace is a DNS-1123 label",
+    ),
+    ("identity-wildcard-user", _identities(users=["*"]), r"users\[0\]: '\*': an identity is one name, never a pattern"),
+    ("identity-wildcard-in-user", _identities(users=["alice", "ali*"]), r"users\[1\]: 'ali\*': an identity is one name"),
+    ("identity-wildcard-group", _identities(groups=["ml-*"]), r"groups\[0\]: 'ml-\*': an identity is one name"),
+    (
+        "identities-too-many",
+        _identities(users=[f"u{i}" for i in range(60)], groups=[f"g{i}" for i in range(41)]),
+        r"tfk8s:tenant\.identities: 60 users and 41 groups; at most 100 together .* bind a group",
+    ),
+    # Network: ranges that open pods to (most of) the Internet; addresses without ports.
+    (
+        "api-server-cidr-everything",
+        _network(apiServer={"cidrs": ["0.0.0.0/0"], "ports": [6443]}),
+        r"apiServer\.cidrs\[0\]: '0\.0\.0\.0/0' is wider than /8",
+    ),
+    (
+        "api-server-cidr-wider-than-8",
+        _network(apiServer={"cidrs": ["10.0.0.1/32", "10.0.0.0/7"], "ports": [6443]}),
+        r"apiServer\.cidrs\[1\]: '10\.0\.0\.0/7' is wider than /8",
+    ),
+    ("dns-cidr-everything-v6", _network(dns={"cidrs": ["::/0"]}), r"dns\.cidrs\[0\]: '::/0' is wider than /32.*fd00::10/128"),
+    ("dns-cidr-wider-than-32-v6", _network(dns={"cidrs": ["2000::/3"]}), r"dns\.cidrs\[0\]: '2000::/3' is wider than /32"),
+    # The User Node: a name no node can have.
+    ("user-node-name-empty", _set(lambda r: r["platform"]["userNode"], "name", ""), r"userNode\.name: '' is not a DNS-1123"),
+    ("user-node-name-space", _set(lambda r: r["platform"]["userNode"], "name", "user node"), r"userNode\.name: .* DNS-1123"),
+    ("user-node-name-upper", _set(lambda r: r["platform"]["userNode"], "name", "Node-1"), r"userNode\.name: 'Node-1' is not"),
+    # Placement: the platform may not allow Kubernetes' own taints and labels, nor the User Node's.
+    (
+        "placement-tolerates-control-plane",
+        _platform("placement", {"tolerationKeys": ["nvidia.com/gpu", "node-role.kubernetes.io/control-plane"]}),
+        r"placement\.tolerationKeys\[1\]: 'node-role\.kubernetes\.io/control-plane' is a taint Kubernetes puts",
+    ),
+    (
+        "placement-tolerates-cordoned",
+        _platform("placement", {"tolerationKeys": ["node.kubernetes.io/unschedulable"]}),
+        r"placement\.tolerationKeys\[0\]: .* training pods must never tolerate it",
+    ),
+    (
+        "placement-selects-hostname",
+        _platform("placement", {"nodeSelectorKeys": ["kubernetes.io/hostname"]}),
+        r"placement\.nodeSelectorKeys\[0\]: 'kubernetes\.io/hostname' picks single nodes by name",
+    ),
+    (
+        "placement-selects-control-plane",
+        _platform("placement", {"nodeSelectorKeys": ["node-role.kubernetes.io/control-plane"]}),
+        r"placement\.nodeSelectorKeys\[0\]: .* selects the control plane",
+    ),
+    # Numbers: ids Kubernetes refuses; sizes without a unit (`10` is 10 bytes).
+    (
+        "run-as-user-above-int32",
+        _platform("podSecurity", {"tensorflow": {"runAsUser": 2**31, "runAsGroup": 1000, "fsGroup": 1000}}),
+        r"podSecurity\.tensorflow\.runAsUser: must be at most 2147483647",
+    ),
+    (
+        "fs-group-above-int32",
+        _platform("podSecurity", {"jupyter": {"runAsUser": 1000, "runAsGroup": 100, "fsGroup": 2**32}}),
+        r"podSecurity\.jupyter\.fsGroup: must be at most 2147483647",
+    ),
+    (
+        "gid-max-above-int32",
+        _gluster(restUrl="http://heketi:8080", gidMax=2**31),
+        r"glusterfs\.gidMax: must be at most 2147483647",
+    ),
+    ("data-size-bare-number", _tenant("volumes", {"dataSize": 10}), r"volumes\.dataSize: '10' " + NO_UNIT + "10Gi"),
+    ("log-size-bare-string", _tenant("volumes", {"logSize": "1073741824"}), r"volumes\.logSize: '1073741824' " + NO_UNIT),
+    ("memory-bare-number", _workers("memory", 2048), r"workers\.memory: '2048' " + NO_UNIT + "2048Gi"),
+    ("memory-milli-bytes", _workers("memory", "2000m"), r"workers\.memory: '2000m' has no unit, so it is 2 bytes"),
+    ("memory-exponent", _workers("memory", "1e9"), r"workers\.memory: '1e9' has no unit, so it is 1000000000 bytes"),
+    ("scratch-size-bare", _set(cluster, "scratch", {"size": 20}), r"scratch\.size: '20' " + NO_UNIT),
+    ("quota-storage-bare", _tenant("quota", {"storage": "500"}), r"quota\.storage: '500' " + NO_UNIT),
+    ("default-quota-memory-bare", _platform("defaultQuota", {"memory": 128}), r"defaultQuota\.memory: '128' " + NO_UNIT),
+    (
+        "container-memory-bare",
+        _platform("containerDefaults", {"memory": "2048"}),
+        r"containerDefaults\.memory: '2048' " + NO_UNIT,
+    ),
+    # Quotas: a tenant's own Jupyter and TensorBoard (1 CPU, 2Gi each, the token gate 100m, 128Mi) must fit.
+    # Credentials in URLs: plain text in the stack file, the state and the objects.
+    (
+        "code-url-credentials",
+        _code({"source": "url", "url": "http://user:pass@x/a.py"}),
+        r"code\.url: carries credentials \(user:password@host\).*plain text: serve the code .*code\.source: image",
+    ),
+    (
+        "heketi-url-credentials",
+        _gluster_url("http://admin:key@heketi:8080"),
+        r"restUrl: carries credentials .* restUser and its key as the secret tfk8s:heketiAdminKey",
+    ),
+    ("heketi-url-user", _gluster_url("https://admin@heketi"), r"glusterfs\.restUrl: carries credentials"),
+    # Settings that do not apply are refused, not ignored.
+    # Namespaces a tenant's may never be: the GitOps operator's, the storage Secret's, Kubernetes' own.
+    (
+        "namespace-prefix-kube",
+        _platform("namespacePrefix", "kube-"),
+        r"namespacePrefix: 'kube-': namespaces kube-\* are Kubernetes'",
+    ),
+]
+
 BAD = [
     ("workers-zero", _set(lambda r: cluster(r)["workers"], "count", 0), r"workers\.count: must be at least 1"),
     ("ps-negative", _set(lambda r: cluster(r)["ps"], "count", -1), r"ps\.count: must be at least 1"),
@@ -478,6 +616,7 @@ BAD = [
         r"kubernetesVersion: must look like '1\.34'",
     ),
     *HOSTILE,
+    *HOSTILE_SUITE,
 ]
 
 
@@ -525,6 +664,28 @@ PLATFORM_CASES = [
     "unknown-backend",
     "user-node-missing",
     "users-in-platform",
+    "api-server-cidr-everything",
+    "api-server-cidr-wider-than-8",
+    "dns-cidr-everything-v6",
+    "dns-cidr-wider-than-32-v6",
+    "user-node-name-empty",
+    "user-node-name-space",
+    "user-node-name-upper",
+    "placement-tolerates-control-plane",
+    "placement-tolerates-cordoned",
+    "placement-selects-hostname",
+    "placement-selects-control-plane",
+    "run-as-user-above-int32",
+    "fs-group-above-int32",
+    "gid-max-above-int32",
+    "default-quota-memory-bare",
+    "container-memory-bare",
+    "heketi-url-port-too-big",
+    "heketi-url-port-text",
+    "heketi-url-no-host",
+    "heketi-url-credentials",
+    "heketi-url-user",
+    "namespace-prefix-kube",
 ]
 TENANT_CASES = [
     "keep-on-destroy-string",
@@ -549,6 +710,15 @@ TENANT_CASES = [
     "tenant-missing",
     "user-name-missing",
     "user-name-upper",
+    "identity-account-name-upper",
+    "identity-account-namespace-dot",
+    "identity-wildcard-user",
+    "identity-wildcard-in-user",
+    "identity-wildcard-group",
+    "identities-too-many",
+    "data-size-bare-number",
+    "log-size-bare-string",
+    "quota-storage-bare",
 ]
 
 
@@ -558,6 +728,64 @@ def test_bad_config_is_rejected_with_the_key_named(case: str, mutate: Callable[[
     mutate(raw)
     with pytest.raises(ConfigError, match=message):
         parse(raw)
+
+
+# Valid controls: values at the edge of a refusal above, accepted (stack, mutation).
+GOOD = [
+    ("code-url-highest-port", "dev", _code({"source": "url", "url": "http://x:65535/a.py"})),
+    ("heketi-url-lowest-port", "platform-dev", _gluster_url("http://heketi:1")),
+    ("heketi-url-at-in-path", "platform-dev", _gluster_url("http://heketi:8080/a@b")),
+    ("identity-own-account", "tenant-alice", _identities(users=["system:serviceaccount:tfk8s-alice:ci.runner"])),
+    ("identities-100", "tenant-alice", _identities(users=[f"u{i}" for i in range(50)], groups=[f"g{i}" for i in range(50)])),
+    ("api-server-cidr-8", "platform-dev", _network(apiServer={"cidrs": ["10.0.0.0/8"], "ports": [6443]})),
+    ("dns-cidr-32-v6", "platform-dev", _network(dns={"cidrs": ["2001:db8::/32", "169.254.20.10/32"]})),
+    ("user-node-subdomain", "platform-dev", _set(lambda r: r["platform"]["userNode"], "name", "node-1.example.com")),
+    (
+        "placement-own-keys",
+        "platform-dev",
+        _platform("placement", {"tolerationKeys": ["nvidia.com/gpu"], "nodeSelectorKeys": ["node.kubernetes.io/instance-type"]}),
+    ),
+    (
+        "ids-at-int32-max",
+        "platform-dev",
+        _platform("podSecurity", {"tensorflow": {"runAsUser": 2**31 - 1, "runAsGroup": 0, "fsGroup": 2**31 - 1}}),
+    ),
+    ("gid-max-at-int32-max", "platform-dev", _gluster(restUrl="http://heketi:8080", gidMax=2**31 - 1)),
+    ("data-size-with-unit", "tenant-alice", _tenant("volumes", {"dataSize": "10Gi", "logSize": "10G"})),
+    ("memory-decimal-unit", "dev", _workers("memory", "2G")),
+    ("memory-bytes-in-kibibytes", "dev", _set(lambda r: cluster(r)["ps"], "memory", "1048576Ki")),
+    ("cluster-name-digit", "dev", _set(cluster, "name", "1mnist")),
+    ("tenant-stack-project-form", "dev", _set(lambda r: r, "tenantStack", "tfk8s/tenant-alice")),
+    ("namespace-prefix-kube-without-dash", "platform-dev", _platform("namespacePrefix", "kubeflow-")),
+]
+
+
+@pytest.mark.parametrize(("case", "stack", "mutate"), GOOD, ids=[i for i, _, _ in GOOD])
+def test_values_at_the_edge_of_a_refusal_are_accepted(case: str, stack: str, mutate: Callable[[Raw], None]) -> None:
+    raw = copy.deepcopy(stack_config(stack))
+    mutate(raw)
+    parse(raw)
+
+
+def test_a_cluster_name_may_start_with_a_digit_as_every_name_it_makes_starts_with_the_experiment(dev_config: Raw) -> None:
+    """Services need a letter first (DNS-1035); every object named after a cluster is `<experiment>-<cluster>-...`
+    (or the experiment's own name), and the experiment's name starts with a letter."""
+    import re
+
+    from tfk8s import training_cluster
+    from tfk8s.cluster_spec import cluster_spec
+
+    cluster(dev_config).update(name="2d-unet", scratch={"size": "1Gi"})
+    stack = validate(dev_config)
+    facts = PlatformFacts.model_validate(facts_for(stack_config("platform-dev")), strict=False)
+    for experiment in ("dev", "e"):
+        c = stack.clusters[0]  # type: ignore[union-attr]
+        names = [o.name for o in training_cluster.fixed_objects(experiment, c, "tfk8s-alice", facts.layouts, "k")]
+        hosts = [h.split(".")[0].split(":")[0] for hosts in cluster_spec(c, 2222, experiment=experiment).values() for h in hosts]
+        assert names and hosts
+        for name in names + hosts:
+            assert re.fullmatch(r"[a-z]([-a-z0-9]*[a-z0-9])?", name) and len(name) <= 63, name
+            assert name.startswith(f"{experiment}-2d-unet"), name
 
 
 def test_every_problem_is_reported_at_once(dev_config: Raw, platform_config: Raw, tenant_config: Raw) -> None:
@@ -843,12 +1071,9 @@ def test_a_tenants_identities_never_hand_its_namespace_to_everyone(identities: d
 
 
 def test_people_groups_and_service_accounts_are_accepted_as_identities() -> None:
-    stack = parse(
-        _tenant_with(
-            users=["alice@example.com", "system:serviceaccount:ci:runner", "CN with spaces"], groups=["ml-team", "tfk8s:users"]
-        )
-    )
-    assert stack.tenant.identities.users == ("alice@example.com", "system:serviceaccount:ci:runner", "CN with spaces")
+    users = ["alice@example.com", "system:serviceaccount:ci:runner", "CN with spaces"]
+    stack = parse(_tenant_with(users=users, groups=["ml-team", "tfk8s:users"]))
+    assert stack.tenant.identities.users == tuple(users)
     assert stack.tenant.identities.groups == ("ml-team", "tfk8s:users")
     assert parse(_tenant_with()).tenant.identities.users == ()  # none: only the platform team's own identities
 

@@ -11,11 +11,12 @@ from typing import Any
 import pytest
 from mocked_program import ROOT, facts_for, stack_config
 from tfk8s.config_errors import ConfigError
-from tfk8s.context_checks import check_experiment, check_platform, check_tenant
+from tfk8s.context_checks import check_experiment, check_platform
 from tfk8s.contract import PlatformFacts
 from tfk8s.schema_platform import ImageSettings, PlatformStack
 from tfk8s.schema_tenant import TenantStack
 from tfk8s.stack_config import parse_jupyter_token, validate
+from tfk8s.tenant_checks import check_tenant
 
 Raw = dict[str, Any]
 SCHEMA_DIR = ROOT / "schema"
@@ -399,6 +400,16 @@ HOSTILE_SUITE = [
     ("heketi-url-no-host", _gluster_url("http://:8080/"), r"restUrl: 'http://:8080/' names no host"),
     # Identities: another namespace's accounts, names Kubernetes cannot have, patterns, too many.
     (
+        "identity-other-tenants-account",
+        _identities(users=["system:serviceaccount:tfk8s-bob:default"]),
+        r"identities\.users\[0\]: .*" + FOREIGN_ACCOUNT.format("tfk8s-bob") + r".*\('tfk8s-alice'\) or of tfk8s-gitops",
+    ),
+    (
+        "identity-kube-system-account",
+        _identities(users=["alice", "system:serviceaccount:kube-system:default"]),
+        r"identities\.users\[1\]: .*" + FOREIGN_ACCOUNT.format("kube-system"),
+    ),
+    (
         "identity-account-name-upper",
         _identities(users=["system:serviceaccount:tfk8s-alice:Runner"]),
         r"users\[0\]: '.*:Runner' names no service account Kubernetes can have",
@@ -429,6 +440,17 @@ HOSTILE_SUITE = [
     ),
     ("dns-cidr-everything-v6", _network(dns={"cidrs": ["::/0"]}), r"dns\.cidrs\[0\]: '::/0' is wider than /32.*fd00::10/128"),
     ("dns-cidr-wider-than-32-v6", _network(dns={"cidrs": ["2000::/3"]}), r"dns\.cidrs\[0\]: '2000::/3' is wider than /32"),
+    (
+        "api-server-cidrs-without-ports",
+        _network(apiServer={"cidrs": ["10.0.0.10/32"]}),
+        r"^invalid tfk8s configuration:\n  - tfk8s:platform\.network\.apiServer\.ports: cidrs are set \(10\.0\.0\.10/32\) but no "
+        r"port.*set tfk8s:platform\.network\.apiServer\.ports too, e\.g\. \[6443\]$",
+    ),
+    (
+        "api-server-ports-without-cidrs",
+        _network(apiServer={"ports": [6443]}),
+        r"apiServer\.ports: without cidrs .* these would be ignored: set tfk8s:platform\.network\.apiServer\.cidrs too",
+    ),
     # The User Node: a name no node can have.
     ("user-node-name-empty", _set(lambda r: r["platform"]["userNode"], "name", ""), r"userNode\.name: '' is not a DNS-1123"),
     ("user-node-name-space", _set(lambda r: r["platform"]["userNode"], "name", "user node"), r"userNode\.name: .* DNS-1123"),
@@ -445,6 +467,11 @@ HOSTILE_SUITE = [
         r"placement\.tolerationKeys\[0\]: .* training pods must never tolerate it",
     ),
     (
+        "placement-tolerates-user-node",
+        _platform("placement", {"tolerationKeys": ["tfk8s.io/user-node"]}),
+        r"placement\.tolerationKeys\[0\]: 'tfk8s\.io/user-node' is the User Node's taint \(userNode\.taintKey\)",
+    ),
+    (
         "placement-selects-hostname",
         _platform("placement", {"nodeSelectorKeys": ["kubernetes.io/hostname"]}),
         r"placement\.nodeSelectorKeys\[0\]: 'kubernetes\.io/hostname' picks single nodes by name",
@@ -453,6 +480,26 @@ HOSTILE_SUITE = [
         "placement-selects-control-plane",
         _platform("placement", {"nodeSelectorKeys": ["node-role.kubernetes.io/control-plane"]}),
         r"placement\.nodeSelectorKeys\[0\]: .* selects the control plane",
+    ),
+    (
+        "placement-selects-user-node-label",
+        _platform("placement", {"nodeSelectorKeys": ["tfk8s.io/user-node"]}),
+        r"placement\.nodeSelectorKeys\[0\]: 'tfk8s\.io/user-node' is the User Node's label",
+    ),
+    (
+        "toleration-cordoned-node",
+        _workers("tolerations", [{"key": "node.kubernetes.io/unschedulable", "operator": "Exists"}]),
+        r"workers\.tolerations\[0\]: .* tolerates a taint Kubernetes puts on a node in trouble",
+    ),
+    (
+        "ps-toleration-uninitialized-node",
+        _set(lambda r: cluster(r)["ps"], "tolerations", [{"key": "node.cloudprovider.kubernetes.io/uninitialized"}]),
+        r"ps\.tolerations\[0\]: .* tolerates a taint Kubernetes puts on a node in trouble",
+    ),
+    (
+        "node-selector-control-plane",
+        _workers("nodeSelector", {"node-role.kubernetes.io/control-plane": ""}),
+        r"workers\.nodeSelector: \['node-role\.kubernetes\.io/control-plane'\] selects the control plane",
     ),
     # Numbers: ids Kubernetes refuses; sizes without a unit (`10` is 10 bytes).
     (
@@ -484,6 +531,35 @@ HOSTILE_SUITE = [
         r"containerDefaults\.memory: '2048' " + NO_UNIT,
     ),
     # Quotas: a tenant's own Jupyter and TensorBoard (1 CPU, 2Gi each, the token gate 100m, 128Mi) must fit.
+    (
+        "quota-cpu-below-own-apps",
+        _tenant("quota", {"cpu": "2"}),
+        r"^invalid tfk8s configuration:\n  - tfk8s:tenant\.quota\.cpu: the tenant's own Jupyter and TensorBoard take 2\.1 \("
+        r"Jupyter 1 \+ TensorBoard 1 \+ its token gate 100m, at containerDefaults\.cpu\) but its quota is 2: raise it to at "
+        r"least 2\.1, plus what its experiments need, or ask the platform team to lower platform\.containerDefaults\.cpu$",
+    ),
+    (
+        "quota-memory-below-own-apps",
+        _tenant("quota", {"memory": "4Gi"}),
+        r"quota\.memory: .* take 4224Mi \(Jupyter 2Gi \+ TensorBoard 2Gi \+ its token gate 128Mi.*quota is 4Gi",
+    ),
+    ("quota-pods-below-own-apps", _tenant("quota", {"pods": 1}), r"quota\.pods: .* take 2 \(Jupyter's and TensorBoard's pods\)"),
+    (
+        "quota-services-below-own-apps",
+        _tenant("quota", {"services": 2}),
+        r"quota\.services: .* take 3 \(Jupyter's, TensorBoard's",
+    ),
+    (
+        "default-quota-below-container-defaults",
+        _platform("containerDefaults", {"cpu": "16"}),
+        r"defaultQuota\.cpu: every tenant's Jupyter and TensorBoard take 32\.1 .* default quota is 32: raise it to at least "
+        r"32\.1, plus what experiments need, or lower tfk8s:platform\.containerDefaults\.cpu",
+    ),
+    (
+        "default-quota-services-below-own-apps",
+        _platform("defaultQuota", {"services": 2}),
+        r"defaultQuota\.services: every tenant's Jupyter and TensorBoard take 3 .* default quota is 2: raise it to at least 3",
+    ),
     # Credentials in URLs: plain text in the stack file, the state and the objects.
     (
         "code-url-credentials",
@@ -497,7 +573,45 @@ HOSTILE_SUITE = [
     ),
     ("heketi-url-user", _gluster_url("https://admin@heketi"), r"glusterfs\.restUrl: carries credentials"),
     # Settings that do not apply are refused, not ignored.
+    (
+        "code-url-with-configmap",
+        _code({"source": "configmap", "url": "http://x/a.py"}),
+        r"code\.url: applies to source 'url' alone, and the source is 'configmap': remove it, or set "
+        r"tfk8s:clusters\[0\]\.code\.source: url",
+    ),
+    ("code-url-with-image", _code({"source": "image", "url": "http://x/a.py"}), r"code\.url: applies to source 'url' alone"),
+    (
+        "code-path-with-image",
+        _code({"source": "image", "path": "training/tfk8s_train"}),
+        r"code\.path: applies to source 'configmap' alone, and the source is 'image'",
+    ),
+    (
+        "code-path-with-url",
+        _code({"source": "url", "url": "http://x/a.py", "path": "training"}),
+        r"code\.path: applies to source 'configmap' alone, and the source is 'url'",
+    ),
+    (
+        "in-graph-client-with-between-graph",
+        _set(cluster, "inGraphClient", "notebook"),
+        r"clusters\[0\]\.inGraphClient: applies to in-graph replication alone .* set tfk8s:clusters\[0\]\.replication: in-graph",
+    ),
+    (
+        "in-graph-client-chief-with-between-graph",
+        lambda r: cluster(r).update(replication="between-graph", inGraphClient="chief"),
+        r"clusters\[0\]\.inGraphClient: applies to in-graph replication alone",
+    ),
     # Namespaces a tenant's may never be: the GitOps operator's, the storage Secret's, Kubernetes' own.
+    (
+        "tenant-namespace-gitops",
+        _tenant("name", "gitops"),
+        r"tfk8s:tenant\.name: the tenant's namespace would be 'tfk8s-gitops' \('tfk8s-' \+ 'gitops'\), where the GitOps "
+        r"operator's .*: choose another tenant\.name",
+    ),
+    (
+        "tenant-namespace-storage",
+        _tenant("name", "storage"),
+        r"tfk8s:tenant\.name: the tenant's namespace would be 'tfk8s-storage' .* storage Secret",
+    ),
     (
         "namespace-prefix-kube",
         _platform("namespacePrefix", "kube-"),
@@ -668,18 +782,24 @@ PLATFORM_CASES = [
     "api-server-cidr-wider-than-8",
     "dns-cidr-everything-v6",
     "dns-cidr-wider-than-32-v6",
+    "api-server-cidrs-without-ports",
+    "api-server-ports-without-cidrs",
     "user-node-name-empty",
     "user-node-name-space",
     "user-node-name-upper",
     "placement-tolerates-control-plane",
     "placement-tolerates-cordoned",
+    "placement-tolerates-user-node",
     "placement-selects-hostname",
     "placement-selects-control-plane",
+    "placement-selects-user-node-label",
     "run-as-user-above-int32",
     "fs-group-above-int32",
     "gid-max-above-int32",
     "default-quota-memory-bare",
     "container-memory-bare",
+    "default-quota-below-container-defaults",
+    "default-quota-services-below-own-apps",
     "heketi-url-port-too-big",
     "heketi-url-port-text",
     "heketi-url-no-host",
@@ -710,6 +830,8 @@ TENANT_CASES = [
     "tenant-missing",
     "user-name-missing",
     "user-name-upper",
+    "identity-other-tenants-account",
+    "identity-kube-system-account",
     "identity-account-name-upper",
     "identity-account-namespace-dot",
     "identity-wildcard-user",
@@ -719,6 +841,12 @@ TENANT_CASES = [
     "data-size-bare-number",
     "log-size-bare-string",
     "quota-storage-bare",
+    "quota-cpu-below-own-apps",
+    "quota-memory-below-own-apps",
+    "quota-pods-below-own-apps",
+    "quota-services-below-own-apps",
+    "tenant-namespace-gitops",
+    "tenant-namespace-storage",
 ]
 
 
@@ -736,6 +864,7 @@ GOOD = [
     ("heketi-url-lowest-port", "platform-dev", _gluster_url("http://heketi:1")),
     ("heketi-url-at-in-path", "platform-dev", _gluster_url("http://heketi:8080/a@b")),
     ("identity-own-account", "tenant-alice", _identities(users=["system:serviceaccount:tfk8s-alice:ci.runner"])),
+    ("identity-gitops-account", "tenant-alice", _identities(users=["alice", "system:serviceaccount:tfk8s-gitops:tfk8s-dev"])),
     ("identities-100", "tenant-alice", _identities(users=[f"u{i}" for i in range(50)], groups=[f"g{i}" for i in range(50)])),
     ("api-server-cidr-8", "platform-dev", _network(apiServer={"cidrs": ["10.0.0.0/8"], "ports": [6443]})),
     ("dns-cidr-32-v6", "platform-dev", _network(dns={"cidrs": ["2001:db8::/32", "169.254.20.10/32"]})),
@@ -745,6 +874,7 @@ GOOD = [
         "platform-dev",
         _platform("placement", {"tolerationKeys": ["nvidia.com/gpu"], "nodeSelectorKeys": ["node.kubernetes.io/instance-type"]}),
     ),
+    ("node-selector-another-node-by-name", "dev", _workers("nodeSelector", {"kubernetes.io/hostname": "gpu-node-1"})),
     (
         "ids-at-int32-max",
         "platform-dev",
@@ -754,8 +884,24 @@ GOOD = [
     ("data-size-with-unit", "tenant-alice", _tenant("volumes", {"dataSize": "10Gi", "logSize": "10G"})),
     ("memory-decimal-unit", "dev", _workers("memory", "2G")),
     ("memory-bytes-in-kibibytes", "dev", _set(lambda r: cluster(r)["ps"], "memory", "1048576Ki")),
+    ("quota-exactly-own-apps", "tenant-alice", _tenant("quota", {"cpu": "2.1", "memory": "4224Mi", "pods": 2, "services": 3})),
+    (
+        "default-quota-exactly-own-apps",
+        "platform-dev",
+        _platform("defaultQuota", {"cpu": "2.1", "memory": "4224Mi", "services": 3}),
+    ),
+    (
+        "default-quota-without-token-gate",
+        "platform-dev",
+        lambda r: r["platform"].update(tensorboardRequiresToken=False, defaultQuota={"cpu": "2", "memory": "4Gi"}),
+    ),
+    ("code-image-alone", "dev", _code({"source": "image"})),
+    ("code-url-alone", "dev", _code({"source": "url", "url": "http://x/a.py"})),
+    ("code-path-null-with-image", "dev", _code({"source": "image", "path": None})),
+    ("in-graph-client-with-in-graph", "dev", lambda r: cluster(r).update(replication="in-graph", inGraphClient="notebook")),
     ("cluster-name-digit", "dev", _set(cluster, "name", "1mnist")),
     ("tenant-stack-project-form", "dev", _set(lambda r: r, "tenantStack", "tfk8s/tenant-alice")),
+    ("tenant-name-beside-reserved", "tenant-alice", _tenant("name", "gitops2")),
     ("namespace-prefix-kube-without-dash", "platform-dev", _platform("namespacePrefix", "kubeflow-")),
 ]
 
@@ -765,6 +911,38 @@ def test_values_at_the_edge_of_a_refusal_are_accepted(case: str, stack: str, mut
     raw = copy.deepcopy(stack_config(stack))
     mutate(raw)
     parse(raw)
+
+
+@pytest.mark.parametrize(
+    ("prefix", "name", "why"),
+    [
+        ("", "default", "one of Kubernetes' own namespaces"),
+        ("", "kube-system", "one of Kubernetes' own namespaces"),
+        ("kub", "e-flow", "one of Kubernetes' own namespaces"),  # the prefix is fine, prefix + name is not
+        ("kube", "-flow", None),  # no tenant name starts with '-'
+        ("", "tfk8s-gitops", "where the GitOps operator's Stacks"),
+        ("", "dns", "where the cluster's DNS pods run"),
+        ("team-", "keys", "where the platform keeps its storage Secret"),
+    ],
+    ids=["default", "kube-system", "kube-by-halves", "not-a-name", "gitops", "dns", "secret-namespace"],
+)
+def test_a_tenants_namespace_is_never_one_the_cluster_or_platform_keeps(
+    platform_config: Raw, tenant_config: Raw, prefix: str, name: str, why: str | None
+) -> None:
+    platform_config["platform"].update(namespacePrefix=prefix, network={"dns": {"namespace": "dns"}})
+    platform_config["platform"].update(kubernetesVersion="1.25")
+    platform_config["platform"]["storage"] = {
+        "backend": "glusterfs",
+        "glusterfs": {"restUrl": "http://heketi:8080", "secretNamespace": "team-keys"},
+    }
+    facts = PlatformFacts.model_validate(facts_for(platform_config), strict=False)
+    tenant_config["tenant"]["name"] = name
+    if why is None:
+        with pytest.raises(ConfigError, match=r"tfk8s:tenant\.name: .*DNS-1123"):
+            parse(tenant_config)
+        return
+    with pytest.raises(ConfigError, match=rf"tfk8s:tenant\.name: the tenant's namespace would be '{prefix}{name}' .*{why}"):
+        check_tenant(validate(tenant_config), facts)  # type: ignore[arg-type]
 
 
 def test_a_cluster_name_may_start_with_a_digit_as_every_name_it_makes_starts_with_the_experiment(dev_config: Raw) -> None:
@@ -1071,7 +1249,7 @@ def test_a_tenants_identities_never_hand_its_namespace_to_everyone(identities: d
 
 
 def test_people_groups_and_service_accounts_are_accepted_as_identities() -> None:
-    users = ["alice@example.com", "system:serviceaccount:ci:runner", "CN with spaces"]
+    users = ["alice@example.com", "system:serviceaccount:tfk8s-alice:runner", "CN with spaces"]
     stack = parse(_tenant_with(users=users, groups=["ml-team", "tfk8s:users"]))
     assert stack.tenant.identities.users == tuple(users)
     assert stack.tenant.identities.groups == ("ml-team", "tfk8s:users")

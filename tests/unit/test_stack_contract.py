@@ -327,10 +327,10 @@ def experimenter_bindings(d: Any) -> list[Any]:
     [
         ({"users": ["alice"]}, [{"kind": "User", "apiGroup": RBAC, "name": "alice"}]),
         (
-            {"users": ["alice@example.com", "system:serviceaccount:ci:runner"], "groups": ["ml-team"]},
+            {"users": ["alice@example.com", "system:serviceaccount:tfk8s-gitops:tfk8s-dev"], "groups": ["ml-team"]},
             [
                 {"kind": "User", "apiGroup": RBAC, "name": "alice@example.com"},
-                {"kind": "ServiceAccount", "name": "runner", "namespace": "ci"},
+                {"kind": "ServiceAccount", "name": "tfk8s-dev", "namespace": "tfk8s-gitops"},
                 {"kind": "Group", "apiGroup": RBAC, "name": "ml-team"},
             ],
         ),

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pulumi
 import pytest
 from mocked_program import ROOT, facts_for, stack_config
 from tfk8s.config_errors import ConfigError
@@ -15,7 +16,7 @@ from tfk8s.context_checks import check_experiment, check_platform
 from tfk8s.contract import PlatformFacts
 from tfk8s.schema_platform import ImageSettings, PlatformStack
 from tfk8s.schema_tenant import TenantStack
-from tfk8s.stack_config import parse_jupyter_token, validate
+from tfk8s.stack_config import JUPYTER_TOKEN_RULES, parse_jupyter_token, parse_secret, secret_keys, stack_values, validate
 from tfk8s.tenant_checks import check_tenant
 
 Raw = dict[str, Any]
@@ -363,8 +364,8 @@ HOSTILE = [
     ("tensorboard-image-newline", _platform("images", {"tensorboard": "tf\n"}), r"images\.tensorboard: .*" + IMAGE),
     ("api-server-host-bits", _platform("network", {"apiServer": {"cidrs": ["10.0.0.1/8"]}}), r"apiServer\.cidrs\[0\]"),
     ("dns-label-bad", _platform("network", {"dns": {"podLabels": {"k8s-app": "kube dns"}}}), r"dns\.podLabels\.k8s-app: "),
-    ("tenant-stack-empty", _set(lambda r: r, "tenantStack", ""), r"tfk8s:tenantStack: string should have at least 1"),
-    ("platform-stack-empty", _set(lambda r: r, "platformStack", ""), r"tfk8s:platformStack: string should have at least 1"),
+    ("tenant-stack-empty", _set(lambda r: r, "tenantStack", ""), r"tfk8s:tenantStack: is empty: whose experiment this is"),
+    ("platform-stack-empty", _set(lambda r: r, "platformStack", ""), r"tfk8s:platformStack: is empty: the platform stack"),
 ]
 
 
@@ -911,6 +912,75 @@ def test_values_at_the_edge_of_a_refusal_are_accepted(case: str, stack: str, mut
     raw = copy.deepcopy(stack_config(stack))
     mutate(raw)
     parse(raw)
+
+
+@pytest.mark.parametrize("value", ["", "[", "{not json", "[1, 2"])
+def test_a_string_that_looks_like_json_or_is_empty_is_refused_never_a_traceback(value: str) -> None:
+    """`pulumi config set tfk8s:tenantStack ''` (or '[x') reached json.loads and crashed; now the schema says what is wrong."""
+    config = {"tfk8s:kind": "experiment", "tfk8s:tenantStack": value, "tfk8s:clusters": '[{"name": "mnist"}]'}
+    raw = stack_values(config)
+    assert raw["tenantStack"] == value and raw["clusters"] == [{"name": "mnist"}]
+    with pytest.raises(ConfigError, match=r"^invalid tfk8s configuration:\n  - tfk8s:tenantStack: "):
+        validate(raw)
+
+
+@pytest.mark.parametrize(
+    ("stack", "secrets", "message"),
+    [
+        (
+            "platform-dev",
+            ["jupyterToken"],
+            r"tfk8s:jupyterToken: is a secret of tenant stacks, not of platform stacks; remove it",
+        ),
+        ("dev", ["jupyterToken"], r"tfk8s:jupyterToken: is a secret of tenant stacks, not of experiment stacks"),
+        ("tenant-alice", ["heketiAdminKey"], r"tfk8s:heketiAdminKey: is a secret of platform stacks, not of tenant stacks"),
+        (
+            "platform-dev",
+            ["heketiAdminKey"],
+            r"tfk8s:heketiAdminKey: storage backend 'local' reads no heketiAdminKey; remove it: `pulumi config rm "
+            r"tfk8s:heketiAdminKey`",
+        ),
+    ],
+    ids=["token-on-platform", "token-on-experiment", "heketi-key-on-tenant", "heketi-key-without-glusterfs"],
+)
+def test_a_secret_of_another_kind_of_stack_is_an_error_not_ignored(stack: str, secrets: list[str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        validate(stack_config(stack), secrets)
+
+
+def test_the_secrets_each_kind_reads_are_accepted() -> None:
+    assert validate(stack_config("imagenet-platform"), ["heketiAdminKey"])
+    assert validate(stack_config("tenant-alice"), ["jupyterToken"])
+    assert secret_keys({"tfk8s:jupyterToken": "x", "tfk8s:kind": "tenant", "other:heketiAdminKey": "y"}) == {"jupyterToken"}
+
+
+@pytest.mark.parametrize(
+    ("key", "raw", "is_secret", "message"),
+    [
+        ("heketiAdminKey", "admin-key", False, r"tfk8s:heketiAdminKey: is stored in plain text .*config set --secret"),
+        ("heketiAdminKey", "admin\nkey", True, r"tfk8s:heketiAdminKey: holds a line break or another control character"),
+        ("heketiAdminKey", "", True, r"tfk8s:heketiAdminKey: must be at least 1 characters"),
+        ("jupyterToken", "0123456789\nabcdef", True, r"tfk8s:jupyterToken: holds a line break .*openssl rand -hex 24"),
+        ("jupyterToken", "0123456789abcdef\x07", True, r"tfk8s:jupyterToken: holds a line break or another control"),
+    ],
+    ids=["heketi-plain-text", "heketi-newline", "heketi-empty", "token-newline", "token-bell"],
+)
+def test_a_secret_in_plain_text_or_with_a_line_break_is_refused(key: str, raw: str, is_secret: bool, message: str) -> None:
+    rules = JUPYTER_TOKEN_RULES if key == "jupyterToken" else {}
+    with pytest.raises(ConfigError, match=message):
+        parse_secret(key, raw, is_secret, **rules)
+
+
+def test_a_heketi_key_in_plain_text_stops_the_platform_before_anything_exists(imagenet_platform_config: Raw) -> None:
+    """As a Jupyter token in plain text does: the key would sit readable in the stack file."""
+    from tfk8s.platform_stack import backend_secret
+
+    settings = validate(imagenet_platform_config).platform.storage  # type: ignore[union-attr]
+    pulumi.runtime.set_all_config({"tfk8s:heketiAdminKey": "admin-key"}, secret_keys=[])
+    with pytest.raises(ConfigError, match=r"tfk8s:heketiAdminKey: is stored in plain text"):
+        backend_secret(settings)
+    pulumi.runtime.set_all_config({"tfk8s:heketiAdminKey": "admin-key"}, secret_keys=["tfk8s:heketiAdminKey"])
+    assert backend_secret(settings) is not None
 
 
 @pytest.mark.parametrize(

@@ -194,6 +194,16 @@ def test_an_experiments_workspace_outside_the_gitops_namespace_is_refused_as_its
         operator.render(Repo(files.root), _args("exp", namespace="elsewhere"))
 
 
+def test_a_secret_of_another_kind_in_a_stack_file_is_the_programs_own_error(files: StackFiles) -> None:
+    clusters = [{"name": "mnist"}]
+    files.write(
+        "exp",
+        {"tfk8s:kind": "experiment", "tfk8s:tenantStack": "tenant-alice", "tfk8s:clusters": clusters, "tfk8s:jupyterToken": "x"},
+    )
+    with pytest.raises(ConfigError, match="tfk8s:jupyterToken: is a secret of tenant stacks, not of experiment stacks"):
+        operator.render(Repo(files.root), _args("exp"))
+
+
 def test_an_invalid_stack_file_is_the_programs_own_error(files: StackFiles) -> None:
     files.write("exp", {"tfk8s:kind": "experiment", "tfk8s:tenantStack": "tenant-alice", "tfk8s:clusters": []})
     with pytest.raises(ConfigError, match="tfk8s:clusters"):

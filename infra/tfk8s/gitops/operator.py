@@ -71,7 +71,8 @@ def settings(file: StackFile) -> PlatformStack | TenantStack | ExperimentStack:
     """The stack file's model (secrets left out), or the program's own ConfigError."""
     prefix = f"{NAMESPACE}:"
     raw = {k[len(prefix) :]: v for k, v in file.config.items() if k.startswith(prefix)}
-    return stack_config.validate({k: v for k, v in raw.items() if k not in stack_config.SECRET_KEYS})
+    secrets = [k for k in raw if k in stack_config.SECRET_KEYS]
+    return stack_config.validate({k: v for k, v in raw.items() if k not in stack_config.SECRET_KEYS}, secrets)
 
 
 def destroy_on_finalize(model: PlatformStack | TenantStack | ExperimentStack) -> bool:

@@ -160,7 +160,8 @@ class ExperimentStack(Model):
     kind: Literal["experiment"]
     tenant_stack: StackReference = Field(
         min_length=1,
-        description="whose experiment this is: the tenant stack to run in, its name (tenant-alice) or org/project/stack",
+        description="whose experiment this is: the tenant stack to run in, its name (tenant-alice), project/stack "
+        "or org/project/stack",
     )
     experiment: ServiceName | None = None
     """Names the experiment's objects and its runs (`<experiment>/<cluster>`); default: the stack name."""

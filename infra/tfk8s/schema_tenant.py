@@ -161,6 +161,7 @@ class TenantStack(Model):
 
     kind: Literal["tenant"]
     platform_stack: StackReference = Field(
-        min_length=1, description="the platform stack this tenant lives on: its name (platform-dev) or org/project/stack"
+        min_length=1,
+        description="the platform stack this tenant lives on: its name (platform-dev), project/stack or org/project/stack",
     )
     tenant: TenantSettings

@@ -69,13 +69,19 @@ def _model_at(model: type[BaseModel], loc: tuple[int | str, ...]) -> type[BaseMo
     return current
 
 
+def _hint(model: type[BaseModel], loc: tuple[int | str, ...]) -> str:
+    """': <the field's description>' (what a required field is), or nothing."""
+    holder = _model_at(model, loc[:-1])
+    field = next((f for n, f in (holder.model_fields.items() if holder else []) if (f.alias or n) == loc[-1]), None)
+    return f": {field.description}" if field is not None and field.description else ""
+
+
 def _message(model: type[BaseModel], error: Any) -> str:
     kind, loc = error["type"], tuple(error["loc"])
     if kind == "missing":
-        holder = _model_at(model, loc[:-1])
-        field = next((f for n, f in (holder.model_fields.items() if holder else []) if (f.alias or n) == loc[-1]), None)
-        hint = f": {field.description}" if field is not None and field.description else ""
-        return f"is required{hint}"
+        return f"is required{_hint(model, loc)}"
+    if kind == "string_too_short" and error["input"] == "":
+        return f"is empty{_hint(model, loc)}"
     if kind == "extra_forbidden":
         holder = _model_at(model, loc[:-1])
         allowed = sorted(f.alias or n for n, f in holder.model_fields.items()) if holder else []

@@ -1,5 +1,6 @@
 """Checks of a valid stack file that need context: the cluster's Kubernetes version, the project's
-files and, for tenants and experiments, the facts of the stacks they build on. Run once, before any resource exists.
+files and, for experiments, the facts of the stacks they build on (a tenant's are `tfk8s.tenant_checks`).
+Run once, before any resource exists.
 
 The schema (`tfk8s.schema`) checks what a value is on its own; these check what it means here.
 Every problem found is reported together, as a `ConfigError` naming its key and the fix.
@@ -10,16 +11,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tfk8s import backends
+from tfk8s import backends, quota
 from tfk8s import cluster_spec as cs
 from tfk8s.code import code_files
 from tfk8s.config_errors import ConfigError
 from tfk8s.contract import PlatformFacts
-from tfk8s.quantities import parse_quantity
+from tfk8s.node_keys import CONTROL_PLANE, HOSTNAME_LABEL, KUBERNETES_TAINTS
 from tfk8s.schema import NAMESPACE
 from tfk8s.schema_experiment import ClusterSettings, CodeSettings, ExperimentStack, Placement
-from tfk8s.schema_platform import PlatformStack
-from tfk8s.schema_tenant import TenantStack
+from tfk8s.schema_platform import PlatformSettings, PlatformStack
 from tfk8s.schema_types import MAX_NAME_LENGTH, service_name
 
 CONFIGMAP_LIMIT_BYTES = 1024 * 1024
@@ -28,9 +28,6 @@ CONFIGMAP_LIMIT_BYTES = 1024 * 1024
 ENV_STRING_LIMIT_BYTES = 127 * 1024
 # The longest notebook host an in-graph notebook cluster names as its chief (jupyter-tf:<port>).
 NOTEBOOK_HOST_BOUND = "jupyter-tf:65535"
-HOSTNAME_LABEL = "kubernetes.io/hostname"
-# node-role.kubernetes.io/control-plane (and the older /master): the control plane's nodes.
-CONTROL_PLANE_TAINTS = "node-role.kubernetes.io/"
 
 
 def check_platform(stack: PlatformStack, server_version: tuple[int, int] | None) -> PlatformStack:
@@ -51,32 +48,55 @@ def check_platform(stack: PlatformStack, server_version: tuple[int, int] | None)
             f"tfk8s cannot use): set it, e.g. `pulumi config set --path --type string '{key}.kubernetesVersion' 1.34`"
         )
     problems += backends.problems(platform.storage, kube, f"{key}.storage")
+    problems += _network_problems(platform, key) + _placement_keys_problems(platform, key) + _quota_problems(platform, key)
     if problems:
         raise ConfigError(problems)
     assert kube is not None
     return stack.model_copy(update={"platform": platform.model_copy(update={"kubernetes_version": f"{kube[0]}.{kube[1]}"})})
 
 
-def check_tenant(stack: TenantStack, platform: PlatformFacts) -> None:
-    """Context checks of a tenant against its platform: its own volumes fit its quota."""
-    tenant, key = stack.tenant, f"{NAMESPACE}:tenant"
-    quota = tenant.effective_quota(platform.default_quota)
-    volumes = parse_quantity(tenant.volumes.data_size) + parse_quantity(tenant.volumes.log_size)
-    problems = []
-    if volumes > parse_quantity(quota.storage):
-        problems.append(
-            f"{key}.volumes: the data and log volumes ({tenant.volumes.data_size} + {tenant.volumes.log_size}) do not fit the "
-            f"tenant's storage quota ({quota.storage}): shrink them, or raise {key}.quota.storage"
+def _network_problems(platform: PlatformSettings, key: str) -> list[str]:
+    """The API server's addresses and ports go together: either half alone is a policy that opens nothing."""
+    api, api_key = platform.network.api_server, f"{key}.network.apiServer"
+    if api.cidrs and not api.ports:
+        return [
+            f"{api_key}.ports: cidrs are set ({', '.join(api.cidrs)}) but no port, so PS and Jupyter pods could reach none "
+            f"of them: set {api_key}.ports too, e.g. [6443]"
+        ]
+    if api.ports and not api.cidrs:
+        return [
+            f"{api_key}.ports: without cidrs the API server's addresses and ports are both read from the cluster, and "
+            f"these would be ignored: set {api_key}.cidrs too, or remove ports"
+        ]
+    return []
+
+
+def _placement_keys_problems(platform: PlatformSettings, key: str) -> list[str]:
+    """The User Node's taint is also its label: neither list may name it."""
+    taint, allowed = platform.user_node.taint_key, platform.placement
+    return [
+        f"{key}.placement.{field}[{i}]: {name!r} is the User Node's {what} (userNode.taintKey), where training pods never "
+        "run: remove it"
+        for field, what, names in (
+            ("tolerationKeys", "taint", allowed.toleration_keys),
+            ("nodeSelectorKeys", "label", allowed.node_selector_keys),
         )
-    if quota.persistent_volume_claims < 2:
-        problems.append(f"{key}.quota.persistentVolumeClaims: the data and log volumes are 2 claims; allow at least 2")
-    for field in ("users", "groups"):
-        names = getattr(tenant.identities, field)
-        for i, name in enumerate(names):
-            if name in names[:i]:
-                problems.append(f"{key}.identities.{field}[{i}]: {name!r} is listed twice; remove one")
-    if problems:
-        raise ConfigError(problems)
+        for i, name in enumerate(names)
+        if name == taint
+    ]
+
+
+def _quota_problems(platform: PlatformSettings, key: str) -> list[str]:
+    """Every tenant's default quota holds its own Jupyter and TensorBoard, sized by containerDefaults."""
+    shortfalls = quota.apps_shortfalls(
+        platform.default_quota, platform.container_defaults, gated=platform.tensorboard_requires_token
+    )
+    return [
+        f"{key}.defaultQuota.{s.setting}: every tenant's Jupyter and TensorBoard take {s.need} ({s.what}) but the default "
+        f"quota is {s.have}: raise it to at least {s.need}, plus what experiments need"
+        + (f", or lower {key}.containerDefaults.{s.setting}" if s.setting in ("cpu", "memory") else "")
+        for s in shortfalls
+    ]
 
 
 def experiment_name(stack: ExperimentStack, stack_name: str) -> str:
@@ -106,6 +126,11 @@ def check_experiment(stack: ExperimentStack, stack_name: str, facts: PlatformFac
             problems.append(
                 f"{key}.ps.gpus: parameter servers hold variables and need no GPU; remove it, or ask the platform "
                 f"team to set {NAMESPACE}:platform.allowPsGpus: true if you really mean it"
+            )
+        if c.replication == "between-graph" and "in_graph_client" in c.model_fields_set:
+            problems.append(
+                f"{key}.inGraphClient: applies to in-graph replication alone (every between-graph worker is its own "
+                f"client): remove it, or set {key}.replication: in-graph"
             )
         problems += _placement_problems(c.ps, facts, f"{key}.ps")
         problems += _placement_problems(c.workers, facts, f"{key}.workers")
@@ -148,8 +173,13 @@ def _placement_problems(placement: Placement, facts: PlatformFacts, key: str) ->
                 f"{key}.tolerations[{j}]: {shown} tolerates the User Node taint {node.taint_key!r}: training pods must "
                 "never run on the User Node; tolerate specific taints instead"
             )
-        elif t.key is not None and t.key.startswith(CONTROL_PLANE_TAINTS):
+        elif t.key is not None and t.key.startswith(CONTROL_PLANE):
             problems.append(f"{key}.tolerations[{j}]: {shown} tolerates the control plane's taint: remove it")
+        elif t.key is not None and t.key.startswith(KUBERNETES_TAINTS):
+            problems.append(
+                f"{key}.tolerations[{j}]: {shown} tolerates a taint Kubernetes puts on a node in trouble (cordoned, not "
+                "ready, under pressure), where training pods must not stay: remove it"
+            )
         elif allowed.toleration_keys and t.key not in allowed.toleration_keys:
             problems.append(
                 f"{key}.tolerations[{j}]: the platform lets training pods tolerate {allowed.toleration_keys} alone, not "
@@ -160,6 +190,11 @@ def _placement_problems(placement: Placement, facts: PlatformFacts, key: str) ->
         problems.append(
             f"{key}.nodeSelector: {dict(selector)} selects the User Node {node.name!r}, where training pods never run "
             "(they would stay Pending): select your training nodes' labels instead"
+        )
+    elif control_plane := sorted(k for k in selector if k.startswith(CONTROL_PLANE)):
+        problems.append(
+            f"{key}.nodeSelector: {control_plane} selects the control plane, where training pods never run (they would "
+            "stay Pending): select your training nodes' labels instead"
         )
     elif allowed.node_selector_keys and (others := sorted(set(selector) - set(allowed.node_selector_keys))):
         problems.append(
@@ -180,6 +215,15 @@ def _name_problem(name: str) -> str | None:
 def _code_problems(code: CodeSettings, key: str, project_root: Path) -> list[str]:
     if code.source == "url" and not code.url:
         return [f"{key}.url: source 'url' needs an http(s) URL to fetch the training script from"]
+    # A setting of another source would be ignored: the code that runs would not be the one named.
+    unused = [
+        f"{key}.{setting}: applies to source {source!r} alone, and the source is {code.source!r}: remove it, or set "
+        f"{key}.source: {source}"
+        for setting, source in (("url", "url"), ("path", "configmap"))
+        if code.source != source and setting in code.model_fields_set and getattr(code, setting) is not None
+    ]
+    if unused:
+        return unused
     if code.source != "configmap" or code.path is None:
         return []
     # Only the project's own files are shipped: an absolute path, a '..' or a symlink out of the

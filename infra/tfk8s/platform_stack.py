@@ -9,7 +9,7 @@ from typing import Any, Final
 
 import pulumi
 
-from tfk8s import access, backends, guard, readiness, storage, tenant_admission
+from tfk8s import access, backends, guard, readiness, stack_config, storage, tenant_admission
 from tfk8s.config_errors import ConfigError
 from tfk8s.contract import PlatformFacts, UserNodeFacts
 from tfk8s.ownership import Claimed, Owner
@@ -28,7 +28,7 @@ def backend_secret(settings: StorageSettings) -> pulumi.Output[str] | None:
     secret = backends.backend_of(settings).secret
     if secret is None:
         return None
-    value = pulumi.Config(NAMESPACE).get_secret(secret.config_key)
+    value = stack_config.secret_config(secret.config_key)  # a value in plain text is refused, as the Jupyter token's
     if value is None:
         raise ConfigError(
             [

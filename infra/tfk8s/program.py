@@ -29,6 +29,7 @@ from tfk8s import (
     quota_check,
     stack_config,
     stack_ref,
+    tenant_checks,
     tenant_stack,
     timings,
 )
@@ -185,7 +186,7 @@ def run_tenant(
     read_whole: Reader | None = None,
 ) -> dict[str, Any]:
     platform = current(stack_ref.platform_facts(stack.platform_stack, read_outputs), server)
-    context_checks.check_tenant(stack, platform)
+    tenant_checks.check_tenant(stack, platform)
     warn_unenforced(platform.network)
     token = stack_config.jupyter_token()  # validated before anything is declared
     owner = owner_of("tenant", environ)

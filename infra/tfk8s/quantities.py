@@ -35,3 +35,15 @@ def parse_quantity(text: str) -> Decimal:
     except InvalidOperation as error:
         raise ValueError(f"{text!r} is not a Kubernetes quantity (examples: 500m, 2, 1Gi, 10G)") from error
     return number * _SUFFIXES[match.group(2) or ""]
+
+
+def suffix(text: str) -> str:
+    """The unit suffix of a valid quantity ("2Gi" -> "Gi", "10" -> ""); ValueError as `parse_quantity`."""
+    parse_quantity(text)
+    match = _QUANTITY.fullmatch(str(text))
+    assert match is not None
+    return match.group(2) or ""
+
+
+# The suffixes that make a number a size in bytes: "m" (thousandths) and none are not sizes.
+BYTE_SUFFIXES = frozenset(s for s in _SUFFIXES if s not in ("", "m"))

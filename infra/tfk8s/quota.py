@@ -15,6 +15,7 @@ bound as `requests.` (Kubernetes never overcommits them anyway).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
@@ -49,6 +50,11 @@ HARD_KEYS: dict[str, tuple[str, ...]] = {
 }
 # Settings measured in bytes: shown with binary suffixes.
 BYTE_SETTINGS = frozenset({"memory", "storage"})
+# TensorBoard's token gate (tfk8s.user_env), a small Python proxy beside it: sized on its own.
+TOKEN_GATE_CPU, TOKEN_GATE_MEMORY = "100m", "128Mi"
+# What a tenant holds beyond experiments: Jupyter and TensorBoard (a pod each, on the User Node),
+# their Services and the notebook's (jupyter-tf).
+TENANT_APP_PODS, TENANT_SERVICES = 2, 3
 
 
 def hard(quota: Quota, layouts_group: str) -> dict[str, str]:
@@ -101,3 +107,43 @@ def format_amount(setting: str, value: Decimal) -> str:
 def amount(text: Any) -> Decimal:
     """A quantity as the API reports it ("500m", "2Gi", "16") in base units; absent is zero."""
     return parse_quantity(str(text)) if text not in (None, "") else Decimal(0)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Shortfall:
+    """A quota setting too small for the tenant's own Jupyter and TensorBoard."""
+
+    setting: str  # the quota's key in the stack file: "cpu", "memory", "pods", "services"
+    need: str
+    have: str
+    what: str  # what takes `need`, for the message
+
+
+def apps_shortfalls(limits: Quota, defaults: ContainerDefaults, *, gated: bool) -> list[Shortfall]:
+    """What the tenant's own apps take that `limits` cannot hold, before any experiment: one
+    container of `defaults` each for Jupyter and TensorBoard (tfk8s.user_env sizes them so), the
+    token gate beside TensorBoard when `gated`, their two pods and three Services."""
+    gate = {"cpu": TOKEN_GATE_CPU, "memory": TOKEN_GATE_MEMORY}
+    found = []
+    for setting in ("cpu", "memory"):
+        each = amount(getattr(defaults, setting))
+        need = 2 * each + (amount(gate[setting]) if gated else 0)
+        what = f"Jupyter {format_amount(setting, each)} + TensorBoard {format_amount(setting, each)}"
+        what += f" + its token gate {gate[setting]}" if gated else ""
+        if need > amount(getattr(limits, setting)):
+            found.append(
+                Shortfall(
+                    setting=setting,
+                    need=format_amount(setting, need),
+                    have=getattr(limits, setting),
+                    what=f"{what}, at containerDefaults.{setting}",
+                )
+            )
+    counts = {
+        "pods": (TENANT_APP_PODS, "Jupyter's and TensorBoard's pods"),
+        "services": (TENANT_SERVICES, "Jupyter's, TensorBoard's and jupyter-tf"),
+    }
+    for setting, (need_count, what) in counts.items():
+        if need_count > getattr(limits, setting):
+            found.append(Shortfall(setting=setting, need=str(need_count), have=str(getattr(limits, setting)), what=what))
+    return found

@@ -14,7 +14,8 @@ from pydantic import Field, model_validator
 
 from tfk8s.schema_types import (
     Bytes,
-    HttpUrl,
+    CodeUrl,
+    DnsName,
     Image,
     LabelKey,
     LabelValue,
@@ -102,7 +103,7 @@ class CodeSettings(Model):
     source: CodeSource = "configmap"
     path: str | None = LAUNCHER_PACKAGE
     """configmap: a directory of this repository, shipped as a ConfigMap (1 MiB limit)."""
-    url: HttpUrl | None = None
+    url: CodeUrl | None = None
     """url: fetched by an init container before the task starts (the seed's curl)."""
 
 
@@ -126,7 +127,9 @@ class ScratchSettings(Model):
 
 
 class ClusterSettings(Model):
-    name: ServiceName = Field(description="a DNS-1035 name for the training cluster (a letter first), e.g. mnist")
+    # A digit first is fine: every object name it is part of starts with the experiment's name
+    # (tfk8s.cluster_spec.qualified_name), which is a DNS-1035 label.
+    name: DnsName = Field(description="a DNS-1123 label for the training cluster, e.g. mnist or 2d-unet")
     replication: Replication = "between-graph"
     training: TrainingMode = "async"
     in_graph_client: InGraphClient = "chief"
@@ -157,7 +160,8 @@ class ExperimentStack(Model):
     kind: Literal["experiment"]
     tenant_stack: StackReference = Field(
         min_length=1,
-        description="whose experiment this is: the tenant stack to run in, its name (tenant-alice) or org/project/stack",
+        description="whose experiment this is: the tenant stack to run in, its name (tenant-alice), project/stack "
+        "or org/project/stack",
     )
     experiment: ServiceName | None = None
     """Names the experiment's objects and its runs (`<experiment>/<cluster>`); default: the stack name."""

@@ -9,25 +9,29 @@ Nothing here touches Pulumi.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import AfterValidator, Field, model_validator
 
+from tfk8s.node_keys import selectable_key, tolerable_key
 from tfk8s.schema_types import (
     AbsolutePath,
     Bytes,
     Cidr,
     DnsName,
-    HttpUrl,
+    DnsSubdomain,
+    HeketiUrl,
     Image,
     KubeVersion,
     LabelKey,
     LabelValue,
+    LinuxId,
     Model,
     NamespacePrefix,
     NonNegative,
     Port,
     Positive,
+    PositiveId,
     Quantity,
     version_tuple,
 )
@@ -36,19 +40,21 @@ from tfk8s.schema_types import (
 TENSORBOARD_BACKEND_PORT = 16006
 
 StorageBackend = Literal["glusterfs", "csi", "existing", "local"]
+# Where the platform keeps a storage backend's Secret by default: never a tenant's namespace.
+DEFAULT_SECRET_NAMESPACE = "tfk8s-storage"
 
 
 class GlusterfsSettings(Model):
     """Heketi-backed in-tree GlusterFS provisioning (Kubernetes < 1.26 only)."""
 
-    rest_url: HttpUrl = Field(description="the Heketi REST endpoint, e.g. http://heketi.storage:8080")
+    rest_url: HeketiUrl = Field(description="the Heketi REST endpoint, e.g. http://heketi.storage:8080")
     rest_user: str = Field(default="admin", pattern=r"^[A-Za-z0-9_.@-]+$")
     cluster_id: str | None = None
     volume_type: str = Field(default="replicate:3", pattern=r"^(replicate:[1-9][0-9]?|disperse:[1-9][0-9]?:[1-9][0-9]?|none)$")
     """Heketi's volume type: replicate:N, disperse:D:R or none."""
-    gid_min: Positive = 2000
-    gid_max: Positive = 2147483647
-    secret_namespace: DnsName = "tfk8s-storage"
+    gid_min: PositiveId = 2000
+    gid_max: PositiveId = 2147483647
+    secret_namespace: DnsName = DEFAULT_SECRET_NAMESPACE
     """Namespace of the Secret holding the Heketi admin key; the provisioner reads it there. The
     platform creates it (restricted, no pods, no traffic), so no tenant's role reaches it; a built-in
     namespace (default, kube-system) is used as it is."""
@@ -90,7 +96,7 @@ class StorageSettings(Model):
 class UserNodeSettings(Model):
     """The one node that runs (and exposes) the user-facing pods."""
 
-    name: str = Field(description="the name of an existing node to dedicate to Jupyter and TensorBoard")
+    name: DnsSubdomain = Field(description="the name of an existing node to dedicate to Jupyter and TensorBoard")
     address: str | None = None
     """Address users reach NodePorts on; when unset, the node's InternalIP from live status."""
     taint_key: LabelKey = "tfk8s.io/user-node"
@@ -134,17 +140,18 @@ class DnsSettings(Model):
     cidrs: list[Cidr] = Field(default_factory=list)
     """Addresses of a DNS server that is no pod of the pod network, which no pod selector matches,
     e.g. ["169.254.20.10/32"] for NodeLocal DNSCache, or a resolver on the node's own address;
-    allowed besides the DNS pods."""
+    allowed besides the DNS pods. None wider than /8 (IPv4) or /32 (IPv6)."""
 
 
 class ApiServerSettings(Model):
     """The API server as pods reach it: the addresses and ports behind the `kubernetes` Service."""
 
     cidrs: list[Cidr] = Field(default_factory=list)
-    """e.g. ["10.0.0.10/32"]. Empty: read at `pulumi up` from the `kubernetes` EndpointSlice of
-    `default`. Only PS pods (which retire themselves) and Jupyter (which reads Layouts) may reach them."""
+    """e.g. ["10.0.0.10/32"], none wider than /8 (IPv4) or /32 (IPv6). Empty: read at `pulumi up`
+    from the `kubernetes` EndpointSlice of `default`, with the ports. Only PS pods (which retire
+    themselves) and Jupyter (which reads Layouts) may reach them."""
     ports: list[Port] = Field(default_factory=list)
-    """e.g. [6443]; read with the addresses when `cidrs` is empty."""
+    """e.g. [6443]: set with `cidrs`, and only with them (empty `cidrs`: both are read)."""
 
 
 class NetworkSettings(Model):
@@ -160,15 +167,17 @@ class NetworkSettings(Model):
 
 class PlacementSettings(Model):
     """Where training pods may ask to run: what an experiment's `ps` and `workers` `tolerations` and
-    `nodeSelector` may name. The control plane's taints and the User Node's are never tolerable."""
+    `nodeSelector` may name. Never the taints Kubernetes puts on nodes (the control plane's, a cordoned
+    or failing node's) nor the User Node's; never its label, the control plane's or `kubernetes.io/hostname`
+    (tfk8s.node_keys)."""
 
-    toleration_keys: list[LabelKey] = Field(default_factory=list)
-    """Taint keys training pods may tolerate, e.g. ["nvidia.com/gpu"]; empty: any but the control
-    plane's (node-role.kubernetes.io/*) and the User Node's. List them to keep other teams' tainted
-    nodes theirs."""
-    node_selector_keys: list[LabelKey] = Field(default_factory=list)
+    toleration_keys: list[Annotated[LabelKey, AfterValidator(tolerable_key)]] = Field(default_factory=list)
+    """Taint keys training pods may tolerate, e.g. ["nvidia.com/gpu"]; empty: any but Kubernetes' own
+    (node-role.kubernetes.io/*, node.kubernetes.io/*, node.cloudprovider.kubernetes.io/*) and the User
+    Node's. List them to keep other teams' tainted nodes theirs."""
+    node_selector_keys: list[Annotated[LabelKey, AfterValidator(selectable_key)]] = Field(default_factory=list)
     """Node label keys training pods may select on, e.g. ["example.com/gpu"]; empty: any but the User
-    Node's."""
+    Node's and the control plane's (node-role.kubernetes.io/*)."""
     priority_classes: list[DnsName] = Field(default_factory=list)
     """PriorityClasses the pods in tenants' namespaces may name, e.g. ["tfk8s-batch"]; empty: none. A
     pod of higher priority preempts lower ones on a full node, other tenants' Jupyter among them
@@ -178,11 +187,11 @@ class PlacementSettings(Model):
 class PodIdentity(Model):
     """The non-root user and groups a pod's processes run as (its pod-level securityContext)."""
 
-    run_as_user: Positive = Field(
+    run_as_user: PositiveId = Field(
         description="UID of every process in the pod; never 0: the `restricted` Pod Security Standard refuses root"
     )
-    run_as_group: NonNegative = Field(description="primary GID of those processes: the group of every file they create")
-    fs_group: NonNegative = Field(
+    run_as_group: LinuxId = Field(description="primary GID of those processes: the group of every file they create")
+    fs_group: LinuxId = Field(
         description="supplementary GID of the processes. Volumes whose ownership Kubernetes manages (emptyDir, "
         "block storage, CSI drivers whose fsGroupPolicy allows it; not hostPath) are given to this group, "
         "group-writable, when mounted"

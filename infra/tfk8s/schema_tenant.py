@@ -11,10 +11,21 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, Field, model_validator
 
 from tfk8s.schema_platform import PlatformSettings, Quota
-from tfk8s.schema_types import Bytes, Model, NonNegative, Positive, Quantity, ServiceName, StackReference
+from tfk8s.schema_types import (
+    MAX_NAMESPACE_LENGTH,
+    Bytes,
+    Model,
+    NonNegative,
+    Positive,
+    Quantity,
+    ServiceName,
+    StackReference,
+    is_dns_label,
+    is_dns_subdomain,
+)
 
 # Kubernetes' own identities: binding one of these groups would hand the tenant's namespace to
 # every client (system:authenticated, system:unauthenticated) or to components.
@@ -22,6 +33,13 @@ SYSTEM_PREFIX = "system:"
 # The one kind of `system:` user a tenant may name: a service account, e.g. of a GitOps runner.
 SERVICE_ACCOUNT_PREFIX = "system:serviceaccount:"
 MAX_IDENTITY_LENGTH = 253
+# Where the Pulumi Kubernetes Operator's Stacks and their workspaces' service accounts live
+# (tfk8s.gitops.operator): besides the tenant's own namespace, the one whose accounts a tenant may name.
+GITOPS_NAMESPACE = "tfk8s-gitops"
+# Every identity is a subject of the tenant's RoleBindings, which are one object each: a bound that
+# keeps them far below the API server's object size limit (1.5 MiB: 100 names of 253 characters are
+# 40 KiB) and the list readable. More people: bind a group of theirs.
+MAX_IDENTITIES = 100
 
 
 def _identity(value: str) -> str:
@@ -29,6 +47,8 @@ def _identity(value: str) -> str:
         raise ValueError("must be a non-empty name without surrounding spaces or control characters")
     if len(value) > MAX_IDENTITY_LENGTH:
         raise ValueError(f"is {len(value)} characters; at most {MAX_IDENTITY_LENGTH}")
+    if "*" in value:
+        raise ValueError(f"{value!r}: an identity is one name, never a pattern ('*'); list each user or group by name")
     return value
 
 
@@ -39,6 +59,11 @@ def _user(value: str) -> str:
         # Else the RoleBinding's subject would have an empty name, which the API server refuses mid-`up`.
         if not namespace or not name or ":" in name:
             raise ValueError(f"{value!r} is not a service account's user name: {SERVICE_ACCOUNT_PREFIX}<namespace>:<name>")
+        if not is_dns_label(namespace) or not is_dns_subdomain(name):
+            raise ValueError(
+                f"{value!r} names no service account Kubernetes can have: its namespace is a DNS-1123 label (at most "
+                f"{MAX_NAMESPACE_LENGTH} lowercase letters, digits and '-') and its name a DNS-1123 subdomain"
+            )
         return value
     if value.startswith(SYSTEM_PREFIX):
         raise ValueError(
@@ -72,6 +97,15 @@ class Identities(Model):
     """User names, e.g. alice or alice@example.com; none: only the platform team's own identities."""
     groups: tuple[IdentityGroup, ...] = ()
     """Groups, e.g. ml-team; never a `system:` group."""
+
+    @model_validator(mode="after")
+    def _bounded(self) -> Identities:
+        if len(self.users) + len(self.groups) > MAX_IDENTITIES:
+            raise ValueError(
+                f"{len(self.users)} users and {len(self.groups)} groups; at most {MAX_IDENTITIES} together (each is a "
+                "subject of one RoleBinding): bind a group of those people instead"
+            )
+        return self
 
 
 class TenantVolumes(Model):
@@ -145,6 +179,7 @@ class TenantStack(Model):
 
     kind: Literal["tenant"]
     platform_stack: StackReference = Field(
-        min_length=1, description="the platform stack this tenant lives on: its name (platform-dev) or org/project/stack"
+        min_length=1,
+        description="the platform stack this tenant lives on: its name (platform-dev), project/stack or org/project/stack",
     )
     tenant: TenantSettings

@@ -30,11 +30,16 @@ Invoke = Callable[[str, Any], dict[str, Any]]  # (stack name, monitor) -> invoke
 
 
 def qualified(ref: str, organization: str | None = None, project: str | None = None) -> str:
-    """`platform-dev` -> `<organization>/<project>/platform-dev`; qualified names pass unchanged.
-    This program's organization and project unless given (a thread of its own must give them:
-    the SDK keeps its settings per context, and a new thread starts with none)."""
-    if ref.count("/") == 2:
+    """`platform-dev` -> `<organization>/<project>/platform-dev`, `other/platform-dev` ->
+    `<organization>/other/platform-dev`; qualified names pass unchanged (the file backend's
+    organization is `organization`). This program's organization and project unless given (a
+    thread of its own must give them: the SDK keeps its settings per context, and a new thread
+    starts with none)."""
+    parts = ref.count("/")
+    if parts == 2:
         return ref
+    if parts == 1:
+        return f"{organization or pulumi.get_organization()}/{ref}"
     return f"{organization or pulumi.get_organization()}/{project or pulumi.get_project()}/{ref}"
 
 

@@ -45,7 +45,7 @@ TOKEN_SECRET = "tfk8s-jupyter-token"
 DATA_CLAIM, LOG_CLAIM = "tfk8s-data", "tfk8s-log"
 NOTEBOOK_SERVICE = "jupyter-tf"
 # Jupyter and TensorBoard, one replica each, both on the User Node (a tenant checks it has room).
-USER_NODE_PODS_PER_USER = 2
+USER_NODE_PODS_PER_USER = quota.TENANT_APP_PODS
 # Where Jupyter mounts the user's volumes; layouts name directories relative to them.
 NOTEBOOK_DATA_ROOT, NOTEBOOK_LOG_ROOT = "/data", "/logs"
 
@@ -398,7 +398,7 @@ class UserEnvironment(pulumi.ComponentResource):
             "ports": [{"name": "http", "containerPort": platform.ports.tensorboard}],
             # TCP: every HTTP request without the token is a 401 by design.
             "readinessProbe": {"tcpSocket": {"port": "http"}, "periodSeconds": 5},
-            "resources": pods.resources(Resources(cpu="100m", memory="128Mi")),
+            "resources": pods.resources(Resources(cpu=quota.TOKEN_GATE_CPU, memory=quota.TOKEN_GATE_MEMORY)),
             "securityContext": pod_security.container_security_context(read_only_root=True),
             "volumeMounts": [
                 {"name": "tfk8s-train", "mountPath": f"{LAUNCHER_DIR}/tfk8s_train", "readOnly": True},

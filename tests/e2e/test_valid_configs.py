@@ -18,7 +18,7 @@ EDGES = {
         "tfk8s:clusters[0].workers.cpu": "0.25",
         "tfk8s:clusters[0].workers.memory": "1.5Gi",
         "tfk8s:clusters[0].ps.cpu": "250m",
-        "tfk8s:clusters[0].ps.memory": "1073741824",
+        "tfk8s:clusters[0].ps.memory": "1048576Ki",  # 1Gi in a large number; a bare "1073741824" has no unit
     },
     "placement": {
         "tfk8s:clusters[0].name": "placed",

@@ -8,14 +8,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pulumi
 import pytest
 from mocked_program import ROOT, facts_for, stack_config
 from tfk8s.config_errors import ConfigError
-from tfk8s.context_checks import check_experiment, check_platform, check_tenant
+from tfk8s.context_checks import check_experiment, check_platform
 from tfk8s.contract import PlatformFacts
 from tfk8s.schema_platform import ImageSettings, PlatformStack
 from tfk8s.schema_tenant import TenantStack
-from tfk8s.stack_config import parse_jupyter_token, validate
+from tfk8s.stack_config import JUPYTER_TOKEN_RULES, parse_jupyter_token, parse_secret, secret_keys, stack_values, validate
+from tfk8s.tenant_checks import check_tenant
 
 Raw = dict[str, Any]
 SCHEMA_DIR = ROOT / "schema"
@@ -100,7 +102,6 @@ HOSTILE = [
     ("code-url-no-host", _code({"source": "url", "url": "http:///a.py"}), r"code\.url: must be an http\(s\) URL"),
     ("code-url-file", _code({"source": "url", "url": "file:///etc/passwd"}), r"code\.url: must be an http\(s\) URL"),
     ("code-unknown-source", _code({"source": "git"}), r"code\.source: must be one of 'configmap', 'url', 'image'"),
-    ("cluster-name-digit", _set(cluster, "name", "1mnist"), r"clusters\[0\]\.name: '1mnist' starts with a digit"),
     ("cluster-name-dash", _set(cluster, "name", "-mnist"), r"clusters\[0\]\.name: .*DNS-1123"),
     ("cluster-name-empty", _set(cluster, "name", ""), r"clusters\[0\]\.name: .*DNS-1123"),
     ("cluster-name-dot", _set(cluster, "name", "a.b"), r"clusters\[0\]\.name: .*DNS-1123"),
@@ -363,8 +364,260 @@ HOSTILE = [
     ("tensorboard-image-newline", _platform("images", {"tensorboard": "tf\n"}), r"images\.tensorboard: .*" + IMAGE),
     ("api-server-host-bits", _platform("network", {"apiServer": {"cidrs": ["10.0.0.1/8"]}}), r"apiServer\.cidrs\[0\]"),
     ("dns-label-bad", _platform("network", {"dns": {"podLabels": {"k8s-app": "kube dns"}}}), r"dns\.podLabels\.k8s-app: "),
-    ("tenant-stack-empty", _set(lambda r: r, "tenantStack", ""), r"tfk8s:tenantStack: string should have at least 1"),
-    ("platform-stack-empty", _set(lambda r: r, "platformStack", ""), r"tfk8s:platformStack: string should have at least 1"),
+    ("tenant-stack-empty", _set(lambda r: r, "tenantStack", ""), r"tfk8s:tenantStack: is empty: whose experiment this is"),
+    ("platform-stack-empty", _set(lambda r: r, "platformStack", ""), r"tfk8s:platformStack: is empty: the platform stack"),
+]
+
+
+def _tenant(key: str, value: Any) -> Callable[[Raw], None]:
+    return _set(lambda r: r["tenant"], key, value)
+
+
+def _identities(**identities: list[str]) -> Callable[[Raw], None]:
+    return _tenant("identities", identities)
+
+
+def _network(**network: Any) -> Callable[[Raw], None]:
+    return _platform("network", network)
+
+
+def _gluster(**settings: Any) -> Callable[[Raw], None]:
+    def mutate(raw: Raw) -> None:
+        raw["platform"].update(kubernetesVersion="1.25", storage={"backend": "glusterfs", "glusterfs": settings})
+
+    return mutate
+
+
+NO_UNIT = r"has no unit, so it is \d+ bytes: add a unit, e.g. "
+FOREIGN_ACCOUNT = r"is a service account of namespace '{}', so any pod run there as it would act for this tenant"
+# Found by an independent hostile suite (issue 35): values that crashed with a traceback, or that
+# were taken although they hand something away, open a network, or are silently ignored.
+HOSTILE_SUITE = [
+    # Crashes: a port beyond 65535 raised in urllib when the network policy was built.
+    ("code-url-port-too-big", _code({"source": "url", "url": "http://x:99999/a.py"}), r"code\.url: the port of .* \(1-65535\)"),
+    ("code-url-port-zero", _code({"source": "url", "url": "http://x:0/a.py"}), r"code\.url: the port of .* \(1-65535\)"),
+    ("heketi-url-port-too-big", _gluster_url("http://heketi:99999"), r"restUrl: the port of 'http://heketi:99999' must be a TCP"),
+    ("heketi-url-port-text", _gluster_url("http://heketi:80a/"), r"restUrl: the port of .* must be a TCP port"),
+    ("heketi-url-no-host", _gluster_url("http://:8080/"), r"restUrl: 'http://:8080/' names no host"),
+    # Identities: another namespace's accounts, names Kubernetes cannot have, patterns, too many.
+    (
+        "identity-other-tenants-account",
+        _identities(users=["system:serviceaccount:tfk8s-bob:default"]),
+        r"identities\.users\[0\]: .*" + FOREIGN_ACCOUNT.format("tfk8s-bob") + r".*\('tfk8s-alice'\) or of tfk8s-gitops",
+    ),
+    (
+        "identity-kube-system-account",
+        _identities(users=["alice", "system:serviceaccount:kube-system:default"]),
+        r"identities\.users\[1\]: .*" + FOREIGN_ACCOUNT.format("kube-system"),
+    ),
+    (
+        "identity-account-name-upper",
+        _identities(users=["system:serviceaccount:tfk8s-alice:Runner"]),
+        r"users\[0\]: '.*:Runner' names no service account Kubernetes can have",
+    ),
+    (
+        "identity-account-namespace-dot",
+        _identities(users=["system:serviceaccount:tfk8s.alice:runner"]),
+        r"users\[0\]: .* names no service account Kubernetes can have: its namespace is a DNS-1123 label",
+    ),
+    ("identity-wildcard-user", _identities(users=["*"]), r"users\[0\]: '\*': an identity is one name, never a pattern"),
+    ("identity-wildcard-in-user", _identities(users=["alice", "ali*"]), r"users\[1\]: 'ali\*': an identity is one name"),
+    ("identity-wildcard-group", _identities(groups=["ml-*"]), r"groups\[0\]: 'ml-\*': an identity is one name"),
+    (
+        "identities-too-many",
+        _identities(users=[f"u{i}" for i in range(60)], groups=[f"g{i}" for i in range(41)]),
+        r"tfk8s:tenant\.identities: 60 users and 41 groups; at most 100 together .* bind a group",
+    ),
+    # Network: ranges that open pods to (most of) the Internet; addresses without ports.
+    (
+        "api-server-cidr-everything",
+        _network(apiServer={"cidrs": ["0.0.0.0/0"], "ports": [6443]}),
+        r"apiServer\.cidrs\[0\]: '0\.0\.0\.0/0' is wider than /8",
+    ),
+    (
+        "api-server-cidr-wider-than-8",
+        _network(apiServer={"cidrs": ["10.0.0.1/32", "10.0.0.0/7"], "ports": [6443]}),
+        r"apiServer\.cidrs\[1\]: '10\.0\.0\.0/7' is wider than /8",
+    ),
+    ("dns-cidr-everything-v6", _network(dns={"cidrs": ["::/0"]}), r"dns\.cidrs\[0\]: '::/0' is wider than /32.*fd00::10/128"),
+    ("dns-cidr-wider-than-32-v6", _network(dns={"cidrs": ["2000::/3"]}), r"dns\.cidrs\[0\]: '2000::/3' is wider than /32"),
+    (
+        "api-server-cidrs-without-ports",
+        _network(apiServer={"cidrs": ["10.0.0.10/32"]}),
+        r"^invalid tfk8s configuration:\n  - tfk8s:platform\.network\.apiServer\.ports: cidrs are set \(10\.0\.0\.10/32\) but no "
+        r"port.*set tfk8s:platform\.network\.apiServer\.ports too, e\.g\. \[6443\]$",
+    ),
+    (
+        "api-server-ports-without-cidrs",
+        _network(apiServer={"ports": [6443]}),
+        r"apiServer\.ports: without cidrs .* these would be ignored: set tfk8s:platform\.network\.apiServer\.cidrs too",
+    ),
+    # The User Node: a name no node can have.
+    ("user-node-name-empty", _set(lambda r: r["platform"]["userNode"], "name", ""), r"userNode\.name: '' is not a DNS-1123"),
+    ("user-node-name-space", _set(lambda r: r["platform"]["userNode"], "name", "user node"), r"userNode\.name: .* DNS-1123"),
+    ("user-node-name-upper", _set(lambda r: r["platform"]["userNode"], "name", "Node-1"), r"userNode\.name: 'Node-1' is not"),
+    # Placement: the platform may not allow Kubernetes' own taints and labels, nor the User Node's.
+    (
+        "placement-tolerates-control-plane",
+        _platform("placement", {"tolerationKeys": ["nvidia.com/gpu", "node-role.kubernetes.io/control-plane"]}),
+        r"placement\.tolerationKeys\[1\]: 'node-role\.kubernetes\.io/control-plane' is a taint Kubernetes puts",
+    ),
+    (
+        "placement-tolerates-cordoned",
+        _platform("placement", {"tolerationKeys": ["node.kubernetes.io/unschedulable"]}),
+        r"placement\.tolerationKeys\[0\]: .* training pods must never tolerate it",
+    ),
+    (
+        "placement-tolerates-user-node",
+        _platform("placement", {"tolerationKeys": ["tfk8s.io/user-node"]}),
+        r"placement\.tolerationKeys\[0\]: 'tfk8s\.io/user-node' is the User Node's taint \(userNode\.taintKey\)",
+    ),
+    (
+        "placement-selects-hostname",
+        _platform("placement", {"nodeSelectorKeys": ["kubernetes.io/hostname"]}),
+        r"placement\.nodeSelectorKeys\[0\]: 'kubernetes\.io/hostname' picks single nodes by name",
+    ),
+    (
+        "placement-selects-control-plane",
+        _platform("placement", {"nodeSelectorKeys": ["node-role.kubernetes.io/control-plane"]}),
+        r"placement\.nodeSelectorKeys\[0\]: .* selects the control plane",
+    ),
+    (
+        "placement-selects-user-node-label",
+        _platform("placement", {"nodeSelectorKeys": ["tfk8s.io/user-node"]}),
+        r"placement\.nodeSelectorKeys\[0\]: 'tfk8s\.io/user-node' is the User Node's label",
+    ),
+    (
+        "toleration-cordoned-node",
+        _workers("tolerations", [{"key": "node.kubernetes.io/unschedulable", "operator": "Exists"}]),
+        r"workers\.tolerations\[0\]: .* tolerates a taint Kubernetes puts on a node in trouble",
+    ),
+    (
+        "ps-toleration-uninitialized-node",
+        _set(lambda r: cluster(r)["ps"], "tolerations", [{"key": "node.cloudprovider.kubernetes.io/uninitialized"}]),
+        r"ps\.tolerations\[0\]: .* tolerates a taint Kubernetes puts on a node in trouble",
+    ),
+    (
+        "node-selector-control-plane",
+        _workers("nodeSelector", {"node-role.kubernetes.io/control-plane": ""}),
+        r"workers\.nodeSelector: \['node-role\.kubernetes\.io/control-plane'\] selects the control plane",
+    ),
+    # Numbers: ids Kubernetes refuses; sizes without a unit (`10` is 10 bytes).
+    (
+        "run-as-user-above-int32",
+        _platform("podSecurity", {"tensorflow": {"runAsUser": 2**31, "runAsGroup": 1000, "fsGroup": 1000}}),
+        r"podSecurity\.tensorflow\.runAsUser: must be at most 2147483647",
+    ),
+    (
+        "fs-group-above-int32",
+        _platform("podSecurity", {"jupyter": {"runAsUser": 1000, "runAsGroup": 100, "fsGroup": 2**32}}),
+        r"podSecurity\.jupyter\.fsGroup: must be at most 2147483647",
+    ),
+    (
+        "gid-max-above-int32",
+        _gluster(restUrl="http://heketi:8080", gidMax=2**31),
+        r"glusterfs\.gidMax: must be at most 2147483647",
+    ),
+    ("data-size-bare-number", _tenant("volumes", {"dataSize": 10}), r"volumes\.dataSize: '10' " + NO_UNIT + "10Gi"),
+    ("log-size-bare-string", _tenant("volumes", {"logSize": "1073741824"}), r"volumes\.logSize: '1073741824' " + NO_UNIT),
+    ("memory-bare-number", _workers("memory", 2048), r"workers\.memory: '2048' " + NO_UNIT + "2048Gi"),
+    ("memory-milli-bytes", _workers("memory", "2000m"), r"workers\.memory: '2000m' has no unit, so it is 2 bytes"),
+    ("memory-exponent", _workers("memory", "1e9"), r"workers\.memory: '1e9' has no unit, so it is 1000000000 bytes"),
+    ("scratch-size-bare", _set(cluster, "scratch", {"size": 20}), r"scratch\.size: '20' " + NO_UNIT),
+    ("quota-storage-bare", _tenant("quota", {"storage": "500"}), r"quota\.storage: '500' " + NO_UNIT),
+    ("default-quota-memory-bare", _platform("defaultQuota", {"memory": 128}), r"defaultQuota\.memory: '128' " + NO_UNIT),
+    (
+        "container-memory-bare",
+        _platform("containerDefaults", {"memory": "2048"}),
+        r"containerDefaults\.memory: '2048' " + NO_UNIT,
+    ),
+    # Quotas: a tenant's own Jupyter and TensorBoard (1 CPU, 2Gi each, the token gate 100m, 128Mi) must fit.
+    (
+        "quota-cpu-below-own-apps",
+        _tenant("quota", {"cpu": "2"}),
+        r"^invalid tfk8s configuration:\n  - tfk8s:tenant\.quota\.cpu: the tenant's own Jupyter and TensorBoard take 2\.1 \("
+        r"Jupyter 1 \+ TensorBoard 1 \+ its token gate 100m, at containerDefaults\.cpu\) but its quota is 2: raise it to at "
+        r"least 2\.1, plus what its experiments need, or ask the platform team to lower platform\.containerDefaults\.cpu$",
+    ),
+    (
+        "quota-memory-below-own-apps",
+        _tenant("quota", {"memory": "4Gi"}),
+        r"quota\.memory: .* take 4224Mi \(Jupyter 2Gi \+ TensorBoard 2Gi \+ its token gate 128Mi.*quota is 4Gi",
+    ),
+    ("quota-pods-below-own-apps", _tenant("quota", {"pods": 1}), r"quota\.pods: .* take 2 \(Jupyter's and TensorBoard's pods\)"),
+    (
+        "quota-services-below-own-apps",
+        _tenant("quota", {"services": 2}),
+        r"quota\.services: .* take 3 \(Jupyter's, TensorBoard's",
+    ),
+    (
+        "default-quota-below-container-defaults",
+        _platform("containerDefaults", {"cpu": "16"}),
+        r"defaultQuota\.cpu: every tenant's Jupyter and TensorBoard take 32\.1 .* default quota is 32: raise it to at least "
+        r"32\.1, plus what experiments need, or lower tfk8s:platform\.containerDefaults\.cpu",
+    ),
+    (
+        "default-quota-services-below-own-apps",
+        _platform("defaultQuota", {"services": 2}),
+        r"defaultQuota\.services: every tenant's Jupyter and TensorBoard take 3 .* default quota is 2: raise it to at least 3",
+    ),
+    # Credentials in URLs: plain text in the stack file, the state and the objects.
+    (
+        "code-url-credentials",
+        _code({"source": "url", "url": "http://user:pass@x/a.py"}),
+        r"code\.url: carries credentials \(user:password@host\).*plain text: serve the code .*code\.source: image",
+    ),
+    (
+        "heketi-url-credentials",
+        _gluster_url("http://admin:key@heketi:8080"),
+        r"restUrl: carries credentials .* restUser and its key as the secret tfk8s:heketiAdminKey",
+    ),
+    ("heketi-url-user", _gluster_url("https://admin@heketi"), r"glusterfs\.restUrl: carries credentials"),
+    # Settings that do not apply are refused, not ignored.
+    (
+        "code-url-with-configmap",
+        _code({"source": "configmap", "url": "http://x/a.py"}),
+        r"code\.url: applies to source 'url' alone, and the source is 'configmap': remove it, or set "
+        r"tfk8s:clusters\[0\]\.code\.source: url",
+    ),
+    ("code-url-with-image", _code({"source": "image", "url": "http://x/a.py"}), r"code\.url: applies to source 'url' alone"),
+    (
+        "code-path-with-image",
+        _code({"source": "image", "path": "training/tfk8s_train"}),
+        r"code\.path: applies to source 'configmap' alone, and the source is 'image'",
+    ),
+    (
+        "code-path-with-url",
+        _code({"source": "url", "url": "http://x/a.py", "path": "training"}),
+        r"code\.path: applies to source 'configmap' alone, and the source is 'url'",
+    ),
+    (
+        "in-graph-client-with-between-graph",
+        _set(cluster, "inGraphClient", "notebook"),
+        r"clusters\[0\]\.inGraphClient: applies to in-graph replication alone .* set tfk8s:clusters\[0\]\.replication: in-graph",
+    ),
+    (
+        "in-graph-client-chief-with-between-graph",
+        lambda r: cluster(r).update(replication="between-graph", inGraphClient="chief"),
+        r"clusters\[0\]\.inGraphClient: applies to in-graph replication alone",
+    ),
+    # Namespaces a tenant's may never be: the GitOps operator's, the storage Secret's, Kubernetes' own.
+    (
+        "tenant-namespace-gitops",
+        _tenant("name", "gitops"),
+        r"tfk8s:tenant\.name: the tenant's namespace would be 'tfk8s-gitops' \('tfk8s-' \+ 'gitops'\), where the GitOps "
+        r"operator's .*: choose another tenant\.name",
+    ),
+    (
+        "tenant-namespace-storage",
+        _tenant("name", "storage"),
+        r"tfk8s:tenant\.name: the tenant's namespace would be 'tfk8s-storage' .* storage Secret",
+    ),
+    (
+        "namespace-prefix-kube",
+        _platform("namespacePrefix", "kube-"),
+        r"namespacePrefix: 'kube-': namespaces kube-\* are Kubernetes'",
+    ),
 ]
 
 BAD = [
@@ -478,6 +731,7 @@ BAD = [
         r"kubernetesVersion: must look like '1\.34'",
     ),
     *HOSTILE,
+    *HOSTILE_SUITE,
 ]
 
 
@@ -525,6 +779,34 @@ PLATFORM_CASES = [
     "unknown-backend",
     "user-node-missing",
     "users-in-platform",
+    "api-server-cidr-everything",
+    "api-server-cidr-wider-than-8",
+    "dns-cidr-everything-v6",
+    "dns-cidr-wider-than-32-v6",
+    "api-server-cidrs-without-ports",
+    "api-server-ports-without-cidrs",
+    "user-node-name-empty",
+    "user-node-name-space",
+    "user-node-name-upper",
+    "placement-tolerates-control-plane",
+    "placement-tolerates-cordoned",
+    "placement-tolerates-user-node",
+    "placement-selects-hostname",
+    "placement-selects-control-plane",
+    "placement-selects-user-node-label",
+    "run-as-user-above-int32",
+    "fs-group-above-int32",
+    "gid-max-above-int32",
+    "default-quota-memory-bare",
+    "container-memory-bare",
+    "default-quota-below-container-defaults",
+    "default-quota-services-below-own-apps",
+    "heketi-url-port-too-big",
+    "heketi-url-port-text",
+    "heketi-url-no-host",
+    "heketi-url-credentials",
+    "heketi-url-user",
+    "namespace-prefix-kube",
 ]
 TENANT_CASES = [
     "keep-on-destroy-string",
@@ -549,6 +831,23 @@ TENANT_CASES = [
     "tenant-missing",
     "user-name-missing",
     "user-name-upper",
+    "identity-other-tenants-account",
+    "identity-kube-system-account",
+    "identity-account-name-upper",
+    "identity-account-namespace-dot",
+    "identity-wildcard-user",
+    "identity-wildcard-in-user",
+    "identity-wildcard-group",
+    "identities-too-many",
+    "data-size-bare-number",
+    "log-size-bare-string",
+    "quota-storage-bare",
+    "quota-cpu-below-own-apps",
+    "quota-memory-below-own-apps",
+    "quota-pods-below-own-apps",
+    "quota-services-below-own-apps",
+    "tenant-namespace-gitops",
+    "tenant-namespace-storage",
 ]
 
 
@@ -558,6 +857,183 @@ def test_bad_config_is_rejected_with_the_key_named(case: str, mutate: Callable[[
     mutate(raw)
     with pytest.raises(ConfigError, match=message):
         parse(raw)
+
+
+# Valid controls: values at the edge of a refusal above, accepted (stack, mutation).
+GOOD = [
+    ("code-url-highest-port", "dev", _code({"source": "url", "url": "http://x:65535/a.py"})),
+    ("heketi-url-lowest-port", "platform-dev", _gluster_url("http://heketi:1")),
+    ("heketi-url-at-in-path", "platform-dev", _gluster_url("http://heketi:8080/a@b")),
+    ("identity-own-account", "tenant-alice", _identities(users=["system:serviceaccount:tfk8s-alice:ci.runner"])),
+    ("identity-gitops-account", "tenant-alice", _identities(users=["alice", "system:serviceaccount:tfk8s-gitops:tfk8s-dev"])),
+    ("identities-100", "tenant-alice", _identities(users=[f"u{i}" for i in range(50)], groups=[f"g{i}" for i in range(50)])),
+    ("api-server-cidr-8", "platform-dev", _network(apiServer={"cidrs": ["10.0.0.0/8"], "ports": [6443]})),
+    ("dns-cidr-32-v6", "platform-dev", _network(dns={"cidrs": ["2001:db8::/32", "169.254.20.10/32"]})),
+    ("user-node-subdomain", "platform-dev", _set(lambda r: r["platform"]["userNode"], "name", "node-1.example.com")),
+    (
+        "placement-own-keys",
+        "platform-dev",
+        _platform("placement", {"tolerationKeys": ["nvidia.com/gpu"], "nodeSelectorKeys": ["node.kubernetes.io/instance-type"]}),
+    ),
+    ("node-selector-another-node-by-name", "dev", _workers("nodeSelector", {"kubernetes.io/hostname": "gpu-node-1"})),
+    (
+        "ids-at-int32-max",
+        "platform-dev",
+        _platform("podSecurity", {"tensorflow": {"runAsUser": 2**31 - 1, "runAsGroup": 0, "fsGroup": 2**31 - 1}}),
+    ),
+    ("gid-max-at-int32-max", "platform-dev", _gluster(restUrl="http://heketi:8080", gidMax=2**31 - 1)),
+    ("data-size-with-unit", "tenant-alice", _tenant("volumes", {"dataSize": "10Gi", "logSize": "10G"})),
+    ("memory-decimal-unit", "dev", _workers("memory", "2G")),
+    ("memory-bytes-in-kibibytes", "dev", _set(lambda r: cluster(r)["ps"], "memory", "1048576Ki")),
+    ("quota-exactly-own-apps", "tenant-alice", _tenant("quota", {"cpu": "2.1", "memory": "4224Mi", "pods": 2, "services": 3})),
+    (
+        "default-quota-exactly-own-apps",
+        "platform-dev",
+        _platform("defaultQuota", {"cpu": "2.1", "memory": "4224Mi", "services": 3}),
+    ),
+    (
+        "default-quota-without-token-gate",
+        "platform-dev",
+        lambda r: r["platform"].update(tensorboardRequiresToken=False, defaultQuota={"cpu": "2", "memory": "4Gi"}),
+    ),
+    ("code-image-alone", "dev", _code({"source": "image"})),
+    ("code-url-alone", "dev", _code({"source": "url", "url": "http://x/a.py"})),
+    ("code-path-null-with-image", "dev", _code({"source": "image", "path": None})),
+    ("in-graph-client-with-in-graph", "dev", lambda r: cluster(r).update(replication="in-graph", inGraphClient="notebook")),
+    ("cluster-name-digit", "dev", _set(cluster, "name", "1mnist")),
+    ("tenant-stack-project-form", "dev", _set(lambda r: r, "tenantStack", "tfk8s/tenant-alice")),
+    ("tenant-name-beside-reserved", "tenant-alice", _tenant("name", "gitops2")),
+    ("namespace-prefix-kube-without-dash", "platform-dev", _platform("namespacePrefix", "kubeflow-")),
+]
+
+
+@pytest.mark.parametrize(("case", "stack", "mutate"), GOOD, ids=[i for i, _, _ in GOOD])
+def test_values_at_the_edge_of_a_refusal_are_accepted(case: str, stack: str, mutate: Callable[[Raw], None]) -> None:
+    raw = copy.deepcopy(stack_config(stack))
+    mutate(raw)
+    parse(raw)
+
+
+@pytest.mark.parametrize("value", ["", "[", "{not json", "[1, 2"])
+def test_a_string_that_looks_like_json_or_is_empty_is_refused_never_a_traceback(value: str) -> None:
+    """`pulumi config set tfk8s:tenantStack ''` (or '[x') reached json.loads and crashed; now the schema says what is wrong."""
+    config = {"tfk8s:kind": "experiment", "tfk8s:tenantStack": value, "tfk8s:clusters": '[{"name": "mnist"}]'}
+    raw = stack_values(config)
+    assert raw["tenantStack"] == value and raw["clusters"] == [{"name": "mnist"}]
+    with pytest.raises(ConfigError, match=r"^invalid tfk8s configuration:\n  - tfk8s:tenantStack: "):
+        validate(raw)
+
+
+@pytest.mark.parametrize(
+    ("stack", "secrets", "message"),
+    [
+        (
+            "platform-dev",
+            ["jupyterToken"],
+            r"tfk8s:jupyterToken: is a secret of tenant stacks, not of platform stacks; remove it",
+        ),
+        ("dev", ["jupyterToken"], r"tfk8s:jupyterToken: is a secret of tenant stacks, not of experiment stacks"),
+        ("tenant-alice", ["heketiAdminKey"], r"tfk8s:heketiAdminKey: is a secret of platform stacks, not of tenant stacks"),
+        (
+            "platform-dev",
+            ["heketiAdminKey"],
+            r"tfk8s:heketiAdminKey: storage backend 'local' reads no heketiAdminKey; remove it: `pulumi config rm "
+            r"tfk8s:heketiAdminKey`",
+        ),
+    ],
+    ids=["token-on-platform", "token-on-experiment", "heketi-key-on-tenant", "heketi-key-without-glusterfs"],
+)
+def test_a_secret_of_another_kind_of_stack_is_an_error_not_ignored(stack: str, secrets: list[str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        validate(stack_config(stack), secrets)
+
+
+def test_the_secrets_each_kind_reads_are_accepted() -> None:
+    assert validate(stack_config("imagenet-platform"), ["heketiAdminKey"])
+    assert validate(stack_config("tenant-alice"), ["jupyterToken"])
+    assert secret_keys({"tfk8s:jupyterToken": "x", "tfk8s:kind": "tenant", "other:heketiAdminKey": "y"}) == {"jupyterToken"}
+
+
+@pytest.mark.parametrize(
+    ("key", "raw", "is_secret", "message"),
+    [
+        ("heketiAdminKey", "admin-key", False, r"tfk8s:heketiAdminKey: is stored in plain text .*config set --secret"),
+        ("heketiAdminKey", "admin\nkey", True, r"tfk8s:heketiAdminKey: holds a line break or another control character"),
+        ("heketiAdminKey", "", True, r"tfk8s:heketiAdminKey: must be at least 1 characters"),
+        ("jupyterToken", "0123456789\nabcdef", True, r"tfk8s:jupyterToken: holds a line break .*openssl rand -hex 24"),
+        ("jupyterToken", "0123456789abcdef\x07", True, r"tfk8s:jupyterToken: holds a line break or another control"),
+    ],
+    ids=["heketi-plain-text", "heketi-newline", "heketi-empty", "token-newline", "token-bell"],
+)
+def test_a_secret_in_plain_text_or_with_a_line_break_is_refused(key: str, raw: str, is_secret: bool, message: str) -> None:
+    rules = JUPYTER_TOKEN_RULES if key == "jupyterToken" else {}
+    with pytest.raises(ConfigError, match=message):
+        parse_secret(key, raw, is_secret, **rules)
+
+
+def test_a_heketi_key_in_plain_text_stops_the_platform_before_anything_exists(imagenet_platform_config: Raw) -> None:
+    """As a Jupyter token in plain text does: the key would sit readable in the stack file."""
+    from tfk8s.platform_stack import backend_secret
+
+    settings = validate(imagenet_platform_config).platform.storage  # type: ignore[union-attr]
+    pulumi.runtime.set_all_config({"tfk8s:heketiAdminKey": "admin-key"}, secret_keys=[])
+    with pytest.raises(ConfigError, match=r"tfk8s:heketiAdminKey: is stored in plain text"):
+        backend_secret(settings)
+    pulumi.runtime.set_all_config({"tfk8s:heketiAdminKey": "admin-key"}, secret_keys=["tfk8s:heketiAdminKey"])
+    assert backend_secret(settings) is not None
+
+
+@pytest.mark.parametrize(
+    ("prefix", "name", "why"),
+    [
+        ("", "default", "one of Kubernetes' own namespaces"),
+        ("", "kube-system", "one of Kubernetes' own namespaces"),
+        ("kub", "e-flow", "one of Kubernetes' own namespaces"),  # the prefix is fine, prefix + name is not
+        ("kube", "-flow", None),  # no tenant name starts with '-'
+        ("", "tfk8s-gitops", "where the GitOps operator's Stacks"),
+        ("", "dns", "where the cluster's DNS pods run"),
+        ("team-", "keys", "where the platform keeps its storage Secret"),
+    ],
+    ids=["default", "kube-system", "kube-by-halves", "not-a-name", "gitops", "dns", "secret-namespace"],
+)
+def test_a_tenants_namespace_is_never_one_the_cluster_or_platform_keeps(
+    platform_config: Raw, tenant_config: Raw, prefix: str, name: str, why: str | None
+) -> None:
+    platform_config["platform"].update(namespacePrefix=prefix, network={"dns": {"namespace": "dns"}})
+    platform_config["platform"].update(kubernetesVersion="1.25")
+    platform_config["platform"]["storage"] = {
+        "backend": "glusterfs",
+        "glusterfs": {"restUrl": "http://heketi:8080", "secretNamespace": "team-keys"},
+    }
+    facts = PlatformFacts.model_validate(facts_for(platform_config), strict=False)
+    tenant_config["tenant"]["name"] = name
+    if why is None:
+        with pytest.raises(ConfigError, match=r"tfk8s:tenant\.name: .*DNS-1123"):
+            parse(tenant_config)
+        return
+    with pytest.raises(ConfigError, match=rf"tfk8s:tenant\.name: the tenant's namespace would be '{prefix}{name}' .*{why}"):
+        check_tenant(validate(tenant_config), facts)  # type: ignore[arg-type]
+
+
+def test_a_cluster_name_may_start_with_a_digit_as_every_name_it_makes_starts_with_the_experiment(dev_config: Raw) -> None:
+    """Services need a letter first (DNS-1035); every object named after a cluster is `<experiment>-<cluster>-...`
+    (or the experiment's own name), and the experiment's name starts with a letter."""
+    import re
+
+    from tfk8s import training_cluster
+    from tfk8s.cluster_spec import cluster_spec
+
+    cluster(dev_config).update(name="2d-unet", scratch={"size": "1Gi"})
+    stack = validate(dev_config)
+    facts = PlatformFacts.model_validate(facts_for(stack_config("platform-dev")), strict=False)
+    for experiment in ("dev", "e"):
+        c = stack.clusters[0]  # type: ignore[union-attr]
+        names = [o.name for o in training_cluster.fixed_objects(experiment, c, "tfk8s-alice", facts.layouts, "k")]
+        hosts = [h.split(".")[0].split(":")[0] for hosts in cluster_spec(c, 2222, experiment=experiment).values() for h in hosts]
+        assert names and hosts
+        for name in names + hosts:
+            assert re.fullmatch(r"[a-z]([-a-z0-9]*[a-z0-9])?", name) and len(name) <= 63, name
+            assert name.startswith(f"{experiment}-2d-unet"), name
 
 
 def test_every_problem_is_reported_at_once(dev_config: Raw, platform_config: Raw, tenant_config: Raw) -> None:
@@ -843,12 +1319,9 @@ def test_a_tenants_identities_never_hand_its_namespace_to_everyone(identities: d
 
 
 def test_people_groups_and_service_accounts_are_accepted_as_identities() -> None:
-    stack = parse(
-        _tenant_with(
-            users=["alice@example.com", "system:serviceaccount:ci:runner", "CN with spaces"], groups=["ml-team", "tfk8s:users"]
-        )
-    )
-    assert stack.tenant.identities.users == ("alice@example.com", "system:serviceaccount:ci:runner", "CN with spaces")
+    users = ["alice@example.com", "system:serviceaccount:tfk8s-alice:runner", "CN with spaces"]
+    stack = parse(_tenant_with(users=users, groups=["ml-team", "tfk8s:users"]))
+    assert stack.tenant.identities.users == tuple(users)
     assert stack.tenant.identities.groups == ("ml-team", "tfk8s:users")
     assert parse(_tenant_with()).tenant.identities.users == ()  # none: only the platform team's own identities
 

@@ -134,9 +134,16 @@ def test_a_renamed_stack_file_is_a_destroy_and_a_create(repo: GitRepo) -> None:
 
 def test_another_projects_stack_reference_is_not_ordered(repo: GitRepo) -> None:
     base = repo.git("rev-parse", "HEAD")
-    head = repo.commit({"ext": _tenant("acme/other-project/platform-dev"), "own": _tenant("organization/tfk8s/platform-dev")})
+    head = repo.commit(
+        {
+            "ext": _tenant("acme/other-project/platform-dev"),
+            "ext2": _tenant("other-project/platform-dev"),
+            "own": _tenant("organization/tfk8s/platform-dev"),
+            "own2": _tenant("tfk8s/platform-dev"),  # project/stack: the form the schema's messages offer
+        }
+    )
     plan = make_plan(Repo(repo.root), base, head)
-    assert {s.stack: s.upstream for s in plan.steps} == {"ext": None, "own": "platform-dev"}
+    assert {s.stack: s.upstream for s in plan.steps} == {"ext": None, "ext2": None, "own": "platform-dev", "own2": "platform-dev"}
 
 
 def test_files_outside_the_stack_folder_are_not_stacks(repo: GitRepo) -> None:

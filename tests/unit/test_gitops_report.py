@@ -183,6 +183,27 @@ def test_what_the_operator_cannot_run_is_refused_with_the_fix(
         operator.render(Repo(files.root), _args(stack, **overrides))
 
 
+def test_an_experiments_workspace_outside_the_gitops_namespace_is_refused_as_its_tenant_would(files: StackFiles) -> None:
+    """A tenant accepts service accounts of its own namespace and of tfk8s-gitops alone (tfk8s.tenant_checks)."""
+    elsewhere = operator.identity("elsewhere", "exp")
+    tenant = {"name": "alice", "identities": {"users": ["alice", elsewhere]}}
+    files.write("tenant-alice", {"tfk8s:kind": "tenant", "tfk8s:platformStack": "platform-dev", "tfk8s:tenant": tenant})
+    with pytest.raises(
+        operator.OperatorError, match=r"--namespace: a tenant accepts service accounts of its own namespace and of "
+    ):
+        operator.render(Repo(files.root), _args("exp", namespace="elsewhere"))
+
+
+def test_a_secret_of_another_kind_in_a_stack_file_is_the_programs_own_error(files: StackFiles) -> None:
+    clusters = [{"name": "mnist"}]
+    files.write(
+        "exp",
+        {"tfk8s:kind": "experiment", "tfk8s:tenantStack": "tenant-alice", "tfk8s:clusters": clusters, "tfk8s:jupyterToken": "x"},
+    )
+    with pytest.raises(ConfigError, match="tfk8s:jupyterToken: is a secret of tenant stacks, not of experiment stacks"):
+        operator.render(Repo(files.root), _args("exp"))
+
+
 def test_an_invalid_stack_file_is_the_programs_own_error(files: StackFiles) -> None:
     files.write("exp", {"tfk8s:kind": "experiment", "tfk8s:tenantStack": "tenant-alice", "tfk8s:clusters": []})
     with pytest.raises(ConfigError, match="tfk8s:clusters"):

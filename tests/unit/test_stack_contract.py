@@ -262,6 +262,24 @@ def test_the_outputs_are_read_through_the_engines_stack_reference_call() -> None
     assert tenant.namespace == "tfk8s-alice" and platform.ports.tensorflow == 2222
 
 
+@pytest.mark.parametrize("ref", ["tenant-alice", "tfk8s/tenant-alice", "organization/tfk8s/tenant-alice"])
+def test_every_form_of_stack_reference_the_schema_offers_reads_the_same_stacks(ref: str) -> None:
+    """`stack`, `project/stack` and `org/project/stack` (tfk8s.schema_types.StackReference) all name
+    the same stack: the engine is asked for its qualified name, never `org/project/project/stack`."""
+    asked: list[str] = []
+
+    class Engine(RecordingMocks):
+        def call(self, args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
+            asked.append(args.args["name"])
+            outputs = TENANT_ALICE if args.args["name"].endswith("/tenant-alice") else PLATFORM_DEV
+            return {"name": args.args["name"], "outputs": outputs, "secretOutputNames": []}
+
+    pulumi.runtime.set_mocks(Engine(), project="tfk8s", stack="dev", organization="organization")
+    tenant, _ = stack_ref.tenant_facts(ref)
+    assert asked == ["organization/tfk8s/tenant-alice", "organization/tfk8s/platform-dev"]
+    assert tenant.namespace == "tfk8s-alice"
+
+
 # --- what the platform and a tenant publish and declare ------------------------------------------------
 
 
@@ -327,10 +345,10 @@ def experimenter_bindings(d: Any) -> list[Any]:
     [
         ({"users": ["alice"]}, [{"kind": "User", "apiGroup": RBAC, "name": "alice"}]),
         (
-            {"users": ["alice@example.com", "system:serviceaccount:ci:runner"], "groups": ["ml-team"]},
+            {"users": ["alice@example.com", "system:serviceaccount:tfk8s-gitops:tfk8s-dev"], "groups": ["ml-team"]},
             [
                 {"kind": "User", "apiGroup": RBAC, "name": "alice@example.com"},
-                {"kind": "ServiceAccount", "name": "runner", "namespace": "ci"},
+                {"kind": "ServiceAccount", "name": "tfk8s-dev", "namespace": "tfk8s-gitops"},
                 {"kind": "Group", "apiGroup": RBAC, "name": "ml-team"},
             ],
         ),

@@ -82,3 +82,6 @@ def test_names_are_qualified_with_this_programs_organization_and_project_unless_
     assert stack_outputs.qualified("tenant-alice") == TENANT
     assert stack_outputs.qualified("tenant-alice", "org", "proj") == "org/proj/tenant-alice"
     assert stack_outputs.qualified("a/b/c", "org", "proj") == "a/b/c"
+    # project/stack, as the schema's messages offer it: the file backend's organization is `organization`.
+    assert stack_outputs.qualified("tfk8s/tenant-alice") == TENANT
+    assert stack_outputs.qualified("other/tenant-alice", "org", "proj") == "org/other/tenant-alice"

@@ -26,7 +26,7 @@ from tfk8s.gitops.repo import Repo, StackFile
 from tfk8s.schema import NAMESPACE
 from tfk8s.schema_experiment import ExperimentStack
 from tfk8s.schema_platform import PlatformStack
-from tfk8s.schema_tenant import SERVICE_ACCOUNT_PREFIX, TenantStack
+from tfk8s.schema_tenant import GITOPS_NAMESPACE, SERVICE_ACCOUNT_PREFIX, TenantStack
 
 API_VERSION = "pulumi.com/v1"
 # The workspace image: the CLI of the Python SDK this project pins (pyproject.toml, the same
@@ -45,7 +45,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("stack", help="a stack file of the checkout (stacks/Pulumi.<stack>.yaml)")
     parser.add_argument("--repo", required=True, help="the git URL the operator clones")
     parser.add_argument("--branch", default="main")
-    parser.add_argument("--namespace", default="tfk8s-gitops", help="where the Stack and its ServiceAccount live")
+    parser.add_argument(
+        "--namespace",
+        default=GITOPS_NAMESPACE,
+        help=f"where the Stack and its ServiceAccount live; an experiment's: {GITOPS_NAMESPACE}, whose accounts tenants accept",
+    )
     parser.add_argument("--backend", default=os.environ.get("PULUMI_BACKEND_URL"), help="default: $PULUMI_BACKEND_URL")
     parser.add_argument("--passphrase-secret", default="tfk8s-gitops-passphrase", help="a Secret with key `passphrase`")
     parser.add_argument(
@@ -67,7 +71,8 @@ def settings(file: StackFile) -> PlatformStack | TenantStack | ExperimentStack:
     """The stack file's model (secrets left out), or the program's own ConfigError."""
     prefix = f"{NAMESPACE}:"
     raw = {k[len(prefix) :]: v for k, v in file.config.items() if k.startswith(prefix)}
-    return stack_config.validate({k: v for k, v in raw.items() if k not in stack_config.SECRET_KEYS})
+    secrets = [k for k in raw if k in stack_config.SECRET_KEYS]
+    return stack_config.validate({k: v for k, v in raw.items() if k not in stack_config.SECRET_KEYS}, secrets)
 
 
 def destroy_on_finalize(model: PlatformStack | TenantStack | ExperimentStack) -> bool:
@@ -151,6 +156,12 @@ def _check_tenant_lists(stacks: dict[str, StackFile], file: StackFile, user: str
         raise OperatorError(
             f"{tenant.path}: {key} does not list {user!r}, the operator workspace of {file.name}; add it there "
             "(its pod then has exactly the rights of the tenant's people, in the tenant's namespace)"
+        )
+    if not user.startswith(f"{SERVICE_ACCOUNT_PREFIX}{GITOPS_NAMESPACE}:"):
+        # A tenant's `up` refuses service accounts of other namespaces (tfk8s.tenant_checks).
+        raise OperatorError(
+            f"--namespace: a tenant accepts service accounts of its own namespace and of {GITOPS_NAMESPACE} alone as "
+            f"identities, not {user!r}: run the experiment's Stack in {GITOPS_NAMESPACE} (the default)"
         )
 
 

@@ -105,9 +105,9 @@ def _upstream(config: dict[str, Any], project: str) -> str | None:
     ref = config.get(key) if key else None
     if not isinstance(ref, str) or not ref:
         return None
-    # `org/project/stack` of this project orders like `stack`; another project's stack is not ours.
+    # `project/stack` and `org/project/stack` of this project order like `stack`; another project's stack is not ours.
     parts = ref.split("/")
-    return parts[-1] if len(parts) == 1 or (len(parts) == 3 and parts[1] == project) else None
+    return parts[-1] if len(parts) == 1 or (len(parts) in (2, 3) and parts[-2] == project) else None
 
 
 def is_program_path(path: str) -> bool:

@@ -25,7 +25,7 @@ from typing import Any
 
 import pulumi
 
-from tfk8s import awaits, network_policy, pod_security, pods, quota, readiness
+from tfk8s import app_sessions, awaits, network_policy, pod_security, pods, quota, readiness
 from tfk8s import kube_objects as kube
 from tfk8s.api_paths import LIMIT_RANGE, NAMESPACE, NETWORK_POLICY, RESOURCE_QUOTA, SECRET
 from tfk8s.code import CodeBundle
@@ -358,7 +358,7 @@ class UserEnvironment(pulumi.ComponentResource):
         ]
         containers = [board]
         if gated:
-            containers.append(self._token_gate(platform))
+            containers.append(self._token_gate(user.name, platform))
             volumes.append(self._trainer_volume(args))
         self.tensorboard = self._user_facing_app(
             f"{name}-tensorboard",
@@ -378,13 +378,15 @@ class UserEnvironment(pulumi.ComponentResource):
         files = pods.ConfigMapFiles(name=self.trainer_config.name, files=tuple(sorted(args.launcher.files)))
         return {"name": "tfk8s-train", **files.volume_source()}
 
-    def _token_gate(self, platform: PlatformFacts) -> dict[str, Any]:
+    def _token_gate(self, tenant: str, platform: PlatformFacts) -> dict[str, Any]:
         """The gate users reach TensorBoard through: the tenant's Jupyter token, or 401."""
         return {
             "name": "token-gate",
             "image": platform.images.tensorboard,  # any Python 3 does; this one is already pulled
             "command": ["python", "-m", "tfk8s_train.token_gate"],
-            "args": ["--listen", str(platform.ports.tensorboard), "--backend", f"127.0.0.1:{TENSORBOARD_BACKEND_PORT}"],
+            "args": app_sessions.gate_args(
+                tenant, listen=platform.ports.tensorboard, backend=f"127.0.0.1:{TENSORBOARD_BACKEND_PORT}"
+            ),
             "env": [
                 {
                     "name": "TFK8S_TOKEN",

@@ -483,7 +483,10 @@ def test_tensorboard_answers_users_only_through_the_token_gate(
             # The Service reaches the gate alone, and the gate forwards to TensorBoard's loopback port.
             assert [c["name"] for c in serving] == ["token-gate"]
             gate = containers["token-gate"]
-            assert gate["args"] == ["--listen", "6006", "--backend", f"127.0.0.1:{command[command.index('--port') + 1]}"]
+            args = gate["args"]
+            assert args[args.index("--listen") + 1] == "6006"
+            assert args[args.index("--backend") + 1] == f"127.0.0.1:{command[command.index('--port') + 1]}"
+            assert args[args.index("--tenant") + 1] == "alice"  # the gate's cookie is alice's own
             token = {e["name"]: e for e in gate["env"]}["TFK8S_TOKEN"]["valueFrom"]["secretKeyRef"]
             jupyter_token = {e["name"]: e for e in pod_spec(jupyter)["containers"][0]["env"]}["JUPYTER_TOKEN"]
             assert token == jupyter_token["valueFrom"]["secretKeyRef"]  # the tenant's one credential

@@ -6,22 +6,22 @@ request passes with the tenant's token (the user's Jupyter token, from the same 
 token does not stay in the address bar or in TensorBoard's links), as that cookie, or as an
 `Authorization: token ...` header (scripts). Anything else gets 401 and never reaches TensorBoard.
 
-    python -m tfk8s_train.token_gate --listen 6006 --backend 127.0.0.1:16006   (token in TFK8S_TOKEN)
+    python -m tfk8s_train.token_gate --listen 6006 --backend 127.0.0.1:16006 --tenant alice   (token in TFK8S_TOKEN)
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
-import hmac
 import http.client
 import os
 import sys
+import time
 from collections.abc import Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-COOKIE = "tfk8s-token"
+from tfk8s_train.gate_session import Session
+
 # Hop-by-hop headers (RFC 9110 7.6.1) are the gate's own, never forwarded.
 HOP_BY_HOP = {
     "connection",
@@ -33,24 +33,17 @@ HOP_BY_HOP = {
     "transfer-encoding",
     "upgrade",
 }
+# What the gate checks and TensorBoard never sees.
+CREDENTIALS = {"cookie", "authorization"}
 
 
-def cookie_value(token: str) -> str:
-    """What the cookie holds: a digest of the token, not the token (a leaked cookie is not the token)."""
-    return hmac.new(token.encode(), b"tfk8s-tensorboard", hashlib.sha256).hexdigest()
-
-
-def authorized(token: str, headers: dict[str, str], query_token: str | None) -> bool:
-    if query_token is not None and hmac.compare_digest(query_token.encode(), token.encode()):
+def authorized(session: Session, headers: dict[str, str], query_token: str | None) -> bool:
+    if query_token is not None and session.is_token(query_token):
         return True
     auth = headers.get("authorization", "")
-    if auth.lower().startswith("token ") and hmac.compare_digest(auth[6:].strip().encode(), token.encode()):
+    if auth.lower().startswith("token ") and session.is_token(auth[6:].strip()):
         return True
-    for part in headers.get("cookie", "").split(";"):
-        name, _, value = part.strip().partition("=")
-        if name == COOKIE and hmac.compare_digest(value.encode(), cookie_value(token).encode()):
-            return True
-    return False
+    return session.has_session(headers.get("cookie", ""), time.time())
 
 
 def without_token(path: str) -> tuple[str, str | None]:
@@ -62,28 +55,27 @@ def without_token(path: str) -> tuple[str, str | None]:
     return urlunsplit(("", "", parts.path or "/", rest, parts.fragment)), (tokens[0] if tokens else None)
 
 
-def handler(token: str, backend_host: str, backend_port: int) -> type[BaseHTTPRequestHandler]:
+def handler(session: Session, backend_host: str, backend_port: int) -> type[BaseHTTPRequestHandler]:
     class Gate(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
         def _handle(self) -> None:
             headers = {k.lower(): v for k, v in self.headers.items()}
             path, query_token = without_token(self.path)
-            if not authorized(token, headers, query_token):
+            if not authorized(session, headers, query_token):
                 self._reply(401, b"tfk8s: TensorBoard needs the tenant's token: open it with ?token=<jupyterToken>\n")
                 return
             if query_token is not None:  # trade the token in the address for a cookie
                 self.send_response(303)
                 self.send_header("Location", path)
-                self.send_header("Set-Cookie", f"{COOKIE}={cookie_value(token)}; HttpOnly; SameSite=Strict; Path=/")
+                self.send_header("Set-Cookie", session.set_cookie(time.time()))
                 self.send_header("Content-Length", "0")
                 self.end_headers()
                 return
             length = int(headers.get("content-length") or 0)
             body = self.rfile.read(length) if length else None
-            forwarded = {
-                k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP | {"cookie", "authorization", "host"}
-            }
+            # No cookie reaches TensorBoard (it reads none): not the gate's, not any other app's on this host.
+            forwarded = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP | CREDENTIALS | {"host"}}
             connection = http.client.HTTPConnection(backend_host, backend_port, timeout=60)
             try:
                 connection.request(self.command, path, body=body, headers=forwarded)
@@ -96,7 +88,8 @@ def handler(token: str, backend_host: str, backend_port: int) -> type[BaseHTTPRe
                 connection.close()
             self.send_response(response.status)
             for name, value in response.getheaders():
-                if name.lower() not in HOP_BY_HOP | {"content-length"}:
+                # Cookies are the gate's alone: one TensorBoard set would reach every app on this host.
+                if name.lower() not in HOP_BY_HOP | {"content-length", "set-cookie"}:
                     self.send_header(name, value)
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
@@ -123,13 +116,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--listen", type=int, required=True, help="the port users reach (the Service's)")
     parser.add_argument("--backend", required=True, help="host:port of TensorBoard, on the pod's loopback")
+    parser.add_argument("--tenant", required=True, help="the tenant's name: names the session cookie and binds it to the tenant")
+    parser.add_argument("--session-max-age", type=int, default=12 * 3600, help="seconds a session cookie is valid (12 h)")
     args = parser.parse_args(argv)
-    token = os.environ.get("TFK8S_TOKEN", "")
-    if not token:
-        print("tfk8s-gate: TFK8S_TOKEN is empty: refusing to serve TensorBoard without a token", file=sys.stderr)
+    try:
+        session = Session(tenant=args.tenant, token=os.environ.get("TFK8S_TOKEN", ""), max_age=args.session_max_age)
+    except ValueError as error:
+        print(f"tfk8s-gate: {error}", file=sys.stderr)
         return 2
     host, _, port = args.backend.rpartition(":")
-    server = ThreadingHTTPServer(("", args.listen), handler(token, host, int(port)))
+    server = ThreadingHTTPServer(("", args.listen), handler(session, host, int(port)))
     server.daemon_threads = True
     server.serve_forever()
     return 0

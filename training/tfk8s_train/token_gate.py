@@ -18,7 +18,7 @@ import sys
 import time
 from collections.abc import Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlencode
 
 from tfk8s_train.gate_session import Session
 
@@ -46,13 +46,27 @@ def authorized(session: Session, headers: dict[str, str], query_token: str | Non
     return session.has_session(headers.get("cookie", ""), time.time())
 
 
-def without_token(path: str) -> tuple[str, str | None]:
-    """`path` without its `token` query parameter, and that parameter's value (None if absent)."""
-    parts = urlsplit(path)
-    query = parse_qsl(parts.query, keep_blank_values=True)
-    tokens = [v for k, v in query if k == "token"]
-    rest = urlencode([(k, v) for k, v in query if k != "token"])
-    return urlunsplit(("", "", parts.path or "/", rest, parts.fragment)), (tokens[0] if tokens else None)
+# What a browser strips from the start of a Location (C0 controls and space) or reads as a slash.
+LEADING_SLASHES = "/\\" + "".join(map(chr, range(0x21)))
+
+
+def same_origin_path(path: str) -> str:
+    """`path` as a Location a browser resolves on the gate's own origin. Browsers read `\\` as `/`
+    and a leading `//` as "another host follows", so `/\\evil.example/` would send the user to
+    evil.example: the leading run of slashes and backslashes (and whatever a browser strips there)
+    is one `/`. Percent-escapes stay escaped (`/%2F%2Fhost` is a path to a browser too)."""
+    return "/" + path.lstrip(LEADING_SLASHES)
+
+
+def without_token(target: str) -> tuple[str, str | None]:
+    """The request target as a same-origin path without its `token` query parameter, and that
+    parameter's value (None if absent). A target is a path and a query: whatever looks like a
+    scheme or host in it is read as path (no browser sends a fragment)."""
+    path, _, query = target.partition("#")[0].partition("?")
+    pairs = parse_qsl(query, keep_blank_values=True)
+    tokens = [v for k, v in pairs if k == "token"]
+    rest = urlencode([(k, v) for k, v in pairs if k != "token"])
+    return same_origin_path(path) + (f"?{rest}" if rest else ""), (tokens[0] if tokens else None)
 
 
 def handler(session: Session, backend_host: str, backend_port: int) -> type[BaseHTTPRequestHandler]:

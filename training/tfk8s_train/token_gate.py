@@ -13,13 +13,17 @@ from __future__ import annotations
 
 import argparse
 import http.client
+import io
 import os
+import re
 import sys
 import time
-from collections.abc import Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qsl, urlencode
 
+from tfk8s_train.gate_limits import GateServer, RequestDeadline
 from tfk8s_train.gate_session import Session
 
 # Hop-by-hop headers (RFC 9110 7.6.1) are the gate's own, never forwarded.
@@ -35,6 +39,19 @@ HOP_BY_HOP = {
 }
 # What the gate checks and TensorBoard never sees.
 CREDENTIALS = {"cookie", "authorization"}
+# A token in a request line the server quotes in an error of its own.
+QUERY_TOKEN = re.compile(r"token=[^&\s]*")
+# TensorBoard's requests are small (plugin queries): a bigger body is refused, not held in memory.
+MAX_BODY = 16 * 1024 * 1024
+
+
+@dataclass(frozen=True, kw_only=True)
+class Limits:
+    """How much the gate takes from clients and waits for TensorBoard (see tfk8s_train.gate_limits)."""
+
+    max_connections: int  # handled at once; one more gets 503
+    client_timeout: float  # seconds for a client to send a whole request, or to keep an idle connection
+    backend_timeout: float  # seconds TensorBoard may take to answer (then 504)
 
 
 def authorized(session: Session, headers: dict[str, str], query_token: str | None) -> bool:
@@ -69,9 +86,20 @@ def without_token(target: str) -> tuple[str, str | None]:
     return same_origin_path(path) + (f"?{rest}" if rest else ""), (tokens[0] if tokens else None)
 
 
-def handler(session: Session, backend_host: str, backend_port: int) -> type[BaseHTTPRequestHandler]:
+def handler(session: Session, limits: Limits, backend: tuple[str, int]) -> type[BaseHTTPRequestHandler]:
     class Gate(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        timeout = limits.client_timeout  # the socket's: a client that stops reading our answer is dropped
+
+        def setup(self) -> None:
+            super().setup()
+            self.rfile.close()  # the plain reader: every read goes through the request's deadline instead
+            self.deadline = RequestDeadline(self.connection, limits.client_timeout)
+            self.rfile = io.BufferedReader(self.deadline)
+
+        def handle_one_request(self) -> None:
+            self.deadline.restart()  # the next request, and an idle keep-alive connection, get the whole timeout
+            super().handle_one_request()
 
         def _handle(self) -> None:
             headers = {k.lower(): v for k, v in self.headers.items()}
@@ -86,15 +114,21 @@ def handler(session: Session, backend_host: str, backend_port: int) -> type[Base
                 self.send_header("Content-Length", "0")
                 self.end_headers()
                 return
-            length = int(headers.get("content-length") or 0)
-            body = self.rfile.read(length) if length else None
+            length = headers.get("content-length", "0")
+            if not length.isascii() or not length.isdigit() or int(length) > MAX_BODY:
+                self._reply(413, f"tfk8s: a request body must be at most {MAX_BODY} bytes\n".encode())
+                return
+            body = self.rfile.read(int(length)) if int(length) else None  # TimeoutError: the connection ends
             # No cookie reaches TensorBoard (it reads none): not the gate's, not any other app's on this host.
             forwarded = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP | CREDENTIALS | {"host"}}
-            connection = http.client.HTTPConnection(backend_host, backend_port, timeout=60)
+            connection = http.client.HTTPConnection(*backend, timeout=limits.backend_timeout)
             try:
                 connection.request(self.command, path, body=body, headers=forwarded)
                 response = connection.getresponse()
                 data = response.read()
+            except TimeoutError:
+                self._reply(504, f"tfk8s: TensorBoard did not answer within {limits.backend_timeout:g} s\n".encode())
+                return
             except OSError as error:
                 self._reply(502, f"tfk8s: TensorBoard is not answering ({error})\n".encode())
                 return
@@ -110,18 +144,29 @@ def handler(session: Session, backend_host: str, backend_port: int) -> type[Base
             if self.command != "HEAD":
                 self.wfile.write(data)
 
-        def _reply(self, status: int, text: bytes) -> None:
+        def _reply(self, status: int, text: bytes, headers: Sequence[tuple[str, str]] = ()) -> None:
+            """A refusal or failure of the gate's own. The connection closes: a body the client sent is unread."""
             self.send_response(status)
+            for name, value in headers:
+                self.send_header(name, value)
             self.send_header("Content-Type", "text/plain; charset=utf-8")
             self.send_header("Content-Length", str(len(text)))
+            self.send_header("Connection", "close")
             self.end_headers()
+            self.close_connection = True
             self.wfile.write(text)
 
         do_GET = do_POST = do_HEAD = _handle
 
         def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the base class's name
-            # Paths only: a `?token=` in a request line must not land in the pod's log.
-            sys.stderr.write(f"tfk8s-gate: {self.command} {without_token(self.path)[0]} -> {args[1] if len(args) > 1 else ''}\n")
+            if format == '"%s" %s %s':  # a request: its path alone (a `?token=` must not land in the pod's log)
+                path = without_token(self.path)[0] if hasattr(self, "path") else "(no request line)"
+                line = f"{self.command or ''} {path} -> {args[1]}"
+            elif format.startswith("Request timed out"):
+                return  # an idle keep-alive connection closing, or a client too slow: nothing to act on
+            else:  # the server's own errors, which may quote the request line
+                line = format % args
+            sys.stderr.write(f"tfk8s-gate: {self.client_address[0]} {QUERY_TOKEN.sub('token=...', line)}\n")
 
     return Gate
 
@@ -132,17 +177,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--backend", required=True, help="host:port of TensorBoard, on the pod's loopback")
     parser.add_argument("--tenant", required=True, help="the tenant's name: names the session cookie and binds it to the tenant")
     parser.add_argument("--session-max-age", type=int, default=12 * 3600, help="seconds a session cookie is valid (12 h)")
+    parser.add_argument("--max-connections", type=positive(int), default=64, help="connections handled at once (64)")
+    parser.add_argument("--client-timeout", type=positive(float), default=30, help="seconds for a whole request (30)")
+    parser.add_argument("--backend-timeout", type=positive(float), default=60, help="seconds TensorBoard may take (60)")
     args = parser.parse_args(argv)
     try:
         session = Session(tenant=args.tenant, token=os.environ.get("TFK8S_TOKEN", ""), max_age=args.session_max_age)
     except ValueError as error:
         print(f"tfk8s-gate: {error}", file=sys.stderr)
         return 2
+    limits = Limits(
+        max_connections=args.max_connections, client_timeout=args.client_timeout, backend_timeout=args.backend_timeout
+    )
     host, _, port = args.backend.rpartition(":")
-    server = ThreadingHTTPServer(("", args.listen), handler(session, host, int(port)))
-    server.daemon_threads = True
+    server = GateServer(("", args.listen), handler(session, limits, (host, int(port))), max_connections=limits.max_connections)
     server.serve_forever()
     return 0
+
+
+def positive(kind: type[int] | type[float]) -> Callable[[str], float]:
+    """An argparse type: a number above 0 (argparse names the flag in its error)."""
+
+    def parse(text: str) -> float:
+        value = kind(text)
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"{text}: must be above 0")
+        return value
+
+    return parse
 
 
 if __name__ == "__main__":

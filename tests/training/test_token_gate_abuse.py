@@ -1,6 +1,7 @@
 """The real token gate (tfk8s_train.token_gate) against what a hostile page or client does: paths
 that would redirect a browser to another host, connections that hold the gate without asking
-anything of it, and a backend that never answers. Limits are flags: small ones keep these fast."""
+anything of it, a backend that never answers, and a loop that guesses tokens. Limits are flags:
+small ones keep these fast."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from collections.abc import Iterator
 
 import pytest
 from gate_processes import TOKEN, RecordingBackend, gate_process, request
+from tfk8s_train.gate_limits import Throttle
+from tfk8s_train.gate_session import Session
 
 C0_AND_SPACE = "".join(map(chr, range(0x21)))
 
@@ -137,3 +140,91 @@ def test_a_backend_that_never_answers_gets_504_after_the_backend_timeout() -> No
             start = time.monotonic()
             status, _, body = request(port, "/data/runs", {"Authorization": f"token {TOKEN}"})
     assert status == 504 and b"within 0.5 s" in body and time.monotonic() - start < 3
+
+
+THROTTLED = ("--max-failures", "3", "--failure-window", "2")
+
+
+def test_a_loop_of_wrong_tokens_is_refused_unchecked_until_the_window_passes() -> None:
+    """3 wrong tokens in 2 s from one address: then 429 with Retry-After, for the right token too
+    (a refused token is not checked, so the loop learns nothing), until the window has passed."""
+    with RecordingBackend() as backend, gate_process(backend.port, *THROTTLED) as port:
+        start = time.monotonic()
+        for wrong in ("/?token=a", "/?token=b"):
+            assert request(port, wrong)[0] == 401
+        assert request(port, "/data/runs", {"Authorization": "token c"})[0] == 401
+        status, headers, body = request(port, "/?token=d")
+        assert status == 429 and 1 <= int(headers["retry-after"]) <= 2 and b"too many wrong tokens" in body
+        assert request(port, "/data/runs", {"Authorization": f"token {TOKEN}"})[0] == 429
+        assert time.monotonic() - start < 2  # (else the window passed mid-test and proved nothing)
+        time.sleep(start + 2.1 - time.monotonic())
+        assert request(port, "/data/runs", {"Authorization": f"token {TOKEN}"})[0] == 200
+    assert len(backend.seen) == 1
+
+
+def test_what_is_not_a_guess_never_counts_and_a_session_passes_a_throttled_address() -> None:
+    """A browser's visits without a token and its stale cookie (the token was rotated) are not
+    guesses; and a valid session keeps working while its address is throttled for others' guesses."""
+    session = Session(tenant="alice", token=TOKEN, max_age=43200)
+    valid = {"Cookie": f"{session.cookie_name}={session.cookie_value(time.time())}"}
+    rotated = Session(tenant="alice", token="rotated-away", max_age=43200)
+    stale = {"Cookie": f"{rotated.cookie_name}={rotated.cookie_value(time.time())}"}
+    with RecordingBackend() as backend, gate_process(backend.port, *THROTTLED) as port:
+        for headers in [{}, stale] * 5:
+            assert request(port, "/data/runs", headers)[0] == 401
+        assert request(port, f"/?token={TOKEN}")[0] == 303
+        for wrong in "abc":
+            request(port, f"/?token={wrong}")
+        assert request(port, f"/?token={TOKEN}")[0] == 429
+        assert request(port, "/data/runs", valid)[0] == 200
+
+
+def test_a_wrong_token_beside_a_valid_session_is_refused_and_renews_nothing() -> None:
+    """Else a stolen session could guess tokens unthrottled, or renew itself past its expiry."""
+    session = Session(tenant="alice", token=TOKEN, max_age=43200)
+    valid = {"Cookie": f"{session.cookie_name}={session.cookie_value(time.time())}"}
+    with RecordingBackend() as backend, gate_process(backend.port, *THROTTLED) as port:
+        status, headers, _ = request(port, "/?token=wrong", valid)
+        assert status == 401 and "set-cookie" not in headers
+        assert request(port, "/data/runs", {**valid, "Authorization": "token wrong"})[0] == 401
+        request(port, "/?token=wrong-again", valid)
+        assert request(port, "/?token=one-more", valid)[0] == 429
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.mark.parametrize(
+    "guesser, neighbour, same",
+    [
+        ("10.0.0.7", "10.0.0.8", False),
+        ("2001:db8:1:2::7", "2001:db8:1:2:ffff::9", True),  # one host holds a whole /64
+        ("2001:db8:1:2::7", "2001:db8:1:3::7", False),
+        ("::ffff:10.0.0.7", "10.0.0.7", True),  # an IPv4 client on a dual-stack socket
+    ],
+    ids=["ipv4", "ipv6-same-64", "ipv6-other-64", "ipv4-mapped"],
+)
+def test_the_throttle_counts_per_address_and_per_ipv6_64(guesser: str, neighbour: str, same: bool) -> None:
+    clock = Clock()
+    throttle = Throttle(limit=2, window=60, clock=clock)
+    throttle.failed(guesser)
+    clock.now += 10
+    throttle.failed(guesser)
+    assert throttle.retry_after(guesser) == 50
+    assert throttle.retry_after(neighbour) == (50 if same else 0)
+    clock.now += 50
+    assert throttle.retry_after(guesser) == 0
+
+
+def test_the_throttle_remembers_a_bounded_number_of_addresses() -> None:
+    clock = Clock()
+    throttle = Throttle(limit=1, window=60, capacity=3, clock=clock)
+    for i in range(10):
+        throttle.failed(f"10.0.0.{i}")
+    assert throttle.retry_after("10.0.0.9") > 0 and throttle.retry_after("10.0.0.0") == 0
+    assert len(throttle) <= 3

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qsl, urlencode
 
-from tfk8s_train.gate_limits import GateServer, RequestDeadline
+from tfk8s_train.gate_limits import GateServer, RequestDeadline, Throttle
 from tfk8s_train.gate_session import Session
 
 # Hop-by-hop headers (RFC 9110 7.6.1) are the gate's own, never forwarded.
@@ -41,6 +41,7 @@ HOP_BY_HOP = {
 CREDENTIALS = {"cookie", "authorization"}
 # A token in a request line the server quotes in an error of its own.
 QUERY_TOKEN = re.compile(r"token=[^&\s]*")
+NEEDS_TOKEN = b"tfk8s: TensorBoard needs the tenant's token: open it with ?token=<jupyterToken>\n"
 # TensorBoard's requests are small (plugin queries): a bigger body is refused, not held in memory.
 MAX_BODY = 16 * 1024 * 1024
 
@@ -52,15 +53,8 @@ class Limits:
     max_connections: int  # handled at once; one more gets 503
     client_timeout: float  # seconds for a client to send a whole request, or to keep an idle connection
     backend_timeout: float  # seconds TensorBoard may take to answer (then 504)
-
-
-def authorized(session: Session, headers: dict[str, str], query_token: str | None) -> bool:
-    if query_token is not None and session.is_token(query_token):
-        return True
-    auth = headers.get("authorization", "")
-    if auth.lower().startswith("token ") and session.is_token(auth[6:].strip()):
-        return True
-    return session.has_session(headers.get("cookie", ""), time.time())
+    max_failures: int  # wrong tokens from one client address in any failure_window, then 429
+    failure_window: float  # seconds
 
 
 # What a browser strips from the start of a Location (C0 controls and space) or reads as a slash.
@@ -87,6 +81,8 @@ def without_token(target: str) -> tuple[str, str | None]:
 
 
 def handler(session: Session, limits: Limits, backend: tuple[str, int]) -> type[BaseHTTPRequestHandler]:
+    throttle = Throttle(limit=limits.max_failures, window=limits.failure_window)
+
     class Gate(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
         timeout = limits.client_timeout  # the socket's: a client that stops reading our answer is dropped
@@ -104,10 +100,9 @@ def handler(session: Session, limits: Limits, backend: tuple[str, int]) -> type[
         def _handle(self) -> None:
             headers = {k.lower(): v for k, v in self.headers.items()}
             path, query_token = without_token(self.path)
-            if not authorized(session, headers, query_token):
-                self._reply(401, b"tfk8s: TensorBoard needs the tenant's token: open it with ?token=<jupyterToken>\n")
+            if not self._admitted(headers, query_token):
                 return
-            if query_token is not None:  # trade the token in the address for a cookie
+            if query_token is not None:  # trade the (right) token in the address for a cookie
                 self.send_response(303)
                 self.send_header("Location", path)
                 self.send_header("Set-Cookie", session.set_cookie(time.time()))
@@ -143,6 +138,29 @@ def handler(session: Session, limits: Limits, backend: tuple[str, int]) -> type[
             self.end_headers()
             if self.command != "HEAD":
                 self.wfile.write(data)
+
+        def _admitted(self, headers: dict[str, str], query_token: str | None) -> bool:
+            """Whether the request may pass; if not, the refusal is sent. Every token it presents must
+            be the tenant's: a wrong one is refused whatever comes with it, and counts against its
+            address (tfk8s_train.gate_limits.Throttle). Without a token, a valid session cookie passes."""
+            auth = headers.get("authorization", "")
+            header_token = auth[6:].strip() if auth.lower().startswith("token ") else None
+            tokens = [t for t in (query_token, header_token) if t is not None]
+            if not tokens:
+                if session.has_session(headers.get("cookie", ""), time.time()):
+                    return True
+                self._reply(401, NEEDS_TOKEN)
+                return False
+            address = self.client_address[0]
+            if wait := throttle.retry_after(address):
+                text = f"tfk8s: too many wrong tokens from {address} (--max-failures): retry in {wait} s\n"
+                self._reply(429, text.encode(), [("Retry-After", str(wait))])
+                return False
+            if all(session.is_token(token) for token in tokens):
+                return True
+            throttle.failed(address)
+            self._reply(401, NEEDS_TOKEN)
+            return False
 
         def _reply(self, status: int, text: bytes, headers: Sequence[tuple[str, str]] = ()) -> None:
             """A refusal or failure of the gate's own. The connection closes: a body the client sent is unread."""
@@ -180,6 +198,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--max-connections", type=positive(int), default=64, help="connections handled at once (64)")
     parser.add_argument("--client-timeout", type=positive(float), default=30, help="seconds for a whole request (30)")
     parser.add_argument("--backend-timeout", type=positive(float), default=60, help="seconds TensorBoard may take (60)")
+    parser.add_argument("--max-failures", type=positive(int), default=10, help="wrong tokens per address in a window (10)")
+    parser.add_argument("--failure-window", type=positive(float), default=300, help="seconds (300)")
     args = parser.parse_args(argv)
     try:
         session = Session(tenant=args.tenant, token=os.environ.get("TFK8S_TOKEN", ""), max_age=args.session_max_age)
@@ -187,7 +207,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"tfk8s-gate: {error}", file=sys.stderr)
         return 2
     limits = Limits(
-        max_connections=args.max_connections, client_timeout=args.client_timeout, backend_timeout=args.backend_timeout
+        max_connections=args.max_connections,
+        client_timeout=args.client_timeout,
+        backend_timeout=args.backend_timeout,
+        max_failures=args.max_failures,
+        failure_window=args.failure_window,
     )
     host, _, port = args.backend.rpartition(":")
     server = GateServer(("", args.listen), handler(session, limits, (host, int(port))), max_connections=limits.max_connections)

@@ -1,6 +1,7 @@
 """The real token gate (tfk8s_train.token_gate) against what a hostile page or client does: paths
 that would redirect a browser to another host, connections that hold the gate without asking
-anything of it, a backend that never answers, and a loop that guesses tokens. Limits are flags:
+anything of it, a backend that never answers, a loop that guesses tokens, and another tenant's
+page riding this tenant's session. Limits are flags:
 small ones keep these fast."""
 
 from __future__ import annotations
@@ -228,3 +229,19 @@ def test_the_throttle_remembers_a_bounded_number_of_addresses() -> None:
         throttle.failed(f"10.0.0.{i}")
     assert throttle.retry_after("10.0.0.9") > 0 and throttle.retry_after("10.0.0.0") == 0
     assert len(throttle) <= 3
+
+
+def test_a_page_of_another_origin_cannot_ride_the_tenants_session(gate: tuple[int, RecordingBackend]) -> None:
+    """Another tenant's app is another port of the same host: the same site, so the browser sends
+    Alice's SameSite cookie with what Bob's page asks of her gate. Bob's page states its Origin."""
+    port, backend = gate
+    session = Session(tenant="alice", token=TOKEN, max_age=43200)
+    cookie = f"{session.cookie_name}={session.cookie_value(time.time())}"
+    before = len(backend.seen)
+    status, _, body = request(port, "/data/runs", {"Cookie": cookie, "Origin": "http://127.0.0.1:1"})
+    assert status == 403 and b"http://127.0.0.1:1" in body
+    assert request(port, "/data/runs", {"Cookie": cookie, "Origin": "null"})[0] == 403  # sandboxed or opaque
+    assert len(backend.seen) == before
+    # The gate's own pages: without an Origin (a GET of its own), or with its own.
+    assert request(port, "/data/runs", {"Cookie": cookie})[0] == 200
+    assert request(port, "/data/runs", {"Cookie": cookie, "Origin": f"http://127.0.0.1:{port}"})[0] == 200

@@ -100,7 +100,7 @@ def handler(session: Session, limits: Limits, backend: tuple[str, int]) -> type[
         def _handle(self) -> None:
             headers = {k.lower(): v for k, v in self.headers.items()}
             path, query_token = without_token(self.path)
-            if not self._admitted(headers, query_token):
+            if not self._same_origin(headers) or not self._admitted(headers, query_token):
                 return
             if query_token is not None:  # trade the (right) token in the address for a cookie
                 self.send_response(303)
@@ -138,6 +138,17 @@ def handler(session: Session, limits: Limits, backend: tuple[str, int]) -> type[
             self.end_headers()
             if self.command != "HEAD":
                 self.wfile.write(data)
+
+        def _same_origin(self, headers: dict[str, str]) -> bool:
+            """Whether a request a browser sent with an Origin comes from a page of this gate; if not,
+            403 is sent. Another tenant's app is another origin (another port) but the same site, so
+            a browser sends this gate's SameSite cookie along with what that app's pages ask of it;
+            they state their Origin, though, when they POST or fetch (Jupyter refuses those too)."""
+            origin, host = headers.get("origin"), headers.get("host", "")
+            if origin is None or origin.lower() in (f"http://{host}".lower(), f"https://{host}".lower()):
+                return True
+            self._reply(403, f"tfk8s: a request from {origin} to the TensorBoard gate at {host}: refused\n".encode())
+            return False
 
         def _admitted(self, headers: dict[str, str], query_token: str | None) -> bool:
             """Whether the request may pass; if not, the refusal is sent. Every token it presents must

@@ -242,14 +242,18 @@ class UserEnvironment(pulumi.ComponentResource):
         self.notebook_config = kube.ConfigMap(
             f"{name}-notebooks", metadata=self._meta(ns, pod_labels), data=args.notebooks, opts=child
         )
+        # The tenant's session cookie and where the token comes from (tfk8s.app_sessions).
+        self.jupyter_server_config = kube.ConfigMap(
+            f"{name}-jupyter-config",
+            metadata=self._meta(ns, pod_labels),
+            data=app_sessions.jupyter_config_files(user.name),
+            opts=child,
+        )
         container = {
             "name": "jupyter",
             "image": platform.images.jupyter,
             "env": [
-                {
-                    "name": "JUPYTER_TOKEN",
-                    "valueFrom": {"secretKeyRef": {"name": self.token_secret.name, "key": TOKEN_KEY}},
-                },
+                *app_sessions.jupyter_env(),
                 # The docker-stacks images listen where JUPYTER_PORT says: the Service's and probe's port.
                 {"name": "JUPYTER_PORT", "value": str(platform.ports.jupyter)},
                 {"name": "PYTHONPATH", "value": LAUNCHER_DIR},
@@ -273,6 +277,7 @@ class UserEnvironment(pulumi.ComponentResource):
                 {"name": "data", "mountPath": NOTEBOOK_DATA_ROOT, "readOnly": True},
                 # Logs writable: the notebook, as an in-graph chief, writes its run's results and done marker.
                 {"name": "log", "mountPath": NOTEBOOK_LOG_ROOT},
+                *app_sessions.jupyter_mounts(),
             ],
         }
         volumes = [
@@ -280,6 +285,9 @@ class UserEnvironment(pulumi.ComponentResource):
             self._trainer_volume(args),
             {"name": "data", "persistentVolumeClaim": {"claimName": self.claims["data"].name, "readOnly": True}},
             {"name": "log", "persistentVolumeClaim": {"claimName": self.claims["log"].name}},
+            *app_sessions.jupyter_volumes(
+                config_map=self.jupyter_server_config.name, secret=self.token_secret.name, key=TOKEN_KEY
+            ),
         ]
         self.jupyter = self._user_facing_app(
             f"{name}-jupyter",

@@ -1,6 +1,7 @@
 """A real TensorBoard behind the real token gate (tfk8s_train.token_gate), as the tenant's pod runs
 them: TensorBoard on loopback, the gate on the port users reach. Without the tenant's token nothing
-reaches TensorBoard; with it (once in the address, then as a cookie, or as a header) everything does."""
+reaches TensorBoard; with it (once in the address, then as a cookie, or as a header) everything does.
+And the session cookie is the tenant's own: named after it, bound to it, expiring, never forwarded."""
 
 from __future__ import annotations
 

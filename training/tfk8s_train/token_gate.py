@@ -1,10 +1,28 @@
 """An authenticating gate in front of TensorBoard, which has no authentication of its own.
 
-TensorBoard listens on the pod's loopback alone; this gate is what the user's NodePort reaches. A
-request passes with the tenant's token (the user's Jupyter token, from the same Secret): as
-`?token=...` once (the gate answers with a cookie and a redirect to the same page without it, so the
-token does not stay in the address bar or in TensorBoard's links), as that cookie, or as an
+TensorBoard listens on the pod's loopback alone; this gate is what the tenant's NodePort reaches. A
+request passes with the tenant's token (the tenant's Jupyter token, from the same Secret): as
+`?token=...` once (answered with a session cookie and a redirect to the same page without it, so the
+token does not stay in the address bar or in TensorBoard's links), then as that cookie, or as an
 `Authorization: token ...` header (scripts). Anything else gets 401 and never reaches TensorBoard.
+
+Every tenant's apps share the User Node's host name, and a browser sends a host's cookies to every
+port of it. What the gate does about that, and about clients that mean harm:
+  * Sessions are the tenant's own (tfk8s_train.gate_session): the cookie `tfk8s-tensorboard-<tenant>`
+    holds an HMAC of the token over the tenant's name and an expiry, so no other tenant's cookie is
+    valid here, nor any after --session-max-age (12 h); HttpOnly, SameSite=Strict, Path=/.
+  * No cookie and no Authorization header reaches TensorBoard; no Set-Cookie of its reaches the browser.
+  * Another tenant's page is the same site (SameSite lets this gate's cookie go with what it asks)
+    but another origin: a request whose Origin is not this gate's own gets 403.
+  * The redirect after `?token=` is a path on this origin, whatever the request's path looks like.
+  * Bounds (tfk8s_train.gate_limits): --max-connections at once, then 503; --client-timeout for each
+    whole request; --backend-timeout for TensorBoard, then 504; and --max-failures wrong tokens per
+    client address in --failure-window, then 429 for that address's tokens.
+
+What it cannot do: the cookie still goes to every port of the host, where another tenant's server
+(theirs to run) can read it and replay it here until it expires. Only a host name per tenant, behind
+a proxy the platform runs, keeps it from going there. And it is plain HTTP: whoever is on the path
+reads the token and the cookie.
 
     python -m tfk8s_train.token_gate --listen 6006 --backend 127.0.0.1:16006 --tenant alice   (token in TFK8S_TOKEN)
 """
@@ -210,7 +228,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--client-timeout", type=positive(float), default=30, help="seconds for a whole request (30)")
     parser.add_argument("--backend-timeout", type=positive(float), default=60, help="seconds TensorBoard may take (60)")
     parser.add_argument("--max-failures", type=positive(int), default=10, help="wrong tokens per address in a window (10)")
-    parser.add_argument("--failure-window", type=positive(float), default=300, help="seconds (300)")
+    parser.add_argument("--failure-window", type=positive(float), default=300, help="seconds --max-failures counts over (300)")
     args = parser.parse_args(argv)
     try:
         session = Session(tenant=args.tenant, token=os.environ.get("TFK8S_TOKEN", ""), max_age=args.session_max_age)
@@ -225,6 +243,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         failure_window=args.failure_window,
     )
     host, _, port = args.backend.rpartition(":")
+    if not host or not port.isdigit():
+        parser.error(f"--backend {args.backend!r}: must be host:port, e.g. 127.0.0.1:16006")
     server = GateServer(("", args.listen), handler(session, limits, (host, int(port))), max_connections=limits.max_connections)
     server.serve_forever()
     return 0

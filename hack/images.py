@@ -347,7 +347,8 @@ def jupyter() -> Image:
     the launcher) and one layer: JupyterLab (the `notebook` extra) under /usr/local, without
     changing any package the training layer holds (pinned to their versions: the resolver fails
     rather than upgrade one), and the user the platform runs it as. `jupyter lab` listens on all
-    addresses, on the port JUPYTER_PORT says, and asks for the token JUPYTER_TOKEN holds."""
+    addresses, on the port JUPYTER_PORT says, and asks for the token in the file JUPYTER_TOKEN_FILE
+    names (tfk8s.app_sessions; JUPYTER_TOKEN would do too, but every kernel would inherit it)."""
     base = tensorflow()
     requirements = _extra("notebook")
     archive, found = _cached("jupyter", _key(base.tag, *requirements, JUPYTER_USER, str(JUPYTER_GROUP)))

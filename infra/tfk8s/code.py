@@ -82,7 +82,7 @@ PackageUse = Literal["experiment", "tenant"]
 # Modules of tfk8s_train no pod imports: the local runner's, for tests, benches and laptops.
 HOST_ONLY = frozenset({"cluster.py", "runner.py"})
 # Modules only a tenant's apps import: the TensorBoard gate and the notebook's layout reader.
-TENANT_APPS_ONLY = frozenset({"token_gate.py", "layouts.py"})
+TENANT_APPS_ONLY = frozenset({"token_gate.py", "gate_session.py", "gate_limits.py", "layouts.py"})
 NOT_SHIPPED: dict[PackageUse, frozenset[str]] = {"experiment": HOST_ONLY | TENANT_APPS_ONLY, "tenant": HOST_ONLY}
 
 

@@ -25,7 +25,7 @@ from typing import Any
 
 import pulumi
 
-from tfk8s import awaits, network_policy, pod_security, pods, quota, readiness, tenant_admission
+from tfk8s import app_sessions, awaits, network_policy, pod_security, pods, quota, readiness, tenant_admission
 from tfk8s import kube_objects as kube
 from tfk8s.api_paths import LIMIT_RANGE, NAMESPACE, NETWORK_POLICY, RESOURCE_QUOTA, SECRET
 from tfk8s.code import CodeBundle
@@ -244,14 +244,18 @@ class UserEnvironment(pulumi.ComponentResource):
         self.notebook_config = kube.ConfigMap(
             f"{name}-notebooks", metadata=self._meta(ns, pod_labels), data=args.notebooks, opts=child
         )
+        # The tenant's session cookie and where the token comes from (tfk8s.app_sessions).
+        self.jupyter_server_config = kube.ConfigMap(
+            f"{name}-jupyter-config",
+            metadata=self._meta(ns, pod_labels),
+            data=app_sessions.jupyter_config_files(user.name),
+            opts=child,
+        )
         container = {
             "name": "jupyter",
             "image": platform.images.jupyter,
             "env": [
-                {
-                    "name": "JUPYTER_TOKEN",
-                    "valueFrom": {"secretKeyRef": {"name": self.token_secret.name, "key": TOKEN_KEY}},
-                },
+                *app_sessions.jupyter_env(),
                 # The docker-stacks images listen where JUPYTER_PORT says: the Service's and probe's port.
                 {"name": "JUPYTER_PORT", "value": str(platform.ports.jupyter)},
                 {"name": "PYTHONPATH", "value": LAUNCHER_DIR},
@@ -275,6 +279,7 @@ class UserEnvironment(pulumi.ComponentResource):
                 {"name": "data", "mountPath": NOTEBOOK_DATA_ROOT, "readOnly": True},
                 # Logs writable: the notebook, as an in-graph chief, writes its run's results and done marker.
                 {"name": "log", "mountPath": NOTEBOOK_LOG_ROOT},
+                *app_sessions.jupyter_mounts(),
             ],
         }
         volumes = [
@@ -282,6 +287,9 @@ class UserEnvironment(pulumi.ComponentResource):
             self._trainer_volume(args),
             {"name": "data", "persistentVolumeClaim": {"claimName": self.claims["data"].name, "readOnly": True}},
             {"name": "log", "persistentVolumeClaim": {"claimName": self.claims["log"].name}},
+            *app_sessions.jupyter_volumes(
+                config_map=self.jupyter_server_config.name, secret=self.token_secret.name, key=TOKEN_KEY
+            ),
         ]
         self.jupyter = self._user_facing_app(
             f"{name}-jupyter",
@@ -360,7 +368,7 @@ class UserEnvironment(pulumi.ComponentResource):
         ]
         containers = [board]
         if gated:
-            containers.append(self._token_gate(platform))
+            containers.append(self._token_gate(user.name, platform))
             volumes.append(self._trainer_volume(args))
         self.tensorboard = self._user_facing_app(
             f"{name}-tensorboard",
@@ -380,13 +388,15 @@ class UserEnvironment(pulumi.ComponentResource):
         files = pods.ConfigMapFiles(name=self.trainer_config.name, files=tuple(sorted(args.launcher.files)))
         return {"name": "tfk8s-train", **files.volume_source()}
 
-    def _token_gate(self, platform: PlatformFacts) -> dict[str, Any]:
+    def _token_gate(self, tenant: str, platform: PlatformFacts) -> dict[str, Any]:
         """The gate users reach TensorBoard through: the tenant's Jupyter token, or 401."""
         return {
             "name": "token-gate",
             "image": platform.images.tensorboard,  # any Python 3 does; this one is already pulled
             "command": ["python", "-m", "tfk8s_train.token_gate"],
-            "args": ["--listen", str(platform.ports.tensorboard), "--backend", f"127.0.0.1:{TENSORBOARD_BACKEND_PORT}"],
+            "args": app_sessions.gate_args(
+                tenant, listen=platform.ports.tensorboard, backend=f"127.0.0.1:{TENSORBOARD_BACKEND_PORT}"
+            ),
             "env": [
                 {
                     "name": "TFK8S_TOKEN",

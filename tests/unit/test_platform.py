@@ -351,8 +351,16 @@ def test_jupyter_token_is_a_secret_in_a_secret(tenant_config: dict[str, Any]) ->
         stored = unwrap_secret(data["token"]) if SECRET_SIG not in data else unwrap_secret(data)["token"]
         assert base64.b64decode(stored).decode() == token and len(token) >= 32
         jupyter = app(d, "jupyter")
-        (token_env,) = [e for e in pod_spec(jupyter)["containers"][0]["env"] if e["name"] == "JUPYTER_TOKEN"]
-        assert "value" not in token_env and token_env["valueFrom"]["secretKeyRef"]["key"] == "token"
+        spec = pod_spec(jupyter)
+        (container,) = spec["containers"]
+        env = {e["name"]: e for e in container["env"]}
+        # Not an environment variable, which every kernel (the tenant's code) would inherit: a file of the Secret.
+        assert "JUPYTER_TOKEN" not in env and not [e for e in env.values() if "valueFrom" in e]
+        directory, _, file = env["JUPYTER_TOKEN_FILE"]["value"].rpartition("/")
+        (mount,) = [m for m in container["volumeMounts"] if m["mountPath"] == directory]
+        (volume,) = [v for v in spec["volumes"] if v["name"] == mount["name"]]
+        assert mount["readOnly"] and volume["secret"]["secretName"] == secret.inputs["metadata"]["name"]
+        assert volume["secret"]["items"] == [{"key": "token", "path": file}]
         assert token not in str(jupyter.inputs)
 
     async def secret_flag() -> bool:
@@ -483,10 +491,13 @@ def test_tensorboard_answers_users_only_through_the_token_gate(
             # The Service reaches the gate alone, and the gate forwards to TensorBoard's loopback port.
             assert [c["name"] for c in serving] == ["token-gate"]
             gate = containers["token-gate"]
-            assert gate["args"] == ["--listen", "6006", "--backend", f"127.0.0.1:{command[command.index('--port') + 1]}"]
+            args = gate["args"]
+            assert args[args.index("--listen") + 1] == "6006"
+            assert args[args.index("--backend") + 1] == f"127.0.0.1:{command[command.index('--port') + 1]}"
+            assert args[args.index("--tenant") + 1] == "alice"  # the gate's cookie is alice's own
             token = {e["name"]: e for e in gate["env"]}["TFK8S_TOKEN"]["valueFrom"]["secretKeyRef"]
-            jupyter_token = {e["name"]: e for e in pod_spec(jupyter)["containers"][0]["env"]}["JUPYTER_TOKEN"]
-            assert token == jupyter_token["valueFrom"]["secretKeyRef"]  # the tenant's one credential
+            (jupyter_token,) = [v["secret"] for v in pod_spec(jupyter)["volumes"] if "secret" in v]
+            assert token == {"name": jupyter_token["secretName"], "key": jupyter_token["items"][0]["key"]}  # one credential
             assert all("resources" in c for c in containers.values())
             # The kubelet's httpGet and tcpSocket probes dial the pod's IP, where TensorBoard does not
             # listen: its readiness is asked from inside, on the loopback port it serves (a real node

@@ -10,6 +10,8 @@ of its own. One scenario per test, in order, each a commit or pull request on th
   PR         adds a tenant: only that tenant previewed
   drift      a `kubectl` edit of a live object: reported, with the property
   PR         a `:latest` image: the mandatory policy named, nothing applied
+  PR         rewrites the policy pack and the pipeline command: the base's judge it (the workflow's step)
+  merge      removes a tenant: refused whole until a person confirms, nothing changed
   race       two applies of one stack at once: one waits for the other's lock, nothing lost
 
 Each pipeline run's wall time is printed (pytest -s) and kept in the summary files under the
@@ -279,7 +281,9 @@ def _versions(objects: dict[tuple[str, str], dict[str, Any]]) -> dict[tuple[str,
     return {key: obj["metadata"]["resourceVersion"] for key, obj in objects.items()}
 
 
-def test_a_team_repository_through_pull_requests_merges_and_a_schedule(team: Team, cluster: Kube) -> None:
+def test_a_team_repository_through_pull_requests_merges_and_a_schedule(
+    team: Team, cluster: Kube, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     """The scenarios share one repository, backend and cluster, each building on the last, as a
     team's history does."""
     first = _first_push(team)
@@ -289,6 +293,8 @@ def test_a_team_repository_through_pull_requests_merges_and_a_schedule(team: Tea
     _pull_request_adding_a_tenant(team, cluster)
     _drift(team, cluster, first)
     _mandatory_policy_violation(team, cluster)
+    _pull_request_that_rewrites_its_own_judge(team, cluster, tmp_path_factory.mktemp("runner"))
+    _removing_a_tenant_needs_a_persons_confirmation(team, cluster)
     _two_applies_at_once(team, cluster)
 
 
@@ -410,6 +416,66 @@ def _mandatory_policy_violation(team: Team, cluster: Kube) -> None:
     merged = team.pipeline("merge-latest-image", "apply", "--base", base, "--head", head)
     assert merged.returncode == 1 and "no-latest-image" in merged.summary, merged.output
     assert _versions(_stack_objects(cluster, "tfk8s-bob", EXP_B)) == before  # nothing applied
+    team.git("reset", "-q", "--hard", base)
+
+
+def _pull_request_that_rewrites_its_own_judge(team: Team, cluster: Kube, runner: Path) -> None:
+    """A pull request that empties the policy pack, replaces the pipeline command with its own
+    script and breaks a mandatory policy, previewed by the workflow's own step (its `run` script,
+    as the runner runs it, in a workspace of the base's checkout and the pull request's): the base's
+    pack judges it, and nothing of the pull request's tree ran as tooling."""
+    base = team.git("rev-parse", "HEAD")
+    marker = runner / "the pull request's tooling ran"
+    (team.repo / "policies" / "tfk8s_policies.py").write_text(
+        "from pulumi_policy import PolicyPack\nPolicyPack(name='tfk8s', policies=[])\n"
+    )
+    (team.repo / "hack" / "gitops.sh").write_text(f"#!/usr/bin/env bash\ntouch '{marker}'\n")
+    (team.repo / "requirements.txt").write_text("an-attackers-package==6.6.6\n")
+    team.git("add", "-A")
+    head = team.commit(
+        "bob: :latest, and a pack that allows it", {EXP_B: _experiment(BOB, workers=3, image="tensorflow/tensorflow:latest")}
+    )
+    before = _versions(_stack_objects(cluster, "tfk8s-bob", EXP_B))
+    workspace = runner / "work"
+    for path, commit in (("trusted", base), ("pr", head)):
+        team.git("worktree", "add", "-q", "--detach", str(workspace / path), commit)
+    # What the set-up action leaves in the base's checkout: its virtualenvs.
+    (workspace / "trusted" / ".venv").symlink_to(ROOT / ".venv")
+    (workspace / "trusted" / "policies" / ".venv").symlink_to(ROOT / "policies" / ".venv")
+    try:
+        workflow = yaml.safe_load((workspace / "trusted" / ".github" / "workflows" / "tfk8s-preview.yml").read_text())
+        (job,) = workflow["jobs"].values()
+        step = next(s for s in job["steps"] if s.get("id") == "preview")
+        env = {**team.env, "BASE_SHA": base, "HEAD_SHA": head, "RUNNER_TEMP": str(runner)}
+        done = subprocess.run(
+            ["bash", "-e", "-c", step["run"]], cwd=workspace, env=env, capture_output=True, text=True, timeout=900
+        )
+        summary = (runner / "summary.md").read_text() if (runner / "summary.md").exists() else ""
+        print(f"\n[gitops] pr-rewrites-its-judge: the workflow's preview step exited {done.returncode}")
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert "no-latest-image (mandatory)" in summary, summary  # the base's pack judged
+        assert not marker.exists(), "the pull request's hack/gitops.sh ran"
+        assert _versions(_stack_objects(cluster, "tfk8s-bob", EXP_B)) == before
+    finally:
+        for path in ("trusted", "pr"):
+            team.git("worktree", "remove", "--force", str(workspace / path))
+        team.git("reset", "-q", "--hard", base)
+
+
+def _removing_a_tenant_needs_a_persons_confirmation(team: Team, cluster: Kube) -> None:
+    """A merge removing bob's tenant (and his experiment) changes nothing: every job of the apply
+    refuses, naming the confirmation; the tenant and its experiment are untouched."""
+    base = team.git("rev-parse", "HEAD")
+    before = _versions(_stack_objects(cluster, "tfk8s-bob", EXP_B))
+    head = team.commit("bob leaves", {BOB: None, EXP_B: None})
+    preview = team.pipeline("pr-remove-tenant", "preview", "--base", base, "--head", head)
+    assert "Merging this needs a person's confirmation" in preview.summary, preview.summary
+    for step in team.plan(base):
+        merged = team.pipeline(f"merge-remove-{step['stack']}", "apply", "--base", base, "--head", head, "--only", step["stack"])
+        assert merged.returncode == 1, merged.output
+        assert "Refused: nothing was changed" in merged.summary and f"--confirm-destroy {BOB}" in merged.summary, merged.summary
+    assert _versions(_stack_objects(cluster, "tfk8s-bob", EXP_B)) == before
+    assert json.loads(team.pulumi("stack", "output", "--stack", BOB, "--json"))["ready"] is True
     team.git("reset", "-q", "--hard", base)
 
 

@@ -26,8 +26,6 @@ QUOTA_NAME = "tfk8s-quota"
 LIMIT_RANGE_NAME = "tfk8s-container-defaults"
 GPU_RESOURCE = "nvidia.com/gpu"
 
-# The Layout kind's count key, its group filled in by `hard`: each platform has its own group.
-LAYOUTS_KEY = "count/layouts.{group}"
 # Quota setting (its key in the stack file) -> the ResourceQuota `hard` keys it sets.
 HARD_KEYS: dict[str, tuple[str, ...]] = {
     "cpu": ("requests.cpu", "limits.cpu"),
@@ -37,14 +35,17 @@ HARD_KEYS: dict[str, tuple[str, ...]] = {
     "pods": ("pods",),
     "services": ("services",),
     "persistentVolumeClaims": ("persistentvolumeclaims",),
-    # Object counts (`count/<resource>.<group>`); the Layout's group is its platform's (`hard`).
+    # Object counts (`count/<resource>.<group>`). Not the platform's Layout kind: the quota
+    # controller learns a new CRD's resource only at its next discovery sync (up to 30 s, then up to
+    # a resync period before the quota is recomputed), and until then admission refuses every
+    # Layout with "status unknown for quota"; a tenant created right after its platform (make up)
+    # would have no experiment for minutes.
     "configMaps": ("count/configmaps",),
     "secrets": ("count/secrets",),
     "serviceAccounts": ("count/serviceaccounts",),
     "roles": ("count/roles.rbac.authorization.k8s.io",),
     "roleBindings": ("count/rolebindings.rbac.authorization.k8s.io",),
     "networkPolicies": ("count/networkpolicies.networking.k8s.io",),
-    "layouts": (LAYOUTS_KEY,),
     "jobs": ("count/jobs.batch",),
     "deployments": ("count/deployments.apps",),
 }
@@ -57,15 +58,14 @@ TOKEN_GATE_CPU, TOKEN_GATE_MEMORY = "100m", "128Mi"
 TENANT_APP_PODS, TENANT_SERVICES = 2, 3
 
 
-def hard(quota: Quota, layouts_group: str) -> dict[str, str]:
-    """The ResourceQuota's `spec.hard` for `quota`, in a namespace of the platform whose Layouts
-    are of `layouts_group`."""
+def hard(quota: Quota) -> dict[str, str]:
+    """The ResourceQuota's `spec.hard` for `quota`."""
     values = quota.model_dump(by_alias=True)
-    return {key.format(group=layouts_group): str(values[setting]) for setting, keys in HARD_KEYS.items() for key in keys}
+    return {key: str(values[setting]) for setting, keys in HARD_KEYS.items() for key in keys}
 
 
-def resource_quota_spec(quota: Quota, layouts_group: str) -> dict[str, Any]:
-    return {"hard": hard(quota, layouts_group)}
+def resource_quota_spec(quota: Quota) -> dict[str, Any]:
+    return {"hard": hard(quota)}
 
 
 def limit_range_spec(defaults: ContainerDefaults) -> dict[str, Any]:

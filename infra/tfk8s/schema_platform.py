@@ -256,8 +256,6 @@ class Quota(Model):
     """RoleBindings: 3 of the platform's, plus one per training cluster."""
     network_policies: Positive = 50
     """NetworkPolicies: the platform's (deny by default, DNS, the apps), plus one per training cluster."""
-    layouts: Positive = 50
-    """Layouts: one per training cluster."""
     jobs: Positive = 100
     """Jobs: one or two per training cluster (workers, and an in-graph chief)."""
     deployments: Positive = 100

@@ -146,8 +146,6 @@ class QuotaOverrides(Model):
     """RoleBindings; unset: platform.defaultQuota.roleBindings."""
     network_policies: Positive | None = None
     """NetworkPolicies; unset: platform.defaultQuota.networkPolicies."""
-    layouts: Positive | None = None
-    """Layouts; unset: platform.defaultQuota.layouts."""
     jobs: Positive | None = None
     """Jobs; unset: platform.defaultQuota.jobs."""
     deployments: Positive | None = None

@@ -194,7 +194,7 @@ class UserEnvironment(pulumi.ComponentResource):
         self.resource_quota = kube.ResourceQuota(
             f"{name}-quota",
             metadata=self._meta(ns, own_labels, name=quota.QUOTA_NAME),
-            spec=quota.resource_quota_spec(args.user.effective_quota(args.platform.default_quota), args.platform.layouts.group),
+            spec=quota.resource_quota_spec(args.user.effective_quota(args.platform.default_quota)),
             opts=child,
         )
         self.limit_range = kube.LimitRange(

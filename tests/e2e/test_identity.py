@@ -138,8 +138,9 @@ def test_the_experimenter_table_is_what_the_access_check_finds(
         assert access.missing(post, granted, access.experimenter_cluster_rules("another-class")) != []
         identity = access.identity(api.post)
         assert identity == f"user 'alice' (groups {GROUP})"
-        messages = access.refusals(access.missing(post, other, table), identity, other, "tfk8s:user")
-        assert messages[0].startswith(f"tfk8s:user: user 'alice' (groups {GROUP}) may not get namespaces in namespace '{other}'")
+        (message,) = access.refusals(access.missing(post, other, table), identity, other, "tfk8s:user")
+        assert message.startswith(f"tfk8s:user: user 'alice' (groups {GROUP}) may not get namespaces; ")
+        assert f"in namespace '{other}' ({len(table)} of the experimenter role's rules)" in message
         # `get` on namespaces in a RoleBinding's namespace is GET of that namespace, and of no other.
         assert alice.get("namespace", name=granted)["metadata"]["name"] == granted
         with pytest.raises(subprocess.CalledProcessError):

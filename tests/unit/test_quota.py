@@ -34,9 +34,7 @@ def test_each_tenant_gets_a_quota_over_the_platform_defaults_and_container_defau
 
     @pulumi.runtime.test
     def run() -> pulumi.Output[Any]:
-        facts = facts_for(platform_config)
-        layouts_group = facts["layouts"]["group"]
-        d = run_program(tenant_config, platform=facts)
+        d = run_program(tenant_config, platform=facts_for(platform_config))
 
         def check() -> None:
             (alice,) = [r.inputs for r in d.mocks.of_type(QUOTA_TYPE)]
@@ -65,8 +63,6 @@ def test_each_tenant_gets_a_quota_over_the_platform_defaults_and_container_defau
                     "count/roles.rbac.authorization.k8s.io": "50",
                     "count/rolebindings.rbac.authorization.k8s.io": "50",
                     "count/networkpolicies.networking.k8s.io": "50",
-                    # The Layout kind of this tenant's platform, by its own group.
-                    f"count/layouts.{layouts_group}": "50",
                     "count/jobs.batch": "100",
                     "count/deployments.apps": "100",
                 }
@@ -115,7 +111,6 @@ def test_the_default_quota_and_container_defaults() -> None:
         "roles": 50,
         "roleBindings": 50,
         "networkPolicies": 50,
-        "layouts": 50,
         "jobs": 100,
         "deployments": 100,
     }

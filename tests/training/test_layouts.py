@@ -63,6 +63,11 @@ def test_several_clusters_need_a_choice_and_the_message_lists_them() -> None:
         ({"spec": {"worker": ["w-0.other:2222"]}}, r"spec\.worker .* outside this namespace"),
         ({"command": ["sh", "-c", "id"]}, r"unknown key 'command'"),
         ({"training": 3}, r"training is missing or not str"),
+        # The run's directory is run-<runUid>: a uid that is a path would put the notebook's
+        # results and done markers anywhere on the log volume (another experiment's run).
+        ({"runUid": "x/../../../other-exp"}, r"runUid 'x/\.\./\.\./\.\./other-exp' is not a Kubernetes uid"),
+        ({"runUid": ".."}, r"runUid '\.\.' is not a Kubernetes uid"),
+        ({"runUid": 7}, r"runUid 7 is not a Kubernetes uid"),
     ],
 )
 def test_a_layout_tfk8s_did_not_write_is_refused(change: dict[str, object], problem: str) -> None:

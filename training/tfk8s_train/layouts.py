@@ -64,6 +64,10 @@ def _host_here(address: str) -> bool:
     return len(labels) == 2 and re.fullmatch(re.escape(labels[1]) + r"-\d+", labels[0]) is not None
 
 
+# A Kubernetes object uid (a UUID): letters, digits and dashes.
+_RUN_UID = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,63}")
+
+
 def _relative(path: str) -> bool:
     return not path.startswith("/") and ".." not in path.split("/") and "\x00" not in path
 
@@ -80,6 +84,10 @@ def validate(layout: Mapping[str, Any]) -> dict[str, Any]:
     for k in ("dataSubPath", "logSubPath"):
         if isinstance(layout.get(k), str) and not _relative(layout[k]):
             problems.append(f"{k} {layout[k]!r} leaves the volume (absolute or '..')")
+    # The run's directory is `run-<runUid>` under the log volume: a Job's uid, never a path.
+    run_uid = layout.get("runUid")
+    if run_uid is not None and not (isinstance(run_uid, str) and _RUN_UID.fullmatch(run_uid)):
+        problems.append(f"runUid {run_uid!r} is not a Kubernetes uid (a run directory's name, never a path)")
     spec = layout.get("spec")
     for job, addresses in (spec if isinstance(spec, dict) else {}).items():
         if not isinstance(addresses, list) or not all(isinstance(a, str) and _host_here(a) for a in addresses):

@@ -303,10 +303,15 @@ def test_a_cli_that_fails_without_stopping_its_host_leaves_none(project: Project
     for _ in range(8):
         done = project.pulumi("preview", check=False, env=without)
         assert done.returncode != 0 and "PULUMI_CONFIG_PASSPHRASE" in done.stdout + done.stderr, done
-        deadline = time.monotonic() + 0.5
-        while project.host_processes() and time.monotonic() < deadline:
+        # Within 2 s: a host the CLI started just before it died may still be in its runtime's start
+        # on a loaded 2-core machine (CI once found one alive 0.5 s after its CLI); the old host's
+        # pid watch could leave one for good, which this still catches.
+        ended = time.monotonic()
+        while project.host_processes() and time.monotonic() < ended + 5:
             time.sleep(0.01)
-        assert not project.host_processes(), "the host outlived its CLI"
+        lingered = time.monotonic() - ended
+        assert not project.host_processes(), "the host outlived its CLI by more than 5 s"
+        assert lingered < 2, f"the host outlived its CLI by {lingered:.2f} s"
 
 
 def sleeping_up(project: Project) -> tuple[subprocess.Popen[str], int]:

@@ -29,6 +29,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	pulumirpc "github.com/pulumi/pulumi/sdk/v3/proto/go"
 	"google.golang.org/grpc"
@@ -82,6 +83,16 @@ func serve(args []string) error {
 			_, _ = io.Copy(io.Discard, os.Stdin)
 			close(parentGone)
 		}()
+	} else if parent := os.Getppid(); parent > 1 {
+		// Not started with a pipe (by hand, or by a CLI path that gives none): end when the parent
+		// does, as seen within a poll. Full-suite CI runs found a host alive for good after a CLI
+		// that died without stopping it.
+		go func() {
+			for os.Getppid() == parent {
+				time.Sleep(parentPoll)
+			}
+			close(parentGone)
+		}()
 	}
 	select {
 	case <-stop:
@@ -91,6 +102,9 @@ func serve(args []string) error {
 	server.Stop()
 	return nil
 }
+
+// parentPoll: how often a host without a stdin pipe looks for its parent.
+const parentPoll = 200 * time.Millisecond
 
 // stdinIsPipe: whether this host was started as the CLI starts its plugins, with a pipe as stdin
 // that the CLI holds and never writes to. End of file on it then means the CLI closed it or died.

@@ -1,6 +1,6 @@
 # The single entry point: set-up, local cluster, deploy, test, bench.
 #   make up     - install everything needed, start the local cluster, `pulumi up` the platform-dev
-#                 platform stack, the tenant-alice tenant stack and then the dev experiment stack
+#                 platform stack, the tenant-alice tenant stack and then, as alice, the dev experiment stack
 #   eval "$(make env)" - then plain `pulumi` commands work on stacks/ (see README "Usage")
 #   make test   - the whole test suite (unit with mocks, real TensorFlow, real pulumi up on kwok)
 SHELL := /bin/bash
@@ -10,6 +10,9 @@ PY := $(VENV)/bin/python
 STACK ?= dev
 PLATFORM ?= platform-dev
 TENANT ?= tenant-alice
+# Who runs the $(STACK) experiment: a user of $(TENANT)'s identities, with her own state,
+# passphrase and client certificate (hack/env.sh --tenant), never the platform team's.
+EXPERIMENTER ?= alice
 PYTEST_ARGS ?=
 
 .PHONY: help env requirements schema golden venv policy-venv test-policies tools tools-legacy real-node-deps cluster cluster-stop cluster-status demo up preview down outputs test test-unit test-training test-e2e bench lint clean
@@ -85,29 +88,33 @@ DEMO_PULUMI := $(PULUMI) --cwd $(DEMO)
 demo: venv
 	@$(PY) hack/toolenv.py project-copy $(DEMO) >/dev/null
 
-# A stack the demo creates shares the salt of the stack it builds on (hack/toolenv.py share-salt;
-# README "Fixed cost"): one key derivation per command instead of one per stack read.
+# A tenant stack the demo creates shares its platform's salt (hack/toolenv.py share-salt; README
+# "Fixed cost"): one key derivation per command instead of two.
 DEMO_SELECT = $(PY) hack/toolenv.py share-salt $(DEMO)/stacks/Pulumi.$(1).yaml >/dev/null && $(DEMO_PULUMI) stack select --create $(1) >/dev/null
+# The experiment is $(EXPERIMENTER)'s: her environment, her state, her credentials.
+EXPERIMENTER_PULUMI := eval "$$(hack/env.sh --tenant $(EXPERIMENTER))" && pulumi --cwd $(DEMO)
 
 up: venv tools cluster demo ## `pulumi up` the $(PLATFORM) platform, the $(TENANT) tenant on it, then the $(STACK) experiment (refreshing first: the cluster may be new); print the experiment's outputs
 	$(call DEMO_SELECT,$(PLATFORM))
 	$(DEMO_PULUMI) up --stack $(PLATFORM) --yes --skip-preview --refresh
 	$(call DEMO_SELECT,$(TENANT))
 	$(DEMO_PULUMI) up --stack $(TENANT) --yes --skip-preview --refresh
-	$(call DEMO_SELECT,$(STACK))
-	$(DEMO_PULUMI) up --stack $(STACK) --yes --skip-preview --refresh
-	$(DEMO_PULUMI) stack output --stack $(STACK) --json
-	@$(DEMO_PULUMI) stack output --stack $(STACK) ready | grep -qx true || { echo "stack $(STACK) is not ready (see notReady above)" >&2; exit 3; }
+	hack/cluster.sh user-kubeconfig $(EXPERIMENTER) >/dev/null
+	$(EXPERIMENTER_PULUMI) stack select --create $(STACK) >/dev/null
+	$(EXPERIMENTER_PULUMI) up --stack $(STACK) --yes --skip-preview --refresh
+	$(EXPERIMENTER_PULUMI) stack output --stack $(STACK) --json
+	@$(EXPERIMENTER_PULUMI) stack output --stack $(STACK) ready | grep -qx true || { echo "stack $(STACK) is not ready (see notReady above)" >&2; exit 3; }
 
-preview: venv tools cluster demo ## Preview the $(STACK) stack
-	$(call DEMO_SELECT,$(STACK))
-	$(DEMO_PULUMI) preview --stack $(STACK) --diff
+preview: venv tools cluster demo ## Preview the $(STACK) stack, as $(EXPERIMENTER)
+	hack/cluster.sh user-kubeconfig $(EXPERIMENTER) >/dev/null
+	$(EXPERIMENTER_PULUMI) stack select --create $(STACK) >/dev/null
+	$(EXPERIMENTER_PULUMI) preview --stack $(STACK) --diff
 
 outputs: demo ## Print the outputs of the $(STACK) stack (secrets masked)
-	$(DEMO_PULUMI) stack output --stack $(STACK) --json
+	$(EXPERIMENTER_PULUMI) stack output --stack $(STACK) --json
 
-down: demo ## Destroy the $(STACK) experiment, the $(TENANT) tenant, then the $(PLATFORM) platform, and stop the local cluster
-	if hack/cluster.sh status >/dev/null 2>&1; then $(DEMO_PULUMI) destroy --stack $(STACK) --yes && $(DEMO_PULUMI) destroy --stack $(TENANT) --yes && $(DEMO_PULUMI) destroy --stack $(PLATFORM) --yes; fi
+down: demo ## Destroy the $(STACK) experiment (as $(EXPERIMENTER)), the $(TENANT) tenant, then the $(PLATFORM) platform, and stop the local cluster
+	if hack/cluster.sh status >/dev/null 2>&1; then hack/cluster.sh user-kubeconfig $(EXPERIMENTER) >/dev/null && $(EXPERIMENTER_PULUMI) destroy --stack $(STACK) --yes && $(DEMO_PULUMI) destroy --stack $(TENANT) --yes && $(DEMO_PULUMI) destroy --stack $(PLATFORM) --yes; fi
 	hack/cluster.sh stop
 
 test: venv policy-venv tools tools-legacy real-node-deps ## Every test: the policy pack's rules, mocks, real TensorFlow processes, real pulumi up against kwok (1.34 and 1.25 + Heketi), a real node

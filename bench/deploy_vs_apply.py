@@ -283,7 +283,7 @@ def pulumi_side(program: Program, timeline: Path) -> dict[str, float]:
 
 def render_experiment(work: Path, out: Path) -> None:
     """The dev experiment's objects, as `pulumi up -s dev` would create them."""
-    from tfk8s import program
+    from tfk8s import preflight, program
     from tfk8s.schema_experiment import ExperimentStack
     from tfk8s.stack_config import load
 
@@ -291,8 +291,11 @@ def render_experiment(work: Path, out: Path) -> None:
         stack = load()
         assert isinstance(stack, ExperimentStack)
         stack = stack.model_copy(update={"experiment": "dev"})  # the names `pulumi up -s dev` gives
-        # No ownership reads (read=None): the rendered objects are applied by kubectl, not adopted.
-        program.run_experiment(stack, None, None, os.environ, ROOT)
+        api = preflight.check_cluster(os.environ, kubeconfig_in_config=False).api
+        assert api is not None, "the bench's cluster is not readable with its kubeconfig"
+        # The tenant's contract is read from the cluster; no ownership reads (read=None): the
+        # rendered objects are applied by kubectl, not adopted.
+        program.run_experiment(stack, None, None, os.environ, ROOT, read_whole=lambda path: api.get(path))
 
     render(work, out, yaml.safe_load((work / "stacks" / "Pulumi.dev.yaml").read_text())["config"], declare)
 

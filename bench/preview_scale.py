@@ -53,11 +53,18 @@ QUOTA = {"cpu": "64", "memory": "256Gi", "pods": 400, "services": 400}
 SERVER_FIELDS = ("uid", "resourceVersion", "managedFields", "creationTimestamp", "generation")
 
 
-def experiment(clusters: int) -> dict[str, Any]:
+def experiment(clusters: int, tree: Path) -> dict[str, Any]:
+    """tenant-alice's experiment of `clusters` clusters, for the program in `tree`: a revision from
+    before tenant contracts (tfk8s.tenant_contract) names the tenant stack, not its namespace."""
+    tenant = (
+        {"tfk8s:namespace": "tfk8s-alice"}
+        if (tree / "infra" / "tfk8s" / "tenant_contract.py").exists()
+        else {"tfk8s:tenantStack": "tenant-alice"}
+    )
     return {
         "config": {
             "tfk8s:kind": "experiment",
-            "tfk8s:tenantStack": "tenant-alice",
+            **tenant,
             "tfk8s:clusters": [
                 {"name": f"c{i}", "ps": {"count": 1, **SMALL}, "workers": {"count": 1, **SMALL}} for i in range(clusters)
             ],
@@ -110,7 +117,7 @@ def measure(programs: list[Program], clusters: int, repeat: int, salt: str) -> d
         # Stack names are experiment names: one per program, all in tenant-alice's namespace at once.
         stack = stacks[program.label] = f"scale-{clusters}" + ("" if program is programs[-1] else f"-{program.label}")
         (program.work / "stacks" / f"Pulumi.{stack}.yaml").write_text(
-            f"encryptionsalt: {salt}\n" + yaml.safe_dump(experiment(clusters))
+            f"encryptionsalt: {salt}\n" + yaml.safe_dump(experiment(clusters, program.work))
         )
         init(program.work, stack, program.env)
         pulumi_cli(program.work, "up", "--yes", "--skip-preview", stack=stack, env=program.env)

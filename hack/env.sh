@@ -15,7 +15,22 @@
 # - PULUMI_FALLBACK_TO_STATE_SECRETS_MANAGER: a stack file without a salt reuses its state's
 # - Pulumi's automatic logs: off in this PULUMI_HOME unless TFK8S_PULUMI_LOGS=1 (below)
 # - KUBECONFIG: the local kwok cluster's own kubeconfig (unless already set)
+#
+# `hack/env.sh --tenant alice` is alice's environment for her experiments, which holds nothing of
+# the platform team's or of another tenant (README "Security model"): her own state
+# (.state/tenants/alice/backend), her own passphrase ($TFK8S_CACHE/passphrases/alice) and her own
+# kubeconfig (the client certificate `hack/cluster.sh user-kubeconfig alice` mints). The
+# variables already set win here too.
 set -euo pipefail
+
+tenant=""
+if [ "${1:-}" = --tenant ]; then
+  tenant=${2:?--tenant needs a tenant user name}
+  case $tenant in *[!a-z0-9-]* | "") echo "env.sh: --tenant $tenant: not a tenant user name (a-z, 0-9, -)" >&2; exit 2 ;; esac
+elif [ $# -gt 0 ]; then
+  echo "usage: hack/env.sh [--tenant USER]" >&2
+  exit 2
+fi
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cache=${TFK8S_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tfk8s}
@@ -23,7 +38,12 @@ cache=${TFK8S_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tfk8s}
 quote() { printf '%q' "$1"; }
 emit() { printf 'export %s=%s\n' "$1" "$(quote "$2")"; }
 
-mkdir -p "$root/.state/backend"
+state=$root/.state/backend passphrase=$cache/passphrase kubeconfig=$cache/kwok/${TFK8S_CLUSTER_NAME:-tfk8s}.kubeconfig
+if [ -n "$tenant" ]; then
+  state=$root/.state/tenants/$tenant/backend passphrase=$cache/passphrases/$tenant
+  kubeconfig=$cache/kwok/${TFK8S_CLUSTER_NAME:-tfk8s}.user-$tenant.kubeconfig
+fi
+mkdir -p "$state"
 emit PATH "$cache/bin:$PATH"
 pulumi_home=$cache/pulumi-home
 emit PULUMI_HOME "$pulumi_home"
@@ -49,7 +69,7 @@ elif [ ! -f "$logs" ]; then
   printf '%s\n' "Not a directory on purpose: Pulumi writes no automatic logs here (hack/env.sh; TFK8S_PULUMI_LOGS=1 turns them on)." >"$logs.$$"
   mv -fT "$logs.$$" "$logs" 2>/dev/null || rm -f "$logs.$$"
 fi
-emit PULUMI_BACKEND_URL "${PULUMI_BACKEND_URL:-file://$root/.state/backend}"
+emit PULUMI_BACKEND_URL "${PULUMI_BACKEND_URL:-file://$state}"
 emit PULUMI_SKIP_UPDATE_CHECK true
 # Nothing can be downloaded from get.pulumi.com here: fail fast instead of retrying.
 emit PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION true
@@ -72,11 +92,10 @@ emit GOMEMLIMIT "${GOMEMLIMIT:-1GiB}"
 # recorded in the stack's state, instead of a new one that could not decrypt that state's secrets.
 emit PULUMI_FALLBACK_TO_STATE_SECRETS_MANAGER true
 if [ -z "${PULUMI_CONFIG_PASSPHRASE:-}" ] && [ -z "${PULUMI_CONFIG_PASSPHRASE_FILE:-}" ]; then
-  passphrase=$cache/passphrase
   if [ ! -s "$passphrase" ]; then
-    mkdir -p "$cache"
+    mkdir -p "$(dirname "$passphrase")"
     (umask 077 && head -c 32 /dev/urandom | base64 | tr -d '\n=' >"$passphrase")
   fi
   emit PULUMI_CONFIG_PASSPHRASE_FILE "$passphrase"
 fi
-emit KUBECONFIG "${KUBECONFIG:-$cache/kwok/${TFK8S_CLUSTER_NAME:-tfk8s}.kubeconfig}"
+emit KUBECONFIG "${KUBECONFIG:-$kubeconfig}"

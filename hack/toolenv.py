@@ -85,21 +85,22 @@ def project_copy(work: Path) -> Path:
 
 
 SALT_KEY = "encryptionsalt"
-UPSTREAM_KEYS = ("tfk8s:tenantStack", "tfk8s:platformStack")  # an experiment's tenant, a tenant's platform
+UPSTREAM_KEY = "tfk8s:platformStack"  # a tenant's platform
 
 
 def share_salt(stack_file: Path) -> str | None:
-    """Give a stack file without an encryption salt the salt of the stack it builds on (an
-    experiment its tenant's, a tenant its platform's, found beside it), before `pulumi stack init`
-    writes a new one. With the passphrase provider each distinct salt costs a 1,000,000-round
-    PBKDF2 per command (about 0.17 s here), and an experiment's `up` reads its tenant's and platform's
-    outputs, which the engine decrypts with their own salts: one shared salt is one derivation
-    (README "Fixed cost"). Salts are not secret; the passphrase stays what protects the secrets.
+    """Give a tenant's stack file without an encryption salt its platform's salt (found beside it),
+    before `pulumi stack init` writes a new one. With the passphrase provider each distinct salt
+    costs a 1,000,000-round PBKDF2 per command (about 0.17 s here), and a tenant's `up` reads its
+    platform's outputs, which the engine decrypts with the platform's salt: one shared salt is one
+    derivation (README "Fixed cost"). Both are the platform team's, under its passphrase. An
+    experiment reads no other stack (tfk8s.tenant_contract) and keeps a salt of its own, under its
+    tenant's passphrase. Salts are not secret; the passphrase stays what protects the secrets.
     Returns the salt the file has afterwards, if any."""
     document = (yaml.safe_load(stack_file.read_text()) if stack_file.exists() else None) or {}
     own, config = document.get(SALT_KEY), document.get("config") or {}
-    upstream = next((config[k] for k in UPSTREAM_KEYS if isinstance(config.get(k), str)), None)
-    if own or not upstream:
+    upstream = config.get(UPSTREAM_KEY)
+    if own or not isinstance(upstream, str) or not upstream:
         return own
     salt = share_salt(stack_file.parent / f"Pulumi.{upstream.rsplit('/', 1)[-1]}.yaml")
     if salt:

@@ -69,6 +69,14 @@ def _model_at(model: type[BaseModel], loc: tuple[int | str, ...]) -> type[BaseMo
     return current
 
 
+# Keys an earlier tfk8s read that a newer one replaced: the error says with what.
+REPLACED_KEYS = {
+    "tenantStack": "no longer read: an experiment names its tenant's namespace instead, tfk8s:namespace: "
+    "<the platform's namespacePrefix><tenant name> (e.g. tfk8s-alice), and reads its tenant's contract there "
+    "with your own credentials",
+}
+
+
 def _hint(model: type[BaseModel], loc: tuple[int | str, ...]) -> str:
     """': <the field's description>' (what a required field is), or nothing."""
     holder = _model_at(model, loc[:-1])
@@ -83,6 +91,8 @@ def _message(model: type[BaseModel], error: Any) -> str:
     if kind == "string_too_short" and error["input"] == "":
         return f"is empty{_hint(model, loc)}"
     if kind == "extra_forbidden":
+        if loc[-1] in REPLACED_KEYS:
+            return REPLACED_KEYS[str(loc[-1])]
         holder = _model_at(model, loc[:-1])
         allowed = sorted(f.alias or n for n, f in holder.model_fields.items()) if holder else []
         return f"unknown key; expected one of {allowed}"

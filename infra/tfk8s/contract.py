@@ -3,7 +3,8 @@ for its tenants and their experiments, and what a tenant publishes (its `tenant`
 experiments.
 
 Written once: each stack builds its facts (platform_stack.facts, tenant_stack.facts) and exports
-them dumped by alias; readers parse the output back with the same model (stack_ref). A stack may
+them dumped by alias; readers parse them back with the same model (a tenant its platform's output,
+tfk8s.stack_ref; an experiment both from its tenant's ConfigMap, tfk8s.tenant_contract). A stack may
 rely on these facts and on nothing else of the stack it reads. Nothing here touches Pulumi.
 """
 
@@ -40,7 +41,7 @@ class TenantFacts(Facts):
 
     schema_version: Literal[1]
     platform_stack: str
-    """The platform the tenant lives on, qualified (org/project/stack): experiments read it from there."""
+    """The platform the tenant lives on, qualified (org/project/stack)."""
     owner: str
     """The owner annotation of the tenant's objects (tfk8s.ownership): its namespace among them."""
     name: str

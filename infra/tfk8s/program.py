@@ -30,6 +30,7 @@ from tfk8s import (
     stack_config,
     stack_ref,
     tenant_checks,
+    tenant_contract,
     tenant_stack,
     timings,
 )
@@ -76,14 +77,8 @@ def refuse_foreign(claims: list[ownership.Claimed], read: Reader | None, owner: 
         )
 
 
-def refuse_over_quota(stack: ExperimentStack, experiment: str, tenant: TenantFacts, read_whole: Reader | None) -> None:
+def refuse_over_quota(stack: ExperimentStack, experiment: str, tenant: TenantFacts, read_whole: Reader) -> None:
     """Refuse, before anything is declared, an experiment its tenant's quota has no room for (tfk8s.quota_check)."""
-    if read_whole is None:
-        pulumi.log.warn(
-            "tfk8s cannot read the cluster with the kubeconfig's credentials: the user's quota is not checked; "
-            "pods beyond it will stay unscheduled"
-        )
-        return
     room = quota_check.live_room(read_whole, tenant.namespace, experiment)
     if room is None:  # the namespace has no tfk8s quota: Kubernetes will refuse nothing either
         return
@@ -214,7 +209,7 @@ def refuse_without_access(platform: PlatformFacts, tenant: TenantFacts, post: ac
         who = access.identity(post)
         raise AccessDenied(
             "refusing: nothing was changed:\n  - "
-            + "\n  - ".join(access.refusals(missed, who, tenant.namespace, f"{NAMESPACE}:tenantStack"))
+            + "\n  - ".join(access.refusals(missed, who, tenant.namespace, tenant_contract.KEY))
         )
 
 
@@ -224,13 +219,15 @@ def run_experiment(
     read: Reader | None,
     environ: Mapping[str, str],
     root: Path = PROJECT_ROOT,
-    read_outputs: stack_ref.ReadOutputs = stack_ref.read_outputs,
     read_whole: Reader | None = None,
     post: access.Post | None = None,
 ) -> dict[str, Any]:
     """`read` GETs objects' metadata alone (ownership); `read_whole` whole objects and lists (the
-    quota); `post` asks the API server's access reviews."""
-    tenant, platform = stack_ref.tenant_facts(stack.tenant_stack, read_outputs)
+    contract, the quota); `post` asks the API server's access reviews."""
+    if read_whole is None:
+        raise tenant_contract.ContractUnavailable(tenant_contract.UNREADABLE)
+    who = (lambda: access.identity(post)) if post is not None else (lambda: access.UNKNOWN_IDENTITY)
+    tenant, platform = tenant_contract.read(stack.namespace, read_whole, who)
     timings.mark("facts")
     platform = current(platform, server)
     experiment = context_checks.experiment_name(stack, pulumi.get_stack())
@@ -246,9 +243,9 @@ def run_experiment(
         other = ownership.foreign(read(api_paths.NAMESPACE.path(namespace)) or {"metadata": {}}, tenant.owner)
         if other:
             raise OwnershipConflict(
-                f"tfk8s:tenantStack: namespace {namespace!r} of tenant {tenant.name!r} is not the tenant stack's "
-                f"({tenant.owner}): it is missing or managed by {other}. `pulumi up` the tenant stack "
-                f"{stack.tenant_stack!r} first; nothing was changed"
+                f"{tenant_contract.KEY}: namespace {namespace!r} of tenant {tenant.name!r} is not the tenant stack's "
+                f"({tenant.owner}): it is managed by {other}. `pulumi up` the tenant stack of {tenant.name!r} again; "
+                "nothing was changed"
             )
     fix = "Another experiment uses this name: set a different tfk8s:experiment (or cluster name)"
     launcher = launcher_bundle(root, "experiment")

@@ -1,8 +1,9 @@
 """The schema of an experiment stack file (`tfk8s:kind: experiment`): types, defaults and value checks.
 
 An experiment stack holds one tenant's training clusters, placed in that tenant's namespace; it
-reads its tenant's facts and, through the tenant, its platform's (`tfk8s.contract`) from those
-stacks' outputs, and the checks that need them are `tfk8s.context_checks`. Nothing here touches Pulumi: the launcher's tests
+reads its tenant's and platform's facts (`tfk8s.contract`) from the contract the tenant stack
+publishes in that namespace (`tfk8s.tenant_contract`), with the experimenter's own credentials, and
+the checks that need them are `tfk8s.context_checks`. Nothing here touches Pulumi: the launcher's tests
 build these models without an engine.
 """
 
@@ -20,12 +21,12 @@ from tfk8s.schema_types import (
     LabelKey,
     LabelValue,
     Model,
+    NamespaceName,
     NonNegative,
     Positive,
     Quantity,
     RelativePath,
     ServiceName,
-    StackReference,
 )
 
 Replication = Literal["between-graph", "in-graph"]
@@ -158,10 +159,10 @@ class ExperimentStack(Model):
     """The `tfk8s:` keys of an experiment stack file."""
 
     kind: Literal["experiment"]
-    tenant_stack: StackReference = Field(
+    namespace: NamespaceName = Field(
         min_length=1,
-        description="whose experiment this is: the tenant stack to run in, its name (tenant-alice), project/stack "
-        "or org/project/stack",
+        description="whose experiment this is: the namespace of the tenant to run in (tfk8s-alice), where its tenant "
+        "stack publishes what experiments rely on",
     )
     experiment: ServiceName | None = None
     """Names the experiment's objects and its runs (`<experiment>/<cluster>`); default: the stack name."""

@@ -71,6 +71,16 @@ def is_dns_subdomain(value: str) -> bool:
     return len(value) <= MAX_SUBDOMAIN_LENGTH and _DNS1123_SUBDOMAIN.fullmatch(value) is not None
 
 
+def namespace_name(value: str) -> str:
+    """`value` if it can name a namespace (a DNS-1123 label of up to 63 characters); else ValueError."""
+    if not is_dns_label(value):
+        raise ValueError(
+            f"{value!r} cannot name a namespace: 1 to {MAX_NAMESPACE_LENGTH} lowercase letters, digits and '-', "
+            "starting and ending alphanumeric"
+        )
+    return value
+
+
 def dns_subdomain(value: str) -> str:
     """`value` if it is a DNS-1123 subdomain (what names nodes and service accounts); else ValueError."""
     if not is_dns_subdomain(value):
@@ -230,6 +240,7 @@ def _at_least(minimum: int) -> AfterValidator:
 
 DnsName = Annotated[str, AfterValidator(dns_name)]
 DnsSubdomain = Annotated[str, AfterValidator(dns_subdomain)]
+NamespaceName = Annotated[str, AfterValidator(namespace_name)]
 # Names that end up in Service names (users, experiments, clusters): DNS-1035.
 ServiceName = Annotated[str, AfterValidator(service_name)]
 LabelKey = Annotated[str, AfterValidator(_label_key)]

@@ -1,9 +1,9 @@
 """Other stacks' outputs through the engine (`pulumi:pulumi:readStackOutputs`), read ahead.
 
-An experiment reads its tenant's outputs, then its platform's; a tenant its platform's
-(tfk8s.stack_ref). The stacks' names are in this stack's config, so `prefetch` starts those reads
-in a thread of their own at the program's first line, while the program imports its modules
-(~0.12 s), and `read` then answers from them. The same request, the same deserialization as the
+A tenant reads its platform's outputs (tfk8s.stack_ref; an experiment reads its tenant's contract
+from the cluster instead, tfk8s.tenant_contract). The platform's name is in the tenant's config,
+so `prefetch` starts that read in a thread of its own at the program's first line, while the
+program imports its modules (~0.12 s), and `read` then answers from it. The same request, the same deserialization as the
 SDK's `pulumi.runtime.invoke`; a read ahead that failed, or never started, is simply made again
 by `read`, so its error is the engine's own, as before.
 
@@ -21,10 +21,8 @@ import pulumi
 from pulumi.runtime import rpc
 
 READ_STACK_OUTPUTS = "pulumi:pulumi:readStackOutputs"
-# What a stack's config names as the stack it builds on, by kind; and in the tenant's `tenant`
-# output, its platform (tfk8s.contract.TenantFacts, dumped by alias).
-UPSTREAM_KEY = {"experiment": "tfk8s:tenantStack", "tenant": "tfk8s:platformStack"}
-TENANT_OUTPUT, TENANT_PLATFORM = "tenant", "platformStack"
+# Where a tenant's config names the platform it builds on.
+UPSTREAM_KEY = {"tenant": "tfk8s:platformStack"}
 
 Invoke = Callable[[str, Any], dict[str, Any]]  # (stack name, monitor) -> invoke's answer
 
@@ -68,7 +66,7 @@ def _outputs(result: dict[str, Any]) -> dict[str, Any]:
 
 
 class ReadAhead:
-    """Reads of named stacks, started in one thread, waited for by name."""
+    """A read of a named stack, started in a thread of its own, waited for by name."""
 
     def __init__(self, invoke: Invoke = invoke) -> None:
         self._invoke = invoke
@@ -76,19 +74,15 @@ class ReadAhead:
         self._found: dict[str, dict[str, Any]] = {}
         self._thread: threading.Thread | None = None
 
-    def start(self, first: str, then: Callable[[dict[str, Any]], str | None] = lambda _: None) -> None:
-        """Read stack `first`, then the stack `then` names from its outputs, if any."""
+    def start(self, name: str) -> None:
+        """Read stack `name`."""
         from pulumi.runtime.settings import get_monitor
 
         monitor = get_monitor()  # here: the thread's context has no settings
 
         def run() -> None:
             try:
-                name: str | None = first
-                while name is not None and name not in self._found:
-                    outputs = _outputs(self._invoke(name, monitor))
-                    self._found[name] = outputs
-                    name = then(outputs)
+                self._found[name] = _outputs(self._invoke(name, monitor))
             except Exception:  # noqa: BLE001 -- `read` reads again and reports the engine's error
                 pass
             finally:
@@ -110,20 +104,14 @@ AHEAD = ReadAhead()
 
 
 def prefetch(ahead: ReadAhead = AHEAD) -> None:
-    """Start reading what this stack builds on: an experiment's tenant and its platform, a tenant's
-    platform. Raw config: the stack file is validated later (tfk8s.stack_config); a name that
-    fails validation is read for nothing, and never used."""
+    """Start reading what this stack builds on: a tenant's platform. Raw config: the stack file is
+    validated later (tfk8s.stack_config); a name that fails validation is read for nothing, and
+    never used."""
     kind = pulumi.runtime.get_config("tfk8s:kind")
     ref = pulumi.runtime.get_config(UPSTREAM_KEY.get(str(kind), ""))
     if not isinstance(ref, str) or not ref:
         return
-    organization, project = pulumi.get_organization(), pulumi.get_project()
-
-    def tenants_platform(outputs: dict[str, Any]) -> str | None:
-        platform = (outputs.get(TENANT_OUTPUT) or {}).get(TENANT_PLATFORM)
-        return qualified(platform, organization, project) if isinstance(platform, str) and platform else None
-
-    ahead.start(qualified(ref, organization, project), tenants_platform if kind == "experiment" else lambda _: None)
+    ahead.start(qualified(ref))
 
 
 def read(name: str) -> dict[str, Any]:

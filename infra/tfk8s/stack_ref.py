@@ -1,6 +1,5 @@
-"""A stack's view of the stack it builds on: a tenant reads its platform's `platform` output, an
-experiment its tenant's `tenant` output and, through it, the platform's. Read before anything is
-declared.
+"""A tenant's view of the platform it builds on: its `platform` output, read before anything is
+declared. (An experiment reads its tenant's contract from the cluster instead: tfk8s.tenant_contract.)
 
 The read goes through the engine's stack-reference builtin (`pulumi:pulumi:readStackOutputs`,
 the call `pulumi.StackReference` makes; it works with the local file backend) as a synchronous
@@ -18,18 +17,18 @@ import pulumi
 from pydantic import ValidationError
 
 from tfk8s import stack_outputs
-from tfk8s.contract import Facts, PlatformFacts, TenantFacts
+from tfk8s.contract import Facts, PlatformFacts
 from tfk8s.schema import NAMESPACE
 from tfk8s.stack_outputs import qualified
 
-PLATFORM_OUTPUT, TENANT_OUTPUT = "platform", "tenant"
+PLATFORM_OUTPUT = "platform"
 
 ReadOutputs = Callable[[str], dict[str, Any]]
 F = TypeVar("F", bound=Facts)
 
 
 class StackUnavailable(pulumi.RunError):
-    """The platform or tenant stack is not there or not deployed; the message names it, the key and the fix."""
+    """The platform stack is not there or not deployed; the message names it, the key and the fix."""
 
 
 def read_outputs(name: str) -> dict[str, Any]:
@@ -62,12 +61,3 @@ def _facts(ref: str, key: str, output: str, model: type[F], what: str, read: Rea
 
 def platform_facts(ref: str, read: ReadOutputs = read_outputs, key: str = f"{NAMESPACE}:platformStack") -> PlatformFacts:
     return _facts(ref, key, PLATFORM_OUTPUT, PlatformFacts, "platform", read)
-
-
-def tenant_facts(ref: str, read: ReadOutputs = read_outputs) -> tuple[TenantFacts, PlatformFacts]:
-    """The tenant's facts and its platform's (the platform as of now, not as of the tenant's last `up`)."""
-    tenant = _facts(ref, f"{NAMESPACE}:tenantStack", TENANT_OUTPUT, TenantFacts, "tenant", read)
-    platform = platform_facts(
-        tenant.platform_stack, read, key=f"{NAMESPACE}:tenantStack ({ref!r}'s platform {tenant.platform_stack!r})"
-    )
-    return tenant, platform

@@ -3,8 +3,10 @@
 It registers the tenant with its platform (a cluster-wide `Tenant`, tfk8s.guard), then declares the
 namespace and what lives there beyond any experiment (tfk8s.user_env: volumes, Jupyter, TensorBoard,
 quota, container defaults), binds the tenant's identities to the platform's experimenter role in
-that namespace alone (tfk8s.access), and guards the namespace while experiments use it. Its
-`tenant` output is the contract its experiment stacks read: a contract.TenantFacts, dumped by alias.
+that namespace alone (tfk8s.access), and guards the namespace while experiments use it. It
+publishes the contract its experiments read in that namespace (tfk8s.tenant_contract), and the
+same tenant facts as its `tenant` output (a contract.TenantFacts, dumped by alias) for people and
+pipelines.
 Nothing here reads or declares anything of another tenant, so a tenant's preview and `up` cost the
 same whatever the number of tenants.
 """
@@ -16,7 +18,7 @@ from typing import Any, Final
 
 import pulumi
 
-from tfk8s import guard, readiness, user_env
+from tfk8s import guard, readiness, tenant_contract, user_env
 from tfk8s import kube_objects as kube
 from tfk8s.code import launcher_bundle
 from tfk8s.contract import PlatformFacts, TenantFacts
@@ -33,11 +35,12 @@ TENANT_KEY = f"{NAMESPACE}:tenant"
 
 def claimed(stack: TenantStack, platform: PlatformFacts) -> list[Claimed]:
     """Objects this stack creates under fixed names: its registration, its namespace and the
-    namespace's quota objects. Absent, or already this stack's: two tenant stacks can never share a
-    user name."""
+    namespace's quota objects, and its experiments' contract. Absent, or already this stack's: two
+    tenant stacks can never share a user name."""
     return [
         Claimed(kind=platform.tenants.api, name=stack.tenant.name, key=f"{TENANT_KEY}.name"),
         *user_env.fixed_objects(platform, stack.tenant, TENANT_KEY),
+        tenant_contract.claim(user_env.namespace_name(platform, stack.tenant.name), f"{TENANT_KEY}.name"),
     ]
 
 
@@ -131,23 +134,30 @@ def build(
             )
         )
         guarded += token_readers(meta, namespace, members, env)
+    tenant_facts = pulumi.Output.all(env.jupyter_url, env.tensorboard_url).apply(
+        lambda urls: facts(
+            tenant,
+            platform,
+            platform_stack=platform_stack,
+            owner=owner.annotation,
+            jupyter_url=urls[0],
+            tensorboard_url=urls[1],
+        )
+    )
+    guarded.append(
+        kube.ConfigMap(
+            "contract",
+            metadata={**meta, "name": tenant_contract.NAME, "namespace": namespace},
+            data=tenant_facts.apply(lambda contract: tenant_contract.data(contract, platform)),
+            opts=pulumi.ResourceOptions(parent=env),
+        )
+    )
     if guard.policy_supported(platform.version):
         guard.tenant_guard("tenant-guard", namespace, platform.layouts.group, owner, guarded)
     report = env.readiness.apply(readiness.tenant_readiness)
     pulumi.export("ready", report.apply(lambda r: r["ready"]))
     pulumi.export("readiness", report)
-    tenant_output = pulumi.Output.all(env.jupyter_url, env.tensorboard_url).apply(
-        lambda urls: published(
-            facts(
-                tenant,
-                platform,
-                platform_stack=platform_stack,
-                owner=owner.annotation,
-                jupyter_url=urls[0],
-                tensorboard_url=urls[1],
-            )
-        )
-    )
+    tenant_output = tenant_facts.apply(published)
     pulumi.export("tenant", tenant_output)
     # Where the token is, not the token: a stack others read exports nothing secret, so reading it
     # never needs this stack's secrets provider. The tenant's identities read the Secret themselves.

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 import toolenv
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -97,10 +99,16 @@ class Cli:
             shown = " ".join(argv[:-1])
             raise AssertionError(f"pulumi {shown} <value> exited {done.returncode}:\n{done.stdout}\n{done.stderr}")
 
+    def tenant_namespace(self, tenant: str) -> str:
+        """The namespace of the `tenant` stack's user (the e2e platforms keep the default prefix)."""
+        config = yaml.safe_load((self.cwd / "stacks" / f"Pulumi.{tenant}.yaml").read_text())["config"]
+        return f"tfk8s-{config['tfk8s:tenant']['name']}"
+
     def init_experiment(self, stack: str, *, tenant: str, settings: dict[str, str]) -> None:
-        """`stack init` and `config set --path` of an experiment of the `tenant` stack, as a user types them."""
+        """`stack init` and `config set --path` of an experiment in the namespace of the `tenant`
+        stack, as a user types them."""
         self("stack", "init", stack)
-        base = {"tfk8s:kind": "experiment", "tfk8s:tenantStack": tenant}
+        base = {"tfk8s:kind": "experiment", "tfk8s:namespace": self.tenant_namespace(tenant)}
         for path, value in {**base, **settings}.items():
             self("config", "set", "--stack", stack, "--path", path, value)
 

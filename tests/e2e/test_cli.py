@@ -47,7 +47,7 @@ TENANT_CONFIG = [
 # A new experiment in one step: the README's `stack init` + `config set --path` flow.
 EXPERIMENT_CONFIG = [
     ("tfk8s:kind", "experiment", None),
-    ("tfk8s:tenantStack", TENANT, None),
+    ("tfk8s:namespace", NAMESPACE, None),
     ("tfk8s:clusters[0].name", "cifar", None),
     ("tfk8s:clusters[0].workers.count", "2", None),
     ("tfk8s:clusters[0].workers.cpu", "500m", None),
@@ -97,12 +97,16 @@ def test_stack_init_and_config_set_write_the_stack_files_with_an_encrypted_secre
 def test_an_experiment_without_its_tenant_and_a_tenant_without_its_platform_stop_before_creating_anything(
     cli: Cli, kube: Kube
 ) -> None:
-    for stack, key, missing in ((STACK, "tenantStack", TENANT), (TENANT, "platformStack", PLATFORM)):
-        done = cli("up", "--stack", stack, "--yes", "--skip-preview", check=False)
-        text = output_of(done)
-        assert done.returncode != 0
-        assert f"tfk8s:{key}: stack 'organization/tfk8s/{missing}' has no" in text, text
-        assert f"pulumi up --stack {missing}" in text and "Traceback" not in text, text
+    done = cli("up", "--stack", STACK, "--yes", "--skip-preview", check=False)
+    text = output_of(done)
+    assert done.returncode != 0
+    assert f"tfk8s:namespace: namespace '{NAMESPACE}' has no tfk8s tenant contract (ConfigMap tfk8s-contract)" in text, text
+    assert "`pulumi up` the tenant stack first" in text and "Traceback" not in text, text
+    done = cli("up", "--stack", TENANT, "--yes", "--skip-preview", check=False)
+    text = output_of(done)
+    assert done.returncode != 0
+    assert f"tfk8s:platformStack: stack 'organization/tfk8s/{PLATFORM}' has no" in text, text
+    assert f"pulumi up --stack {PLATFORM}" in text and "Traceback" not in text, text
     assert NAMESPACE not in {n["metadata"]["name"] for n in kube.get("namespaces")}
 
 

@@ -114,7 +114,8 @@ def _experiment(tenant: str, workers: int = 2, image: str | None = None) -> str:
     }
     if image:
         cluster["image"] = image
-    return _stack_file({"tfk8s:kind": "experiment", "tfk8s:tenantStack": tenant, "tfk8s:clusters": [cluster]})
+    namespace = f"tfk8s-{tenant.removeprefix('tenant-')}"  # the tenant stack tenant-<user>'s
+    return _stack_file({"tfk8s:kind": "experiment", "tfk8s:namespace": namespace, "tfk8s:clusters": [cluster]})
 
 
 def _tenant(user: str) -> str:

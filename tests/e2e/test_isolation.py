@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import subprocess
+from pathlib import Path
 
 import pytest
 from drivers import SMALL_CLUSTER, Cli, Kube, user_kube
@@ -80,6 +82,41 @@ def test_alice_runs_her_experiment_with_her_own_credentials(cli: Cli, alice: Kub
         cli("stack", "rm", "iso-alice", "--yes")
 
 
+def test_alice_runs_her_experiment_with_nothing_of_the_platform_teams(
+    cli: Cli, alice: Kube, tenants: dict[str, str], tmp_path: Path
+) -> None:
+    """The quick start's default (`hack/env.sh --tenant alice`): her certificate, a state store and
+    a passphrase of her own. The experiment reads its tenant's contract from the cluster with her
+    rights, so the platform's and tenants' state and passphrase are never needed, and hers opens none of them."""
+    (tmp_path / "state").mkdir()
+    own = {
+        **as_user(alice),
+        "PULUMI_BACKEND_URL": f"file://{tmp_path / 'state'}",
+        "PULUMI_CONFIG_PASSPHRASE": secrets.token_urlsafe(24),
+    }
+    mine = Cli(cli.cwd, own)
+    mine.init_experiment("own-alice", tenant=tenants["alice"], settings=SMALL_CLUSTER)
+    try:
+        mine("up", "--stack", "own-alice", "--yes", "--skip-preview")
+        assert mine.outputs("own-alice")["ready"] is True
+        mine("preview", "--stack", "own-alice", "--expect-no-changes")
+        assert [line.split()[0].rstrip("*") for line in mine("stack", "ls").stdout.splitlines()[1:]] == ["own-alice"]
+        # Her passphrase, given the team's state, decrypts nothing of her tenant's.
+        done = cli(
+            "stack",
+            "export",
+            "--stack",
+            tenants["alice"],
+            "--show-secrets",
+            check=False,
+            env={**os.environ, **{"PULUMI_CONFIG_PASSPHRASE": own["PULUMI_CONFIG_PASSPHRASE"]}},
+        )
+        assert done.returncode != 0 and "incorrect passphrase" in done.stdout + done.stderr, done.stdout + done.stderr
+    finally:
+        mine("destroy", "--stack", "own-alice", "--yes")
+        mine("stack", "rm", "own-alice", "--yes")
+
+
 def test_alice_reads_her_jupyter_token_with_her_own_credentials_and_no_other_secret(
     cli: Cli, kube: Kube, alice: Kube, tenants: dict[str, str]
 ) -> None:
@@ -95,16 +132,16 @@ def test_alice_reads_her_jupyter_token_with_her_own_credentials_and_no_other_sec
 def test_alice_cannot_create_read_or_delete_anything_in_bobs_namespace(
     cli: Cli, kube: Kube, alice: Kube, tenants: dict[str, str]
 ) -> None:
-    # The program refuses bob's experiment run with alice's credentials, naming her, the namespace
-    # and what she lacks, before anything exists.
+    # The program refuses bob's experiment run with alice's credentials, naming her and the
+    # namespace, before anything exists: she may not even read bob's contract.
     cli.init_experiment("iso-bob", tenant=tenants["bob"], settings=SMALL_CLUSTER)
     try:
         done = cli("up", "--stack", "iso-bob", "--yes", "--skip-preview", check=False, env=as_user(alice))
         text = done.stdout + done.stderr
         assert done.returncode != 0, text
-        assert f"tfk8s:tenantStack: user 'alice' (groups {GROUP}) may not" in text, text
-        assert "in namespace 'tfk8s-bob'" in text and "jobs.batch" in text, text
-        assert "tfk8s:tenant.identities" in text and "nothing was changed" in text and "Traceback" not in text, text
+        assert f"tfk8s:namespace: user 'alice' (groups {GROUP}) may not read the tenant contract in namespace " in text, text
+        assert "'tfk8s-bob' (ConfigMap tfk8s-contract): it is not one of that tenant's identities" in text, text
+        assert "nothing was changed" in text and "Traceback" not in text, text
         assert not kubernetes_objects(cli, "iso-bob")
         assert not [j for j in kube.get("jobs", BOB) if j["metadata"]["name"].startswith("iso-bob")]
     finally:

@@ -1,11 +1,12 @@
 """The program under recording mocks, as the unit tests run it: stack files as raw config, the
-platform output an experiment reads, and one run's record. (Not in conftest.py: pytest imports every
+contracts a tenant or an experiment reads, and one run's record. (Not in conftest.py: pytest imports every
 test directory's conftest under the same module name, so `from conftest import` finds whichever came first.)"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -100,10 +101,38 @@ def tenant_facts_for(tenant_stack: str, platform_output: dict[str, Any] | None =
 SCRATCH_CLASS = "tfk8s-shared-scratch"
 
 
+def tenant_of(namespace: str) -> str:
+    """The tenant stack of stacks/ that holds `namespace` (an experiment's `tfk8s:namespace`)."""
+    for path in sorted((ROOT / "stacks").glob("Pulumi.*.yaml")):
+        name = path.name.removeprefix("Pulumi.").removesuffix(".yaml")
+        raw = stack_config(name)
+        if raw["kind"] == "tenant":
+            prefix = stack_config(raw["platformStack"])["platform"].get("namespacePrefix", "tfk8s-")
+            if f"{prefix}{raw['tenant']['name']}" == namespace:
+                return name
+    raise LookupError(f"no tenant stack in stacks/ holds namespace {namespace!r}")
+
+
 def platform_of(stack: str) -> str:
     """The platform stack a repo stack builds on: a tenant's own, an experiment's tenant's."""
     raw = stack_config(stack)
-    return raw["platformStack"] if raw["kind"] == "tenant" else platform_of(raw["tenantStack"])
+    return raw["platformStack"] if raw["kind"] == "tenant" else platform_of(tenant_of(raw["namespace"]))
+
+
+def with_contract(namespace: str, tenant: dict[str, Any], platform: dict[str, Any], read_whole: Any) -> Any:
+    """`read_whole` (None: the cluster has nothing else) that also answers the tenant's contract
+    ConfigMap in `namespace`, as the tenant stack publishes it (tfk8s.tenant_contract)."""
+    from tfk8s import api_paths, tenant_contract
+
+    path = api_paths.CONFIG_MAP.path(tenant_contract.NAME, namespace)
+    data = {tenant_contract.TENANT_DATA: json.dumps(tenant), tenant_contract.PLATFORM_DATA: json.dumps(platform)}
+
+    def whole(asked: str) -> Any:
+        if asked == path:
+            return {"metadata": {"name": tenant_contract.NAME, "namespace": namespace}, "data": data}
+        return read_whole(asked) if read_whole is not None else None
+
+    return whole
 
 
 def facts_with_scratch() -> dict[str, Any]:
@@ -134,9 +163,9 @@ def run_program(
 ) -> Deployment:
     """Validate `raw` like the real program and declare everything under fresh mocks.
 
-    Tenants and experiments read `platform` (default: the facts of the platform stack file they
-    build on) as their platform stack's `platform` output; experiments read `tenant` (default: the
-    facts of their tenant stack file) as their tenant's. `read(path)` stands for the cluster's
+    Tenants read `platform` (default: the facts of the platform stack file they build on) as their
+    platform stack's `platform` output; experiments read it and `tenant` (default: the facts of the
+    tenant stack file of their namespace) from their tenant's contract ConfigMap. `read(path)` stands for the cluster's
     ownership reads, `read_whole(path)` for whole-object reads (the User Node, a quota, own objects),
     `post(path, body)` for an experiment's access reviews (None: not asked, as without credentials).
     """
@@ -178,17 +207,16 @@ def run_program(
             read_whole=read_whole,
         )
     else:
-        ref = raw["tenantStack"]
-        facts = platform if platform is not None else facts_for(stack_config(platform_of(ref)))
-        tenant_output = tenant if tenant is not None else tenant_facts_for(ref, facts)
+        namespace = raw["namespace"]
+        facts = platform if platform is not None else facts_for(stack_config(platform_of(tenant_of(namespace))))
+        tenant_output = tenant if tenant is not None else tenant_facts_for(tenant_of(namespace), facts)
         components = program.run_experiment(
             validated,  # type: ignore[arg-type]
             None,
             read,
             environ,
             ROOT,
-            read_outputs=lambda name: {"platform": facts} if name.endswith(platform_of(ref)) else {"tenant": tenant_output},
-            read_whole=read_whole,
+            read_whole=with_contract(namespace, tenant_output, facts, read_whole),
             post=post,
         )
     return Deployment(mocks=mocks, components=components, options=options)

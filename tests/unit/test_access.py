@@ -218,7 +218,7 @@ def test_an_experiment_its_caller_may_not_run_is_refused_before_any_read_or_decl
     with pytest.raises(AccessDenied) as error:
         run_program(dev_config, post=post, read=lambda path: reads.append(path), read_whole=lambda path: reads.append(path))
     message = str(error.value)
-    assert message.startswith("refusing: nothing was changed:\n  - tfk8s:tenantStack: user 'alice' may not create jobs.batch")
+    assert message.startswith("refusing: nothing was changed:\n  - tfk8s:namespace: user 'alice' may not create jobs.batch")
     assert "in namespace 'tfk8s-alice'" in message and "tfk8s:tenant.identities" in message
     assert message.count("\n  - ") == 1  # only what is missing
     assert reads == []  # asked before the namespace's owner or the quota is read

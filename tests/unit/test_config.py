@@ -257,12 +257,14 @@ HOSTILE = [
     ),
     ("code-url-ftp", _code({"source": "url", "url": "ftp://x/train.py"}), r"code\.url: must be an http\(s\) URL"),
     (
-        "tenant-stack-space",
-        _set(lambda r: r, "tenantStack", "tenant alice"),
-        r"tfk8s:tenantStack: 'tenant alice' is not a stack name",
+        "namespace-space",
+        _set(lambda r: r, "namespace", "tfk8s alice"),
+        r"tfk8s:namespace: 'tfk8s alice' cannot name a namespace",
     ),
-    ("tenant-stack-newline", _set(lambda r: r, "tenantStack", "tenant-alice\n"), r"tfk8s:tenantStack: .* is not a stack name"),
-    ("tenant-stack-four-parts", _set(lambda r: r, "tenantStack", "a/b/c/d"), r"tfk8s:tenantStack: 'a/b/c/d' is not a stack name"),
+    ("namespace-newline", _set(lambda r: r, "namespace", "tfk8s-alice\n"), r"tfk8s:namespace: .* cannot name a namespace"),
+    ("namespace-a-stack-name", _set(lambda r: r, "namespace", "tfk8s/tenant-alice"), r"tfk8s:namespace: .* cannot name"),
+    ("namespace-uppercase", _set(lambda r: r, "namespace", "TFK8S-alice"), r"tfk8s:namespace: .* cannot name a namespace"),
+    ("namespace-64-chars", _set(lambda r: r, "namespace", "a" * 64), r"tfk8s:namespace: .* cannot name a namespace: 1 to 63"),
     ("experiment-too-long", _set(lambda r: r, "experiment", "e" * 41), r"tfk8s:experiment: .*41 characters; at most 40"),
     (
         "experiment-and-cluster-too-long",
@@ -364,7 +366,12 @@ HOSTILE = [
     ("tensorboard-image-newline", _platform("images", {"tensorboard": "tf\n"}), r"images\.tensorboard: .*" + IMAGE),
     ("api-server-host-bits", _platform("network", {"apiServer": {"cidrs": ["10.0.0.1/8"]}}), r"apiServer\.cidrs\[0\]"),
     ("dns-label-bad", _platform("network", {"dns": {"podLabels": {"k8s-app": "kube dns"}}}), r"dns\.podLabels\.k8s-app: "),
-    ("tenant-stack-empty", _set(lambda r: r, "tenantStack", ""), r"tfk8s:tenantStack: is empty: whose experiment this is"),
+    (
+        "tenant-stack-of-an-earlier-tfk8s",
+        _set(lambda r: r, "tenantStack", "tenant-alice"),
+        r"tfk8s:tenantStack: no longer read: an experiment names its tenant's namespace instead, tfk8s:namespace: ",
+    ),
+    ("namespace-empty", _set(lambda r: r, "namespace", ""), r"tfk8s:namespace: is empty: whose experiment this is"),
     ("platform-stack-empty", _set(lambda r: r, "platformStack", ""), r"tfk8s:platformStack: is empty: the platform stack"),
 ]
 
@@ -901,7 +908,7 @@ GOOD = [
     ("code-path-null-with-image", "dev", _code({"source": "image", "path": None})),
     ("in-graph-client-with-in-graph", "dev", lambda r: cluster(r).update(replication="in-graph", inGraphClient="notebook")),
     ("cluster-name-digit", "dev", _set(cluster, "name", "1mnist")),
-    ("tenant-stack-project-form", "dev", _set(lambda r: r, "tenantStack", "tfk8s/tenant-alice")),
+    ("namespace-63-chars", "dev", _set(lambda r: r, "namespace", "a" * 63)),
     ("tenant-name-beside-reserved", "tenant-alice", _tenant("name", "gitops2")),
     ("namespace-prefix-kube-without-dash", "platform-dev", _platform("namespacePrefix", "kubeflow-")),
 ]
@@ -916,11 +923,11 @@ def test_values_at_the_edge_of_a_refusal_are_accepted(case: str, stack: str, mut
 
 @pytest.mark.parametrize("value", ["", "[", "{not json", "[1, 2"])
 def test_a_string_that_looks_like_json_or_is_empty_is_refused_never_a_traceback(value: str) -> None:
-    """`pulumi config set tfk8s:tenantStack ''` (or '[x') reached json.loads and crashed; now the schema says what is wrong."""
-    config = {"tfk8s:kind": "experiment", "tfk8s:tenantStack": value, "tfk8s:clusters": '[{"name": "mnist"}]'}
+    """`pulumi config set tfk8s:namespace ''` (or '[x') reached json.loads and crashed; now the schema says what is wrong."""
+    config = {"tfk8s:kind": "experiment", "tfk8s:namespace": value, "tfk8s:clusters": '[{"name": "mnist"}]'}
     raw = stack_values(config)
-    assert raw["tenantStack"] == value and raw["clusters"] == [{"name": "mnist"}]
-    with pytest.raises(ConfigError, match=r"^invalid tfk8s configuration:\n  - tfk8s:tenantStack: "):
+    assert raw["namespace"] == value and raw["clusters"] == [{"name": "mnist"}]
+    with pytest.raises(ConfigError, match=r"^invalid tfk8s configuration:\n  - tfk8s:namespace: "):
         validate(raw)
 
 

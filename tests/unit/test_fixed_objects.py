@@ -12,7 +12,7 @@ from typing import Any
 
 import pulumi
 import pytest
-from mocked_program import PLATFORM_OWNER, after, run_program, tenant_owner
+from mocked_program import PLATFORM_OWNER, after, run_program, tenant_of, tenant_owner
 from test_golden_manifests import CASES
 from tfk8s import ownership
 
@@ -58,7 +58,7 @@ def test_every_object_created_under_a_fixed_name_is_claimed(case: str, monkeypat
     # Everything exists as the stack's it builds on: an experiment's namespace check passes (its
     # tenant's), `existing` classes are there.
     stack = raw()
-    builds_on = tenant_owner(stack["tenantStack"]) if stack["kind"] == "experiment" else PLATFORM_OWNER
+    builds_on = tenant_owner(tenant_of(stack["namespace"])) if stack["kind"] == "experiment" else PLATFORM_OWNER
     theirs = {"metadata": {"annotations": {ownership.OWNER: builds_on}}}
 
     @pulumi.runtime.test

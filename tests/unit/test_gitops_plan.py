@@ -18,14 +18,15 @@ def _platform() -> dict[str, object]:
     return {"tfk8s:kind": "platform"}
 
 
-def _tenant(platform: str) -> dict[str, object]:
-    return {"tfk8s:kind": "tenant", "tfk8s:platformStack": platform}
+def _tenant(platform: str, name: str = "alice") -> dict[str, object]:
+    return {"tfk8s:kind": "tenant", "tfk8s:platformStack": platform, "tfk8s:tenant": {"name": name}}
 
 
 def _experiment(tenant: str, workers: int = 2) -> dict[str, object]:
+    """An experiment of the tenant `tenant-<name>` (on a platform with the default namespace prefix)."""
     return {
         "tfk8s:kind": "experiment",
-        "tfk8s:tenantStack": tenant,
+        "tfk8s:namespace": f"tfk8s-{tenant.removeprefix('tenant-')}",
         "tfk8s:clusters": [{"name": "m", "workers": {"count": workers}}],
     }
 
@@ -63,7 +64,7 @@ def repo(tmp_path: Path) -> GitRepo:
         {
             "platform-dev": _platform(),
             "tenant-alice": _tenant("platform-dev"),
-            "tenant-bob": _tenant("platform-dev"),
+            "tenant-bob": _tenant("platform-dev", "bob"),
             "dev": _experiment("tenant-alice"),
             "big": _experiment("tenant-bob"),
         },
@@ -248,3 +249,26 @@ def test_an_unconfirmed_apply_runs_no_pulumi_command_at_all(repo: GitRepo, monke
         assert not report.ok and report.steps == []
         text = summary.markdown(report)
         assert "**Refused: nothing was changed.**" in text and "--confirm-destroy tenant-bob" in text
+
+
+def test_an_experiment_builds_on_the_tenant_stack_that_holds_its_namespace(repo: GitRepo) -> None:
+    """An experiment names a namespace, not a stack: the tenant holding it is its tenant's user name
+    behind its platform's namespace prefix; a namespace no tenant of the repository holds orders nothing."""
+    head = repo.commit(
+        {
+            "lab": {"tfk8s:kind": "platform", "tfk8s:platform": {"namespacePrefix": "ml-"}},
+            "platform-dev": _platform(),
+            "t-lab": _tenant("lab", "carol"),
+            "t-dev": _tenant("platform-dev", "carol"),
+            "on-lab": {**_experiment("tenant-x"), "tfk8s:namespace": "ml-carol"},
+            "on-dev": _experiment("tenant-carol"),
+            "nowhere": _experiment("tenant-dave"),
+        }
+    )
+    files = Repo(repo.root).stack_files(head)
+    assert {name: files[name].upstream for name in ("on-lab", "on-dev", "nowhere", "t-lab")} == {
+        "on-lab": "t-lab",
+        "on-dev": "t-dev",
+        "nowhere": None,
+        "t-lab": "lab",
+    }

@@ -127,7 +127,7 @@ def files(tmp_path: Path) -> StackFiles:
     tenant = {"name": "alice", "identities": {"users": ["alice", WORKSPACE]}, "volumes": {"keepOnDestroy": True}}
     result.write("tenant-alice", {"tfk8s:kind": "tenant", "tfk8s:platformStack": "platform-dev", "tfk8s:tenant": tenant})
     clusters = [{"name": "mnist"}]
-    result.write("exp", {"tfk8s:kind": "experiment", "tfk8s:tenantStack": "tenant-alice", "tfk8s:clusters": clusters})
+    result.write("exp", {"tfk8s:kind": "experiment", "tfk8s:namespace": "tfk8s-alice", "tfk8s:clusters": clusters})
     return result
 
 
@@ -151,7 +151,7 @@ def test_an_experiments_workspace_is_a_tenant_identity_with_no_cluster_rights(fi
 
 def test_scratch_data_keeps_an_experiment_and_a_tenant_follows_keep_on_destroy(files: StackFiles) -> None:
     clusters = [{"name": "mnist", "scratch": {"size": "1Gi"}}]
-    files.write("exp", {"tfk8s:kind": "experiment", "tfk8s:tenantStack": "tenant-alice", "tfk8s:clusters": clusters})
+    files.write("exp", {"tfk8s:kind": "experiment", "tfk8s:namespace": "tfk8s-alice", "tfk8s:clusters": clusters})
     (stack,) = _by_kind(operator.render(Repo(files.root), _args("exp")))["Stack"]
     assert stack["spec"]["destroyOnFinalize"] is False
     tenant = _by_kind(operator.render(Repo(files.root), _args("tenant-alice")))
@@ -198,13 +198,13 @@ def test_a_secret_of_another_kind_in_a_stack_file_is_the_programs_own_error(file
     clusters = [{"name": "mnist"}]
     files.write(
         "exp",
-        {"tfk8s:kind": "experiment", "tfk8s:tenantStack": "tenant-alice", "tfk8s:clusters": clusters, "tfk8s:jupyterToken": "x"},
+        {"tfk8s:kind": "experiment", "tfk8s:namespace": "tfk8s-alice", "tfk8s:clusters": clusters, "tfk8s:jupyterToken": "x"},
     )
     with pytest.raises(ConfigError, match="tfk8s:jupyterToken: is a secret of tenant stacks, not of experiment stacks"):
         operator.render(Repo(files.root), _args("exp"))
 
 
 def test_an_invalid_stack_file_is_the_programs_own_error(files: StackFiles) -> None:
-    files.write("exp", {"tfk8s:kind": "experiment", "tfk8s:tenantStack": "tenant-alice", "tfk8s:clusters": []})
+    files.write("exp", {"tfk8s:kind": "experiment", "tfk8s:namespace": "tfk8s-alice", "tfk8s:clusters": []})
     with pytest.raises(ConfigError, match="tfk8s:clusters"):
         operator.render(Repo(files.root), _args("exp"))

@@ -36,7 +36,7 @@ TENANT_EXPECTED = Counter(
         # deny by default; DNS for all; Jupyter, TensorBoard and the PS's API egress (tfk8s.network_policy)
         "kubernetes:networking.k8s.io/v1:NetworkPolicy": 5,
         "kubernetes:core/v1:PersistentVolumeClaim": 2,  # the tenant's data and log volumes
-        "kubernetes:core/v1:ConfigMap": 3,  # trainer package for notebooks, notebooks, Jupyter's config (no guard: 1.25)
+        "kubernetes:core/v1:ConfigMap": 4,  # trainer package, notebooks, Jupyter config, contract (no guard: 1.25)
         "kubernetes:core/v1:ServiceAccount": 1,  # Jupyter's: reads layouts
         "kubernetes:rbac.authorization.k8s.io/v1:Role": 2,  # Jupyter's (Layouts); the token reader
         "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding": 3,  # Jupyter's; the group taas as experimenters and token readers

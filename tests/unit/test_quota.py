@@ -292,14 +292,3 @@ def test_a_namespace_without_a_tfk8s_quota_refuses_nothing(dev_config: dict[str,
     monkeypatch.setattr(experiment_stack, "build", lambda *args, **kwargs: declared.append(True) or {})
     run_program(dev_config, read_whole=lambda path: None)
     assert declared == [True]
-
-
-def test_without_a_reader_the_check_is_skipped_with_a_warning(
-    dev_config: dict[str, Any], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    warnings: list[str] = []
-    monkeypatch.setattr(pulumi.log, "warn", lambda message, *args, **kwargs: warnings.append(message))
-    monkeypatch.setattr(experiment_stack, "build", lambda *args, **kwargs: {})
-    dev_config["clusters"][0]["workers"]["count"] = 500
-    run_program(dev_config)
-    assert any("quota is not checked" in w for w in warnings)

@@ -1,5 +1,5 @@
-"""hack/toolenv.py share-salt: a new stack file takes the encryption salt of the stack it builds on
-(an experiment its tenant's, a tenant its platform's), so one command derives one key."""
+"""hack/toolenv.py share-salt: a new tenant stack file takes its platform's encryption salt, so
+one command derives one key; an experiment keeps its own, under its tenant's passphrase."""
 
 from __future__ import annotations
 
@@ -18,14 +18,17 @@ def _write(stacks: Path, stack: str, config: dict[str, object], salt: str | None
     return path
 
 
-def test_an_experiment_takes_its_tenants_salt_and_a_tenant_its_platforms(tmp_path: Path) -> None:
+def test_a_tenant_takes_its_platforms_salt_and_an_experiment_keeps_its_own(tmp_path: Path) -> None:
+    """An experiment reads no other stack, and its secrets are its tenant's, under the tenant's
+    passphrase (README "Security model"): it never takes the platform team's salt."""
     _write(tmp_path, "platform-dev", {"tfk8s:kind": "platform"}, SALT)
     tenant = _write(tmp_path, "tenant-alice", {"tfk8s:kind": "tenant", "tfk8s:platformStack": "platform-dev"})
-    experiment = _write(tmp_path, "dev", {"tfk8s:kind": "experiment", "tfk8s:tenantStack": "organization/tfk8s/tenant-alice"})
-    before = yaml.safe_load(experiment.read_text())["config"]
-    assert share_salt(experiment) == SALT  # through the tenant, which had none yet: both get the platform's
-    assert yaml.safe_load(experiment.read_text()) == {"encryptionsalt": SALT, "config": before}  # nothing else changed
-    assert yaml.safe_load(tenant.read_text())["encryptionsalt"] == SALT
+    experiment = _write(tmp_path, "dev", {"tfk8s:kind": "experiment", "tfk8s:namespace": "tfk8s-alice"})
+    before = yaml.safe_load(tenant.read_text())["config"]
+    assert share_salt(tenant) == SALT
+    assert yaml.safe_load(tenant.read_text()) == {"encryptionsalt": SALT, "config": before}  # nothing else changed
+    text = experiment.read_text()
+    assert share_salt(experiment) is None and experiment.read_text() == text
 
 
 def test_a_stack_that_has_a_salt_keeps_it(tmp_path: Path) -> None:
@@ -39,7 +42,7 @@ def test_a_stack_that_has_a_salt_keeps_it(tmp_path: Path) -> None:
 def test_without_a_salted_upstream_pulumi_makes_one_as_always(tmp_path: Path) -> None:
     platform = _write(tmp_path, "platform-dev", {"tfk8s:kind": "platform"})
     tenant = _write(tmp_path, "tenant-alice", {"tfk8s:platformStack": "platform-dev"})
-    missing = _write(tmp_path, "dev", {"tfk8s:tenantStack": "tenant-gone"})
+    missing = _write(tmp_path, "tenant-bob", {"tfk8s:platformStack": "platform-gone"})
     for path in (platform, tenant, missing):
         text = path.read_text()
         assert share_salt(path) is None and path.read_text() == text

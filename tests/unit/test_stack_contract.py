@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 import pulumi
 import pytest
 from mocked_program import (
+    CONFIG_MAP,
     PLATFORM_OWNER,
     ROOT,
     TEST_GROUP,
@@ -20,8 +22,9 @@ from mocked_program import (
     tenant_owner,
 )
 from mocks import RecordingMocks
-from tfk8s import access, guard, ownership, program, stack_outputs, stack_ref
+from tfk8s import access, guard, ownership, program, stack_outputs, stack_ref, tenant_contract
 from tfk8s.contract import PlatformFacts, TenantFacts
+from tfk8s.preflight import KubeApiError
 from tfk8s.program import OwnershipConflict
 from tfk8s.stack_config import validate
 
@@ -95,7 +98,7 @@ def test_an_experiment_needs_the_namespace_its_tenant_owns(dev_config: dict[str,
     foreign = existing({ALICE_NS: live(PLATFORM_OWNER)})
     with pytest.raises(
         OwnershipConflict,
-        match=r"managed by tfk8s stack organization/tfk8s/platform-dev@test. `pulumi up` the tenant stack 'tenant-alice' first",
+        match=r"managed by tfk8s stack organization/tfk8s/platform-dev@test. `pulumi up` the tenant stack of 'alice' again",
     ):
         run_program(dev_config, read=foreign)
 
@@ -160,7 +163,12 @@ def test_an_experiment_in_its_tenants_namespace_creates_only_its_own_objects(dev
     return after(d, check)
 
 
-# --- reading the stacks an experiment builds on (tfk8s.stack_ref) ------------------------------------
+# --- what an experiment reads: its tenant's contract, in its namespace (tfk8s.tenant_contract) -----------
+
+
+PLATFORM_DEV = {"platform": facts_for(stack_config("platform-dev"))}
+TENANT_ALICE = {"tenant": tenant_facts_for("tenant-alice")}
+CONTRACT_PATH = "/api/v1/namespaces/tfk8s-alice/configmaps/tfk8s-contract"
 
 
 def outputs_of(stacks: dict[str, Any]) -> Any:
@@ -175,67 +183,98 @@ def outputs_of(stacks: dict[str, Any]) -> Any:
     return read
 
 
-PLATFORM_DEV = {"platform": facts_for(stack_config("platform-dev"))}
-TENANT_ALICE = {"tenant": tenant_facts_for("tenant-alice")}
-DEPLOY_TENANT = r"deploy it first \(`pulumi up --stack t`\) or fix tfk8s:tenantStack"
-OF_ITS_PLATFORM = r"tfk8s:tenantStack \('t''s platform 'organization/tfk8s/platform-dev'\): "
+def contract_reader(data: dict[str, str] | None | Exception) -> Any:
+    """The cluster's answer to a GET of alice's contract: its data, no such object (None), or an error."""
+
+    def get(path: str) -> dict[str, Any] | None:
+        assert path == CONTRACT_PATH
+        if isinstance(data, Exception):
+            raise data
+        return None if data is None else {"metadata": {"name": tenant_contract.NAME}, "data": data}
+
+    return get
+
+
+def alices_contract(**replaced: str) -> dict[str, str]:
+    return {
+        tenant_contract.TENANT_DATA: json.dumps(TENANT_ALICE["tenant"]),
+        tenant_contract.PLATFORM_DATA: json.dumps(PLATFORM_DEV["platform"]),
+        **replaced,
+    }
+
+
+FIX_TENANT = r"`pulumi up` the tenant stack of 'tfk8s-alice' with this version of tfk8s"
 
 
 @pytest.mark.parametrize(
-    ("stacks", "message"),
+    ("answer", "message"),
     [
-        ({}, r"^tfk8s:tenantStack: cannot read the tenant stack 'organization/tfk8s/t' \(unknown stack\); " + DEPLOY_TENANT),
         (
-            {"t": {}, "platform-dev": PLATFORM_DEV},
-            r"^tfk8s:tenantStack: stack 'organization/tfk8s/t' has no 'tenant' output: it is not a deployed tfk8s tenant "
-            r"stack; " + DEPLOY_TENANT,
+            None,
+            r"^tfk8s:namespace: namespace 'tfk8s-alice' has no tfk8s tenant contract \(ConfigMap tfk8s-contract\): it is "
+            r"not a tenant's namespace, or its tenant stack is not deployed. Fix the namespace, or `pulumi up` the tenant "
+            r"stack first$",
         ),
         (
-            {"t": PLATFORM_DEV},  # a platform stack named where a tenant belongs
-            r"^tfk8s:tenantStack: stack 'organization/tfk8s/t' has no 'tenant' output",
+            KubeApiError("GET ...: HTTP 403 Forbidden", 403),
+            r"^tfk8s:namespace: user 'bob' may not read the tenant contract in namespace 'tfk8s-alice' \(ConfigMap "
+            r"tfk8s-contract\): it is not one of that tenant's identities\. .*ask the platform team to add you",
         ),
         (
-            {"t": {"tenant": {"schemaVersion": 1}}},
-            r"^tfk8s:tenantStack: the 'tenant' output of 'organization/tfk8s/t' is not what this tfk8s expects .*`pulumi up` "
-            r"the tenant stack",
+            {tenant_contract.PLATFORM_DATA: json.dumps(PLATFORM_DEV["platform"])},
+            r"^tfk8s:namespace: the contract in 'tfk8s-alice' has no tenant's facts; " + FIX_TENANT,
         ),
         (
-            {"t": TENANT_ALICE, "platform-dev": {}},
-            "^" + OF_ITS_PLATFORM + r"stack 'organization/tfk8s/platform-dev' has no 'platform' output: it is not a deployed "
-            r"tfk8s platform stack; deploy it first \(`pulumi up --stack organization/tfk8s/platform-dev`\)",
+            alices_contract(**{tenant_contract.TENANT_DATA: json.dumps({"schemaVersion": 2})}),
+            r"^tfk8s:namespace: the tenant's facts in 'tfk8s-alice''s contract is not what this tfk8s expects .*; " + FIX_TENANT,
         ),
         (
-            {"t": TENANT_ALICE},
-            "^" + OF_ITS_PLATFORM + r"cannot read the platform stack 'organization/tfk8s/platform-dev' \(unknown stack\)",
+            alices_contract(**{tenant_contract.PLATFORM_DATA: "{not json"}),
+            r"^tfk8s:namespace: the platform's facts in 'tfk8s-alice''s contract is not what this tfk8s expects",
         ),
     ],
-    ids=["no-stack", "no-tenant-output", "a-platform-named", "other-version", "platform-not-deployed", "platform-gone"],
+    ids=["no-contract", "not-the-callers-tenant", "no-tenant-facts", "other-version", "not-json"],
 )
-def test_a_missing_tenant_or_platform_is_named_with_the_key_and_the_fix(stacks: dict[str, Any], message: str) -> None:
-    pulumi.runtime.set_mocks(RecordingMocks(), project="tfk8s", stack="exp", organization="organization")
-    with pytest.raises(stack_ref.StackUnavailable, match=message):
-        stack_ref.tenant_facts("t", outputs_of(stacks))
+def test_a_namespace_without_a_contract_the_caller_may_read_is_named_with_the_key_and_the_fix(answer: Any, message: str) -> None:
+    with pytest.raises(tenant_contract.ContractUnavailable, match=message):
+        tenant_contract.read("tfk8s-alice", contract_reader(answer), lambda: "user 'bob'")
 
 
-@pytest.mark.parametrize(
-    ("stacks", "missing"),
-    [
-        ({"tenant-alice": {}, "platform-dev": PLATFORM_DEV}, "'tenant'"),
-        ({"tenant-alice": TENANT_ALICE, "platform-dev": {}}, "'platform'"),
-    ],
-    ids=["tenant-not-deployed", "platform-not-deployed"],
-)
-def test_an_experiment_on_an_undeployed_tenant_or_platform_declares_nothing(
-    dev_config: dict[str, Any], stacks: dict[str, Any], missing: str
-) -> None:
+def test_a_contract_of_another_namespace_is_refused() -> None:
+    """A copy of bob's contract in alice's namespace would place alice's experiment in bob's."""
+    bobs = {**TENANT_ALICE["tenant"], "name": "bob", "namespace": "tfk8s-bob"}
+    with pytest.raises(tenant_contract.ContractUnavailable, match=r"is tenant 'bob''s of namespace 'tfk8s-bob'"):
+        tenant_contract.read(
+            "tfk8s-alice", contract_reader(alices_contract(**{tenant_contract.TENANT_DATA: json.dumps(bobs)})), str
+        )
+
+
+def test_an_other_error_of_the_api_server_is_not_taken_for_a_refusal() -> None:
+    with pytest.raises(KubeApiError, match="HTTP 500"):
+        tenant_contract.read("tfk8s-alice", contract_reader(KubeApiError("GET ...: HTTP 500 x", 500)), str)
+
+
+def test_an_experiment_on_an_undeployed_tenant_declares_nothing(dev_config: dict[str, Any]) -> None:
     mocks = RecordingMocks()
     pulumi.runtime.set_mocks(mocks, project="tfk8s", stack="dev", organization="organization")
-    with pytest.raises(stack_ref.StackUnavailable) as error:
-        program.run_experiment(validate(dev_config), None, None, {}, ROOT, read_outputs=outputs_of(stacks))  # type: ignore[arg-type]
-    message = str(error.value)
-    assert message.startswith("tfk8s:tenantStack") and f"has no {missing} output" in message
-    assert "deploy it first (`pulumi up --stack " in message
+    with pytest.raises(tenant_contract.ContractUnavailable, match="has no tfk8s tenant contract"):
+        program.run_experiment(validate(dev_config), None, None, {}, ROOT, read_whole=contract_reader(None))  # type: ignore[arg-type]
     assert mocks.resources == []
+
+
+def test_an_experiment_without_credentials_tfk8s_can_use_is_refused(dev_config: dict[str, Any]) -> None:
+    """Without a reader (kubernetes:kubeconfig in config, an exec plugin) there is no contract to read."""
+    mocks = RecordingMocks()
+    pulumi.runtime.set_mocks(mocks, project="tfk8s", stack="dev", organization="organization")
+    with pytest.raises(tenant_contract.ContractUnavailable, match="set KUBECONFIG to a kubeconfig file"):
+        program.run_experiment(validate(dev_config), None, None, {}, ROOT, read_whole=None)  # type: ignore[arg-type]
+    assert mocks.resources == []
+
+
+def test_the_contract_an_experiment_reads_parses_back_to_what_its_tenant_published() -> None:
+    tenant, platform = tenant_contract.read("tfk8s-alice", contract_reader(alices_contract()), str)
+    assert tenant == TenantFacts.model_validate(TENANT_ALICE["tenant"], strict=False)
+    assert platform == PlatformFacts.model_validate(PLATFORM_DEV["platform"], strict=False)
 
 
 def test_a_tenants_platform_is_named_with_its_own_key() -> None:
@@ -245,39 +284,23 @@ def test_a_tenants_platform_is_named_with_its_own_key() -> None:
     assert stack_ref.platform_facts("org/proj/p", outputs_of({"p": PLATFORM_DEV})).namespace_prefix == "tfk8s-"
 
 
-def test_the_outputs_are_read_through_the_engines_stack_reference_call() -> None:
-    """`read_outputs` is the invoke `pulumi.StackReference` makes; mocks answer it like the engine."""
+@pytest.mark.parametrize("ref", ["platform-dev", "tfk8s/platform-dev", "organization/tfk8s/platform-dev"])
+def test_every_form_of_stack_reference_the_schema_offers_reads_the_same_stack(ref: str) -> None:
+    """`stack`, `project/stack` and `org/project/stack` (tfk8s.schema_types.StackReference) all name
+    the same stack: the engine's stack-reference call is asked for its qualified name, never
+    `org/project/project/stack`."""
     asked: list[str] = []
 
     class Engine(RecordingMocks):
         def call(self, args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
             assert args.token == stack_outputs.READ_STACK_OUTPUTS
             asked.append(args.args["name"])
-            outputs = TENANT_ALICE if args.args["name"].endswith("/tenant-alice") else PLATFORM_DEV
-            return {"name": args.args["name"], "outputs": outputs, "secretOutputNames": []}
+            return {"name": args.args["name"], "outputs": PLATFORM_DEV, "secretOutputNames": []}
 
-    pulumi.runtime.set_mocks(Engine(), project="tfk8s", stack="dev", organization="organization")
-    tenant, platform = stack_ref.tenant_facts("tenant-alice")
-    assert asked == ["organization/tfk8s/tenant-alice", "organization/tfk8s/platform-dev"]
-    assert tenant.namespace == "tfk8s-alice" and platform.ports.tensorflow == 2222
-
-
-@pytest.mark.parametrize("ref", ["tenant-alice", "tfk8s/tenant-alice", "organization/tfk8s/tenant-alice"])
-def test_every_form_of_stack_reference_the_schema_offers_reads_the_same_stacks(ref: str) -> None:
-    """`stack`, `project/stack` and `org/project/stack` (tfk8s.schema_types.StackReference) all name
-    the same stack: the engine is asked for its qualified name, never `org/project/project/stack`."""
-    asked: list[str] = []
-
-    class Engine(RecordingMocks):
-        def call(self, args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
-            asked.append(args.args["name"])
-            outputs = TENANT_ALICE if args.args["name"].endswith("/tenant-alice") else PLATFORM_DEV
-            return {"name": args.args["name"], "outputs": outputs, "secretOutputNames": []}
-
-    pulumi.runtime.set_mocks(Engine(), project="tfk8s", stack="dev", organization="organization")
-    tenant, _ = stack_ref.tenant_facts(ref)
-    assert asked == ["organization/tfk8s/tenant-alice", "organization/tfk8s/platform-dev"]
-    assert tenant.namespace == "tfk8s-alice"
+    pulumi.runtime.set_mocks(Engine(), project="tfk8s", stack="tenant-alice", organization="organization")
+    platform = stack_ref.platform_facts(ref)
+    assert asked == ["organization/tfk8s/platform-dev"]
+    assert platform.ports.tensorflow == 2222
 
 
 # --- what the platform and a tenant publish and declare ------------------------------------------------
@@ -309,12 +332,13 @@ def test_what_a_platform_publishes_is_what_tenants_and_experiments_read(platform
 def test_what_a_tenant_publishes_is_what_its_experiments_read(
     platform_config: dict[str, Any], tenant_config: dict[str, Any]
 ) -> None:
-    """The tenant's real `tenant` output parses as TenantFacts, with its quota as applied."""
+    """The tenant's real `tenant` output parses as TenantFacts, with its quota as applied, and its
+    contract ConfigMap is what its experiments read back: the same facts, and the platform's."""
     platform_config["platform"]["defaultQuota"] = {"memory": "64Gi"}
     tenant_config["tenant"]["quota"] = {"cpu": "8"}
     d = run_program(tenant_config, platform=facts_for(platform_config))
 
-    def check(raw: dict[str, Any]) -> None:
+    def check(raw: dict[str, Any]) -> pulumi.Output[Any]:
         facts = TenantFacts.model_validate(copy.deepcopy(raw), strict=False)
         assert (facts.name, facts.namespace, facts.data_claim, facts.log_claim, facts.notebook_host) == (
             "alice",
@@ -328,6 +352,15 @@ def test_what_a_tenant_publishes_is_what_its_experiments_read(
         assert facts.owner.startswith("organization/tfk8s/tenant-alice@")
         assert facts.jupyter_url and facts.jupyter_url.startswith("http://10.0.0.10:3")
         assert facts.tensorboard_url and facts.tensorboard_url.startswith("http://10.0.0.10:3")
+
+        def contract_read_back() -> None:
+            (contract,) = [c for c in d.mocks.of_type(CONFIG_MAP) if c.inputs["metadata"].get("name") == tenant_contract.NAME]
+            assert contract.inputs["metadata"]["namespace"] == "tfk8s-alice"
+            assert contract.inputs["metadata"]["labels"]["tfk8s.io/stack-kind"] == "tenant"  # the platform team's alone
+            read_back = tenant_contract.read("tfk8s-alice", lambda _: {"data": contract.inputs["data"]}, str)
+            assert read_back == (facts, PlatformFacts.model_validate(facts_for(platform_config), strict=False))
+
+        return after(d, contract_read_back)
 
     return pulumi.Output.from_input(d.components["tenant"]).apply(check)
 

@@ -13,7 +13,7 @@ from tfk8s.stack_outputs import ReadAhead
 
 TENANT = "organization/tfk8s/tenant-alice"
 PLATFORM = "organization/tfk8s/platform-dev"
-STACKS = {TENANT: {"tenant": {"platformStack": "platform-dev", "namespace": "tfk8s-alice"}}, PLATFORM: {"platform": {"x": 1.0}}}
+STACKS = {PLATFORM: {"platform": {"x": 1.0}}}
 
 
 class Engine:
@@ -34,45 +34,44 @@ class Engine:
 
 
 @pytest.fixture(autouse=True)
-def experiment_config() -> Any:
-    pulumi.runtime.set_mocks(RecordingMocks(), project="tfk8s", stack="dev", organization="organization")
-    pulumi.runtime.set_all_config({"tfk8s:kind": "experiment", "tfk8s:tenantStack": "tenant-alice"})
+def tenant_config() -> Any:
+    pulumi.runtime.set_mocks(RecordingMocks(), project="tfk8s", stack="tenant-alice", organization="organization")
+    pulumi.runtime.set_all_config({"tfk8s:kind": "tenant", "tfk8s:platformStack": "platform-dev"})
     yield
     pulumi.runtime.set_all_config({})
 
 
-def test_an_experiment_reads_its_tenant_and_then_the_tenants_platform_ahead_in_a_thread_of_its_own() -> None:
+def test_a_tenant_reads_its_platform_ahead_in_a_thread_of_its_own() -> None:
     gate = threading.Event()
     engine = Engine(gate=gate)
     ahead = ReadAhead(engine)
     stack_outputs.prefetch(ahead)
     assert engine.asked == []  # the program goes on while the thread waits for the engine
     gate.set()
-    assert ahead.read(TENANT) == STACKS[TENANT] and ahead.read(PLATFORM) == STACKS[PLATFORM]
-    assert engine.asked == [(TENANT, "tfk8s-stack-outputs"), (PLATFORM, "tfk8s-stack-outputs")]  # once each
+    assert ahead.read(PLATFORM) == STACKS[PLATFORM] and ahead.read(PLATFORM) == STACKS[PLATFORM]
+    assert engine.asked == [(PLATFORM, "tfk8s-stack-outputs")]  # once
     with pytest.raises(RuntimeError, match="unknown stack organization/tfk8s/other"):
         ahead.read("organization/tfk8s/other")  # not read ahead: read now, the engine's error
     assert engine.asked[-1] == ("organization/tfk8s/other", threading.current_thread().name)
 
 
 def test_a_read_ahead_that_failed_is_made_again_and_its_error_is_the_engines() -> None:
-    engine = Engine(fail={TENANT})
+    engine = Engine(fail={PLATFORM})
     ahead = ReadAhead(engine)
     stack_outputs.prefetch(ahead)
-    with pytest.raises(RuntimeError, match=f"unknown stack {TENANT}"):
-        ahead.read(TENANT)
-    assert [name for name, _ in engine.asked] == [TENANT, TENANT]
+    with pytest.raises(RuntimeError, match=f"unknown stack {PLATFORM}"):
+        ahead.read(PLATFORM)
+    assert [name for name, _ in engine.asked] == [PLATFORM, PLATFORM]
 
 
-def test_a_tenant_reads_its_platform_ahead_and_a_platform_reads_nothing() -> None:
-    pulumi.runtime.set_all_config({"tfk8s:kind": "tenant", "tfk8s:platformStack": "platform-dev"})
-    engine = Engine()
-    ahead = ReadAhead(engine)
-    stack_outputs.prefetch(ahead)
-    assert ahead.read(PLATFORM) == STACKS[PLATFORM]
-    assert [name for name, _ in engine.asked] == [PLATFORM]
-
-    pulumi.runtime.set_all_config({"tfk8s:kind": "platform"})
+@pytest.mark.parametrize(
+    "config",
+    [{"tfk8s:kind": "platform"}, {"tfk8s:kind": "experiment", "tfk8s:namespace": "tfk8s-alice"}],
+    ids=["platform", "experiment"],
+)
+def test_a_platform_and_an_experiment_read_no_stack(config: dict[str, str]) -> None:
+    """An experiment reads its tenant's contract from the cluster (tfk8s.tenant_contract), no other stack's state."""
+    pulumi.runtime.set_all_config(config)
     nothing = Engine()
     stack_outputs.prefetch(ReadAhead(nothing))
     assert nothing.asked == []

@@ -7,13 +7,14 @@ a plan of `base..head` is the same whatever is checked out.
 from __future__ import annotations
 
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 import yaml
 
 from tfk8s.schema import NAMESPACE
+from tfk8s.schema_platform import PlatformSettings
 
 # A commit id of zeros: GitHub's `before` of a branch's first push. Nothing came before it.
 NO_COMMIT = "0" * 40
@@ -30,8 +31,9 @@ class GitError(RuntimeError):
 
 @dataclass(frozen=True)
 class StackFile:
-    """One stack file as the plan needs it: its kind and the stack it builds on (None: a platform, or
-    a reference to another project's stack, which this repository does not order)."""
+    """One stack file as the plan needs it: its kind and the stack it builds on (None: a platform, a
+    reference to another project's stack, or an experiment in a namespace no tenant stack of this
+    repository holds: none of these does this repository order)."""
 
     name: str
     path: str
@@ -73,7 +75,13 @@ class Repo:
             name = stack_name(path, prefix)
             if name is not None:
                 found[name] = self._read(commit, path, name, project)
-        return found
+        tenants = tenant_namespaces(found)
+        return {
+            name: replace(file, upstream=tenants.get(str(file.config.get(EXPERIMENT_NAMESPACE_KEY))))
+            if file.kind == "experiment"
+            else file
+            for name, file in found.items()
+        }
 
     def _read(self, commit: str, path: str, name: str, project: str) -> StackFile:
         try:
@@ -96,13 +104,29 @@ def stack_name(path: str, prefix: str) -> str | None:
     return file[len(STACK_FILE_PREFIX) : -len(STACK_FILE_SUFFIX)] or None
 
 
-# The key through which each kind names the stack it builds on (the schema's aliases, tfk8s.schema).
-UPSTREAM_KEYS = {"tenant": f"{NAMESPACE}:platformStack", "experiment": f"{NAMESPACE}:tenantStack"}
+# A tenant names the stack it builds on; an experiment names its tenant's namespace, whose stack is
+# the tenant stack of that user name on a platform with that namespace prefix (the schema's aliases, tfk8s.schema).
+PLATFORM_STACK_KEY = f"{NAMESPACE}:platformStack"
+EXPERIMENT_NAMESPACE_KEY = f"{NAMESPACE}:namespace"
+DEFAULT_NAMESPACE_PREFIX = PlatformSettings.model_fields["namespace_prefix"].default
+
+
+def tenant_namespaces(stacks: dict[str, StackFile]) -> dict[str, str]:
+    """The tenant stacks of this repository by the namespace each one holds (user_env.namespace_name)."""
+    found = {}
+    for name, file in stacks.items():
+        tenant = file.config.get(f"{NAMESPACE}:tenant")
+        if file.kind != "tenant" or not isinstance(tenant, dict) or not isinstance(tenant.get("name"), str):
+            continue
+        platform = stacks.get(file.upstream or "")
+        settings = platform.config.get(f"{NAMESPACE}:platform") if platform else None
+        prefix = settings.get("namespacePrefix") if isinstance(settings, dict) else None
+        found[f"{prefix if isinstance(prefix, str) else DEFAULT_NAMESPACE_PREFIX}{tenant['name']}"] = name
+    return found
 
 
 def _upstream(config: dict[str, Any], project: str) -> str | None:
-    key = UPSTREAM_KEYS.get(str(config.get(f"{NAMESPACE}:kind")))
-    ref = config.get(key) if key else None
+    ref = config.get(PLATFORM_STACK_KEY) if config.get(f"{NAMESPACE}:kind") == "tenant" else None
     if not isinstance(ref, str) or not ref:
         return None
     # `project/stack` and `org/project/stack` of this project order like `stack`; another project's stack is not ours.

@@ -31,6 +31,7 @@ import argparse
 import copy
 import json
 import os
+import secrets
 import shutil
 import statistics
 import subprocess
@@ -53,6 +54,7 @@ from tfk8s.kube_objects import provider_version  # noqa: E402
 import toolenv  # noqa: E402
 
 KUBECTL = toolenv.KUBECTL
+CLUSTER = "tfk8s-bench"
 ORDER = [
     "Namespace",
     "StorageClass",
@@ -281,6 +283,31 @@ def pulumi_side(program: Program, timeline: Path) -> dict[str, float]:
     return result
 
 
+def as_experimenter(work: Path, into: Path) -> Program:
+    """This tree's dev experiment as the quick start runs it (`hack/env.sh --tenant alice`): alice's
+    own client certificate, state store and passphrase (its salt her own), nothing of the platform
+    team's. Its stack `dev-alice` shares the namespace with the others: another experiment name."""
+    minted = subprocess.run(
+        [str(ROOT / "hack" / "cluster.sh"), "user-kubeconfig", "alice"],
+        check=True,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "TFK8S_CLUSTER_NAME": CLUSTER},
+    )
+    (into / "state").mkdir(parents=True)
+    env = {
+        **os.environ,
+        "KUBECONFIG": minted.stdout.strip(),
+        "PULUMI_BACKEND_URL": f"file://{into / 'state'}",
+        "PULUMI_CONFIG_PASSPHRASE": secrets.token_urlsafe(24),
+    }
+    env.pop("PULUMI_CONFIG_PASSPHRASE_FILE", None)
+    stacks = work / "stacks"
+    (stacks / "Pulumi.dev-alice.yaml").write_text((stacks / "Pulumi.dev.yaml").read_text())
+    init(work, "dev-alice", env)
+    return Program("this tree, as alice: her certificate, state and passphrase", work, "dev-alice", env)
+
+
 def render_experiment(work: Path, out: Path) -> None:
     """The dev experiment's objects, as `pulumi up -s dev` would create them."""
     from tfk8s import preflight, program
@@ -410,6 +437,7 @@ def compare(repeat: int, revisions: list[str], ours: dict[str, str]) -> None:
     tenant_salt = yaml.safe_load((work / "stacks" / "Pulumi.tenant-alice.yaml").read_text())["encryptionsalt"]
     programs = [baseline(r, scratch / r, ours, tenant_salt) for r in revisions]
     programs.append(Program("this tree", work, "dev", dict(os.environ)))
+    programs.append(as_experimenter(work, scratch / "alice"))
     # The same program with Pulumi's automatic logs (hack/env.sh turns them off): what they cost.
     with_logs = toolenv.with_automatic_logs(os.environ, scratch / "pulumi-home-with-logs")
     programs.append(Program("this tree, Pulumi's automatic logs on", work, "dev", with_logs))

@@ -1,0 +1,60 @@
+"""hack/env.sh --tenant USER: an experimenter's environment holds nothing of the platform team's
+(README "Secrets and the passphrase"): her own state store, passphrase and client certificate."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+ENV_SH = ROOT / "hack" / "env.sh"
+USER = "envtest-carol"  # no demo tenant's name: the test removes its state directory afterwards
+MINE = ("PULUMI_BACKEND_URL", "PULUMI_CONFIG_PASSPHRASE", "PULUMI_CONFIG_PASSPHRASE_FILE", "KUBECONFIG", "TFK8S_CLUSTER_NAME")
+
+
+def printed(cache: Path, *args: str, **mine: str) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items() if k not in MINE} | {"TFK8S_CACHE": str(cache)} | mine
+    return subprocess.run([str(ENV_SH), *args], capture_output=True, text=True, env=base)
+
+
+def exports(done: subprocess.CompletedProcess[str]) -> dict[str, str]:
+    assert done.returncode == 0, done.stderr
+    return dict(shlex.split(line)[1].split("=", 1) for line in done.stdout.splitlines())
+
+
+@pytest.fixture
+def cache(tmp_path: Path) -> Iterator[Path]:
+    yield tmp_path
+    shutil.rmtree(ROOT / ".state" / "tenants" / USER, ignore_errors=True)
+
+
+def test_a_tenants_environment_has_its_own_state_passphrase_and_certificate(cache: Path) -> None:
+    team, tenant = exports(printed(cache)), exports(printed(cache, "--tenant", USER))
+    assert team["PULUMI_BACKEND_URL"] == f"file://{ROOT}/.state/backend"
+    assert tenant["PULUMI_BACKEND_URL"] == f"file://{ROOT}/.state/tenants/{USER}/backend"
+    assert (ROOT / ".state" / "tenants" / USER / "backend").is_dir()
+    assert team["PULUMI_CONFIG_PASSPHRASE_FILE"] == str(cache / "passphrase")
+    assert tenant["PULUMI_CONFIG_PASSPHRASE_FILE"] == str(cache / "passphrases" / USER)
+    ours, theirs = (Path(env["PULUMI_CONFIG_PASSPHRASE_FILE"]).read_text() for env in (team, tenant))
+    assert ours != theirs and len(theirs) >= 40
+    assert Path(tenant["PULUMI_CONFIG_PASSPHRASE_FILE"]).stat().st_mode & 0o077 == 0  # hers alone
+    assert tenant["KUBECONFIG"] == str(cache / "kwok" / f"tfk8s.user-{USER}.kubeconfig")  # hack/cluster.sh user-kubeconfig
+    assert exports(printed(cache, "--tenant", USER))["PULUMI_CONFIG_PASSPHRASE_FILE"] == tenant["PULUMI_CONFIG_PASSPHRASE_FILE"]
+    assert Path(tenant["PULUMI_CONFIG_PASSPHRASE_FILE"]).read_text() == theirs  # made once, then kept
+
+
+def test_what_is_already_set_wins(cache: Path) -> None:
+    env = exports(printed(cache, "--tenant", USER, PULUMI_CONFIG_PASSPHRASE="hers", KUBECONFIG="/k"))
+    assert "PULUMI_CONFIG_PASSPHRASE_FILE" not in env and env["KUBECONFIG"] == "/k"
+
+
+@pytest.mark.parametrize("args", [["--tenant", "../bob"], ["--tenant", "Alice"], ["--tenant", ""], ["--user", "alice"]])
+def test_a_bad_tenant_name_or_flag_is_refused(cache: Path, args: list[str]) -> None:
+    done = printed(cache, *args)
+    assert done.returncode == 2 and done.stdout == "" and ("not a tenant user name" in done.stderr or "usage:" in done.stderr)

@@ -182,6 +182,16 @@ def baseline(revision: str, into: Path, ours: dict[str, str], upstream_salt: str
 FLOOR = "import pulumi\n{body}\npulumi.export('ready', True)\n"
 
 
+def floor_env(program: Program) -> dict[str, str]:
+    """The program's environment for the floor's stack, which lives in the bench's own state under its passphrase."""
+    secrets_env = {k: os.environ[k] for k in PASSPHRASE_VARIABLES if k in os.environ}
+    kept = {k: v for k, v in program.env.items() if k not in PASSPHRASE_VARIABLES}
+    return {**kept, **secrets_env, "PULUMI_BACKEND_URL": os.environ["PULUMI_BACKEND_URL"]}
+
+
+PASSPHRASE_VARIABLES = ("PULUMI_CONFIG_PASSPHRASE", "PULUMI_CONFIG_PASSPHRASE_FILE")
+
+
 def floor_of(program: Program) -> str:
     """The name of a program's floor: the empty program run in that program's environment (its
     language host; Pulumi's automatic logs on or off, as for the program)."""
@@ -302,8 +312,8 @@ def as_experimenter(work: Path, into: Path) -> Program:
         "PULUMI_CONFIG_PASSPHRASE": secrets.token_urlsafe(24),
     }
     env.pop("PULUMI_CONFIG_PASSPHRASE_FILE", None)
-    stacks = work / "stacks"
-    (stacks / "Pulumi.dev-alice.yaml").write_text((stacks / "Pulumi.dev.yaml").read_text())
+    # The repository's stack file, without a salt: `stack init` gives it one of her passphrase.
+    (work / "stacks" / "Pulumi.dev-alice.yaml").write_text((ROOT / "stacks" / "Pulumi.dev.yaml").read_text())
     init(work, "dev-alice", env)
     return Program("this tree, as alice: her certificate, state and passphrase", work, "dev-alice", env)
 
@@ -314,11 +324,13 @@ def render_experiment(work: Path, out: Path) -> None:
     from tfk8s.schema_experiment import ExperimentStack
     from tfk8s.stack_config import load
 
+    cluster = {**os.environ}  # rendering hides KUBECONFIG from the provider; the contract read needs it
+
     def declare() -> None:
         stack = load()
         assert isinstance(stack, ExperimentStack)
         stack = stack.model_copy(update={"experiment": "dev"})  # the names `pulumi up -s dev` gives
-        api = preflight.check_cluster(os.environ, kubeconfig_in_config=False).api
+        api = preflight.check_cluster(cluster, kubeconfig_in_config=False).api
         assert api is not None, "the bench's cluster is not readable with its kubeconfig"
         # The tenant's contract is read from the cluster; no ownership reads (read=None): the
         # rendered objects are applied by kubectl, not adopted.
@@ -465,7 +477,7 @@ def compare(repeat: int, revisions: list[str], ours: dict[str, str]) -> None:
             # language host, and Pulumi's automatic logs as that program has them.
             for program in programs:
                 runs[floor_of(program)] = pulumi_cli(
-                    floor_programs[0].work, "up", "--yes", "--skip-preview", stack="floor", env=program.env
+                    floor_programs[0].work, "up", "--yes", "--skip-preview", stack="floor", env=floor_env(program)
                 )
             floor_runs.append(runs)
         theirs, floor = medians(theirs_runs), medians(floor_runs)

@@ -91,7 +91,8 @@ demo: venv
 # A tenant stack the demo creates shares its platform's salt (hack/toolenv.py share-salt; README
 # "Fixed cost"): one key derivation per command instead of two.
 DEMO_SELECT = $(PY) hack/toolenv.py share-salt $(DEMO)/stacks/Pulumi.$(1).yaml >/dev/null && $(DEMO_PULUMI) stack select --create $(1) >/dev/null
-# The experiment is $(EXPERIMENTER)'s: her environment, her state, her credentials.
+# The experiment is $(EXPERIMENTER)'s: her environment, her state, her credentials. In a subshell
+# where the team's commands follow on one line: env.sh keeps what is already set, hers included.
 EXPERIMENTER_PULUMI := eval "$$(hack/env.sh --tenant $(EXPERIMENTER))" && pulumi --cwd $(DEMO)
 
 up: venv tools cluster demo ## `pulumi up` the $(PLATFORM) platform, the $(TENANT) tenant on it, then the $(STACK) experiment (refreshing first: the cluster may be new); print the experiment's outputs
@@ -114,7 +115,7 @@ outputs: demo ## Print the outputs of the $(STACK) stack (secrets masked)
 	$(EXPERIMENTER_PULUMI) stack output --stack $(STACK) --json
 
 down: demo ## Destroy the $(STACK) experiment (as $(EXPERIMENTER)), the $(TENANT) tenant, then the $(PLATFORM) platform, and stop the local cluster
-	if hack/cluster.sh status >/dev/null 2>&1; then hack/cluster.sh user-kubeconfig $(EXPERIMENTER) >/dev/null && $(EXPERIMENTER_PULUMI) destroy --stack $(STACK) --yes && $(DEMO_PULUMI) destroy --stack $(TENANT) --yes && $(DEMO_PULUMI) destroy --stack $(PLATFORM) --yes; fi
+	if hack/cluster.sh status >/dev/null 2>&1; then hack/cluster.sh user-kubeconfig $(EXPERIMENTER) >/dev/null && ($(EXPERIMENTER_PULUMI) destroy --stack $(STACK) --yes) && $(DEMO_PULUMI) destroy --stack $(TENANT) --yes && $(DEMO_PULUMI) destroy --stack $(PLATFORM) --yes; fi
 	hack/cluster.sh stop
 
 test: venv policy-venv tools tools-legacy real-node-deps ## Every test: the policy pack's rules, mocks, real TensorFlow processes, real pulumi up against kwok (1.34 and 1.25 + Heketi), a real node

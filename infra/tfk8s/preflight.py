@@ -29,12 +29,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import pulumi
 import yaml
 
 CONNECT_TIMEOUT_SECONDS = 3.0
+# Request headers in order; a name may repeat (Impersonate-Group).
+Headers = list[tuple[str, str]]
 METADATA_ONLY = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
 FIX = 'start the local cluster (`make cluster`) or point KUBECONFIG at your cluster, then `eval "$(make env)"` again'
 
@@ -167,7 +169,8 @@ class KubeApi:
     def _send(self, method: str, path: str, headers: dict[str, str], data: bytes | None = None) -> dict[str, Any]:
         with self._lock:
             try:
-                status, reason, body = self._exchange(method, path, {**self._headers(), **headers}, data)
+                sent = [*{**self._headers(), **headers}.items(), *self._impersonation()]
+                status, reason, body = self._exchange(method, path, sent, data)
             except (OSError, ValueError, ssl.SSLError, http.client.HTTPException) as error:
                 raise KubeApiError(f"{method} {path}: {error}") from None
         if status >= 400:
@@ -178,7 +181,7 @@ class KubeApi:
             raise KubeApiError(f"{method} {path}: {error}") from None
         return result
 
-    def _exchange(self, method: str, path: str, headers: dict[str, str], data: bytes | None) -> tuple[int, str, bytes]:
+    def _exchange(self, method: str, path: str, headers: Headers, data: bytes | None) -> tuple[int, str, bytes]:
         """One request on the kept connection; once more on a new one when the server had closed it
         (an idle keep-alive timeout: these requests change nothing, so a second send is harmless)."""
         try:
@@ -186,10 +189,16 @@ class KubeApi:
         except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
             return self._once(method, path, headers, data)
 
-    def _once(self, method: str, path: str, headers: dict[str, str], data: bytes | None) -> tuple[int, str, bytes]:
+    def _once(self, method: str, path: str, headers: Headers, data: bytes | None) -> tuple[int, str, bytes]:
         connection = self._connection or self._connect()
         try:
-            connection.request(method, self._target(path), body=data, headers=headers)
+            # Header by header: impersonation repeats Impersonate-Group, which a dict cannot hold.
+            connection.putrequest(method, self._target(path))
+            for name, value in headers:
+                connection.putheader(name, value)
+            if data is not None:
+                connection.putheader("Content-Length", str(len(data)))
+            connection.endheaders(data)
             response = connection.getresponse()
             body = response.read()
         except BaseException:
@@ -244,6 +253,22 @@ class KubeApi:
                     context.load_cert_chain(certificate, _pem(self.user, "client-key", scratch))
             self._tls = context
         return self._tls
+
+    def _impersonation(self) -> Headers:
+        """The kubeconfig user's impersonation (`as`, `as-uid`, `as-groups`, `as-user-extra`), as
+        kubectl and the provider send it: the reads and reviews ask as the identity the provider
+        will act as, not as the credentials' own."""
+        user = self.user
+        found: Headers = [("Impersonate-User", user["as"])] if user.get("as") else []
+        if user.get("as-uid"):
+            found.append(("Impersonate-Uid", user["as-uid"]))
+        found += [("Impersonate-Group", group) for group in user.get("as-groups") or []]
+        found += [
+            (f"Impersonate-Extra-{quote(key, safe='')}", value)
+            for key, values in (user.get("as-user-extra") or {}).items()
+            for value in values
+        ]
+        return found
 
     def _headers(self) -> dict[str, str]:
         headers = {"Accept": "application/json"}

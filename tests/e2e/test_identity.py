@@ -147,3 +147,20 @@ def test_the_experimenter_table_is_what_the_access_check_finds(
             alice.get("namespace", name=other)
     finally:
         kube.run("delete", "-f", str(cluster_objects), "--ignore-not-found")
+
+
+def test_the_programs_client_asks_as_the_user_the_kubeconfig_impersonates(kube: Kube, tmp_path: Path) -> None:
+    """The admin's kubeconfig with `as: alice` (what a pipeline acting for a tenant uses): the
+    program's reads and reviews are hers, as the provider's requests will be, not the admin's."""
+    document = yaml.safe_load(kube.kubeconfig.read_text())
+    for entry in document["users"]:
+        entry["user"].update({"as": "alice", "as-groups": [GROUP]})
+    impersonating = tmp_path / "as-alice.kubeconfig"
+    impersonating.write_text(yaml.safe_dump(document))
+    api = preflight.check_cluster({"KUBECONFIG": str(impersonating)}, kubeconfig_in_config=False).api
+    assert api is not None
+    assert access.identity(api.post) == f"user 'alice' (groups {GROUP})"
+    with pytest.raises(preflight.KubeApiError) as refused:
+        api.get("/api/v1/namespaces/default/configmaps")
+    assert refused.value.status == 403  # hers: the admin could
+    assert kube.get("configmaps", "default") is not None

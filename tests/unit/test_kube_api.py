@@ -27,7 +27,13 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         status = {"/missing": 404, "/forbidden": 403}.get(self.path, 200)
-        body = json.dumps({"path": self.path, "accept": self.headers["Accept"]}).encode()
+        impersonation = [[k, v] for k, v in self.headers.items() if k.lower().startswith("impersonate-")]
+        answer = {
+            "path": self.path,
+            "accept": self.headers["Accept"],
+            **({"impersonation": impersonation} if impersonation else {}),
+        }
+        body = json.dumps(answer).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
@@ -87,3 +93,25 @@ def test_no_server_is_an_error_without_status() -> None:
     with pytest.raises(KubeApiError) as failed:
         KubeApi("http://127.0.0.1:9", {}, {}).get("/version")
     assert failed.value.status is None
+
+
+def test_a_kubeconfig_users_impersonation_is_sent_as_kubectl_sends_it(server: Server) -> None:
+    """The reads and reviews ask as the identity the provider will act as: `as`, `as-uid`, each of
+    `as-groups` in a header of its own, `as-user-extra` percent-encoded; none without them."""
+    user = {
+        "token": "t",
+        "as": "system:serviceaccount:tfk8s-gitops:tfk8s-exp",
+        "as-uid": "u-1",
+        "as-groups": ["tenants", "system:authenticated"],
+        "as-user-extra": {"scopes/x": ["a", "b"]},
+    }
+    api = KubeApi(f"http://127.0.0.1:{server.server_address[1]}", {}, user)
+    assert (api.get("/version") or {})["impersonation"] == [
+        ["Impersonate-User", "system:serviceaccount:tfk8s-gitops:tfk8s-exp"],
+        ["Impersonate-Uid", "u-1"],
+        ["Impersonate-Group", "tenants"],
+        ["Impersonate-Group", "system:authenticated"],
+        ["Impersonate-Extra-scopes%2Fx", "a"],
+        ["Impersonate-Extra-scopes%2Fx", "b"],
+    ]
+    assert "impersonation" not in (_api(server).get("/version") or {})

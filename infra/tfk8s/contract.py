@@ -10,7 +10,7 @@ rely on these facts and on nothing else of the stack it reads. Nothing here touc
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import ConfigDict
 from pydantic.alias_generators import to_camel
@@ -34,6 +34,11 @@ class Facts(Model):
     version does not know are ignored."""
 
     model_config = ConfigDict(frozen=True, extra="ignore", alias_generator=to_camel, populate_by_name=True)
+
+    def published(self) -> dict[str, Any]:
+        """The facts as a stack publishes them (an output, the tenant's contract ConfigMap): their
+        aliases, as JSON; readers parse them back with the same model."""
+        return self.model_dump(by_alias=True, mode="json")
 
 
 class TenantFacts(Facts):

@@ -89,17 +89,15 @@ def build(stack: PlatformStack, owner: Owner) -> dict[str, Any]:
     pulumi.export("readiness", report)
     # Built once every value is known: the output is exactly the model, dumped.
     platform_output = pulumi.Output.all(shared.class_name, shared.scratch_class_name, user_node.address, role.name).apply(
-        lambda parts: published(
-            facts(
-                platform,
-                owner=owner.annotation,
-                group=group,
-                storage_class=parts[0],
-                scratch_storage_class=parts[1],
-                user_node_address=parts[2],
-                experimenter_role=parts[3],
-            )
-        )
+        lambda parts: facts(
+            platform,
+            owner=owner.annotation,
+            group=group,
+            storage_class=parts[0],
+            scratch_storage_class=parts[1],
+            user_node_address=parts[2],
+            experimenter_role=parts[3],
+        ).published()
     )
     pulumi.export("platform", platform_output)
     return {"user_node": user_node, "storage": shared, "readiness": report, "platform": platform_output}
@@ -140,8 +138,3 @@ def facts(
         default_quota=platform.default_quota,
         container_defaults=platform.container_defaults,
     )
-
-
-def published(contract: PlatformFacts) -> dict[str, Any]:
-    """The `platform` output: the contract in its aliases, as JSON (what stack_ref parses back)."""
-    return contract.model_dump(by_alias=True, mode="json")

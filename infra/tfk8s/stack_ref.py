@@ -11,20 +11,19 @@ back is input like a stack file, so it is validated against its contract (tfk8s.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import pulumi
 from pydantic import ValidationError
 
 from tfk8s import stack_outputs
-from tfk8s.contract import Facts, PlatformFacts
+from tfk8s.contract import PlatformFacts
 from tfk8s.schema import NAMESPACE
 from tfk8s.stack_outputs import qualified
 
 PLATFORM_OUTPUT = "platform"
 
 ReadOutputs = Callable[[str], dict[str, Any]]
-F = TypeVar("F", bound=Facts)
 
 
 class StackUnavailable(pulumi.RunError):
@@ -37,27 +36,24 @@ def read_outputs(name: str) -> dict[str, Any]:
     return stack_outputs.read(name)
 
 
-def _facts(ref: str, key: str, output: str, model: type[F], what: str, read: ReadOutputs) -> F:
-    name = qualified(ref)
+def platform_facts(ref: str, read: ReadOutputs = read_outputs) -> PlatformFacts:
+    """The platform's facts from its stack's `platform` output; StackUnavailable names the key and the fix."""
+    key, name = f"{NAMESPACE}:platformStack", qualified(ref)
     deploy = f"deploy it first (`pulumi up --stack {ref}`) or fix {key}"
     try:
         outputs = read(name)
     except Exception as error:  # the engine's own error: unknown stack, unreadable backend, ...
-        raise StackUnavailable(f"{key}: cannot read the {what} stack {name!r} ({error}); {deploy}") from None
-    raw = outputs.get(output)
+        raise StackUnavailable(f"{key}: cannot read the platform stack {name!r} ({error}); {deploy}") from None
+    raw = outputs.get(PLATFORM_OUTPUT)
     if raw is None:
         raise StackUnavailable(
-            f"{key}: stack {name!r} has no {output!r} output: it is not a deployed tfk8s {what} stack; {deploy}"
+            f"{key}: stack {name!r} has no {PLATFORM_OUTPUT!r} output: it is not a deployed tfk8s platform stack; {deploy}"
         )
     try:
-        return model.model_validate(raw, strict=False)  # outputs carry JSON numbers (2222.0)
+        return PlatformFacts.model_validate(raw, strict=False)  # outputs carry JSON numbers (2222.0)
     except ValidationError as error:
         raise StackUnavailable(
-            f"{key}: the {output!r} output of {name!r} is not what this tfk8s expects "
-            f"({error.error_count()} problem(s), first: {error.errors()[0]['msg']}); `pulumi up` the {what} stack "
+            f"{key}: the {PLATFORM_OUTPUT!r} output of {name!r} is not what this tfk8s expects "
+            f"({error.error_count()} problem(s), first: {error.errors()[0]['msg']}); `pulumi up` the platform stack "
             "with this version of tfk8s"
         ) from None
-
-
-def platform_facts(ref: str, read: ReadOutputs = read_outputs, key: str = f"{NAMESPACE}:platformStack") -> PlatformFacts:
-    return _facts(ref, key, PLATFORM_OUTPUT, PlatformFacts, "platform", read)

@@ -48,8 +48,8 @@ UNREADABLE = (
 def data(tenant: TenantFacts, platform: PlatformFacts) -> dict[str, str]:
     """The ConfigMap's data: each contract as JSON, by alias (what `read` parses back)."""
     return {
-        TENANT_DATA: json.dumps(tenant.model_dump(by_alias=True, mode="json"), sort_keys=True),
-        PLATFORM_DATA: json.dumps(platform.model_dump(by_alias=True, mode="json"), sort_keys=True),
+        TENANT_DATA: json.dumps(tenant.published(), sort_keys=True),
+        PLATFORM_DATA: json.dumps(platform.published(), sort_keys=True),
     }
 
 

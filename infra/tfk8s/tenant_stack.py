@@ -157,7 +157,7 @@ def build(
     report = env.readiness.apply(readiness.tenant_readiness)
     pulumi.export("ready", report.apply(lambda r: r["ready"]))
     pulumi.export("readiness", report)
-    tenant_output = tenant_facts.apply(published)
+    tenant_output = tenant_facts.apply(TenantFacts.published)
     pulumi.export("tenant", tenant_output)
     # Where the token is, not the token: a stack others read exports nothing secret, so reading it
     # never needs this stack's secrets provider. The tenant's identities read the Secret themselves.
@@ -188,8 +188,3 @@ def facts(
         tensorboard_url=tensorboard_url,
         quota=tenant.effective_quota(platform.default_quota),
     )
-
-
-def published(contract: TenantFacts) -> dict[str, Any]:
-    """The `tenant` output: the contract in its aliases, as JSON (what stack_ref parses back)."""
-    return contract.model_dump(by_alias=True, mode="json")

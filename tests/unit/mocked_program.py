@@ -68,7 +68,7 @@ def facts_for(platform_raw: dict[str, Any]) -> dict[str, Any]:
         user_node_address=USER_NODE_ADDRESS,
         experimenter_role=guard.experimenter_role(TEST_GROUP),
     )
-    return through_the_engine(platform_stack.published(contract))
+    return through_the_engine(contract.published())
 
 
 def tenant_owner(stack: str) -> str:
@@ -95,7 +95,7 @@ def tenant_facts_for(tenant_stack: str, platform_output: dict[str, Any] | None =
         jupyter_url=f"http://{USER_NODE_ADDRESS}:30001/",
         tensorboard_url=f"http://{USER_NODE_ADDRESS}:30002/",
     )
-    return through_the_engine(tenants.published(contract))
+    return through_the_engine(contract.published())
 
 
 SCRATCH_CLASS = "tfk8s-shared-scratch"

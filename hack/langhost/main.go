@@ -28,6 +28,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -78,20 +79,24 @@ func serve(args []string) error {
 	go func() { _ = server.Serve(listener) }()
 	fmt.Println(listener.Addr().(*net.TCPAddr).Port)
 	parentGone := make(chan struct{})
+	var gone sync.Once
+	ended := func() { gone.Do(func() { close(parentGone) }) }
 	if stdinIsPipe() {
 		go func() {
 			_, _ = io.Copy(io.Discard, os.Stdin)
-			close(parentGone)
+			ended()
 		}()
-	} else if parent := os.Getppid(); parent > 1 {
-		// Not started with a pipe (by hand, or by a CLI path that gives none): end when the parent
-		// does, as seen within a poll. Full-suite CI runs found a host alive for good after a CLI
-		// that died without stopping it.
+	}
+	if parent := os.Getppid(); parent > 1 {
+		// Also with a pipe: the pipe may be one the CLI passed on from its own stdin, which another
+		// process holds open after the CLI died (a quick-start run of the suite found a host alive
+		// for good that way). Without one (by hand, or a CLI path that gives none), this alone
+		// ends the host when its parent does, as seen within a poll.
 		go func() {
 			for os.Getppid() == parent {
 				time.Sleep(parentPoll)
 			}
-			close(parentGone)
+			ended()
 		}()
 	}
 	select {

@@ -291,6 +291,35 @@ def test_a_host_started_by_hand_is_not_stopped_by_its_stdin() -> None:
             host.wait()
 
 
+def test_a_host_whose_stdin_pipe_outlives_its_parent_ends_with_the_parent() -> None:
+    """A CLI may pass its own stdin on to the host: a pipe someone else holds open after the CLI
+    died (the quick start's run of the suite found a host alive for good that way). The host ends
+    when its parent does, whatever its stdin."""
+    spawn = (
+        "import subprocess, sys; "
+        f"host = subprocess.Popen([{str(BIN / 'pulumi-language-python')!r}, '127.0.0.1:1'], stdout=subprocess.PIPE, text=True); "
+        "print(host.pid, host.stdout.readline().strip(), flush=True)"
+    )
+    held = subprocess.Popen(  # this test holds the pipe's write end throughout: no end of stdin
+        [sys.executable, "-c", spawn], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert held.stdout is not None
+    pid, port = held.stdout.readline().split()
+    assert int(port) > 0 and held.wait(timeout=10) == 0  # the parent is gone, its host serving
+    deadline = time.monotonic() + 2
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    try:
+        assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2], (
+            "the host outlived its parent by 2 s with its stdin pipe still open"
+        )
+    finally:
+        if Path(f"/proc/{pid}").exists():
+            os.kill(int(pid), signal.SIGKILL)
+        assert held.stdin is not None
+        held.stdin.close()
+
+
 def test_a_cli_that_fails_without_stopping_its_host_leaves_none(project: Project) -> None:
     """Without its passphrase the CLI sometimes exits having started the host and not stopped it
     (in 4 of 20 tries with pulumi 3.259.0, a race in the CLI). The host ends with it: the next

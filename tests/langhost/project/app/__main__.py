@@ -19,7 +19,10 @@ if mode == "exit":
     sys.stdout.flush()
     os._exit(3)
 if mode == "sleep":
-    Path(config.require("pidFile")).write_text(str(os.getpid()))
+    # Whole or not at all: the test polls for the file and reads it at once.
+    pid_file = Path(config.require("pidFile"))
+    pid_file.with_suffix(".tmp").write_text(str(os.getpid()))
+    pid_file.with_suffix(".tmp").rename(pid_file)
     time.sleep(600)
 
 debug_logs = config.get_int("debugLogs")

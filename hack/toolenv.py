@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
@@ -129,7 +130,10 @@ LANGHOST_COMMANDS = ("pulumi-language-python", "langhost/run_program.py")
 def langhost_processes(backend_url: str) -> list[str]:
     """`<pid>: <command line>` of every live process of tfk8s's language host, or of a program it
     started, that works on the state backend `backend_url` (its environment's PULUMI_BACKEND_URL):
-    the caller's own, never another run's on the machine."""
+    the caller's own, never another run's on the machine. Also a CLI's fork that its CLI left
+    before the fork's exec (a CLI that dies while it starts a plugin): it becomes the plugin a
+    moment later, so a check that looked only for the host's name would pass at once and find the
+    host alive the next instant (CI did, on a loaded machine)."""
     ours = f"PULUMI_BACKEND_URL={backend_url}".encode()
     found = []
     for proc in Path("/proc").iterdir():
@@ -138,12 +142,40 @@ def langhost_processes(backend_url: str) -> list[str]:
         try:
             argv = (proc / "cmdline").read_bytes().split(b"\0")
             environ = (proc / "environ").read_bytes().split(b"\0")
-        except OSError:
+            parent = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        if ours not in environ:
             continue
         line = " ".join(a.decode(errors="replace") for a in argv if a)
-        if ours in environ and any(command in line for command in LANGHOST_COMMANDS):
+        if any(command in line for command in LANGHOST_COMMANDS):
             found.append(f"{proc.name}: {line}")
+        elif parent == 1 and Path(argv[0].decode(errors="replace")).name == "pulumi":
+            # An orphan with the CLI's own command line: the CLI's fork before its exec (a CLI
+            # run by a caller has that caller as its parent, never pid 1).
+            found.append(f"{proc.name}: {line} (a fork of a CLI that has ended, before its exec)")
     return found
+
+
+def langhost_left(backend_url: str, within: float) -> tuple[list[str], float]:
+    """What of tfk8s's language host is still alive on `backend_url` once none has been seen for
+    a while (or `within` seconds have passed), and the seconds that took. A single look can miss a
+    process in the middle of its exec: its command line and environment read empty for that
+    moment, so two looks 50 ms apart must both find none."""
+    started = time.monotonic()
+    quiet_since = None
+    while True:
+        found = langhost_processes(backend_url)
+        now = time.monotonic()
+        if found:
+            quiet_since = None
+        elif quiet_since is None:
+            quiet_since = now
+        elif now - quiet_since >= 0.05:
+            return [], quiet_since - started
+        if now - started >= within:
+            return found, now - started
+        time.sleep(0.01)
 
 
 def language_host(revision: str) -> Path:

@@ -265,7 +265,7 @@ def test_sigint_during_up_stops_the_program_and_leaves_no_process(cli: Cli, proj
         time.sleep(0.05)
     up.send_signal(signal.SIGINT)  # what ^C in the terminal sends to the CLI
     out, _ = up.communicate(timeout=120)
-    leftovers = langhost_processes()
+    leftovers, _ = toolenv.langhost_left(os.environ["PULUMI_BACKEND_URL"], within=5)
     assert not leftovers, f"{leftovers}\n{out}"
     # The stack is usable at once: no pending operations to clear, the next up finishes the change.
     cli("up", "--stack", STACK, "--yes", "--skip-preview")

@@ -5,6 +5,8 @@ of its own. One scenario per test, in order, each a commit or pull request on th
   set-up     the first push: a platform, two tenants, alice's experiment, applied in order
   PR         adds bob's experiment: previewed with the policy pack, nothing created
   merge      the same commit applied: created, ready
+  merge      an experiment naming alice's namespace, from a stack her tenant does not list: refused
+             by the API server (the pipeline acts as the stack's own account), nothing made
   PR         bob's worker count: only his experiment previewed, and exactly what its apply changes
   commit     removes alice's experiment: destroyed, her tenant's logs kept
   PR         adds a tenant: only that tenant previewed
@@ -36,6 +38,7 @@ from typing import Any
 import pytest
 import yaml
 from drivers import CLUSTER, ROOT, Kube
+from tfk8s.gitops.identity import identity
 
 import toolenv
 
@@ -43,6 +46,7 @@ VERSITYGW = str(toolenv.BIN / "versitygw")
 BUCKET = "tfk8s-state"
 PLATFORM, ALICE, BOB, CAROL = "gitops-platform", "tenant-alice", "tenant-bob", "tenant-carol"
 EXP_A, EXP_B = "exp-a", "exp-b"
+INTRUDER = "exp-intruder"  # a stack file that names alice's namespace, which her tenant does not list
 
 
 def _free_port() -> int:
@@ -118,12 +122,14 @@ def _experiment(tenant: str, workers: int = 2, image: str | None = None) -> str:
     return _stack_file({"tfk8s:kind": "experiment", "tfk8s:namespace": namespace, "tfk8s:clusters": [cluster]})
 
 
-def _tenant(user: str) -> str:
+def _tenant(user: str, *experiments: str) -> str:
+    """A tenant of `user` whose identities include the accounts the pipeline runs `experiments` as."""
+    users = [user, *(identity(stack) for stack in experiments)]
     return _stack_file(
         {
             "tfk8s:kind": "tenant",
             "tfk8s:platformStack": PLATFORM,
-            "tfk8s:tenant": {"name": user, "identities": {"users": [user]}, "volumes": {"dataSize": "1Gi", "logSize": "1Gi"}},
+            "tfk8s:tenant": {"name": user, "identities": {"users": users}, "volumes": {"dataSize": "1Gi", "logSize": "1Gi"}},
         }
     )
 
@@ -289,6 +295,7 @@ def test_a_team_repository_through_pull_requests_merges_and_a_schedule(
     team's history does."""
     first = _first_push(team)
     _pull_request_adding_an_experiment_then_its_merge(team, cluster)
+    _a_merged_experiment_in_another_users_namespace(team, cluster)
     _pull_request_changing_a_worker_count(team, cluster)
     _commit_removing_an_experiment(team, cluster)
     _pull_request_adding_a_tenant(team, cluster)
@@ -301,7 +308,8 @@ def test_a_team_repository_through_pull_requests_merges_and_a_schedule(
 
 def _first_push(team: Team) -> str:
     head = team.commit(
-        "two tenants and alice's first experiment", {ALICE: _tenant("alice"), BOB: _tenant("bob"), EXP_A: _experiment(ALICE)}
+        "two tenants and alice's first experiment",
+        {ALICE: _tenant("alice", EXP_A), BOB: _tenant("bob", EXP_B), EXP_A: _experiment(ALICE)},
     )
     steps = team.plan("0" * 40)
     assert [(s["stack"], s["action"]) for s in steps] == [
@@ -338,6 +346,26 @@ def _pull_request_adding_an_experiment_then_its_merge(team: Team, cluster: Kube)
     assert "| yes |" in merged.summary, merged.summary
     objects = _stack_objects(cluster, "tfk8s-bob", EXP_B)
     assert {kind for kind, _ in objects} >= {"Deployment", "Job", "Service", "NetworkPolicy"}, objects
+
+
+def _a_merged_experiment_in_another_users_namespace(team: Team, cluster: Kube) -> None:
+    """A stack file merged to main that names alice's namespace, from a stack her tenant does not
+    list: the pipeline runs it as the stack's own account, so the API server refuses it (one line,
+    naming that account) and nothing is made in her namespace. Removing the file is a clean destroy."""
+    base = team.git("rev-parse", "HEAD")
+    before = _versions(_stack_objects(cluster, "tfk8s-alice", EXP_A))
+    head = team.commit("an experiment in alice's namespace", {INTRUDER: _experiment(ALICE)})
+    run = team.pipeline("merge-intruder", "apply", "--base", base, "--head", head)
+    assert run.returncode == 1, run.output
+    refusal = [line for line in run.summary.splitlines() if line.startswith("- **error**")]
+    assert len(refusal) == 1 and f"user '{identity(INTRUDER)}'" in refusal[0], run.summary
+    assert "may not read the tenant contract in namespace 'tfk8s-alice'" in refusal[0], refusal
+    assert "nothing was changed" in refusal[0], refusal
+    assert _stack_objects(cluster, "tfk8s-alice", INTRUDER) == {}
+    assert _versions(_stack_objects(cluster, "tfk8s-alice", EXP_A)) == before
+    removed = team.commit("not alice's", {INTRUDER: None})
+    cleaned = team.pipeline("remove-intruder", "apply", "--base", head, "--head", removed)
+    assert cleaned.returncode == 0, cleaned.output
 
 
 def _pull_request_changing_a_worker_count(team: Team, cluster: Kube) -> None:

@@ -10,6 +10,8 @@ the program's own client (preflight.KubeApi), and nothing of it anywhere else.
 from __future__ import annotations
 
 import json
+import os
+import stat
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +21,9 @@ import pytest
 import yaml
 from drivers import Kube, user_kube
 from tfk8s import access, guard, preflight
+from tfk8s.gitops import identity as gitops_identity
+
+import toolenv
 
 GRANTED, OTHER = "tfk8s-ident-granted", "tfk8s-ident-other"
 GROUP = "tfk8s-users"
@@ -164,3 +169,25 @@ def test_the_programs_client_asks_as_the_user_the_kubeconfig_impersonates(kube: 
         api.get("/api/v1/namespaces/default/configmaps")
     assert refused.value.status == 403  # hers: the admin could
     assert kube.get("configmaps", "default") is not None
+
+
+def test_the_pipeline_acts_as_an_experiments_own_account(kube: Kube, alice: Kube, tmp_path: Path) -> None:
+    """GitOps runs an experiment as `system:serviceaccount:tfk8s-gitops:tfk8s-<stack>`: the
+    pipeline's kubeconfig, flattened, impersonating it. The API server takes it for that account
+    (with the groups it gives service accounts); a pipeline whose identity may not impersonate is
+    refused before any Pulumi command, with the grant it needs, and nothing is written."""
+    tools = {**os.environ, "PATH": f"{toolenv.BIN}{os.pathsep}{os.environ['PATH']}"}  # kubectl, as hack/gitops.sh has it
+    made = gitops_identity.impersonating_kubeconfig({**tools, "KUBECONFIG": str(kube.kubeconfig)}, "exp-x", tmp_path)
+    assert stat.S_IMODE(made.stat().st_mode) == 0o600
+    review = json.loads(Kube(made).run("auth", "whoami", "-o", "json"))["status"]["userInfo"]
+    assert review["username"] == "system:serviceaccount:tfk8s-gitops:tfk8s-exp-x"
+    assert "system:serviceaccounts:tfk8s-gitops" in review["groups"]
+
+    with pytest.raises(gitops_identity.ImpersonationError) as refused:
+        gitops_identity.impersonating_kubeconfig({**tools, "KUBECONFIG": str(alice.kubeconfig)}, "exp-y", tmp_path)
+    assert "may not impersonate system:serviceaccount:tfk8s-gitops:tfk8s-exp-y" in str(refused.value)
+    assert "grant it the `impersonate` verb on serviceaccounts in namespace tfk8s-gitops" in str(refused.value)
+    with pytest.raises(gitops_identity.ImpersonationError) as twice:
+        gitops_identity.impersonating_kubeconfig({**tools, "KUBECONFIG": str(made)}, "exp-z", tmp_path)
+    assert "already impersonates (as)" in str(twice.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kubeconfig.exp-x.json"]

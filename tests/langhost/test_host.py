@@ -342,6 +342,7 @@ def test_a_cli_that_fails_without_stopping_its_host_leaves_none(project: Project
         assert not left, f"the host outlived its CLI by more than 5 s: {left}"
         assert lingered < 2, f"the host outlived its CLI by {lingered:.2f} s"
 
+
 def sleeping_up(project: Project) -> tuple[subprocess.Popen[str], int]:
     """`pulumi up` of a program that sleeps 600 s, once the program runs: the CLI and the program's pid."""
     pid_file = project.directory / "program.pid"

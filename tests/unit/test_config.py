@@ -60,7 +60,7 @@ def _duplicate_cluster(raw: Raw) -> None:
 
 
 def _duplicate_identity(raw: Raw) -> None:
-    raw["tenant"]["identities"]["users"].append("alice")
+    raw["tenant"]["identities"]["users"] = ["alice", "alice"]
 
 
 def _workers(key: str, value: Any) -> Callable[[Raw], None]:
@@ -1082,7 +1082,14 @@ def test_stacks_parse_with_documented_defaults() -> None:
     assert platform.platform.images.tensorflow == ImageSettings().tensorflow
     tenant = parse(stack_config("tenant-alice"))
     assert tenant.platform_stack == "platform-dev" and tenant.tenant.volumes.keep_on_destroy
-    assert (tenant.tenant.identities.users, tenant.tenant.identities.groups) == (("alice",), ())
+    # alice, and the account GitOps runs her `dev` stack as (tfk8s.gitops.identity)
+    assert (tenant.tenant.identities.users, tenant.tenant.identities.groups) == (
+        (
+            "alice",
+            "system:serviceaccount:tfk8s-gitops:tfk8s-dev",
+        ),
+        (),
+    )
     assert all(v is None for v in tenant.tenant.quota.model_dump().values())  # the platform's default quota
 
 

@@ -13,6 +13,7 @@ import yaml
 from tfk8s.config_errors import ConfigError
 from tfk8s.gitops import operator, summary
 from tfk8s.gitops.engine import NOT_RUN_LEVEL, Result, _read_events
+from tfk8s.gitops.identity import identity
 from tfk8s.gitops.pipeline import FAILED, SKIPPED, Report, StepReport
 from tfk8s.gitops.plan import Plan, Step
 from tfk8s.gitops.repo import Repo
@@ -115,7 +116,7 @@ def _args(stack: str, **overrides: Any) -> argparse.Namespace:
     return args
 
 
-WORKSPACE = operator.identity("tfk8s-gitops", "exp")
+WORKSPACE = identity("exp", "tfk8s-gitops")
 
 
 @pytest.fixture
@@ -185,7 +186,7 @@ def test_what_the_operator_cannot_run_is_refused_with_the_fix(
 
 def test_an_experiments_workspace_outside_the_gitops_namespace_is_refused_as_its_tenant_would(files: StackFiles) -> None:
     """A tenant accepts service accounts of its own namespace and of tfk8s-gitops alone (tfk8s.tenant_checks)."""
-    elsewhere = operator.identity("elsewhere", "exp")
+    elsewhere = identity("exp", "elsewhere")
     tenant = {"name": "alice", "identities": {"users": ["alice", elsewhere]}}
     files.write("tenant-alice", {"tfk8s:kind": "tenant", "tfk8s:platformStack": "platform-dev", "tfk8s:tenant": tenant})
     with pytest.raises(

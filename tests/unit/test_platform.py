@@ -387,7 +387,10 @@ def test_the_tenants_people_may_read_their_token_secret_and_no_other(tenant_conf
         (binding,) = [
             r for r in d.mocks.of_type("kubernetes:rbac.authorization.k8s.io/v1:RoleBinding") if r.name == "jupyter-token-reader"
         ]
-        assert binding.inputs["subjects"] == [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "alice"}]
+        assert binding.inputs["subjects"] == [
+            {"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "alice"},
+            {"kind": "ServiceAccount", "name": "tfk8s-dev", "namespace": "tfk8s-gitops"},  # GitOps's `dev`
+        ]
         (secret,) = [r for r in d.mocks.of_type(SECRET) if r.inputs["metadata"].get("name") == "tfk8s-jupyter-token"]
         assert secret.inputs["metadata"]["namespace"] == "tfk8s-alice"
 

@@ -22,6 +22,7 @@ from typing import Any
 import yaml
 
 from tfk8s import stack_config
+from tfk8s.gitops.identity import identity, service_account
 from tfk8s.gitops.repo import Repo, StackFile
 from tfk8s.schema import NAMESPACE
 from tfk8s.schema_experiment import ExperimentStack
@@ -56,15 +57,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--backend-secret", default="tfk8s-gitops-s3", help="a Secret with keys AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
     )
     parser.add_argument("--resync-seconds", type=int, default=300, help="how often the operator polls the branch (>= 60)")
-
-
-def service_account(stack: str) -> str:
-    return f"tfk8s-{stack}"
-
-
-def identity(namespace: str, stack: str) -> str:
-    """The user name the API server gives the stack's workspace: what its tenant must list."""
-    return f"{SERVICE_ACCOUNT_PREFIX}{namespace}:{service_account(stack)}"
 
 
 def settings(file: StackFile) -> PlatformStack | TenantStack | ExperimentStack:
@@ -107,7 +99,7 @@ def render(repo: Repo, args: argparse.Namespace) -> list[dict[str, Any]]:
     subject = [{"kind": "ServiceAccount", "name": account, "namespace": args.namespace}]
     roles = ["system:auth-delegator"]
     if isinstance(model, ExperimentStack):
-        _check_tenant_lists(stacks, file, identity(args.namespace, args.stack))
+        _check_tenant_lists(stacks, file, identity(args.stack, args.namespace))
     else:
         roles.append("cluster-admin")
     for role in roles:

@@ -10,6 +10,10 @@
   which managed objects changed live (what the program only reads is left out).
 A removed experiment's destroy leaves its tenant's volumes: they are the tenant stack's
 (`keepOnDestroy`, README "Tenants").
+
+Every command on an experiment runs as the experiment's own identity (`tfk8s.gitops.identity`): the
+pipeline's kubeconfig, impersonating `system:serviceaccount:tfk8s-gitops:tfk8s-<stack>`. Platforms
+and tenants run with the pipeline's credentials.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tfk8s.gitops.engine import Pulumi, Result, Workspace
+from tfk8s.gitops.identity import ImpersonationError, acts_as_itself, impersonating_kubeconfig
 from tfk8s.gitops.plan import Plan, Step
 from tfk8s.gitops.repo import Repo
 
@@ -73,6 +78,27 @@ def _workspace(options: Options) -> Workspace:
     return Workspace(options.checkout, folder)
 
 
+class Clis:
+    """The CLI each stack runs with: the team's for platforms and tenants, one impersonating the
+    stack's own identity for every other kind (its kubeconfig made once per run)."""
+
+    def __init__(self, workspace: Workspace, options: Options) -> None:
+        self.workspace = workspace
+        self.options = options
+        self.team = Pulumi(workspace, options.env, options.lock_wait)
+        self._own: dict[str, Pulumi] = {}
+
+    def of(self, stack: str, kind: str | None) -> Pulumi:
+        """Raises ImpersonationError when the pipeline cannot act as the stack."""
+        if not acts_as_itself(kind):
+            return self.team
+        if stack not in self._own:
+            kubeconfig = impersonating_kubeconfig(self.options.env, stack, self.workspace.path)
+            env = {**self.options.env, "KUBECONFIG": str(kubeconfig)}
+            self._own[stack] = Pulumi(self.workspace, env, self.options.lock_wait)
+        return self._own[stack]
+
+
 def _policy(options: Options) -> list[str]:
     return ["--policy-pack", str(options.policy_pack)] if options.policy_pack else []
 
@@ -96,11 +122,16 @@ def preview(plan: Plan, options: Options) -> Report:
     # Shown, not refused: the reviewer learns before the merge what it will need.
     report = Report("preview", plan, refused=_unconfirmed(plan, options))
     workspace = _workspace(options)
-    cli = Pulumi(workspace, options.env, options.lock_wait)
+    clis = Clis(workspace, options)
     try:
         for step in plan.steps:
             entry = StepReport(step.stack, step.kind, step.action, step.reason)
             report.steps.append(entry)
+            try:
+                cli = clis.of(step.stack, step.kind)
+            except ImpersonationError as error:
+                entry.outcome, entry.note = FAILED, str(error)
+                continue
             if step.action == "destroy":
                 if not cli.stack_exists(step.stack):
                     entry.note = "never deployed: nothing to destroy"
@@ -124,11 +155,11 @@ def apply(plan: Plan, options: Options, only: str | None = None) -> Report:
         return report
     steps = [plan.step(only)] if only else list(plan.steps)
     workspace = _workspace(options)
-    cli = Pulumi(workspace, options.env, options.lock_wait)
+    clis = Clis(workspace, options)
     failed: list[str] = []
     try:
         for step in steps:
-            entry = _apply_step(cli, options, plan, step, failed)
+            entry = _apply_step(clis, options, plan, step, failed)
             report.steps.append(entry)
             if entry.outcome != DONE:
                 failed.append(step.stack)
@@ -137,12 +168,17 @@ def apply(plan: Plan, options: Options, only: str | None = None) -> Report:
     return report
 
 
-def _apply_step(cli: Pulumi, options: Options, plan: Plan, step: Step, failed: list[str]) -> StepReport:
+def _apply_step(clis: Clis, options: Options, plan: Plan, step: Step, failed: list[str]) -> StepReport:
     entry = StepReport(step.stack, step.kind, step.action, step.reason)
     blocker = plan.blocked_by(step, failed)
     if blocker is not None:
         entry.outcome = SKIPPED
         entry.note = f"not run: {blocker} failed" if step.action == "update" else f"not run: {blocker} still exists"
+        return entry
+    try:
+        cli = clis.of(step.stack, step.kind)
+    except ImpersonationError as error:
+        entry.outcome, entry.note = FAILED, str(error)
         return entry
     message = ["--message", f"tfk8s gitops: {step.reason} at {plan.head[:12]}"]
     if step.action == "destroy":
@@ -174,11 +210,16 @@ def drift(checkout: Path, options: Options) -> Report:
     report = Report("drift", None)
     repo = Repo(checkout)
     workspace = _workspace(options)
-    cli = Pulumi(workspace, options.env, options.lock_wait)
+    clis = Clis(workspace, options)
     try:
         for name, file in sorted(repo.stack_files("HEAD").items()):
             entry = StepReport(name, file.kind, "refresh", "scheduled")
             report.steps.append(entry)
+            try:
+                cli = clis.of(name, file.kind)
+            except ImpersonationError as error:
+                entry.outcome, entry.note = FAILED, str(error)
+                continue
             if not cli.stack_exists(name):
                 entry.outcome = FAILED
                 entry.note = "never deployed: the stack file has no stack in the backend"

@@ -8,9 +8,8 @@ The check mirrors how the default Kubernetes provider finds its cluster: the `ku
 config if set (then we trust it), else `KUBECONFIG` (a list of files) or `~/.kube/config`, else
 in-cluster credentials (as a GitOps runner pod has). It only opens a TCP connection to the
 current context's API server, and reads its `/version` with the kubeconfig's own credentials
-(client certificate, token or basic auth; exec plugins are left to the provider, and `/version`
-is readable anonymously on default clusters), so version-dependent objects follow the server,
-not a guess.
+(client certificate, token, basic auth, or what its exec plugin prints: tfk8s.exec_credential),
+so version-dependent objects follow the server, not a guess.
 """
 
 from __future__ import annotations
@@ -33,6 +32,8 @@ from urllib.parse import quote, urlsplit
 
 import pulumi
 import yaml
+
+from tfk8s import exec_credential
 
 CONNECT_TIMEOUT_SECONDS = 3.0
 # Request headers in order; a name may repeat (Impersonate-Group).
@@ -90,7 +91,9 @@ def _connected(api: KubeApi) -> Cluster:
     try:
         body = api.get("/version")
     except KubeApiError:
-        return Cluster(None, None)  # credentials tfk8s cannot use (exec plugins): the provider still can
+        return Cluster(None, None)  # credentials tfk8s cannot use: the provider may still
+    except exec_credential.ExecCredentialError as error:
+        raise ClusterUnreachable(f"the kubeconfig's credentials: {error}") from None  # the provider's plugin would fail alike
     return Cluster(parse_version(body or {}), api)
 
 
@@ -132,7 +135,8 @@ class KubeApiError(Exception):
 
 
 class KubeApi:
-    """Requests with the kubeconfig's own credentials (client certificate, token or basic auth).
+    """Requests with the kubeconfig's own credentials (client certificate, token, basic auth, or
+    its exec plugin's: run once, at the first request).
 
     Reads, and the POSTs of reviews that change nothing (tfk8s.access asks what the credentials
     may do); everything else is the provider's job. Every request of a program run goes over one
@@ -145,6 +149,7 @@ class KubeApi:
         self.server, self.cluster, self.user = server.rstrip("/"), cluster, user
         self._url = urlsplit(self.server)
         self._tls: ssl.SSLContext | None = None
+        self._plugin: exec_credential.Credential | None = None
         self._connection: http.client.HTTPConnection | None = None
         self._lock = threading.Lock()  # one request at a time on the one connection
 
@@ -251,8 +256,21 @@ class KubeApi:
                 certificate = _pem(self.user, "client-certificate", scratch)
                 if certificate:
                     context.load_cert_chain(certificate, _pem(self.user, "client-key", scratch))
+                plugin = self._exec()
+                if plugin.client_certificate and plugin.client_key:
+                    pair = Path(scratch, "exec-certificate"), Path(scratch, "exec-key")
+                    pair[0].write_text(plugin.client_certificate)
+                    pair[1].write_text(plugin.client_key)
+                    context.load_cert_chain(*pair)
             self._tls = context
         return self._tls
+
+    def _exec(self) -> exec_credential.Credential:
+        """What the user's exec plugin prints (nothing without one), asked once per KubeApi."""
+        if self._plugin is None:
+            spec = self.user.get("exec")
+            self._plugin = exec_credential.run(spec, self.server, self.cluster) if spec else exec_credential.Credential()
+        return self._plugin
 
     def _impersonation(self) -> Headers:
         """The kubeconfig user's impersonation (`as`, `as-uid`, `as-groups`, `as-user-extra`), as
@@ -274,6 +292,7 @@ class KubeApi:
         headers = {"Accept": "application/json"}
         user = self.user
         token = user.get("token") or (Path(user["tokenFile"]).read_text().strip() if user.get("tokenFile") else None)
+        token = token or self._exec().token
         if token:
             headers["Authorization"] = f"Bearer {token}"
         elif user.get("username"):

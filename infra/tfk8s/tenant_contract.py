@@ -40,8 +40,8 @@ class ContractUnavailable(pulumi.RunError):
 
 UNREADABLE = (
     f"{KEY}: an experiment reads its tenant's contract from the cluster with the kubeconfig's credentials, and "
-    "tfk8s cannot use these (kubernetes:kubeconfig in the stack's config, or an exec plugin): set KUBECONFIG to a "
-    "kubeconfig file with a client certificate or token"
+    "tfk8s cannot use these (kubernetes:kubeconfig in the stack's config): set KUBECONFIG to your kubeconfig file "
+    "instead"
 )
 
 

@@ -27,7 +27,6 @@ import os
 import re
 import secrets
 import shutil
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -38,21 +37,15 @@ from typing import Any
 import pytest
 import yaml
 from drivers import CLUSTER, ROOT, Kube
+from s3_server import s3_server
 from tfk8s.gitops.identity import identity
 
 import toolenv
 
-VERSITYGW = str(toolenv.BIN / "versitygw")
 BUCKET = "tfk8s-state"
 PLATFORM, ALICE, BOB, CAROL = "gitops-platform", "tenant-alice", "tenant-bob", "tenant-carol"
 EXP_A, EXP_B = "exp-a", "exp-b"
 INTRUDER = "exp-intruder"  # a stack file that names alice's namespace, which her tenant does not list
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
@@ -65,36 +58,9 @@ class S3:
 
 @pytest.fixture(scope="module")
 def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3]:
-    """A real S3 server on loopback serving a directory (a bucket is a sub-directory); the
-    environment a team's CI gets from its secrets to reach it."""
-    root = tmp_path_factory.mktemp("s3")
-    (root / BUCKET).mkdir()
-    port, access, secret = _free_port(), "tfk8s", secrets.token_urlsafe(18)
-    server = subprocess.Popen(
-        [VERSITYGW, "--access", access, "--secret", secret, "--port", f"127.0.0.1:{port}", "posix", str(root)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if server.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"versitygw did not listen on 127.0.0.1:{port}") from None
-                time.sleep(0.2)
-        env = {
-            "PULUMI_BACKEND_URL": f"s3://{BUCKET}?endpoint=http://127.0.0.1:{port}&s3ForcePathStyle=true&region=us-east-1",
-            "AWS_ACCESS_KEY_ID": access,
-            "AWS_SECRET_ACCESS_KEY": secret,
-            "AWS_REGION": "us-east-1",
-        }
-        yield S3(env, root)
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
+    """A real S3 server on loopback; the environment a team's CI gets from its secrets to reach it."""
+    with s3_server(tmp_path_factory.mktemp("s3")) as server:
+        yield S3(server.env(server.bucket(BUCKET)), server.root)
 
 
 @pytest.fixture(scope="module")

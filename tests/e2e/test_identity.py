@@ -9,6 +9,7 @@ the program's own client (preflight.KubeApi), and nothing of it anywhere else.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import stat
@@ -191,3 +192,27 @@ def test_the_pipeline_acts_as_an_experiments_own_account(kube: Kube, alice: Kube
         gitops_identity.impersonating_kubeconfig({**tools, "KUBECONFIG": str(made)}, "exp-z", tmp_path)
     assert "already impersonates (as)" in str(twice.value)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["kubeconfig.exp-x.json"]
+
+
+def test_a_kubeconfig_whose_exec_plugin_prints_alices_certificate_is_alice(alice: Kube, tmp_path: Path) -> None:
+    """An exec plugin (as EKS's or GKE's kubeconfigs have) run by the program's own client: the API
+    server takes the credential it prints for alice's. Before, such a kubeconfig could not read its
+    tenant's contract, so its experiments were refused."""
+    document = yaml.safe_load(alice.kubeconfig.read_text())
+    (entry,) = document["users"]
+    mine = entry["user"]
+    status = {
+        "clientCertificateData": base64.b64decode(mine.pop("client-certificate-data")).decode(),
+        "clientKeyData": base64.b64decode(mine.pop("client-key-data")).decode(),
+    }
+    printed = {"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential", "status": status}
+    plugin = tmp_path / "credential-plugin"
+    plugin.write_text(f"#!/bin/sh\ncat <<'EOF'\n{json.dumps(printed)}\nEOF\n")
+    plugin.chmod(0o700)
+    mine["exec"] = {"apiVersion": "client.authentication.k8s.io/v1", "command": str(plugin), "interactionMode": "Never"}
+    with_plugin = tmp_path / "exec.kubeconfig"
+    with_plugin.write_text(yaml.safe_dump(document))
+    api = preflight.check_cluster({**os.environ, "KUBECONFIG": str(with_plugin)}, kubeconfig_in_config=False).api
+    assert api is not None
+    assert access.identity(api.post) == f"user 'alice' (groups {GROUP})"
+    assert "client-certificate-data" not in with_plugin.read_text()  # the credential came from the plugin

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from drivers import SMALL_CLUSTER, Cli, Kube, user_kube
+from s3_server import s3_server
 
 ALICE, BOB = "tfk8s-alice", "tfk8s-bob"
 GROUP = "tfk8s-users"
@@ -115,6 +116,36 @@ def test_alice_runs_her_experiment_with_nothing_of_the_platform_teams(
     finally:
         mine("destroy", "--stack", "own-alice", "--yes")
         mine("stack", "rm", "own-alice", "--yes")
+
+
+def test_on_a_shared_object_store_alices_state_is_a_bucket_only_her_keys_open(
+    cli: Cli, alice: Kube, tenants: dict[str, str], tmp_path: Path
+) -> None:
+    """The README's practice for a team's object store: a bucket per tenant, owned by an account of
+    its own (versitygw's accounts here, as S3's IAM would). alice's experiment runs with her bucket
+    and keys alone; her keys open neither the team's bucket (the platform's and tenants' state) nor
+    bob's, and his do not open hers: the store refuses, whatever the passphrase."""
+    with s3_server(tmp_path / "s3", accounts=True) as store:
+        hers, his = store.account("alice"), store.account("bob")
+        buckets = {"alice": store.bucket("state-alice", hers), "bob": store.bucket("state-bob", his)}
+        team_bucket = store.bucket("team")
+        team = store.env(team_bucket)
+        cli("stack", "init", "s3-team", env={**os.environ, **team})  # the team's state: a stack of its own there
+        own = {**as_user(alice), **store.env(buckets["alice"], hers), "PULUMI_CONFIG_PASSPHRASE": secrets.token_urlsafe(24)}
+        mine = Cli(cli.cwd, own)
+        mine.init_experiment("s3-alice", tenant=tenants["alice"], settings=SMALL_CLUSTER)
+        try:
+            mine("up", "--stack", "s3-alice", "--yes", "--skip-preview")
+            assert mine.outputs("s3-alice")["ready"] is True
+            assert list((store.root / buckets["alice"] / ".pulumi" / "stacks").rglob("s3-alice.json*")), "no state in her bucket"
+            for bucket, keys in ((team_bucket, hers), (buckets["bob"], hers), (buckets["alice"], his)):
+                done = cli("stack", "ls", check=False, env={**os.environ, **store.env(bucket, keys)})
+                text = done.stdout + done.stderr
+                assert done.returncode != 0 and "AccessDenied" in text, f"{keys.access}'s keys on {bucket}: {text}"
+        finally:
+            mine("destroy", "--stack", "s3-alice", "--yes")
+            mine("stack", "rm", "s3-alice", "--yes")
+            cli("stack", "rm", "s3-team", "--yes", env={**os.environ, **team})
 
 
 def test_alice_reads_her_jupyter_token_with_her_own_credentials_and_no_other_secret(

@@ -1,12 +1,21 @@
-"""Fixtures for the mock layer: the repository's stack files as raw config."""
+"""Fixtures for the mock layer: the repository's stack files as raw config, and an echoing API server."""
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from api_echo import Server, serving
 from mocked_program import stack_config
+
+
+@pytest.fixture
+def server() -> Iterator[Server]:
+    """An HTTP server echoing what tfk8s's API client sent (api_echo)."""
+    with serving() as running:
+        yield running
 
 
 @pytest.fixture

@@ -263,10 +263,10 @@ def test_an_experiment_on_an_undeployed_tenant_declares_nothing(dev_config: dict
 
 
 def test_an_experiment_without_credentials_tfk8s_can_use_is_refused(dev_config: dict[str, Any]) -> None:
-    """Without a reader (kubernetes:kubeconfig in config, an exec plugin) there is no contract to read."""
+    """Without a reader (kubernetes:kubeconfig in config) there is no contract to read."""
     mocks = RecordingMocks()
     pulumi.runtime.set_mocks(mocks, project="tfk8s", stack="dev", organization="organization")
-    with pytest.raises(tenant_contract.ContractUnavailable, match="set KUBECONFIG to a kubeconfig file"):
+    with pytest.raises(tenant_contract.ContractUnavailable, match="set KUBECONFIG to your kubeconfig file instead"):
         program.run_experiment(validate(dev_config), None, None, {}, ROOT, read_whole=None)  # type: ignore[arg-type]
     assert mocks.resources == []
 

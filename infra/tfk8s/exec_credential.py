@@ -35,17 +35,17 @@ class Credential:
     client_key: str | None = None
 
 
-def run(spec: Mapping[str, Any], server: str, cluster: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> Credential:
+def run(spec: Mapping[str, Any], server: str, cluster: Mapping[str, Any]) -> Credential:
     """The credential `spec` (a kubeconfig user's `exec`) prints for the cluster at `server`."""
     api_version = spec.get("apiVersion")
     if api_version not in API_VERSIONS:
         raise ExecCredentialError(f"{KEY}.apiVersion {api_version!r}: tfk8s speaks {' and '.join(API_VERSIONS)}")
     command = str(spec.get("command") or "")
-    found = shutil.which(command, path=(environ or os.environ).get("PATH")) if command else None
+    found = shutil.which(command) if command else None
     if found is None:
         hint = f" ({spec['installHint'].strip()})" if spec.get("installHint") else ""
         raise ExecCredentialError(f"{KEY}.command {command!r}: not found on PATH{hint}")
-    env = {**(environ or os.environ), **{e["name"]: e["value"] for e in spec.get("env") or []}}
+    env = {**os.environ, **{e["name"]: e["value"] for e in spec.get("env") or []}}
     env["KUBERNETES_EXEC_INFO"] = json.dumps(_request(str(api_version), spec, server, cluster))
     try:
         done = subprocess.run(

@@ -38,6 +38,8 @@ from tfk8s import exec_credential
 CONNECT_TIMEOUT_SECONDS = 3.0
 # Request headers in order; a name may repeat (Impersonate-Group).
 Headers = list[tuple[str, str]]
+# A kubeconfig user's impersonation keys (client-go's), each sent as its header.
+IMPERSONATION_KEYS = ("as", "as-uid", "as-groups", "as-user-extra")
 METADATA_ONLY = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
 FIX = 'start the local cluster (`make cluster`) or point KUBECONFIG at your cluster, then `eval "$(make env)"` again'
 

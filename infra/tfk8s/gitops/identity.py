@@ -18,13 +18,11 @@ import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
+from tfk8s.preflight import IMPERSONATION_KEYS
 from tfk8s.schema_tenant import GITOPS_NAMESPACE, SERVICE_ACCOUNT_PREFIX
 
 # The kinds that run with the pipeline's own credentials.
 TEAM_KINDS = ("platform", "tenant")
-# A kubeconfig user's impersonation keys (client-go's): a pipeline user that already has one
-# cannot impersonate again.
-IMPERSONATION_KEYS = ("as", "as-uid", "as-groups", "as-user-extra")
 
 
 class ImpersonationError(RuntimeError):
@@ -58,7 +56,7 @@ def impersonating_kubeconfig(env: Mapping[str, str], stack: str, directory: Path
     if len(users) != 1:
         raise ImpersonationError("KUBECONFIG: its current context names no user: set current-context")
     user = users[0].setdefault("user", {})
-    already = [key for key in IMPERSONATION_KEYS if user.get(key)]
+    already = [key for key in IMPERSONATION_KEYS if user.get(key)]  # a user that impersonates cannot again
     if already:
         raise ImpersonationError(
             f"KUBECONFIG: the pipeline's user already impersonates ({', '.join(already)}), and GitOps impersonates each "

@@ -88,15 +88,20 @@ class Clis:
         self.team = Pulumi(workspace, options.env, options.lock_wait)
         self._own: dict[str, Pulumi] = {}
 
-    def of(self, stack: str, kind: str | None) -> Pulumi:
-        """Raises ImpersonationError when the pipeline cannot act as the stack."""
-        if not acts_as_itself(kind):
+    def of(self, entry: StepReport) -> Pulumi | None:
+        """The CLI for `entry`'s stack; None, with `entry` failed and why, when the pipeline cannot
+        act as the stack."""
+        if not acts_as_itself(entry.kind):
             return self.team
-        if stack not in self._own:
-            kubeconfig = impersonating_kubeconfig(self.options.env, stack, self.workspace.path)
+        if entry.stack not in self._own:
+            try:
+                kubeconfig = impersonating_kubeconfig(self.options.env, entry.stack, self.workspace.path)
+            except ImpersonationError as error:
+                entry.outcome, entry.note = FAILED, str(error)
+                return None
             env = {**self.options.env, "KUBECONFIG": str(kubeconfig)}
-            self._own[stack] = Pulumi(self.workspace, env, self.options.lock_wait)
-        return self._own[stack]
+            self._own[entry.stack] = Pulumi(self.workspace, env, self.options.lock_wait)
+        return self._own[entry.stack]
 
 
 def _policy(options: Options) -> list[str]:
@@ -127,10 +132,8 @@ def preview(plan: Plan, options: Options) -> Report:
         for step in plan.steps:
             entry = StepReport(step.stack, step.kind, step.action, step.reason)
             report.steps.append(entry)
-            try:
-                cli = clis.of(step.stack, step.kind)
-            except ImpersonationError as error:
-                entry.outcome, entry.note = FAILED, str(error)
+            cli = clis.of(entry)
+            if cli is None:
                 continue
             if step.action == "destroy":
                 if not cli.stack_exists(step.stack):
@@ -175,10 +178,8 @@ def _apply_step(clis: Clis, options: Options, plan: Plan, step: Step, failed: li
         entry.outcome = SKIPPED
         entry.note = f"not run: {blocker} failed" if step.action == "update" else f"not run: {blocker} still exists"
         return entry
-    try:
-        cli = clis.of(step.stack, step.kind)
-    except ImpersonationError as error:
-        entry.outcome, entry.note = FAILED, str(error)
+    cli = clis.of(entry)
+    if cli is None:
         return entry
     message = ["--message", f"tfk8s gitops: {step.reason} at {plan.head[:12]}"]
     if step.action == "destroy":
@@ -215,10 +216,8 @@ def drift(checkout: Path, options: Options) -> Report:
         for name, file in sorted(repo.stack_files("HEAD").items()):
             entry = StepReport(name, file.kind, "refresh", "scheduled")
             report.steps.append(entry)
-            try:
-                cli = clis.of(name, file.kind)
-            except ImpersonationError as error:
-                entry.outcome, entry.note = FAILED, str(error)
+            cli = clis.of(entry)
+            if cli is None:
                 continue
             if not cli.stack_exists(name):
                 entry.outcome = FAILED

@@ -16,10 +16,11 @@ from tfk8s import cluster_spec as cs
 from tfk8s.code import code_files
 from tfk8s.config_errors import ConfigError
 from tfk8s.contract import PlatformFacts
+from tfk8s.network_policy import code_url_port
 from tfk8s.node_keys import CONTROL_PLANE, HOSTNAME_LABEL, KUBERNETES_TAINTS
 from tfk8s.schema import NAMESPACE
 from tfk8s.schema_experiment import ClusterSettings, CodeSettings, ExperimentStack, Placement
-from tfk8s.schema_platform import PlatformSettings, PlatformStack
+from tfk8s.schema_platform import PlatformSettings, PlatformStack, PortSettings
 from tfk8s.schema_types import MAX_NAME_LENGTH, service_name
 
 CONFIGMAP_LIMIT_BYTES = 1024 * 1024
@@ -142,6 +143,7 @@ def check_experiment(stack: ExperimentStack, stack_name: str, facts: PlatformFac
                 f"team to set {NAMESPACE}:platform.storage.scratchClassName"
             )
         problems += _code_problems(c.code, f"{key}.code", project_root)
+        problems += _code_url_port_problems(c.code, facts.ports, f"{key}.code")
     if problems:
         raise ConfigError(problems)
 
@@ -210,6 +212,23 @@ def _name_problem(name: str) -> str | None:
     except ValueError as error:
         return str(error)
     return None
+
+
+def _code_url_port_problems(code: CodeSettings, ports: PortSettings, key: str) -> list[str]:
+    """A `code.url` opens its port to every address for the cluster's pods (NetworkPolicy knows no
+    host names, tfk8s.network_policy); on the port where every tenant's Jupyter or TensorBoard
+    answers anyone, that would hand the training code a way into other tenants' apps."""
+    if code.source != "url" or not code.url:
+        return []
+    port = code_url_port(code.url)
+    apps = {ports.jupyter: "Jupyter", ports.tensorboard: "TensorBoard"}
+    if port not in apps:
+        return []
+    return [
+        f"{key}.url: its port {port} is where every tenant's {apps[port]} answers, and a code URL opens its port to every "
+        "address for the cluster's pods, other tenants' apps among them: serve the code on another port, or set "
+        f"{key}.source: configmap or image"
+    ]
 
 
 def _code_problems(code: CodeSettings, key: str, project_root: Path) -> list[str]:

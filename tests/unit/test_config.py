@@ -588,6 +588,18 @@ HOSTILE_SUITE = [
         r"tfk8s:clusters\[0\]\.code\.source: url",
     ),
     ("code-url-with-image", _code({"source": "image", "url": "http://x/a.py"}), r"code\.url: applies to source 'url' alone"),
+    # A code URL opens its port to every address: never the port every tenant's apps answer on.
+    (
+        "code-url-on-jupyters-port",
+        _code({"source": "url", "url": "http://code.example:8888/train.py"}),
+        r"code\.url: its port 8888 is where every tenant's Jupyter answers.*serve the code on another port, or set "
+        r"tfk8s:clusters\[0\]\.code\.source: configmap or image",
+    ),
+    (
+        "code-url-on-tensorboards-port",
+        _code({"source": "url", "url": "http://code.example:6006/train.py"}),
+        r"code\.url: its port 6006 is where every tenant's TensorBoard answers",
+    ),
     (
         "code-path-with-image",
         _code({"source": "image", "path": "training/tfk8s_train"}),

@@ -15,7 +15,7 @@ TENANT ?= tenant-alice
 EXPERIMENTER ?= alice
 PYTEST_ARGS ?=
 
-.PHONY: help env requirements schema golden venv policy-venv test-policies tools tools-legacy real-node-deps cluster cluster-stop cluster-status demo up preview down outputs test test-unit test-training test-e2e bench lint clean
+.PHONY: help env requirements schema golden venv policy-venv test-policies tools tools-test tools-legacy real-node-deps cluster cluster-stop cluster-status demo up preview down outputs test test-unit test-training test-e2e bench lint clean
 
 help:
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | sort
@@ -52,8 +52,11 @@ golden: venv ## Regenerate tests/unit/golden/ (every stack's manifests under moc
 env: ## Print the environment for plain `pulumi` commands: eval "$$(make env)"
 	@hack/env.sh
 
-tools: ## Build or find the pinned Pulumi CLI, Kubernetes provider, kube binaries, etcd, kwok
-	hack/tools.sh all
+tools: ## Build or find what `make up` needs: the pinned Pulumi CLI, its language host, the Kubernetes provider, kube binaries, etcd, kwok
+	hack/tools.sh main
+
+tools-test: ## Build or find what only the tests use besides: cyclonus, versitygw, actionlint
+	hack/tools.sh test
 
 # The real node's Debian packages (root) and binaries (kubelet, kube-proxy, CoreDNS). Where the
 # machine cannot run one, this says why and the real-node tests fail with that reason.
@@ -118,7 +121,7 @@ down: demo ## Destroy the $(STACK) experiment (as $(EXPERIMENTER)), the $(TENANT
 	if hack/cluster.sh status >/dev/null 2>&1; then hack/cluster.sh user-kubeconfig $(EXPERIMENTER) >/dev/null && ($(EXPERIMENTER_PULUMI) destroy --stack $(STACK) --yes) && $(DEMO_PULUMI) destroy --stack $(TENANT) --yes && $(DEMO_PULUMI) destroy --stack $(PLATFORM) --yes; fi
 	hack/cluster.sh stop
 
-test: venv policy-venv tools tools-legacy real-node-deps ## Every test: the policy pack's rules, mocks, real TensorFlow processes, real pulumi up against kwok (1.34 and 1.25 + Heketi), a real node
+test: venv policy-venv tools tools-test tools-legacy real-node-deps ## Every test: the policy pack's rules, mocks, real TensorFlow processes, real pulumi up against kwok (1.34 and 1.25 + Heketi), a real node
 	$(POLICY_VENV)/bin/python -m pytest policies/tests -q -p no:cacheprovider
 	cd hack/langhost && GOFLAGS=-mod=readonly go test .
 	$(PY) -m pytest $(PYTEST_ARGS)
@@ -132,7 +135,7 @@ test-unit: venv ## Mock-based unit tests only (seconds)
 test-training: venv ## Real TensorFlow processes on loopback
 	$(PY) -m pytest tests/training $(PYTEST_ARGS)
 
-test-e2e: venv policy-venv tools tools-legacy real-node-deps ## Real pulumi up/destroy against throwaway kwok clusters
+test-e2e: venv policy-venv tools tools-test tools-legacy real-node-deps ## Real pulumi up/destroy against throwaway kwok clusters
 	$(PY) -m pytest tests/e2e $(PYTEST_ARGS)
 
 bench: venv ## Benchmarks (see README "Benchmarks")

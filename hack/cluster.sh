@@ -118,7 +118,7 @@ start() {
     log "found a dead cluster $name: deleting it first"
     stop
   fi
-  "$here/tools.sh" >&2
+  "$here/tools.sh" main >&2
   [ "$version" = "$KUBE_VERSION" ] || "$here/tools.sh" kube-legacy >&2
   kube_bin=$cache/tools/kubernetes-$version
   write_stages

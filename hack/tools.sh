@@ -7,7 +7,7 @@
 # $TFK8S_CACHE/bin; a second run only re-links. A tool already on PATH at the pinned version is
 # used as it is.
 #
-# Usage: hack/tools.sh [all|pulumi|langhost|provider|kwok|etcd|kube|kube-legacy|node|cyclonus|versitygw|actionlint]   (default: all)
+# Usage: hack/tools.sh [main|test|all|pulumi|langhost|provider|kwok|etcd|kube|kube-legacy|node|cyclonus|versitygw|actionlint]   (default: all)
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -288,10 +288,17 @@ build_kube_router() {
   log "kube-router: done"
 }
 
+# What `make up` needs: the CLI, its language host and provider, and the local cluster.
+build_main() { build_pulumi; build_langhost; build_provider; build_kwok; build_etcd; build_kube "$KUBE_VERSION" link; }
+# What only the tests and lint use besides: the policy engine, the S3 server, the workflow linter.
+build_test() { build_cyclonus; build_versitygw; build_actionlint; }
+
 main() {
   local what=${1:-all} start=$SECONDS
   case $what in
-    all) build_pulumi; build_langhost; build_provider; build_kwok; build_etcd; build_kube "$KUBE_VERSION" link; build_cyclonus; build_versitygw; build_actionlint ;;
+    main) build_main ;;
+    test) build_test ;;
+    all) build_main; build_test ;;
     pulumi) build_pulumi; build_langhost ;;
     langhost) build_langhost ;;
     provider) build_provider ;;
@@ -303,7 +310,7 @@ main() {
     kube) build_kube "$KUBE_VERSION" link ;;
     kube-legacy) build_kube "$KUBE_LEGACY_VERSION" ;;
     node) build_node ;;
-    *) echo "usage: $0 [all|pulumi|langhost|provider|kwok|etcd|kube|kube-legacy|node|cyclonus|versitygw|actionlint]" >&2; exit 2 ;;
+    *) echo "usage: $0 [main|test|all|pulumi|langhost|provider|kwok|etcd|kube|kube-legacy|node|cyclonus|versitygw|actionlint]" >&2; exit 2 ;;
   esac
   log "tools ready in $bin ($((SECONDS - start)) s)"
 }

@@ -103,7 +103,7 @@ def warm_up_provider() -> threading.Thread:
     the stack reads: no Kubernetes object, and `pulumi destroy` or `pulumi stack rm --force` as
     before. The request goes from a thread of its own because the program runs synchronously
     until its first read; a gRPC call waits without holding the GIL."""
-    monitor = pulumi_internals.resource_monitor()  # here: a new thread's context has no settings
+    monitor = pulumi_internals.resource_monitor()  # here: a new thread does not see the program's settings
 
     def ask() -> None:
         try:

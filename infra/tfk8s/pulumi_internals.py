@@ -14,8 +14,10 @@ The internals, what each is for, and what public API would replace it:
   reads start in threads of their own at the program's first line, while the program imports its
   modules: the provider's warm-up (tfk8s.kube_objects.warm_up_provider) and the read ahead of
   the stack a tenant builds on (tfk8s.stack_outputs.prefetch). The SDK keeps its settings in
-  context variables and a new thread starts with none, so the monitor is taken in the program's
-  thread and handed to the reading thread. Public replacement: none for a thread. The SDK's own
+  context variables, which a new thread does not inherit: there it sees the first values ever set
+  (the SDK's ContextProperty keeps them as a process-wide default), which for the monitor happens
+  to be the engine's and for the project is the placeholder "project". So the monitor is taken in
+  the program's thread and handed to the reading thread. Public replacement: none for a thread. The SDK's own
   `pulumi.runtime.invoke` needs the program's event loop, which runs only after the program's
   synchronous part (all of tfk8s's) has declared everything: too late for a warm-up or a read
   ahead. pulumi/pulumi#24403 copies the context into the SDK's own executor threads, not into a

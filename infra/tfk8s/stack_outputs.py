@@ -34,7 +34,7 @@ def qualified(ref: str, organization: str | None = None, project: str | None = N
     `<organization>/other/platform-dev`; qualified names pass unchanged (the file backend's
     organization is `organization`). This program's organization and project unless given (a
     thread of its own must give them: the SDK keeps its settings per context, and a new thread
-    starts with none)."""
+    sees its placeholders, project `project`; tfk8s.pulumi_internals)."""
     parts = ref.count("/")
     if parts == 2:
         return ref
@@ -68,7 +68,7 @@ class ReadAhead:
 
     def start(self, name: str) -> None:
         """Read stack `name`."""
-        monitor = pulumi_internals.resource_monitor()  # here: the thread's context has no settings
+        monitor = pulumi_internals.resource_monitor()  # here: a new thread does not see the program's settings
 
         def run() -> None:
             try:

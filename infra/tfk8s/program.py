@@ -260,7 +260,7 @@ def run_experiment(
 
 
 def main() -> None:
-    """The program, as infra/__main__.py runs it (after tfk8s.gc_policy's thresholds are set)."""
+    """The program, as infra/__main__.py runs it (tfk8s.entry.main, after tfk8s.entry.boot)."""
     stack = stack_config.load()
     timings.mark("settings")
     # Presence only: reading a kubeconfig stored as a secret through Config.get would warn.

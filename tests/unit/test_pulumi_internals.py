@@ -8,10 +8,12 @@ so an SDK upgrade must fail here, naming what moved, and not at a user's `pulumi
 - each internal accepts the call made of it (`inspect.signature(...).bind`), and each protobuf
   message has the fields, types and RPC method used;
 - and each does what the adapter expects of it, on the engine's wire format.
+And no other module of the program reaches them (`pulumi.runtime`, protobuf): one door stays one.
 """
 
 from __future__ import annotations
 
+import ast
 import contextvars
 import importlib.metadata
 import importlib.util
@@ -41,6 +43,34 @@ def pinned_sdk() -> str:
     dependencies = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
     (pin,) = [found.group(1) for found in (re.fullmatch(rf"{SDK}==(\S+)", d) for d in dependencies) if found]
     return pin
+
+
+# The SDK's internal modules: only tfk8s.pulumi_internals may touch them.
+INTERNAL = re.compile(r"pulumi\.runtime(\.|$)|google\.protobuf(\.|$)")
+ADAPTER = ROOT / "infra" / "tfk8s" / "pulumi_internals.py"
+
+
+def _internal_uses(path: Path) -> list[str]:
+    """`pulumi.runtime...` (imported, or reached as an attribute of `pulumi`) and protobuf, by line."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+        elif isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "pulumi":
+            names = [f"pulumi.{node.attr}"]
+        else:
+            continue
+        found += [f"{path.relative_to(ROOT)}:{node.lineno}: {name}" for name in names if INTERNAL.match(name)][:1]
+    return found
+
+
+def test_only_the_adapter_touches_the_sdks_internals() -> None:
+    program = sorted((ROOT / "infra").rglob("*.py"))
+    assert ADAPTER in program
+    uses = [use for path in program if path != ADAPTER for use in _internal_uses(path)]
+    assert uses == [], "call tfk8s.pulumi_internals (and say there why and what would replace it) instead of"
 
 
 def test_the_pinned_sdk_is_the_one_the_internals_were_read_against() -> None:

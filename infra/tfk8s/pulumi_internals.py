@@ -16,12 +16,13 @@ The internals, what each is for, and what public API would replace it:
   the stack a tenant builds on (tfk8s.stack_outputs.prefetch). The SDK keeps its settings in
   context variables, which a new thread does not inherit: there it sees the first values ever set
   (the SDK's ContextProperty keeps them as a process-wide default), which for the monitor happens
-  to be the engine's and for the project is the placeholder "project". So the monitor is taken in
-  the program's thread and handed to the reading thread. Public replacement: none for a thread. The SDK's own
-  `pulumi.runtime.invoke` needs the program's event loop, which runs only after the program's
-  synchronous part (all of tfk8s's) has declared everything: too late for a warm-up or a read
-  ahead. pulumi/pulumi#24403 copies the context into the SDK's own executor threads, not into a
-  thread a program starts.
+  to be the engine's and for the project is the placeholder "project". So the monitor is taken
+  in the program's thread and handed to the reading thread. Public replacement: none for a
+  thread. The SDK's own invokes go through the program's event loop: `pulumi.runtime.invoke`
+  blocks the program until the answer, and `invoke_output` only schedules the request on a loop
+  that runs after the program's synchronous part (all of tfk8s's) has declared everything: too
+  late for a warm-up or a read ahead. pulumi/pulumi#24403 copies the context into the SDK's own
+  executor threads, not into a thread a program starts.
 - **A raw invoke request** (`pulumi.runtime.proto.resource_pb2.ResourceInvokeRequest` on the
   monitor's `Invoke`) -> `invoke`. The same request `pulumi.runtime.invoke` sends (token, args as
   a `google.protobuf.Struct`, provider version, `acceptResources`), sent synchronously from any

@@ -1,12 +1,12 @@
 """What importing tfk8s's program costs a program's process, three ways side by side: with
-pydantic's plugin lookup, without it (infra/__main__.py sets PYDANTIC_DISABLE_PLUGINS: the lookup
+pydantic's plugin lookup, without it (tfk8s.entry.boot sets PYDANTIC_DISABLE_PLUGINS: the lookup
 reads the entry points of every distribution in the virtualenv when the first model is built), and
-without it under the program's garbage-collection thresholds (infra/__main__.py sets
+without it under the program's garbage-collection thresholds (tfk8s.entry.boot sets
 tfk8s.gc_policy's before the import: with Python's defaults the collector scans the import's
 growing heap, pydantic's models and every module's classes, again and again, and none of it is
 garbage).
 
-A fresh process imports the SDK and what infra/__main__.py imports before the program (not
+A fresh process imports the SDK and what tfk8s.entry.boot imports before the program (not
 timed), then `tfk8s.program` (timed), each way in turn, medians of `--repeat`, in one run. No
 cluster, no engine.
 
@@ -31,7 +31,7 @@ CHILD = """
 import sys, time
 sys.path.insert(0, {infra!r})
 import pulumi
-from tfk8s import gc_policy
+from tfk8s import entry, gc_policy
 if {thresholds!r}:
     gc_policy.use_evaluation_thresholds()
 from tfk8s import kube_objects, stack_outputs, timings
@@ -44,7 +44,7 @@ VARIABLE = "PYDANTIC_DISABLE_PLUGINS"
 WAYS = (
     ("plugin lookup, Python's GC thresholds", True, False),
     ("no plugin lookup, Python's GC thresholds", False, False),
-    ("no plugin lookup, tfk8s.gc_policy's thresholds (infra/__main__.py)", False, True),
+    ("no plugin lookup, tfk8s.gc_policy's thresholds (tfk8s.entry.boot)", False, True),
 )
 
 

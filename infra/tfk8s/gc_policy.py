@@ -8,7 +8,7 @@ no collection at all (bench/program_eval.py). The program's imports are the same
 pydantic building the stack kinds' models and every module's classes and functions, none of it
 garbage; collections during them cost every `preview` and `up` ~26 ms (bench/program_import.py:
 `import tfk8s.program` 123.8 -> 97.3 ms, 2026-11-26).
-So the entry point (infra/__main__.py) sets these thresholds at its first line, before the
+So the entry point (infra/__main__.py, tfk8s.entry.boot) sets these thresholds first, before the
 program's imports. Standard library only, for that reason.
 """
 

@@ -26,6 +26,8 @@ from typing import Any, ClassVar
 
 import pulumi
 
+from tfk8s import pulumi_internals
+
 PROVIDER_PACKAGE = "pulumi_kubernetes"
 
 
@@ -91,7 +93,7 @@ def warm_up_provider() -> threading.Thread:
     time from the last declaration to the program's end went from 0.53 to 0.35 s (README "Fixed
     cost"). One invoke of a function of the same provider, at the same version, makes the engine
     load it while the program goes on: the provider every object then uses, already configured.
-    Nothing is declared, and the answer is not read: a provider that fails to start reports it at
+    Nothing is declared, and the answer is not used: a provider that fails to start reports it at
     the first object, as before.
 
     Every stack, new ones too: on a stack's first `up` the provider's start and configuration
@@ -101,20 +103,12 @@ def warm_up_provider() -> threading.Thread:
     the stack reads: no Kubernetes object, and `pulumi destroy` or `pulumi stack rm --force` as
     before. The request goes from a thread of its own because the program runs synchronously
     until its first read; a gRPC call waits without holding the GIL."""
-    from google.protobuf import struct_pb2
-    from pulumi.runtime.proto import resource_pb2
-    from pulumi.runtime.settings import get_monitor
-
-    monitor = get_monitor()  # here: a new thread's context has no settings
+    monitor = pulumi_internals.resource_monitor()  # here: a new thread does not see the program's settings
 
     def ask() -> None:
         try:
             if monitor is not None:
-                body = struct_pb2.Struct()
-                body.update({"text": ""})
-                monitor.Invoke(
-                    resource_pb2.ResourceInvokeRequest(tok=WARM_UP_INVOKE, args=body, version=_version(), acceptResources=True)
-                )
+                pulumi_internals.invoke(monitor, WARM_UP_INVOKE, {"text": ""}, version=_version())
         except Exception:  # noqa: BLE001 -- the provider's own error surfaces at the first object
             pass
 

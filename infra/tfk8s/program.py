@@ -26,6 +26,7 @@ from tfk8s import (
     ownership,
     platform_stack,
     preflight,
+    pulumi_internals,
     quota_check,
     stack_config,
     stack_ref,
@@ -259,11 +260,11 @@ def run_experiment(
 
 
 def main() -> None:
-    """The program, as infra/__main__.py runs it (after tfk8s.gc_policy's thresholds are set)."""
+    """The program, as infra/__main__.py runs it (tfk8s.entry.main, after tfk8s.entry.boot)."""
     stack = stack_config.load()
     timings.mark("settings")
     # Presence only: reading a kubeconfig stored as a secret through Config.get would warn.
-    kubeconfig_in_config = pulumi.runtime.get_config("kubernetes:kubeconfig") is not None
+    kubeconfig_in_config = pulumi_internals.raw_config("kubernetes:kubeconfig") is not None
     cluster = preflight.check_cluster(os.environ, kubeconfig_in_config=kubeconfig_in_config)
     timings.mark("preflight")
     api = cluster.api

@@ -15,7 +15,7 @@ from typing import Any
 import pulumi
 from pydantic import ValidationError
 
-from tfk8s import backends
+from tfk8s import backends, pulumi_internals
 from tfk8s.config_errors import ConfigError, schema_problems
 from tfk8s.schema import NAMESPACE, STACK_KINDS
 from tfk8s.schema_experiment import ExperimentStack
@@ -96,7 +96,7 @@ def secret_keys(config: Mapping[str, Any]) -> set[str]:
 
 
 def load() -> PlatformStack | TenantStack | ExperimentStack:
-    config = pulumi.runtime.config.get_config_env() | dict(pulumi.runtime.config.CONFIG.get())
+    config = pulumi_internals.all_config()
     return validate(stack_values(config), secret_keys(config))
 
 
@@ -141,7 +141,7 @@ def parse_jupyter_token(raw: str | None, is_secret: bool) -> str | None:
 def secret_config(key: str, **rules: Any) -> pulumi.Output[str] | None:
     """The running stack's secret `tfk8s:<key>`, checked by `parse_secret`, as a secret (None: unset)."""
     full = f"{NAMESPACE}:{key}"
-    value = parse_secret(key, pulumi.runtime.get_config(full), pulumi.runtime.is_config_secret(full), **rules)
+    value = parse_secret(key, pulumi_internals.raw_config(full), pulumi_internals.is_config_secret(full), **rules)
     return pulumi.Output.secret(value) if value is not None else None
 
 

@@ -4,11 +4,11 @@ A tenant reads its platform's outputs (tfk8s.stack_ref; an experiment reads its 
 from the cluster instead, tfk8s.tenant_contract). The platform's name is in the tenant's config,
 so `prefetch` starts that read in a thread of its own at the program's first line, while the
 program imports its modules (~0.12 s), and `read` then answers from it. The same request, the same deserialization as the
-SDK's `pulumi.runtime.invoke`; a read ahead that failed, or never started, is simply made again
-by `read`, so its error is the engine's own, as before.
+SDK's `pulumi.runtime.invoke` (tfk8s.pulumi_internals.invoke); a read ahead that failed, or never
+started, is simply made again by `read`, so its error is the engine's own, as before.
 
-Light on purpose: imported before the program's own modules (infra/__main__.py), so only
-`pulumi` and the standard library.
+Light on purpose: imported before the program's own modules (tfk8s.entry), so only `pulumi`,
+tfk8s.pulumi_internals and the standard library.
 """
 
 from __future__ import annotations
@@ -18,13 +18,15 @@ from collections.abc import Callable
 from typing import Any
 
 import pulumi
-from pulumi.runtime import rpc
+
+from tfk8s import pulumi_internals
 
 READ_STACK_OUTPUTS = "pulumi:pulumi:readStackOutputs"
 # Where a tenant's config names the platform it builds on.
 UPSTREAM_KEY = {"tenant": "tfk8s:platformStack"}
 
-Invoke = Callable[[str, Any], dict[str, Any]]  # (stack name, monitor) -> invoke's answer
+Monitor = pulumi_internals.ResourceMonitor
+Invoke = Callable[[str, Monitor | None], dict[str, Any]]  # (stack name, monitor) -> invoke's answer
 
 
 def qualified(ref: str, organization: str | None = None, project: str | None = None) -> str:
@@ -32,7 +34,7 @@ def qualified(ref: str, organization: str | None = None, project: str | None = N
     `<organization>/other/platform-dev`; qualified names pass unchanged (the file backend's
     organization is `organization`). This program's organization and project unless given (a
     thread of its own must give them: the SDK keeps its settings per context, and a new thread
-    starts with none)."""
+    sees its placeholders, project `project`; tfk8s.pulumi_internals)."""
     parts = ref.count("/")
     if parts == 2:
         return ref
@@ -41,24 +43,14 @@ def qualified(ref: str, organization: str | None = None, project: str | None = N
     return f"{organization or pulumi.get_organization()}/{project or pulumi.get_project()}/{ref}"
 
 
-def invoke(name: str, monitor: Any = None) -> dict[str, Any]:
+def invoke(name: str, monitor: Monitor | None = None) -> dict[str, Any]:
     """The stack's outputs, as `pulumi.runtime.invoke` returns them, from any thread: the SDK's
     call needs the program's event loop, which a thread started before the program has not got.
     `monitor`: the engine's, taken in the program's own thread (see `qualified`)."""
-    from google.protobuf import struct_pb2
-    from pulumi.runtime.proto import resource_pb2
-    from pulumi.runtime.settings import get_monitor
-
-    monitor = monitor or get_monitor()
+    monitor = monitor or pulumi_internals.resource_monitor()
     if monitor is None:
         raise RuntimeError("no resource monitor: not run by the Pulumi engine")
-    args = struct_pb2.Struct()
-    args.update({"name": name})
-    response = monitor.Invoke(resource_pb2.ResourceInvokeRequest(tok=READ_STACK_OUTPUTS, args=args, acceptResources=True))
-    if response.failures:
-        raise RuntimeError(f"invoke of {READ_STACK_OUTPUTS} failed: {response.failures[0].reason}")
-    value, _ = rpc.deserialize_properties_unwrap_secrets(getattr(response, "return"))
-    return dict(value or {})
+    return pulumi_internals.invoke(monitor, READ_STACK_OUTPUTS, {"name": name})
 
 
 def _outputs(result: dict[str, Any]) -> dict[str, Any]:
@@ -76,9 +68,7 @@ class ReadAhead:
 
     def start(self, name: str) -> None:
         """Read stack `name`."""
-        from pulumi.runtime.settings import get_monitor
-
-        monitor = get_monitor()  # here: the thread's context has no settings
+        monitor = pulumi_internals.resource_monitor()  # here: a new thread does not see the program's settings
 
         def run() -> None:
             try:
@@ -107,8 +97,8 @@ def prefetch(ahead: ReadAhead = AHEAD) -> None:
     """Start reading what this stack builds on: a tenant's platform. Raw config: the stack file is
     validated later (tfk8s.stack_config); a name that fails validation is read for nothing, and
     never used."""
-    kind = pulumi.runtime.get_config("tfk8s:kind")
-    ref = pulumi.runtime.get_config(UPSTREAM_KEY.get(str(kind), ""))
+    kind = pulumi_internals.raw_config("tfk8s:kind")
+    ref = pulumi_internals.raw_config(UPSTREAM_KEY.get(str(kind), ""))
     if not isinstance(ref, str) or not ref:
         return
     ahead.start(qualified(ref))

@@ -1,7 +1,7 @@
 # The single entry point: set-up, local cluster, deploy, test, bench.
 #   make up     - install everything needed, start the local cluster, `pulumi up` the platform-dev
 #                 platform stack, the tenant-alice tenant stack and then, as alice, the dev experiment stack
-#   eval "$(make env)" - then plain `pulumi` commands work on stacks/ (see README "Usage")
+#   eval "$(make env)" - then plain `pulumi` commands work on stacks/ (see docs/guide/usage.md)
 #   make test   - the whole test suite (unit with mocks, real TensorFlow, real pulumi up on kwok)
 SHELL := /bin/bash
 PYTHON ?= python3
@@ -15,7 +15,7 @@ TENANT ?= tenant-alice
 EXPERIMENTER ?= alice
 PYTEST_ARGS ?=
 
-.PHONY: help env requirements schema golden venv policy-venv test-policies tools tools-test tools-legacy real-node-deps cluster cluster-stop cluster-status demo up preview down outputs test test-unit test-training test-e2e bench lint clean
+.PHONY: help env requirements schema docs-reference docs docs-diagrams golden venv policy-venv test-policies tools tools-test tools-legacy real-node-deps cluster cluster-stop cluster-status demo up preview down outputs test test-unit test-training test-e2e bench lint clean
 
 help:
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | sort
@@ -38,13 +38,27 @@ $(POLICY_VENV)/.installed: policies/requirements.txt
 	$(POLICY_VENV)/bin/python -m pip install -q -r policies/requirements.txt
 	touch $@
 
-policy-venv: $(POLICY_VENV)/.installed ## The policy pack's virtualenv (policies/, README "Policy as code")
+policy-venv: $(POLICY_VENV)/.installed ## The policy pack's virtualenv (policies/, docs/security.md "Policy as code")
 
 requirements: ## Regenerate requirements.txt from pyproject.toml
 	$(PYTHON) hack/requirements.py
 
 schema: venv ## Regenerate schema/*.schema.json (the stack files' JSON Schema) from the models in infra/tfk8s/schema*.py
 	$(PY) hack/schema.py
+
+docs-reference: venv ## Regenerate docs/reference/<kind>.md (the configuration reference) from the same models
+	$(PY) hack/docs_reference.py
+
+docs: venv ## Build the docs site into site/ (mkdocs, strict: a broken link or anchor fails); open site/index.html
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+
+# The diagrams' sources are docs/img/*.mmd; mermaid-cli (npm) draws them with the machine's
+# Chromium, so the site needs no JavaScript from a CDN to show them.
+MERMAID_CLI := @mermaid-js/mermaid-cli@11.17.0
+docs-diagrams: ## Redraw docs/img/*.svg from docs/img/*.mmd (needs npm and chromium)
+	mkdir -p .state && echo '{"executablePath":"$(shell command -v chromium || command -v chromium-browser)","args":["--no-sandbox"]}' >.state/puppeteer.json
+	for f in docs/img/*.mmd; do PUPPETEER_SKIP_DOWNLOAD=1 npx --yes $(MERMAID_CLI) -p .state/puppeteer.json \
+	  -c docs/img/mermaid.json -b white -i "$$f" -o "$${f%.mmd}.svg" >/dev/null || exit 1; done
 
 golden: venv ## Regenerate tests/unit/golden/ (every stack's manifests under mocks) after a change meant to change them
 	TFK8S_UPDATE_GOLDEN=1 $(PY) -m pytest tests/unit/test_golden_manifests.py -q
@@ -60,7 +74,7 @@ tools-test: ## Build or find what only the tests use besides: cyclonus, versityg
 
 # The real node's Debian packages (root) and binaries (kubelet, kube-proxy, CoreDNS). Where the
 # machine cannot run one, this says why and the real-node tests fail with that reason.
-real-node-deps: ## What a real node beside the simulated ones needs (hack/realnode.sh; README "A real node")
+real-node-deps: ## What a real node beside the simulated ones needs (hack/realnode.sh; docs/operations/real-node.md)
 	@if [ "$$(id -u)" = 0 ]; then hack/realnode.sh install; fi
 	@hack/realnode.sh check || true
 	hack/tools.sh node
@@ -83,7 +97,7 @@ PULUMI := eval "$$(hack/env.sh)" && pulumi
 # They run the demo stacks ($(PLATFORM), $(STACK)) from a copy of the project under $(DEMO)
 # (git-ignored), refreshed from the tracked files each time: Pulumi writes a stack's encryption
 # salt into its stack file, and that salt belongs to this machine's passphrase, not to the
-# repository (README "Secrets and the passphrase"). Same backend, so plain `pulumi` commands at
+# repository (docs/guide/usage.md "Secrets and the passphrase"). Same backend, so plain `pulumi` commands at
 # the repository root see the same stacks.
 DEMO := .state/demo
 DEMO_PULUMI := $(PULUMI) --cwd $(DEMO)
@@ -91,8 +105,8 @@ DEMO_PULUMI := $(PULUMI) --cwd $(DEMO)
 demo: venv
 	@$(PY) hack/toolenv.py project-copy $(DEMO) >/dev/null
 
-# A tenant stack the demo creates shares its platform's salt (hack/toolenv.py share-salt; README
-# "Fixed cost"): one key derivation per command instead of two.
+# A tenant stack the demo creates shares its platform's salt (hack/toolenv.py share-salt;
+# docs/benchmarks.md "Fixed cost"): one key derivation per command instead of two.
 DEMO_SELECT = $(PY) hack/toolenv.py share-salt $(DEMO)/stacks/Pulumi.$(1).yaml >/dev/null && $(DEMO_PULUMI) stack select --create $(1) >/dev/null
 # The experiment is $(EXPERIMENTER)'s: her environment, her state, her credentials. In a subshell
 # where the team's commands follow on one line: env.sh keeps what is already set, hers included.
@@ -138,7 +152,7 @@ test-training: venv ## Real TensorFlow processes on loopback
 test-e2e: venv policy-venv tools tools-test tools-legacy real-node-deps ## Real pulumi up/destroy against throwaway kwok clusters
 	$(PY) -m pytest tests/e2e $(PYTEST_ARGS)
 
-bench: venv ## Benchmarks (see README "Benchmarks")
+bench: venv ## The benchmarks that need no cluster (see docs/benchmarks.md)
 	$(PY) bench/program_eval.py
 	$(PY) bench/input_pipeline.py
 	$(PY) bench/training_throughput.py
@@ -146,10 +160,10 @@ bench: venv ## Benchmarks (see README "Benchmarks")
 # Where hack/tools.sh keeps the toolchain (the same default as hack/env.sh).
 TOOLS_BIN := $(or $(TFK8S_CACHE),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/tfk8s)/bin
 
-lint: venv ## ruff, mypy, gofmt and go vet (the language host), and actionlint on the GitOps workflows
+lint: venv ## ruff, mypy, gofmt and go vet (the language host), actionlint on the GitOps workflows, the docs site built strictly
 	$(VENV)/bin/ruff check infra training tests bench hack policies
 	$(VENV)/bin/ruff format --check infra tests hack policies
-	$(VENV)/bin/mypy hack/langhost hack/requirements.py hack/schema.py hack/toolenv.py hack/images.py
+	$(VENV)/bin/mypy hack/langhost hack/requirements.py hack/schema.py hack/docs_reference.py hack/toolenv.py hack/images.py
 	cd hack/langhost && test -z "$$(gofmt -l .)" && GOFLAGS=-mod=readonly go vet .
 	# The launcher and PS retirement helper run in TF 1.x images: Python 3.6 and newer.
 	$(VENV)/bin/vermin --target=3.6- --no-tips --violations --eval-annotations training/tfk8s_train/launch.py training/tfk8s_train/kube_retire.py
@@ -157,6 +171,7 @@ lint: venv ## ruff, mypy, gofmt and go vet (the language host), and actionlint o
 	cd training && ../$(VENV)/bin/mypy tfk8s_train
 	hack/tools.sh actionlint
 	$(TOOLS_BIN)/actionlint .github/workflows/*.yml
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
 
 clean:
 	rm -rf $(VENV) $(POLICY_VENV) .pytest_cache .ruff_cache

@@ -36,7 +36,7 @@ PLATFORM, TENANT = "platform-dev", "tenant-bob"
 
 def own_user(program: Program, user: str) -> None:
     """A user name of the program's own, whose namespace and volumes go with its destroy: a tenant's
-    namespace and claims are otherwise kept (`volumes.keepOnDestroy`, README "Data survival"), and
+    namespace and claims are otherwise kept (`volumes.keepOnDestroy`, docs/concepts/architecture.md "Data survival"), and
     only the stack that made them may take them back, so each program's runs start from nothing."""
     config = yaml.safe_load(program.stack_file.read_text())
     tenant = config["config"]["tfk8s:tenant"]

@@ -8,8 +8,8 @@
 # - PULUMI_HOME: its plugin cache, where the locally built Kubernetes provider is registered
 # - PULUMI_BACKEND_URL: a local file backend in .state/ of this checkout (unless already set)
 # - the passphrase: kept if PULUMI_CONFIG_PASSPHRASE or PULUMI_CONFIG_PASSPHRASE_FILE is already
-#   set (a team's shared passphrase); otherwise a file generated once per machine (see README,
-#   "Secrets and the passphrase")
+#   set (a team's shared passphrase); otherwise a file generated once per machine (see
+#   docs/guide/usage.md "Secrets and the passphrase")
 # - PULUMI_PARALLEL_DIFF: the engine diffs resources in parallel
 # - GOGC, GOMEMLIMIT: Go's collector runs less often in pulumi and its plugins (unless already set)
 # - PULUMI_FALLBACK_TO_STATE_SECRETS_MANAGER: a stack file without a salt reuses its state's
@@ -17,7 +17,7 @@
 # - KUBECONFIG: the local kwok cluster's own kubeconfig (unless already set)
 #
 # `hack/env.sh --tenant alice` is alice's environment for her experiments, which holds nothing of
-# the platform team's or of another tenant (README "Security model"): her own state
+# the platform team's or of another tenant (docs/security.md "Security model"): her own state
 # (.state/tenants/alice/backend), her own passphrase ($TFK8S_CACHE/passphrases/alice) and her own
 # kubeconfig (the client certificate `hack/cluster.sh user-kubeconfig alice` mints). The
 # variables already set win here too.
@@ -50,8 +50,8 @@ emit PULUMI_HOME "$pulumi_home"
 # Pulumi writes an automatic log of every command under $PULUMI_HOME/logs, and has no switch to
 # turn it off (pulumi/pulumi#23731 made it unconditional; #22416 asks for an opt-out): every
 # verbose engine line is formatted with the resources' properties, compressed and encrypted.
-# For the dev experiment that is 1.3 MB and 0.19 s of a 1.14 s no-change `up` (README "Fixed
-# cost"). Where that directory cannot be made, Pulumi runs without the logs as designed
+# For the dev experiment that is 1.3 MB and 0.19 s of a 1.14 s no-change `up`
+# (docs/benchmarks.md "Fixed cost"). Where that directory cannot be made, Pulumi runs without the logs as designed
 # ("automatic logging unavailable"), so a file stands in its place. TFK8S_PULUMI_LOGS=1 before
 # `make env` gives Pulumi its directory back; logs written before are moved aside, never deleted.
 logs=$pulumi_home/logs
@@ -74,8 +74,8 @@ emit PULUMI_SKIP_UPDATE_CHECK true
 # Nothing can be downloaded from get.pulumi.com here: fail fast instead of retrying.
 emit PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION true
 # The engine diffs a program's resources in parallel instead of one after the other: a no-change
-# `up` of a 3-cluster experiment 1.81 -> 1.71 s, of the dev experiment 1.40 -> 1.38 s (README
-# "Fixed cost"). Pulumi's own switch; set it to false to go back.
+# `up` of a 3-cluster experiment 1.81 -> 1.71 s, of the dev experiment 1.40 -> 1.38 s
+# (docs/benchmarks.md "Fixed cost"). Pulumi's own switch; set it to false to go back.
 emit PULUMI_PARALLEL_DIFF "${PULUMI_PARALLEL_DIFF:-true}"
 # The CLI and the Kubernetes provider are Go programs that allocate much in a short run (the whole
 # state, the cluster's OpenAPI schema), and Go's collector, at its default (GOGC=100: collect
@@ -84,7 +84,7 @@ emit PULUMI_PARALLEL_DIFF "${PULUMI_PARALLEL_DIFF:-true}"
 # often near it). The plugins the CLI starts inherit both. Dev experiment, side by side: CPU per
 # no-change `up`, the CLI 0.43 -> 0.37 s and the provider 0.165 -> 0.12 s; no-change `up` 0.776 ->
 # 0.717 s, `preview` 0.732 -> 0.690 s (medians of 6-11); the largest process's peak memory
-# 119 -> 137 MiB (README "Fixed cost"). Every Go program run from this shell gets them too
+# 119 -> 137 MiB (docs/benchmarks.md "Fixed cost"). Every Go program run from this shell gets them too
 # (kubectl, kwokctl): export your own values before `make env` to keep them.
 emit GOGC "${GOGC:-1000}"
 emit GOMEMLIMIT "${GOMEMLIMIT:-1GiB}"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GitOps pipeline command (README "GitOps"): what CI runs, and the tests run the same way.
+# The GitOps pipeline command (docs/guide/gitops.md): what CI runs, and the tests run the same way.
 #
 #   hack/gitops.sh preview --base <sha> [--head <sha>] [--summary pr.md]   # a pull request
 #   hack/gitops.sh apply   --base <sha> [--head <sha>] [--only STACK]      # a merge

@@ -146,7 +146,7 @@ build_kwok() {
 # cyclonus: a NetworkPolicy engine that computes the allow/deny matrix of live policies offline.
 build_cyclonus() { go_install cyclonus "$CYCLONUS_VERSION" github.com/mattfenwick/cyclonus/cmd/cyclonus; }
 
-# versitygw: an S3 server over a directory, for the GitOps tests' shared state (README "GitOps").
+# versitygw: an S3 server over a directory, for the GitOps tests' shared state (docs/guide/gitops.md).
 build_versitygw() { go_install versitygw "$VERSITYGW_VERSION" github.com/versity/versitygw/cmd/versitygw; }
 
 # actionlint: lints .github/workflows (make lint).

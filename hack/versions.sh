@@ -17,7 +17,7 @@ ETCD_VERSION=3.6.5
 KWOK_VERSION=v0.8.0
 # The NetworkPolicy engine the e2e tests evaluate the live policies with (kwok enforces none).
 CYCLONUS_VERSION=v0.5.6
-# The S3 server the GitOps tests keep team state in (hack/tools.sh versitygw; README "GitOps").
+# The S3 server the GitOps tests keep team state in (hack/tools.sh versitygw; docs/guide/gitops.md).
 VERSITYGW_VERSION=v1.8.0
 # The linter of .github/workflows (make lint).
 ACTIONLINT_VERSION=v1.7.12

@@ -9,7 +9,7 @@
 // Why Go: the CLI starts its language host twice per `preview` or `up` (About, then the run) and
 // waits for its port each time. The host this replaces was Python, in a virtualenv of its own:
 // ~90 ms per start (the interpreter, grpc, protobuf), both on every command's critical path; this
-// one starts in a few milliseconds (README "Toolchain").
+// one starts in a few milliseconds (docs/operations/toolchain.md).
 //
 // Design: each `Run` starts the program in a child process with the *project's* interpreter (the
 // `virtualenv` runtime option, as the official host does), through run_program.py, installed

@@ -1,4 +1,4 @@
-"""What `pulumi up` waits for, as pulumi-kubernetes annotations (see README "What `pulumi up` waits for").
+"""What `pulumi up` waits for, as pulumi-kubernetes annotations (see docs/concepts/architecture.md "What `pulumi up` waits for").
 
 Deployments keep the provider's own await (rollout complete), bounded by
 `platform.awaitTimeoutSeconds`; claims of the classes tfk8s creates and training Jobs get custom

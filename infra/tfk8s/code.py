@@ -89,8 +89,8 @@ NOT_SHIPPED: dict[PackageUse, frozenset[str]] = {"experiment": HOST_ONLY | TENAN
 def launcher_bundle(project_root: Path, use: PackageUse) -> CodeBundle:
     """The tfk8s_train package (launcher and trainer), flat: `tfk8s_train/*.py`, without the
     modules those pods never import. Every `pulumi preview` and `up` checks and diffs the copy, and
-    the state keeps it twice: the experiment's lost 30 KB of its 108 KB this way (README "Fixed
-    cost"). tests/unit/test_code.py checks that each copy holds every module its pods' entry
+    the state keeps it twice: the experiment's lost 30 KB of its 108 KB this way (docs/benchmarks.md
+    "Fixed cost"). tests/unit/test_code.py checks that each copy holds every module its pods' entry
     points import."""
     package = bundle(project_root / LAUNCHER_PACKAGE, "*.py")
     return CodeBundle(files={name: text for name, text in package.files.items() if name not in NOT_SHIPPED[use]})

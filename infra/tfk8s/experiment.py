@@ -66,7 +66,7 @@ class Experiment(pulumi.ComponentResource):
         # One copy of the trainer package per experiment, mounted by all its clusters, as one zip
         # archive: 84 KB of source are ~35 KB deflated, and Pulumi keeps three copies of a
         # ConfigMap's data in the state it reads and rewrites at every command, and checks and diffs
-        # it at every preview and `up` (README "Fixed cost"). The name is the sources' digest, so
+        # it at every preview and `up` (docs/benchmarks.md "Fixed cost"). The name is the sources' digest, so
         # the archive's bytes never change under one name but for another zlib's deflate: Pulumi
         # ignores those, and Kubernetes keeps the ConfigMap as it was made (immutable). The digest
         # is in the resource's own name too: new sources are a new resource, never a replacement

@@ -3,7 +3,7 @@
 Why: the SDK's generated classes for the API groups an experiment uses (core/v1, apps/v1,
 batch/v1, networking/v1, rbac/v1, apiextensions) took 0.44 s to import, because each group
 module defines every input and output type of the group: paid by every `pulumi preview` and `up`,
-a third of tfk8s's own fixed cost over Pulumi's floor then (README "Fixed cost"). The provider
+a third of tfk8s's own fixed cost over Pulumi's floor then (docs/benchmarks.md "Fixed cost"). The provider
 needs only what those classes send it: the type token, the object's fields under their API names
 (`apiVersion` and `kind` included), the provider version, and which outputs are secret. This
 module sends exactly that, so URNs, state and diffs stay what they were
@@ -90,15 +90,15 @@ def warm_up_provider() -> threading.Thread:
     declared, after the program's imports and its reads of the stacks and the cluster (~0.3 s).
     The provider's process start and its configuration (it reads the cluster's discovery and
     OpenAPI schema) then came on top, before the first object could be checked: with this, the
-    time from the last declaration to the program's end went from 0.53 to 0.35 s (README "Fixed
-    cost"). One invoke of a function of the same provider, at the same version, makes the engine
+    time from the last declaration to the program's end went from 0.53 to 0.35 s (docs/benchmarks.md
+    "Fixed cost"). One invoke of a function of the same provider, at the same version, makes the engine
     load it while the program goes on: the provider every object then uses, already configured.
     Nothing is declared, and the answer is not used: a provider that fails to start reports it at
     the first object, as before.
 
     Every stack, new ones too: on a stack's first `up` the provider's start and configuration
     (0.13 s) were otherwise on the way to the first object, a new experiment's Job among them
-    (README "Fixed cost"). The engine records a provider it loaded, so a first `up` the program
+    (docs/benchmarks.md "Fixed cost"). The engine records a provider it loaded, so a first `up` the program
     refuses leaves the provider in the state beside the stack itself and the `pulumi` provider of
     the stack reads: no Kubernetes object, and `pulumi destroy` or `pulumi stack rm --force` as
     before. The request goes from a thread of its own because the program runs synchronously

@@ -1,6 +1,6 @@
 """The stack files' schema, whole: the `tfk8s:` config namespace and the model of each kind of stack.
 
-Three kinds of stack share the project (see README "Three kinds of stack"): a platform stack
+Three kinds of stack share the project (see docs/concepts/stacks.md): a platform stack
 (`tfk8s:kind: platform`, `tfk8s.schema_platform`), one tenant stack per user (`tfk8s:kind: tenant`,
 `tfk8s.schema_tenant`) and experiment stacks (`tfk8s:kind: experiment`, `tfk8s.schema_experiment`).
 The models are pydantic v2, frozen, with camelCase aliases (the names in the stack file),

@@ -42,8 +42,11 @@ DEFAULT_TRAINER = ("python", "-m", "tfk8s_train", "train")
 
 class Resources(Model):
     cpu: Quantity = "1"
+    """CPU cores of each pod, requests = limits."""
     memory: Bytes = "2Gi"
+    """Memory of each pod, requests = limits."""
     gpus: NonNegative = 0
+    """GPUs of each pod, as `nvidia.com/gpu`."""
 
 
 class Toleration(Model):
@@ -53,8 +56,11 @@ class Toleration(Model):
     key: LabelKey | None = None
     """The taint's key; None with `operator: Exists` tolerates every taint, which is refused."""
     operator: Literal["Exists", "Equal"] = "Equal"
+    """Equal: the taint's value must be `value`; Exists: any value of `key`."""
     value: LabelValue | None = None
+    """The taint's value, with `operator: Equal`."""
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+    """The taint effect tolerated; None: every effect."""
     toleration_seconds: int | None = None
     """NoExecute only: how long the pod stays on a node after the taint appears."""
 
@@ -82,8 +88,11 @@ class Placement(Model):
 
 class PsSettings(Placement, Resources):
     count: Positive = 1
+    """Parameter servers: one Deployment and one Service each."""
     cpu: Quantity = "500m"
+    """CPU cores of each parameter server, requests = limits."""
     memory: Bytes = "1Gi"
+    """Memory of each parameter server, requests = limits."""
 
     @property
     def resources(self) -> Resources:
@@ -92,8 +101,10 @@ class PsSettings(Placement, Resources):
 
 class WorkerSettings(Placement, Resources):
     count: Positive = 2
+    """Workers: the pods of one Indexed Job."""
     backoff_limit_per_index: NonNegative = 3
-    """Retries per worker index before the whole Job fails (Indexed Job backoffLimitPerIndex)."""
+    """Retries per worker index before the whole Job, and the run, fails (Indexed Job
+    backoffLimitPerIndex). Kubernetes < 1.29: the same total, shared (`backoffLimit` = this x workers)."""
 
     @property
     def resources(self) -> Resources:
@@ -102,6 +113,7 @@ class WorkerSettings(Placement, Resources):
 
 class CodeSettings(Model):
     source: CodeSource = "configmap"
+    """How the code reaches the pods: configmap (`path`), url (`url`) or image (already in `image`)."""
     path: str | None = LAUNCHER_PACKAGE
     """configmap: a directory of this repository, shipped as a ConfigMap (1 MiB limit)."""
     url: CodeUrl | None = None
@@ -132,7 +144,9 @@ class ClusterSettings(Model):
     # (tfk8s.cluster_spec.qualified_name), which is a DNS-1035 label.
     name: DnsName = Field(description="a DNS-1123 label for the training cluster, e.g. mnist or 2d-unet")
     replication: Replication = "between-graph"
+    """between-graph: every worker is a client of its own; in-graph: one client drives all (`inGraphClient`)."""
     training: TrainingMode = "async"
+    """Passed to the trainer as --sync, to user scripts and a notebook client as TFK8S_TRAINING."""
     in_graph_client: InGraphClient = "chief"
     """In-graph only: who drives the cluster, a chief Job or the user's Jupyter notebook."""
     ps: PsSettings = Field(default_factory=PsSettings)
@@ -141,7 +155,10 @@ class ClusterSettings(Model):
     """The TensorFlow image of this cluster's pods; None: the platform's `images.tensorflow`."""
     code: CodeSettings = Field(default_factory=CodeSettings)
     command: tuple[str, ...] = Field(default=DEFAULT_TRAINER, min_length=1)
+    """The task's command, run through the launcher (which gives it TF_CONFIG and, with
+    `classicFlags`, the seed's flags)."""
     args: tuple[str, ...] = ()
+    """Extra arguments after `command`."""
     classic_flags: bool = True
     """Append --ps_hosts/--worker_hosts/--job_name/--task_index/--data_dir/--log_path."""
     data_sub_path: RelativePath | None = None

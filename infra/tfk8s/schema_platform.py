@@ -1,7 +1,7 @@
 """The schema of a platform stack file (`tfk8s:kind: platform`): types, defaults and value checks.
 
 A platform stack holds what the cluster's tenants share: storage, the User Node, the Layout and
-Tenant kinds, the experimenter role and the destroy guards (see README "Three kinds of stack").
+Tenant kinds, the experimenter role and the destroy guards (see docs/concepts/stacks.md).
 What it publishes for tenants and experiments is `tfk8s.contract`; the tenant and experiment stack
 files' schemas are `tfk8s.schema_tenant` and `tfk8s.schema_experiment`.
 Nothing here touches Pulumi.
@@ -49,11 +49,15 @@ class GlusterfsSettings(Model):
 
     rest_url: HeketiUrl = Field(description="the Heketi REST endpoint, e.g. http://heketi.storage:8080")
     rest_user: str = Field(default="admin", pattern=r"^[A-Za-z0-9_.@-]+$")
+    """Heketi's user; its key is the secret `tfk8s:heketiAdminKey`."""
     cluster_id: str | None = None
+    """Heketi cluster id(s) to provision from; None: any."""
     volume_type: str = Field(default="replicate:3", pattern=r"^(replicate:[1-9][0-9]?|disperse:[1-9][0-9]?:[1-9][0-9]?|none)$")
     """Heketi's volume type: replicate:N, disperse:D:R or none."""
     gid_min: PositiveId = 2000
+    """Lowest GID the provisioner gives a volume (added to the pods' groups)."""
     gid_max: PositiveId = 2147483647
+    """Highest GID the provisioner gives a volume."""
     secret_namespace: DnsName = DEFAULT_SECRET_NAMESPACE
     """Namespace of the Secret holding the Heketi admin key; the provisioner reads it there. The
     platform creates it (restricted, no pods, no traffic), so no tenant's role reaches it; a built-in
@@ -65,6 +69,7 @@ class CsiSettings(Model):
 
     provisioner: str = Field(description="the CSI driver name, e.g. nfs.csi.k8s.io")
     parameters: dict[str, str] = Field(default_factory=dict)
+    """The driver's StorageClass parameters, e.g. {"server": "nfs.example.com", "share": "/tfk8s"}."""
 
 
 class LocalSettings(Model):
@@ -75,10 +80,16 @@ class LocalSettings(Model):
     """
 
     host_path_root: AbsolutePath = "/var/lib/tfk8s"
+    """The node directory the users' volumes are created under; on a real node, owned by the
+    training UID (`podSecurity.tensorflow`)."""
 
 
 class StorageSettings(Model):
+    """How the tenants' shared volumes (ReadWriteMany) are provisioned."""
+
     backend: StorageBackend = "local"
+    """local: hostPath volumes (single-node and simulated clusters); glusterfs: Heketi (Kubernetes
+    < 1.26); csi: a CSI driver's class; existing: a StorageClass the cluster already has."""
     class_name: DnsName = "tfk8s-shared"
     """Name of the StorageClass to create (or, for `existing`, to use)."""
     reclaim_policy: Literal["Retain", "Delete"] = "Retain"
@@ -100,12 +111,19 @@ class UserNodeSettings(Model):
     address: str | None = None
     """Address users reach NodePorts on; when unset, the node's InternalIP from live status."""
     taint_key: LabelKey = "tfk8s.io/user-node"
+    """The key of the NoSchedule taint and of the label tfk8s puts on the User Node. Its taints must
+    be none or only this one (another manager's taints stop `preview`)."""
 
 
 class ImageSettings(Model):
+    """The images of the platform's pods; an experiment may set its own `image` per cluster."""
+
     tensorflow: Image = "tensorflow/tensorflow:2.21.0"
+    """Parameter servers, workers and chief, unless the cluster sets `image`."""
     jupyter: Image = "quay.io/jupyter/tensorflow-notebook:2025-12-01"
+    """Each tenant's Jupyter (a docker-stacks image: see `podSecurity.jupyter`)."""
     tensorboard: Image = "tensorflow/tensorflow:2.21.0"
+    """Each tenant's TensorBoard, and its token gate."""
 
 
 class PortSettings(Model):
@@ -113,8 +131,11 @@ class PortSettings(Model):
     client, on TensorFlow's (Jupyter is told its port through JUPYTER_PORT)."""
 
     tensorflow: Port = 2222
+    """TensorFlow's gRPC servers (PS, workers, chief, and Jupyter as an in-graph client)."""
     jupyter: Port = 8888
+    """Jupyter's HTTP port (given to it as JUPYTER_PORT); must differ from `tensorflow`."""
     tensorboard: Port = 6006
+    """The port of TensorBoard's token gate, the one users reach."""
 
     @model_validator(mode="after")
     def _distinct(self) -> PortSettings:
@@ -134,9 +155,11 @@ class DnsSettings(Model):
     """Where the cluster's DNS pods are: every pod of a tenant may ask them, and nothing else outside."""
 
     namespace: DnsName = "kube-system"
+    """The namespace of the DNS pods."""
     pod_labels: dict[LabelKey, LabelValue] = Field(default_factory=lambda: {"k8s-app": "kube-dns"})
     """The labels of the DNS pods (CoreDNS keeps kube-dns's `k8s-app: kube-dns`)."""
     port: Port = 53
+    """The port the DNS pods answer on (UDP and TCP)."""
     cidrs: list[Cidr] = Field(default_factory=list)
     """Addresses of a DNS server that is no pod of the pod network, which no pod selector matches,
     e.g. ["169.254.20.10/32"] for NodeLocal DNSCache, or a resolver on the node's own address;
@@ -155,7 +178,7 @@ class ApiServerSettings(Model):
 
 
 class NetworkSettings(Model):
-    """The NetworkPolicies every tenant's namespace gets (tfk8s.network_policy; README "Security model")."""
+    """The NetworkPolicies every tenant's namespace gets (tfk8s.network_policy; docs/security.md "Security model")."""
 
     policy_enforced: bool = True
     """Whether the cluster's CNI enforces NetworkPolicy (Calico, Cilium and Antrea do; flannel alone and
@@ -200,7 +223,7 @@ class PodIdentity(Model):
 
 class PodSecuritySettings(Model):
     """Who tfk8s's pods run as. Every pod passes the `restricted` Pod Security Standard, which each
-    user's namespace enforces, so none runs as root (see README "Pod security")."""
+    user's namespace enforces, so none runs as root (see docs/security.md "Pod security")."""
 
     tensorflow: PodIdentity = PodIdentity(run_as_user=1000, run_as_group=1000, fs_group=1000)
     """Pods of the TensorFlow images: training pods (PS, workers, chief) and TensorBoard. Those images
@@ -289,11 +312,15 @@ class PlatformSettings(Model):
     pod_security: PodSecuritySettings = Field(default_factory=PodSecuritySettings)
     """Who the pods of the platform and its experiments run as (non-root: users' namespaces enforce `restricted`)."""
     kubernetes_version: KubeVersion | None = None
-    """The target cluster's Kubernetes version, "major.minor"; the API server's own /version wins when readable."""
+    """The target cluster's Kubernetes version, "major.minor". Optional: the API server's own /version is
+    read at preview and wins, and a different value here is an error; needed only where /version cannot be
+    read with the kubeconfig's credentials. glusterfs is refused from 1.26; Job retries are per worker
+    from 1.29; the destroy guard needs 1.30."""
     namespace_prefix: NamespacePrefix = "tfk8s-"
+    """Each tenant's namespace is this prefix and the tenant's name (at most 63 characters)."""
     tensorboard_requires_token: bool = True
     """TensorBoard has no authentication: it listens on its pod's loopback behind a gate that asks for
-    the tenant's Jupyter token (README "Security model"). false: TensorBoard answers anyone who
+    the tenant's Jupyter token (docs/security.md "Security model"). false: TensorBoard answers anyone who
     reaches the User Node's NodePort."""
     placement: PlacementSettings = Field(default_factory=PlacementSettings)
     """What experiments' tolerations and node selectors may name."""

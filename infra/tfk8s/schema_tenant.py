@@ -2,7 +2,7 @@
 
 A tenant stack holds one user's namespace and everything in it that outlives experiments: the
 shared data and log volumes, Jupyter and TensorBoard, the namespace's quota and container defaults,
-and the binding that lets the tenant's identities run experiments there (see README "Tenants").
+and the binding that lets the tenant's identities run experiments there (see docs/guide/tenants.md).
 It reads its platform's facts (`tfk8s.contract.PlatformFacts`) and publishes its own
 (`tfk8s.contract.TenantFacts`) for its experiments. Nothing here touches Pulumi.
 """
@@ -112,7 +112,11 @@ class TenantVolumes(Model):
     """The tenant's shared volumes: every experiment mounts them (data whole, logs per run)."""
 
     data_size: Bytes = "10Gi"
+    """Size of the data volume (`tfk8s-data`, ReadWriteMany), mounted at /data in every training pod;
+    the tenant's volumes must fit `quota.storage`."""
     log_size: Bytes = "10Gi"
+    """Size of the log volume (`tfk8s-log`, ReadWriteMany): each run's directory at /log, and
+    TensorBoard's whole log directory."""
     keep_on_destroy: bool = True
     """Keep the tenant's namespace, claims and volumes when the tenant stack is destroyed."""
 
@@ -162,10 +166,10 @@ class TenantSettings(Model):
         description="a DNS-1035 user name (a letter first), e.g. alice: names the namespace (<prefix><name>)"
     )
     identities: Identities = Field(default_factory=Identities)
-    """Who may run this tenant's experiments (see README "Tenants")."""
+    """Who may run this tenant's experiments (see docs/guide/tenants.md)."""
     volumes: TenantVolumes = Field(default_factory=TenantVolumes)
     quota: QuotaOverrides = Field(default_factory=QuotaOverrides)
-    """This tenant's namespace quota, key by key over `platform.defaultQuota` (see README "Quotas")."""
+    """This tenant's namespace quota, key by key over `platform.defaultQuota` (see docs/concepts/quotas.md)."""
 
     def effective_quota(self, platform: PlatformSettings | Quota) -> Quota:
         defaults = platform if isinstance(platform, Quota) else platform.default_quota

@@ -283,7 +283,7 @@ class Model(BaseModel):
     A string right under a field is its documentation (`use_attribute_docstrings`): editors show
     it from the published JSON Schema, next to the field's type and default. Only hack/schema.py
     reads them: pydantic finds them by parsing each model's source, about 0.04 s of every
-    `pulumi preview` and `up` (README "Fixed cost"). A required field's description, the hint of its
+    `pulumi preview` and `up` (docs/benchmarks.md "Fixed cost"). A required field's description, the hint of its
     missing-key error, is its `Field(description=...)`, which every process has.
     """
 

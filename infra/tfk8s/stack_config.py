@@ -33,7 +33,7 @@ SECRET_KEYS = frozenset().union(*SECRETS_BY_KIND.values())
 KIND_FIX = (
     "set `tfk8s:kind: platform` (storage, the User Node, what tenants share), `tfk8s:kind: tenant` (one user's "
     "namespace, volumes, Jupyter, TensorBoard, quota and identities) or `tfk8s:kind: experiment` (one tenant's "
-    "training clusters); see README 'Three kinds of stack'"
+    "training clusters); see docs/concepts/stacks.md"
 )
 
 

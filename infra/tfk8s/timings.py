@@ -1,4 +1,4 @@
-"""Where a program run's time goes, phase by phase (bench/deploy_vs_apply.py, README "Fixed cost").
+"""Where a program run's time goes, phase by phase (bench/deploy_vs_apply.py, docs/benchmarks.md "Fixed cost").
 
 With TFK8S_TIMINGS=<file> in the program's environment, each phase appends one JSON line to the
 file: the phase's name and the wall-clock time it ended, so a benchmark lines them up with the

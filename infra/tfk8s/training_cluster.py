@@ -348,7 +348,7 @@ class TrainingCluster(pulumi.ComponentResource):
             # bound scratch claim. Not after the Services: those are created in the same wave,
             # within a fraction of a second, long before a pod's container has started and
             # imported TensorFlow to look a peer up; waiting for them held every new run's Job
-            # for about 0.1 s (README "Fixed cost").
+            # for about 0.1 s (docs/benchmarks.md "Fixed cost").
             opts=pulumi.ResourceOptions(
                 parent=self,
                 delete_before_replace=True,

@@ -99,7 +99,7 @@ def place_on_real_node(cli: Cli, stack: str, cluster: int) -> None:
 def give_volumes_to_pods(kube: Kube, log_dirs: Iterable[str]) -> None:
     """hostPath volumes, and the log volume's per-cluster sub-directories (`<experiment>/<cluster>`,
     subPath mounts), are created by the kubelet as root: give them to the pods' user first, as a
-    storage provisioner (or fsGroup, which hostPath ignores) would. (README "A real node".)"""
+    storage provisioner (or fsGroup, which hostPath ignores) would. (docs/operations/real-node.md.)"""
     for volume in kube.get("pv"):
         path = Path(volume["spec"]["hostPath"]["path"])
         directories = [path]

@@ -44,7 +44,7 @@ TENANT_CONFIG = [
     ("tfk8s:tenant.volumes.logSize", "1Gi", None),
     ("tfk8s:tenant.volumes.keepOnDestroy", "false", None),
 ]
-# A new experiment in one step: the README's `stack init` + `config set --path` flow.
+# A new experiment in one step: the `stack init` + `config set --path` flow of docs/guide/usage.md.
 EXPERIMENT_CONFIG = [
     ("tfk8s:kind", "experiment", None),
     ("tfk8s:namespace", NAMESPACE, None),
@@ -159,7 +159,7 @@ def test_second_up_changes_nothing_and_refresh_reads_live_status(cli: Cli) -> No
 def test_commands_write_no_automatic_log_unless_pulumi_has_its_logs_directory(cli: Cli, tmp_path: Path) -> None:
     """Pulumi logs every command under $PULUMI_HOME/logs when it can make that directory; the
     toolchain's home has a file there (hack/env.sh), so an `up` of the experiment writes none
-    (README "Fixed cost": 0.19 s of a no-change `up`). The same command in a home with the directory
+    (docs/benchmarks.md "Fixed cost": 0.19 s of a no-change `up`). The same command in a home with the directory
     (how the benches run revisions from before) writes one: the file is what turns them off."""
     home = Path(os.environ["PULUMI_HOME"])
     logs = sorted(home.rglob("*.log"))

@@ -121,7 +121,7 @@ def test_alice_runs_her_experiment_with_nothing_of_the_platform_teams(
 def test_on_a_shared_object_store_alices_state_is_a_bucket_only_her_keys_open(
     cli: Cli, alice: Kube, tenants: dict[str, str], tmp_path: Path
 ) -> None:
-    """The README's practice for a team's object store: a bucket per tenant, owned by an account of
+    """The practice docs/guide/usage.md gives for a team's object store: a bucket per tenant, owned by an account of
     its own (versitygw's accounts here, as S3's IAM would). alice's experiment runs with her bucket
     and keys alone; her keys open neither the team's bucket (the platform's and tenants' state) nor
     bob's, and his do not open hers: the store refuses, whatever the passphrase."""

@@ -179,7 +179,7 @@ def test_before_1_29_the_retry_budget_is_shared_and_preview_says_so(legacy: Cli,
     legacy("up", "--stack", "dev", "--yes", "--skip-preview")
     assert legacy.outputs("dev")["ready"] is True
     (job,) = legacy_kube.get("jobs", "tfk8s-alice")
-    assert job["spec"]["backoffLimit"] == 6  # 3 per worker x 2 workers, as the README promises
+    assert job["spec"]["backoffLimit"] == 6  # 3 per worker x 2 workers (docs/reference/experiment.md)
     assert "backoffLimitPerIndex" not in job["spec"] and "maxFailedIndexes" not in job["spec"]
     legacy("destroy", "--stack", "dev", "--yes")
     legacy("destroy", "--stack", "tenant-alice", "--yes")

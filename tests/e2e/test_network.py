@@ -85,11 +85,11 @@ def test_the_live_policies_allow_exactly_the_designed_pairs_and_nothing_across_t
     (rule,) = ps_api["spec"]["egress"]
     assert sorted(peer["ipBlock"]["cidr"] for peer in rule["to"]) == addresses
     assert [p["port"] for p in rule["ports"]] == [p["port"] for p in live["ports"]]
-    print(render(allowed[2222], pods))  # the README's matrix (pytest -s shows it)
+    print(render(allowed[2222], pods))  # docs/security.md's matrix (pytest -s shows it)
 
 
 def render(allowed: set[tuple[str, str]], pods: list[str]) -> str:
-    """The port-2222 matrix as the README shows it: rows are sources, columns targets."""
+    """The port-2222 matrix as docs/security.md shows it: rows are sources, columns targets."""
     short = [re.sub(r"^tfk8s-", "", p) for p in pods]
     lines = ["| from \\ to | " + " | ".join(short) + " |", "|---" * (len(pods) + 1) + "|"]
     for s, label in zip(pods, short, strict=True):

@@ -39,7 +39,7 @@ SMALL = {"workers.cpu": "500m", "workers.memory": "1Gi", "ps.cpu": "250m", "ps.m
 
 
 def new_experiment(cli: Cli, stack: str, tenant: str, cluster: dict[str, str]) -> None:
-    """The README's flow: `stack init` and a few `config set --path`, no YAML copied."""
+    """The flow of docs/guide/usage.md: `stack init` and a few `config set --path`, no YAML copied."""
     cli.init_experiment(stack, tenant=tenant, settings={f"tfk8s:clusters[0].{k}": v for k, v in {**cluster, **SMALL}.items()})
 
 

@@ -131,8 +131,8 @@ def test_program_failures_are_reported_once(project: Project, mode: str, expecte
 
 def test_the_program_ends_after_its_exit_handlers_without_the_interpreters_teardown(project: Project, tmp_path: Path) -> None:
     """run_program.end_without_teardown: the program's atexit handlers run and its output arrives,
-    but the interpreter does not tear down its modules (40-70 ms the CLI waited for: README "Fixed
-    cost"); a finalizer only that teardown would run never does."""
+    but the interpreter does not tear down its modules (40-70 ms the CLI waited for: docs/benchmarks.md
+    "Fixed cost"); a finalizer only that teardown would run never does."""
     markers = tmp_path / "markers"
     markers.mkdir()
     project.pulumi("config", "set", "markerDir", str(markers))

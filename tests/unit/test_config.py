@@ -1275,7 +1275,7 @@ def test_bad_run_policy_names_the_key(run: dict[str, Any], message: str) -> None
 
 
 def test_the_repos_stack_files_carry_no_salt() -> None:
-    """The salt belongs to a machine's (or team's) passphrase: the first command adds it (README)."""
+    """The salt belongs to a machine's (or team's) passphrase: the first command adds it (docs/guide/usage.md)."""
     for stack_file in (ROOT / "stacks").glob("Pulumi.*.yaml"):
         assert "encryptionsalt" not in stack_file.read_text(), stack_file.name
 

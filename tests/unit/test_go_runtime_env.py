@@ -1,5 +1,5 @@
-"""hack/env.sh sets Go's collector for pulumi and its plugins (GOGC, GOMEMLIMIT: README "Fixed
-cost"), keeps a user's own values, and gives values every Go program of the toolchain accepts."""
+"""hack/env.sh sets Go's collector for pulumi and its plugins (GOGC, GOMEMLIMIT: docs/benchmarks.md
+"Fixed cost"), keeps a user's own values, and gives values every Go program of the toolchain accepts."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""hack/env.sh runs Pulumi without its automatic logs (README "Fixed cost"): a file stands where
+"""hack/env.sh runs Pulumi without its automatic logs (docs/benchmarks.md "Fixed cost"): a file stands where
 Pulumi would make `$PULUMI_HOME/logs`, logs written before are kept, and TFK8S_PULUMI_LOGS=1 gives
 Pulumi its directory back. On a scratch cache (TFK8S_CACHE): the machine's toolchain is not touched.
 tests/e2e/test_cli.py checks what the real CLI then does."""

@@ -20,7 +20,7 @@ def _write(stacks: Path, stack: str, config: dict[str, object], salt: str | None
 
 def test_a_tenant_takes_its_platforms_salt_and_an_experiment_keeps_its_own(tmp_path: Path) -> None:
     """An experiment reads no other stack, and its secrets are its tenant's, under the tenant's
-    passphrase (README "Security model"): it never takes the platform team's salt."""
+    passphrase (docs/security.md "Security model"): it never takes the platform team's salt."""
     _write(tmp_path, "platform-dev", {"tfk8s:kind": "platform"}, SALT)
     tenant = _write(tmp_path, "tenant-alice", {"tfk8s:kind": "tenant", "tfk8s:platformStack": "platform-dev"})
     experiment = _write(tmp_path, "dev", {"tfk8s:kind": "experiment", "tfk8s:namespace": "tfk8s-alice"})

@@ -1,5 +1,5 @@
 """hack/env.sh --tenant USER: an experimenter's environment holds nothing of the platform team's
-(README "Secrets and the passphrase"): her own state store, passphrase and client certificate."""
+(docs/guide/usage.md "Secrets and the passphrase"): her own state store, passphrase and client certificate."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """GitOps for tfk8s stacks: the stack files in git are the truth, and one command turns a change of
-them into Pulumi operations (README "GitOps").
+them into Pulumi operations (docs/guide/gitops.md).
 
 - `plan`: which stacks a change from a base commit to a head commit touches, and in what order;
 - `engine`: the plain `pulumi` CLI on one stack, its engine events read back;

@@ -1,4 +1,4 @@
-"""`hack/gitops.sh <command>`: the one GitOps command CI and the tests run (README "GitOps").
+"""`hack/gitops.sh <command>`: the one GitOps command CI and the tests run (docs/guide/gitops.md).
 
   plan    --base B [--head H] [--json]         the stacks B..H touches, in order
   preview --base B [--head H] [--summary F]    a pull request: previews with the policy pack

@@ -1,5 +1,5 @@
 """`hack/gitops.sh operator-stack STACK --repo URL`: the Pulumi Kubernetes Operator (v2) objects that
-reconcile one stack file in-cluster instead of from CI (README "GitOps"):
+reconcile one stack file in-cluster instead of from CI (docs/guide/gitops.md):
 
 - a ServiceAccount for the stack's workspace pod, bound to `system:auth-delegator` (the operator
   authenticates to its workspace agent with the pod's token);

@@ -9,7 +9,7 @@
 - `drift` (a schedule): `pulumi refresh --preview-only` of every stack file of the checkout, and
   which managed objects changed live (what the program only reads is left out).
 A removed experiment's destroy leaves its tenant's volumes: they are the tenant stack's
-(`keepOnDestroy`, README "Tenants").
+(`keepOnDestroy`, docs/guide/tenants.md).
 
 Every command on an experiment runs as the experiment's own identity (`tfk8s.gitops.identity`): the
 pipeline's kubeconfig, impersonating `system:serviceaccount:tfk8s-gitops:tfk8s-<stack>`. Platforms

@@ -16,34 +16,28 @@ from typing import Any
 
 import pulumi
 
-from tfk8s import (
-    access,
-    api_paths,
-    backends,
-    context_checks,
-    experiment_stack,
-    network_policy,
-    ownership,
-    platform_stack,
-    preflight,
-    pulumi_internals,
-    quota_check,
-    stack_config,
-    stack_ref,
-    tenant_checks,
-    tenant_contract,
-    tenant_stack,
-    timings,
-)
-from tfk8s.code import launcher_bundle
-from tfk8s.config_errors import ConfigError
-from tfk8s.contract import PlatformFacts, TenantFacts
+from tfk8s import pulumi_internals, timings
+from tfk8s.checks import access, preflight
+from tfk8s.checks import context as context_checks
+from tfk8s.checks import quota as quota_check
+from tfk8s.checks import tenant as tenant_checks
+from tfk8s.components.user_env import USER_NODE_PODS_PER_USER
+from tfk8s.components.user_node import check_room, checked_taints
+from tfk8s.kube import api_paths
 from tfk8s.schema import NAMESPACE
-from tfk8s.schema_experiment import ExperimentStack
-from tfk8s.schema_platform import NetworkSettings, PlatformStack
-from tfk8s.schema_tenant import TenantStack
-from tfk8s.user_env import USER_NODE_PODS_PER_USER
-from tfk8s.user_node import check_room, checked_taints
+from tfk8s.schema.contract import PlatformFacts, TenantFacts
+from tfk8s.schema.experiment import ExperimentStack
+from tfk8s.schema.platform import NetworkSettings, PlatformStack
+from tfk8s.schema.problems import ConfigError
+from tfk8s.schema.tenant import TenantStack
+from tfk8s.specs import backends, network_policy, ownership
+from tfk8s.specs.code import launcher_bundle
+from tfk8s.stacks import config as stack_config
+from tfk8s.stacks import experiment as experiment_stack
+from tfk8s.stacks import platform as platform_stack
+from tfk8s.stacks import ref as stack_ref
+from tfk8s.stacks import tenant as tenant_stack
+from tfk8s.stacks import tenant_contract
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = PROJECT_ROOT / "training" / "master_client.ipynb"
@@ -79,7 +73,7 @@ def refuse_foreign(claims: list[ownership.Claimed], read: Reader | None, owner: 
 
 
 def refuse_over_quota(stack: ExperimentStack, experiment: str, tenant: TenantFacts, read_whole: Reader) -> None:
-    """Refuse, before anything is declared, an experiment its tenant's quota has no room for (tfk8s.quota_check)."""
+    """Refuse, before anything is declared, an experiment its tenant's quota has no room for (tfk8s.checks.quota)."""
     room = quota_check.live_room(read_whole, tenant.namespace, experiment)
     if room is None:  # the namespace has no tfk8s quota: Kubernetes will refuse nothing either
         return
@@ -201,7 +195,7 @@ class AccessDenied(pulumi.RunError):
 
 def refuse_without_access(platform: PlatformFacts, tenant: TenantFacts, post: access.Post | None) -> None:
     """Ask the API server, before anything is read or declared, whether the caller may do what this
-    experiment's `up` and `destroy` need in its tenant's namespace (tfk8s.access); refuse naming the
+    experiment's `up` and `destroy` need in its tenant's namespace (tfk8s.checks.access); refuse naming the
     identity, the namespace and every missing verb. One request when everything is allowed."""
     if post is None:
         return

@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 from api_echo import Server
-from tfk8s import exec_credential, preflight
-from tfk8s.exec_credential import ExecCredentialError
+from tfk8s.checks import preflight
+from tfk8s.kube import exec_credential
+from tfk8s.kube.exec_credential import ExecCredentialError
 
 V1 = "client.authentication.k8s.io/v1"
 # A plugin that records what it was given (argv, its request, one env value) and prints `answer`.

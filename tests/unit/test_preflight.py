@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from tfk8s.preflight import ClusterUnreachable, check_cluster
+from tfk8s.checks.preflight import ClusterUnreachable, check_cluster
 
 
 def kubeconfig(path: Path, server: str) -> Path:

@@ -22,11 +22,17 @@ from mocked_program import (
     tenant_owner,
 )
 from mocks import RecordingMocks
-from tfk8s import access, guard, ownership, program, stack_outputs, stack_ref, tenant_contract
-from tfk8s.contract import PlatformFacts, TenantFacts
-from tfk8s.preflight import KubeApiError
+from tfk8s import program
+from tfk8s.checks import access
+from tfk8s.checks.preflight import KubeApiError
+from tfk8s.components import guard
 from tfk8s.program import OwnershipConflict
-from tfk8s.stack_config import validate
+from tfk8s.schema.contract import PlatformFacts, TenantFacts
+from tfk8s.specs import ownership
+from tfk8s.stacks import outputs as stack_outputs
+from tfk8s.stacks import ref as stack_ref
+from tfk8s.stacks import tenant_contract
+from tfk8s.stacks.config import validate
 
 
 def live(owner: str | None = None, managers: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -163,7 +169,7 @@ def test_an_experiment_in_its_tenants_namespace_creates_only_its_own_objects(dev
     return after(d, check)
 
 
-# --- what an experiment reads: its tenant's contract, in its namespace (tfk8s.tenant_contract) -----------
+# --- what an experiment reads: its tenant's contract, in its namespace (tfk8s.stacks.tenant_contract) -----------
 
 
 PLATFORM_DEV = {"platform": facts_for(stack_config("platform-dev"))}
@@ -286,7 +292,7 @@ def test_a_tenants_platform_is_named_with_its_own_key() -> None:
 
 @pytest.mark.parametrize("ref", ["platform-dev", "tfk8s/platform-dev", "organization/tfk8s/platform-dev"])
 def test_every_form_of_stack_reference_the_schema_offers_reads_the_same_stack(ref: str) -> None:
-    """`stack`, `project/stack` and `org/project/stack` (tfk8s.schema_types.StackReference) all name
+    """`stack`, `project/stack` and `org/project/stack` (tfk8s.schema.types.StackReference) all name
     the same stack: the engine's stack-reference call is asked for its qualified name, never
     `org/project/project/stack`."""
     asked: list[str] = []
@@ -493,7 +499,7 @@ def test_the_platform_defines_its_kinds_the_experimenter_role_and_the_guards(
             if not guarded:
                 assert (policies, bindings) == ([], [])
                 return
-            # The guards are the policies with params (tfk8s.tenant_admission's have none).
+            # The guards are the policies with params (tfk8s.components.tenant_admission's have none).
             guards = [p for p in policies if "paramKind" in p.inputs["spec"]]
             by_resource = {p.inputs["spec"]["matchConstraints"]["resourceRules"][0]["resources"][0]: p for p in guards}
             assert sorted(by_resource) == ["clusterroles", "configmaps"] and len(guards) == 2
@@ -523,7 +529,7 @@ def test_the_platform_defines_its_kinds_the_experimenter_role_and_the_guards(
 def test_an_existing_class_the_cluster_lacks_is_named_before_anything_exists(
     platform_config: dict[str, Any], in_cluster: tuple[str, ...], missing: tuple[str, str]
 ) -> None:
-    from tfk8s.config_errors import ConfigError
+    from tfk8s.schema.problems import ConfigError
 
     platform_config["platform"]["storage"] = {"backend": "existing", "className": "cephfs", "scratchClassName": "cephfs-tmp"}
     classes = existing({f"/apis/storage.k8s.io/v1/storageclasses/{name}": live() for name in in_cluster})

@@ -18,8 +18,8 @@ import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
-from tfk8s.preflight import IMPERSONATION_KEYS
-from tfk8s.schema_tenant import GITOPS_NAMESPACE, SERVICE_ACCOUNT_PREFIX
+from tfk8s.checks.preflight import IMPERSONATION_KEYS
+from tfk8s.schema.tenant import GITOPS_NAMESPACE, SERVICE_ACCOUNT_PREFIX
 
 # The kinds that run with the pipeline's own credentials.
 TEAM_KINDS = ("platform", "tenant")

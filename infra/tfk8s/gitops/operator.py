@@ -21,13 +21,13 @@ from typing import Any
 
 import yaml
 
-from tfk8s import stack_config
 from tfk8s.gitops.identity import identity, service_account
 from tfk8s.gitops.repo import Repo, StackFile
 from tfk8s.schema import NAMESPACE
-from tfk8s.schema_experiment import ExperimentStack
-from tfk8s.schema_platform import PlatformStack
-from tfk8s.schema_tenant import GITOPS_NAMESPACE, SERVICE_ACCOUNT_PREFIX, TenantStack
+from tfk8s.schema.experiment import ExperimentStack
+from tfk8s.schema.platform import PlatformStack
+from tfk8s.schema.tenant import GITOPS_NAMESPACE, SERVICE_ACCOUNT_PREFIX, TenantStack
+from tfk8s.stacks import config as stack_config
 
 API_VERSION = "pulumi.com/v1"
 # The workspace image: the CLI of the Python SDK this project pins (pyproject.toml, the same
@@ -150,7 +150,7 @@ def _check_tenant_lists(stacks: dict[str, StackFile], file: StackFile, user: str
             "(its pod then has exactly the rights of the tenant's people, in the tenant's namespace)"
         )
     if not user.startswith(f"{SERVICE_ACCOUNT_PREFIX}{GITOPS_NAMESPACE}:"):
-        # A tenant's `up` refuses service accounts of other namespaces (tfk8s.tenant_checks).
+        # A tenant's `up` refuses service accounts of other namespaces (tfk8s.checks.tenant).
         raise OperatorError(
             f"--namespace: a tenant accepts service accounts of its own namespace and of {GITOPS_NAMESPACE} alone as "
             f"identities, not {user!r}: run the experiment's Stack in {GITOPS_NAMESPACE} (the default)"

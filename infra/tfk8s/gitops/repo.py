@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 
 from tfk8s.schema import NAMESPACE
-from tfk8s.schema_platform import PlatformSettings
+from tfk8s.schema.platform import PlatformSettings
 
 # A commit id of zeros: GitHub's `before` of a branch's first push. Nothing came before it.
 NO_COMMIT = "0" * 40

@@ -167,7 +167,7 @@ lint: venv ## ruff, mypy, gofmt and go vet (the language host), actionlint on th
 	cd hack/langhost && test -z "$$(gofmt -l .)" && GOFLAGS=-mod=readonly go vet .
 	# The launcher and PS retirement helper run in TF 1.x images: Python 3.6 and newer.
 	$(VENV)/bin/vermin --target=3.6- --no-tips --violations --eval-annotations training/tfk8s_train/launch.py training/tfk8s_train/kube_retire.py
-	cd infra && ../$(VENV)/bin/mypy tfk8s
+	cd infra && ../$(VENV)/bin/mypy tfk8s tfk8s_gitops
 	cd training && ../$(VENV)/bin/mypy tfk8s_train
 	hack/tools.sh actionlint
 	$(TOOLS_BIN)/actionlint .github/workflows/*.yml

@@ -23,7 +23,7 @@ import yaml
 from drivers import Kube, user_kube
 from tfk8s.checks import access, preflight
 from tfk8s.components import guard
-from tfk8s.gitops import identity as gitops_identity
+from tfk8s_gitops import identity as gitops_identity
 
 import toolenv
 

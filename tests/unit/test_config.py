@@ -1094,7 +1094,7 @@ def test_stacks_parse_with_documented_defaults() -> None:
     assert platform.platform.images.tensorflow == ImageSettings().tensorflow
     tenant = parse(stack_config("tenant-alice"))
     assert tenant.platform_stack == "platform-dev" and tenant.tenant.volumes.keep_on_destroy
-    # alice, and the account GitOps runs her `dev` stack as (tfk8s.gitops.identity)
+    # alice, and the account GitOps runs her `dev` stack as (tfk8s_gitops.identity)
     assert (tenant.tenant.identities.users, tenant.tenant.identities.groups) == (
         (
             "alice",

@@ -61,7 +61,7 @@ def check_tenant(stack: TenantStack, platform: PlatformFacts) -> None:
 
 def _foreign_accounts(users: tuple[str, ...], own: str) -> list[str]:
     """Service accounts of other namespaces: whoever runs pods there would act as this tenant. The
-    GitOps operator's workspaces are the one exception (tfk8s.gitops.operator): the platform team's."""
+    GitOps operator's workspaces are the one exception (tfk8s_gitops.operator): the platform team's."""
     problems = []
     for i, user in enumerate(users):
         if not user.startswith(SERVICE_ACCOUNT_PREFIX):

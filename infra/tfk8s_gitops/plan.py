@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-from tfk8s.gitops.repo import NO_COMMIT, Repo, StackFile, is_program_path, stack_name
+from tfk8s_gitops.repo import NO_COMMIT, Repo, StackFile, is_program_path, stack_name
 
 Action = Literal["destroy", "update"]
 # A destroy of these kinds takes every tenant's data path or a user's namespace with it: a merge

@@ -12,7 +12,6 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 import yaml
-
 from tfk8s.schema import NAMESPACE
 from tfk8s.schema.platform import PlatformSettings
 

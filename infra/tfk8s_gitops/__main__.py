@@ -20,10 +20,11 @@ import sys
 import time
 from pathlib import Path
 
-from tfk8s.gitops import operator, pipeline, summary
-from tfk8s.gitops.plan import make_plan
-from tfk8s.gitops.repo import GitError, Repo
 from tfk8s.schema.problems import ConfigError
+
+from tfk8s_gitops import operator, pipeline, summary
+from tfk8s_gitops.plan import make_plan
+from tfk8s_gitops.repo import GitError, Repo
 
 
 def _parser() -> argparse.ArgumentParser:

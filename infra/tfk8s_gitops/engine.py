@@ -26,7 +26,7 @@ from typing import Any
 
 from pulumi.automation.events import EngineEvent, OpType
 
-from tfk8s.gitops.repo import stack_name
+from tfk8s_gitops.repo import stack_name
 
 LOCKED = "currently locked"
 # A stack policy that needs values a preview does not know yet (a new stack's outputs): the engine

@@ -20,14 +20,14 @@ from importlib.metadata import version
 from typing import Any
 
 import yaml
-
-from tfk8s.gitops.identity import identity, service_account
-from tfk8s.gitops.repo import Repo, StackFile
 from tfk8s.schema import NAMESPACE
 from tfk8s.schema.experiment import ExperimentStack
 from tfk8s.schema.platform import PlatformStack
 from tfk8s.schema.tenant import GITOPS_NAMESPACE, SERVICE_ACCOUNT_PREFIX, TenantStack
 from tfk8s.stacks import config as stack_config
+
+from tfk8s_gitops.identity import identity, service_account
+from tfk8s_gitops.repo import Repo, StackFile
 
 API_VERSION = "pulumi.com/v1"
 # The workspace image: the CLI of the Python SDK this project pins (pyproject.toml, the same

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import re
 
-from tfk8s.gitops.engine import NOT_RUN_LEVEL, Result
-from tfk8s.gitops.pipeline import DONE, FAILED, SKIPPED, Report, StepReport
+from tfk8s_gitops.engine import NOT_RUN_LEVEL, Result
+from tfk8s_gitops.pipeline import DONE, FAILED, SKIPPED, Report, StepReport
 
 OUTPUT_LIMIT = 6000
 MARK = {DONE: "✅", FAILED: "❌", SKIPPED: "⏭️"}

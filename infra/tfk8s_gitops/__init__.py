@@ -7,6 +7,6 @@ them into Pulumi operations (docs/guide/gitops.md).
 - `summary`: one Markdown report per run, fit for a pull-request comment;
 - `operator`: the Pulumi Kubernetes Operator's `Stack` for teams that reconcile in-cluster.
 
-Run as `hack/gitops.sh` (or `python -m tfk8s.gitops` with infra/ on the path). Nothing here is
+Run as `hack/gitops.sh` (or `python -m tfk8s_gitops` with infra/ on the path). Nothing here is
 imported by the Pulumi program.
 """

@@ -11,7 +11,7 @@
 A removed experiment's destroy leaves its tenant's volumes: they are the tenant stack's
 (`keepOnDestroy`, docs/guide/tenants.md).
 
-Every command on an experiment runs as the experiment's own identity (`tfk8s.gitops.identity`): the
+Every command on an experiment runs as the experiment's own identity (`tfk8s_gitops.identity`): the
 pipeline's kubeconfig, impersonating `system:serviceaccount:tfk8s-gitops:tfk8s-<stack>`. Platforms
 and tenants run with the pipeline's credentials.
 """
@@ -22,10 +22,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tfk8s.gitops.engine import Pulumi, Result, Workspace
-from tfk8s.gitops.identity import ImpersonationError, acts_as_itself, impersonating_kubeconfig
-from tfk8s.gitops.plan import Plan, Step
-from tfk8s.gitops.repo import Repo
+from tfk8s_gitops.engine import Pulumi, Result, Workspace
+from tfk8s_gitops.identity import ImpersonationError, acts_as_itself, impersonating_kubeconfig
+from tfk8s_gitops.plan import Plan, Step
+from tfk8s_gitops.repo import Repo
 
 # Without it, an apply refuses to take back a field a person changed with kubectl (a server-side
 # apply conflict naming their field manager); with it (`apply --force-conflicts`), git wins.

@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from tfk8s.schema.problems import ConfigError
+from tfk8s.errors import ConfigError
 
 from tfk8s_gitops import operator, pipeline, summary
 from tfk8s_gitops.plan import make_plan

@@ -210,7 +210,7 @@ def test_an_experiment_its_caller_may_not_run_is_refused_before_any_read_or_decl
     dev_config: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from mocked_program import run_program
-    from tfk8s.program import AccessDenied
+    from tfk8s.errors import AccessDenied
     from tfk8s.stacks import experiment as experiment_stack
 
     monkeypatch.setattr(experiment_stack, "build", lambda *args, **kwargs: pytest.fail("declared resources"))

@@ -13,9 +13,9 @@ import pytest
 from mocked_program import ROOT, facts_for, stack_config
 from tfk8s.checks.context import check_experiment, check_platform
 from tfk8s.checks.tenant import check_tenant
+from tfk8s.errors import ConfigError
 from tfk8s.schema.contract import PlatformFacts
 from tfk8s.schema.platform import ImageSettings, PlatformStack
-from tfk8s.schema.problems import ConfigError
 from tfk8s.schema.tenant import TenantStack
 from tfk8s.stacks.config import JUPYTER_TOKEN_RULES, parse_jupyter_token, parse_secret, secret_keys, stack_values, validate
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from api_echo import Server
+from tfk8s import errors
 from tfk8s.checks import preflight
 from tfk8s.kube import exec_credential
 from tfk8s.kube.exec_credential import ExecCredentialError
@@ -114,7 +115,7 @@ def test_a_failing_plugin_stops_the_program_before_anything_is_declared(tmp_path
         )
     )
     with pytest.raises(
-        preflight.ClusterUnreachable,
+        errors.ClusterUnreachable,
         match=r"the kubeconfig's credentials: users\[\]\.user\.exec\.command .* exited 3: no credentials",
     ):
         preflight.check_cluster({"KUBECONFIG": str(kubeconfig)}, kubeconfig_in_config=False)

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 import yaml
-from tfk8s.schema.problems import ConfigError
+from tfk8s.errors import ConfigError
 from tfk8s_gitops import operator, summary
 from tfk8s_gitops.engine import NOT_RUN_LEVEL, Result, _read_events
 from tfk8s_gitops.identity import identity

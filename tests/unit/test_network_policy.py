@@ -12,7 +12,7 @@ import pulumi
 import pytest
 from mocked_program import DEPLOYMENT, JOB, after, facts_for, pod_labels, run_program
 from tfk8s import program
-from tfk8s.schema.problems import ConfigError
+from tfk8s.errors import ConfigError
 from tfk8s.specs import network_policy
 from tfk8s.stacks.config import validate
 

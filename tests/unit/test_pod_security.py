@@ -12,8 +12,8 @@ import pytest
 from mocked_program import DEPLOYMENT, JOB, after, facts_for, pod_labels, pod_spec, run_program, stack_config
 from restricted_profile import violations
 from test_golden_manifests import CASES
+from tfk8s.errors import ConfigError
 from tfk8s.schema.platform import PodIdentity
-from tfk8s.schema.problems import ConfigError
 from tfk8s.specs import pod_security
 from tfk8s.stacks.config import validate
 

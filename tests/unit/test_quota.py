@@ -10,9 +10,9 @@ import pulumi
 import pytest
 from mocked_program import DEPLOYMENT, after, facts_for, facts_with_scratch, run_program
 from tfk8s.checks import quota as quota_check
+from tfk8s.errors import ConfigError
 from tfk8s.kube.api_paths import PERSISTENT_VOLUME_CLAIM, POD, RESOURCE_QUOTA, SERVICE
 from tfk8s.schema.experiment import ClusterSettings
-from tfk8s.schema.problems import ConfigError
 from tfk8s.specs import quota
 from tfk8s.specs.labels import EXPERIMENT
 from tfk8s.stacks import experiment as experiment_stack

@@ -26,7 +26,7 @@ from tfk8s import program
 from tfk8s.checks import access
 from tfk8s.checks.preflight import KubeApiError
 from tfk8s.components import guard
-from tfk8s.program import OwnershipConflict
+from tfk8s.errors import ContractUnavailable, OwnershipConflict, StackUnavailable
 from tfk8s.schema.contract import PlatformFacts, TenantFacts
 from tfk8s.specs import ownership
 from tfk8s.stacks import outputs as stack_outputs
@@ -242,14 +242,14 @@ FIX_TENANT = r"`pulumi up` the tenant stack of 'tfk8s-alice' with this version o
     ids=["no-contract", "not-the-callers-tenant", "no-tenant-facts", "other-version", "not-json"],
 )
 def test_a_namespace_without_a_contract_the_caller_may_read_is_named_with_the_key_and_the_fix(answer: Any, message: str) -> None:
-    with pytest.raises(tenant_contract.ContractUnavailable, match=message):
+    with pytest.raises(ContractUnavailable, match=message):
         tenant_contract.read("tfk8s-alice", contract_reader(answer), lambda: "user 'bob'")
 
 
 def test_a_contract_of_another_namespace_is_refused() -> None:
     """A copy of bob's contract in alice's namespace would place alice's experiment in bob's."""
     bobs = {**TENANT_ALICE["tenant"], "name": "bob", "namespace": "tfk8s-bob"}
-    with pytest.raises(tenant_contract.ContractUnavailable, match=r"is tenant 'bob''s of namespace 'tfk8s-bob'"):
+    with pytest.raises(ContractUnavailable, match=r"is tenant 'bob''s of namespace 'tfk8s-bob'"):
         tenant_contract.read(
             "tfk8s-alice", contract_reader(alices_contract(**{tenant_contract.TENANT_DATA: json.dumps(bobs)})), str
         )
@@ -263,7 +263,7 @@ def test_an_other_error_of_the_api_server_is_not_taken_for_a_refusal() -> None:
 def test_an_experiment_on_an_undeployed_tenant_declares_nothing(dev_config: dict[str, Any]) -> None:
     mocks = RecordingMocks()
     pulumi.runtime.set_mocks(mocks, project="tfk8s", stack="dev", organization="organization")
-    with pytest.raises(tenant_contract.ContractUnavailable, match="has no tfk8s tenant contract"):
+    with pytest.raises(ContractUnavailable, match="has no tfk8s tenant contract"):
         program.run_experiment(validate(dev_config), None, None, {}, ROOT, read_whole=contract_reader(None))  # type: ignore[arg-type]
     assert mocks.resources == []
 
@@ -272,7 +272,7 @@ def test_an_experiment_without_credentials_tfk8s_can_use_is_refused(dev_config: 
     """Without a reader (kubernetes:kubeconfig in config) there is no contract to read."""
     mocks = RecordingMocks()
     pulumi.runtime.set_mocks(mocks, project="tfk8s", stack="dev", organization="organization")
-    with pytest.raises(tenant_contract.ContractUnavailable, match="set KUBECONFIG to your kubeconfig file instead"):
+    with pytest.raises(ContractUnavailable, match="set KUBECONFIG to your kubeconfig file instead"):
         program.run_experiment(validate(dev_config), None, None, {}, ROOT, read_whole=None)  # type: ignore[arg-type]
     assert mocks.resources == []
 
@@ -285,7 +285,7 @@ def test_the_contract_an_experiment_reads_parses_back_to_what_its_tenant_publish
 
 def test_a_tenants_platform_is_named_with_its_own_key() -> None:
     pulumi.runtime.set_mocks(RecordingMocks(), project="tfk8s", stack="tenant-alice", organization="organization")
-    with pytest.raises(stack_ref.StackUnavailable, match=r"^tfk8s:platformStack: stack 'organization/tfk8s/p' has no 'platform'"):
+    with pytest.raises(StackUnavailable, match=r"^tfk8s:platformStack: stack 'organization/tfk8s/p' has no 'platform'"):
         stack_ref.platform_facts("p", outputs_of({"p": TENANT_ALICE}))
     assert stack_ref.platform_facts("org/proj/p", outputs_of({"p": PLATFORM_DEV})).namespace_prefix == "tfk8s-"
 
@@ -529,7 +529,7 @@ def test_the_platform_defines_its_kinds_the_experimenter_role_and_the_guards(
 def test_an_existing_class_the_cluster_lacks_is_named_before_anything_exists(
     platform_config: dict[str, Any], in_cluster: tuple[str, ...], missing: tuple[str, str]
 ) -> None:
-    from tfk8s.schema.problems import ConfigError
+    from tfk8s.errors import ConfigError
 
     platform_config["platform"]["storage"] = {"backend": "existing", "className": "cephfs", "scratchClassName": "cephfs-tmp"}
     classes = existing({f"/apis/storage.k8s.io/v1/storageclasses/{name}": live() for name in in_cluster})

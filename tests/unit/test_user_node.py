@@ -11,7 +11,8 @@ import pulumi
 import pytest
 from mocked_program import after, declared_types, facts_for, run_program, stack_config
 from mocks import LiveHook
-from tfk8s.components.user_node import UserNodeTaken, UserNodeTooSmall, check_room, checked_taints
+from tfk8s.components.user_node import check_room, checked_taints
+from tfk8s.errors import UserNodeTaken, UserNodeTooSmall
 from tfk8s.kube.api_paths import NODE
 from tfk8s.schema.contract import PlatformFacts
 from tfk8s.schema.platform import UserNodeSettings

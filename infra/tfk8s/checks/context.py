@@ -11,12 +11,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from tfk8s.errors import ConfigError
 from tfk8s.schema import NAMESPACE
 from tfk8s.schema.contract import PlatformFacts
 from tfk8s.schema.experiment import ClusterSettings, CodeSettings, ExperimentStack, Placement
 from tfk8s.schema.node_keys import CONTROL_PLANE, HOSTNAME_LABEL, KUBERNETES_TAINTS
 from tfk8s.schema.platform import PlatformSettings, PlatformStack, PortSettings
-from tfk8s.schema.problems import ConfigError
 from tfk8s.schema.types import MAX_NAME_LENGTH, service_name
 from tfk8s.specs import backends, quota
 from tfk8s.specs import cluster_spec as cs

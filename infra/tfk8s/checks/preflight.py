@@ -30,9 +30,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-import pulumi
 import yaml
 
+from tfk8s.errors import ClusterUnreachable
 from tfk8s.kube import exec_credential
 
 CONNECT_TIMEOUT_SECONDS = 3.0
@@ -42,10 +42,6 @@ Headers = list[tuple[str, str]]
 IMPERSONATION_KEYS = ("as", "as-uid", "as-groups", "as-user-extra")
 METADATA_ONLY = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
 FIX = 'start the local cluster (`make cluster`) or point KUBECONFIG at your cluster, then `eval "$(make env)"` again'
-
-
-class ClusterUnreachable(pulumi.RunError):
-    """No cluster to deploy to; the message names the kubeconfig and the fix."""
 
 
 def kubeconfig_files(environ: Mapping[str, str]) -> list[Path]:

@@ -6,23 +6,13 @@ from typing import Any
 
 import pulumi
 
+from tfk8s.errors import UserNodeTaken, UserNodeTooSmall
 from tfk8s.kube import objects as kube
 from tfk8s.schema.platform import UserNodeSettings
 from tfk8s.schema.quantities import parse_quantity
 
 # pulumi-kubernetes applies as `pulumi-kubernetes-<hash>`; any other manager is someone else.
 PULUMI_MANAGER_PREFIX = "pulumi-kubernetes"
-
-
-class UserNodeTaken(pulumi.RunError):
-    """The node's taints belong to someone else: patching ours in would conflict or clobber theirs.
-
-    A `pulumi.RunError`: the CLI shows the message (which names the key and the fix) alone.
-    """
-
-
-class UserNodeTooSmall(pulumi.RunError):
-    """The node cannot hold one more tenant's apps: one node exposes them all, so its pod capacity caps the tenants."""
 
 
 def our_taint(settings: UserNodeSettings) -> dict[str, str]:

@@ -1,5 +1,6 @@
 """Stack configuration problems as users read them: each names its key as written in the stack file
-(`tfk8s:clusters[1].workers.count`) and says how to fix it; all of them are reported together."""
+(`tfk8s:clusters[1].workers.count`) and says how to fix it; all of them are reported together, in
+one `tfk8s.errors.ConfigError`. Nothing here touches Pulumi."""
 
 from __future__ import annotations
 
@@ -7,21 +8,9 @@ import types
 import typing
 from typing import Any
 
-import pulumi
 from pydantic import BaseModel, ValidationError
 
 from tfk8s.schema import NAMESPACE
-
-
-class ConfigError(pulumi.RunError, ValueError):
-    """The stack configuration is invalid; `problems` lists every finding.
-
-    A `pulumi.RunError`: the CLI shows the message alone, without a Python traceback.
-    """
-
-    def __init__(self, problems: list[str]) -> None:
-        self.problems = problems
-        super().__init__("invalid tfk8s configuration:\n  - " + "\n  - ".join(problems))
 
 
 def key_path(loc: tuple[int | str, ...]) -> str:

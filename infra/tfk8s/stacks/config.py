@@ -16,10 +16,11 @@ import pulumi
 from pydantic import ValidationError
 
 from tfk8s import pulumi_internals
+from tfk8s.errors import ConfigError
 from tfk8s.schema import NAMESPACE, STACK_KINDS
 from tfk8s.schema.experiment import ExperimentStack
 from tfk8s.schema.platform import PlatformStack
-from tfk8s.schema.problems import ConfigError, schema_problems
+from tfk8s.schema.problems import schema_problems
 from tfk8s.schema.tenant import TenantStack
 from tfk8s.specs import backends
 

@@ -13,10 +13,10 @@ from tfk8s.checks import access
 from tfk8s.components import guard, storage, tenant_admission
 from tfk8s.components.storage import SharedStorage
 from tfk8s.components.user_node import UserNode
+from tfk8s.errors import ConfigError
 from tfk8s.schema import NAMESPACE
 from tfk8s.schema.contract import PlatformFacts, UserNodeFacts
 from tfk8s.schema.platform import PlatformSettings, PlatformStack, StorageSettings
-from tfk8s.schema.problems import ConfigError
 from tfk8s.specs import backends, readiness
 from tfk8s.specs.ownership import Claimed, Owner
 from tfk8s.stacks import config as stack_config

@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import pulumi
 from pydantic import ValidationError
 
+from tfk8s.errors import StackUnavailable
 from tfk8s.schema import NAMESPACE
 from tfk8s.schema.contract import PlatformFacts
 from tfk8s.stacks import outputs as stack_outputs
@@ -24,10 +24,6 @@ from tfk8s.stacks.outputs import qualified
 PLATFORM_OUTPUT = "platform"
 
 ReadOutputs = Callable[[str], dict[str, Any]]
-
-
-class StackUnavailable(pulumi.RunError):
-    """The platform stack is not there or not deployed; the message names it, the key and the fix."""
 
 
 def read_outputs(name: str) -> dict[str, Any]:

@@ -18,10 +18,10 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import pulumi
 from pydantic import ValidationError
 
 from tfk8s.checks.preflight import KubeApiError
+from tfk8s.errors import ContractUnavailable, unchanged
 from tfk8s.kube import api_paths
 from tfk8s.schema import NAMESPACE
 from tfk8s.schema.contract import Facts, PlatformFacts, TenantFacts
@@ -32,10 +32,6 @@ TENANT_DATA, PLATFORM_DATA = "tenant.json", "platform.json"
 KEY = f"{NAMESPACE}:namespace"
 
 Reader = Callable[[str], Mapping[str, Any] | None]
-
-
-class ContractUnavailable(pulumi.RunError):
-    """The experiment's namespace has no contract it may read; the message names the key and the fix."""
 
 
 UNREADABLE = (
@@ -80,9 +76,11 @@ def read(namespace: str, get: Reader, identity: Callable[[], str]) -> tuple[Tena
         if error.status != 403:
             raise
         raise ContractUnavailable(
-            f"{KEY}: {identity()} may not read the tenant contract in namespace {namespace!r} (ConfigMap {NAME}): "
-            "it is not one of that tenant's identities. Run the experiment with your own tenant's namespace, or ask "
-            "the platform team to add you to the tenant's identities; nothing was changed"
+            unchanged(
+                f"{KEY}: {identity()} may not read the tenant contract in namespace {namespace!r} (ConfigMap {NAME}): "
+                "it is not one of that tenant's identities. Run the experiment with your own tenant's namespace, or "
+                "ask the platform team to add you to the tenant's identities"
+            )
         ) from None
     if found is None:
         raise ContractUnavailable(

@@ -43,7 +43,7 @@ policy-venv: $(POLICY_VENV)/.installed ## The policy pack's virtualenv (policies
 requirements: ## Regenerate requirements.txt from pyproject.toml
 	$(PYTHON) hack/requirements.py
 
-schema: venv ## Regenerate schema/*.schema.json (the stack files' JSON Schema) from the models in infra/tfk8s/schema*.py
+schema: venv ## Regenerate schema/*.schema.json (the stack files' JSON Schema) from the models in infra/tfk8s/schema/
 	$(PY) hack/schema.py
 
 docs-reference: venv ## Regenerate docs/reference/<kind>.md (the configuration reference) from the same models
@@ -160,18 +160,19 @@ bench: venv ## The benchmarks that need no cluster (see docs/benchmarks.md)
 # Where hack/tools.sh keeps the toolchain (the same default as hack/env.sh).
 TOOLS_BIN := $(or $(TFK8S_CACHE),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/tfk8s)/bin
 
-lint: venv ## ruff, mypy, gofmt and go vet (the language host), actionlint on the GitOps workflows, the docs site built strictly
+lint: venv ## ruff, mypy, the layers' import contracts (pyproject.toml), gofmt and go vet (the language host), actionlint on the GitOps workflows, the docs site built strictly
 	$(VENV)/bin/ruff check infra training tests bench hack policies
 	$(VENV)/bin/ruff format --check infra tests hack policies
 	$(VENV)/bin/mypy hack/langhost hack/requirements.py hack/schema.py hack/docs_reference.py hack/toolenv.py hack/images.py
 	cd hack/langhost && test -z "$$(gofmt -l .)" && GOFLAGS=-mod=readonly go vet .
 	# The launcher and PS retirement helper run in TF 1.x images: Python 3.6 and newer.
 	$(VENV)/bin/vermin --target=3.6- --no-tips --violations --eval-annotations training/tfk8s_train/launch.py training/tfk8s_train/kube_retire.py
-	cd infra && ../$(VENV)/bin/mypy tfk8s
+	cd infra && ../$(VENV)/bin/mypy tfk8s tfk8s_gitops
+	PYTHONPATH=infra $(VENV)/bin/lint-imports
 	cd training && ../$(VENV)/bin/mypy tfk8s_train
 	hack/tools.sh actionlint
 	$(TOOLS_BIN)/actionlint .github/workflows/*.yml
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
 
 clean:
-	rm -rf $(VENV) $(POLICY_VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(POLICY_VENV) .pytest_cache .ruff_cache .import_linter_cache

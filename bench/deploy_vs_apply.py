@@ -49,7 +49,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "infra"), str(ROOT / "hack"), str(ROOT / "bench")]
 
 from rendering import PATCHES_DIR, render  # noqa: E402
-from tfk8s.kube_objects import provider_version  # noqa: E402
+from tfk8s.kube.objects import provider_version  # noqa: E402
 
 import toolenv  # noqa: E402
 
@@ -198,7 +198,7 @@ def floor_of(program: Program) -> str:
     return f"floor as {program.label} runs"
 
 
-# What an experiment's program imported of pulumi_kubernetes before tfk8s.kube_objects.
+# What an experiment's program imported of pulumi_kubernetes before tfk8s.kube.objects.
 K8S_MODULES = ("core.v1", "apps.v1", "batch.v1", "networking.v1", "rbac.v1", "apiextensions")
 
 
@@ -229,7 +229,7 @@ def floors(into: Path) -> list[Floor]:
     programs = {
         "floor": ("", None),
         "floor + the SDK's Kubernetes imports": ("".join(f"import pulumi_kubernetes.{m}\n" for m in K8S_MODULES), None),
-        # Registered as tfk8s.kube_objects does, without the SDK's classes: the provider alone.
+        # Registered as tfk8s.kube.objects does, without the SDK's classes: the provider alone.
         "floor + one ConfigMap": (
             "pulumi.CustomResource('kubernetes:core/v1:ConfigMap', 'floor', {'apiVersion': 'v1', 'kind': 'ConfigMap', "
             "'metadata': {'namespace': 'default'}, 'data': {'a': 'b'}}, "
@@ -320,9 +320,10 @@ def as_experimenter(work: Path, into: Path) -> Program:
 
 def render_experiment(work: Path, out: Path) -> None:
     """The dev experiment's objects, as `pulumi up -s dev` would create them."""
-    from tfk8s import preflight, program
-    from tfk8s.schema_experiment import ExperimentStack
-    from tfk8s.stack_config import load
+    from tfk8s import program
+    from tfk8s.checks import preflight
+    from tfk8s.schema.experiment import ExperimentStack
+    from tfk8s.stacks.config import load
 
     cluster = {**os.environ}  # rendering hides KUBECONFIG from the provider; the contract read needs it
 
@@ -350,7 +351,7 @@ def kubectl_side(work: Path) -> dict[str, float]:
         namespaces = sorted({d["metadata"]["namespace"] for d in docs if d["metadata"].get("namespace")})
 
         jobs = [d for d in docs if d["kind"] == "Job"]
-        # A run is its Job's uid (tfk8s.training_cluster): the Layout is given it as a value and
+        # A run is its Job's uid (tfk8s.components.training_cluster): the Layout is given it as a value and
         # each PS Deployment is patched with the Job as its owner, once the Job exists, with
         # kubectl as with pulumi. So: everything else first (the PS read the uid themselves),
         # then read the uid, then those, applied by a field manager of their own as the patches are.

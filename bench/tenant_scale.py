@@ -46,9 +46,9 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "infra"), str(ROOT / "hack")]
 
-from tfk8s.quantities import parse_quantity  # noqa: E402
-from tfk8s.schema_platform import ContainerDefaults  # noqa: E402
-from tfk8s.user_env import USER_NODE_PODS_PER_USER  # noqa: E402
+from tfk8s.components.user_env import USER_NODE_PODS_PER_USER  # noqa: E402
+from tfk8s.schema.platform import ContainerDefaults  # noqa: E402
+from tfk8s.schema.quantities import parse_quantity  # noqa: E402
 
 import toolenv  # noqa: E402
 

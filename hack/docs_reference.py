@@ -1,6 +1,6 @@
 """Write docs/reference/<kind>.md: the configuration reference of each kind of stack file, from the models.
 
-The models in infra/tfk8s/schema*.py are the one schema (`tfk8s.schema.STACK_KINDS`); hack/schema.py
+The models in infra/tfk8s/schema/ are the one schema (`tfk8s.schema.STACK_KINDS`); hack/schema.py
 publishes it as JSON Schema for editors, this renders it as Markdown for the docs site: one page per
 kind, one section per object of the stack file, one row per key (its path, type, default and the
 field's documentation). `python hack/docs_reference.py` rewrites the pages (`make docs-reference`);
@@ -29,10 +29,10 @@ from schema import ROOT, SECRETS, schema  # noqa: I001  (hack/ is this script's 
 
 TARGET_DIR = ROOT / "docs" / "reference"
 TITLES = {"platform": "Platform stack", "tenant": "Tenant stack", "experiment": "Experiment stack"}
-SOURCES = {kind: f"infra/tfk8s/schema_{kind}.py" for kind in TITLES}
+SOURCES = {kind: f"infra/tfk8s/schema/{kind}.py" for kind in TITLES}
 KIND_TEXT = "which kind of stack the file is, its first key: `platform`, `tenant` or `experiment` (each has a page here)"
 
-# What a value type of tfk8s.schema_types (or a kind's own check) accepts, by its validator's name.
+# What a value type of tfk8s.schema.types (or a kind's own check) accepts, by its validator's name.
 VALIDATOR_TYPES = {
     "dns_name": "DNS-1123 label, ≤ 40 characters",
     "dns_subdomain": "DNS-1123 subdomain",

@@ -322,7 +322,7 @@ def tensorflow() -> Image:
 
 # Jupyter's user, as in the Jupyter project's docker-stacks images (the platform's default Jupyter
 # image): `jovyan`, uid 1000, group `users` (100), home /home/jovyan, where the tenant's notebooks
-# are mounted (tfk8s.user_env) and the platform's `podSecurity.jupyter` runs it.
+# are mounted (tfk8s.components.user_env) and the platform's `podSecurity.jupyter` runs it.
 JUPYTER_USER, JUPYTER_GROUP, JUPYTER_HOME = "jovyan", 100, "/home/jovyan"
 SITE = "usr/local/lib/python3.11/dist-packages"
 
@@ -348,7 +348,7 @@ def jupyter() -> Image:
     changing any package the training layer holds (pinned to their versions: the resolver fails
     rather than upgrade one), and the user the platform runs it as. `jupyter lab` listens on all
     addresses, on the port JUPYTER_PORT says, and asks for the token in the file JUPYTER_TOKEN_FILE
-    names (tfk8s.app_sessions; JUPYTER_TOKEN would do too, but every kernel would inherit it)."""
+    names (tfk8s.specs.app_sessions; JUPYTER_TOKEN would do too, but every kernel would inherit it)."""
     base = tensorflow()
     requirements = _extra("notebook")
     archive, found = _cached("jupyter", _key(base.tag, *requirements, JUPYTER_USER, str(JUPYTER_GROUP)))

@@ -1,6 +1,6 @@
 """Write schema/<kind>.schema.json: the JSON Schema of each kind of stack file, from the models.
 
-The models in infra/tfk8s/schema*.py are the one schema (`tfk8s.schema.STACK_KINDS`: each kind's
+The models in infra/tfk8s/schema/ are the one schema (`tfk8s.schema.STACK_KINDS`: each kind's
 model); this publishes it for editors (the stack files name it in a `yaml-language-server:
 $schema=` comment), each field's documentation included. `python hack/schema.py` rewrites
 the files; `--check` fails if they are stale (a unit test runs that).
@@ -17,7 +17,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "infra"))
 # The field docstrings are the schema's documentation; only this process has the models read them
-# (tfk8s.schema_types.PUBLISH_DOCSTRINGS_ENV, set before the models are built).
+# (tfk8s.schema.types.PUBLISH_DOCSTRINGS_ENV, set before the models are built).
 os.environ["TFK8S_SCHEMA_DOCSTRINGS"] = "1"
 
 from tfk8s import schema  # noqa: E402

@@ -16,43 +16,33 @@ from typing import Any
 
 import pulumi
 
-from tfk8s import (
-    access,
-    api_paths,
-    backends,
-    context_checks,
-    experiment_stack,
-    network_policy,
-    ownership,
-    platform_stack,
-    preflight,
-    pulumi_internals,
-    quota_check,
-    stack_config,
-    stack_ref,
-    tenant_checks,
-    tenant_contract,
-    tenant_stack,
-    timings,
-)
-from tfk8s.code import launcher_bundle
-from tfk8s.config_errors import ConfigError
-from tfk8s.contract import PlatformFacts, TenantFacts
+from tfk8s import pulumi_internals, timings
+from tfk8s.checks import access, preflight
+from tfk8s.checks import context as context_checks
+from tfk8s.checks import quota as quota_check
+from tfk8s.checks import tenant as tenant_checks
+from tfk8s.components.user_env import USER_NODE_PODS_PER_USER
+from tfk8s.components.user_node import check_room, checked_taints
+from tfk8s.errors import AccessDenied, ConfigError, ContractUnavailable, OwnershipConflict, refusing, unchanged
+from tfk8s.kube import api_paths
 from tfk8s.schema import NAMESPACE
-from tfk8s.schema_experiment import ExperimentStack
-from tfk8s.schema_platform import NetworkSettings, PlatformStack
-from tfk8s.schema_tenant import TenantStack
-from tfk8s.user_env import USER_NODE_PODS_PER_USER
-from tfk8s.user_node import check_room, checked_taints
+from tfk8s.schema.contract import PlatformFacts, TenantFacts
+from tfk8s.schema.experiment import ExperimentStack
+from tfk8s.schema.platform import NetworkSettings, PlatformStack
+from tfk8s.schema.tenant import TenantStack
+from tfk8s.specs import backends, network_policy, ownership
+from tfk8s.specs.code import launcher_bundle
+from tfk8s.stacks import config as stack_config
+from tfk8s.stacks import experiment as experiment_stack
+from tfk8s.stacks import platform as platform_stack
+from tfk8s.stacks import ref as stack_ref
+from tfk8s.stacks import tenant as tenant_stack
+from tfk8s.stacks import tenant_contract
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = PROJECT_ROOT / "training" / "master_client.ipynb"
 
 Reader = Callable[[str], Mapping[str, Any] | None]
-
-
-class OwnershipConflict(pulumi.RunError):
-    """An object this stack would create exists and belongs to someone else; nothing was changed."""
 
 
 def owner_of(kind: str, environ: Mapping[str, str]) -> ownership.Owner:
@@ -73,13 +63,11 @@ def refuse_foreign(claims: list[ownership.Claimed], read: Reader | None, owner: 
         return
     problems = ownership.refusals(claims, read, owner.annotation, fix)
     if problems:
-        raise OwnershipConflict(
-            "refusing to adopt objects tfk8s does not own; nothing was changed:\n  - " + "\n  - ".join(problems)
-        )
+        raise OwnershipConflict(refusing(problems, "to adopt objects tfk8s does not own"))
 
 
 def refuse_over_quota(stack: ExperimentStack, experiment: str, tenant: TenantFacts, read_whole: Reader) -> None:
-    """Refuse, before anything is declared, an experiment its tenant's quota has no room for (tfk8s.quota_check)."""
+    """Refuse, before anything is declared, an experiment its tenant's quota has no room for (tfk8s.checks.quota)."""
     room = quota_check.live_room(read_whole, tenant.namespace, experiment)
     if room is None:  # the namespace has no tfk8s quota: Kubernetes will refuse nothing either
         return
@@ -195,23 +183,16 @@ def run_tenant(
     return tenant_stack.build(stack, platform, stack_ref.qualified(stack.platform_stack), owner, root, NOTEBOOK, token)
 
 
-class AccessDenied(pulumi.RunError):
-    """The caller's credentials may not do in the tenant's namespace what the experiment needs."""
-
-
 def refuse_without_access(platform: PlatformFacts, tenant: TenantFacts, post: access.Post | None) -> None:
     """Ask the API server, before anything is read or declared, whether the caller may do what this
-    experiment's `up` and `destroy` need in its tenant's namespace (tfk8s.access); refuse naming the
+    experiment's `up` and `destroy` need in its tenant's namespace (tfk8s.checks.access); refuse naming the
     identity, the namespace and every missing verb. One request when everything is allowed."""
     if post is None:
         return
     missed = access.missing(post, tenant.namespace, access.experimenter_rules(platform.layouts))
     if missed:
         who = access.identity(post)
-        raise AccessDenied(
-            "refusing: nothing was changed:\n  - "
-            + "\n  - ".join(access.refusals(missed, who, tenant.namespace, tenant_contract.KEY))
-        )
+        raise AccessDenied(refusing(access.refusals(missed, who, tenant.namespace, tenant_contract.KEY)))
 
 
 def run_experiment(
@@ -226,7 +207,7 @@ def run_experiment(
     """`read` GETs objects' metadata alone (ownership); `read_whole` whole objects and lists (the
     contract, the quota); `post` asks the API server's access reviews."""
     if read_whole is None:
-        raise tenant_contract.ContractUnavailable(tenant_contract.UNREADABLE)
+        raise ContractUnavailable(tenant_contract.UNREADABLE)
     who = (lambda: access.identity(post)) if post is not None else (lambda: access.UNKNOWN_IDENTITY)
     tenant, platform = tenant_contract.read(stack.namespace, read_whole, who)
     timings.mark("facts")
@@ -244,9 +225,10 @@ def run_experiment(
         other = ownership.foreign(read(api_paths.NAMESPACE.path(namespace)) or {"metadata": {}}, tenant.owner)
         if other:
             raise OwnershipConflict(
-                f"{tenant_contract.KEY}: namespace {namespace!r} of tenant {tenant.name!r} is not the tenant stack's "
-                f"({tenant.owner}): it is managed by {other}. `pulumi up` the tenant stack of {tenant.name!r} again; "
-                "nothing was changed"
+                unchanged(
+                    f"{tenant_contract.KEY}: namespace {namespace!r} of tenant {tenant.name!r} is not the tenant stack's "
+                    f"({tenant.owner}): it is managed by {other}. `pulumi up` the tenant stack of {tenant.name!r} again"
+                )
             )
     fix = "Another experiment uses this name: set a different tfk8s:experiment (or cluster name)"
     launcher = launcher_bundle(root, "experiment")

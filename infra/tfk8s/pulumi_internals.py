@@ -12,8 +12,8 @@ The internals, what each is for, and what public API would replace it:
 
 - **The resource monitor** (`pulumi.runtime.settings.get_monitor`) -> `resource_monitor`. Two
   reads start in threads of their own at the program's first line, while the program imports its
-  modules: the provider's warm-up (tfk8s.kube_objects.warm_up_provider) and the read ahead of
-  the stack a tenant builds on (tfk8s.stack_outputs.prefetch). The SDK keeps its settings in
+  modules: the provider's warm-up (tfk8s.kube.objects.warm_up_provider) and the read ahead of
+  the stack a tenant builds on (tfk8s.stacks.outputs.prefetch). The SDK keeps its settings in
   context variables, which a new thread does not inherit: there it sees the first values ever set
   (the SDK's ContextProperty keeps them as a process-wide default), which for the monitor happens
   to be the engine's and for the project is the placeholder "project". So the monitor is taken
@@ -38,14 +38,14 @@ The internals, what each is for, and what public API would replace it:
   internal wire format).
 - **The runtime's config** (`pulumi.runtime.config.CONFIG` and `get_config_env`) -> `all_config`.
   Every key the stack sets, so the stack file is validated whole, typos in key names included
-  (tfk8s.stack_config). Public replacement: none; `pulumi.Config` reads a key the program names
+  (tfk8s.stacks.config). Public replacement: none; `pulumi.Config` reads a key the program names
   and cannot list the keys that are set.
 - **Raw config reads** (`pulumi.runtime.get_config`, `pulumi.runtime.is_config_secret`) ->
   `raw_config`, `is_config_secret`. Exported by `pulumi.runtime`, whose config module says "Please
   use pulumi.Config instead": runtime support, not the program's API, so they come through here
   too. `raw_config` reads a value without `pulumi.Config.get`'s warning for a secret (the
   kubeconfig's presence, the stack a tenant builds on before validation); `is_config_secret` tells
-  a secret set in plain text from one set with `--secret`, which tfk8s refuses (tfk8s.stack_config
+  a secret set in plain text from one set with `--secret`, which tfk8s refuses (tfk8s.stacks.config
   .parse_secret). Public replacements: `pulumi.Config(namespace).get(key)` where the warning does
   not matter; for `is_config_secret` none (`Config.get_secret` answers an Output, after the program
   has run; pulumi/pulumi#13063 found `is_config_secret` undocumented, and blind to `--path` keys).

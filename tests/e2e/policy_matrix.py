@@ -1,5 +1,5 @@
 """Who may reach whom under the live NetworkPolicies, as a real NetworkPolicy engine computes it,
-and as tfk8s.network_policy designs it: the offline matrix test_network.py checks on simulated
+and as tfk8s.specs.network_policy designs it: the offline matrix test_network.py checks on simulated
 pods, and test_real_network.py compares with real connections on the real node.
 
 cyclonus (hack/tools.sh cyclonus) evaluates the policies the tenant and experiment stacks created
@@ -115,7 +115,7 @@ def evaluate(kube: Kube, namespaces: list[str], work: Path) -> tuple[dict[int, d
 
 
 def designed(source: str, target: str, port: int) -> bool:
-    """tfk8s.network_policy's design, written out: may `source` open `port` on `target`?"""
+    """tfk8s.specs.network_policy's design, written out: may `source` open `port` on `target`?"""
     (s_ns, s_pod), (t_ns, t_pod) = source.split("/"), target.split("/")
     if s_ns != t_ns:
         return False  # nothing crosses tenants

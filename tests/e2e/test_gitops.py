@@ -38,7 +38,7 @@ import pytest
 import yaml
 from drivers import CLUSTER, ROOT, Kube
 from s3_server import s3_server
-from tfk8s.gitops.identity import identity
+from tfk8s_gitops.identity import identity
 
 import toolenv
 

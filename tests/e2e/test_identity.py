@@ -3,7 +3,7 @@
 alice gets a client certificate the local cluster's CA signed (hack/cluster.sh user-kubeconfig), the
 way a tenant's user arrives with credentials of their organisation: the API server knows her user
 name and group, and RBAC grants her nothing until a binding does. Then the experimenter table
-(tfk8s.access), bound to her in one namespace, is exactly what `access.missing` finds there, through
+(tfk8s.checks.access), bound to her in one namespace, is exactly what `access.missing` finds there, through
 the program's own client (preflight.KubeApi), and nothing of it anywhere else.
 """
 
@@ -21,8 +21,9 @@ from typing import Any
 import pytest
 import yaml
 from drivers import Kube, user_kube
-from tfk8s import access, guard, preflight
-from tfk8s.gitops import identity as gitops_identity
+from tfk8s.checks import access, preflight
+from tfk8s.components import guard
+from tfk8s_gitops import identity as gitops_identity
 
 import toolenv
 

@@ -4,7 +4,7 @@ kwok runs no containers and enforces no policy, so nothing here sends a packet: 
 the live policies offline (policy_matrix.py; test_real_network.py sends real packets on the real
 node). Two tenants, alice and bob, each run one experiment `net` of two clusters: `one`
 (between-graph) and `two` (in-graph, driven by the tenant's Jupyter). The matrix must be exactly
-the design of tfk8s.network_policy, and every pair across tenants denied.
+the design of tfk8s.specs.network_policy, and every pair across tenants denied.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def test_the_live_policies_allow_exactly_the_designed_pairs_and_nothing_across_t
 ) -> None:
     namespaces = [f"tfk8s-{user}" for user in TENANTS]
     matrices, pods = evaluate(kube, namespaces, tmp_path)
-    # Per tenant: the five of tfk8s.network_policy's tenant policies and one per cluster.
+    # Per tenant: the five of tfk8s.specs.network_policy's tenant policies and one per cluster.
     policies = [p for p in kube.get("networkpolicies") if p["metadata"]["namespace"] in namespaces]
     assert len(policies) == len(namespaces) * (5 + 2), [p["metadata"]["name"] for p in policies]
     # Per tenant: Jupyter, TensorBoard, and per cluster a PS and a worker.

@@ -2,7 +2,7 @@
 
 alice holds the experimenter role in tfk8s-alice (her tenant stack binds it): enough for RBAC to let
 her create Jobs, Services, RoleBindings and patch Deployments there. Each attack below is what a
-review found RBAC let through; the platform's admission policies (tfk8s.tenant_admission) refuse it
+review found RBAC let through; the platform's admission policies (tfk8s.components.tenant_admission) refuse it
 on the real API server, with a message naming the rule. Every request is a server-side dry run, so
 admission runs in full and nothing is left behind. The legitimate paths stay open: her plain Jobs,
 ClusterIP Services, bindings of her own service accounts, reading her pods and their logs; and the

@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tfk8s import cluster_spec as cs
-from tfk8s import labels, pods
-from tfk8s.schema_experiment import ClusterSettings, PsSettings, WorkerSettings
+from tfk8s.schema.experiment import ClusterSettings, PsSettings, WorkerSettings
+from tfk8s.specs import cluster_spec as cs
+from tfk8s.specs import labels, pods
 from tfk8s_train import kube_retire, launch
 from tfk8s_train.launch import LaunchError, parse_env
 
@@ -126,8 +126,8 @@ def test_child_gets_tf_config_and_classic_flags() -> None:
     assert launch.child_command(no_flags, ["python", "t.py"]) == ["python", "t.py"]
 
 
-# The infra's side of the contract, as production pods get it: the cluster spec of tfk8s.cluster_spec
-# in the environment of tfk8s.pods.task_env (the pure builders, no Pulumi).
+# The infra's side of the contract, as production pods get it: the cluster spec of tfk8s.specs.cluster_spec
+# in the environment of tfk8s.specs.pods.task_env (the pure builders, no Pulumi).
 INFRA_CLUSTER = ClusterSettings(name="mnist", ps=PsSettings(count=2), workers=WorkerSettings(count=3))
 IN_GRAPH_CLUSTER = INFRA_CLUSTER.model_copy(update=dict(replication="in-graph", in_graph_client="chief"))
 
@@ -464,7 +464,7 @@ def _job_of_run(run: str, uid: str, **metadata: Any) -> dict[str, Any]:
 def test_a_ps_without_its_run_uid_takes_it_from_its_runs_job_once_that_job_exists(
     tmp_path: Path, api_server: tuple[str, Any], launcher_python: str
 ) -> None:
-    """The PS start beside their Job (tfk8s.training_cluster): no Job yet, then an earlier run's Job
+    """The PS start beside their Job (tfk8s.components.training_cluster): no Job yet, then an earlier run's Job
     of the same name, then this run's Job while it is being deleted, are all waited out; the uid of
     this run's live Job is the run, and its done markers retire the PS."""
     url, handler = api_server

@@ -53,9 +53,11 @@ USER_NODE_ADDRESS = "10.0.0.10"
 def facts_for(platform_raw: dict[str, Any]) -> dict[str, Any]:
     """The `platform` output a deployed platform stack of `platform_raw` publishes, built like the
     platform builds it (its owner, API group and User Node address the ones a test platform has)."""
-    from tfk8s import backends, guard, platform_stack
-    from tfk8s.context_checks import check_platform
-    from tfk8s.stack_config import validate
+    from tfk8s.checks.context import check_platform
+    from tfk8s.components import guard
+    from tfk8s.specs import backends
+    from tfk8s.stacks import platform as platform_stack
+    from tfk8s.stacks.config import validate
 
     stack = check_platform(validate(platform_raw), None)  # type: ignore[arg-type]
     p = stack.platform
@@ -78,9 +80,9 @@ def tenant_owner(stack: str) -> str:
 def tenant_facts_for(tenant_stack: str, platform_output: dict[str, Any] | None = None) -> dict[str, Any]:
     """The `tenant` output of stacks/Pulumi.<tenant_stack>.yaml, deployed on `platform_output`
     (default: its own platform stack file's facts), its app URLs the ones a test tenant has."""
-    from tfk8s import tenant_stack as tenants
-    from tfk8s.contract import PlatformFacts
-    from tfk8s.stack_config import validate
+    from tfk8s.schema.contract import PlatformFacts
+    from tfk8s.stacks import tenant as tenants
+    from tfk8s.stacks.config import validate
 
     stack = validate(stack_config(tenant_stack))
     platform = PlatformFacts.model_validate(
@@ -121,8 +123,9 @@ def platform_of(stack: str) -> str:
 
 def with_contract(namespace: str, tenant: dict[str, Any], platform: dict[str, Any], read_whole: Any) -> Any:
     """`read_whole` (None: the cluster has nothing else) that also answers the tenant's contract
-    ConfigMap in `namespace`, as the tenant stack publishes it (tfk8s.tenant_contract)."""
-    from tfk8s import api_paths, tenant_contract
+    ConfigMap in `namespace`, as the tenant stack publishes it (tfk8s.stacks.tenant_contract)."""
+    from tfk8s.kube import api_paths
+    from tfk8s.stacks import tenant_contract
 
     path = api_paths.CONFIG_MAP.path(tenant_contract.NAME, namespace)
     data = {tenant_contract.TENANT_DATA: json.dumps(tenant), tenant_contract.PLATFORM_DATA: json.dumps(platform)}
@@ -170,7 +173,7 @@ def run_program(
     `post(path, body)` for an experiment's access reviews (None: not asked, as without credentials).
     """
     from tfk8s import program
-    from tfk8s.stack_config import validate
+    from tfk8s.stacks.config import validate
 
     kind = raw.get("kind")
     mocks = RecordingMocks(status_hook, live_hook)

@@ -1,5 +1,5 @@
 """The `restricted` Pod Security Standard, checked on a pod spec (pure; a test oracle, independent of
-the builders in tfk8s.pod_security).
+the builders in tfk8s.specs.pod_security).
 
 Its controls as https://kubernetes.io/docs/concepts/security/pod-security-standards/ states them:
 every control of `baseline`, and the restricted ones (volume types, privilege escalation, non-root,

@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 from mocked_program import facts_for, stack_config
-from tfk8s import access, api_paths
-from tfk8s.contract import PlatformFacts
+from tfk8s.checks import access
+from tfk8s.kube import api_paths
+from tfk8s.schema.contract import PlatformFacts
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 NAMESPACE = "tfk8s-alice"
@@ -209,8 +210,8 @@ def test_an_experiment_its_caller_may_not_run_is_refused_before_any_read_or_decl
     dev_config: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from mocked_program import run_program
-    from tfk8s import experiment_stack
-    from tfk8s.program import AccessDenied
+    from tfk8s.errors import AccessDenied
+    from tfk8s.stacks import experiment as experiment_stack
 
     monkeypatch.setattr(experiment_stack, "build", lambda *args, **kwargs: pytest.fail("declared resources"))
     reads: list[str] = []
@@ -227,7 +228,7 @@ def test_an_experiment_its_caller_may_not_run_is_refused_before_any_read_or_decl
 
 def test_an_experiment_its_caller_may_run_proceeds(dev_config: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
     from mocked_program import run_program
-    from tfk8s import experiment_stack
+    from tfk8s.stacks import experiment as experiment_stack
 
     declared: list[bool] = []
     monkeypatch.setattr(experiment_stack, "build", lambda *args, **kwargs: declared.append(True) or {})

@@ -1,4 +1,4 @@
-"""A tenant's browser sessions (tfk8s.app_sessions): every tenant's Jupyter and TensorBoard share the
+"""A tenant's browser sessions (tfk8s.specs.app_sessions): every tenant's Jupyter and TensorBoard share the
 User Node's host name, so each app's session cookie is named after its tenant and bounded in time,
 at Jupyter as at the TensorBoard gate."""
 

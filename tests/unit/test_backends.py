@@ -1,13 +1,13 @@
-"""The storage backend table (tfk8s.backends): complete, consistent, and the messages it words."""
+"""The storage backend table (tfk8s.specs.backends): complete, consistent, and the messages it words."""
 
 from __future__ import annotations
 
 from typing import get_args
 
 import pytest
-from tfk8s import backends
-from tfk8s.schema_platform import CsiSettings, GlusterfsSettings, StorageBackend, StorageSettings
-from tfk8s.stack_config import SECRET_KEYS
+from tfk8s.schema.platform import CsiSettings, GlusterfsSettings, StorageBackend, StorageSettings
+from tfk8s.specs import backends
+from tfk8s.stacks.config import SECRET_KEYS
 
 # One valid setting per backend, as check_platform would let through.
 SAMPLES = {

@@ -3,8 +3,8 @@ flags, is the launcher's: tests/training/test_launch.py tests it on this spec.)"
 
 from __future__ import annotations
 
-from tfk8s import cluster_spec as cs
-from tfk8s.schema_experiment import ClusterSettings, PsSettings, WorkerSettings
+from tfk8s.schema.experiment import ClusterSettings, PsSettings, WorkerSettings
+from tfk8s.specs import cluster_spec as cs
 
 CLUSTER = ClusterSettings(name="mnist", ps=PsSettings(count=2), workers=WorkerSettings(count=3))
 

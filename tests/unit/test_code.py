@@ -1,6 +1,6 @@
 """The trainer package each kind of pod gets holds every module those pods can import.
 
-Pods get a copy of tfk8s_train without the modules they never import (tfk8s.code.NOT_SHIPPED).
+Pods get a copy of tfk8s_train without the modules they never import (tfk8s.specs.code.NOT_SHIPPED).
 A module missing from a copy fails only in a running pod, so the copies are checked here against
 what their entry points import, statically, lazy imports inside functions included.
 """
@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 from mocked_program import ROOT
-from tfk8s.code import NOT_SHIPPED, PackageUse, launcher_bundle
-from tfk8s.pods import LAUNCH_MODULE
-from tfk8s.schema_experiment import DEFAULT_TRAINER, LAUNCHER_PACKAGE
+from tfk8s.schema.experiment import DEFAULT_TRAINER, LAUNCHER_PACKAGE
+from tfk8s.specs.code import NOT_SHIPPED, PackageUse, launcher_bundle
+from tfk8s.specs.pods import LAUNCH_MODULE
 
 PACKAGE = ROOT / LAUNCHER_PACKAGE
 NAME = PACKAGE.name  # tfk8s_train
@@ -73,7 +73,7 @@ def entry_points(use: PackageUse) -> set[str]:
 def test_each_copy_of_the_package_holds_what_its_pods_import(use: PackageUse) -> None:
     shipped = set(launcher_bundle(ROOT, use).files)
     needed = closure(entry_points(use))
-    assert needed <= shipped, f"{use} pods import {sorted(needed - shipped)}, which tfk8s.code.NOT_SHIPPED leaves out"
+    assert needed <= shipped, f"{use} pods import {sorted(needed - shipped)}, which tfk8s.specs.code.NOT_SHIPPED leaves out"
     assert not shipped & NOT_SHIPPED[use]
     # Lazy imports count: the launcher imports kube_retire inside a function.
     assert "kube_retire.py" in needed

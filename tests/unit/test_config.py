@@ -11,13 +11,13 @@ from typing import Any
 import pulumi
 import pytest
 from mocked_program import ROOT, facts_for, stack_config
-from tfk8s.config_errors import ConfigError
-from tfk8s.context_checks import check_experiment, check_platform
-from tfk8s.contract import PlatformFacts
-from tfk8s.schema_platform import ImageSettings, PlatformStack
-from tfk8s.schema_tenant import TenantStack
-from tfk8s.stack_config import JUPYTER_TOKEN_RULES, parse_jupyter_token, parse_secret, secret_keys, stack_values, validate
-from tfk8s.tenant_checks import check_tenant
+from tfk8s.checks.context import check_experiment, check_platform
+from tfk8s.checks.tenant import check_tenant
+from tfk8s.errors import ConfigError
+from tfk8s.schema.contract import PlatformFacts
+from tfk8s.schema.platform import ImageSettings, PlatformStack
+from tfk8s.schema.tenant import TenantStack
+from tfk8s.stacks.config import JUPYTER_TOKEN_RULES, parse_jupyter_token, parse_secret, secret_keys, stack_values, validate
 
 Raw = dict[str, Any]
 SCHEMA_DIR = ROOT / "schema"
@@ -992,7 +992,7 @@ def test_a_secret_in_plain_text_or_with_a_line_break_is_refused(key: str, raw: s
 
 def test_a_heketi_key_in_plain_text_stops_the_platform_before_anything_exists(imagenet_platform_config: Raw) -> None:
     """As a Jupyter token in plain text does: the key would sit readable in the stack file."""
-    from tfk8s.platform_stack import backend_secret
+    from tfk8s.stacks.platform import backend_secret
 
     settings = validate(imagenet_platform_config).platform.storage  # type: ignore[union-attr]
     pulumi.runtime.set_all_config({"tfk8s:heketiAdminKey": "admin-key"}, secret_keys=[])
@@ -1039,8 +1039,8 @@ def test_a_cluster_name_may_start_with_a_digit_as_every_name_it_makes_starts_wit
     (or the experiment's own name), and the experiment's name starts with a letter."""
     import re
 
-    from tfk8s import training_cluster
-    from tfk8s.cluster_spec import cluster_spec
+    from tfk8s.components import training_cluster
+    from tfk8s.specs.cluster_spec import cluster_spec
 
     cluster(dev_config).update(name="2d-unet", scratch={"size": "1Gi"})
     stack = validate(dev_config)
@@ -1094,7 +1094,7 @@ def test_stacks_parse_with_documented_defaults() -> None:
     assert platform.platform.images.tensorflow == ImageSettings().tensorflow
     tenant = parse(stack_config("tenant-alice"))
     assert tenant.platform_stack == "platform-dev" and tenant.tenant.volumes.keep_on_destroy
-    # alice, and the account GitOps runs her `dev` stack as (tfk8s.gitops.identity)
+    # alice, and the account GitOps runs her `dev` stack as (tfk8s_gitops.identity)
     assert (tenant.tenant.identities.users, tenant.tenant.identities.groups) == (
         (
             "alice",
@@ -1231,7 +1231,7 @@ def test_a_missing_key_says_what_the_published_schema_says_without_reading_docst
     hack/schema.py reads them. A required field's description, the hint of its missing-key error,
     must not depend on that: the one published for editors is the one the error gives."""
     from tfk8s import schema as schemas
-    from tfk8s.schema_types import Model
+    from tfk8s.schema.types import Model
 
     assert Model.model_config["use_attribute_docstrings"] is False  # this process: as a program
     published = json.loads((SCHEMA_DIR / f"{kind}.schema.json").read_text())

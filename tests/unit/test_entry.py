@@ -53,7 +53,7 @@ def test_boot_comes_before_the_programs_import_and_main_runs_the_program(tmp_pat
     assert tuple(thresholds) == EVALUATION_GC_THRESHOLDS
     assert pydantic_plugins == "__all__"
     assert marked == ["start"]  # the provider's warm-up and the read ahead were started before
-    thresholds, _, _ = ran["seen"]["tfk8s.kube_objects"]
+    thresholds, _, _ = ran["seen"]["tfk8s.kube.objects"]
     assert tuple(thresholds) == EVALUATION_GC_THRESHOLDS  # the collector's thresholds come first of all
     phases = [json.loads(line)["phase"] for line in (tmp_path / "timings.jsonl").read_text().splitlines()]
     assert phases[:2] == ["start", "import"]

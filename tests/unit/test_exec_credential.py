@@ -11,8 +11,10 @@ from typing import Any
 
 import pytest
 from api_echo import Server
-from tfk8s import exec_credential, preflight
-from tfk8s.exec_credential import ExecCredentialError
+from tfk8s import errors
+from tfk8s.checks import preflight
+from tfk8s.kube import exec_credential
+from tfk8s.kube.exec_credential import ExecCredentialError
 
 V1 = "client.authentication.k8s.io/v1"
 # A plugin that records what it was given (argv, its request, one env value) and prints `answer`.
@@ -113,7 +115,7 @@ def test_a_failing_plugin_stops_the_program_before_anything_is_declared(tmp_path
         )
     )
     with pytest.raises(
-        preflight.ClusterUnreachable,
+        errors.ClusterUnreachable,
         match=r"the kubeconfig's credentials: users\[\]\.user\.exec\.command .* exited 3: no credentials",
     ):
         preflight.check_cluster({"KUBECONFIG": str(kubeconfig)}, kubeconfig_in_config=False)

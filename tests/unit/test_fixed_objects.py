@@ -1,5 +1,5 @@
 """The ownership read checks what the program creates: every object declared under a fixed name is
-one its component claims (tfk8s.ownership.Claimed), and every claim is an object the program declares.
+one its component claims (tfk8s.specs.ownership.Claimed), and every claim is an object the program declares.
 
 So a new fixed-name object is checked by being listed where its component names it, and a list
 that drifted from the names the components create fails here, on every stack the golden
@@ -14,11 +14,11 @@ import pulumi
 import pytest
 from mocked_program import PLATFORM_OWNER, after, run_program, tenant_of, tenant_owner
 from test_golden_manifests import CASES
-from tfk8s import ownership
+from tfk8s.specs import ownership
 
 Identity = tuple[str, str | None, str]  # kind, namespace, name
 
-# Patches change an object that exists, never create one: a NodePatch the User Node (tfk8s.user_node
+# Patches change an object that exists, never create one: a NodePatch the User Node (tfk8s.components.user_node
 # checks its taints' managers), a DeploymentPatch a PS Deployment the same program declares.
 PATCHES = {"kubernetes:core/v1:NodePatch", "kubernetes:apps/v1:DeploymentPatch"}
 

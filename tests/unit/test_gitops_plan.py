@@ -1,4 +1,4 @@
-"""The GitOps plan (tfk8s.gitops.plan) on real git repositories: which stacks a change touches, in
+"""The GitOps plan (tfk8s_gitops.plan) on real git repositories: which stacks a change touches, in
 which order their operations run, and which steps a failure blocks."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from tfk8s.gitops.plan import Plan, Step, make_plan
-from tfk8s.gitops.repo import NO_COMMIT, GitError, Repo
+from tfk8s_gitops.plan import Plan, Step, make_plan
+from tfk8s_gitops.repo import NO_COMMIT, GitError, Repo
 
 PROJECT = {"name": "tfk8s", "runtime": "python", "main": "infra/", "stackConfigDir": "stacks"}
 
@@ -234,7 +234,7 @@ def test_a_moved_stack_folder_needs_confirming_even_when_the_files_moved_along(r
 
 
 def test_an_unconfirmed_apply_runs_no_pulumi_command_at_all(repo: GitRepo, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tfk8s.gitops import pipeline, summary
+    from tfk8s_gitops import pipeline, summary
 
     base = repo.git("rev-parse", "HEAD")
     head = repo.commit({"tenant-bob": None, "big": None})

@@ -1,5 +1,5 @@
-"""What the GitOps pipeline reads from the engine (tfk8s.gitops.engine), the Markdown it writes
-(tfk8s.gitops.summary), and the operator objects it renders (tfk8s.gitops.operator)."""
+"""What the GitOps pipeline reads from the engine (tfk8s_gitops.engine), the Markdown it writes
+(tfk8s_gitops.summary), and the operator objects it renders (tfk8s_gitops.operator)."""
 
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 import yaml
-from tfk8s.config_errors import ConfigError
-from tfk8s.gitops import operator, summary
-from tfk8s.gitops.engine import NOT_RUN_LEVEL, Result, _read_events
-from tfk8s.gitops.identity import identity
-from tfk8s.gitops.pipeline import FAILED, SKIPPED, Report, StepReport
-from tfk8s.gitops.plan import Plan, Step
-from tfk8s.gitops.repo import Repo
+from tfk8s.errors import ConfigError
+from tfk8s_gitops import operator, summary
+from tfk8s_gitops.engine import NOT_RUN_LEVEL, Result, _read_events
+from tfk8s_gitops.identity import identity
+from tfk8s_gitops.pipeline import FAILED, SKIPPED, Report, StepReport
+from tfk8s_gitops.plan import Plan, Step
+from tfk8s_gitops.repo import Repo
 
 JOB = "urn:pulumi:exp::tfk8s::tfk8s:index:Experiment$tfk8s:index:TrainingCluster$kubernetes:batch/v1:Job::exp-mnist-worker"
 POLICY = "urn:pulumi:exp::tfk8s::tfk8s:index:Experiment$kubernetes:networking.k8s.io/v1:NetworkPolicy::exp-mnist"
@@ -185,7 +185,7 @@ def test_what_the_operator_cannot_run_is_refused_with_the_fix(
 
 
 def test_an_experiments_workspace_outside_the_gitops_namespace_is_refused_as_its_tenant_would(files: StackFiles) -> None:
-    """A tenant accepts service accounts of its own namespace and of tfk8s-gitops alone (tfk8s.tenant_checks)."""
+    """A tenant accepts service accounts of its own namespace and of tfk8s-gitops alone (tfk8s.checks.tenant)."""
     elsewhere = identity("exp", "elsewhere")
     tenant = {"name": "alice", "identities": {"users": ["alice", elsewhere]}}
     files.write("tenant-alice", {"tfk8s:kind": "tenant", "tfk8s:platformStack": "platform-dev", "tfk8s:tenant": tenant})

@@ -128,7 +128,7 @@ def check_case(case: str, check: Callable[[Deployment], None]) -> None:
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_no_stack_has_pulumi_wait_for_a_service(case: str) -> None:
-    """docs/concepts/architecture.md "What `pulumi up` waits for": no Service of any kind of stack is awaited (tfk8s.awaits
+    """docs/concepts/architecture.md "What `pulumi up` waits for": no Service of any kind of stack is awaited (tfk8s.kube.awaits
     says what the provider's Service await costs); the workloads behind them are."""
 
     def check(d: Deployment) -> None:

@@ -33,7 +33,7 @@ TENANT_EXPECTED = Counter(
         "kubernetes:core/v1:Namespace": 1,
         "kubernetes:core/v1:ResourceQuota": 1,  # the tenant's quota
         "kubernetes:core/v1:LimitRange": 1,  # sizes containers that set no resources (a user's own pods)
-        # deny by default; DNS for all; Jupyter, TensorBoard and the PS's API egress (tfk8s.network_policy)
+        # deny by default; DNS for all; Jupyter, TensorBoard and the PS's API egress (tfk8s.specs.network_policy)
         "kubernetes:networking.k8s.io/v1:NetworkPolicy": 5,
         "kubernetes:core/v1:PersistentVolumeClaim": 2,  # the tenant's data and log volumes
         "kubernetes:core/v1:ConfigMap": 4,  # trainer package, notebooks, Jupyter config, contract (no guard: 1.25)

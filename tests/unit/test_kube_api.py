@@ -1,11 +1,11 @@
-"""The program's own requests to the API server (tfk8s.preflight.KubeApi): one kept-alive connection
+"""The program's own requests to the API server (tfk8s.checks.preflight.KubeApi): one kept-alive connection
 for a run's dozen reads, a new one when the server closed it, the same answers as before."""
 
 from __future__ import annotations
 
 import pytest
 from api_echo import Server
-from tfk8s.preflight import KubeApi, KubeApiError
+from tfk8s.checks.preflight import KubeApi, KubeApiError
 
 
 def _api(server: Server, prefix: str = "") -> KubeApi:

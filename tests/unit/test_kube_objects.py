@@ -1,4 +1,4 @@
-"""tfk8s.kube_objects sends the engine what the Kubernetes SDK's generated classes send: for every
+"""tfk8s.kube.objects sends the engine what the Kubernetes SDK's generated classes send: for every
 kind tfk8s declares, the two RegisterResource requests of the same object are compared field by
 field (type, inputs, dependencies, provider version, secret outputs, reads), so URNs, state and
 diffs of existing stacks stay the same. And the programs no longer import the SDK's classes."""
@@ -16,7 +16,7 @@ import pytest
 from google.protobuf.json_format import MessageToDict
 from mocked_program import ROOT
 from pulumi.runtime.mocks import MockMonitor
-from tfk8s import kube_objects as kube
+from tfk8s.kube import objects as kube
 
 KINDS = [
     value

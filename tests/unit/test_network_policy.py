@@ -1,5 +1,5 @@
 """Tenants' namespaces deny by default and training clusters talk gRPC among themselves alone
-(tfk8s.network_policy). These check what the policies select and name under mocks; which pairs of
+(tfk8s.specs.network_policy). These check what the policies select and name under mocks; which pairs of
 pods may talk is computed from the live policies by a real policy engine in tests/e2e/test_network.py."""
 
 from __future__ import annotations
@@ -11,9 +11,10 @@ from typing import Any
 import pulumi
 import pytest
 from mocked_program import DEPLOYMENT, JOB, after, facts_for, pod_labels, run_program
-from tfk8s import network_policy, program
-from tfk8s.config_errors import ConfigError
-from tfk8s.stack_config import validate
+from tfk8s import program
+from tfk8s.errors import ConfigError
+from tfk8s.specs import network_policy
+from tfk8s.stacks.config import validate
 
 POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
 API_SERVER = {"cidrs": ["10.0.0.1/32"], "ports": [6443]}

@@ -21,7 +21,7 @@ from mocked_program import (
     pod_spec,
     run_program,
 )
-from tfk8s.config_errors import ConfigError
+from tfk8s.errors import ConfigError
 
 SECRET_SIG = "4dabf18193072939515e22adb298388d"  # how the engine marks a secret value on the wire
 

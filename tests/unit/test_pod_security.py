@@ -12,10 +12,10 @@ import pytest
 from mocked_program import DEPLOYMENT, JOB, after, facts_for, pod_labels, pod_spec, run_program, stack_config
 from restricted_profile import violations
 from test_golden_manifests import CASES
-from tfk8s import pod_security
-from tfk8s.config_errors import ConfigError
-from tfk8s.schema_platform import PodIdentity
-from tfk8s.stack_config import validate
+from tfk8s.errors import ConfigError
+from tfk8s.schema.platform import PodIdentity
+from tfk8s.specs import pod_security
+from tfk8s.stacks.config import validate
 
 NAMESPACE = "kubernetes:core/v1:Namespace"
 ROLE = "kubernetes:rbac.authorization.k8s.io/v1:Role"
@@ -50,7 +50,7 @@ def test_every_pod_of_every_stack_passes_the_restricted_profile(case: str) -> No
                         assert {"name": "tmp", "mountPath": "/tmp"} in container["volumeMounts"]
                         assert {"name": "HOME", "value": "/tmp"} in container["env"]
                         assert {"name": "tmp", "emptyDir": {"sizeLimit": "2Gi"}} in spec["volumes"]
-                # Every emptyDir bounded (tfk8s.tenant_admission refuses one without a sizeLimit).
+                # Every emptyDir bounded (tfk8s.components.tenant_admission refuses one without a sizeLimit).
                 for volume in spec["volumes"]:
                     assert "emptyDir" not in volume or volume["emptyDir"].get("sizeLimit"), (name, volume)
 

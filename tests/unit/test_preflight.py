@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from tfk8s.preflight import ClusterUnreachable, check_cluster
+from tfk8s.checks.preflight import check_cluster
+from tfk8s.errors import ClusterUnreachable
 
 
 def kubeconfig(path: Path, server: str) -> Path:

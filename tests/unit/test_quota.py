@@ -1,5 +1,5 @@
 """Each tenant's namespace has a quota and container defaults, and an experiment that would not fit is
-refused before anything is declared, with the numbers (tfk8s.quota, tfk8s.quota_check)."""
+refused before anything is declared, with the numbers (tfk8s.specs.quota, tfk8s.checks.quota)."""
 
 from __future__ import annotations
 
@@ -9,12 +9,14 @@ from typing import Any
 import pulumi
 import pytest
 from mocked_program import DEPLOYMENT, after, facts_for, facts_with_scratch, run_program
-from tfk8s import experiment_stack, quota, quota_check
-from tfk8s.api_paths import PERSISTENT_VOLUME_CLAIM, POD, RESOURCE_QUOTA, SERVICE
-from tfk8s.config_errors import ConfigError
-from tfk8s.labels import EXPERIMENT
-from tfk8s.schema_experiment import ClusterSettings
-from tfk8s.stack_config import validate
+from tfk8s.checks import quota as quota_check
+from tfk8s.errors import ConfigError
+from tfk8s.kube.api_paths import PERSISTENT_VOLUME_CLAIM, POD, RESOURCE_QUOTA, SERVICE
+from tfk8s.schema.experiment import ClusterSettings
+from tfk8s.specs import quota
+from tfk8s.specs.labels import EXPERIMENT
+from tfk8s.stacks import experiment as experiment_stack
+from tfk8s.stacks.config import validate
 
 QUOTA_TYPE, LIMIT_RANGE_TYPE = "kubernetes:core/v1:ResourceQuota", "kubernetes:core/v1:LimitRange"
 NAMESPACE = "tfk8s-alice"

@@ -8,7 +8,7 @@ import pulumi
 import pytest
 from mocked_program import facts_with_scratch, run_program
 from mocks import healthy_status
-from tfk8s.readiness import app_readiness, cluster_readiness
+from tfk8s.specs.readiness import app_readiness, cluster_readiness
 
 HEALTHY: dict[str, Any] = {
     "ps": [{"availableReplicas": 1}],

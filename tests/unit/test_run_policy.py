@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from tfk8s import run_policy
-from tfk8s.schema_experiment import ClusterSettings, RunSettings, WorkerSettings
+from tfk8s.schema.experiment import ClusterSettings, RunSettings, WorkerSettings
+from tfk8s.specs import run_policy
 
 
 def cluster(**run: int) -> ClusterSettings:

@@ -22,11 +22,17 @@ from mocked_program import (
     tenant_owner,
 )
 from mocks import RecordingMocks
-from tfk8s import access, guard, ownership, program, stack_outputs, stack_ref, tenant_contract
-from tfk8s.contract import PlatformFacts, TenantFacts
-from tfk8s.preflight import KubeApiError
-from tfk8s.program import OwnershipConflict
-from tfk8s.stack_config import validate
+from tfk8s import program
+from tfk8s.checks import access
+from tfk8s.checks.preflight import KubeApiError
+from tfk8s.components import guard
+from tfk8s.errors import ContractUnavailable, OwnershipConflict, StackUnavailable
+from tfk8s.schema.contract import PlatformFacts, TenantFacts
+from tfk8s.specs import ownership
+from tfk8s.stacks import outputs as stack_outputs
+from tfk8s.stacks import ref as stack_ref
+from tfk8s.stacks import tenant_contract
+from tfk8s.stacks.config import validate
 
 
 def live(owner: str | None = None, managers: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -163,7 +169,7 @@ def test_an_experiment_in_its_tenants_namespace_creates_only_its_own_objects(dev
     return after(d, check)
 
 
-# --- what an experiment reads: its tenant's contract, in its namespace (tfk8s.tenant_contract) -----------
+# --- what an experiment reads: its tenant's contract, in its namespace (tfk8s.stacks.tenant_contract) -----------
 
 
 PLATFORM_DEV = {"platform": facts_for(stack_config("platform-dev"))}
@@ -236,14 +242,14 @@ FIX_TENANT = r"`pulumi up` the tenant stack of 'tfk8s-alice' with this version o
     ids=["no-contract", "not-the-callers-tenant", "no-tenant-facts", "other-version", "not-json"],
 )
 def test_a_namespace_without_a_contract_the_caller_may_read_is_named_with_the_key_and_the_fix(answer: Any, message: str) -> None:
-    with pytest.raises(tenant_contract.ContractUnavailable, match=message):
+    with pytest.raises(ContractUnavailable, match=message):
         tenant_contract.read("tfk8s-alice", contract_reader(answer), lambda: "user 'bob'")
 
 
 def test_a_contract_of_another_namespace_is_refused() -> None:
     """A copy of bob's contract in alice's namespace would place alice's experiment in bob's."""
     bobs = {**TENANT_ALICE["tenant"], "name": "bob", "namespace": "tfk8s-bob"}
-    with pytest.raises(tenant_contract.ContractUnavailable, match=r"is tenant 'bob''s of namespace 'tfk8s-bob'"):
+    with pytest.raises(ContractUnavailable, match=r"is tenant 'bob''s of namespace 'tfk8s-bob'"):
         tenant_contract.read(
             "tfk8s-alice", contract_reader(alices_contract(**{tenant_contract.TENANT_DATA: json.dumps(bobs)})), str
         )
@@ -257,7 +263,7 @@ def test_an_other_error_of_the_api_server_is_not_taken_for_a_refusal() -> None:
 def test_an_experiment_on_an_undeployed_tenant_declares_nothing(dev_config: dict[str, Any]) -> None:
     mocks = RecordingMocks()
     pulumi.runtime.set_mocks(mocks, project="tfk8s", stack="dev", organization="organization")
-    with pytest.raises(tenant_contract.ContractUnavailable, match="has no tfk8s tenant contract"):
+    with pytest.raises(ContractUnavailable, match="has no tfk8s tenant contract"):
         program.run_experiment(validate(dev_config), None, None, {}, ROOT, read_whole=contract_reader(None))  # type: ignore[arg-type]
     assert mocks.resources == []
 
@@ -266,7 +272,7 @@ def test_an_experiment_without_credentials_tfk8s_can_use_is_refused(dev_config: 
     """Without a reader (kubernetes:kubeconfig in config) there is no contract to read."""
     mocks = RecordingMocks()
     pulumi.runtime.set_mocks(mocks, project="tfk8s", stack="dev", organization="organization")
-    with pytest.raises(tenant_contract.ContractUnavailable, match="set KUBECONFIG to your kubeconfig file instead"):
+    with pytest.raises(ContractUnavailable, match="set KUBECONFIG to your kubeconfig file instead"):
         program.run_experiment(validate(dev_config), None, None, {}, ROOT, read_whole=None)  # type: ignore[arg-type]
     assert mocks.resources == []
 
@@ -279,14 +285,14 @@ def test_the_contract_an_experiment_reads_parses_back_to_what_its_tenant_publish
 
 def test_a_tenants_platform_is_named_with_its_own_key() -> None:
     pulumi.runtime.set_mocks(RecordingMocks(), project="tfk8s", stack="tenant-alice", organization="organization")
-    with pytest.raises(stack_ref.StackUnavailable, match=r"^tfk8s:platformStack: stack 'organization/tfk8s/p' has no 'platform'"):
+    with pytest.raises(StackUnavailable, match=r"^tfk8s:platformStack: stack 'organization/tfk8s/p' has no 'platform'"):
         stack_ref.platform_facts("p", outputs_of({"p": TENANT_ALICE}))
     assert stack_ref.platform_facts("org/proj/p", outputs_of({"p": PLATFORM_DEV})).namespace_prefix == "tfk8s-"
 
 
 @pytest.mark.parametrize("ref", ["platform-dev", "tfk8s/platform-dev", "organization/tfk8s/platform-dev"])
 def test_every_form_of_stack_reference_the_schema_offers_reads_the_same_stack(ref: str) -> None:
-    """`stack`, `project/stack` and `org/project/stack` (tfk8s.schema_types.StackReference) all name
+    """`stack`, `project/stack` and `org/project/stack` (tfk8s.schema.types.StackReference) all name
     the same stack: the engine's stack-reference call is asked for its qualified name, never
     `org/project/project/stack`."""
     asked: list[str] = []
@@ -493,7 +499,7 @@ def test_the_platform_defines_its_kinds_the_experimenter_role_and_the_guards(
             if not guarded:
                 assert (policies, bindings) == ([], [])
                 return
-            # The guards are the policies with params (tfk8s.tenant_admission's have none).
+            # The guards are the policies with params (tfk8s.components.tenant_admission's have none).
             guards = [p for p in policies if "paramKind" in p.inputs["spec"]]
             by_resource = {p.inputs["spec"]["matchConstraints"]["resourceRules"][0]["resources"][0]: p for p in guards}
             assert sorted(by_resource) == ["clusterroles", "configmaps"] and len(guards) == 2
@@ -523,7 +529,7 @@ def test_the_platform_defines_its_kinds_the_experimenter_role_and_the_guards(
 def test_an_existing_class_the_cluster_lacks_is_named_before_anything_exists(
     platform_config: dict[str, Any], in_cluster: tuple[str, ...], missing: tuple[str, str]
 ) -> None:
-    from tfk8s.config_errors import ConfigError
+    from tfk8s.errors import ConfigError
 
     platform_config["platform"]["storage"] = {"backend": "existing", "className": "cephfs", "scratchClassName": "cephfs-tmp"}
     classes = existing({f"/apis/storage.k8s.io/v1/storageclasses/{name}": live() for name in in_cluster})

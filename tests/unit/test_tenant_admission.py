@@ -1,4 +1,4 @@
-"""The platform's admission policies for its tenants' namespaces, as declared (tfk8s.tenant_admission).
+"""The platform's admission policies for its tenants' namespaces, as declared (tfk8s.components.tenant_admission).
 
 What they refuse is proven against the real API server with a tenant's own certificate
 (tests/e2e/test_tenant_boundary.py); here: that the platform declares them, each bound with Deny,
@@ -14,9 +14,9 @@ from typing import Any
 import pulumi
 import pytest
 from mocked_program import after, facts_for, run_program
-from tfk8s import tenant_admission
-from tfk8s.contract import PlatformKind
-from tfk8s.schema_platform import PlacementSettings, UserNodeSettings
+from tfk8s.components import tenant_admission
+from tfk8s.schema.contract import PlatformKind
+from tfk8s.schema.platform import PlacementSettings, UserNodeSettings
 
 VAP = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy"
 BINDING = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding"

@@ -26,8 +26,8 @@ from mocked_program import (
     run_program,
     stack_config,
 )
-from tfk8s import cluster_spec as cs
-from tfk8s.stack_config import validate
+from tfk8s.specs import cluster_spec as cs
+from tfk8s.stacks.config import validate
 
 
 def selects(selector: dict[str, str], labels: dict[str, str]) -> bool:
@@ -279,7 +279,7 @@ def test_pulumi_up_waits_for_running_workers_not_for_training_to_finish(dev_conf
         assert "=" not in annotations["pulumi.com/waitFor"].removeprefix("jsonpath=")
         assert annotations["pulumi.com/timeoutSeconds"] == "180"
         assert d.options[f"{JOB}::dev-mnist-worker"].delete_before_replace is True
-        # Services are not awaited, the headless worker Service too (tfk8s.awaits); workloads are.
+        # Services are not awaited, the headless worker Service too (tfk8s.kube.awaits); workloads are.
         services = d.mocks.of_type(SERVICE)
         assert {s.inputs["spec"].get("clusterIP") for s in services} == {None, "None"}
         for service in services:
@@ -331,8 +331,8 @@ def test_all_pods_of_an_experiment_mount_its_one_trainer_config_map(dev_config: 
     import io
     import zipfile
 
-    from tfk8s.code import launcher_bundle
-    from tfk8s.pods import TRAINER_ARCHIVE
+    from tfk8s.specs.code import launcher_bundle
+    from tfk8s.specs.pods import TRAINER_ARCHIVE
 
     base = dev_config["clusters"][0]
     notebook_driven = dict(base, name="cifar", replication="in-graph", inGraphClient="notebook")
@@ -352,7 +352,7 @@ def test_all_pods_of_an_experiment_mount_its_one_trainer_config_map(dev_config: 
         # Another zlib deflates the same sources into other bytes: never an update of the ConfigMap.
         assert d.options[f"{CONFIG_MAP}::{trainer.name}"].ignore_changes == ["binaryData"]
         # Named after the experiment and its content, known before it exists: the Job need not wait
-        # for its creation (tfk8s.experiment.trainer_config_map).
+        # for its creation (tfk8s.components.experiment.trainer_config_map).
         name = trainer.inputs["metadata"]["name"]
         assert name == f"dev-trainer-{launcher_bundle(ROOT, 'experiment').digest[:10]}"
         # New sources are a new resource (its name is theirs), never a replacement, which Pulumi

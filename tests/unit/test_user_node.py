@@ -11,11 +11,13 @@ import pulumi
 import pytest
 from mocked_program import after, declared_types, facts_for, run_program, stack_config
 from mocks import LiveHook
-from tfk8s import ownership, tenant_stack
-from tfk8s.api_paths import NODE
-from tfk8s.contract import PlatformFacts
-from tfk8s.schema_platform import UserNodeSettings
-from tfk8s.user_node import UserNodeTaken, UserNodeTooSmall, check_room, checked_taints
+from tfk8s.components.user_node import check_room, checked_taints
+from tfk8s.errors import UserNodeTaken, UserNodeTooSmall
+from tfk8s.kube.api_paths import NODE
+from tfk8s.schema.contract import PlatformFacts
+from tfk8s.schema.platform import UserNodeSettings
+from tfk8s.specs import ownership
+from tfk8s.stacks import tenant as tenant_stack
 
 SETTINGS = UserNodeSettings(name="gpu-7")
 OURS = [{"key": "tfk8s.io/user-node", "value": "true", "effect": "NoSchedule"}]
@@ -97,7 +99,7 @@ def retrieve_failed_outputs() -> None:
 
 @pulumi.runtime.test
 def test_the_platform_runs_no_pod_and_only_its_guard_waits_for_the_user_node_patch(platform_config: dict[str, Any]) -> None:
-    """The experimenter role, which tenants bind, is deleted before the node is unpatched (tfk8s.guard)."""
+    """The experimenter role, which tenants bind, is deleted before the node is unpatched (tfk8s.components.guard)."""
     d = run_program(platform_config)
     user_node = d.components["user_node"]
 

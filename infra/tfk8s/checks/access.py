@@ -1,0 +1,276 @@
+"""What an experiment's identity must be allowed in its tenant's namespace, and whether it is.
+
+A tenant's users run `pulumi up`/`destroy` of their experiments with their own Kubernetes identity,
+bound in the tenant's namespace to a Role with exactly these rules (`experimenter_rules`, rendered
+by `rules_for_role`). The table follows what an experiment stack does, not what it declares:
+  * the program reads before declaring anything (tfk8s.program: the namespace's owner, the
+    ownership of every fixed name, the quota and the experiment's own pods, Services and claims);
+  * the provider (pulumi-kubernetes 4, server-side apply) PATCHes every object it creates or
+    updates, GETs it on update and refresh, DELETEs it on destroy and replace, and watches while it
+    waits: the object's own kind (waitFor conditions, deletion), the events of the object (every
+    await), and per kind what its await reads (tfk8s.kube.awaits says which awaits are skipped);
+  * the API server lets a Role grant only what its creator holds, so the PS retirement Role an
+    experiment creates (tfk8s.components.training_cluster) needs its rules in this table too.
+
+Checked on a 1.34 API server: a server-side apply that creates an object is authorized as `patch`
+and `create` (also under dry-run, so `preview` needs both), and `get` on `namespaces` in a
+RoleBinding's namespace grants GET of that namespace alone.
+
+`missing` asks the API server what the current credentials may do; `refusals` turns the answer into
+messages that name the identity, the namespace, the verbs and the fix. Pure: the requests go
+through a `post` function (preflight.KubeApi.post), so tests need neither Pulumi nor a cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tfk8s.schema.contract import PlatformKind
+
+Post = Callable[[str, dict[str, Any]], dict[str, Any]]
+
+ACCESS_REVIEW = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
+RULES_REVIEW = "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews"
+# GA in Kubernetes 1.28; older servers answer 404 and refusals say "the kubeconfig's identity".
+SUBJECT_REVIEW = "/apis/authentication.k8s.io/v1/selfsubjectreviews"
+UNKNOWN_IDENTITY = "the kubeconfig's identity"
+
+# What the provider does to an object it manages: apply (patch, and create when it is new), GET on
+# update and refresh, DELETE on destroy and replace, and list+watch of the kind until the object is
+# ready or gone.
+MANAGED = ("create", "patch", "get", "list", "watch", "delete")
+# What an await or the quota check only reads, through a namespace-wide list+watch (an informer).
+WATCHED = ("list", "watch")
+# What a person reads with kubectl: one object (get) as well as the list.
+READ = ("get", "list", "watch")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Permission:
+    """One rule of the table: `verbs` on `resource` of `api_group` ("" is the core group)."""
+
+    api_group: str
+    resource: str
+    """The plural, with the subresource after a slash: "deployments/scale"."""
+    verbs: tuple[str, ...]
+    needed_for: str
+    """Who needs it and what for: the rule's comment, and the reason a refusal gives."""
+    resource_names: tuple[str, ...] = ()
+    """Only these objects; empty: any object."""
+    namespaced: bool = True
+    """False for a cluster-scoped resource: a ClusterRole's rule, checked without a namespace."""
+
+    @property
+    def shown(self) -> str:
+        """As kubectl names it: `configmaps`, `deployments.apps/scale`, `storageclasses.storage.k8s.io 'x'`."""
+        resource, _, sub = self.resource.partition("/")
+        name = f"{resource}.{self.api_group}" if self.api_group else resource
+        names = " " + ", ".join(repr(n) for n in self.resource_names) if self.resource_names else ""
+        return f"{name}/{sub}{names}" if sub else f"{name}{names}"
+
+
+def experimenter_rules(layouts: PlatformKind) -> tuple[Permission, ...]:
+    """What an experiment's `pulumi preview/up/refresh/destroy` needs in its tenant's namespace."""
+
+    def rule(group: str, resource: str, verbs: tuple[str, ...], needed_for: str) -> Permission:
+        return Permission(api_group=group, resource=resource, verbs=verbs, needed_for=needed_for)
+
+    rbac = "rbac.authorization.k8s.io"
+    return (
+        # Read before anything is declared (tfk8s.program).
+        rule("", "namespaces", ("get",), "the program, which reads the namespace's owner before declaring anything"),
+        rule("", "resourcequotas", ("get",), "the quota check, which reads the tenant's quota"),
+        # What an experiment creates (its golden manifests hold exactly these kinds).
+        rule("", "configmaps", MANAGED, "the experiment's trainer package and each cluster's code"),
+        rule("", "services", MANAGED, "each cluster's PS and Job Services; the quota check lists them"),
+        rule("", "persistentvolumeclaims", MANAGED, "scratch claims; listed by the quota check, watched by the Deployment await"),
+        rule("", "serviceaccounts", MANAGED, "each cluster's PS retirement account"),
+        rule("apps", "deployments", MANAGED, "each cluster's PS Deployments"),
+        rule("batch", "jobs", MANAGED, "each cluster's worker and chief Jobs (their waitFor condition watches them)"),
+        rule(rbac, "roles", MANAGED, "each cluster's PS retirement Role"),
+        rule(rbac, "rolebindings", MANAGED, "each cluster's PS retirement RoleBinding"),
+        rule(layouts.group, layouts.plural, MANAGED, "each cluster's Layout, which the tenant's Jupyter reads"),
+        # A tenant's identities can thus open their own namespace, never another's: a policy selects
+        # pods of its own namespace only, and another tenant's pods still deny what theirs do not allow.
+        rule("networking.k8s.io", "networkpolicies", MANAGED, "each cluster's NetworkPolicy (gRPC among its own pods)"),
+        # Not used by the program: the PS retirement Role grants it, and a Role may grant only what
+        # its creator holds (without it, creating that Role is Forbidden as an escalation).
+        rule("apps", "deployments/scale", ("patch",), "the PS retirement Role, which grants it to the PS"),
+        # A RoleBinding's creator must hold its Role's rules, which the API server reads from the
+        # Role; in `preview` (a dry run) a new Role does not exist, and the dry-run create of its
+        # binding fails with NotFound unless the creator may `bind` Roles. Roles only, so no
+        # ClusterRole can be bound; the Roles of a tenant's namespace grant nothing its experimenters lack.
+        rule(rbac, "roles", ("bind",), "`preview` of the PS retirement RoleBinding, whose Role does not exist yet"),
+        # Only read, by the quota check and the provider's awaits, and by the tenant's people when
+        # readiness says a pod failed: `kubectl get pod`, `describe` (its events) and `logs` tell why.
+        # Never pods/exec or pods/attach: Jupyter and TensorBoard hold the tenant's token.
+        rule(
+            "",
+            "pods",
+            READ,
+            "the quota check (the experiment's own pods); the Deployment await and Job refresh; kubectl get pods",
+        ),
+        rule("", "pods/log", ("get",), "kubectl logs: why a training task failed"),
+        rule("apps", "replicasets", WATCHED, "the provider's Deployment await"),
+        rule("", "endpoints", WATCHED, "the provider's await of the Jobs' headless Services (PS Services skip it)"),
+        rule(
+            "", "events", READ, "every await of the provider, which reports the warnings of what it waits for; kubectl describe"
+        ),
+    )
+
+
+def experimenter_cluster_rules(scratch_class: str | None) -> tuple[Permission, ...]:
+    """What an experiment needs outside its namespace: a ClusterRole's rules (none without scratch).
+
+    The provider's claim await GETs the claim's StorageClass to learn its binding mode; without it,
+    it warns on every change of the claim and waits for `Bound`, which a WaitForFirstConsumer
+    class never reaches before a pod uses the claim, so `up` times out.
+    """
+    if scratch_class is None:
+        return ()
+    return (
+        Permission(
+            api_group="storage.k8s.io",
+            resource="storageclasses",
+            verbs=("get",),
+            resource_names=(scratch_class,),
+            namespaced=False,
+            needed_for="the provider's scratch claim await, which reads the class's binding mode",
+        ),
+    )
+
+
+def rules_for_role(perms: Sequence[Permission]) -> list[dict[str, Any]]:
+    """The `rules` of a `k8s.rbac.v1.Role` (or ClusterRole) granting `perms`, one rule each."""
+    return [
+        {
+            "apiGroups": [p.api_group],
+            "resources": [p.resource],
+            "verbs": list(p.verbs),
+            **({"resourceNames": list(p.resource_names)} if p.resource_names else {}),
+        }
+        for p in perms
+    ]
+
+
+@dataclass(frozen=True)
+class _Check:
+    """One question to the API server: may I `verb` this resource (this object)?"""
+
+    group: str
+    resource: str
+    verb: str
+    name: str | None
+    namespaced: bool
+
+
+def _checks(perm: Permission, verb: str) -> list[_Check]:
+    return [_Check(perm.api_group, perm.resource, verb, n, perm.namespaced) for n in perm.resource_names or (None,)]
+
+
+def _granted_by(rule: dict[str, Any], check: _Check) -> bool:
+    """RBAC's own matching: `*` wildcards, `*/sub` for a subresource, resourceNames restricting."""
+    resource, _, sub = check.resource.partition("/")
+    resources = rule.get("resources") or []
+    names = rule.get("resourceNames") or []
+    return (
+        bool({check.verb, "*"} & set(rule.get("verbs") or []))
+        and bool({check.group, "*"} & set(rule.get("apiGroups") or []))
+        and ("*" in resources or check.resource in resources or (bool(sub) and f"*/{sub}" in resources))
+        and (not names or check.name in names)
+    )
+
+
+def _listed_rules(post: Post, namespace: str) -> list[dict[str, Any]]:
+    """The resource rules the API server lists for these credentials in `namespace`; none if it will not say."""
+    body = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectRulesReview", "spec": {"namespace": namespace}}
+    try:
+        return list((post(RULES_REVIEW, body).get("status") or {}).get("resourceRules") or [])
+    except Exception:  # a shortcut only: without it every check is asked one by one
+        return []
+
+
+def _allowed(post: Post, namespace: str, check: _Check) -> bool:
+    resource, _, sub = check.resource.partition("/")
+    attributes: dict[str, Any] = {"verb": check.verb, "group": check.group, "resource": resource}
+    attributes.update({k: v for k, v in (("subresource", sub), ("name", check.name)) if v})
+    if check.namespaced:
+        attributes["namespace"] = namespace
+    spec = {"resourceAttributes": attributes}
+    body = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview", "spec": spec}
+    return bool((post(ACCESS_REVIEW, body).get("status") or {}).get("allowed"))
+
+
+def missing(post: Post, namespace: str, perms: Sequence[Permission]) -> list[tuple[Permission, str]]:
+    """Every (permission, verb) of `perms` the current credentials lack in `namespace`, in table order.
+
+    One SelfSubjectRulesReview first: with RBAC it lists every rule that applies in the namespace,
+    so a full grant costs one request. It is only trusted to say yes: what its rules do not show
+    (a rule of another authorizer, which makes the review `incomplete`; a cluster-scoped resource,
+    which a namespace's rules cannot grant) is asked with one SelfSubjectAccessReview per distinct
+    question, the API server's own authorization decision. Errors of those reviews propagate.
+    """
+    rules = _listed_rules(post, namespace)
+    answers: dict[_Check, bool] = {}
+    result = []
+    for perm in perms:
+        for verb in perm.verbs:
+            checks = _checks(perm, verb)
+            for check in checks:
+                if check not in answers:
+                    listed = check.namespaced and any(_granted_by(rule, check) for rule in rules)
+                    answers[check] = listed or _allowed(post, namespace, check)
+            if not all(answers[c] for c in checks):
+                result.append((perm, verb))
+    return result
+
+
+def identity(post: Post) -> str:
+    """The credentials as refusals name them, `user 'alice' (groups tfk8s-users)`, from a
+    SelfSubjectReview; UNKNOWN_IDENTITY where the server has none (before 1.28) or will not say."""
+    body = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+    try:
+        user = (post(SUBJECT_REVIEW, body).get("status") or {}).get("userInfo") or {}
+    except Exception:  # a name for messages only: never a reason to fail
+        return UNKNOWN_IDENTITY
+    if not user.get("username"):
+        return UNKNOWN_IDENTITY
+    # Every authenticated identity has system:authenticated: it tells no one apart.
+    groups = [g for g in user.get("groups") or [] if g != "system:authenticated"]
+    return f"user {user['username']!r}" + (f" (groups {', '.join(groups)})" if groups else "")
+
+
+def _verbs(verbs: Sequence[str]) -> str:
+    return verbs[0] if len(verbs) == 1 else f"{', '.join(verbs[:-1])} or {verbs[-1]}"
+
+
+def refusals(missed: Sequence[tuple[Permission, str]], identity_hint: str, namespace: str, key: str) -> list[str]:
+    """One message naming the identity, where, every missing verb and the fix (once): a refusal
+    for a namespace that is not the identity's lists the whole table, and a reader needs the fix
+    once. With one permission missing, it says what that permission is needed for too.
+
+    `key` is the config key the message starts with (as other refusals do: `tfk8s:user`).
+    """
+    if not missed:
+        return []
+    verbs: dict[Permission, list[str]] = {}
+    for perm, verb in missed:
+        verbs.setdefault(perm, []).append(verb)
+    fix = (
+        f"ask the platform team to add {identity_hint} to the tenant's identities (tfk8s:tenant.identities) "
+        "and `pulumi up` the tenant stack"
+    )
+
+    def where(perm: Permission) -> str:
+        return "" if perm.namespaced else " cluster-wide"
+
+    lacks = "; ".join(f"{_verbs(vs)} {perm.shown}{where(perm)}" for perm, vs in verbs.items())
+    why = (
+        f" (needed for {next(iter(verbs)).needed_for})"
+        if len(verbs) == 1
+        else f" ({len(verbs)} of the experimenter role's rules)"
+    )
+    place = f" in namespace {namespace!r}" if any(perm.namespaced for perm in verbs) else ""
+    return [f"{key}: {identity_hint} may not {lacks}{place}{why}; {fix}"]

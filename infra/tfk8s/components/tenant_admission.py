@@ -1,0 +1,330 @@
+"""What RBAC leaves open in tenants' namespaces, closed by the API server itself.
+
+A tenant's identities hold the experimenter role in their namespace (tfk8s.checks.access): enough to run
+experiments, and, through kubectl, more than experiments need. RBAC grants verbs on kinds; it cannot
+say "a Job, but not one that tolerates the User Node's taint", "a RoleBinding, but not to everyone",
+"this Deployment, but not the tenant's Jupyter". Found by trying, with a tenant's own certificate:
+a Job that tolerates the User Node's taint and selects its label ran there; a RoleBinding of the
+experimenter role to `system:authenticated` let every other tenant in; a tenant could scale her
+Jupyter onto the shared User Node without bound, or put `externalIPs` on a Service to intercept
+another tenant's NodePort (CVE-2020-8554). The platform owns these ValidatingAdmissionPolicies
+(Kubernetes >= 1.30), each bound with `Deny`, in every namespace labelled as one of its tenants'
+(`TENANT_NAMESPACE`, which the tenant stack sets and a tenant cannot change: no tenant may update
+namespaces):
+
+  * placement: a pod, or the pod template of any workload kind, may not name a node (`nodeName`),
+    tolerate the User Node's or the control plane's taints (or every taint), select their labels
+    or the User Node by host name, nor ask for a priority class the platform does not allow;
+  * services: ClusterIP only (no NodePort, LoadBalancer, ExternalName) and no `externalIPs`;
+  * bindings: a RoleBinding binds a Role of the namespace to service accounts of the namespace,
+    never a ClusterRole (the experimenter role among them) nor a user or group;
+  * scale: `deployments/scale` only scales down (the PS retire themselves that way);
+  * the tenant stack's objects (labelled `tfk8s.io/stack-kind: tenant`: quota, network policies,
+    Jupyter and TensorBoard, their Services, the experimenters binding, the guard) are created,
+    changed and deleted only by the platform team;
+  * pod storage: every emptyDir has a `sizeLimit` and every container an ephemeral-storage limit
+    (the namespace's LimitRange gives one to containers that set none, tfk8s.specs.quota).
+
+Who the rules bind: every request except the platform team's and Kubernetes' own controllers'.
+The platform team is whoever may register tenants (`create` on the platform's Tenant kind), asked of
+the API server's own authorizer; controllers (kube-system's service accounts, the controller-manager
+and scheduler) only act on what someone else wrote: a tenant's Deployment was checked when she
+wrote it, the Jupyter Deployment was written by the platform. The pod-storage rule binds everyone,
+controllers included: it is about the pod itself.
+
+Pure: `policies` returns each policy's spec; `TenantAdmission` declares them with their bindings.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+
+from tfk8s.kube import objects as kube
+from tfk8s.schema.contract import PlatformKind
+from tfk8s.schema.platform import PlacementSettings, UserNodeSettings
+from tfk8s.specs.ownership import STACK_KIND, Owner
+
+# On every tenant namespace, its value the platform's group: the namespaces its policies select.
+TENANT_NAMESPACE = "tfk8s.io/platform"
+CONTROL_PLANE_PREFIX = "node-role.kubernetes.io/"
+# Taints the node lifecycle controller sets, which DefaultTolerationSeconds tolerates for every pod.
+NODE_CONDITION_PREFIX = "node.kubernetes.io/"
+HOSTNAME = "kubernetes.io/hostname"
+EPHEMERAL = "ephemeral-storage"
+# The workload kinds whose pod template is at spec.template (CronJobs one level deeper).
+TEMPLATE_KINDS = (
+    ("apps", ("deployments", "replicasets", "statefulsets", "daemonsets")),
+    ("batch", ("jobs",)),
+    ("", ("replicationcontrollers",)),
+)
+
+
+def cel(value: str | Sequence[str]) -> str:
+    """A CEL literal: a JSON string is a CEL string, a list of them a CEL list."""
+    return json.dumps(value if isinstance(value, str) else list(value))
+
+
+def namespace_labels(group: str) -> dict[str, str]:
+    """The label that puts a tenant's namespace under its platform's policies."""
+    return {TENANT_NAMESPACE: group}
+
+
+def exempt(tenants: PlatformKind) -> list[dict[str, str]]:
+    """matchConditions: the request is neither the platform team's nor a controller's."""
+    controllers = cel(["system:kube-controller-manager", "system:kube-scheduler"])
+    return [
+        {
+            "name": "not-the-platform-team",
+            "expression": f"!authorizer.group({cel(tenants.group)}).resource({cel(tenants.plural)}).check('create').allowed()",
+        },
+        {
+            "name": "not-a-controller",
+            "expression": "!request.userInfo.username.startsWith('system:serviceaccount:kube-system:') && "
+            f"!(request.userInfo.username in {controllers})",
+        },
+    ]
+
+
+def _rule(groups: Sequence[str], resources: Sequence[str], operations: Sequence[str]) -> dict[str, Any]:
+    return {"apiGroups": list(groups), "apiVersions": ["*"], "resources": list(resources), "operations": list(operations)}
+
+
+def _policy(
+    group: str,
+    rules: list[dict[str, Any]],
+    validations: list[dict[str, str]],
+    *,
+    conditions: list[dict[str, str]],
+    variables: list[dict[str, str]] | None = None,
+    object_selector: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    return {
+        "failurePolicy": "Fail",
+        "matchConstraints": {
+            "resourceRules": rules,
+            "namespaceSelector": {"matchLabels": namespace_labels(group)},
+            **({"objectSelector": object_selector} if object_selector else {}),
+        },
+        "matchConditions": conditions,
+        **({"variables": variables} if variables else {}),
+        "validations": validations,
+    }
+
+
+def _placement_validations(user_node: UserNodeSettings, placement: PlacementSettings) -> list[dict[str, str]]:
+    """What a pod spec (`variables.spec`) may not ask of placement."""
+    node = cel(user_node.name)
+
+    def guarded(key: str) -> str:
+        """`key` (a CEL expression) is the User Node's label or taint, or the control plane's."""
+        return f"({key} == {cel(user_node.taint_key)} || {key}.startsWith({cel(CONTROL_PLANE_PREFIX)}))"
+
+    allowed_tolerations = (
+        f" && (t.key in {cel(placement.toleration_keys)} || t.key.startsWith({cel(NODE_CONDITION_PREFIX)}))"
+        if placement.toleration_keys
+        else ""
+    )
+    allowed_selectors = f" && k in {cel(placement.node_selector_keys)}" if placement.node_selector_keys else ""
+    # Node affinity: the User Node's and the control plane's keys only as DoesNotExist (how
+    # training pods stay off the User Node), never the User Node by host name or object name.
+    expression_ok = (
+        f"(!{guarded('e.key')} || e.operator == 'DoesNotExist') && "
+        f"!(e.key == {cel(HOSTNAME)} && e.operator == 'In' && {node} in e.?values.orValue([]))"
+    )
+    field_ok = f"!(f.key == 'metadata.name' && f.operator == 'In' && {node} in f.?values.orValue([]))"
+    fix = "; tfk8s tenant namespaces keep training off the User Node and the control plane"
+    return [
+        {
+            "expression": "variables.spec.?nodeName.orValue('') == ''",
+            "message": "spec.nodeName is refused: pods are placed by the scheduler" + fix,
+        },
+        {
+            "expression": "variables.spec.?tolerations.orValue([]).all(t, t.?key.orValue('') != '' && "
+            f"!{guarded('t.key')}{allowed_tolerations})",
+            "message": f"a toleration of every taint, of the User Node's ({user_node.taint_key}) or the control plane's "
+            f"({CONTROL_PLANE_PREFIX}*)"
+            + (" or of a key not in platform.placement.tolerationKeys" if allowed_tolerations else "")
+            + " is refused"
+            + fix,
+        },
+        {
+            "expression": f"variables.spec.?nodeSelector.orValue({{}}).all(k, !{guarded('k')} && "
+            f"!(k == {cel(HOSTNAME)} && variables.spec.nodeSelector[k] == {node}){allowed_selectors})",
+            "message": f"a nodeSelector on the User Node ({user_node.taint_key}, {HOSTNAME}={user_node.name}) or the "
+            f"control plane ({CONTROL_PLANE_PREFIX}*)"
+            + (" or on a key not in platform.placement.nodeSelectorKeys" if allowed_selectors else "")
+            + " is refused"
+            + fix,
+        },
+        {
+            "expression": "variables.nodeTerms.all(term, term.?matchExpressions.orValue([]).all(e, "
+            f"{expression_ok}) && term.?matchFields.orValue([]).all(f, {field_ok}))",
+            "message": f"a node affinity that reaches the User Node ({user_node.taint_key}, {user_node.name}) or the control "
+            f"plane ({CONTROL_PLANE_PREFIX}*) is refused (DoesNotExist is how to stay off them)" + fix,
+        },
+        {
+            "expression": f"variables.spec.?priorityClassName.orValue('') in {cel(['', *placement.priority_classes])}",
+            "message": "only the priority classes in platform.placement.priorityClasses "
+            f"({', '.join(placement.priority_classes) or 'none'}) may be asked for in tfk8s tenant namespaces: a higher "
+            "priority would preempt other tenants' pods",
+        },
+    ]
+
+
+def _pod_spec_variables(path: str) -> list[dict[str, str]]:
+    affinity = f"{path}.?affinity.?nodeAffinity"
+    return [
+        {"name": "spec", "expression": path},
+        {
+            "name": "nodeTerms",
+            "expression": f"{affinity}.?requiredDuringSchedulingIgnoredDuringExecution.?nodeSelectorTerms.orValue([]) + "
+            f"{affinity}.?preferredDuringSchedulingIgnoredDuringExecution.orValue([]).map(p, p.preference)",
+        },
+    ]
+
+
+def policies(
+    group: str, tenants: PlatformKind, user_node: UserNodeSettings, placement: PlacementSettings
+) -> dict[str, dict[str, Any]]:
+    """Each policy's spec, by a short name (the Pulumi resources' names)."""
+    writes = ("CREATE", "UPDATE")
+    conditions = exempt(tenants)
+    placement_checks = _placement_validations(user_node, placement)
+    template_rules = [_rule([g], rs, writes) for g, rs in TEMPLATE_KINDS]
+    return {
+        "pod-placement": _policy(
+            group,
+            [_rule([""], ["pods"], writes)],
+            placement_checks,
+            conditions=conditions,
+            variables=_pod_spec_variables("object.spec"),
+        ),
+        "template-placement": _policy(
+            group,
+            template_rules,
+            placement_checks,
+            conditions=conditions,
+            variables=_pod_spec_variables("object.spec.template.spec"),
+        ),
+        "cronjob-placement": _policy(
+            group,
+            [_rule(["batch"], ["cronjobs"], writes)],
+            placement_checks,
+            conditions=conditions,
+            variables=_pod_spec_variables("object.spec.jobTemplate.spec.template.spec"),
+        ),
+        "services": _policy(
+            group,
+            [_rule([""], ["services"], writes)],
+            [
+                {
+                    "expression": "object.spec.?externalIPs.orValue([]).size() == 0",
+                    "message": "spec.externalIPs is refused in tfk8s tenant namespaces: it would capture traffic for "
+                    "addresses that are not the tenant's (CVE-2020-8554)",
+                },
+                {
+                    "expression": "object.spec.?type.orValue('ClusterIP') == 'ClusterIP'",
+                    "message": "only ClusterIP Services may be made by tenants: what users reach from outside (Jupyter, "
+                    "TensorBoard) is the platform's, on the User Node",
+                },
+            ],
+            conditions=conditions,
+        ),
+        "bindings": _policy(
+            group,
+            [_rule(["rbac.authorization.k8s.io"], ["rolebindings"], writes)],
+            [
+                {
+                    "expression": "object.roleRef.kind == 'Role'",
+                    "message": "a tenant's RoleBinding binds a Role of its namespace, never a ClusterRole: who may act "
+                    "for the tenant is the tenant stack's tfk8s:tenant.identities, set by the platform team",
+                },
+                {
+                    "expression": "object.?subjects.orValue([]).all(s, s.kind == 'ServiceAccount' && "
+                    "s.?namespace.orValue('') == request.namespace)",
+                    "message": "a tenant's RoleBinding names service accounts of its own namespace only; people and "
+                    "groups are the tenant stack's tfk8s:tenant.identities, set by the platform team",
+                },
+            ],
+            conditions=conditions,
+        ),
+        "scale": _policy(
+            group,
+            [_rule(["apps"], ["deployments/scale"], ("UPDATE",))],
+            [
+                {
+                    "expression": "object.?spec.?replicas.orValue(0) <= oldObject.?spec.?replicas.orValue(0)",
+                    "message": "scaling up through deployments/scale is refused in tfk8s tenant namespaces: experiments "
+                    "size their clusters in their stack files, and Jupyter and TensorBoard are the platform's",
+                },
+            ],
+            conditions=conditions,
+        ),
+        "tenant-objects": _policy(
+            group,
+            [_rule(["*"], ["*"], ("CREATE", "UPDATE", "DELETE"))],
+            [
+                {
+                    "expression": "false",
+                    "messageExpression": "'the tenant stack owns ' + request.resource.resource + ' ' + request.name + "
+                    "': only the platform team changes it (pulumi up of the tenant stack)'",
+                }
+            ],
+            conditions=conditions,
+            object_selector={"matchExpressions": [{"key": STACK_KIND, "operator": "In", "values": ["tenant", "platform"]}]},
+        ),
+        "pod-storage": _policy(
+            group,
+            [_rule([""], ["pods"], ("CREATE",))],
+            [
+                {
+                    "expression": "object.spec.?volumes.orValue([]).all(v, !has(v.emptyDir) || has(v.emptyDir.sizeLimit))",
+                    "message": "every emptyDir needs a sizeLimit in tfk8s tenant namespaces: scratch space is bounded",
+                },
+                {
+                    "expression": "(object.spec.containers + object.spec.?initContainers.orValue([])).all(c, "
+                    f"{cel(EPHEMERAL)} in c.?resources.?limits.orValue({{}}))",
+                    "message": f"every container needs a {EPHEMERAL} limit in tfk8s tenant namespaces (the namespace's "
+                    "LimitRange gives one to containers that set none)",
+                },
+            ],
+            conditions=[],
+        ),
+    }
+
+
+@dataclass(frozen=True, kw_only=True)
+class TenantAdmissionArgs:
+    group: str
+    """The platform's group: its tenant namespaces carry it (`namespace_labels`)."""
+    tenants: PlatformKind
+    """The platform's Tenant kind: who may create Tenants is the platform team, exempt from the rules."""
+    user_node: UserNodeSettings
+    placement: PlacementSettings
+    owner: Owner
+
+
+class TenantAdmission(pulumi.ComponentResource):
+    """The policies of `policies`, each bound with Deny in the platform's tenant namespaces."""
+
+    def __init__(self, name: str, args: TenantAdmissionArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("tfk8s:index:TenantAdmission", name, None, opts)
+        meta = {"labels": args.owner.labels(), "annotations": args.owner.annotations()}
+        child = pulumi.ResourceOptions(parent=self)
+        self.policies: dict[str, Any] = {}
+        self.bindings: dict[str, Any] = {}
+        for short, spec in policies(args.group, args.tenants, args.user_node, args.placement).items():
+            policy = kube.ValidatingAdmissionPolicy(f"{name}-{short}", metadata=meta, spec=spec, opts=child)
+            self.policies[short] = policy
+            self.bindings[short] = kube.ValidatingAdmissionPolicyBinding(
+                f"{name}-{short}",
+                metadata=meta,
+                spec={"policyName": policy.name, "validationActions": ["Deny"]},
+                opts=child,
+            )
+        self.register_outputs({})

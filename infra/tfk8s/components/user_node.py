@@ -1,0 +1,107 @@
+"""The User Node: an existing node tainted and labelled so that only user-facing pods run there."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+
+from tfk8s.errors import UserNodeTaken, UserNodeTooSmall
+from tfk8s.kube import objects as kube
+from tfk8s.schema.platform import UserNodeSettings
+from tfk8s.schema.quantities import parse_quantity
+
+# pulumi-kubernetes applies as `pulumi-kubernetes-<hash>`; any other manager is someone else.
+PULUMI_MANAGER_PREFIX = "pulumi-kubernetes"
+
+
+def our_taint(settings: UserNodeSettings) -> dict[str, str]:
+    return {"key": settings.taint_key, "value": "true", "effect": "NoSchedule"}
+
+
+def foreign_taint_managers(metadata: Any) -> list[str]:
+    """Field managers other than Pulumi's that own the node's `.spec.taints`."""
+    owners = []
+    for entry in (metadata or {}).get("managedFields") or []:
+        fields = (entry.get("fieldsV1") or {}).get("f:spec") or {}
+        manager = entry.get("manager") or "?"
+        if "f:taints" in fields and not manager.startswith(PULUMI_MANAGER_PREFIX):
+            owners.append(manager)
+    return sorted(set(owners))
+
+
+def checked_taints(settings: UserNodeSettings, live: Any) -> list[dict[str, str]]:
+    """Our taint list for the patch, or UserNodeTaken before anything is patched.
+
+    Kubernetes keeps a node's taints as one atomic list: a server-side apply of ours next to
+    taints another manager (kubectl taint, kubelet --register-with-taints, a cloud controller)
+    set fails with a field conflict, and forcing it would delete theirs. Applying exactly the
+    value already there is no conflict (both become owners), so that case passes.
+    """
+    ours = [our_taint(settings)]
+    live = live or {}
+    taints = [{k: t.get(k) for k in ("key", "value", "effect")} for t in (live.get("spec") or {}).get("taints") or []]
+    managers = foreign_taint_managers(live.get("metadata"))
+    if managers and taints != ours:
+        shown = ", ".join(f"{t['key']}={t.get('value') or ''}:{t['effect']}" for t in taints)
+        untaint = " ".join(f"{t['key']}-" for t in taints)
+        raise UserNodeTaken(
+            f"tfk8s:platform.userNode.name: node {settings.name!r} already has taints [{shown}] set by "
+            f"{', '.join(managers)}; Kubernetes keeps a node's taints as one list, so tfk8s cannot add "
+            f"its {settings.taint_key} taint without conflicting with them or deleting them. Remove them "
+            f"(kubectl taint node {settings.name} {untaint}) or choose another node for userNode.name."
+        )
+    return ours
+
+
+def check_room(node: str, status: Any, pods_needed: int, key: str) -> None:
+    """UserNodeTooSmall unless the node's allocatable pods hold the tenants' user-facing pods.
+
+    Only that node runs them, and kubelet's default max-pods is 110 (55 tenants with a Jupyter and a
+    TensorBoard each): past that, pods stay Pending and `pulumi up` waits out its timeout.
+    A node not reporting allocatable pods passes.
+    """
+    allocatable = ((status or {}).get("allocatable") or {}).get("pods")
+    if allocatable is not None and pods_needed > parse_quantity(str(allocatable)):
+        raise UserNodeTooSmall(
+            f"{key}: the tenants' Jupyter and TensorBoard pods ({pods_needed} with this one) all run on the User Node, "
+            f"but node {node!r} allows {allocatable} pods (status.allocatable.pods). Raise that node's kubelet maxPods, "
+            "or put the tenant on another platform stack."
+        )
+
+
+def node_address(settings: UserNodeSettings, status: Any) -> str | None:
+    """The configured address, else the InternalIP (then ExternalIP, Hostname) from live status."""
+    if settings.address:
+        return settings.address
+    addresses = {a.get("type"): a.get("address") for a in (status or {}).get("addresses") or []}
+    return addresses.get("InternalIP") or addresses.get("ExternalIP") or addresses.get("Hostname")
+
+
+class UserNode(pulumi.ComponentResource):
+    """Patches (never owns) the node: `pulumi destroy` removes only our taint and label.
+
+    The node is read first and the patch's taints are computed from it (`checked_taints`), so a
+    node whose taints belong to someone else (UserNodeTaken) stops `pulumi preview`/`up` before the
+    patch is sent. Tenants check it has room for their pods (`check_room`).
+    """
+
+    address: pulumi.Output[str | None]
+    checked_taints: pulumi.Output[list[dict[str, str]]]
+
+    def __init__(self, name: str, settings: UserNodeSettings, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("tfk8s:index:UserNode", name, None, opts)
+        live = kube.Node.get(f"{name}-live", settings.name, opts=pulumi.ResourceOptions(parent=self))
+
+        self.checked_taints = pulumi.Output.all(live.metadata, live.spec).apply(
+            lambda ms: checked_taints(settings, {"metadata": ms[0], "spec": ms[1]})
+        )
+        self.patch = kube.NodePatch(
+            name,
+            metadata={"name": settings.name, "labels": {settings.taint_key: "true"}},
+            spec={"taints": self.checked_taints},
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        # Provider output types are dict subclasses, so node_address reads them like plain dicts.
+        self.address = self.patch.status.apply(lambda status: node_address(settings, status))
+        self.register_outputs({"address": self.address})

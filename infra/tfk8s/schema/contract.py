@@ -1,0 +1,131 @@
+"""The contracts between the three kinds of stack: what a platform publishes (its `platform` output)
+for its tenants and their experiments, and what a tenant publishes (its `tenant` output) for its
+experiments.
+
+Written once: each stack builds its facts (platform_stack.facts, tenant_stack.facts) and exports
+them dumped by alias; readers parse them back with the same model (a tenant its platform's output,
+tfk8s.stacks.ref; an experiment both from its tenant's ConfigMap, tfk8s.stacks.tenant_contract). A stack may
+rely on these facts and on nothing else of the stack it reads. Nothing here touches Pulumi.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import ConfigDict
+from pydantic.alias_generators import to_camel
+
+from tfk8s.kube.api_paths import ApiKind
+from tfk8s.schema.platform import (
+    ContainerDefaults,
+    ImageSettings,
+    NetworkSettings,
+    PlacementSettings,
+    PodSecuritySettings,
+    PortSettings,
+    Quota,
+    StorageSettings,
+)
+from tfk8s.schema.types import KubeVersion, Model, Positive, version_tuple
+
+
+class Facts(Model):
+    """Parsed leniently (`strict=False`): stack outputs travel as JSON numbers (2222.0); keys this
+    version does not know are ignored."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore", alias_generator=to_camel, populate_by_name=True)
+
+    def published(self) -> dict[str, Any]:
+        """The facts as a stack publishes them (an output, the tenant's contract ConfigMap): their
+        aliases, as JSON; readers parse them back with the same model."""
+        return self.model_dump(by_alias=True, mode="json")
+
+
+class TenantFacts(Facts):
+    """The tenant's published contract: what its experiments may rely on, and nothing else."""
+
+    schema_version: Literal[1]
+    platform_stack: str
+    """The platform the tenant lives on, qualified (org/project/stack)."""
+    owner: str
+    """The owner annotation of the tenant's objects (tfk8s.specs.ownership): its namespace among them."""
+    name: str
+    """The tenant's user name: it labels every object of the tenant's experiments."""
+    namespace: str
+    data_claim: str
+    log_claim: str
+    notebook_host: str
+    """host:port of the user's Jupyter as an in-graph chief (the notebook-driven clusters' client)."""
+    jupyter_url: str | None = None
+    tensorboard_url: str | None = None
+    quota: Quota
+    """The namespace's ResourceQuota, as applied (the platform's default with the tenant's own keys)."""
+
+
+class UserNodeFacts(Model):
+    name: str
+    taint_key: str
+    address: str | None = None
+    """Where users reach the NodePorts: the configured address, else the node's from live status."""
+
+
+class PlatformKind(Model):
+    """A kind the platform defines (tfk8s.components.guard): experiments create a Layout per cluster in their
+    tenant's namespace (notebooks read them); each tenant registers as a cluster-wide Tenant."""
+
+    group: str
+    version: str
+    kind: str
+    plural: str
+    namespaced: bool = True
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}"
+
+    @property
+    def crd_name(self) -> str:
+        return f"{self.plural}.{self.group}"
+
+    @property
+    def api(self) -> ApiKind:
+        """Where the API serves the kind."""
+        return ApiKind(kind=self.kind, api_version=self.api_version, plural=self.plural, namespaced=self.namespaced)
+
+
+class PlatformFacts(Facts):
+    """The platform's published contract: what a tenant or an experiment may rely on, and nothing else."""
+
+    schema_version: Literal[1]
+    owner: str
+    """The owner annotation of the platform's objects (tfk8s.specs.ownership)."""
+    kubernetes_version: KubeVersion
+    storage: StorageSettings
+    """How the tenants' volumes are provisioned (no secret in it: those are the platform's own config)."""
+    storage_class: str
+    scratch_storage_class: str | None = None
+    """Where experiments' scratch claims go (backends.scratch_class); None: none offered."""
+    user_node: UserNodeFacts
+    layouts: PlatformKind
+    tenants: PlatformKind
+    experimenter_role: str
+    """The ClusterRole a tenant binds its identities to, in its namespace alone (tfk8s.checks.access)."""
+    namespace_prefix: str
+    images: ImageSettings
+    ports: PortSettings
+    network: NetworkSettings = NetworkSettings()
+    """The tenants' NetworkPolicies' parameters, the API server's addresses resolved (default: a
+    platform published before policies existed)."""
+    pod_security: PodSecuritySettings
+    """Who the pods run as: training pods take `tensorflow` (the namespace enforces `restricted`)."""
+    allow_ps_gpus: bool
+    tensorboard_requires_token: bool = True
+    placement: PlacementSettings = PlacementSettings()
+    """What experiments may tolerate and select (default: a platform published before it existed)."""
+    await_timeout_seconds: Positive
+    default_quota: Quota
+    container_defaults: ContainerDefaults
+
+    @property
+    def version(self) -> tuple[int, int]:
+        return version_tuple(self.kubernetes_version)

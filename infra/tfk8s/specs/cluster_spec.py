@@ -1,0 +1,92 @@
+"""The TensorFlow cluster layout of one training cluster: task names, hosts, and the run id.
+
+Pure functions of settings. The same layout feeds the Kubernetes Services (so every host in the
+spec resolves to exactly one task) and the pod environment read by `tfk8s_train.launch`, which
+alone turns it into each task's TF_CONFIG and classic flags (pods run it; tests exercise it on
+this spec).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+
+from tfk8s.schema.experiment import ClusterSettings
+
+PS, WORKER, CHIEF = "ps", "worker", "chief"
+DATA_DIR, LOG_DIR = "/data", "/log"
+# A cluster's own scratch volume (ClusterSettings.scratch), in workers and chief.
+SCRATCH_DIR = "/scratch"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Names:
+    """Kubernetes names that carry DNS identity; everything else is auto-named by Pulumi."""
+
+    cluster: str
+
+    def ps_service(self, index: int) -> str:
+        return f"{self.cluster}-ps-{index}"
+
+    def scratch_claim(self) -> str:
+        return f"{self.cluster}-scratch"
+
+    def layout(self) -> str:
+        """The Layout that publishes this cluster to the user's Jupyter (tfk8s.specs.layout_document)."""
+        return f"{self.cluster}-layout"
+
+    def indexed(self, role: str) -> str:
+        """Name of the Indexed Job of `role` and of its headless Service: one name, because pod i's
+        DNS name `<job>-<i>.<service>` only resolves when the Service is the pods' subdomain."""
+        return f"{self.cluster}-{role}"
+
+
+def qualified_name(experiment: str, cluster: str) -> str:
+    """What names a cluster's Services and Jobs: unique in the user's namespace across experiments.
+
+    A cluster named like its experiment keeps its own name, so the seed's `imagenet` experiment
+    with its one cluster `imagenet` has the seed's Service names (`imagenet-ps-0`). Two experiments
+    whose names would collide are refused by the ownership check (tfk8s.specs.ownership).
+    """
+    return cluster if cluster == experiment else f"{experiment}-{cluster}"
+
+
+def has_chief_job(cluster: ClusterSettings) -> bool:
+    return cluster.replication == "in-graph" and cluster.in_graph_client == "chief"
+
+
+def cluster_spec(
+    cluster: ClusterSettings, port: int, notebook_host: str | None = None, *, experiment: str | None = None
+) -> dict[str, list[str]]:
+    """The `cluster` part of TF_CONFIG.
+
+    `<c>` is `<experiment>-<cluster>` inside an experiment.
+    PS tasks sit behind one Service each (`<c>-ps-<i>`); worker (and chief) pods of an Indexed
+    Job get the hostname `<job>-<index>` under the headless Service named like the Job, so
+    `<c>-worker-<i>.<c>-worker` resolves to task i alone.
+    """
+    names = Names(cluster=qualified_name(experiment, cluster.name) if experiment else cluster.name)
+    spec = {
+        PS: [f"{names.ps_service(i)}:{port}" for i in range(cluster.ps.count)],
+        WORKER: [f"{names.indexed(WORKER)}-{i}.{names.indexed(WORKER)}:{port}" for i in range(cluster.workers.count)],
+    }
+    if has_chief_job(cluster):
+        spec[CHIEF] = [f"{names.indexed(CHIEF)}-0.{names.indexed(CHIEF)}:{port}"]
+    elif cluster.replication == "in-graph" and notebook_host is not None:
+        spec[CHIEF] = [notebook_host]
+    return spec
+
+
+def run_id(cluster: ClusterSettings, spec: dict[str, list[str]], image: str, code_digest: str) -> str:
+    """Identifies one training run: changes whenever anything the tasks' pods run with changes.
+
+    Anything that replaces the worker Job must be a new run: done markers of the old run would
+    otherwise retire the new run's parameter servers at once (the spec carries the experiment).
+    Deterministic, so a no-op `pulumi up` changes nothing. The settings count as the stack file
+    says them, without their defaults: a setting a newer tfk8s adds, left at its default, is no
+    new run of every experiment running when the platform team upgrades.
+    """
+    settings = cluster.model_dump(mode="json", exclude_defaults=True)
+    material = json.dumps({"cluster": settings, "spec": spec, "image": image, "code": code_digest}, sort_keys=True)
+    return hashlib.sha256(material.encode()).hexdigest()[:12]

@@ -1,0 +1,148 @@
+"""Who may talk to whom in a tenant's namespace: the NetworkPolicies of tenants and training clusters.
+
+TensorFlow's gRPC server authenticates no one and runs any graph a client sends (TensorFlow's
+security guidance: trusted networks only), so the network is the only thing between a tenant's
+training servers and every other pod of the cluster. The design, enforced by the cluster's CNI:
+
+  * everything in a tenant's namespace is denied, both ways, unless a policy below allows it;
+  * every pod may ask the cluster DNS (and nothing else outside the namespace by default);
+  * a training cluster's pods talk gRPC with the pods of that same cluster alone, and with the
+    tenant's Jupyter when Jupyter is its in-graph client; with a `code.url`, their init container
+    may fetch from any address on that URL's port (NetworkPolicy knows no host names);
+  * a PS, which retires itself through the API, and Jupyter, which reads Layouts, reach the API
+    server's addresses (as pods see them after the `kubernetes` Service's translation);
+  * Jupyter and TensorBoard answer on their own HTTP ports, from anywhere (users come through the
+    User Node's NodePorts; both ask for the tenant's token, TensorBoard through its token gate).
+
+The tenant stack declares the namespace-wide policies, each experiment its clusters'. Selectors are
+built from the labels of what they select (tfk8s.specs.labels). Specs only: nothing here touches Pulumi.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+from tfk8s.schema.experiment import ClusterSettings
+from tfk8s.schema.platform import ApiServerSettings, NetworkSettings, PortSettings
+from tfk8s.specs.labels import labels, selector_of
+
+Json = dict[str, Any]
+
+DEFAULT_DENY = "tfk8s-default-deny"
+DNS = "tfk8s-dns"
+JUPYTER = "tfk8s-jupyter"
+TENSORBOARD = "tfk8s-tensorboard"
+PS_API = "tfk8s-ps-api"
+TRAINING_COMPONENT = "tensorflow"
+ANYWHERE = ({"ipBlock": {"cidr": "0.0.0.0/0"}}, {"ipBlock": {"cidr": "::/0"}})
+
+
+def _tcp(port: int) -> Json:
+    return {"protocol": "TCP", "port": port}
+
+
+def app_selector(user: str, component: str) -> Json:
+    """The pods of the tenant's Jupyter or TensorBoard (tfk8s.components.user_env labels them so)."""
+    return {"matchLabels": selector_of(labels(user, component))}
+
+
+def _training_pods(user: str, *, experiment: str | None = None, cluster: str | None = None, role: str | None = None) -> Json:
+    """The tenant's training pods (PS, workers, chief of every cluster), or those of one cluster or role."""
+    return {"matchLabels": selector_of(labels(user, TRAINING_COMPONENT, experiment=experiment, cluster=cluster, role=role))}
+
+
+def api_server_rule(api: ApiServerSettings) -> list[Json]:
+    """Egress to the API server; none when its addresses are unknown (then nothing may reach it)."""
+    if not api.cidrs:
+        return []
+    return [{"to": [{"ipBlock": {"cidr": c}} for c in api.cidrs], "ports": [_tcp(p) for p in api.ports]}]
+
+
+def deny_all() -> Json:
+    """Every pod of the namespace: no traffic in or out but what another policy allows."""
+    return {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}
+
+
+def tenant_policies(user: str, network: NetworkSettings, ports: PortSettings) -> dict[str, Json]:
+    """The namespace-wide policies of a tenant, by object name."""
+    dns = network.dns
+    return {
+        DEFAULT_DENY: deny_all(),
+        DNS: {
+            "podSelector": {},
+            "policyTypes": ["Egress"],
+            "egress": [
+                {
+                    "to": [
+                        {
+                            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": dns.namespace}},
+                            "podSelector": {"matchLabels": dict(dns.pod_labels)},
+                        },
+                        *({"ipBlock": {"cidr": c}} for c in dns.cidrs),
+                    ],
+                    "ports": [{"protocol": "UDP", "port": dns.port}, _tcp(dns.port)],
+                }
+            ],
+        },
+        JUPYTER: {
+            "podSelector": app_selector(user, "jupyter"),
+            "policyTypes": ["Ingress", "Egress"],
+            # Its notebook page from anywhere; as the in-graph chief of notebook-driven clusters, their
+            # servers' calls back (each cluster's own policy says whether it is notebook-driven).
+            "ingress": [
+                {"ports": [_tcp(ports.jupyter)]},
+                {"from": [{"podSelector": _training_pods(user)}], "ports": [_tcp(ports.tensorflow)]},
+            ],
+            "egress": [
+                {"to": [{"podSelector": _training_pods(user)}], "ports": [_tcp(ports.tensorflow)]},
+                *api_server_rule(network.api_server),
+            ],
+        },
+        TENSORBOARD: {
+            "podSelector": app_selector(user, "tensorboard"),
+            "policyTypes": ["Ingress"],
+            "ingress": [{"ports": [_tcp(ports.tensorboard)]}],
+        },
+        PS_API: {
+            "podSelector": _training_pods(user, role="ps"),
+            "policyTypes": ["Egress"],
+            "egress": api_server_rule(network.api_server),
+        },
+    }
+
+
+def code_url_port(url: str) -> int:
+    parts = urlsplit(url)
+    return parts.port or (443 if parts.scheme == "https" else 80)
+
+
+def cluster_policy(user: str, experiment: str, cluster: ClusterSettings, ports: PortSettings, *, notebook_client: bool) -> Json:
+    """One training cluster's policy: gRPC among its own pods, and with Jupyter when it is their client."""
+    # Every pod of the cluster (PS, workers, chief), whatever its run.
+    own = _training_pods(user, experiment=experiment, cluster=cluster.name)
+    peers: list[Json] = [{"podSelector": own}]
+    if notebook_client:
+        peers.append({"podSelector": app_selector(user, "jupyter")})
+    grpc = [_tcp(ports.tensorflow)]
+    egress: list[Json] = [{"to": peers, "ports": grpc}]
+    if cluster.code.source == "url" and cluster.code.url:
+        egress.append({"to": list(ANYWHERE), "ports": [_tcp(code_url_port(cluster.code.url))]})
+    return {
+        "podSelector": own,
+        "policyTypes": ["Ingress", "Egress"],
+        "ingress": [{"from": peers, "ports": grpc}],
+        "egress": egress,
+    }
+
+
+def api_server_from_endpoints(slice_: Mapping[str, Any] | None) -> ApiServerSettings:
+    """The API server's addresses and ports from the `kubernetes` EndpointSlice of `default`, where
+    pods' requests to the `kubernetes` Service really go (empty when unreadable)."""
+    if not slice_:
+        return ApiServerSettings()
+    family = {"IPv4": 32, "IPv6": 128}.get(str(slice_.get("addressType")), 32)
+    cidrs = sorted({f"{a}/{family}" for e in slice_.get("endpoints") or [] for a in e.get("addresses") or []})
+    found = sorted({int(p["port"]) for p in slice_.get("ports") or [] if p.get("port")})
+    return ApiServerSettings(cidrs=cidrs, ports=found)

@@ -1,0 +1,68 @@
+"""An experiment stack (`tfk8s:kind: experiment`): one tenant's training clusters, in its namespace."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pulumi
+
+from tfk8s.components import training_cluster
+from tfk8s.components.experiment import Experiment, ExperimentArgs, trainer_claims
+from tfk8s.schema import NAMESPACE
+from tfk8s.schema.contract import PlatformFacts, TenantFacts
+from tfk8s.schema.experiment import LAUNCHER_PACKAGE, ExperimentStack
+from tfk8s.specs.code import CodeBundle, bundle
+from tfk8s.specs.ownership import Claimed, Owner
+
+
+def codes(stack: ExperimentStack, root: Path) -> dict[str, CodeBundle | None]:
+    """Per cluster, the code directory to ship (None when the launcher package suffices)."""
+    result: dict[str, CodeBundle | None] = {}
+    for c in stack.clusters:
+        shipped = c.code.source == "configmap" and c.code.path not in (None, LAUNCHER_PACKAGE)
+        result[c.name] = bundle(root / c.code.path) if shipped and c.code.path else None
+    return result
+
+
+def claimed(
+    stack: ExperimentStack, experiment: str, platform: PlatformFacts, tenant: TenantFacts, launcher: CodeBundle
+) -> list[Claimed]:
+    """Objects created under fixed names (their names are DNS identities, or the trainer package's
+    content), as the experiment and each training cluster list them: absent, or already ours."""
+    return trainer_claims(experiment, tenant.namespace, launcher) + [
+        claim
+        for i, cluster in enumerate(stack.clusters)
+        for claim in training_cluster.fixed_objects(
+            experiment, cluster, tenant.namespace, platform.layouts, f"{NAMESPACE}:clusters[{i}]"
+        )
+    ]
+
+
+def build(
+    stack: ExperimentStack,
+    experiment: str,
+    platform: PlatformFacts,
+    tenant: TenantFacts,
+    owner: Owner,
+    root: Path,
+    launcher: CodeBundle,
+) -> dict[str, Any]:
+    """Declare the experiment's clusters; export their readiness and cluster specs."""
+    env = Experiment(
+        experiment,
+        ExperimentArgs(
+            experiment=experiment,
+            clusters=stack.clusters,
+            platform=platform,
+            tenant=tenant,
+            owner=owner,
+            launcher=launcher,
+            codes=codes(stack, root),
+        ),
+    )
+    pulumi.export("ready", env.readiness.apply(lambda r: r["ready"]))
+    pulumi.export("readiness", env.readiness)
+    pulumi.export("experiment", experiment)
+    pulumi.export("clusterSpecs", {name: cluster.spec for name, cluster in env.clusters.items()})
+    return {"experiment": env, "readiness": env.readiness}

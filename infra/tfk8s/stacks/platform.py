@@ -1,0 +1,143 @@
+"""A platform stack (`tfk8s:kind: platform`): what the cluster's tenants share. Storage, the User
+Node, the platform's Layout and Tenant kinds, the experimenter role tenants bind, and the guards.
+Its `platform` output is the contract its tenant and experiment stacks read: a
+contract.PlatformFacts, dumped by alias. Nothing in it grows with the number of tenants."""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import pulumi
+
+from tfk8s.checks import access
+from tfk8s.components import guard, storage, tenant_admission
+from tfk8s.components.storage import SharedStorage
+from tfk8s.components.user_node import UserNode
+from tfk8s.errors import ConfigError
+from tfk8s.schema import NAMESPACE
+from tfk8s.schema.contract import PlatformFacts, UserNodeFacts
+from tfk8s.schema.platform import PlatformSettings, PlatformStack, StorageSettings
+from tfk8s.specs import backends, readiness
+from tfk8s.specs.ownership import Claimed, Owner
+from tfk8s.stacks import config as stack_config
+
+# PlatformFacts.schema_version: Final, so that it types as that Literal.
+SCHEMA_VERSION: Final = 1
+
+
+def backend_secret(settings: StorageSettings) -> pulumi.Output[str] | None:
+    """The value of the Secret the storage backend needs, from the stack's secret config, if it needs
+    one; a ConfigError naming the key when it is missing (called before anything is declared)."""
+    secret = backends.backend_of(settings).secret
+    if secret is None:
+        return None
+    value = stack_config.secret_config(secret.config_key)  # a value in plain text is refused, as the Jupyter token's
+    if value is None:
+        raise ConfigError(
+            [
+                f"{NAMESPACE}:{secret.config_key}: backend {settings.backend!r} needs it and it is not set: "
+                f"pulumi config set --secret {NAMESPACE}:{secret.config_key} <value>"
+            ]
+        )
+    return value
+
+
+def claimed(stack: PlatformStack, owner: Owner) -> list[Claimed]:
+    """Objects this stack creates under fixed names, as its components list them: they must be
+    absent, or already this stack's."""
+    return [
+        *guard.fixed_objects(guard.platform_group(owner), f"{NAMESPACE}:kind"),
+        *storage.fixed_objects(stack.platform.storage, f"{NAMESPACE}:platform.storage"),
+    ]
+
+
+def build(stack: PlatformStack, owner: Owner) -> dict[str, Any]:
+    """Declare every platform resource and export readiness and the tenants' contract."""
+    platform = stack.platform
+    key = backend_secret(platform.storage)  # first: a missing key must stop the program before any resource
+    user_node = UserNode("user-node", platform.user_node)
+    assert platform.version is not None  # resolved by context_checks.check_platform
+    shared = SharedStorage("storage", platform.storage, key, owner, platform.version)
+    group = guard.platform_group(owner)
+    platform_guard = guard.PlatformGuard("platform-guard", owner, group, guard.policy_supported(platform.version))
+    admission: list[pulumi.Resource] = []
+    if guard.policy_supported(platform.version):
+        admission.append(
+            tenant_admission.TenantAdmission(
+                "tenant-admission",
+                tenant_admission.TenantAdmissionArgs(
+                    group=group,
+                    tenants=platform_guard.tenants,
+                    user_node=platform.user_node,
+                    placement=platform.placement,
+                    owner=owner,
+                ),
+            )
+        )
+    else:
+        pulumi.log.warn(
+            f"Kubernetes {platform.kubernetes_version} has no ValidatingAdmissionPolicy (1.30+): `pulumi destroy` of this "
+            "platform cannot refuse while tenants still use it, nor of a tenant while experiments do; destroy "
+            "experiments first, then tenants. Nor can it refuse what RBAC lets tenants do beyond experiments "
+            "(tfk8s.components.tenant_admission): pods on the User Node, NodePort Services, bindings to everyone"
+        )
+    # The platform's guard: the role every tenant binds, deleted first and only when no tenant is left.
+    role = platform_guard.guard_platform(
+        access.rules_for_role(access.experimenter_rules(platform_guard.layouts)), [shared, user_node, *admission]
+    )
+    storage_report = shared.class_name.apply(lambda name: {"className": name, "problems": []})
+    node_report = user_node.address.apply(lambda address: readiness.node_readiness(platform.user_node.name, address))
+    report = pulumi.Output.all(storage_report, node_report).apply(lambda parts: readiness.platform_readiness(parts[0], parts[1]))
+    pulumi.export("ready", report.apply(lambda r: r["ready"]))
+    pulumi.export("readiness", report)
+    # Built once every value is known: the output is exactly the model, dumped.
+    platform_output = pulumi.Output.all(shared.class_name, shared.scratch_class_name, user_node.address, role.name).apply(
+        lambda parts: facts(
+            platform,
+            owner=owner.annotation,
+            group=group,
+            storage_class=parts[0],
+            scratch_storage_class=parts[1],
+            user_node_address=parts[2],
+            experimenter_role=parts[3],
+        ).published()
+    )
+    pulumi.export("platform", platform_output)
+    return {"user_node": user_node, "storage": shared, "readiness": report, "platform": platform_output}
+
+
+def facts(
+    platform: PlatformSettings,
+    *,
+    owner: str,
+    group: str,
+    storage_class: str,
+    scratch_storage_class: str | None,
+    user_node_address: str | None,
+    experimenter_role: str,
+) -> PlatformFacts:
+    """The tenants' and experiments' contract, from resolved values (the platform's own outputs among them)."""
+    assert platform.kubernetes_version is not None  # resolved by context_checks.check_platform
+    return PlatformFacts(
+        schema_version=SCHEMA_VERSION,
+        owner=owner,
+        kubernetes_version=platform.kubernetes_version,
+        storage=platform.storage,
+        storage_class=storage_class,
+        scratch_storage_class=scratch_storage_class,
+        user_node=UserNodeFacts(name=platform.user_node.name, taint_key=platform.user_node.taint_key, address=user_node_address),
+        layouts=guard.layout_kind(group),
+        tenants=guard.tenant_kind(group),
+        experimenter_role=experimenter_role,
+        namespace_prefix=platform.namespace_prefix,
+        images=platform.images,
+        ports=platform.ports,
+        network=platform.network,
+        pod_security=platform.pod_security,
+        allow_ps_gpus=platform.allow_ps_gpus,
+        placement=platform.placement,
+        tensorboard_requires_token=platform.tensorboard_requires_token,
+        await_timeout_seconds=platform.await_timeout_seconds,
+        default_quota=platform.default_quota,
+        container_defaults=platform.container_defaults,
+    )

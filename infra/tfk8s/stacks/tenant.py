@@ -1,0 +1,192 @@
+"""A tenant stack (`tfk8s:kind: tenant`): one user of a platform, in a namespace of its own.
+
+It registers the tenant with its platform (a cluster-wide `Tenant`, tfk8s.components.guard), then declares the
+namespace and what lives there beyond any experiment (tfk8s.components.user_env: volumes, Jupyter, TensorBoard,
+quota, container defaults), binds the tenant's identities to the platform's experimenter role in
+that namespace alone (tfk8s.checks.access), and guards the namespace while experiments use it. It
+publishes the contract its experiments read in that namespace (tfk8s.stacks.tenant_contract), and the
+same tenant facts as its `tenant` output (a contract.TenantFacts, dumped by alias) for people and
+pipelines.
+Nothing here reads or declares anything of another tenant, so a tenant's preview and `up` cost the
+same whatever the number of tenants.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Final
+
+import pulumi
+
+from tfk8s.components import guard, user_env
+from tfk8s.components.user_env import UserEnvironment, UserEnvironmentArgs
+from tfk8s.kube import objects as kube
+from tfk8s.schema import NAMESPACE
+from tfk8s.schema.contract import PlatformFacts, TenantFacts
+from tfk8s.schema.tenant import Identities, TenantSettings, TenantStack
+from tfk8s.specs import readiness
+from tfk8s.specs.code import launcher_bundle
+from tfk8s.specs.labels import labels
+from tfk8s.specs.ownership import Claimed, Owner
+from tfk8s.stacks import tenant_contract
+
+# TenantFacts.schema_version: Final, so that it types as that Literal.
+SCHEMA_VERSION: Final = 1
+TENANT_KEY = f"{NAMESPACE}:tenant"
+
+
+def claimed(stack: TenantStack, platform: PlatformFacts) -> list[Claimed]:
+    """Objects this stack creates under fixed names: its registration, its namespace and the
+    namespace's quota objects, and its experiments' contract. Absent, or already this stack's: two
+    tenant stacks can never share a user name."""
+    return [
+        Claimed(kind=platform.tenants.api, name=stack.tenant.name, key=f"{TENANT_KEY}.name"),
+        *user_env.fixed_objects(platform, stack.tenant, TENANT_KEY),
+        tenant_contract.claim(user_env.namespace_name(platform, stack.tenant.name), f"{TENANT_KEY}.name"),
+    ]
+
+
+def subjects(identities: Identities) -> list[dict[str, str]]:
+    """RBAC subjects for the tenant's identities: service accounts as such, everyone else as named."""
+    found = []
+    for user in identities.users:
+        if user.startswith("system:serviceaccount:"):
+            namespace, _, name = user.removeprefix("system:serviceaccount:").partition(":")
+            found.append({"kind": "ServiceAccount", "name": name, "namespace": namespace})
+        else:
+            found.append({"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": user})
+    found += [{"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": group} for group in identities.groups]
+    return found
+
+
+def token_location(namespace: str) -> dict[str, str]:
+    return {
+        "namespace": namespace,
+        "name": user_env.TOKEN_SECRET,
+        "key": user_env.TOKEN_KEY,
+        "read": f"kubectl -n {namespace} get secret {user_env.TOKEN_SECRET} -o jsonpath='{{.data.token}}' | base64 -d",
+    }
+
+
+def token_readers(
+    meta: dict[str, Any], namespace: pulumi.Output[str], members: list[dict[str, str]], parent: pulumi.Resource
+) -> list[pulumi.Resource]:
+    """The tenant's identities may `get` their Jupyter token's Secret, and no other Secret."""
+    child = pulumi.ResourceOptions(parent=parent)
+    role = kube.Role(
+        "jupyter-token-reader",
+        metadata={**meta, "namespace": namespace},
+        rules=[{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"], "resourceNames": [user_env.TOKEN_SECRET]}],
+        opts=child,
+    )
+    binding = kube.RoleBinding(
+        "jupyter-token-reader",
+        metadata={**meta, "namespace": namespace},
+        role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role.name},
+        subjects=members,
+        opts=child,
+    )
+    return [role, binding]
+
+
+def build(
+    stack: TenantStack,
+    platform: PlatformFacts,
+    platform_stack: str,
+    owner: Owner,
+    root: Path,
+    notebook: Path,
+    jupyter_token: pulumi.Output[str] | None,
+) -> dict[str, Any]:
+    """Declare the tenant; export its readiness, its experiments' contract and where its Jupyter token is."""
+    tenant = stack.tenant
+    meta = {"labels": {**labels(tenant.name, "tenant"), **owner.labels()}, "annotations": owner.annotations()}
+    # First in, last out: the platform refuses its own destroy while this exists (tfk8s.components.guard).
+    registration = kube.CustomObject(
+        "tenant",
+        api_version=platform.tenants.api_version,
+        kind=platform.tenants.kind,
+        metadata={**meta, "name": tenant.name},
+        spec={"namespace": user_env.namespace_name(platform, tenant.name), "stack": owner.stack},
+    )
+    notebooks = {notebook.name: notebook.read_text(encoding="utf-8")} if notebook.exists() else {}
+    env = UserEnvironment(
+        tenant.name,
+        UserEnvironmentArgs(
+            user=tenant,
+            platform=platform,
+            owner=owner,
+            launcher=launcher_bundle(root, "tenant"),
+            notebooks=notebooks,
+            after=[registration],
+            jupyter_token=jupyter_token,
+        ),
+    )
+    namespace = env.namespace.name
+    guarded: list[pulumi.Resource] = [env]
+    members = subjects(tenant.identities)
+    if members:
+        guarded.append(
+            kube.RoleBinding(
+                "experimenters",
+                metadata={**meta, "namespace": namespace},
+                role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": platform.experimenter_role},
+                subjects=members,
+                opts=pulumi.ResourceOptions(parent=env),
+            )
+        )
+        guarded += token_readers(meta, namespace, members, env)
+    tenant_facts = pulumi.Output.all(env.jupyter_url, env.tensorboard_url).apply(
+        lambda urls: facts(
+            tenant,
+            platform,
+            platform_stack=platform_stack,
+            owner=owner.annotation,
+            jupyter_url=urls[0],
+            tensorboard_url=urls[1],
+        )
+    )
+    guarded.append(
+        kube.ConfigMap(
+            "contract",
+            metadata={**meta, "name": tenant_contract.NAME, "namespace": namespace},
+            data=tenant_facts.apply(lambda contract: tenant_contract.data(contract, platform)),
+            opts=pulumi.ResourceOptions(parent=env),
+        )
+    )
+    if guard.policy_supported(platform.version):
+        guard.tenant_guard("tenant-guard", namespace, platform.layouts.group, owner, guarded)
+    report = env.readiness.apply(readiness.tenant_readiness)
+    pulumi.export("ready", report.apply(lambda r: r["ready"]))
+    pulumi.export("readiness", report)
+    tenant_output = tenant_facts.apply(TenantFacts.published)
+    pulumi.export("tenant", tenant_output)
+    # Where the token is, not the token: a stack others read exports nothing secret, so reading it
+    # never needs this stack's secrets provider. The tenant's identities read the Secret themselves.
+    pulumi.export("jupyterTokenSecret", namespace.apply(lambda ns: token_location(ns)))
+    return {"user": env, "registration": registration, "readiness": report, "tenant": tenant_output}
+
+
+def facts(
+    tenant: TenantSettings,
+    platform: PlatformFacts,
+    *,
+    platform_stack: str,
+    owner: str,
+    jupyter_url: str | None,
+    tensorboard_url: str | None,
+) -> TenantFacts:
+    """What the tenant's experiments rely on, from resolved values."""
+    return TenantFacts(
+        schema_version=SCHEMA_VERSION,
+        platform_stack=platform_stack,
+        owner=owner,
+        name=tenant.name,
+        namespace=user_env.namespace_name(platform, tenant.name),
+        data_claim=user_env.DATA_CLAIM,
+        log_claim=user_env.LOG_CLAIM,
+        notebook_host=f"{user_env.NOTEBOOK_SERVICE}:{platform.ports.tensorflow}",
+        jupyter_url=jupyter_url,
+        tensorboard_url=tensorboard_url,
+        quota=tenant.effective_quota(platform.default_quota),
+    )

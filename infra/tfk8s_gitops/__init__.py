@@ -1,0 +1,12 @@
+"""GitOps for tfk8s stacks: the stack files in git are the truth, and one command turns a change of
+them into Pulumi operations (docs/guide/gitops.md).
+
+- `plan`: which stacks a change from a base commit to a head commit touches, and in what order;
+- `engine`: the plain `pulumi` CLI on one stack, its engine events read back;
+- `pipeline`: preview (a pull request), apply (a merge), drift (a schedule);
+- `summary`: one Markdown report per run, fit for a pull-request comment;
+- `operator`: the Pulumi Kubernetes Operator's `Stack` for teams that reconcile in-cluster.
+
+Run as `hack/gitops.sh` (or `python -m tfk8s_gitops` with infra/ on the path). Nothing here is
+imported by the Pulumi program.
+"""

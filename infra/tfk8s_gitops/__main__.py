@@ -1,0 +1,121 @@
+"""`hack/gitops.sh <command>`: the one GitOps command CI and the tests run (docs/guide/gitops.md).
+
+  plan    --base B [--head H] [--json]         the stacks B..H touches, in order
+  preview --base B [--head H] [--summary F]    a pull request: previews with the policy pack
+  apply   --base B [--head H] [--only STACK]   a merge: destroys, then ups, in order
+  drift   [--summary F]                        a schedule: refresh --preview-only of every stack
+  operator-stack STACK --repo URL ...          the Pulumi Kubernetes Operator's objects for STACK
+
+The Pulumi environment (PULUMI_BACKEND_URL, the passphrase, KUBECONFIG, PATH) comes from the
+caller (hack/gitops.sh checks it). Exit code: 0 when every step succeeded, 1 when one failed or
+drifted, 2 for bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from tfk8s.errors import ConfigError
+
+from tfk8s_gitops import operator, pipeline, summary
+from tfk8s_gitops.plan import make_plan
+from tfk8s_gitops.repo import GitError, Repo
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="hack/gitops.sh", description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser.add_argument("--checkout", type=Path, default=Path.cwd(), help="the git checkout (default: .)")
+    commands = parser.add_subparsers(dest="command", required=True)
+    for name in ("plan", "preview", "apply"):
+        command = commands.add_parser(name)
+        command.add_argument("--base", required=True, help="the commit the change starts from (0000... for none)")
+        command.add_argument("--head", default="HEAD", help="the commit the change ends at, checked out (default: HEAD)")
+    commands.choices["plan"].add_argument("--json", action="store_true", help="one {stack, action} per step, for a CI matrix")
+    commands.choices["apply"].add_argument("--only", metavar="STACK", help="run this one step of the plan (one CI job per stack)")
+    commands.choices["apply"].add_argument(
+        "--confirm-destroy",
+        metavar="STACK",
+        action="append",
+        default=[],
+        help="destroy this platform or tenant, whose stack file the change removes (repeatable); without it, refused",
+    )
+    commands.choices["apply"].add_argument(
+        "--confirm-config-dir-move", action="store_true", help="apply although Pulumi.yaml's stackConfigDir moved"
+    )
+    commands.choices["apply"].add_argument(
+        "--force-conflicts",
+        action="store_true",
+        help="the repository wins over hand edits: take over fields another field manager (kubectl) changed",
+    )
+    commands.add_parser("drift")
+    for name in ("preview", "apply", "drift"):
+        command = commands.choices[name]
+        command.add_argument("--summary", type=Path, help="write the Markdown report here too (default: stdout only)")
+        command.add_argument("--policy-pack", type=Path, help="default: <checkout>/policies; 'none' runs no pack")
+        command.add_argument("--lock-wait", type=float, default=600.0, help="seconds to wait for another run's stack lock")
+        command.add_argument(
+            "--secrets-provider", default=os.environ.get("TFK8S_SECRETS_PROVIDER"), help="for stacks created here"
+        )
+    operator.add_arguments(commands.add_parser("operator-stack", help=operator.__doc__))
+    return parser
+
+
+def _options(args: argparse.Namespace, checkout: Path) -> pipeline.Options:
+    pack: Path | None = args.policy_pack or checkout / "policies"
+    if str(pack) == "none":
+        pack = None
+    elif pack is not None and not (pack / ".venv" / ".installed").exists():
+        raise SystemExit(f"--policy-pack {pack}: its virtualenv is missing; run `make policy-venv` first")
+    env = dict(os.environ)
+    if getattr(args, "force_conflicts", False):
+        # The provider's own switch: server-side apply with force, for every object of the run.
+        env[pipeline.FORCE_CONFLICTS_ENV] = "true"
+    return pipeline.Options(
+        checkout,
+        env,
+        pack,
+        args.secrets_provider,
+        args.lock_wait,
+        confirmed_destroys=tuple(getattr(args, "confirm_destroy", ())),
+        confirmed_config_dir_move=getattr(args, "confirm_config_dir_move", False),
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    checkout = Path(Repo(args.checkout).git("rev-parse", "--show-toplevel").strip())
+    repo = Repo(checkout)
+    if args.command == "operator-stack":
+        print(operator.render_yaml(repo, args), end="")
+        return 0
+    start = time.monotonic()
+    if args.command == "drift":
+        report = pipeline.drift(checkout, _options(args, checkout))
+    else:
+        plan = make_plan(repo, args.base, args.head)
+        if args.command == "plan":
+            steps = [{"stack": s.stack, "action": s.action, "kind": s.kind, "reason": s.reason} for s in plan.steps]
+            print(json.dumps(steps) if args.json else "\n".join(f"{s.action} {s.stack} ({s.reason})" for s in plan.steps))
+            return 0
+        if repo.resolve("HEAD") != plan.head:
+            raise SystemExit(f"--head {args.head} is {plan.head[:12]} but the checkout is at another commit: check it out first")
+        options = _options(args, checkout)
+        report = pipeline.preview(plan, options) if args.command == "preview" else pipeline.apply(plan, options, args.only)
+    report.seconds = time.monotonic() - start
+    text = summary.markdown(report)
+    print(text)
+    if args.summary:
+        args.summary.write_text(text + "\n")
+    return 0 if report.ok else 1
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except (GitError, KeyError, operator.OperatorError, ConfigError) as error:
+        sys.exit(f"gitops: {error.args[0] if isinstance(error, KeyError) else error}")

@@ -1,0 +1,188 @@
+"""The plain `pulumi` CLI on one stack, as the pipeline runs it, with the engine's events read back.
+
+Each command runs in a workspace: a scratch directory holding copies of the head's stack files (the
+CLI writes into them: a new stack's encryption salt) and links to everything else of the checkout,
+so a pipeline never changes the checkout it runs from. Each run writes the engine's event log
+(`--event-log`, the stream the Automation API reads) and the pipeline counts changes and policy
+verdicts from those events, not from the printed text.
+
+Stack locks: on a shared backend (S3) two pipelines may reach one stack at once. The CLI refuses
+the second with "the stack is currently locked"; the runner waits for the lock (up to `lock_wait`
+seconds, polling) and then runs, so nothing is lost and nothing runs twice at the same time.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pulumi.automation.events import EngineEvent, OpType
+
+from tfk8s_gitops.repo import stack_name
+
+LOCKED = "currently locked"
+# A stack policy that needs values a preview does not know yet (a new stack's outputs): the engine
+# reports it as an advisory event starting with these words; the summary says it did not run.
+NOT_RUN = "can't run policy"
+NOT_RUN_LEVEL = "not run"
+# Operations that change nothing, in the engine's summary and per resource.
+UNCHANGED = {OpType.SAME.value, OpType.READ.value, OpType.REFRESH.value}
+# A replacement's own steps, reported once as its `replace`.
+REPLACEMENT_PARTS = {OpType.CREATE_REPLACEMENT.value, OpType.DELETE_REPLACED.value, OpType.DISCARD_REPLACED.value}
+
+
+@dataclass
+class Verdict:
+    """One policy's findings on one stack."""
+
+    policy: str
+    level: str
+    messages: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Result:
+    """What one command did to one stack, from its exit code and its engine events."""
+
+    command: str
+    returncode: int
+    output: str
+    seconds: float
+    changes: dict[str, int] = field(default_factory=dict)
+    """Operation -> resources (`create`, `update`, `delete`, `replace`, ...); unchanged ones left out."""
+    changed: list[tuple[str, str, list[str]]] = field(default_factory=list)
+    """(operation, URN, changed properties) of each resource the command changes."""
+    verdicts: dict[str, Verdict] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+    """The engine's error diagnostics (a refused apply, a failed await), first line first."""
+    lock_waited: float = 0.0
+    phases: int = 0
+    """Engine phases run: `up` and `destroy` preview (1), then change (2); a refused preview stops at 1."""
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+    @property
+    def applied(self) -> bool:
+        """Whether the counted changes were made, not only proposed."""
+        verb = self.command.split()[1:2]
+        return verb in (["up"], ["destroy"]) and "--preview-only" not in self.command and self.phases >= 2
+
+
+class Workspace:
+    """A scratch project at the checkout's state: its stack files copied, all else linked."""
+
+    def __init__(self, checkout: Path, stack_dir: str) -> None:
+        self.checkout = checkout
+        self.path = Path(tempfile.mkdtemp(prefix="tfk8s-gitops-"))
+        for entry in checkout.iterdir():
+            if entry.name == ".git":
+                continue
+            if entry.name == stack_dir:
+                shutil.copytree(entry, self.path / entry.name)
+            elif stack_dir == "." and stack_name(entry.name, "") is not None:  # stack files at the root
+                shutil.copy(entry, self.path / entry.name)
+            else:
+                (self.path / entry.name).symlink_to(entry)
+
+    def close(self) -> None:
+        shutil.rmtree(self.path, ignore_errors=True)
+
+
+class Pulumi:
+    """`pulumi <command> --stack S` in a workspace, with the environment given (default: this process's)."""
+
+    def __init__(self, workspace: Workspace, env: Mapping[str, str], lock_wait: float = 600.0, poll: float = 2.0) -> None:
+        self.workspace = workspace
+        self.env = dict(env)
+        self.lock_wait = lock_wait
+        self.poll = poll
+
+    def run(self, stack: str, *args: str) -> Result:
+        start = time.monotonic()
+        waited = 0.0
+        while True:
+            with tempfile.TemporaryDirectory(prefix="tfk8s-events-") as scratch:
+                log = Path(scratch) / "events.jsonl"
+                done = self._cli(*args, "--stack", stack, "--event-log", str(log))
+                events = _events(log)
+            output = done.stdout + done.stderr
+            if done.returncode != 0 and LOCKED in output and time.monotonic() - start < self.lock_wait:
+                # Jittered: two runs that locked at the same instant both back off (the backend
+                # writes its lock, then re-reads; each sees the other's), and must not collide again.
+                time.sleep(self.poll * random.uniform(0.5, 1.5))
+                waited = time.monotonic() - start
+                continue
+            break
+        result = Result(" ".join(["pulumi", *args]), done.returncode, output, time.monotonic() - start, lock_waited=waited)
+        _read_events(result, events)
+        return result
+
+    def plain(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """A command without engine events (stack select, output, init)."""
+        return self._cli(*args)
+
+    def outputs(self, stack: str) -> dict[str, Any]:
+        done = self._cli("stack", "output", "--stack", stack, "--json")
+        return json.loads(done.stdout) if done.returncode == 0 and done.stdout.strip() else {}
+
+    def external_urns(self, stack: str) -> set[str]:
+        """The URNs of the objects the stack only reads (`external` in its state)."""
+        done = self._cli("stack", "export", "--stack", stack)
+        if done.returncode != 0:
+            raise RuntimeError(f"pulumi stack export --stack {stack}: {done.stderr.strip()}")
+        resources = json.loads(done.stdout).get("deployment", {}).get("resources") or []
+        return {r["urn"] for r in resources if r.get("external")}
+
+    def stack_exists(self, stack: str) -> bool:
+        listed = self._cli("stack", "ls", "--json")
+        if listed.returncode != 0:
+            raise RuntimeError(f"pulumi stack ls: {listed.stderr.strip()}")
+        return any(s.get("name", "").split("/")[-1] == stack for s in json.loads(listed.stdout or "[]"))
+
+    def _cli(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["pulumi", *args, "--non-interactive", "--color", "never"],
+            cwd=self.workspace.path,
+            capture_output=True,
+            text=True,
+            env=self.env,
+        )
+
+
+def _events(log: Path) -> list[dict[str, Any]]:
+    if not log.exists():
+        return []
+    return [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+
+
+def _read_events(result: Result, raw: Sequence[dict[str, Any]]) -> None:
+    for data in raw:
+        event = EngineEvent.from_json(data)
+        if event.prelude_event is not None:  # `up` previews, then updates: keep the last phase's
+            result.phases += 1
+            result.changed.clear()
+            result.verdicts.clear()
+        elif event.summary_event is not None:
+            changes = event.summary_event.resource_changes or {}
+            result.changes = {op: n for op, n in changes.items() if op not in UNCHANGED and n}
+        elif event.res_outputs_event is not None:  # its op is the outcome (a refresh's `update`: drift)
+            step = event.res_outputs_event.metadata
+            if step.op.value not in UNCHANGED | REPLACEMENT_PARTS and step.type != "pulumi:pulumi:Stack":
+                result.changed.append((step.op.value, step.urn, list(step.diffs or step.detailed_diff or [])))
+        elif event.policy_event is not None:
+            policy = event.policy_event
+            level = NOT_RUN_LEVEL if policy.message.startswith(NOT_RUN) else policy.enforcement_level
+            verdict = result.verdicts.setdefault(policy.policy_name, Verdict(policy.policy_name, level))
+            verdict.messages.append(policy.message.strip())
+        elif event.diagnostic_event is not None and event.diagnostic_event.severity == "error":
+            result.errors.append(event.diagnostic_event.message.strip())

@@ -1,0 +1,82 @@
+"""Who a stack acts as on the cluster when GitOps runs it.
+
+Platform and tenant stacks are the platform team's: they create cluster-scoped objects and run with
+the pipeline's own credentials. Every other stack (an experiment, or a file whose kind its own
+preview will refuse) acts as a service account of its own, `system:serviceaccount:tfk8s-gitops:
+tfk8s-<stack>`: impersonated by the CLI pipeline (`hack/gitops.sh`), the workspace pod's account
+under the operator. That account has rights only where a tenant lists it among its identities
+(`tfk8s:tenant.identities.users`), so the API server itself refuses a merged stack file that names
+another user's namespace: the experiment's contract read and access check are asked as the stack,
+not as the pipeline.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Mapping
+from pathlib import Path
+
+from tfk8s.checks.preflight import IMPERSONATION_KEYS
+from tfk8s.schema.tenant import GITOPS_NAMESPACE, SERVICE_ACCOUNT_PREFIX
+
+# The kinds that run with the pipeline's own credentials.
+TEAM_KINDS = ("platform", "tenant")
+
+
+class ImpersonationError(RuntimeError):
+    """The pipeline cannot act as a stack's identity; the message names what to change."""
+
+
+def service_account(stack: str) -> str:
+    return f"tfk8s-{stack}"
+
+
+def identity(stack: str, namespace: str = GITOPS_NAMESPACE) -> str:
+    """The user name the API server gives the stack: what its tenant must list."""
+    return f"{SERVICE_ACCOUNT_PREFIX}{namespace}:{service_account(stack)}"
+
+
+def acts_as_itself(kind: str | None) -> bool:
+    return kind not in TEAM_KINDS
+
+
+def impersonating_kubeconfig(env: Mapping[str, str], stack: str, directory: Path) -> Path:
+    """A kubeconfig for `stack`: the pipeline's current context, flattened by kubectl (so relative
+    certificate paths survive the move), whose user impersonates the stack's identity. Written
+    0600 in `directory` (the run's scratch workspace, removed with it). Refused, before any
+    Pulumi command, when the pipeline's user already impersonates someone or may not impersonate
+    this account."""
+    flattened = _kubectl(env, "config", "view", "--flatten", "--minify", "--output", "json")
+    if flattened.returncode != 0:
+        raise ImpersonationError(f"KUBECONFIG: kubectl cannot read the pipeline's kubeconfig: {flattened.stderr.strip()}")
+    config = json.loads(flattened.stdout)
+    users = config.get("users") or []
+    if len(users) != 1:
+        raise ImpersonationError("KUBECONFIG: its current context names no user: set current-context")
+    user = users[0].setdefault("user", {})
+    already = [key for key in IMPERSONATION_KEYS if user.get(key)]  # a user that impersonates cannot again
+    if already:
+        raise ImpersonationError(
+            f"KUBECONFIG: the pipeline's user already impersonates ({', '.join(already)}), and GitOps impersonates each "
+            "experiment's own identity: give the pipeline credentials of its own"
+        )
+    account = service_account(stack)
+    allowed = _kubectl(env, "auth", "can-i", "impersonate", f"serviceaccounts/{account}", "--namespace", GITOPS_NAMESPACE)
+    if allowed.stdout.strip() != "yes":
+        why = allowed.stderr.strip() or "no"
+        raise ImpersonationError(
+            f"KUBECONFIG: the pipeline's identity may not impersonate {identity(stack)}, the identity stack {stack} "
+            f"runs as ({why}): grant it the `impersonate` verb on serviceaccounts in namespace {GITOPS_NAMESPACE}"
+        )
+    user["as"] = identity(stack)
+    path = directory / f"kubeconfig.{stack}.json"
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(descriptor, "w") as out:
+        json.dump(config, out)
+    return path
+
+
+def _kubectl(env: Mapping[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["kubectl", *args], env=dict(env), capture_output=True, text=True, timeout=60)

@@ -1,0 +1,161 @@
+"""`hack/gitops.sh operator-stack STACK --repo URL`: the Pulumi Kubernetes Operator (v2) objects that
+reconcile one stack file in-cluster instead of from CI (docs/guide/gitops.md):
+
+- a ServiceAccount for the stack's workspace pod, bound to `system:auth-delegator` (the operator
+  authenticates to its workspace agent with the pod's token);
+- its rights: platform and tenant stacks create cluster-scoped objects (namespaces, roles, CRDs,
+  admission policies), so their account is bound to `cluster-admin`, the platform team's; an
+  experiment's account gets nothing here: it must be one of its tenant's identities
+  (`tfk8s:tenant.identities.users`), so it has exactly the rights a person of that tenant has;
+- the `Stack` itself: the repository, branch and stack, the team's object-store backend, the
+  passphrase and the store's keys from Secrets (never inline), `prerequisites` in the plan's order
+  (platform <- tenant <- experiment), and `destroyOnFinalize` from what destroying would lose.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from importlib.metadata import version
+from typing import Any
+
+import yaml
+from tfk8s.schema import NAMESPACE
+from tfk8s.schema.experiment import ExperimentStack
+from tfk8s.schema.platform import PlatformStack
+from tfk8s.schema.tenant import GITOPS_NAMESPACE, SERVICE_ACCOUNT_PREFIX, TenantStack
+from tfk8s.stacks import config as stack_config
+
+from tfk8s_gitops.identity import identity, service_account
+from tfk8s_gitops.repo import Repo, StackFile
+
+API_VERSION = "pulumi.com/v1"
+# The workspace image: the CLI of the Python SDK this project pins (pyproject.toml, the same
+# release as hack/versions.sh's PULUMI_VERSION), non-root so the workspace passes `restricted`.
+WORKSPACE_IMAGE = f"pulumi/pulumi-python:{version('pulumi')}-nonroot"
+# The variables the workspace's CLI needs, and the Secret key each is read from.
+PASSPHRASE_ENV = {"PULUMI_CONFIG_PASSPHRASE": "passphrase"}
+S3_ENV = {"AWS_ACCESS_KEY_ID": "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY": "AWS_SECRET_ACCESS_KEY"}
+
+
+class OperatorError(ValueError):
+    """A stack that cannot be reconciled as asked; the message names the key or flag and the fix."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("stack", help="a stack file of the checkout (stacks/Pulumi.<stack>.yaml)")
+    parser.add_argument("--repo", required=True, help="the git URL the operator clones")
+    parser.add_argument("--branch", default="main")
+    parser.add_argument(
+        "--namespace",
+        default=GITOPS_NAMESPACE,
+        help=f"where the Stack and its ServiceAccount live; an experiment's: {GITOPS_NAMESPACE}, whose accounts tenants accept",
+    )
+    parser.add_argument("--backend", default=os.environ.get("PULUMI_BACKEND_URL"), help="default: $PULUMI_BACKEND_URL")
+    parser.add_argument("--passphrase-secret", default="tfk8s-gitops-passphrase", help="a Secret with key `passphrase`")
+    parser.add_argument(
+        "--backend-secret", default="tfk8s-gitops-s3", help="a Secret with keys AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
+    )
+    parser.add_argument("--resync-seconds", type=int, default=300, help="how often the operator polls the branch (>= 60)")
+
+
+def settings(file: StackFile) -> PlatformStack | TenantStack | ExperimentStack:
+    """The stack file's model (secrets left out), or the program's own ConfigError."""
+    prefix = f"{NAMESPACE}:"
+    raw = {k[len(prefix) :]: v for k, v in file.config.items() if k.startswith(prefix)}
+    secrets = [k for k in raw if k in stack_config.SECRET_KEYS]
+    return stack_config.validate({k: v for k, v in raw.items() if k not in stack_config.SECRET_KEYS}, secrets)
+
+
+def destroy_on_finalize(model: PlatformStack | TenantStack | ExperimentStack) -> bool:
+    """Whether deleting the Stack object may destroy the stack: never a platform (every tenant stands
+    on it); a tenant only if its volumes are kept (`volumes.keepOnDestroy`); an experiment unless a
+    cluster has a scratch volume (its files go with the experiment; its logs are the tenant's)."""
+    if isinstance(model, TenantStack):
+        return model.tenant.volumes.keep_on_destroy
+    if isinstance(model, ExperimentStack):
+        return not any(cluster.scratch for cluster in model.clusters)
+    return False
+
+
+def render(repo: Repo, args: argparse.Namespace) -> list[dict[str, Any]]:
+    stacks = repo.stack_files("HEAD")
+    if args.stack not in stacks:
+        raise OperatorError(f"{args.stack}: no stack file of that name at HEAD (have: {', '.join(sorted(stacks))})")
+    if not args.backend or args.backend.startswith("file:"):
+        raise OperatorError(
+            f"--backend {args.backend or '(unset)'}: the workspace pod cannot reach this machine's files; "
+            "give the team's object store, e.g. s3://bucket?endpoint=...&s3ForcePathStyle=true"
+        )
+    if args.resync_seconds < 60:
+        raise OperatorError(f"--resync-seconds {args.resync_seconds}: the operator requires at least 60")
+    file = stacks[args.stack]
+    model = settings(file)
+    project, _ = repo.project("HEAD")
+    account = service_account(args.stack)
+    labels = {"app.kubernetes.io/managed-by": "tfk8s-gitops", "tfk8s.io/stack": args.stack}
+    meta = {"name": account, "namespace": args.namespace, "labels": labels}
+    objects: list[dict[str, Any]] = [{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta}]
+    subject = [{"kind": "ServiceAccount", "name": account, "namespace": args.namespace}]
+    roles = ["system:auth-delegator"]
+    if isinstance(model, ExperimentStack):
+        _check_tenant_lists(stacks, file, identity(args.stack, args.namespace))
+    else:
+        roles.append("cluster-admin")
+    for role in roles:
+        objects.append(
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRoleBinding",
+                "metadata": {"name": f"{args.namespace}:{account}:{role.removeprefix('system:')}", "labels": labels},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+                "subjects": subject,
+            }
+        )
+    env = {**PASSPHRASE_ENV}
+    env_secret = {name: args.passphrase_secret for name in PASSPHRASE_ENV}
+    if args.backend.startswith("s3:"):
+        env.update(S3_ENV)
+        env_secret.update({name: args.backend_secret for name in S3_ENV})
+    spec: dict[str, Any] = {
+        "stack": f"organization/{project}/{args.stack}",
+        "projectRepo": args.repo,
+        "branch": args.branch,
+        "backend": args.backend,
+        "serviceAccountName": account,
+        "destroyOnFinalize": destroy_on_finalize(model),
+        "refresh": True,
+        "resyncFrequencySeconds": args.resync_seconds,
+        # A stack file must be in git (the truth); never create a stack the repository lacks.
+        "useLocalStackOnly": True,
+        "envRefs": {name: {"type": "Secret", "secret": {"name": env_secret[name], "key": key}} for name, key in env.items()},
+        "workspaceTemplate": {"spec": {"image": WORKSPACE_IMAGE, "securityProfile": "restricted"}},
+    }
+    if file.upstream is not None and file.upstream in stacks:
+        spec["prerequisites"] = [{"name": service_account(file.upstream)}]
+    objects.append({"apiVersion": API_VERSION, "kind": "Stack", "metadata": {**meta}, "spec": spec})
+    return objects
+
+
+def _check_tenant_lists(stacks: dict[str, StackFile], file: StackFile, user: str) -> None:
+    tenant_name = file.upstream
+    tenant = stacks.get(tenant_name or "")
+    key = f"{NAMESPACE}:tenant.identities.users"
+    if tenant is None:
+        raise OperatorError(f"{file.path}: its tenant stack {tenant_name!r} has no stack file here to grant the workspace rights")
+    model = settings(tenant)
+    if not isinstance(model, TenantStack) or user not in model.tenant.identities.users:
+        raise OperatorError(
+            f"{tenant.path}: {key} does not list {user!r}, the operator workspace of {file.name}; add it there "
+            "(its pod then has exactly the rights of the tenant's people, in the tenant's namespace)"
+        )
+    if not user.startswith(f"{SERVICE_ACCOUNT_PREFIX}{GITOPS_NAMESPACE}:"):
+        # A tenant's `up` refuses service accounts of other namespaces (tfk8s.checks.tenant).
+        raise OperatorError(
+            f"--namespace: a tenant accepts service accounts of its own namespace and of {GITOPS_NAMESPACE} alone as "
+            f"identities, not {user!r}: run the experiment's Stack in {GITOPS_NAMESPACE} (the default)"
+        )
+
+
+def render_yaml(repo: Repo, args: argparse.Namespace) -> str:
+    return yaml.safe_dump_all(render(repo, args), sort_keys=False)

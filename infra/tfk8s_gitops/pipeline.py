@@ -1,0 +1,246 @@
+"""The three runs of a GitOps pipeline, one `Report` each:
+
+- `preview` (a pull request): `pulumi preview --diff` of every planned update with the policy pack,
+  `pulumi destroy --preview-only` of every removed stack file; nothing changes but a new stack's
+  empty entry in the backend (a preview needs the stack to exist);
+- `apply` (a merge): the destroys, then `pulumi up --refresh` with the policy pack (its own preview first: a
+  stack whose preview fails, a mandatory policy included, is never updated) and the stack's `ready`
+  output read back; a step is skipped when a stack it depends on failed (`Plan.blocked_by`);
+- `drift` (a schedule): `pulumi refresh --preview-only` of every stack file of the checkout, and
+  which managed objects changed live (what the program only reads is left out).
+A removed experiment's destroy leaves its tenant's volumes: they are the tenant stack's
+(`keepOnDestroy`, docs/guide/tenants.md).
+
+Every command on an experiment runs as the experiment's own identity (`tfk8s_gitops.identity`): the
+pipeline's kubeconfig, impersonating `system:serviceaccount:tfk8s-gitops:tfk8s-<stack>`. Platforms
+and tenants run with the pipeline's credentials.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tfk8s_gitops.engine import Pulumi, Result, Workspace
+from tfk8s_gitops.identity import ImpersonationError, acts_as_itself, impersonating_kubeconfig
+from tfk8s_gitops.plan import Plan, Step
+from tfk8s_gitops.repo import Repo
+
+# Without it, an apply refuses to take back a field a person changed with kubectl (a server-side
+# apply conflict naming their field manager); with it (`apply --force-conflicts`), git wins.
+FORCE_CONFLICTS_ENV = "PULUMI_K8S_ENABLE_PATCH_FORCE"
+# Outcomes of a step, as the summary shows them.
+DONE, FAILED, SKIPPED = "ok", "failed", "skipped"
+
+
+@dataclass
+class StepReport:
+    stack: str
+    kind: str | None
+    action: str
+    reason: str
+    outcome: str = DONE
+    result: Result | None = None
+    ready: bool | None = None
+    note: str = ""
+
+
+@dataclass
+class Report:
+    mode: str
+    plan: Plan | None
+    steps: list[StepReport] = field(default_factory=list)
+    seconds: float = 0.0
+    refused: list[str] = field(default_factory=list)
+    """Why nothing ran (an apply that needs a person's confirmation); in a preview, what its merge will need."""
+
+    @property
+    def ok(self) -> bool:
+        return all(s.outcome != FAILED for s in self.steps) and not (self.refused and self.mode == "apply")
+
+
+@dataclass(frozen=True)
+class Options:
+    checkout: Path
+    env: Mapping[str, str]
+    policy_pack: Path | None
+    secrets_provider: str | None = None
+    lock_wait: float = 600.0
+    confirmed_destroys: tuple[str, ...] = ()
+    """Platforms and tenants a person confirmed the destroy of (`apply --confirm-destroy`)."""
+    confirmed_config_dir_move: bool = False
+
+
+def _workspace(options: Options) -> Workspace:
+    repo = Repo(options.checkout)
+    _, folder = repo.project("HEAD")
+    return Workspace(options.checkout, folder)
+
+
+class Clis:
+    """The CLI each stack runs with: the team's for platforms and tenants, one impersonating the
+    stack's own identity for every other kind (its kubeconfig made once per run)."""
+
+    def __init__(self, workspace: Workspace, options: Options) -> None:
+        self.workspace = workspace
+        self.options = options
+        self.team = Pulumi(workspace, options.env, options.lock_wait)
+        self._own: dict[str, Pulumi] = {}
+
+    def of(self, entry: StepReport) -> Pulumi | None:
+        """The CLI for `entry`'s stack; None, with `entry` failed and why, when the pipeline cannot
+        act as the stack."""
+        if not acts_as_itself(entry.kind):
+            return self.team
+        if entry.stack not in self._own:
+            try:
+                kubeconfig = impersonating_kubeconfig(self.options.env, entry.stack, self.workspace.path)
+            except ImpersonationError as error:
+                entry.outcome, entry.note = FAILED, str(error)
+                return None
+            env = {**self.options.env, "KUBECONFIG": str(kubeconfig)}
+            self._own[entry.stack] = Pulumi(self.workspace, env, self.options.lock_wait)
+        return self._own[entry.stack]
+
+
+def _policy(options: Options) -> list[str]:
+    return ["--policy-pack", str(options.policy_pack)] if options.policy_pack else []
+
+
+def _ensure_stack(cli: Pulumi, options: Options, stack: str) -> Result | None:
+    """Select the stack, creating it (empty) if the backend has none: None, or the failed command."""
+    if cli.stack_exists(stack):
+        return None
+    extra = ["--secrets-provider", options.secrets_provider] if options.secrets_provider else []
+    done = cli.plain("stack", "init", stack, *extra)
+    if done.returncode == 0:
+        return None
+    return Result("pulumi stack init", done.returncode, done.stdout + done.stderr, 0.0)
+
+
+def _unconfirmed(plan: Plan, options: Options) -> list[str]:
+    return plan.unconfirmed(options.confirmed_destroys, options.confirmed_config_dir_move)
+
+
+def preview(plan: Plan, options: Options) -> Report:
+    # Shown, not refused: the reviewer learns before the merge what it will need.
+    report = Report("preview", plan, refused=_unconfirmed(plan, options))
+    workspace = _workspace(options)
+    clis = Clis(workspace, options)
+    try:
+        for step in plan.steps:
+            entry = StepReport(step.stack, step.kind, step.action, step.reason)
+            report.steps.append(entry)
+            cli = clis.of(entry)
+            if cli is None:
+                continue
+            if step.action == "destroy":
+                if not cli.stack_exists(step.stack):
+                    entry.note = "never deployed: nothing to destroy"
+                    continue
+                entry.result = cli.run(step.stack, "destroy", "--preview-only")
+            else:
+                entry.result = _ensure_stack(cli, options, step.stack) or cli.run(
+                    step.stack, "preview", "--diff", *_policy(options)
+                )
+            entry.outcome = DONE if entry.result.ok else FAILED
+    finally:
+        workspace.close()
+    return report
+
+
+def apply(plan: Plan, options: Options, only: str | None = None) -> Report:
+    """Every step in order (or the one `only` names); nothing at all while the plan needs a
+    confirmation it was not given, whichever step this run is."""
+    report = Report("apply", plan, refused=_unconfirmed(plan, options))
+    if report.refused:
+        return report
+    steps = [plan.step(only)] if only else list(plan.steps)
+    workspace = _workspace(options)
+    clis = Clis(workspace, options)
+    failed: list[str] = []
+    try:
+        for step in steps:
+            entry = _apply_step(clis, options, plan, step, failed)
+            report.steps.append(entry)
+            if entry.outcome != DONE:
+                failed.append(step.stack)
+    finally:
+        workspace.close()
+    return report
+
+
+def _apply_step(clis: Clis, options: Options, plan: Plan, step: Step, failed: list[str]) -> StepReport:
+    entry = StepReport(step.stack, step.kind, step.action, step.reason)
+    blocker = plan.blocked_by(step, failed)
+    if blocker is not None:
+        entry.outcome = SKIPPED
+        entry.note = f"not run: {blocker} failed" if step.action == "update" else f"not run: {blocker} still exists"
+        return entry
+    cli = clis.of(entry)
+    if cli is None:
+        return entry
+    message = ["--message", f"tfk8s gitops: {step.reason} at {plan.head[:12]}"]
+    if step.action == "destroy":
+        if not cli.stack_exists(step.stack):
+            entry.note = "never deployed: nothing to destroy"
+            return entry
+        entry.result = cli.run(step.stack, "destroy", "--yes", *message)
+    else:
+        entry.result = _ensure_stack(cli, options, step.stack) or cli.run(
+            # --refresh: a live object edited by hand is put back (the state learns of the edit first).
+            step.stack,
+            "up",
+            "--yes",
+            "--refresh",
+            "--diff",
+            *message,
+            *_policy(options),
+        )
+        if entry.result.ok:
+            entry.ready = cli.outputs(step.stack).get("ready") is True
+            if not entry.ready:
+                entry.note = "deployed, but its `ready` output is not true (see its notReady output)"
+    entry.outcome = DONE if entry.result.ok and entry.ready is not False else FAILED
+    return entry
+
+
+def drift(checkout: Path, options: Options) -> Report:
+    """Every stack file of the checkout against its live objects; a stack never deployed is drift too."""
+    report = Report("drift", None)
+    repo = Repo(checkout)
+    workspace = _workspace(options)
+    clis = Clis(workspace, options)
+    try:
+        for name, file in sorted(repo.stack_files("HEAD").items()):
+            entry = StepReport(name, file.kind, "refresh", "scheduled")
+            report.steps.append(entry)
+            cli = clis.of(entry)
+            if cli is None:
+                continue
+            if not cli.stack_exists(name):
+                entry.outcome = FAILED
+                entry.note = "never deployed: the stack file has no stack in the backend"
+                continue
+            # Objects the program only reads (`.get`, e.g. the platform's look at the User Node)
+            # change with every heartbeat, and are nobody's to put back: not drift.
+            read_only = cli.external_urns(name)
+            entry.result = cli.run(name, "refresh", "--preview-only")
+            entry.result.changed = [c for c in entry.result.changed if c[1] not in read_only]
+            entry.result.changes = _count(entry.result.changed)
+            if entry.result.changed:
+                entry.outcome = FAILED
+                entry.note = "drifted: the live objects differ from the last deployment"
+            elif not entry.result.ok:
+                entry.outcome = FAILED
+    finally:
+        workspace.close()
+    return report
+
+
+def _count(changed: list[tuple[str, str, list[str]]]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for op, _, _ in changed:
+        counts[op] = counts.get(op, 0) + 1
+    return counts

@@ -1,0 +1,142 @@
+"""Which stacks a change touches, and in what order their Pulumi operations run.
+
+From `base` to `head`:
+- a stack file removed is destroyed, before anything else (an experiment's destroy would otherwise
+  block its tenant's change, and the platform refuses to lose a tenant that still has experiments),
+  experiments first, then tenants, then platforms;
+- a stack file added or changed is updated, and so is every stack downstream of it in `head` (a
+  tenant reads its platform's outputs, an experiment its tenant's: a new platform output reaches them
+  only through their own `up`), platforms first, then tenants, then experiments;
+- a change of the program itself (`repo.PROGRAM_PATHS`) updates every stack of `head`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+from tfk8s_gitops.repo import NO_COMMIT, Repo, StackFile, is_program_path, stack_name
+
+Action = Literal["destroy", "update"]
+# A destroy of these kinds takes every tenant's data path or a user's namespace with it: a merge
+# alone never runs it; a person names it (`apply --confirm-destroy STACK`).
+CONFIRMED_KINDS = ("platform", "tenant")
+# Creates and updates go down this order; destroys go up it. An unknown kind (the stack's own
+# preview will say what is wrong with it) goes last.
+KIND_ORDER = ("platform", "tenant", "experiment")
+
+
+@dataclass(frozen=True)
+class Step:
+    stack: str
+    action: Action
+    kind: str | None
+    reason: str
+    """Why the stack is in the plan: `added`, `changed`, `removed`, `program changed`, `downstream of X`."""
+    upstream: str | None
+    """The stack this one builds on (in `head` for updates, in `base` for destroys)."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    base: str
+    head: str
+    steps: tuple[Step, ...]
+    program_changed: bool
+    config_dir_move: tuple[str, str] | None = None
+    """Pulumi.yaml's `stackConfigDir` at `base` and at `head`, when it changed."""
+
+    def unconfirmed(self, destroys: Iterable[str], config_dir_move: bool) -> list[str]:
+        """Why the plan may not run without a person's word: each platform or tenant it destroys
+        that `destroys` does not name, and a moved `stackConfigDir` unless `config_dir_move`."""
+        named = set(destroys)
+        reasons = [
+            f"the removal of {s.stack}'s stack file destroys the {s.kind} {s.stack}: confirm with --confirm-destroy {s.stack}"
+            for s in self.steps
+            if s.action == "destroy" and s.kind in CONFIRMED_KINDS and s.stack not in named
+        ]
+        if self.config_dir_move is not None and not config_dir_move:
+            old, new = self.config_dir_move
+            reasons.append(
+                f"Pulumi.yaml's stackConfigDir moves from {old!r} to {new!r}: every stack file is read from the new place "
+                "(a stack missing there is destroyed); confirm with --confirm-config-dir-move"
+            )
+        return reasons
+
+    def step(self, stack: str) -> Step:
+        for step in self.steps:
+            if step.stack == stack:
+                return step
+        planned = ", ".join(s.stack for s in self.steps) or "none"
+        raise KeyError(f"stack {stack!r} is not in the plan of {self.base[:12]}..{self.head[:12]} (planned: {planned})")
+
+    def blocked_by(self, step: Step, failed: Iterable[str]) -> str | None:
+        """The failed stack that `step` must not run after, if any: for an update, one it builds on
+        (directly or not); for a destroy, one built on it (its destroy failed, so it still exists)."""
+        failed = set(failed)
+        if step.action == "update":
+            return next((s for s in self._chain(step) if s in failed), None)
+        built_on_it = [s.stack for s in self.steps if s.action == "destroy" and step.stack in self._chain(s)]
+        return next((s for s in built_on_it if s in failed), None)
+
+    def _chain(self, step: Step) -> list[str]:
+        """The planned stacks `step` builds on, nearest first. (Every stack downstream of a planned
+        update is planned too, and a removed stack's upstream is either removed or left alone.)"""
+        upstreams = {s.stack: s.upstream for s in self.steps}
+        chain, upstream = [], step.upstream
+        while upstream is not None and upstream in upstreams and upstream not in chain:
+            chain.append(upstream)
+            upstream = upstreams[upstream]
+        return chain
+
+
+def _rank(kind: str | None) -> int:
+    return KIND_ORDER.index(kind) if kind in KIND_ORDER else len(KIND_ORDER)
+
+
+def downstream(stacks: dict[str, StackFile], roots: set[str]) -> dict[str, str]:
+    """Every stack that builds on one of `roots`, directly or not -> the root it builds on."""
+    found: dict[str, str] = {}
+    changed = True
+    while changed:
+        changed = False
+        for name, file in stacks.items():
+            if name in roots or name in found or file.upstream is None:
+                continue
+            origin = file.upstream if file.upstream in roots else found.get(file.upstream)
+            if origin is not None:
+                found[name] = origin
+                changed = True
+    return found
+
+
+def make_plan(repo: Repo, base: str, head: str) -> Plan:
+    head = repo.resolve(head)
+    after = repo.stack_files(head)
+    if base == NO_COMMIT:  # a branch's first push: every stack file is new
+        before: dict[str, StackFile] = {}
+        paths = {f.path for f in after.values()}
+    else:
+        base = repo.resolve(base)
+        before = repo.stack_files(base)
+        paths = repo.changed_paths(base, head)
+    program_changed = any(is_program_path(p) for p in paths)
+    _, folder = repo.project(head)
+    old_folder = repo.project(base)[1] if base != NO_COMMIT else folder
+    prefix = "" if folder == "." else f"{folder}/"
+    touched = {name for p in paths if (name := stack_name(p, prefix)) is not None}
+
+    removed = sorted((before[n] for n in before.keys() - after.keys()), key=lambda f: (-_rank(f.kind), f.name))
+    steps = [Step(f.name, "destroy", f.kind, "removed", f.upstream) for f in removed]
+
+    if program_changed:
+        reasons = {name: "program changed" for name in after}
+    else:
+        reasons = {name: ("added" if name not in before else "changed") for name in touched & after.keys()}
+        for name, origin in downstream(after, set(reasons)).items():
+            reasons[name] = f"downstream of {origin}"
+    for name in sorted(reasons, key=lambda n: (_rank(after[n].kind), n)):
+        steps.append(Step(name, "update", after[name].kind, reasons[name], after[name].upstream))
+    moved = (old_folder, folder) if old_folder != folder else None
+    return Plan(base, head, tuple(steps), program_changed, moved)

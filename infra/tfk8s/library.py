@@ -12,7 +12,7 @@ import pulumi
 
 from tfk8s.components import guard
 from tfk8s.schema.contract import PlatformFacts
-from tfk8s.schema.platform import PlatformSettings
+from tfk8s.schema.platform import PlatformSettings, UserNodeSettings
 from tfk8s.specs import backends
 from tfk8s.specs.ownership import Owner
 from tfk8s.stacks import platform as platform_stack
@@ -31,30 +31,34 @@ def this_stack(kind: str = "experiment", state: str | None = None) -> Owner:
     )
 
 
+# A placeholder: a program without tenants has no User Node (training pods only keep off one).
+NO_USER_NODE = UserNodeSettings(name="tfk8s-no-user-node")
+
+
 def standalone_platform(
-    settings: PlatformSettings,
     *,
     owner: Owner,
-    storage_class: str | None = None,
-    user_node_address: str | None = None,
+    kubernetes_version: str,
+    storage_class: str,
+    settings: PlatformSettings | None = None,
 ) -> PlatformFacts:
-    """The facts a platform stack of `settings` would publish, for a program with no platform stack
-    to read them from: images, ports, Pod Security, placement and timeouts as `settings` say.
+    """The facts a platform stack would publish, for a program with no platform stack to read them
+    from: images, ports, Pod Security, placement and timeouts as `settings` say (default: the
+    platform defaults, docs/reference/platform.md, and no User Node).
 
-    `settings.kubernetes_version` is required (a platform stack reads the API server's). The
-    storage class is the one `settings.storage` names, unless `storage_class` says which class the
-    tenants' volumes are in; the Layout and Tenant kinds and the experimenter role are the names a
-    PlatformGuard of `owner` would create (create one, or set `publish_layout=False` on
-    TrainingClusterArgs)."""
-    if settings.kubernetes_version is None:
-        raise ValueError("standalone_platform: settings.kubernetes_version is required, e.g. '1.34'")
+    `kubernetes_version` is the cluster's ("1.34": Job retries per worker from 1.29);
+    `storage_class` the class of the volumes the clusters mount. The Layout and Tenant kinds and
+    the experimenter role are the names a PlatformGuard of `owner` would create: create one, or
+    set `publish_layout=False` on TrainingClusterArgs."""
+    given = settings or PlatformSettings(user_node=NO_USER_NODE)
+    platform = given.model_copy(update={"kubernetes_version": kubernetes_version})
     group = guard.platform_group(owner)
     return platform_stack.facts(
-        settings,
+        platform,
         owner=owner.annotation,
         group=group,
-        storage_class=storage_class or settings.storage.class_name,
-        scratch_storage_class=backends.scratch_class(settings.storage),
-        user_node_address=user_node_address,
+        storage_class=storage_class,
+        scratch_storage_class=backends.scratch_class(platform.storage),
+        user_node_address=platform.user_node.address,
         experimenter_role=guard.experimenter_role(group),
     )

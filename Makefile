@@ -15,7 +15,7 @@ TENANT ?= tenant-alice
 EXPERIMENTER ?= alice
 PYTEST_ARGS ?=
 
-.PHONY: help env requirements schema docs-reference docs docs-diagrams golden venv policy-venv test-policies tools tools-test tools-legacy real-node-deps cluster cluster-stop cluster-status demo up preview down outputs test test-unit test-training test-e2e bench lint clean
+.PHONY: help env requirements schema docs-reference docs docs-diagrams golden venv policy-venv test-policies tools tools-test tools-legacy real-node-deps cluster cluster-stop cluster-status demo up preview down outputs test test-unit test-training test-e2e bench lint wheel clean
 
 help:
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | sort
@@ -161,8 +161,8 @@ bench: venv ## The benchmarks that need no cluster (see docs/benchmarks.md)
 TOOLS_BIN := $(or $(TFK8S_CACHE),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/tfk8s)/bin
 
 lint: venv ## ruff, mypy, the layers' import contracts (pyproject.toml), gofmt and go vet (the language host), actionlint on the GitOps workflows, the docs site built strictly
-	$(VENV)/bin/ruff check infra training tests bench hack policies
-	$(VENV)/bin/ruff format --check infra tests hack policies
+	$(VENV)/bin/ruff check infra training tests bench hack policies examples
+	$(VENV)/bin/ruff format --check infra tests hack policies examples
 	$(VENV)/bin/mypy hack/langhost hack/requirements.py hack/schema.py hack/docs_reference.py hack/toolenv.py hack/images.py
 	cd hack/langhost && test -z "$$(gofmt -l .)" && GOFLAGS=-mod=readonly go vet .
 	# The launcher and PS retirement helper run in TF 1.x images: Python 3.6 and newer.
@@ -174,5 +174,8 @@ lint: venv ## ruff, mypy, the layers' import contracts (pyproject.toml), gofmt a
 	$(TOOLS_BIN)/actionlint .github/workflows/*.yml
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
 
+wheel: venv ## Build the tfk8s wheel (the library: docs/guide/library.md) into dist/
+	$(PY) -m pip wheel . --no-deps --no-build-isolation -q -w dist
+
 clean:
-	rm -rf $(VENV) $(POLICY_VENV) .pytest_cache .ruff_cache .import_linter_cache
+	rm -rf $(VENV) $(POLICY_VENV) .pytest_cache .ruff_cache .import_linter_cache build dist

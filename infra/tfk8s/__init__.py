@@ -1,0 +1,120 @@
+"""tfk8s: distributed TensorFlow on Kubernetes, declared as Pulumi resources.
+
+As a library (docs/guide/library.md), a Pulumi program of one's own composes the components:
+
+    import tfk8s
+    cluster = tfk8s.TrainingCluster("mnist", tfk8s.TrainingClusterArgs(...), opts)
+
+The experiment's component, `TrainingCluster` (PS Deployments and Services, the workers' Indexed
+Job, its NetworkPolicy); the tenant's, `UserEnvironment` (a user's namespace, volumes, Jupyter and
+TensorBoard); the platform's, `SharedStorage`, `UserNode`, `PlatformGuard` and `TenantAdmission`:
+each `(name, XArgs, opts)`. Beside them the settings their arguments are made of, and
+`this_stack`, `standalone_platform`, `trainer_bundle`, `code_bundle` to make the rest.
+
+Loaded on first use: every `pulumi up` of tfk8s's own program imports this package first (through
+tfk8s.entry), before its garbage collector is set up, and needs none of these names.
+"""
+
+from __future__ import annotations
+
+# Not `typing.TYPE_CHECKING`: importing typing alone would cost every run of the program ~5 ms
+# (python -X importtime); type checkers read a constant of this name the same way.
+TYPE_CHECKING = False
+
+# name -> the module that defines it.
+_EXPORTS = {
+    # Components and their arguments, experiment, tenant, platform.
+    "TrainingCluster": "tfk8s.components.training_cluster",
+    "TrainingClusterArgs": "tfk8s.components.training_cluster",
+    "UserEnvironment": "tfk8s.components.user_env",
+    "UserEnvironmentArgs": "tfk8s.components.user_env",
+    "SharedStorage": "tfk8s.components.storage",
+    "SharedStorageArgs": "tfk8s.components.storage",
+    "UserNode": "tfk8s.components.user_node",
+    "UserNodeArgs": "tfk8s.components.user_node",
+    "PlatformGuard": "tfk8s.components.guard",
+    "PlatformGuardArgs": "tfk8s.components.guard",
+    "TenantAdmission": "tfk8s.components.tenant_admission",
+    "TenantAdmissionArgs": "tfk8s.components.tenant_admission",
+    # What the arguments are made of.
+    "ClusterSettings": "tfk8s.schema.experiment",
+    "PlatformSettings": "tfk8s.schema.platform",
+    "StorageSettings": "tfk8s.schema.platform",
+    "UserNodeSettings": "tfk8s.schema.platform",
+    "TenantSettings": "tfk8s.schema.tenant",
+    "PlatformFacts": "tfk8s.schema.contract",
+    "Owner": "tfk8s.specs.ownership",
+    "CodeBundle": "tfk8s.specs.code",
+    # Making them.
+    "this_stack": "tfk8s.library",
+    "standalone_platform": "tfk8s.library",
+}
+# Exported under a name of their own: name -> (module, attribute).
+_RENAMED = {
+    "trainer_bundle": ("tfk8s.specs.code", "installed_launcher_bundle"),
+    "code_bundle": ("tfk8s.specs.code", "bundle"),
+}
+
+# Literal, for linters and `from tfk8s import *`; tests/unit/test_library.py keeps it equal to the tables above.
+__all__ = [
+    "ClusterSettings",
+    "CodeBundle",
+    "Owner",
+    "PlatformFacts",
+    "PlatformGuard",
+    "PlatformGuardArgs",
+    "PlatformSettings",
+    "SharedStorage",
+    "SharedStorageArgs",
+    "StorageSettings",
+    "TenantAdmission",
+    "TenantAdmissionArgs",
+    "TenantSettings",
+    "TrainingCluster",
+    "TrainingClusterArgs",
+    "UserEnvironment",
+    "UserEnvironmentArgs",
+    "UserNode",
+    "UserNodeArgs",
+    "UserNodeSettings",
+    "code_bundle",
+    "standalone_platform",
+    "this_stack",
+    "trainer_bundle",
+]
+
+if TYPE_CHECKING:
+    from typing import Any
+
+    from tfk8s.components.guard import PlatformGuard, PlatformGuardArgs
+    from tfk8s.components.storage import SharedStorage, SharedStorageArgs
+    from tfk8s.components.tenant_admission import TenantAdmission, TenantAdmissionArgs
+    from tfk8s.components.training_cluster import TrainingCluster, TrainingClusterArgs
+    from tfk8s.components.user_env import UserEnvironment, UserEnvironmentArgs
+    from tfk8s.components.user_node import UserNode, UserNodeArgs
+    from tfk8s.library import standalone_platform, this_stack
+    from tfk8s.schema.contract import PlatformFacts
+    from tfk8s.schema.experiment import ClusterSettings
+    from tfk8s.schema.platform import PlatformSettings, StorageSettings, UserNodeSettings
+    from tfk8s.schema.tenant import TenantSettings
+    from tfk8s.specs.code import CodeBundle
+    from tfk8s.specs.code import bundle as code_bundle
+    from tfk8s.specs.code import installed_launcher_bundle as trainer_bundle
+    from tfk8s.specs.ownership import Owner
+
+
+def __getattr__(name: str) -> Any:
+    """PEP 562: the public names, imported when first asked for, then kept in the module."""
+    if name in _EXPORTS:
+        module, attribute = _EXPORTS[name], name
+    elif name in _RENAMED:
+        module, attribute = _RENAMED[name]
+    else:
+        raise AttributeError(f"module 'tfk8s' has no attribute {name!r}")
+    value = getattr(__import__(module, fromlist=[attribute]), attribute)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

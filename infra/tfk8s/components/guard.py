@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pulumi
@@ -160,15 +161,29 @@ def _refusal(
     )
 
 
-class PlatformGuard(pulumi.ComponentResource):
-    """The Layout and Tenant CRDs, and (>= 1.30) the two policies with their bindings. The platform's
-    own guard, the experimenter role, is made last by `guard_platform`."""
+@dataclass(frozen=True, kw_only=True)
+class PlatformGuardArgs:
+    owner: Owner
+    group: str  # the platform's API group (`platform_group(owner)`)
+    with_policy: bool  # the cluster has ValidatingAdmissionPolicy (`policy_supported`)
+    # What the experimenter role lets its tenants do (tfk8s.checks.access.experimenter_rules, as RBAC rules).
+    experimenter_rules: list[dict[str, Any]]
+    # The rest of the platform: the role is deleted before any of it.
+    guarded: Sequence[pulumi.Resource] = ()
 
-    def __init__(
-        self, name: str, owner: Owner, group: str, with_policy: bool, opts: pulumi.ResourceOptions | None = None
-    ) -> None:
+
+class PlatformGuard(pulumi.ComponentResource):
+    """The Layout and Tenant CRDs, (>= 1.30) the two policies with their bindings, and the platform's
+    own guard: the experimenter ClusterRole tenants bind, deleted before everything it depends on
+    (`guarded` among them) and only when no Tenant is left (>= 1.30).
+
+    Objects under fixed names: `fixed_objects`."""
+
+    experimenter_role: pulumi.Output[str]
+
+    def __init__(self, name: str, args: PlatformGuardArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("tfk8s:index:PlatformGuard", name, None, opts)
-        self.owner, self.group = owner, group
+        owner, group = args.owner, args.group
         self.layouts, self.tenants = layout_kind(group), tenant_kind(group)
         meta = {"labels": owner.labels(), "annotations": owner.annotations()}
         child = pulumi.ResourceOptions(parent=self)
@@ -183,7 +198,7 @@ class PlatformGuard(pulumi.ComponentResource):
             _crd(f"{name}-tenants", self.tenants, "A tenant stack of this platform: its user's namespace.", child, meta),
         ]
         self.bindings: list[Any] = []
-        if with_policy:
+        if args.with_policy:
             after_crds = pulumi.ResourceOptions(parent=self, depends_on=self.crds)
             tenant_guards = {
                 "resourceRules": [
@@ -206,21 +221,18 @@ class PlatformGuard(pulumi.ComponentResource):
                 _refusal(f"{name}-tenant", self.layouts, tenant_guards, TENANT_IN_USE, meta, after_crds),
                 _refusal(f"{name}-platform", self.tenants, platform_guard, PLATFORM_IN_USE, meta, after_crds),
             ]
-        self.register_outputs({})
-
-    def guard_platform(self, rules: list[dict[str, Any]], depends_on: Sequence[pulumi.Resource]) -> kube.ClusterRole:
-        """The experimenter ClusterRole, which tenants bind: deleted before everything it depends on, and
-        only when no Tenant is left (>= 1.30)."""
-        return kube.ClusterRole(
-            f"{self._name}-experimenter",
+        self.role = kube.ClusterRole(
+            f"{name}-experimenter",
             metadata={
-                "name": experimenter_role(self.group),
-                "labels": {**self.owner.labels(), GUARD_LABEL: self.group},
-                "annotations": self.owner.annotations(),
+                "name": experimenter_role(group),
+                "labels": {**owner.labels(), GUARD_LABEL: group},
+                "annotations": owner.annotations(),
             },
-            rules=rules,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[*self.bindings, *self.crds, *depends_on]),
+            rules=args.experimenter_rules,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*self.bindings, *self.crds, *args.guarded]),
         )
+        self.experimenter_role = self.role.name
+        self.register_outputs({"experimenter_role": self.experimenter_role})
 
 
 def tenant_guard(

@@ -10,7 +10,7 @@ class; their optional scratch claims (tfk8s.components.training_cluster) use the
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import pulumi
 
@@ -61,6 +61,15 @@ def fixed_objects(storage: StorageSettings, key: str) -> list[Claimed]:
     return found
 
 
+@dataclass(frozen=True, kw_only=True)
+class SharedStorageArgs:
+    storage: StorageSettings
+    owner: Owner
+    kubernetes_version: tuple[int, int]  # the cluster's (major, minor): the Secret namespace's Pod Security labels
+    # The value of the Secret the backend needs (the Heketi key), when it needs one (backend.secret).
+    secret_value: pulumi.Output[str] | None = None
+
+
 class SharedStorage(pulumi.ComponentResource):
     """The platform's StorageClasses and the Secret its backend needs (tfk8s.specs.backends), if any.
 
@@ -73,26 +82,22 @@ class SharedStorage(pulumi.ComponentResource):
     class_name: pulumi.Output[str]
     scratch_class_name: pulumi.Output[str | None]
 
-    def __init__(
-        self,
-        name: str,
-        storage: StorageSettings,
-        secret_value: pulumi.Output[str] | None,
-        owner: Owner,
-        kubernetes_version: tuple[int, int],
-        opts: pulumi.ResourceOptions | None = None,
-    ) -> None:
-        super().__init__("tfk8s:index:SharedStorage", name, None, opts)
+    def __init__(self, name: str, args: SharedStorageArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        storage = args.storage
         backend = backend_of(storage)
+        if backend.secret is not None and args.secret_value is None:  # before anything is declared
+            raise ValueError(f"SharedStorageArgs.secret_value: backend {storage.backend!r} needs its Secret's value")
+        super().__init__("tfk8s:index:SharedStorage", name, None, opts)
+        owner, secret_value = args.owner, args.secret_value
         self.secret: kube.Secret | None = None
         self.storage_class: kube.StorageClass | None = None
         meta_labels = {"app.kubernetes.io/part-of": "tfk8s", "app.kubernetes.io/managed-by": "pulumi", **owner.labels()}
         annotations = owner.annotations()
         if backend.secret is not None:
-            assert secret_value is not None
+            assert secret_value is not None  # checked above
             namespace: pulumi.Input[str] = backend.secret.namespace(storage)
             if (own := secret_namespace(storage)) is not None:
-                namespace = self._secret_namespace(name, own, meta_labels, annotations, kubernetes_version)
+                namespace = self._secret_namespace(name, own, meta_labels, annotations, args.kubernetes_version)
             self.secret = kube.Secret(
                 f"{name}-{backend.secret.resource_suffix}",
                 type=backend.secret.type,

@@ -32,7 +32,7 @@ that trains instead of a Job waiting on a PS scaled to zero by the run before.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
@@ -44,7 +44,7 @@ from tfk8s.schema.contract import PlatformFacts, PlatformKind
 from tfk8s.schema.experiment import ClusterSettings
 from tfk8s.specs import cluster_spec as cs
 from tfk8s.specs import layout_document, network_policy, pods, run_policy
-from tfk8s.specs.code import CodeBundle
+from tfk8s.specs.code import CodeBundle, base64_of, installed_launcher_bundle
 from tfk8s.specs.labels import labels, selector_of
 from tfk8s.specs.ownership import Claimed, Owner
 from tfk8s.specs.roles import CHIEF_ROLE, PS_ROLE, WORKER_ROLE, Role
@@ -60,10 +60,16 @@ class TrainingClusterArgs:
     namespace: str
     data_claim: str  # the user's volumes (platform stack)
     log_claim: str
-    launcher: CodeBundle
-    launcher_config_map: str  # the experiment's ConfigMap holding `launcher` (tfk8s.components.experiment.trainer_config_map)
+    # The trainer package the pods run (default: the tfk8s_train installed beside tfk8s).
+    launcher: CodeBundle = field(default_factory=installed_launcher_bundle)
+    # The experiment's ConfigMap holding `launcher` (tfk8s.components.experiment.trainer_config_map);
+    # None: the cluster ships its own copy (`<experiment>-<cluster>-trainer-<digest>`).
+    launcher_config_map: str | None = None
     code: CodeBundle | None = None
     notebook_host: str | None = None
+    # Register the cluster as a Layout of `platform.layouts` (its tenant's notebook reads it, the
+    # platform's guard counts it). False in a program with no tfk8s platform to define that kind.
+    publish_layout: bool = True
 
 
 class TrainingCluster(pulumi.ComponentResource):
@@ -86,6 +92,11 @@ class TrainingCluster(pulumi.ComponentResource):
         # The Job a PS watches: when it fails (or ends, or is deleted) the run is over.
         self.watched_job = self.names.indexed((CHIEF_ROLE if cs.has_chief_job(c) else WORKER_ROLE).name)
         child = pulumi.ResourceOptions(parent=self)
+        self.trainer_config = None
+        self.launcher_config_map = args.launcher_config_map
+        if self.launcher_config_map is None:
+            self.launcher_config_map = f"{self.names.cluster}-trainer-{args.launcher.digest[:10]}"
+            self.trainer_config = self._build_trainer(name, self.launcher_config_map)
         self.code_config = None
         if args.code is not None:
             self.code_config = kube.ConfigMap(
@@ -127,21 +138,23 @@ class TrainingCluster(pulumi.ComponentResource):
         self.ps_owners = [self._own_ps(name, i, run_job) for i in range(c.ps.count)]
 
         layout_kind = platform.layouts
-        self.layout = kube.CustomObject(
-            f"{name}-layout",
-            api_version=layout_kind.api_version,
-            kind=layout_kind.kind,
-            metadata=self._meta(name=self.names.layout(), labels=self._labels("layout")),
-            spec=layout_document.spec(
-                experiment=args.experiment,
-                cluster=c,
-                spec=self.spec,
-                run_id=self.run_id,
-                run_uid=self.run_uid,
-                log_sub_path=self.log_sub_path,
-            ),
-            opts=child,
-        )
+        self.layout = None
+        if args.publish_layout:
+            self.layout = kube.CustomObject(
+                f"{name}-layout",
+                api_version=layout_kind.api_version,
+                kind=layout_kind.kind,
+                metadata=self._meta(name=self.names.layout(), labels=self._labels("layout")),
+                spec=layout_document.spec(
+                    experiment=args.experiment,
+                    cluster=c,
+                    spec=self.spec,
+                    run_id=self.run_id,
+                    run_uid=self.run_uid,
+                    log_sub_path=self.log_sub_path,
+                ),
+                opts=child,
+            )
 
         # `scratch` only when the cluster has one (readiness.cluster_readiness tells absent from unbound).
         scratch = {"scratch": self.scratch_claim.status} if self.scratch_claim else {}
@@ -184,11 +197,22 @@ class TrainingCluster(pulumi.ComponentResource):
             volumes=pods.VolumeSources(
                 data_claim=args.data_claim,
                 log_claim=args.log_claim,
-                launcher=pods.ConfigMapFiles(name=args.launcher_config_map, files=(pods.TRAINER_ARCHIVE,)),
+                launcher=pods.ConfigMapFiles(name=self.launcher_config_map, files=(pods.TRAINER_ARCHIVE,)),
                 code=pods.ConfigMapFiles(name=code.name, files=tuple(sorted(args.code.files))) if code and args.code else None,
                 scratch_claim=scratch.name if scratch else None,
             ),
             log_sub_path=self.log_sub_path,
+        )
+
+    def _build_trainer(self, name: str, config_map: str) -> kube.ConfigMap:
+        """The cluster's own copy of the trainer package, as an Experiment ships its clusters' one
+        (tfk8s.components.experiment): a zip archive, immutable, named after its sources' digest."""
+        return kube.ConfigMap(
+            f"{name}-trainer",
+            metadata=self._meta(name=config_map, labels=self._labels("tensorflow", role="code")),
+            binary_data={pods.TRAINER_ARCHIVE: base64_of(self.args.launcher.zipped(pods.TRAINER_PACKAGE))},
+            immutable=True,
+            opts=pulumi.ResourceOptions(parent=self, ignore_changes=["binaryData"]),
         )
 
     def _build_scratch(self, name: str, args: TrainingClusterArgs) -> kube.PersistentVolumeClaim:

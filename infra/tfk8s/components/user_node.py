@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import pulumi
@@ -78,6 +79,11 @@ def node_address(settings: UserNodeSettings, status: Any) -> str | None:
     return addresses.get("InternalIP") or addresses.get("ExternalIP") or addresses.get("Hostname")
 
 
+@dataclass(frozen=True, kw_only=True)
+class UserNodeArgs:
+    node: UserNodeSettings  # an existing node: its name, the taint and label key, the address users reach
+
+
 class UserNode(pulumi.ComponentResource):
     """Patches (never owns) the node: `pulumi destroy` removes only our taint and label.
 
@@ -89,9 +95,10 @@ class UserNode(pulumi.ComponentResource):
     address: pulumi.Output[str | None]
     checked_taints: pulumi.Output[list[dict[str, str]]]
 
-    def __init__(self, name: str, settings: UserNodeSettings, opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(self, name: str, args: UserNodeArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("tfk8s:index:UserNode", name, None, opts)
-        live = kube.Node.get(f"{name}-live", settings.name, opts=pulumi.ResourceOptions(parent=self))
+        settings = args.node
+        self.live = live = kube.Node.get(f"{name}-live", settings.name, opts=pulumi.ResourceOptions(parent=self))
 
         self.checked_taints = pulumi.Output.all(live.metadata, live.spec).apply(
             lambda ms: checked_taints(settings, {"metadata": ms[0], "spec": ms[1]})
@@ -104,4 +111,4 @@ class UserNode(pulumi.ComponentResource):
         )
         # Provider output types are dict subclasses, so node_address reads them like plain dicts.
         self.address = self.patch.status.apply(lambda status: node_address(settings, status))
-        self.register_outputs({"address": self.address})
+        self.register_outputs({"address": self.address, "checked_taints": self.checked_taints})

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import importlib.util
 import io
 import zipfile
 from dataclasses import dataclass
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import Literal
 
 from tfk8s.schema.experiment import LAUNCHER_PACKAGE
-from tfk8s.specs.pods import key_of
+from tfk8s.specs.pods import TRAINER_PACKAGE, key_of
 
 
 @dataclass(frozen=True)
@@ -92,5 +93,25 @@ def launcher_bundle(project_root: Path, use: PackageUse) -> CodeBundle:
     the state keeps it twice: the experiment's lost 30 KB of its 108 KB this way (docs/benchmarks.md
     "Fixed cost"). tests/unit/test_code.py checks that each copy holds every module its pods' entry
     points import."""
-    package = bundle(project_root / LAUNCHER_PACKAGE, "*.py")
+    return package_bundle(project_root / LAUNCHER_PACKAGE, use)
+
+
+def package_bundle(directory: Path, use: PackageUse) -> CodeBundle:
+    """The trainer package in `directory`, flat, as `use`'s pods get it (see `launcher_bundle`)."""
+    package = bundle(directory, "*.py")
     return CodeBundle(files={name: text for name, text in package.files.items() if name not in NOT_SHIPPED[use]})
+
+
+def installed_trainer_package() -> Path:
+    """Where the tfk8s_train package this process would import lies: beside tfk8s in an installed
+    wheel (a program that imports tfk8s as a library has no checkout), or training/ of a checkout
+    installed in editable mode. Found, never imported: its modules are for pods."""
+    spec = importlib.util.find_spec(TRAINER_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError(f"the {TRAINER_PACKAGE} package is not installed beside tfk8s: pip install tfk8s")
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def installed_launcher_bundle(use: PackageUse = "experiment") -> CodeBundle:
+    """`launcher_bundle` of the installed tfk8s_train package (`installed_trainer_package`)."""
+    return package_bundle(installed_trainer_package(), use)

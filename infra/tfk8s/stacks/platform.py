@@ -11,8 +11,8 @@ import pulumi
 
 from tfk8s.checks import access
 from tfk8s.components import guard, storage, tenant_admission
-from tfk8s.components.storage import SharedStorage
-from tfk8s.components.user_node import UserNode
+from tfk8s.components.storage import SharedStorage, SharedStorageArgs
+from tfk8s.components.user_node import UserNode, UserNodeArgs
 from tfk8s.errors import ConfigError
 from tfk8s.schema import NAMESPACE
 from tfk8s.schema.contract import PlatformFacts, UserNodeFacts
@@ -55,11 +55,12 @@ def build(stack: PlatformStack, owner: Owner) -> dict[str, Any]:
     """Declare every platform resource and export readiness and the tenants' contract."""
     platform = stack.platform
     key = backend_secret(platform.storage)  # first: a missing key must stop the program before any resource
-    user_node = UserNode("user-node", platform.user_node)
+    user_node = UserNode("user-node", UserNodeArgs(node=platform.user_node))
     assert platform.version is not None  # resolved by context_checks.check_platform
-    shared = SharedStorage("storage", platform.storage, key, owner, platform.version)
+    shared = SharedStorage(
+        "storage", SharedStorageArgs(storage=platform.storage, owner=owner, kubernetes_version=platform.version, secret_value=key)
+    )
     group = guard.platform_group(owner)
-    platform_guard = guard.PlatformGuard("platform-guard", owner, group, guard.policy_supported(platform.version))
     admission: list[pulumi.Resource] = []
     if guard.policy_supported(platform.version):
         admission.append(
@@ -67,7 +68,7 @@ def build(stack: PlatformStack, owner: Owner) -> dict[str, Any]:
                 "tenant-admission",
                 tenant_admission.TenantAdmissionArgs(
                     group=group,
-                    tenants=platform_guard.tenants,
+                    tenants=guard.tenant_kind(group),
                     user_node=platform.user_node,
                     placement=platform.placement,
                     owner=owner,
@@ -81,9 +82,17 @@ def build(stack: PlatformStack, owner: Owner) -> dict[str, Any]:
             "experiments first, then tenants. Nor can it refuse what RBAC lets tenants do beyond experiments "
             "(tfk8s.components.tenant_admission): pods on the User Node, NodePort Services, bindings to everyone"
         )
-    # The platform's guard: the role every tenant binds, deleted first and only when no tenant is left.
-    role = platform_guard.guard_platform(
-        access.rules_for_role(access.experimenter_rules(platform_guard.layouts)), [shared, user_node, *admission]
+    # Last: its experimenter role, which every tenant binds, is the platform's guard, deleted first
+    # and only when no tenant is left.
+    platform_guard = guard.PlatformGuard(
+        "platform-guard",
+        guard.PlatformGuardArgs(
+            owner=owner,
+            group=group,
+            with_policy=guard.policy_supported(platform.version),
+            experimenter_rules=access.rules_for_role(access.experimenter_rules(guard.layout_kind(group))),
+            guarded=[shared, user_node, *admission],
+        ),
     )
     storage_report = shared.class_name.apply(lambda name: {"className": name, "problems": []})
     node_report = user_node.address.apply(lambda address: readiness.node_readiness(platform.user_node.name, address))
@@ -91,7 +100,8 @@ def build(stack: PlatformStack, owner: Owner) -> dict[str, Any]:
     pulumi.export("ready", report.apply(lambda r: r["ready"]))
     pulumi.export("readiness", report)
     # Built once every value is known: the output is exactly the model, dumped.
-    platform_output = pulumi.Output.all(shared.class_name, shared.scratch_class_name, user_node.address, role.name).apply(
+    resolved = (shared.class_name, shared.scratch_class_name, user_node.address, platform_guard.experimenter_role)
+    platform_output = pulumi.Output.all(*resolved).apply(
         lambda parts: facts(
             platform,
             owner=owner.annotation,
@@ -103,7 +113,7 @@ def build(stack: PlatformStack, owner: Owner) -> dict[str, Any]:
         ).published()
     )
     pulumi.export("platform", platform_output)
-    return {"user_node": user_node, "storage": shared, "readiness": report, "platform": platform_output}
+    return {"user_node": user_node, "storage": shared, "guard": platform_guard, "readiness": report, "platform": platform_output}
 
 
 def facts(

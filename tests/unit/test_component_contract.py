@@ -1,0 +1,146 @@
+"""Every component follows Pulumi's contract (docs/contributing.md, STYLE "Components follow Pulumi's
+contract"): `Class(name, args: XArgs, opts=None)` with a dataclass of arguments, children parented
+to it, typed output attributes registered under the same keys, and no child after `register_outputs`."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import inspect
+import pkgutil
+import typing
+from typing import Any
+
+import pulumi
+import pytest
+import tfk8s.components
+from mocked_program import after, run_program, stack_config
+
+
+def components() -> list[type[pulumi.ComponentResource]]:
+    found = []
+    for module in pkgutil.iter_modules(tfk8s.components.__path__):
+        loaded = importlib.import_module(f"tfk8s.components.{module.name}")
+        found += [
+            c
+            for c in vars(loaded).values()
+            if inspect.isclass(c) and issubclass(c, pulumi.ComponentResource) and c.__module__ == loaded.__name__
+        ]
+    return sorted(found, key=lambda c: c.__name__)
+
+
+COMPONENTS = components()
+
+
+def annotated(component: type) -> dict[str, str]:
+    """The attributes a component's own class annotates (Pulumi's base classes annotate theirs too: `urn`)."""
+    return dict(vars(component).get("__annotations__", {}))
+
+
+def output_attributes(component: type) -> set[str]:
+    """The attributes a component's class annotates as `pulumi.Output[...]`: its typed outputs."""
+    return {name for name, hint in annotated(component).items() if str(hint).startswith("pulumi.Output[")}
+
+
+def test_every_component_is_found() -> None:
+    assert [c.__name__ for c in COMPONENTS] == [
+        "Experiment",
+        "PlatformGuard",
+        "SharedStorage",
+        "TenantAdmission",
+        "TrainingCluster",
+        "UserEnvironment",
+        "UserNode",
+    ]
+
+
+@pytest.mark.parametrize("component", COMPONENTS, ids=lambda c: c.__name__)
+def test_every_component_takes_a_name_an_args_dataclass_and_options(component: type) -> None:
+    signature = inspect.signature(component.__init__)
+    assert list(signature.parameters) == ["self", "name", "args", "opts"]
+    assert signature.parameters["opts"].default is None
+    args_type = typing.get_type_hints(component.__init__)["args"]
+    assert dataclasses.is_dataclass(args_type) and args_type.__name__ == f"{component.__name__}Args"
+    assert args_type.__module__ == component.__module__
+
+
+def run_recording(raw: dict[str, Any], **kwargs: Any) -> tuple[Any, list[tuple[str, Any, Any]]]:
+    """Run the program of `raw`, recording in order every resource's construction (with its parent)
+    and every component's `register_outputs` (with the keys it registered)."""
+    events: list[tuple[str, Any, Any]] = []
+    resource_init = pulumi.Resource.__init__
+    register = pulumi.ComponentResource.register_outputs
+
+    def init(
+        self: pulumi.Resource, t: str, name: str, custom: bool, props: Any = None, opts: Any = None, *a: Any, **k: Any
+    ) -> None:
+        events.append(("resource", self, opts.parent if opts is not None else None))
+        resource_init(self, t, name, custom, props, opts, *a, **k)
+
+    def register_outputs(self: pulumi.ComponentResource, outputs: Any) -> None:
+        events.append(("outputs", self, set(outputs)))
+        register(self, outputs)
+
+    pulumi.Resource.__init__ = init  # type: ignore[method-assign]
+    pulumi.ComponentResource.register_outputs = register_outputs  # type: ignore[method-assign]
+    try:
+        d = run_program(raw, **kwargs)
+    finally:
+        pulumi.Resource.__init__ = resource_init  # type: ignore[method-assign]
+        pulumi.ComponentResource.register_outputs = register  # type: ignore[method-assign]
+    return d, events
+
+
+def check_contract(events: list[tuple[str, Any, Any]], late_children: bool = False) -> set[str]:
+    """The contract's checks over one run (`late_children`: but children after `register_outputs`);
+    the names of the components that registered outputs."""
+    registered: dict[Any, set[str]] = {}
+    seen = set()
+    for event, resource, detail in events:
+        if event == "outputs":
+            registered[resource] = detail
+            continue
+        parent = detail
+        assert late_children or parent not in registered, (
+            f"{type(resource).__name__} created under {type(parent).__name__} after its register_outputs"
+        )
+        if parent is not None and not isinstance(parent, pulumi.ComponentResource):
+            raise AssertionError(f"{type(resource).__name__} has a plain resource ({type(parent).__name__}) as its parent")
+    for component, keys in registered.items():
+        seen.add(type(component).__name__)
+        kind = type(component)
+        # Every typed output is registered; what else is registered is a typed attribute too (a
+        # TrainingCluster's `spec`, known before anything is created, is a plain dict).
+        assert output_attributes(kind) <= keys <= set(annotated(kind)), f"{kind.__name__}: register_outputs keys"
+        for key in keys:
+            assert hasattr(component, key), f"{kind.__name__}.{key}"
+    return seen
+
+
+# The tenant stack still adds children to its UserEnvironment after the component registered its
+# outputs (the experimenters' RoleBinding, the token readers, the contract ConfigMap:
+# tfk8s.stacks.tenant.build). Moving them in keeps their URNs but needs the contract's data as an
+# argument; until then this records it, and fails once it is fixed.
+LATE_CHILDREN = pytest.mark.xfail(strict=True, reason="tfk8s.stacks.tenant adds children to UserEnvironment after it registered")
+STACKS = ["platform-dev", pytest.param("tenant-alice", marks=LATE_CHILDREN), "dev"]
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_no_component_creates_a_child_after_registering_its_outputs(stack: str) -> None:
+    d, events = run_recording(stack_config(stack))
+    seen = check_contract(events)
+    assert seen, "no component registered its outputs"
+
+    @pulumi.runtime.test
+    def settled() -> pulumi.Output[Any]:
+        return after(d, lambda: None)
+
+    settled()
+
+
+def test_every_component_registers_its_outputs_in_some_stack() -> None:
+    seen: set[str] = set()
+    for stack in ["platform-dev", "tenant-alice", "dev"]:
+        d, events = run_recording(stack_config(stack))
+        seen |= check_contract(events, late_children=True)  # the test above
+    assert seen == {c.__name__ for c in COMPONENTS}

@@ -91,9 +91,8 @@ def run_recording(raw: dict[str, Any], **kwargs: Any) -> tuple[Any, list[tuple[s
     return d, events
 
 
-def check_contract(events: list[tuple[str, Any, Any]], late_children: bool = False) -> set[str]:
-    """The contract's checks over one run (`late_children`: but children after `register_outputs`);
-    the names of the components that registered outputs."""
+def check_contract(events: list[tuple[str, Any, Any]]) -> set[str]:
+    """The contract's checks over one run; the names of the components that registered outputs."""
     registered: dict[Any, set[str]] = {}
     seen = set()
     for event, resource, detail in events:
@@ -101,7 +100,7 @@ def check_contract(events: list[tuple[str, Any, Any]], late_children: bool = Fal
             registered[resource] = detail
             continue
         parent = detail
-        assert late_children or parent not in registered, (
+        assert parent not in registered, (
             f"{type(resource).__name__} created under {type(parent).__name__} after its register_outputs"
         )
         if parent is not None and not isinstance(parent, pulumi.ComponentResource):
@@ -117,12 +116,7 @@ def check_contract(events: list[tuple[str, Any, Any]], late_children: bool = Fal
     return seen
 
 
-# The tenant stack still adds children to its UserEnvironment after the component registered its
-# outputs (the experimenters' RoleBinding, the token readers, the contract ConfigMap:
-# tfk8s.stacks.tenant.build). Moving them in keeps their URNs but needs the contract's data as an
-# argument; until then this records it, and fails once it is fixed.
-LATE_CHILDREN = pytest.mark.xfail(strict=True, reason="tfk8s.stacks.tenant adds children to UserEnvironment after it registered")
-STACKS = ["platform-dev", pytest.param("tenant-alice", marks=LATE_CHILDREN), "dev"]
+STACKS = ["platform-dev", "tenant-alice", "dev"]
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -142,5 +136,5 @@ def test_every_component_registers_its_outputs_in_some_stack() -> None:
     seen: set[str] = set()
     for stack in ["platform-dev", "tenant-alice", "dev"]:
         d, events = run_recording(stack_config(stack))
-        seen |= check_contract(events, late_children=True)  # the test above
+        seen |= check_contract(events)
     assert seen == {c.__name__ for c in COMPONENTS}

@@ -1,8 +1,8 @@
-"""`UserEnvironment` (tenant stack): one user's namespace, shared volumes, Jupyter and TensorBoard.
+"""`UserEnvironment` (tenant stack): one user's namespace, shared volumes, Jupyter and TensorBoard,
+and what the user's identities may do there.
 
-Jupyter and TensorBoard run only on the User Node (they tolerate its taint and select its label)
-and are exposed by NodePort Services with `externalTrafficPolicy: Local`, so their ports answer
-on the User Node alone. Both outlive experiments, which is why they see every experiment without
+Jupyter and TensorBoard run only on the User Node and answer on its NodePorts alone
+(tfk8s.specs.user_apps). Both outlive experiments, which is why they see every experiment without
 a platform redeploy:
   * TensorBoard reads the whole log volume: each run writes under `<experiment>/<cluster>`, so
     runs of finished and destroyed experiments stay listed;
@@ -12,14 +12,16 @@ a platform redeploy:
 The namespace enforces the `restricted` Pod Security Standard, which every pod in it, these and the
 experiments', passes (tfk8s.specs.pod_security). Its ResourceQuota bounds what the user's pods and claims
 take together, and its LimitRange sizes containers that set no resources (tfk8s.specs.quota); Jupyter and
-TensorBoard take the platform's container defaults explicitly.
+TensorBoard take the platform's container defaults explicitly. The user's identities get the platform's
+experimenter role here alone, and may read their Jupyter token (tfk8s.specs.tenant_access); the
+environment publishes the contract its owner gives it (the tenant stack's, for its experiments).
 """
 
 from __future__ import annotations
 
 import base64
 import secrets
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,25 +33,30 @@ from tfk8s.kube import awaits
 from tfk8s.kube import objects as kube
 from tfk8s.kube.api_paths import LIMIT_RANGE, NAMESPACE, NETWORK_POLICY, RESOURCE_QUOTA, SECRET
 from tfk8s.schema.contract import PlatformFacts, PlatformKind
-from tfk8s.schema.experiment import Resources
-from tfk8s.schema.platform import TENSORBOARD_BACKEND_PORT, PodIdentity
+from tfk8s.schema.platform import PodIdentity
 from tfk8s.schema.tenant import TenantSettings
-from tfk8s.specs import app_sessions, network_policy, pod_security, pods, quota, readiness
+from tfk8s.specs import app_sessions, network_policy, pod_security, pods, quota, readiness, tenant_access, user_apps
 from tfk8s.specs.code import CodeBundle
 from tfk8s.specs.labels import labels, selector_of
 from tfk8s.specs.ownership import Claimed, Owner
-from tfk8s.specs.pods import LAUNCHER_DIR
 
 TOKEN_KEY = "token"
 # The tenant's Jupyter token, under a fixed name: the tenant's own identities may read this one Secret
-# (tfk8s.stacks.tenant), which is how a user gets the token; no stack exports it.
+# (`_build_access`), which is how a user gets the token; no stack exports it.
 TOKEN_SECRET = "tfk8s-jupyter-token"
 DATA_CLAIM, LOG_CLAIM = "tfk8s-data", "tfk8s-log"
 NOTEBOOK_SERVICE = "jupyter-tf"
 # Jupyter and TensorBoard, one replica each, both on the User Node (a tenant checks it has room).
 USER_NODE_PODS_PER_USER = quota.TENANT_APP_PODS
-# Where Jupyter mounts the user's volumes; layouts name directories relative to them.
-NOTEBOOK_DATA_ROOT, NOTEBOOK_LOG_ROOT = "/data", "/logs"
+
+
+@dataclass(frozen=True, kw_only=True)
+class PublishedContract:
+    """A ConfigMap the environment publishes in its namespace under a fixed `name`, its data made from
+    where the user's apps answer: the tenant's contract for its experiments (tfk8s.stacks.tenant_contract)."""
+
+    name: str
+    data: Callable[[str | None, str | None], Mapping[str, str]]  # (jupyter_url, tensorboard_url) -> data
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -63,6 +70,8 @@ class UserEnvironmentArgs:
     after: Sequence[pulumi.Resource] = ()
     # The tenant's own Jupyter token (tfk8s:jupyterToken, a secret); None: generated once.
     jupyter_token: pulumi.Output[str] | None = None
+    # None: the environment publishes no contract.
+    contract: PublishedContract | None = None
 
 
 def namespace_name(platform: PlatformFacts, user: str) -> str:
@@ -82,14 +91,6 @@ def fixed_objects(platform: PlatformFacts, user: TenantSettings, key: str) -> li
         Claimed(kind=SECRET, namespace=ns, name=TOKEN_SECRET, key=f"{key}.name"),
         *(Claimed(kind=NETWORK_POLICY, namespace=ns, name=n, key=f"{key}.name") for n in policies),
     ]
-
-
-def _loopback_probe(port: int) -> dict[str, Any]:
-    """Ready once an HTTP server answers on the pod's loopback at `port`. The kubelet's own probes
-    (httpGet, tcpSocket) dial the pod's IP, where a server behind the token gate never listens:
-    this asks from inside the container (whose image has Python) instead."""
-    ask = f"import urllib.request; urllib.request.urlopen('http://127.0.0.1:{port}/', timeout=4)"
-    return {"exec": {"command": ["python", "-c", ask]}, "periodSeconds": 5, "timeoutSeconds": 5}
 
 
 class UserEnvironment(pulumi.ComponentResource):
@@ -169,6 +170,8 @@ class UserEnvironment(pulumi.ComponentResource):
         }
         volumes = pulumi.Output.all(**{p: c.status for p, c in self.claims.items()}).apply(readiness.volumes_readiness)
         self.readiness = pulumi.Output.all(volumes=volumes, **apps)
+        self._build_access(args, ns)
+        self._build_contract(args, ns)
         self.register_outputs(
             {
                 "jupyter_token": self.jupyter_token,
@@ -187,6 +190,50 @@ class UserEnvironment(pulumi.ComponentResource):
             "annotations": {**(annotations or {}), **self.args.owner.annotations()},
             **extra,
         }
+
+    def _build_access(self, args: UserEnvironmentArgs, ns: pulumi.Output[str]) -> None:
+        """The user's identities (none: only the platform team's act here) get the platform's experimenter
+        role in this namespace alone, and may `get` their Jupyter token's Secret and no other."""
+        # Logical names without the environment's, as the tenant stack first declared them (renaming would
+        # replace them): a program holds one UserEnvironment whose user has identities.
+        members = tenant_access.subjects(args.user.identities)
+        self.access: list[pulumi.Resource] = []
+        if not members:
+            return
+        child = pulumi.ResourceOptions(parent=self)
+        meta = self._meta(ns, labels(args.user.name, "tenant"))
+        experimenters = kube.RoleBinding(
+            "experimenters",
+            metadata=meta,
+            role_ref=tenant_access.role_ref("ClusterRole", args.platform.experimenter_role),
+            subjects=members,
+            opts=child,
+        )
+        reader = kube.Role(
+            "jupyter-token-reader", metadata=meta, rules=tenant_access.secret_reader_rules(TOKEN_SECRET), opts=child
+        )
+        readers = kube.RoleBinding(
+            "jupyter-token-reader",
+            metadata=meta,
+            role_ref=tenant_access.role_ref("Role", reader.name),
+            subjects=members,
+            opts=child,
+        )
+        self.access = [experimenters, reader, readers]
+
+    def _build_contract(self, args: UserEnvironmentArgs, ns: pulumi.Output[str]) -> None:
+        """The contract its owner publishes here (logical name `contract`, as first declared: one per program)."""
+        self.contract: kube.ConfigMap | None = None
+        published = args.contract
+        if published is None:
+            return
+        urls = pulumi.Output.all(self.jupyter_url, self.tensorboard_url)
+        self.contract = kube.ConfigMap(
+            "contract",
+            metadata=self._meta(ns, labels(args.user.name, "tenant"), name=published.name),
+            data=urls.apply(lambda u: dict(published.data(u[0], u[1]))),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
 
     def _build_quota(self, name: str, args: UserEnvironmentArgs, ns: pulumi.Output[str]) -> None:
         """The namespace's ResourceQuota and LimitRange (tfk8s.specs.quota). The LimitRange sizes containers
@@ -253,37 +300,6 @@ class UserEnvironment(pulumi.ComponentResource):
             data=app_sessions.jupyter_config_files(user.name),
             opts=child,
         )
-        container = {
-            "name": "jupyter",
-            "image": platform.images.jupyter,
-            "env": [
-                *app_sessions.jupyter_env(),
-                # The docker-stacks images listen where JUPYTER_PORT says: the Service's and probe's port.
-                {"name": "JUPYTER_PORT", "value": str(platform.ports.jupyter)},
-                {"name": "PYTHONPATH", "value": LAUNCHER_DIR},
-                {"name": "TFK8S_DATA_ROOT", "value": NOTEBOOK_DATA_ROOT},
-                {"name": "TFK8S_LOG_ROOT", "value": NOTEBOOK_LOG_ROOT},
-                {"name": "TFK8S_LAYOUT_API", "value": platform.layouts.api.root},
-            ],
-            "ports": [
-                {"name": "http", "containerPort": platform.ports.jupyter},
-                {"name": "grpc", "containerPort": platform.ports.tensorflow},
-            ],
-            "readinessProbe": {"httpGet": {"path": "/api", "port": "http"}, "periodSeconds": 5},
-            # A writable root filesystem: Jupyter writes into its home (runtime files, ~/.local, pip
-            # installs, the notebooks users save), which the image keeps on it. `restricted` does
-            # not ask for a read-only root.
-            "securityContext": pod_security.container_security_context(read_only_root=False),
-            "volumeMounts": [
-                {"name": "notebooks", "mountPath": "/home/jovyan/work/tfk8s", "readOnly": True},
-                {"name": "tfk8s-train", "mountPath": f"{LAUNCHER_DIR}/tfk8s_train", "readOnly": True},
-                # Data read-only: data sets are shared by every experiment of the user.
-                {"name": "data", "mountPath": NOTEBOOK_DATA_ROOT, "readOnly": True},
-                # Logs writable: the notebook, as an in-graph chief, writes its run's results and done marker.
-                {"name": "log", "mountPath": NOTEBOOK_LOG_ROOT},
-                *app_sessions.jupyter_mounts(),
-            ],
-        }
         volumes = [
             {"name": "notebooks", "configMap": {"name": self.notebook_config.name}},
             self._trainer_volume(args),
@@ -295,11 +311,10 @@ class UserEnvironment(pulumi.ComponentResource):
         ]
         self.jupyter = self._user_facing_app(
             f"{name}-jupyter",
-            "jupyter",
-            user.name,
+            pod_labels,
             ns,
             platform,
-            [container],
+            [user_apps.jupyter_container(platform)],
             volumes,
             platform.ports.jupyter,
             identity=platform.pod_security.jupyter,
@@ -334,48 +349,17 @@ class UserEnvironment(pulumi.ComponentResource):
 
     def _build_tensorboard(self, name: str, args: UserEnvironmentArgs, ns: pulumi.Output[str]) -> None:
         user, platform = args.user, args.platform
-        gated = platform.tensorboard_requires_token
-        # The whole log volume: every run of every experiment, named `<experiment>/<cluster>/...`.
-        # A read-only root filesystem: TensorBoard writes only temporary files, in /tmp (its HOME).
-        # TensorBoard has no authentication: gated, it listens on the pod's loopback alone and the
-        # gate in front of it (tfk8s_train.token_gate) asks for the tenant's token.
-        listen = (
-            ["--host", "127.0.0.1", "--port", str(TENSORBOARD_BACKEND_PORT)]
-            if gated
-            else ["--bind_all", "--port", str(platform.ports.tensorboard)]
-        )
-        board = {
-            "name": "tensorboard",
-            "image": platform.images.tensorboard,
-            "command": ["tensorboard", "--logdir", NOTEBOOK_LOG_ROOT, *listen],
-            "env": [pod_security.home_in_tmp()],
-            "ports": [
-                {
-                    "name": "tensorboard" if gated else "http",
-                    "containerPort": TENSORBOARD_BACKEND_PORT if gated else platform.ports.tensorboard,
-                }
-            ],
-            "readinessProbe": _loopback_probe(TENSORBOARD_BACKEND_PORT)
-            if gated
-            else {"httpGet": {"path": "/", "port": "http"}, "periodSeconds": 5},
-            "securityContext": pod_security.container_security_context(read_only_root=True),
-            "volumeMounts": [
-                {"name": "log", "mountPath": NOTEBOOK_LOG_ROOT, "readOnly": True},
-                pod_security.writable_tmp_mount(),
-            ],
-        }
+        containers = [user_apps.tensorboard_container(platform)]
         volumes = [
             {"name": "log", "persistentVolumeClaim": {"claimName": self.claims["log"].name, "readOnly": True}},
             pod_security.writable_tmp_volume(),
         ]
-        containers = [board]
-        if gated:
-            containers.append(self._token_gate(user.name, platform))
+        if platform.tensorboard_requires_token:
+            containers.append(user_apps.token_gate(user.name, platform, self.token_secret.name, TOKEN_KEY))
             volumes.append(self._trainer_volume(args))
         self.tensorboard = self._user_facing_app(
             f"{name}-tensorboard",
-            "tensorboard",
-            user.name,
+            labels(user.name, "tensorboard"),
             ns,
             platform,
             containers,
@@ -390,39 +374,10 @@ class UserEnvironment(pulumi.ComponentResource):
         files = pods.ConfigMapFiles(name=self.trainer_config.name, files=tuple(sorted(args.launcher.files)))
         return {"name": "tfk8s-train", **files.volume_source()}
 
-    def _token_gate(self, tenant: str, platform: PlatformFacts) -> dict[str, Any]:
-        """The gate users reach TensorBoard through: the tenant's Jupyter token, or 401."""
-        return {
-            "name": "token-gate",
-            "image": platform.images.tensorboard,  # any Python 3 does; this one is already pulled
-            "command": ["python", "-m", "tfk8s_train.token_gate"],
-            "args": app_sessions.gate_args(
-                tenant, listen=platform.ports.tensorboard, backend=f"127.0.0.1:{TENSORBOARD_BACKEND_PORT}"
-            ),
-            "env": [
-                {
-                    "name": "TFK8S_TOKEN",
-                    "valueFrom": {"secretKeyRef": {"name": self.token_secret.name, "key": TOKEN_KEY}},
-                },
-                {"name": "PYTHONPATH", "value": LAUNCHER_DIR},
-                pod_security.home_in_tmp(),
-            ],
-            "ports": [{"name": "http", "containerPort": platform.ports.tensorboard}],
-            # TCP: every HTTP request without the token is a 401 by design.
-            "readinessProbe": {"tcpSocket": {"port": "http"}, "periodSeconds": 5},
-            "resources": pods.resources(Resources(cpu=quota.TOKEN_GATE_CPU, memory=quota.TOKEN_GATE_MEMORY)),
-            "securityContext": pod_security.container_security_context(read_only_root=True),
-            "volumeMounts": [
-                {"name": "tfk8s-train", "mountPath": f"{LAUNCHER_DIR}/tfk8s_train", "readOnly": True},
-                pod_security.writable_tmp_mount(),
-            ],
-        }
-
     def _user_facing_app(
         self,
         name: str,
-        component: str,
-        user: str,
+        pod_labels: dict[str, str],
         ns: pulumi.Output[str],
         platform: PlatformFacts,
         containers: list[dict[str, Any]],
@@ -432,35 +387,14 @@ class UserEnvironment(pulumi.ComponentResource):
         identity: PodIdentity,
         service_account: pulumi.Input[str] | None = None,
     ) -> tuple[kube.Deployment, kube.Service]:
-        pod_labels = labels(user, component)
-        # Sized explicitly, as the namespace's LimitRange would: every container states what it takes
-        # (the policy pack's container-resources rule), and the quota counts it.
-        defaults = platform.container_defaults
-        sized = pods.resources(Resources(cpu=defaults.cpu, memory=defaults.memory))
-        containers = [{**c, "resources": c.get("resources") or sized} for c in containers]
-        # Only Jupyter, which reads Layouts, talks to the API server.
-        account: dict[str, Any] = (
-            {"serviceAccountName": service_account, "automountServiceAccountToken": True}
-            if service_account is not None
-            else {"automountServiceAccountToken": False}
+        """A Deployment on the User Node and its NodePort Service (tfk8s.specs.user_apps)."""
+        spec = user_apps.deployment_spec(
+            pod_labels, platform, containers, volumes, identity=identity, service_account=service_account
         )
         deployment = kube.Deployment(
             name,
             metadata=self._meta(ns, pod_labels, annotations=awaits.timeout(platform.await_timeout_seconds)),
-            spec={
-                "replicas": 1,
-                "selector": {"matchLabels": selector_of(pod_labels)},
-                "template": {
-                    "metadata": {"labels": pod_labels},
-                    "spec": {
-                        **pods.user_node_placement(platform.user_node.taint_key),
-                        "securityContext": pod_security.pod_security_context(identity),
-                        "containers": containers,
-                        "volumes": volumes,
-                        **account,
-                    },
-                },
-            },
+            spec=spec,
             # The quota's LimitRange first (a pod in a namespace with a quota needs it there), and no
             # pod of the namespace starts before its network policies.
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.limit_range, *self.network_policies]),
@@ -468,13 +402,7 @@ class UserEnvironment(pulumi.ComponentResource):
         service = kube.Service(
             name,
             metadata=self._meta(ns, pod_labels, annotations=awaits.SERVICE_NO_AWAIT),
-            # Local: the NodePort answers only on nodes running the pod, i.e. the User Node.
-            spec={
-                "type": "NodePort",
-                "externalTrafficPolicy": "Local",
-                "selector": selector_of(pod_labels),
-                "ports": [{"name": "http", "port": port, "targetPort": "http"}],
-            },
+            spec=user_apps.node_port_spec(pod_labels, port),
             opts=pulumi.ResourceOptions(parent=self),
         )
         return deployment, service

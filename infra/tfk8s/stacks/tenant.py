@@ -2,9 +2,9 @@
 
 It registers the tenant with its platform (a cluster-wide `Tenant`, tfk8s.components.guard), then declares the
 namespace and what lives there beyond any experiment (tfk8s.components.user_env: volumes, Jupyter, TensorBoard,
-quota, container defaults), binds the tenant's identities to the platform's experimenter role in
-that namespace alone (tfk8s.checks.access), and guards the namespace while experiments use it. It
-publishes the contract its experiments read in that namespace (tfk8s.stacks.tenant_contract), and the
+quota, container defaults, the tenant's identities bound to the platform's experimenter role in that
+namespace alone, tfk8s.checks.access), and guards the namespace while experiments use it. Its
+environment publishes the contract its experiments read in that namespace (tfk8s.stacks.tenant_contract), and the
 same tenant facts as its `tenant` output (a contract.TenantFacts, dumped by alias) for people and
 pipelines.
 Nothing here reads or declares anything of another tenant, so a tenant's preview and `up` cost the
@@ -19,11 +19,11 @@ from typing import Any, Final
 import pulumi
 
 from tfk8s.components import guard, user_env
-from tfk8s.components.user_env import UserEnvironment, UserEnvironmentArgs
+from tfk8s.components.user_env import PublishedContract, UserEnvironment, UserEnvironmentArgs
 from tfk8s.kube import objects as kube
 from tfk8s.schema import NAMESPACE
 from tfk8s.schema.contract import PlatformFacts, TenantFacts
-from tfk8s.schema.tenant import Identities, TenantSettings, TenantStack
+from tfk8s.schema.tenant import TenantSettings, TenantStack
 from tfk8s.specs import readiness
 from tfk8s.specs.code import launcher_bundle
 from tfk8s.specs.labels import labels
@@ -46,19 +46,6 @@ def claimed(stack: TenantStack, platform: PlatformFacts) -> list[Claimed]:
     ]
 
 
-def subjects(identities: Identities) -> list[dict[str, str]]:
-    """RBAC subjects for the tenant's identities: service accounts as such, everyone else as named."""
-    found = []
-    for user in identities.users:
-        if user.startswith("system:serviceaccount:"):
-            namespace, _, name = user.removeprefix("system:serviceaccount:").partition(":")
-            found.append({"kind": "ServiceAccount", "name": name, "namespace": namespace})
-        else:
-            found.append({"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": user})
-    found += [{"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": group} for group in identities.groups]
-    return found
-
-
 def token_location(namespace: str) -> dict[str, str]:
     return {
         "namespace": namespace,
@@ -66,27 +53,6 @@ def token_location(namespace: str) -> dict[str, str]:
         "key": user_env.TOKEN_KEY,
         "read": f"kubectl -n {namespace} get secret {user_env.TOKEN_SECRET} -o jsonpath='{{.data.token}}' | base64 -d",
     }
-
-
-def token_readers(
-    meta: dict[str, Any], namespace: pulumi.Output[str], members: list[dict[str, str]], parent: pulumi.Resource
-) -> list[pulumi.Resource]:
-    """The tenant's identities may `get` their Jupyter token's Secret, and no other Secret."""
-    child = pulumi.ResourceOptions(parent=parent)
-    role = kube.Role(
-        "jupyter-token-reader",
-        metadata={**meta, "namespace": namespace},
-        rules=[{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"], "resourceNames": [user_env.TOKEN_SECRET]}],
-        opts=child,
-    )
-    binding = kube.RoleBinding(
-        "jupyter-token-reader",
-        metadata={**meta, "namespace": namespace},
-        role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role.name},
-        subjects=members,
-        opts=child,
-    )
-    return [role, binding]
 
 
 def build(
@@ -110,6 +76,17 @@ def build(
         spec={"namespace": user_env.namespace_name(platform, tenant.name), "stack": owner.stack},
     )
     notebooks = {notebook.name: notebook.read_text(encoding="utf-8")} if notebook.exists() else {}
+
+    def facts_at(jupyter_url: str | None, tensorboard_url: str | None) -> TenantFacts:
+        return facts(
+            tenant,
+            platform,
+            platform_stack=platform_stack,
+            owner=owner.annotation,
+            jupyter_url=jupyter_url,
+            tensorboard_url=tensorboard_url,
+        )
+
     env = UserEnvironment(
         tenant.name,
         UserEnvironmentArgs(
@@ -120,40 +97,17 @@ def build(
             notebooks=notebooks,
             after=[registration],
             jupyter_token=jupyter_token,
+            # What its experiments read in its namespace (tfk8s.stacks.tenant_contract).
+            contract=PublishedContract(
+                name=tenant_contract.NAME,
+                data=lambda jupyter_url, tensorboard_url: tenant_contract.data(facts_at(jupyter_url, tensorboard_url), platform),
+            ),
         ),
     )
     namespace = env.namespace.name
-    guarded: list[pulumi.Resource] = [env]
-    members = subjects(tenant.identities)
-    if members:
-        guarded.append(
-            kube.RoleBinding(
-                "experimenters",
-                metadata={**meta, "namespace": namespace},
-                role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": platform.experimenter_role},
-                subjects=members,
-                opts=pulumi.ResourceOptions(parent=env),
-            )
-        )
-        guarded += token_readers(meta, namespace, members, env)
-    tenant_facts = pulumi.Output.all(env.jupyter_url, env.tensorboard_url).apply(
-        lambda urls: facts(
-            tenant,
-            platform,
-            platform_stack=platform_stack,
-            owner=owner.annotation,
-            jupyter_url=urls[0],
-            tensorboard_url=urls[1],
-        )
-    )
-    guarded.append(
-        kube.ConfigMap(
-            "contract",
-            metadata={**meta, "name": tenant_contract.NAME, "namespace": namespace},
-            data=tenant_facts.apply(lambda contract: tenant_contract.data(contract, platform)),
-            opts=pulumi.ResourceOptions(parent=env),
-        )
-    )
+    tenant_facts = pulumi.Output.all(env.jupyter_url, env.tensorboard_url).apply(lambda urls: facts_at(urls[0], urls[1]))
+    # Deleted before the environment, its identities' bindings and its contract (tfk8s.components.guard).
+    guarded: list[pulumi.Resource] = [env, *env.access, *([env.contract] if env.contract is not None else [])]
     if guard.policy_supported(platform.version):
         guard.tenant_guard("tenant-guard", namespace, platform.layouts.group, owner, guarded)
     report = env.readiness.apply(readiness.tenant_readiness)

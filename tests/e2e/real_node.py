@@ -25,6 +25,8 @@ REAL_NODE_KEY = "tfk8s.io/real-node"
 # The node's bridge address: its CoreDNS answers there (no pod, so a platform whose pods run there
 # allows it by address, platform.network.dns.cidrs), and this machine reaches its NodePorts there.
 BRIDGE_ADDRESS = "10.88.0.1"
+# The pods' addresses on the node's bridge (hack/realnode.sh pod_cidr).
+POD_CIDR = "10.88.0.0/16"
 # The images' user (hack/images.py) and the platform's default pod identity for TensorFlow pods.
 UID = 1000
 
@@ -74,11 +76,13 @@ def project(kube: Kube, work: Path, passphrase: str) -> Cli:
 
 
 def platform_settings(volumes: Path) -> dict[str, str]:
-    """What a platform whose pods run on the real node needs: its volumes on this machine, and
-    the node's DNS server, which is no pod, allowed by address."""
+    """What a platform whose pods run on the real node needs: its volumes on this machine, the
+    node's DNS server, which is no pod, allowed by address, and the pod network, kept out of the apps."""
     return {
         "tfk8s:platform.storage.local.hostPathRoot": str(volumes),
         "tfk8s:platform.network.dns.cidrs[0]": f"{BRIDGE_ADDRESS}/32",
+        # The pods' addresses (the bridge's network): the apps refuse them.
+        "tfk8s:platform.network.podCidrs[0]": POD_CIDR,
     }
 
 

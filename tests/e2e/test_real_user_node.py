@@ -1,9 +1,10 @@
 """The shared User Node for real: two tenants' Jupyter and TensorBoard run on the real node, and
 what code in one tenant's training pod, and that tenant's own kubectl, can reach of the other's.
 
-alice and bob each have a tenant on one platform. alice runs an experiment `probe` whose PS and
-worker run on the real node (they select and tolerate it) and serve plain HTTP on TensorFlow's
-port, so whatever reaches them can tell it did. Then the platform team makes the real node the
+alice and bob each have a tenant on one platform, which names the node's pod network
+(`platform.network.podCidrs`). alice runs an experiment `probe` of two clusters, `probe` and
+`other`, whose PS and workers run on the real node (they select and tolerate it) and serve plain
+HTTP on TensorFlow's port, so whatever reaches them can tell it did. Then the platform team makes the real node the
 User Node, as it would replace one (test_real_training.py does the same): both tenants' Jupyter
 (the Jupyter image built here) and TensorBoard behind its token gate move there, beside alice's
 training pods, under kube-router's firewall and kube-proxy's NodePorts.
@@ -18,6 +19,9 @@ What is tried, with what the attacker holds:
   refused by the platform's admission. The control: the same Service made by the platform team
   (whom the admission rules do not bind) does intercept bob's NodePort under this kube-proxy, so
   the refusal is what stands between alice and bob's logins.
+* alice, with her client certificate, opens her whole namespace to everything (a tenant manages
+  her namespace's NetworkPolicies): her two clusters now reach each other, bob's apps still refuse
+  her pods on every address (their ingress keeps the pod network out).
 * the legitimate path: each tenant opens her own Jupyter and TensorBoard on the node's NodePorts
   with her token, and neither token opens the other's.
 """
@@ -55,6 +59,7 @@ OLD_USER_NODE = "tfk8s-user-node"  # stacks/Pulumi.platform-dev.yaml
 GROUP = "tfk8s-users"  # what hack/cluster.sh user-kubeconfig mints alice's certificate into
 TF_PORT = 2222
 APPS = ("jupyter", "tensorboard")
+CLUSTERS = ("probe", "other")  # alice's experiment's training clusters
 # alice's PS and worker: a plain HTTP server on TensorFlow's port, whose answers name it
 # (`Server: SimpleHTTP...`), unlike Jupyter's (Tornado) or the gate's.
 SERVE = f"import http.server as h; h.test(h.SimpleHTTPRequestHandler, h.ThreadingHTTPServer, port={TF_PORT}, bind='0.0.0.0')"
@@ -97,7 +102,7 @@ class UserNode:
     kube: Kube
     cli: Cli
     apps: dict[tuple[str, str], App]  # (tenant, app)
-    training: dict[str, dict[str, Any]]  # alice's PS and worker pods, by role
+    training: dict[str, dict[str, Any]]  # alice's PS and worker pods, by `<cluster>-<role>`
     tokens: dict[str, str]  # each tenant's Jupyter token
 
 
@@ -123,13 +128,14 @@ def user_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UserNode]:
         for user in TENANTS:
             cli.init_tenant(f"tenant-{user}", platform=PLATFORM, user=user)
             cli("up", "--stack", f"tenant-{user}", "--yes", "--skip-preview")
-        give_volumes_to_pods(kube, [f"{EXPERIMENT}/probe"])
+        give_volumes_to_pods(kube, [f"{EXPERIMENT}/{name}" for name in CLUSTERS])
         _alices_experiment(cli, python)
         node = node_of(kube)
 
         def training_runs() -> dict[str, dict[str, Any]] | None:
             pods = _running(kube, "tfk8s-alice", node, component="tensorflow")
-            return {p["metadata"]["labels"]["tfk8s.io/role"]: p for p in pods} if len(pods) == 2 else None
+            found = {f"{p['metadata']['labels']['tfk8s.io/cluster']}-{p['metadata']['labels']['tfk8s.io/role']}": p for p in pods}
+            return found if len(found) == 2 * len(CLUSTERS) else None
 
         training = until("alice's PS and worker run on the real node", 180, training_runs)
 
@@ -158,12 +164,13 @@ def user_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UserNode]:
 
 
 def _alices_experiment(cli: Cli, image: str) -> None:
-    prefix = "tfk8s:clusters[0]"
-    cli.init_experiment(
-        EXPERIMENT,
-        tenant="tenant-alice",
-        settings={
-            f"{prefix}.name": "probe",
+    """Two clusters, `probe` and `other`, each a PS and a worker: a pair that may not talk to
+    each other until alice opens her namespace."""
+    settings: dict[str, str] = {}
+    for i, name in enumerate(CLUSTERS):
+        prefix = f"tfk8s:clusters[{i}]"
+        settings |= {
+            f"{prefix}.name": name,
             f"{prefix}.image": image,
             f"{prefix}.classicFlags": "false",
             f"{prefix}.command[0]": "python3",
@@ -171,11 +178,12 @@ def _alices_experiment(cli: Cli, image: str) -> None:
             **{f"{prefix}.{role}.memory": "128Mi" for role in ("ps", "workers")},
             f"{prefix}.ps.count": "1",
             f"{prefix}.workers.count": "1",
-        },
-    )
-    place_on_real_node(cli, EXPERIMENT, 0)
-    cli.set_value(EXPERIMENT, f"{prefix}.command[1]", "-c")
-    cli.set_value(EXPERIMENT, f"{prefix}.command[2]", SERVE)
+        }
+    cli.init_experiment(EXPERIMENT, tenant="tenant-alice", settings=settings)
+    for i in range(len(CLUSTERS)):
+        place_on_real_node(cli, EXPERIMENT, i)
+        cli.set_value(EXPERIMENT, f"tfk8s:clusters[{i}].command[1]", "-c")
+        cli.set_value(EXPERIMENT, f"tfk8s:clusters[{i}].command[2]", SERVE)
     cli("up", "--stack", EXPERIMENT, "--yes", "--skip-preview")
 
 
@@ -257,7 +265,7 @@ def test_code_in_a_training_pod_reaches_no_app_on_the_user_node_by_any_address(u
 
     until("every app answers on every address from the node", 60, all_answer)
 
-    worker, ps = user_node.training["worker"], user_node.training["ps"]
+    worker, ps = user_node.training["probe-worker"], user_node.training["probe-ps"]
     peer = {"alice/probe-ps-0": f"{ps['status']['podIP']}:{TF_PORT}"}
     reached = _probe_from_pod(user_node.kube, worker, {**targets, **peer})
     # The training cluster still works: its worker reaches its PS.
@@ -313,7 +321,7 @@ def test_alice_cannot_put_her_pods_in_front_of_bobs_node_port(user_node: UserNod
     bobs = f"http://{BRIDGE_ADDRESS}:{user_node.apps[('bob', 'jupyter')].node_port}/api/status"
     status, server, _ = _http(bobs, user_node.tokens["bob"])
     assert status == 200 and "Tornado" in server, (status, server)
-    worker = user_node.training["worker"]["metadata"]["labels"]
+    worker = user_node.training["probe-worker"]["metadata"]["labels"]
     selector = {k: worker[k] for k in ("tfk8s.io/experiment", "tfk8s.io/cluster", "tfk8s.io/role")}
     interceptor = _interceptor(user_node.apps[("bob", "jupyter")].node_port, selector)
 
@@ -341,3 +349,37 @@ def test_alice_cannot_put_her_pods_in_front_of_bobs_node_port(user_node: UserNod
     finally:
         kube.run("delete", "service", "-n", "tfk8s-alice", "intercept", "--wait=true")
     until("bob's NodePort is his Jupyter again", 30, lambda: "Tornado" in _http(bobs, user_node.tokens["bob"])[1])
+
+
+def test_a_tenant_who_opens_her_namespace_still_reaches_no_app(user_node: UserNode) -> None:
+    """A tenant's identities manage NetworkPolicies in her namespace (experiments make one per
+    cluster), so alice may open hers to everything, both ways; the apps' own ingress keeps the pod
+    network (`platform.network.podCidrs`) out of bob's all the same (her own she may open)."""
+    kube = user_node.kube
+    alice = user_kube(kube, "alice", [GROUP])
+    worker = user_node.training["probe-worker"]
+    other_ps = user_node.training["other-ps"]
+    control = {"alice/other-ps-0": f"{other_ps['status']['podIP']}:{TF_PORT}"}
+    assert not any(_probe_from_pod(kube, worker, control).values()), "alice's clusters reach each other before she opens them"
+    opened = {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": "all-open", "namespace": "tfk8s-alice"},
+        "spec": {"podSelector": {}, "policyTypes": ["Ingress", "Egress"], "ingress": [{}], "egress": [{}]},
+    }
+    made = _create(alice, opened)
+    assert made.returncode == 0, made.stderr
+    try:
+        # Her policy is in force: her worker now reaches what it could not before.
+        def opened_up() -> bool:
+            return all(_probe_from_pod(kube, worker, control).values())
+
+        until("alice's open namespace lets her clusters reach each other", 60, opened_up)
+        # Bob's apps keep her out by their own policies; her own apps she has just opened herself.
+        bob = [app for (user, _), app in user_node.apps.items() if user == "bob"]
+        bobs = {what: target for app in bob for what, target in app.targets().items()}
+        reached = _probe_from_pod(kube, worker, bobs)
+        assert not [what for what, ok in reached.items() if ok], reached
+    finally:
+        kube.run("delete", "networkpolicy", "-n", "tfk8s-alice", "all-open")
+    print(f"[real user node] alice's namespace opened: her other cluster reached, 0 of {len(bobs)} addresses of bob's apps")

@@ -202,6 +202,34 @@ def test_dns_outside_the_pod_network_is_asked_by_address(
     run()
 
 
+def test_the_apps_refuse_the_pod_network_when_the_platform_names_it(
+    platform_config: dict[str, Any], tenant_config: dict[str, Any]
+) -> None:
+    """Another tenant's pod may open its own egress: the apps' ingress keeps the pod network out,
+    and every other address (users, through the NodePorts) in, for IPv4 and IPv6 alike."""
+    platform_config["platform"]["network"] = {"apiServer": API_SERVER, "podCidrs": ["10.244.0.0/16", "fd00:10:244::/56"]}
+
+    @pulumi.runtime.test
+    def run() -> pulumi.Output[Any]:
+        d = run_program(tenant_config, platform=facts_for(platform_config))
+
+        def check() -> None:
+            found = policies(d)
+            for name, port in (("tfk8s-jupyter", 8888), ("tfk8s-tensorboard", 6006)):
+                users = found[name]["ingress"][0]
+                assert users["ports"] == [{"protocol": "TCP", "port": port}]
+                assert users["from"] == [
+                    {"ipBlock": {"cidr": "0.0.0.0/0", "except": ["10.244.0.0/16"]}},
+                    {"ipBlock": {"cidr": "::/0", "except": ["fd00:10:244::/56"]}},
+                ], name
+            # The in-graph callers' rule on TensorFlow's port is the tenant's own training pods, unchanged.
+            assert "podSelector" in found["tfk8s-jupyter"]["ingress"][1]["from"][0]
+
+        return after(d, check)
+
+    run()
+
+
 @pytest.mark.parametrize(
     ("network", "key"),
     [
@@ -211,6 +239,7 @@ def test_dns_outside_the_pod_network_is_asked_by_address(
         ({"dns": {"port": 70000}}, "tfk8s:platform.network.dns.port"),
         ({"dns": {"cidrs": ["169.254.20.10/16"]}}, "tfk8s:platform.network.dns.cidrs[0]"),
         ({"policyEnforced": "no"}, "tfk8s:platform.network.policyEnforced"),
+        ({"podCidrs": ["10.244.0.1/16"]}, "tfk8s:platform.network.podCidrs[0]"),
         ({"cni": "calico"}, "tfk8s:platform.network.cni"),
     ],
 )

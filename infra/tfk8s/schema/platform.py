@@ -186,6 +186,11 @@ class NetworkSettings(Model):
     that TensorFlow's unauthenticated gRPC servers are reachable from any pod of the cluster."""
     dns: DnsSettings = Field(default_factory=DnsSettings)
     api_server: ApiServerSettings = Field(default_factory=ApiServerSettings)
+    pod_cidrs: list[Cidr] = Field(default_factory=list)
+    """The cluster's pod addresses, e.g. ["10.244.0.0/16"]: Jupyter and TensorBoard refuse connections
+    from them, so a pod of another tenant (which may open its own egress) never reaches a tenant's
+    apps; users still come from outside the pod network through the User Node's NodePorts (which keep
+    their address: `externalTrafficPolicy: Local`). Empty: the apps answer any address, pods included."""
 
 
 class PlacementSettings(Model):

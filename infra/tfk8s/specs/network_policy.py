@@ -11,8 +11,9 @@ training servers and every other pod of the cluster. The design, enforced by the
     may fetch from any address on that URL's port (NetworkPolicy knows no host names);
   * a PS, which retires itself through the API, and Jupyter, which reads Layouts, reach the API
     server's addresses (as pods see them after the `kubernetes` Service's translation);
-  * Jupyter and TensorBoard answer on their own HTTP ports, from anywhere (users come through the
-    User Node's NodePorts; both ask for the tenant's token, TensorBoard through its token gate).
+  * Jupyter and TensorBoard answer on their own HTTP ports, from anywhere but the pod network when
+    the platform names it (users come through the User Node's NodePorts; both ask for the tenant's
+    token, TensorBoard through its token gate; another tenant's pod may open its own egress).
 
 The tenant stack declares the namespace-wide policies, each experiment its clusters'. Selectors are
 built from the labels of what they select (tfk8s.specs.labels). Specs only: nothing here touches Pulumi.
@@ -60,6 +61,20 @@ def api_server_rule(api: ApiServerSettings) -> list[Json]:
     return [{"to": [{"ipBlock": {"cidr": c}} for c in api.cidrs], "ports": [_tcp(p) for p in api.ports]}]
 
 
+def users_rule(port: int, pod_cidrs: list[str]) -> Json:
+    """Ingress to an app's port from anywhere but the pod network (`platform.network.podCidrs`):
+    from every address when the pod addresses are not given."""
+    if not pod_cidrs:
+        return {"ports": [_tcp(port)]}
+    v6 = [c for c in pod_cidrs if ":" in c]
+    v4 = [c for c in pod_cidrs if ":" not in c]
+    peers = [
+        {"ipBlock": {"cidr": block["ipBlock"]["cidr"], **({"except": excepted} if excepted else {})}}
+        for block, excepted in zip(ANYWHERE, (v4, v6), strict=True)
+    ]
+    return {"from": peers, "ports": [_tcp(port)]}
+
+
 def deny_all() -> Json:
     """Every pod of the namespace: no traffic in or out but what another policy allows."""
     return {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}
@@ -92,7 +107,7 @@ def tenant_policies(user: str, network: NetworkSettings, ports: PortSettings) ->
             # Its notebook page from anywhere; as the in-graph chief of notebook-driven clusters, their
             # servers' calls back (each cluster's own policy says whether it is notebook-driven).
             "ingress": [
-                {"ports": [_tcp(ports.jupyter)]},
+                users_rule(ports.jupyter, network.pod_cidrs),
                 {"from": [{"podSelector": _training_pods(user)}], "ports": [_tcp(ports.tensorflow)]},
             ],
             "egress": [
@@ -103,7 +118,7 @@ def tenant_policies(user: str, network: NetworkSettings, ports: PortSettings) ->
         TENSORBOARD: {
             "podSelector": app_selector(user, "tensorboard"),
             "policyTypes": ["Ingress"],
-            "ingress": [{"ports": [_tcp(ports.tensorboard)]}],
+            "ingress": [users_rule(ports.tensorboard, network.pod_cidrs)],
         },
         PS_API: {
             "podSelector": _training_pods(user, role="ps"),

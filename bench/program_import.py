@@ -34,7 +34,9 @@ import pulumi
 from tfk8s import entry, gc_policy
 if {thresholds!r}:
     gc_policy.use_evaluation_thresholds()
-from tfk8s import kube_objects, stack_outputs, timings
+from tfk8s import timings
+from tfk8s.kube import objects
+from tfk8s.stacks import outputs
 started = time.perf_counter()
 import tfk8s.program
 print(time.perf_counter() - started)

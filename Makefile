@@ -74,14 +74,14 @@ tools-test: ## Build or find what only the tests use besides: cyclonus, versityg
 
 # The real node's Debian packages (root) and binaries (kubelet, kube-proxy, CoreDNS). Where the
 # machine cannot run one, this says why and the real-node tests fail with that reason.
-real-node-deps: ## What a real node beside the simulated ones needs (hack/realnode.sh; docs/operations/real-node.md)
-	@if [ "$$(id -u)" = 0 ]; then hack/realnode.sh install; fi
-	@hack/realnode.sh check || true
+real-node-deps: ## What a real node beside the simulated ones needs (lab/realnode.sh; docs/operations/real-node.md)
+	@if [ "$$(id -u)" = 0 ]; then lab/realnode.sh install; fi
+	@lab/realnode.sh check || true
 	hack/tools.sh node
 
 tools-legacy: ## Build the seed's environment for the tests that need it: Kubernetes 1.25 binaries and Heketi v9
 	hack/tools.sh kube-legacy
-	hack/heketi.sh build >/dev/null
+	lab/heketi.sh build >/dev/null
 
 cluster: tools ## Start the local kwok cluster (idempotent)
 	hack/cluster.sh start
@@ -103,11 +103,11 @@ DEMO := .state/demo
 DEMO_PULUMI := $(PULUMI) --cwd $(DEMO)
 
 demo: venv
-	@$(PY) hack/toolenv.py project-copy $(DEMO) >/dev/null
+	@$(PY) hack/project.py project-copy $(DEMO) >/dev/null
 
-# A tenant stack the demo creates shares its platform's salt (hack/toolenv.py share-salt;
+# A tenant stack the demo creates shares its platform's salt (hack/project.py share-salt;
 # docs/benchmarks.md "Fixed cost"): one key derivation per command instead of two.
-DEMO_SELECT = $(PY) hack/toolenv.py share-salt $(DEMO)/stacks/Pulumi.$(1).yaml >/dev/null && $(DEMO_PULUMI) stack select --create $(1) >/dev/null
+DEMO_SELECT = $(PY) hack/project.py share-salt $(DEMO)/stacks/Pulumi.$(1).yaml >/dev/null && $(DEMO_PULUMI) stack select --create $(1) >/dev/null
 # The experiment is $(EXPERIMENTER)'s: her environment, her state, her credentials. In a subshell
 # where the team's commands follow on one line: env.sh keeps what is already set, hers included.
 EXPERIMENTER_PULUMI := eval "$$(hack/env.sh --tenant $(EXPERIMENTER))" && pulumi --cwd $(DEMO)
@@ -161,9 +161,9 @@ bench: venv ## The benchmarks that need no cluster (see docs/benchmarks.md)
 TOOLS_BIN := $(or $(TFK8S_CACHE),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/tfk8s)/bin
 
 lint: venv ## ruff, mypy, the layers' import contracts (pyproject.toml), gofmt and go vet (the language host), actionlint on the GitOps workflows, the docs site built strictly
-	$(VENV)/bin/ruff check infra training tests bench hack policies examples
-	$(VENV)/bin/ruff format --check infra tests hack policies examples
-	$(VENV)/bin/mypy hack/langhost hack/requirements.py hack/schema.py hack/docs_reference.py hack/toolenv.py hack/images.py
+	$(VENV)/bin/ruff check infra training tests bench hack lab policies examples
+	$(VENV)/bin/ruff format --check infra tests hack lab policies examples
+	$(VENV)/bin/mypy hack/langhost hack/requirements.py hack/schema.py hack/docs_reference.py hack/project.py lab/toolenv.py lab/images.py
 	cd hack/langhost && test -z "$$(gofmt -l .)" && GOFLAGS=-mod=readonly go vet .
 	# The launcher and PS retirement helper run in TF 1.x images: Python 3.6 and newer.
 	$(VENV)/bin/vermin --target=3.6- --no-tips --violations --eval-annotations training/tfk8s_train/launch.py training/tfk8s_train/kube_retire.py

@@ -46,7 +46,7 @@ from typing import Any
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "infra"), str(ROOT / "hack"), str(ROOT / "bench")]
+sys.path[:0] = [str(ROOT / "infra"), str(ROOT / "lab"), str(ROOT / "bench")]
 
 from rendering import PATCHES_DIR, render  # noqa: E402
 from tfk8s.kube.objects import provider_version  # noqa: E402
@@ -134,7 +134,7 @@ def init(work: Path, stack: str, env: dict[str, str] | None = None) -> None:
 
 def platform(work: Path) -> None:
     """The running platform and tenant every experiment is measured against (deployed once, not
-    timed), the tenant sharing the platform's salt as `make up` creates it (hack/toolenv.py
+    timed), the tenant sharing the platform's salt as `make up` creates it (hack/project.py
     share-salt)."""
     os.environ["PULUMI_BACKEND_URL"] = f"file://{work / 'state'}"
     for stack in (*BASE, "dev", "render"):
@@ -158,14 +158,16 @@ def baseline(revision: str, into: Path, ours: dict[str, str], upstream_salt: str
     the environment its own hack/env.sh prints, with its own language host (toolenv.language_host).
     Its stack, `<of>-<revision>`, is that revision's stack file `of` (the dev experiment;
     bench/new_tenant.py a tenant), with the salt of the stack it builds on if that revision's
-    tooling shares salts (hack/toolenv.py share-salt), else a salt of its own, as `pulumi stack
+    tooling shares salts (hack/project.py share-salt), else a salt of its own, as `pulumi stack
     init` made it then."""
     into.mkdir(parents=True)
     archive = subprocess.run(["git", "-C", str(ROOT), "archive", revision], check=True, capture_output=True).stdout
     subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
     (into / ".venv").symlink_to(ROOT / ".venv")
     stack = f"{of}-{revision}"
-    shares = "def share_salt" in (into / "hack" / "toolenv.py").read_text()
+    # Where that revision kept it: hack/project.py, or hack/toolenv.py before the workshop left hack/ for lab/.
+    helpers = [into / "hack" / name for name in ("project.py", "toolenv.py")]
+    shares = any(path.exists() and "def share_salt" in path.read_text() for path in helpers)
     salt = f"encryptionsalt: {upstream_salt}\n" if shares else ""
     stacks = into / "stacks"
     (stacks / f"Pulumi.{stack}.yaml").write_text(salt + (stacks / f"Pulumi.{of}.yaml").read_text())

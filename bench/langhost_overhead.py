@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "infra"), str(ROOT / "hack")]
+sys.path[:0] = [str(ROOT / "infra"), str(ROOT / "lab")]
 
 import toolenv  # noqa: E402
 

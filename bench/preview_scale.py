@@ -38,7 +38,7 @@ from typing import Any
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "hack"), str(ROOT / "bench")]
+sys.path[:0] = [str(ROOT / "lab"), str(ROOT / "bench")]
 
 from deploy_vs_apply import Program, baseline, init, pulumi_cli  # noqa: E402
 

@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "hack")]
+sys.path[:0] = [str(ROOT / "lab")]
 
 import toolenv  # noqa: E402
 

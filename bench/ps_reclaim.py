@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "hack")]
+sys.path[:0] = [str(ROOT / "lab")]
 
 import toolenv  # noqa: E402
 

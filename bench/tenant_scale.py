@@ -44,7 +44,7 @@ from typing import Any
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "infra"), str(ROOT / "hack")]
+sys.path[:0] = [str(ROOT / "infra"), str(ROOT / "lab")]
 
 from tfk8s.components.user_env import USER_NODE_PODS_PER_USER  # noqa: E402
 from tfk8s.schema.platform import ContainerDefaults  # noqa: E402

@@ -6,7 +6,7 @@
 #        hack/cluster.sh user-kubeconfig <user> [<group>...]
 #
 # --real-node adds, beside the simulated nodes, a real one with a container runtime, a kubelet,
-# kube-proxy, cluster DNS and a NetworkPolicy firewall (hack/realnode.sh; root and a few Debian
+# kube-proxy, cluster DNS and a NetworkPolicy firewall (lab/realnode.sh; root and a few Debian
 # packages; `stop` stops it).
 #
 # --kube picks the control plane: 1.34 (the default, $KUBE_VERSION) or 1.25 ($KUBE_LEGACY_VERSION,
@@ -63,7 +63,7 @@ write_stages() {
   # position and panics when one component has several flags after another's.)
   # - The API server's default Service range is a /24 (254 ClusterIPs): fewer than a platform of
   #   100 users needs (3 Services each). A /16, as kubeadm-sized clusters have.
-  # - It reaches a real node's kubelet (hack/realnode.sh) at its address, for `kubectl logs`, with
+  # - It reaches a real node's kubelet (lab/realnode.sh) at its address, for `kubectl logs`, with
   #   the cluster's admin certificate.
   # - kwok simulates only the nodes annotated as fake (hack/kwok/nodes.yaml), never a real kubelet.
   # - The scheduler and the controller manager run without leader election: each is the only one of
@@ -137,7 +137,7 @@ start() {
 }
 
 stop() {
-  if [ -d "$cache/realnode/$name" ]; then "$here/realnode.sh" stop; fi
+  if [ -d "$cache/realnode/$name" ]; then "$here/../lab/realnode.sh" stop; fi
   if [ -d "$KWOK_WORKDIR/clusters/$name" ]; then
     kwokctl delete cluster --name "$name" --kubeconfig "$kubeconfig" >&2 || true
   fi
@@ -204,7 +204,7 @@ case ${1:-status} in
       esac
     done
     start ${kube:+"$kube"}
-    if [ -n "$real_node" ]; then "$here/realnode.sh" start; fi ;;
+    if [ -n "$real_node" ]; then "$here/../lab/realnode.sh" start; fi ;;
   stop) stop ;;
   status) status ;;
   kubeconfig) echo "$kubeconfig" ;;

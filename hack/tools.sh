@@ -8,6 +8,9 @@
 # used as it is.
 #
 # Usage: hack/tools.sh [main|test|all|pulumi|langhost|provider|kwok|etcd|kube|kube-legacy|node|cyclonus|versitygw|actionlint]   (default: all)
+# `main` is what `make up` needs; `test`, `kube-legacy` and `node` only the workshop (lab/README.md):
+# the tests' and lint's tools, the Kubernetes 1.25 of the legacy tests (beside lab/heketi.sh), and
+# what the real node runs (lab/realnode.sh).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -245,7 +248,7 @@ build_kube() {
   log "kubernetes $KUBE_VERSION: done"
 }
 
-# build_node: what a real node runs (hack/realnode.sh): kubelet and kube-proxy of the control
+# build_node: what a real node runs (lab/realnode.sh): kubelet and kube-proxy of the control
 # plane's version, CoreDNS for the cluster's DNS and kube-router for its NetworkPolicies.
 build_node() {
   local dest=$tools/kubernetes-node-$KUBE_VERSION c

@@ -21,9 +21,9 @@ CYCLONUS_VERSION=v0.5.6
 VERSITYGW_VERSION=v1.8.0
 # The linter of .github/workflows (make lint).
 ACTIONLINT_VERSION=v1.7.12
-# The cluster DNS of the real node (hack/realnode.sh; kubelet and kube-proxy are KUBE_VERSION's).
+# The cluster DNS of the real node (lab/realnode.sh; kubelet and kube-proxy are KUBE_VERSION's).
 COREDNS_VERSION=v1.14.7
-# The real node's NetworkPolicy enforcer (hack/realnode.sh): kube-router's firewall alone. The
+# The real node's NetworkPolicy enforcer (lab/realnode.sh): kube-router's firewall alone. The
 # proxy here serves v2.10.0 but not the netlink pseudo-version it pins, so it builds against the
 # newest netlink release the proxy has (hack/tools.sh build_kube_router).
 KUBE_ROUTER_VERSION=v2.10.0

@@ -1,8 +1,8 @@
-"""This machine's real node in the e2e tests (hack/realnode.sh): a throwaway local cluster with it,
+"""This machine's real node in the e2e tests (lab/realnode.sh): a throwaway local cluster with it,
 images built here imported into it, and a project copy whose platform and experiments run there.
 
 On a machine that cannot run one (no root, no cgroups), the tests that use it fail with the reason
-`hack/realnode.sh check` gives; they are not skipped.
+`lab/realnode.sh check` gives; they are not skipped.
 """
 
 from __future__ import annotations
@@ -19,15 +19,15 @@ from drivers import ROOT, Cli, Kube
 
 import toolenv
 
-REALNODE = str(ROOT / "hack" / "realnode.sh")
+REALNODE = str(ROOT / "lab" / "realnode.sh")
 # The label and taint the real node registers with: what asks for it lands there, nothing else.
 REAL_NODE_KEY = "tfk8s.io/real-node"
 # The node's bridge address: its CoreDNS answers there (no pod, so a platform whose pods run there
 # allows it by address, platform.network.dns.cidrs), and this machine reaches its NodePorts there.
 BRIDGE_ADDRESS = "10.88.0.1"
-# The pods' addresses on the node's bridge (hack/realnode.sh pod_cidr).
+# The pods' addresses on the node's bridge (lab/realnode.sh pod_cidr).
 POD_CIDR = "10.88.0.0/16"
-# The images' user (hack/images.py) and the platform's default pod identity for TensorFlow pods.
+# The images' user (lab/images.py) and the platform's default pod identity for TensorFlow pods.
 UID = 1000
 
 T = TypeVar("T")
@@ -56,7 +56,7 @@ def node_of(kube: Kube) -> str:
 
 
 def import_image(kube: Kube, what: str) -> str:
-    """Builds (cached by content) and imports one of hack/images.py's images; its tag."""
+    """Builds (cached by content) and imports one of lab/images.py's images; its tag."""
     done = subprocess.run([REALNODE, "import", what], check=True, capture_output=True, text=True, env=_env(kube.cluster or ""))
     return done.stdout.strip()
 

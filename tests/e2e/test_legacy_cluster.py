@@ -90,13 +90,13 @@ class Heketi:
 def heketi(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Heketi]:
     """A Heketi v9 server on loopback (reachable from the controller-manager, which runs on the host)
     with one cluster of 3 nodes in 3 zones, one mock device each (replicate:3 needs 3 zones)."""
-    binary = subprocess.run([str(ROOT / "hack" / "heketi.sh"), "build"], check=True, capture_output=True, text=True).stdout
+    binary = subprocess.run([str(ROOT / "lab" / "heketi.sh"), "build"], check=True, capture_output=True, text=True).stdout
     assert binary.strip()
     work = tmp_path_factory.mktemp("heketi")
     key = secrets.token_urlsafe(24)
     (port,) = free_ports(1)
     server = subprocess.Popen(
-        [str(ROOT / "hack" / "heketi.sh"), "run", str(work), str(port), key],
+        [str(ROOT / "lab" / "heketi.sh"), "run", str(work), str(port), key],
         stdout=open(work / "heketi.log", "w"),  # noqa: SIM115 - closed with the process
         stderr=subprocess.STDOUT,
         start_new_session=True,

@@ -1,4 +1,4 @@
-"""NetworkPolicies enforced for real: on the real node, kube-router's firewall (hack/realnode.sh)
+"""NetworkPolicies enforced for real: on the real node, kube-router's firewall (lab/realnode.sh)
 lets through exactly what the policies of tfk8s's tenant and experiment stacks allow, probed with
 real TCP connections between real pods, and agrees with cyclonus's offline matrix of the same live
 policies (policy_matrix.py, test_network.py).

@@ -1,9 +1,9 @@
-"""A real node beside the simulated ones (hack/realnode.sh): a real kubelet and container runtime
+"""A real node beside the simulated ones (lab/realnode.sh): a real kubelet and container runtime
 registered on a local control plane, pods that really run in containers built here, under the
 `restricted` Pod Security level, reaching each other and the API server through cluster DNS.
 
 On a machine that cannot run one (no root, no cgroups), these tests fail with the reason
-`hack/realnode.sh check` gives; they are not skipped (real_node.py).
+`lab/realnode.sh check` gives; they are not skipped (real_node.py).
 """
 
 from __future__ import annotations

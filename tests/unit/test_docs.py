@@ -64,7 +64,7 @@ def test_the_readme_quick_start_is_what_ci_runs() -> None:
 def test_code_cites_docs_pages_not_readme_headings() -> None:
     """The README is a door; what the code refers to lives on a docs page (docs/<page>.md "Heading")."""
     files = [ROOT / "Makefile", ROOT / "Pulumi.yaml"]
-    for folder in ("infra", "training", "hack", "tests", "bench", "policies", "stacks", ".github"):
+    for folder in ("infra", "training", "hack", "lab", "tests", "bench", "policies", "stacks", ".github"):
         files += [
             p for p in (ROOT / folder).rglob("*") if p.suffix in {".py", ".sh", ".go", ".yaml", ".yml"} and ".venv" not in p.parts
         ]

@@ -1,4 +1,4 @@
-"""The image cache of hack/images.py: keyed by recipe and inputs, one archive per image, layers kept
+"""The image cache of lab/images.py: keyed by recipe and inputs, one archive per image, layers kept
 while an archive holds them. (Building real images is the real-node tests' part.)"""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""hack/toolenv.py share-salt: a new tenant stack file takes its platform's encryption salt, so
+"""hack/project.py share-salt: a new tenant stack file takes its platform's encryption salt, so
 one command derives one key; an experiment keeps its own, under its tenant's passphrase."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from toolenv import share_salt
+from project import share_salt
 
 SALT = "v1:cMCn8Wi07uc=:v1:91Rcg9pnp19i7Yzd:k8XyAcRIGtEVHwBlLw7TsCoKB9j5Ag=="
 

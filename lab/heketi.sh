@@ -2,8 +2,8 @@
 # Heketi, the REST front end of GlusterFS that the seed's in-tree `kubernetes.io/glusterfs`
 # provisioner talks to, built from the Go module proxy for the tests that need it.
 #
-#   hack/heketi.sh build                  # prints the binary's path (cached by version)
-#   hack/heketi.sh run DIR PORT ADMIN_KEY # serves on PORT (all interfaces): mock executor, JWT auth on
+#   lab/heketi.sh build                  # prints the binary's path (cached by version)
+#   lab/heketi.sh run DIR PORT ADMIN_KEY # serves on PORT (all interfaces): mock executor, JWT auth on
 #
 # Why v9: the proxy serves only github.com/heketi/heketi@v9.0.0+incompatible (/v10 is refused).
 # v9 predates Go modules, so its dependencies are pinned here to what resolves on the proxy and

@@ -4,7 +4,7 @@ archive and imported into the node's containerd (`ctr images import`). Pods use 
 `imagePullPolicy: Never`, or a team pushes the same archives to its own registry
 (`skopeo copy docker-archive:<tar> docker://registry/...`).
 
-  python hack/images.py build pause|python|tensorflow|jupyter   -> prints {"tag": ..., "archive": ...}
+  python lab/images.py build pause|python|tensorflow|jupyter   -> prints {"tag": ..., "archive": ...}
 
 Each image is cached under $TFK8S_CACHE/images by a hash of its inputs (the Debian suite and
 packages, the Go source, the Python requirements); its tag says what it holds and ends with the
@@ -120,7 +120,7 @@ def _archive(out: Path, repository: str, what: str, layers: list[Path], config: 
         "created": "2023-11-14T22:13:20Z",
         "config": dict(config),
         "rootfs": {"type": "layers", "diff_ids": diff_ids},
-        "history": [{"created": "2023-11-14T22:13:20Z", "created_by": f"hack/images.py {repository}"}],
+        "history": [{"created": "2023-11-14T22:13:20Z", "created_by": f"lab/images.py {repository}"}],
     }
     config_bytes = json.dumps(config, sort_keys=True).encode()
     digest = hashlib.sha256(config_bytes).hexdigest()
@@ -177,7 +177,7 @@ def _cached(name: str, key: str) -> tuple[Path, Image | None]:
 
 
 def pause() -> Image:
-    source = (ROOT / "hack" / "realnode" / "pause.go").read_bytes()
+    source = (ROOT / "lab" / "realnode" / "pause.go").read_bytes()
     go = subprocess.run(["go", "env", "GOVERSION"], check=True, capture_output=True, text=True).stdout.strip()
     archive, found = _cached("pause", _key(source, go))
     if found:
@@ -187,7 +187,7 @@ def pause() -> Image:
         root.mkdir()
         env = {**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-trimpath", "GO111MODULE": "off"}
         subprocess.run(
-            ["go", "build", "-ldflags", "-s -w -buildid=", "-o", str(root / "pause"), str(ROOT / "hack/realnode/pause.go")],
+            ["go", "build", "-ldflags", "-s -w -buildid=", "-o", str(root / "pause"), str(ROOT / "lab/realnode/pause.go")],
             check=True,
             env=env,
         )
@@ -222,7 +222,7 @@ def python() -> Image:
     if found:
         return found
     if shutil.which("debootstrap") is None:
-        raise SystemExit("images: debootstrap is missing: apt-get install debootstrap (hack/realnode.sh install does)")
+        raise SystemExit("images: debootstrap is missing: apt-get install debootstrap (lab/realnode.sh install does)")
     with tempfile.TemporaryDirectory() as scratch:
         root = Path(scratch) / "root"
         _debootstrap(root, PYTHON_PACKAGES)

@@ -1,6 +1,8 @@
-"""What the e2e tests and benches share with users: the environment `hack/env.sh` (`make env`)
-prints (the shell script stays the one source; this runs it and parses its `export`s), a project
-copy to run `pulumi` in, and a throwaway local cluster.
+"""The workshop's helpers, shared by the e2e tests and the benchmarks (not by anything a user
+runs): the environment `hack/env.sh` (`make env`) prints (the shell script stays the one source;
+this runs it and parses its `export`s), a throwaway local cluster, the checks on tfk8s's language
+host processes, a language host as of another revision. The project copy and the shared salt are
+the product's (hack/project.py, which `make up` runs); they are re-exported here for the tests.
 """
 
 from __future__ import annotations
@@ -16,9 +18,13 @@ import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-import yaml
-
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT / "hack") not in sys.path:  # hack/project.py, wherever this is imported from
+    sys.path.append(str(ROOT / "hack"))
+
+from project import project_copy as project_copy  # noqa: E402
+from project import share_salt as share_salt  # noqa: E402
+
 CACHE = Path(os.environ.get("TFK8S_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tfk8s")
 BIN = CACHE / "bin"
 KUBECTL = str(BIN / "kubectl")
@@ -50,63 +56,6 @@ def exported(
         key, value = assignment.split("=", 1)
         result[key] = value
     return result
-
-
-def tracked_stack_files() -> list[Path]:
-    """The stack files a clone of this repository has: what git tracks under stacks/, as they are
-    in the working tree. Not whatever else lies there (a user's own `pulumi stack init`, a copy a
-    command left behind): a test or the demo must not depend on a machine's leftovers."""
-    try:
-        listed = subprocess.run(
-            ["git", "-C", str(ROOT), "ls-files", "-z", "--", "stacks"], check=True, capture_output=True, text=True
-        ).stdout
-    except (OSError, subprocess.CalledProcessError):  # not a git checkout (an unpacked archive)
-        return sorted((ROOT / "stacks").glob("Pulumi.*.yaml"))
-    return [ROOT / name for name in listed.split("\0") if name]
-
-
-def project_copy(work: Path) -> Path:
-    """A copy of this project to run plain `pulumi` commands in: Pulumi.yaml and the tracked stack
-    files copied (commands edit stack files: Pulumi writes each stack's encryption salt there),
-    infra/ and .venv linked, `state/` for PULUMI_BACKEND_URL=file://<work>/state.
-
-    Copying into an existing copy refreshes Pulumi.yaml and the stack files from the repository
-    and keeps the rest: `make up` runs the demo stacks from such a copy under .state/demo, whose
-    salt Pulumi then recovers from the stack's state (PULUMI_FALLBACK_TO_STATE_SECRETS_MANAGER,
-    hack/env.sh)."""
-    (work / "stacks").mkdir(parents=True, exist_ok=True)
-    shutil.copy(ROOT / "Pulumi.yaml", work / "Pulumi.yaml")
-    for stack_file in tracked_stack_files():
-        shutil.copy(stack_file, work / "stacks" / stack_file.name)
-    for linked in ("infra", ".venv"):  # Pulumi.yaml's `main` and runtime.options.virtualenv
-        if not (work / linked).is_symlink():
-            (work / linked).symlink_to(ROOT / linked)
-    (work / "state").mkdir(exist_ok=True)
-    return work
-
-
-SALT_KEY = "encryptionsalt"
-UPSTREAM_KEY = "tfk8s:platformStack"  # a tenant's platform
-
-
-def share_salt(stack_file: Path) -> str | None:
-    """Give a tenant's stack file without an encryption salt its platform's salt (found beside it),
-    before `pulumi stack init` writes a new one. With the passphrase provider each distinct salt
-    costs a 1,000,000-round PBKDF2 per command (about 0.17 s here), and a tenant's `up` reads its
-    platform's outputs, which the engine decrypts with the platform's salt: one shared salt is one
-    derivation (docs/benchmarks.md "Fixed cost"). Both are the platform team's, under its passphrase. An
-    experiment reads no other stack (tfk8s.stacks.tenant_contract) and keeps a salt of its own, under its
-    tenant's passphrase. Salts are not secret; the passphrase stays what protects the secrets.
-    Returns the salt the file has afterwards, if any."""
-    document = (yaml.safe_load(stack_file.read_text()) if stack_file.exists() else None) or {}
-    own, config = document.get(SALT_KEY), document.get("config") or {}
-    upstream = config.get(UPSTREAM_KEY)
-    if own or not isinstance(upstream, str) or not upstream:
-        return own
-    salt = share_salt(stack_file.parent / f"Pulumi.{upstream.rsplit('/', 1)[-1]}.yaml")
-    if salt:
-        stack_file.write_text(f"{SALT_KEY}: {salt}\n" + stack_file.read_text())
-    return salt
 
 
 @contextlib.contextmanager
@@ -231,12 +180,3 @@ def time_as_a_user() -> None:
     timed `pulumi` command compile tfk8s's modules from source, 0.05 s of each no-change `up`,
     while the SDK's and pydantic's came precompiled from the virtualenv: a cost no user pays."""
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
-
-
-if __name__ == "__main__":  # `make up` & co: python hack/toolenv.py project-copy .state/demo
-    import sys
-
-    commands = {"project-copy": lambda arg: project_copy(Path(arg).resolve()), "share-salt": lambda arg: share_salt(Path(arg))}
-    if len(sys.argv) != 3 or sys.argv[1] not in commands:
-        sys.exit("usage: toolenv.py project-copy DIR | share-salt STACK_FILE")
-    print(commands[sys.argv[1]](sys.argv[2]) or "")

@@ -4,11 +4,11 @@
 # kube-router's NetworkPolicy firewall, as processes of that cluster, stopped with it
 # (hack/cluster.sh start --real-node | stop).
 #
-# Usage: hack/realnode.sh check | install | start | stop | status | import <image>
+# Usage: lab/realnode.sh check | install | start | stop | status | import <image>
 #
 #   check    says whether this machine can run one, and if not why (root, cgroups, packages)
 #   install  the Debian packages it needs (containerd, runc, CNI plugins, iptables, ipset, debootstrap)
-#   import   builds (hack/images.py) and imports an image into the node's containerd
+#   import   builds (lab/images.py) and imports an image into the node's containerd
 #
 # The node is named tfk8s-real-<cluster>, labelled tfk8s.io/real-node=true and tainted
 # tfk8s.io/real-node=true:NoSchedule: only what asks for it lands there (an experiment's `ps` and
@@ -23,7 +23,7 @@ set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=hack/versions.sh
-source "$here/versions.sh"
+source "$here/../hack/versions.sh"
 cache=${TFK8S_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tfk8s}
 bin=$cache/bin
 name=${TFK8S_CLUSTER_NAME:-tfk8s}
@@ -53,7 +53,7 @@ why_not() {
   command -v iptables >/dev/null || missing+=(iptables)
   command -v ipset >/dev/null || missing+=(ipset)
   command -v debootstrap >/dev/null || missing+=(debootstrap)
-  if [ ${#missing[@]} -gt 0 ]; then echo "missing Debian packages: ${missing[*]} (hack/realnode.sh install)"; fi
+  if [ ${#missing[@]} -gt 0 ]; then echo "missing Debian packages: ${missing[*]} (lab/realnode.sh install)"; fi
 }
 
 install() {
@@ -127,12 +127,12 @@ start() {
   [ -z "$reason" ] || { echo "realnode: this machine cannot run a real node: $reason" >&2; exit 1; }
   [ -f "$kubeconfig" ] && kubectl get --raw /readyz >/dev/null 2>&1 || { echo "realnode: cluster $name is not running" >&2; exit 1; }
   if [ -f "$active" ] && [ "$(cat "$active")" != "$name" ] && pid_alive "$cache/realnode/$(cat "$active")/kubelet.pid"; then
-    echo "realnode: cluster $(cat "$active") already has this machine's real node (hack/realnode.sh stop with TFK8S_CLUSTER_NAME=$(cat "$active"))" >&2
+    echo "realnode: cluster $(cat "$active") already has this machine's real node (lab/realnode.sh stop with TFK8S_CLUSTER_NAME=$(cat "$active"))" >&2
     exit 1
   fi
   if pid_alive "$dir/kubelet.pid"; then log "node $node already running"; return; fi
   stop_processes
-  "$here/tools.sh" node >&2
+  "$here/../hack/tools.sh" node >&2
   mkdir -p "$dir/cni" "$dir/kubelet" "$dir/containerd"
   echo "$name" >"$active"
 

@@ -15,7 +15,6 @@ import sys
 import types
 import typing
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import annotated_types
@@ -25,7 +24,7 @@ from pydantic_core import PydanticUndefined
 
 # hack/schema.py sets the models up to read their field docstrings before they are built, and owns
 # the secret keys (read apart from the models); importing it does both for this process too.
-from schema import ROOT, SECRETS, schema  # noqa: I001  (hack/ is this script's sys.path[0])
+from schema import ROOT, SECRETS, schema, write_or_check  # noqa: I001  (hack/ is this script's sys.path[0])
 
 TARGET_DIR = ROOT / "docs" / "reference"
 TITLES = {"platform": "Platform stack", "tenant": "Tenant stack", "experiment": "Experiment stack"}
@@ -214,20 +213,8 @@ def render(kind: str) -> str:
 
 
 def main(argv: list[str]) -> int:
-    stale = []
-    for kind in schema.STACK_KINDS:
-        target: Path = TARGET_DIR / f"{kind}.md"
-        wanted = render(kind)
-        if "--check" in argv:
-            if not target.exists() or target.read_text() != wanted:
-                stale.append(str(target.relative_to(ROOT)))
-        else:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(wanted)
-    if stale:
-        print(f"stale: {', '.join(stale)}; run `make docs-reference`", file=sys.stderr)
-        return 1
-    return 0
+    generated = {TARGET_DIR / f"{kind}.md": render(kind) for kind in schema.STACK_KINDS}
+    return write_or_check(generated, check="--check" in argv, remedy="make docs-reference")
 
 
 if __name__ == "__main__":

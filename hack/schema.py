@@ -66,21 +66,26 @@ def render(kind: str) -> str:
     return json.dumps(stack_file_schema(kind), indent=2, sort_keys=True) + "\n"
 
 
-def main(argv: list[str]) -> int:
+def write_or_check(generated: dict[Path, str], *, check: bool, remedy: str) -> int:
+    """Write each generated file, or with `check` only compare: 1 and the stale files' names, with
+    the `make` target that regenerates them, when one differs."""
     stale = []
-    for kind in schema.STACK_KINDS:
-        target = ROOT / "schema" / f"{kind}.schema.json"
-        wanted = render(kind)
-        if "--check" in argv:
+    for target, wanted in generated.items():
+        if check:
             if not target.exists() or target.read_text() != wanted:
                 stale.append(str(target.relative_to(ROOT)))
         else:
-            target.parent.mkdir(exist_ok=True)
+            target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(wanted)
     if stale:
-        print(f"stale: {', '.join(stale)}; run `make schema`", file=sys.stderr)
+        print(f"stale: {', '.join(stale)}; run `{remedy}`", file=sys.stderr)
         return 1
     return 0
+
+
+def main(argv: list[str]) -> int:
+    generated = {ROOT / "schema" / f"{kind}.schema.json": render(kind) for kind in schema.STACK_KINDS}
+    return write_or_check(generated, check="--check" in argv, remedy="make schema")
 
 
 if __name__ == "__main__":

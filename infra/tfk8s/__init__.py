@@ -21,41 +21,37 @@ from __future__ import annotations
 # (python -X importtime); type checkers read a constant of this name the same way.
 TYPE_CHECKING = False
 
-# name -> the module that defines it.
-_EXPORTS = {
+# Each public name -> (the module that defines it, its name there).
+_PUBLIC = {
     # Components and their arguments, experiment, tenant, platform.
-    "TrainingCluster": "tfk8s.components.training_cluster",
-    "TrainingClusterArgs": "tfk8s.components.training_cluster",
-    "UserEnvironment": "tfk8s.components.user_env",
-    "UserEnvironmentArgs": "tfk8s.components.user_env",
-    "SharedStorage": "tfk8s.components.storage",
-    "SharedStorageArgs": "tfk8s.components.storage",
-    "UserNode": "tfk8s.components.user_node",
-    "UserNodeArgs": "tfk8s.components.user_node",
-    "PlatformGuard": "tfk8s.components.guard",
-    "PlatformGuardArgs": "tfk8s.components.guard",
-    "TenantAdmission": "tfk8s.components.tenant_admission",
-    "TenantAdmissionArgs": "tfk8s.components.tenant_admission",
+    "TrainingCluster": ("tfk8s.components.training_cluster", "TrainingCluster"),
+    "TrainingClusterArgs": ("tfk8s.components.training_cluster", "TrainingClusterArgs"),
+    "UserEnvironment": ("tfk8s.components.user_env", "UserEnvironment"),
+    "UserEnvironmentArgs": ("tfk8s.components.user_env", "UserEnvironmentArgs"),
+    "SharedStorage": ("tfk8s.components.storage", "SharedStorage"),
+    "SharedStorageArgs": ("tfk8s.components.storage", "SharedStorageArgs"),
+    "UserNode": ("tfk8s.components.user_node", "UserNode"),
+    "UserNodeArgs": ("tfk8s.components.user_node", "UserNodeArgs"),
+    "PlatformGuard": ("tfk8s.components.guard", "PlatformGuard"),
+    "PlatformGuardArgs": ("tfk8s.components.guard", "PlatformGuardArgs"),
+    "TenantAdmission": ("tfk8s.components.tenant_admission", "TenantAdmission"),
+    "TenantAdmissionArgs": ("tfk8s.components.tenant_admission", "TenantAdmissionArgs"),
     # What the arguments are made of.
-    "ClusterSettings": "tfk8s.schema.experiment",
-    "PlatformSettings": "tfk8s.schema.platform",
-    "StorageSettings": "tfk8s.schema.platform",
-    "UserNodeSettings": "tfk8s.schema.platform",
-    "TenantSettings": "tfk8s.schema.tenant",
-    "PlatformFacts": "tfk8s.schema.contract",
-    "Owner": "tfk8s.specs.ownership",
-    "CodeBundle": "tfk8s.specs.code",
+    "ClusterSettings": ("tfk8s.schema.experiment", "ClusterSettings"),
+    "PlatformSettings": ("tfk8s.schema.platform", "PlatformSettings"),
+    "StorageSettings": ("tfk8s.schema.platform", "StorageSettings"),
+    "UserNodeSettings": ("tfk8s.schema.platform", "UserNodeSettings"),
+    "TenantSettings": ("tfk8s.schema.tenant", "TenantSettings"),
+    "PlatformFacts": ("tfk8s.schema.contract", "PlatformFacts"),
+    "Owner": ("tfk8s.specs.ownership", "Owner"),
+    "CodeBundle": ("tfk8s.specs.code", "CodeBundle"),
     # Making them.
-    "this_stack": "tfk8s.library",
-    "standalone_platform": "tfk8s.library",
-}
-# Exported under a name of their own: name -> (module, attribute).
-_RENAMED = {
+    "this_stack": ("tfk8s.library", "this_stack"),
+    "standalone_platform": ("tfk8s.library", "standalone_platform"),
     "trainer_bundle": ("tfk8s.specs.code", "installed_launcher_bundle"),
     "code_bundle": ("tfk8s.specs.code", "bundle"),
 }
-
-# Literal, for linters and `from tfk8s import *`; tests/unit/test_library.py keeps it equal to the tables above.
+# Literal, for linters and `from tfk8s import *`; tests/unit/test_library.py keeps it equal to the table.
 __all__ = [
     "ClusterSettings",
     "CodeBundle",
@@ -105,12 +101,9 @@ if TYPE_CHECKING:
 
 def __getattr__(name: str) -> Any:
     """PEP 562: the public names, imported when first asked for, then kept in the module."""
-    if name in _EXPORTS:
-        module, attribute = _EXPORTS[name], name
-    elif name in _RENAMED:
-        module, attribute = _RENAMED[name]
-    else:
+    if name not in _PUBLIC:
         raise AttributeError(f"module 'tfk8s' has no attribute {name!r}")
+    module, attribute = _PUBLIC[name]
     value = getattr(__import__(module, fromlist=[attribute]), attribute)
     globals()[name] = value
     return value

@@ -70,13 +70,13 @@ print(json.dumps({{"file": tfk8s.__file__, "found": found, "trainer": sorted(bun
     assert "launch.py" in result["trainer"] and "runner.py" not in result["trainer"]  # as pods get it
 
 
-def test_the_public_names_are_exactly_the_lazy_tables_and_the_type_checking_imports() -> None:
-    """`__all__` (a literal, for linters), the tables `__getattr__` reads and the imports type
+def test_the_public_names_are_exactly_the_lazy_table_and_the_type_checking_imports() -> None:
+    """`__all__` (a literal, for linters), the table `__getattr__` reads and the imports type
     checkers read name the same things."""
     tree = ast.parse((ROOT / "infra" / "tfk8s" / "__init__.py").read_text())
     (checking,) = [n for n in tree.body if isinstance(n, ast.If) and getattr(n.test, "id", None) == "TYPE_CHECKING"]
     typed = {a.asname or a.name for n in checking.body if isinstance(n, ast.ImportFrom) for a in n.names} - {"Any"}
-    assert set(tfk8s.__all__) == set(tfk8s._EXPORTS) | set(tfk8s._RENAMED) == typed
+    assert set(tfk8s.__all__) == set(tfk8s._PUBLIC) == typed
     assert tfk8s.__all__ == sorted(tfk8s.__all__)
 
 

@@ -8,12 +8,17 @@ On a machine that cannot run one (no root, no cgroups), the tests that use it fa
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import subprocess
+import sys
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from drivers import ROOT, Cli, Kube
 
@@ -129,3 +134,51 @@ def until(what: str, seconds: float, probe: Callable[[], T | None]) -> T:
             return found
         assert time.monotonic() < deadline, f"{what} within {seconds} s"
         time.sleep(1)
+
+
+# Run in a pod or on this machine: connects to each `address:port` at once; {target: connected}.
+PROBE = """
+import json, socket, sys
+from concurrent.futures import ThreadPoolExecutor
+def reaches(target):
+    address, port = target.rsplit(":", 1)
+    with socket.socket() as s:
+        s.settimeout(3)
+        return s.connect_ex((address, int(port))) == 0
+with ThreadPoolExecutor(16) as pool:
+    print(json.dumps(dict(zip(sys.argv[1:], pool.map(reaches, sys.argv[1:])))))
+"""
+
+
+def probe_from_pod(kube: Kube, pod: dict[str, Any], targets: dict[str, str]) -> dict[str, bool]:
+    """From inside `pod` (its own Python): which of `targets` (`name: address:port`) accept a connection."""
+    where = ["-n", pod["metadata"]["namespace"], pod["metadata"]["name"]]
+    out = kube.run("exec", *where, "--", "python3", "-c", PROBE, *targets.values())
+    reached = json.loads(out.strip().splitlines()[-1])
+    return {name: reached[target] for name, target in targets.items()}
+
+
+def probe_from_node(targets: dict[str, str]) -> dict[str, bool]:
+    """The same probe from this machine: the node itself, where kubelet probes, NodePorts and users'
+    browsers come from."""
+    done = subprocess.run([sys.executable, "-c", PROBE, *targets.values()], check=True, capture_output=True, text=True)
+    reached = json.loads(done.stdout)
+    return {name: reached[target] for name, target in targets.items()}
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int
+    server: str  # the `Server` header: which program answered
+    body: str
+
+
+def http_get(url: str, token: str | None = None) -> Answer:
+    """GET `url` from this machine (no proxy), with a tenant's token as a header if given."""
+    request = urllib.request.Request(url, headers={"Authorization": f"token {token}"} if token else {})
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(request, timeout=10) as response:
+            return Answer(response.status, response.headers.get("Server", ""), response.read().decode(errors="replace"))
+    except urllib.error.HTTPError as error:
+        return Answer(error.code, error.headers.get("Server", ""), error.read().decode(errors="replace"))

@@ -13,9 +13,6 @@ come from there), so each refusal between pods is the policies'.
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,6 +26,8 @@ from real_node import (
     node_of,
     place_on_real_node,
     platform_settings,
+    probe_from_node,
+    probe_from_pod,
     project,
     real_cluster,
     until,
@@ -42,17 +41,6 @@ LISTEN = (
     "import socket; s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); "
     f"s.bind(('', {PORT})); s.listen(64); [s.accept()[0].close() for _ in iter(int, 1)]"
 )
-# Run in a pod: connects to each address's port at once; {address: connected}.
-PROBE = """
-import json, socket, sys
-from concurrent.futures import ThreadPoolExecutor
-def reaches(address):
-    with socket.socket() as s:
-        s.settimeout(3)
-        return s.connect_ex((address, int(sys.argv[1]))) == 0
-with ThreadPoolExecutor(16) as pool:
-    print(json.dumps(dict(zip(sys.argv[2:], pool.map(reaches, sys.argv[2:])))))
-"""
 
 
 @pytest.fixture(scope="module")
@@ -104,11 +92,9 @@ def _experiment(cli: Cli, stack: str, tenant: str, image: str) -> None:
     cli("up", "--stack", stack, "--yes", "--skip-preview")
 
 
-def _probe(kube: Kube, pod: dict[str, Any], addresses: list[str]) -> dict[str, bool]:
-    """From inside `pod`: which of `addresses` accept a connection on TensorFlow's port."""
-    where = ["-n", pod["metadata"]["namespace"], pod["metadata"]["name"]]
-    out = kube.run("exec", *where, "--", "python3", "-c", PROBE, str(PORT), *addresses)
-    return json.loads(out.strip().splitlines()[-1])
+def _at_port(addresses: list[str]) -> dict[str, str]:
+    """Each address at TensorFlow's port, as the probes take them."""
+    return {a: f"{a}:{PORT}" for a in addresses}
 
 
 def test_the_firewall_lets_through_exactly_the_designed_pairs_and_agrees_with_cyclonus(
@@ -123,11 +109,16 @@ def test_the_firewall_lets_through_exactly_the_designed_pairs_and_agrees_with_cy
 
     # The control: from the node every listener answers (also once the firewall holds every pod).
     def all_listening() -> bool:
-        return all(_probe_from_node(addresses).values())
+        return all(probe_from_node(_at_port(addresses)).values())
 
     until("every pod listens on its port", 60, all_listening)
 
-    reached = {(name[pod["status"]["podIP"]], name[a]) for pod in pods for a, ok in _probe(kube, pod, addresses).items() if ok}
+    reached = {
+        (name[pod["status"]["podIP"]], name[a])
+        for pod in pods
+        for a, ok in probe_from_pod(kube, pod, _at_port(addresses)).items()
+        if ok
+    }
     everything = {(s, t) for s in name.values() for t in name.values()}
     matrices, _ = evaluate(kube, [f"tfk8s-{user}" for user in TENANTS], tmp_path)
     cyclonus = {pair for pair, cell in matrices[PORT].items() if cell == "." and pair in everything}
@@ -140,9 +131,3 @@ def test_the_firewall_lets_through_exactly_the_designed_pairs_and_agrees_with_cy
     assert ("tfk8s-alice/one-worker-0", "tfk8s-alice/two-ps-0") not in reached
     assert not [(s, t) for s, t in reached if s.split("/")[0] != t.split("/")[0]]
     print(f"\n[real network] {len(reached)} of {len(everything)} pairs connect, as designed and as cyclonus computes")
-
-
-def _probe_from_node(addresses: list[str]) -> dict[str, bool]:
-    """The same probe from this machine, the node itself."""
-    done = subprocess.run([sys.executable, "-c", PROBE, str(PORT), *addresses], check=True, capture_output=True, text=True)
-    return json.loads(done.stdout)

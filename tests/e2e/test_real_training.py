@@ -21,8 +21,6 @@ import base64
 import json
 import subprocess
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -33,6 +31,7 @@ from real_node import (
     BRIDGE_ADDRESS,
     REAL_NODE_KEY,
     give_volumes_to_pods,
+    http_get,
     import_image,
     node_of,
     place_on_real_node,
@@ -162,33 +161,23 @@ def test_pulumi_up_trains_for_real_and_the_ps_retire_themselves(cluster: Kube, t
 
     jupyter = report["jupyter"]["url"]
     assert jupyter.startswith(f"http://{BRIDGE_ADDRESS}:"), jupyter
-    assert _http(f"{jupyter}api/status")[0] == 403
-    assert _http(f"{jupyter}api/status", token="not-" + token)[0] == 403
-    status, body = _http(f"{jupyter}api/contents/work/tfk8s", token=token)
-    assert status == 200 and "master_client.ipynb" in {f["name"] for f in json.loads(body)["content"]}, body[:500]
+    assert http_get(f"{jupyter}api/status").status == 403
+    assert http_get(f"{jupyter}api/status", token="not-" + token).status == 403
+    answer = http_get(f"{jupyter}api/contents/work/tfk8s", token=token)
+    assert answer.status == 200, answer.body[:500]
+    assert "master_client.ipynb" in {f["name"] for f in json.loads(answer.body)["content"]}, answer.body[:500]
 
     board = report["tensorboard"]["url"]
-    assert _http(f"{board}data/runs")[0] == 401
+    assert http_get(f"{board}data/runs").status == 401
 
     def runs() -> list[str] | None:
-        status, body = _http(f"{board}data/runs", token=token)
-        assert status == 200, body[:500]
-        found = [r for r in json.loads(body) if r.startswith(f"{STACK}/mnist")]
+        answer = http_get(f"{board}data/runs", token=token)
+        assert answer.status == 200, answer.body[:500]
+        found = [r for r in json.loads(answer.body) if r.startswith(f"{STACK}/mnist")]
         return found or None
 
     listed = until("TensorBoard lists the finished run", 120, runs)
     print(f"[real node] Jupyter and TensorBoard up on the real User Node in {apps_seconds:.1f} s; runs {listed}")
-
-
-def _http(url: str, token: str | None = None) -> tuple[int, str]:
-    """GET `url` on the node (no proxy), with the tenant's token as a header if given."""
-    request = urllib.request.Request(url, headers={"Authorization": f"token {token}"} if token else {})
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    try:
-        with opener.open(request, timeout=10) as response:
-            return response.status, response.read().decode()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read().decode()
 
 
 def _logs(kube: Kube) -> str:

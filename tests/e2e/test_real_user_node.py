@@ -31,9 +31,6 @@ from __future__ import annotations
 import base64
 import json
 import subprocess
-import sys
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -44,10 +41,13 @@ from real_node import (
     BRIDGE_ADDRESS,
     REAL_NODE_KEY,
     give_volumes_to_pods,
+    http_get,
     import_image,
     node_of,
     place_on_real_node,
     platform_settings,
+    probe_from_node,
+    probe_from_pod,
     project,
     real_cluster,
     until,
@@ -63,18 +63,6 @@ CLUSTERS = ("probe", "other")  # alice's experiment's training clusters
 # alice's PS and worker: a plain HTTP server on TensorFlow's port, whose answers name it
 # (`Server: SimpleHTTP...`), unlike Jupyter's (Tornado) or the gate's.
 SERVE = f"import http.server as h; h.test(h.SimpleHTTPRequestHandler, h.ThreadingHTTPServer, port={TF_PORT}, bind='0.0.0.0')"
-# Run in a pod or here: connects to each `address:port` at once; {target: connected}.
-PROBE = """
-import json, socket, sys
-from concurrent.futures import ThreadPoolExecutor
-def reaches(target):
-    address, port = target.rsplit(":", 1)
-    with socket.socket() as s:
-        s.settimeout(3)
-        return s.connect_ex((address, int(port))) == 0
-with ThreadPoolExecutor(16) as pool:
-    print(json.dumps(dict(zip(sys.argv[1:], pool.map(reaches, sys.argv[1:])))))
-"""
 
 
 @dataclass(frozen=True)
@@ -229,51 +217,25 @@ def _container_port(pod: dict[str, Any], target: int | str) -> int:
     return int(number)
 
 
-def _probe_from_pod(kube: Kube, pod: dict[str, Any], targets: dict[str, str]) -> dict[str, bool]:
-    """From inside `pod`: which of `targets` accept a connection."""
-    where = ["-n", pod["metadata"]["namespace"], pod["metadata"]["name"]]
-    out = kube.run("exec", *where, "--", "python3", "-c", PROBE, *targets.values())
-    reached = json.loads(out.strip().splitlines()[-1])
-    return {what: reached[target] for what, target in targets.items()}
-
-
-def _probe_from_node(targets: dict[str, str]) -> dict[str, bool]:
-    """The same probe from this machine: the node itself, where users' browsers come from."""
-    done = subprocess.run([sys.executable, "-c", PROBE, *targets.values()], check=True, capture_output=True, text=True)
-    reached = json.loads(done.stdout)
-    return {what: reached[target] for what, target in targets.items()}
-
-
-def _http(url: str, token: str | None = None) -> tuple[int, str, str]:
-    """GET `url` from this machine (no proxy): status, `Server` header, body."""
-    request = urllib.request.Request(url, headers={"Authorization": f"token {token}"} if token else {})
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    try:
-        with opener.open(request, timeout=10) as response:
-            return response.status, response.headers.get("Server", ""), response.read().decode(errors="replace")
-    except urllib.error.HTTPError as error:
-        return error.code, error.headers.get("Server", ""), error.read().decode(errors="replace")
-
-
 def test_code_in_a_training_pod_reaches_no_app_on_the_user_node_by_any_address(user_node: UserNode) -> None:
     targets = {what: target for app in user_node.apps.values() for what, target in app.targets().items()}
 
     # The control: every app answers on every address from the node itself, so a refusal below is
     # the firewall's, not a port nobody listens on.
     def all_answer() -> bool:
-        return all(_probe_from_node(targets).values())
+        return all(probe_from_node(targets).values())
 
     until("every app answers on every address from the node", 60, all_answer)
 
     worker, ps = user_node.training["probe-worker"], user_node.training["probe-ps"]
     peer = {"alice/probe-ps-0": f"{ps['status']['podIP']}:{TF_PORT}"}
-    reached = _probe_from_pod(user_node.kube, worker, {**targets, **peer})
+    reached = probe_from_pod(user_node.kube, worker, {**targets, **peer})
     # The training cluster still works: its worker reaches its PS.
     assert reached.pop("alice/probe-ps-0"), "alice's worker no longer reaches its own PS"
     assert not [what for what, ok in reached.items() if ok], reached
     assert len(reached) == len(TENANTS) * len(APPS) * 3
     # The PS, which may also reach the API server, reaches no app either.
-    reached = _probe_from_pod(user_node.kube, ps, targets)
+    reached = probe_from_pod(user_node.kube, ps, targets)
     assert not [what for what, ok in reached.items() if ok], reached
     print(f"\n[real user node] alice's PS and worker: 0 of {len(targets)} app addresses each; every one answers from the node")
 
@@ -284,12 +246,12 @@ def test_each_tenant_opens_her_own_apps_on_the_node_ports_and_not_the_others(use
         board = f"http://{BRIDGE_ADDRESS}:{user_node.apps[(user, 'tensorboard')].node_port}/data/runs"
         own = user_node.tokens[user]
         (other,) = [t for u, t in user_node.tokens.items() if u != user]
-        assert _http(jupyter, own)[0] == 200, user
-        assert _http(jupyter)[0] == 403, user
-        assert _http(jupyter, other)[0] == 403, user
-        assert _http(board, own)[0] == 200, user
-        assert _http(board)[0] == 401, user
-        assert _http(board, other)[0] == 401, user
+        assert http_get(jupyter, own).status == 200, user
+        assert http_get(jupyter).status == 403, user
+        assert http_get(jupyter, other).status == 403, user
+        assert http_get(board, own).status == 200, user
+        assert http_get(board).status == 401, user
+        assert http_get(board, other).status == 401, user
 
 
 def _interceptor(node_port: int, selector: dict[str, str]) -> dict[str, Any]:
@@ -319,8 +281,8 @@ def test_alice_cannot_put_her_pods_in_front_of_bobs_node_port(user_node: UserNod
     kube = user_node.kube
     alice = user_kube(kube, "alice", [GROUP])
     bobs = f"http://{BRIDGE_ADDRESS}:{user_node.apps[('bob', 'jupyter')].node_port}/api/status"
-    status, server, _ = _http(bobs, user_node.tokens["bob"])
-    assert status == 200 and "Tornado" in server, (status, server)
+    jupyter = http_get(bobs, user_node.tokens["bob"])
+    assert jupyter.status == 200 and "Tornado" in jupyter.server, jupyter
     worker = user_node.training["probe-worker"]["metadata"]["labels"]
     selector = {k: worker[k] for k in ("tfk8s.io/experiment", "tfk8s.io/cluster", "tfk8s.io/role")}
     interceptor = _interceptor(user_node.apps[("bob", "jupyter")].node_port, selector)
@@ -333,7 +295,8 @@ def test_alice_cannot_put_her_pods_in_front_of_bobs_node_port(user_node: UserNod
     refused_node_port = _create(alice, node_port)
     assert refused_node_port.returncode != 0, refused_node_port.stdout
     assert not [s for s in kube.get("svc", "tfk8s-alice") if s["metadata"]["name"] in ("intercept", "own-node-port")]
-    assert _http(bobs, user_node.tokens["bob"])[:2] == (status, server)
+    still = http_get(bobs, user_node.tokens["bob"])
+    assert (still.status, still.server) == (jupyter.status, jupyter.server)
 
     # The control: the same Service from the platform team, whom the rules do not bind, does take
     # bob's NodePort over under this kube-proxy; so the refusal above is what keeps it bob's.
@@ -342,13 +305,13 @@ def test_alice_cannot_put_her_pods_in_front_of_bobs_node_port(user_node: UserNod
     try:
 
         def intercepted() -> str | None:
-            server = _http(bobs, user_node.tokens["bob"])[1]
+            server = http_get(bobs, user_node.tokens["bob"]).server
             return server if server.startswith("SimpleHTTP") else None
 
         until("the platform team's externalIPs Service takes bob's NodePort", 30, intercepted)
     finally:
         kube.run("delete", "service", "-n", "tfk8s-alice", "intercept", "--wait=true")
-    until("bob's NodePort is his Jupyter again", 30, lambda: "Tornado" in _http(bobs, user_node.tokens["bob"])[1])
+    until("bob's NodePort is his Jupyter again", 30, lambda: "Tornado" in http_get(bobs, user_node.tokens["bob"]).server)
 
 
 def test_a_tenant_who_opens_her_namespace_still_reaches_no_app(user_node: UserNode) -> None:
@@ -360,7 +323,7 @@ def test_a_tenant_who_opens_her_namespace_still_reaches_no_app(user_node: UserNo
     worker = user_node.training["probe-worker"]
     other_ps = user_node.training["other-ps"]
     control = {"alice/other-ps-0": f"{other_ps['status']['podIP']}:{TF_PORT}"}
-    assert not any(_probe_from_pod(kube, worker, control).values()), "alice's clusters reach each other before she opens them"
+    assert not any(probe_from_pod(kube, worker, control).values()), "alice's clusters reach each other before she opens them"
     opened = {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
@@ -372,13 +335,13 @@ def test_a_tenant_who_opens_her_namespace_still_reaches_no_app(user_node: UserNo
     try:
         # Her policy is in force: her worker now reaches what it could not before.
         def opened_up() -> bool:
-            return all(_probe_from_pod(kube, worker, control).values())
+            return all(probe_from_pod(kube, worker, control).values())
 
         until("alice's open namespace lets her clusters reach each other", 60, opened_up)
         # Bob's apps keep her out by their own policies; her own apps she has just opened herself.
         bob = [app for (user, _), app in user_node.apps.items() if user == "bob"]
         bobs = {what: target for app in bob for what, target in app.targets().items()}
-        reached = _probe_from_pod(kube, worker, bobs)
+        reached = probe_from_pod(kube, worker, bobs)
         assert not [what for what, ok in reached.items() if ok], reached
     finally:
         kube.run("delete", "networkpolicy", "-n", "tfk8s-alice", "all-open")

@@ -1,10 +1,12 @@
 """The TensorBoard gate's own routes (tfk8s_train.gate_routes), through a real gate process on loopback
 with a log volume of fabricated runs: progress as JSON and a task's log as text, behind the same
 token as everything else, answered by the gate itself and never forwarded, with no way out of the
-log volume (`..`, its percent-encodings, absolute paths, links)."""
+log volume (`..`, its percent-encodings, absolute paths, links). Then `tfk8s status` and `tfk8s
+logs` (tfk8s.cli) against that gate, as a user runs them."""
 
 from __future__ import annotations
 
+import io
 import json
 import socket
 from collections.abc import Iterator
@@ -13,6 +15,7 @@ from pathlib import Path
 import pytest
 from fabricated_runs import NOW, settle, write_log, write_progress
 from gate_processes import TOKEN, RecordingBackend, gate_process, request
+from tfk8s.cli import main as cli
 
 AUTH = {"Authorization": f"token {TOKEN}"}
 PS_LINES = [f"ps line {i}" for i in range(5)]
@@ -192,3 +195,37 @@ def test_a_gate_without_a_log_volume_says_so() -> None:
     with RecordingBackend() as backend, gate_process(backend.port) as port:
         status, _, body = request(port, "/tfk8s/status", AUTH)
         assert status == 404 and b"started without --log-root" in body and not backend.seen
+
+
+def cli_world(port: int, out: io.StringIO, err: io.StringIO) -> cli.World:
+    """The URL and the token given, as the environment gives them; no pulumi to ask for the rest."""
+    environ = {"TFK8S_TENSORBOARD_URL": f"http://127.0.0.1:{port}/", "TFK8S_TOKEN": TOKEN}
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:  # a watch that never ends fails instead
+        slept.append(seconds)
+        assert len(slept) < 20, "--watch did not end"
+
+    no_pulumi = lambda cwd: lambda args: (1, "", "no pulumi here")  # noqa: E731
+    return cli.World(environ=environ, out=out, err=err, run=no_pulumi, sleep=sleep, terminal=False)
+
+
+def test_the_cli_draws_status_and_prints_logs_through_the_gate(gate: tuple[int, RecordingBackend]) -> None:
+    port, _ = gate
+    out, err = io.StringIO(), io.StringIO()
+    assert (
+        cli.main(["status", "--stack", "dev", "--watch", "--interval", "0.1"], cli_world(port, out, err)) == 1
+    )  # a worker failed
+    text = out.getvalue()
+    assert "dev/mnist  [##############################] 100%  300/300" in text and "failed" in text, text
+    assert "worker-1   failed" in text and "exit code 1" in text
+    assert TOKEN not in text + err.getvalue()
+    out, err = io.StringIO(), io.StringIO()
+    assert (
+        cli.main(["logs", "--stack", "dev", "--cluster", "mnist", "--task", "ps-0", "--tail", "2"], cli_world(port, out, err))
+        == 0
+    )
+    assert out.getvalue().splitlines() == PS_LINES[-2:] and "run u1" in err.getvalue()
+    out, err = io.StringIO(), io.StringIO()
+    assert cli.main(["logs", "--stack", "dev", "--cluster", "mnist", "--task", "worker-0"], cli_world(port, out, err)) == 2
+    assert "no log of worker-0 in run u1" in err.getvalue() and TOKEN not in err.getvalue()

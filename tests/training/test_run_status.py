@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fabricated_runs import NOW, age, run_dir, write_log, write_progress, write_raw
+from fabricated_runs import NOW, age, run_dir, settle, write_log, write_progress, write_raw
 from tfk8s_train.log_tree import Absent, Concatenation, LogTree
-from tfk8s_train.run_status import STALE_SECONDS, summarise
+from tfk8s_train.run_status import READ_RUNS, STALE_SECONDS, summarise
 
 
 def clusters(root: Path, experiment: str = "dev") -> dict[str, Any]:
@@ -131,6 +131,18 @@ def test_the_latest_run_is_the_one_written_last(tmp_path: Path) -> None:
     age(fresh, NOW)
     found = mnist(tmp_path)
     assert (found["run"], found["state"], found["tasks"]) == ("fresh", "unknown", [])
+
+
+def test_only_the_newest_runs_are_read_and_every_run_is_listed(tmp_path: Path) -> None:
+    """A volume keeps every run of every experiment: old ones cost a directory's times, not their files."""
+    write_raw(tmp_path, "r0", "worker-1.json", "{")  # in the oldest run: never read
+    for i in range(READ_RUNS + 2):
+        write_progress(tmp_path, f"r{i}", "worker-0", step=i, updated_at=NOW - 1000 + i)
+        settle(tmp_path, f"r{i}", NOW - 1000 + i)
+    found = summarise(LogTree(str(tmp_path)), NOW, "dev")
+    cluster = found["experiments"]["dev"]["clusters"]["mnist"]
+    assert (cluster["run"], cluster["step"]) == (f"r{READ_RUNS + 1}", READ_RUNS + 1)
+    assert cluster["runs"] == [f"r{i}" for i in reversed(range(READ_RUNS + 2))] and found["notes"] == []
 
 
 def test_a_done_marker_without_progress_counts_as_succeeded(tmp_path: Path) -> None:

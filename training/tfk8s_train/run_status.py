@@ -34,6 +34,8 @@ SCHEMA = 1
 PROGRESS, DONE = (".tfk8s", "progress"), (".tfk8s", "done")
 MAX_PROGRESS_BYTES = 64 * 1024
 STALE_SECONDS = 60.0
+# Runs of a cluster whose progress files are read to find its latest (see latest_runs).
+READ_RUNS = 4
 FINISHED = frozenset({"succeeded", "failed"})
 TASK_STATES = frozenset({"starting", "running", "succeeded", "failed", "retired"})
 
@@ -188,18 +190,23 @@ def summary(run: str, runs: list[str], records: dict[str, dict[str, Any]], done:
 
 
 def latest_runs(tree: LogTree, experiment: str, cluster: str, notes: list[str]) -> list[tuple[str, dict[str, Any], float]]:
-    """The cluster's runs as (uid, progress records, activity), the newest activity first."""
-    found = []
+    """The cluster's runs as (uid, progress records, activity), the newest activity first. Only the
+    READ_RUNS newest by their directories' times have their progress read (a progress file replaced
+    touches its directory): a volume of many old runs costs a directory's times each, not its files."""
+    dated = []
     for name, mtime in children(tree, (experiment, cluster), notes):
         uid = name.removeprefix(RUN_PREFIX)
         if not name.startswith(RUN_PREFIX) or not NAME.fullmatch(uid):
             continue  # TensorBoard's own runs and other files beside the launcher's
-        run = (experiment, cluster, name)
-        records = read_progress(tree, run, notes)
         try:
-            mtime = max(mtime, tree.mtime(*run, *PROGRESS))
+            mtime = max(mtime, tree.mtime(experiment, cluster, name, *PROGRESS))
         except (Absent, OSError):
             pass
+        dated.append((uid, name, mtime))
+    dated.sort(key=lambda r: (-r[2], r[0]))
+    found = []
+    for i, (uid, name, mtime) in enumerate(dated):
+        records = read_progress(tree, (experiment, cluster, name), notes) if i < READ_RUNS else {}
         updated = [u for u in (number(r.get("updated_at")) for r in records.values()) if u is not None]
         found.append((uid, records, max([mtime, *updated])))
     return sorted(found, key=lambda r: (-r[2], r[0]))

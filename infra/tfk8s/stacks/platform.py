@@ -143,6 +143,7 @@ def facts(
         images=platform.images,
         ports=platform.ports,
         network=platform.network,
+        monitoring=platform.monitoring,
         pod_security=platform.pod_security,
         allow_ps_gpus=platform.allow_ps_gpus,
         placement=platform.placement,

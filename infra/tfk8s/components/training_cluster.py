@@ -191,6 +191,8 @@ class TrainingCluster(pulumi.ComponentResource):
         """What every TensorFlow pod of this cluster is built from: after its code and scratch volumes."""
         code, scratch = self.code_config, self.scratch_claim
         return pods.ClusterPods(
+            tenant=args.user,
+            experiment=args.experiment,
             cluster=args.cluster,
             platform=args.platform,
             spec=self.spec,

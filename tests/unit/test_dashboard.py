@@ -131,3 +131,9 @@ def test_metric_names_are_read_from_promql(expr: str, names: set[str]) -> None:
 def test_a_function_promql_does_not_have_is_an_error() -> None:
     with pytest.raises(ValueError, match="'rates' is no PromQL function"):
         dashboards.metric_names("rates(tfk8s_loss[5m])")
+
+
+def test_the_guide_lists_the_contracts_metrics() -> None:
+    guide = (ROOT / "docs" / "guide" / "monitoring.md").read_text()
+    listed = set(re.findall(r"`(tfk8s_[a-z_]+)`", guide))
+    assert listed == set(dashboards.CONTRACT_METRICS)

@@ -20,7 +20,8 @@ ROOT = Path(__file__).resolve().parents[1]
 DASHBOARD = ROOT / "docs" / "dashboards" / "tfk8s-training.json"
 
 # What every task's launcher serves on /metrics (name -> Prometheus type), every sample labelled
-# tenant, experiment, cluster, role and index; docs/guide/monitoring.md lists them for users.
+# tenant, experiment, cluster, role and index (training/tfk8s_train/task_metrics.py renders them:
+# tests/unit/test_dashboard.py keeps the two equal); docs/guide/monitoring.md lists them for users.
 CONTRACT_METRICS = {
     "tfk8s_task_info": "gauge",
     "tfk8s_global_step": "gauge",

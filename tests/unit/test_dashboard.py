@@ -93,6 +93,41 @@ def test_every_query_reads_only_metrics_of_the_launchers_contract() -> None:
     } <= used
 
 
+def test_the_contract_is_what_the_launcher_serves() -> None:
+    """CONTRACT_METRICS, names and types, is what a task's launcher exposes (a PS with every figure
+    known, so that every metric is there), each sample labelled with the task's labels."""
+    from tfk8s_train import task_metrics
+
+    snapshot = {
+        "run": "u1",
+        "job": "ps",
+        "state": "retired",
+        "starts": 1,
+        "started_at": 100.0,
+        "first_step_at": 130.0,
+        "step": 120,
+        "target_steps": 300,
+        "steps_per_second": 4.2,
+        "examples_per_second": 512.0,
+        "loss": 0.31,
+        "memory_bytes": 123456789,
+    }
+    environ = {"TFK8S_TENANT": "alice", "TFK8S_EXPERIMENT": "dev", "TFK8S_CLUSTER": "mnist"}
+    text = task_metrics.render(snapshot, task_metrics.task_labels("ps", 0, environ), ps_variables=7)
+    assert dict(re.findall(r"^# TYPE (\S+) (\S+)$", text, re.M)) == dashboards.CONTRACT_METRICS
+    samples = [line for line in text.splitlines() if line and not line.startswith("#")]
+    assert len(samples) == len(dashboards.CONTRACT_METRICS)
+    for line in samples:
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', line.split("{", 1)[1].rsplit("}", 1)[0]))
+        assert {k: labels[k] for k in dashboards.TASK_LABELS} == {
+            "tenant": "alice",
+            "experiment": "dev",
+            "cluster": "mnist",
+            "role": "ps",
+            "index": "0",
+        }, line
+
+
 def test_the_eta_is_computed_from_target_step_and_rate() -> None:
     (eta,) = [q for q in dashboards.queries(BOARD) if '"ETA"' in q.where]
     assert dashboards.metric_names(eta.expr) == {"tfk8s_target_steps", "tfk8s_global_step", "tfk8s_steps_per_second"}

@@ -79,6 +79,30 @@ def test_every_task_is_told_whose_it_is_and_serves_metrics_on_the_platforms_port
     run()
 
 
+def test_the_launcher_labels_a_tasks_samples_with_its_pods_labels_from_the_env_it_is_given(dev_config: dict[str, Any]) -> None:
+    """What the pods are told is what the launcher reads (training/tfk8s_train/task_metrics.py)."""
+    from tfk8s_train import task_metrics
+
+    @pulumi.runtime.test
+    def run() -> pulumi.Output[Any]:
+        d = run_program(dev_config)
+
+        def check() -> None:
+            for w in training_workloads(d):
+                pod = pod_labels(w)
+                told = {k: v for k, v in identity(w).items() if v is not None}
+                found = task_metrics.task_labels(pod["tfk8s.io/role"], 0, told)
+                assert (found["tenant"], found["experiment"], found["cluster"]) == (
+                    pod["tfk8s.io/user"],
+                    pod["tfk8s.io/experiment"],
+                    pod["tfk8s.io/cluster"],
+                ), w.name
+
+        return after(d, check)
+
+    run()
+
+
 def test_another_metrics_port_changes_the_port_and_its_env_and_nothing_else(dev_config: dict[str, Any]) -> None:
     platform_raw = copy.deepcopy(stack_config("platform-dev"))
     platform_raw["platform"]["ports"] = {"metrics": 9999}

@@ -7,7 +7,7 @@
 # $TFK8S_CACHE/bin; a second run only re-links. A tool already on PATH at the pinned version is
 # used as it is.
 #
-# Usage: hack/tools.sh [main|test|all|pulumi|langhost|provider|kwok|etcd|kube|kube-legacy|node|cyclonus|versitygw|actionlint]   (default: all)
+# Usage: hack/tools.sh [main|test|all|pulumi|langhost|provider|kwok|etcd|kube|kube-legacy|node|cyclonus|versitygw|actionlint|prometheus]   (default: all)
 # `main` is what `make up` needs; `test`, `kube-legacy` and `node` only the workshop (lab/README.md):
 # the tests' and lint's tools, the Kubernetes 1.25 of the legacy tests (beside lab/heketi.sh), and
 # what the real node runs (lab/realnode.sh).
@@ -155,6 +155,10 @@ build_versitygw() { go_install versitygw "$VERSITYGW_VERSION" github.com/versity
 # actionlint: lints .github/workflows (make lint).
 build_actionlint() { go_install actionlint "$ACTIONLINT_VERSION" github.com/rhysd/actionlint/cmd/actionlint; }
 
+# prometheus: scrapes a real training run on the real node (tests/e2e/test_real_monitoring.py);
+# lab/images.py wraps this binary into the image the test runs in the monitoring namespace.
+build_prometheus() { go_install prometheus "$PROMETHEUS_VERSION" github.com/prometheus/prometheus/cmd/prometheus; }
+
 # go_install NAME VERSION PACKAGE: one command of a module, cached by version like the others.
 go_install() {
   local name=$1 version=$2 package=$3
@@ -293,8 +297,8 @@ build_kube_router() {
 
 # What `make up` needs: the CLI, its language host and provider, and the local cluster.
 build_main() { build_pulumi; build_langhost; build_provider; build_kwok; build_etcd; build_kube "$KUBE_VERSION" link; }
-# What only the tests and lint use besides: the policy engine, the S3 server, the workflow linter.
-build_test() { build_cyclonus; build_versitygw; build_actionlint; }
+# What only the tests and lint use besides: the policy engine, the S3 server, the workflow linter, Prometheus.
+build_test() { build_cyclonus; build_versitygw; build_actionlint; build_prometheus; }
 
 main() {
   local what=${1:-all} start=$SECONDS
@@ -310,10 +314,11 @@ main() {
     cyclonus) build_cyclonus ;;
     versitygw) build_versitygw ;;
     actionlint) build_actionlint ;;
+    prometheus) build_prometheus ;;
     kube) build_kube "$KUBE_VERSION" link ;;
     kube-legacy) build_kube "$KUBE_LEGACY_VERSION" ;;
     node) build_node ;;
-    *) echo "usage: $0 [main|test|all|pulumi|langhost|provider|kwok|etcd|kube|kube-legacy|node|cyclonus|versitygw|actionlint]" >&2; exit 2 ;;
+    *) echo "usage: $0 [main|test|all|pulumi|langhost|provider|kwok|etcd|kube|kube-legacy|node|cyclonus|versitygw|actionlint|prometheus]" >&2; exit 2 ;;
   esac
   log "tools ready in $bin ($((SECONDS - start)) s)"
 }

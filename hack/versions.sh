@@ -19,6 +19,9 @@ KWOK_VERSION=v0.8.0
 CYCLONUS_VERSION=v0.5.6
 # The S3 server the GitOps tests keep team state in (hack/tools.sh versitygw; docs/guide/gitops.md).
 VERSITYGW_VERSION=v1.8.0
+# The Prometheus the e2e tests scrape a real run with (docs/guide/monitoring.md). Its Go module's
+# v0.3XX.Y tags are Prometheus 3.XX.Y: v0.316.0 is 3.16.0 (go install builds it, no replaces).
+PROMETHEUS_VERSION=v0.316.0
 # The linter of .github/workflows (make lint).
 ACTIONLINT_VERSION=v1.7.12
 # The cluster DNS of the real node (lab/realnode.sh; kubelet and kube-proxy are KUBE_VERSION's).

@@ -4,7 +4,7 @@ archive and imported into the node's containerd (`ctr images import`). Pods use 
 `imagePullPolicy: Never`, or a team pushes the same archives to its own registry
 (`skopeo copy docker-archive:<tar> docker://registry/...`).
 
-  python lab/images.py build pause|python|tensorflow|jupyter   -> prints {"tag": ..., "archive": ...}
+  python lab/images.py build pause|python|tensorflow|jupyter|prometheus   -> prints {"tag": ..., "archive": ...}
 
 Each image is cached under $TFK8S_CACHE/images by a hash of its inputs (the Debian suite and
 packages, the Go source, the Python requirements); its tag says what it holds and ends with the
@@ -45,6 +45,8 @@ SUITE, MIRROR = "bookworm", "http://deb.debian.org/debian"
 # `python` too: tfk8s's pods run `python <launcher>` (python-is-python3), as the stock images do.
 PYTHON_PACKAGES = ("python3", "python-is-python3", "ca-certificates")
 USER_ID = 1000
+# What images that need no home run as (prometheus): nobody, as Prometheus' own image does.
+NOBODY = 65534
 
 
 @dataclass(frozen=True)
@@ -193,6 +195,39 @@ def pause() -> Image:
         )
         config = {"Entrypoint": ["/pause"], "User": "65535:65535"}
         return _archive(archive, "pause", go, [_layer(root)], config)
+
+
+def prometheus() -> Image:
+    """Prometheus (built by `hack/tools.sh prometheus`, static) alone, as user nobody: what the
+    monitoring test runs in its namespace. Its configuration comes from a ConfigMap, its data from
+    an emptyDir; the image holds the binary and the two directories it expects."""
+    subprocess.run(["bash", str(ROOT / "hack/tools.sh"), "prometheus"], check=True, capture_output=True, text=True)
+    binary = _tool_path("prometheus")
+    archive, found = _cached("prometheus", _key(_sha256_of(binary)))
+    if found:
+        return found
+    with tempfile.TemporaryDirectory() as scratch:
+        root = Path(scratch) / "root"
+        for directory in ("bin", "etc/prometheus", "prometheus", "tmp"):
+            (root / directory).mkdir(parents=True)
+        (root / "tmp").chmod(0o1777)
+        shutil.copy2(binary, root / "bin" / "prometheus")
+        (root / "bin" / "prometheus").chmod(0o755)
+        for owned in ("etc/prometheus", "prometheus"):
+            os.chown(root / owned, NOBODY, NOBODY)
+        config = {
+            "Entrypoint": ["/bin/prometheus"],
+            "Cmd": ["--config.file=/etc/prometheus/prometheus.yml", "--storage.tsdb.path=/prometheus"],
+            "User": f"{NOBODY}:{NOBODY}",
+            "ExposedPorts": {"9090/tcp": {}},
+        }
+        version = os.environ.get("PROMETHEUS_VERSION") or binary.parent.name.removeprefix("prometheus-")
+        return _archive(archive, "prometheus", version, [_layer(root)], config)
+
+
+def _tool_path(name: str) -> Path:
+    """Where hack/tools.sh links a built tool (its cache's bin/)."""
+    return (CACHE / "bin" / name).resolve()
 
 
 def _debootstrap(root: Path, packages: tuple[str, ...]) -> None:
@@ -405,7 +440,7 @@ def _layers_of(image: Image) -> list[Path]:
         return kept
 
 
-BUILDERS = {"pause": pause, "python": python, "tensorflow": tensorflow, "jupyter": jupyter}
+BUILDERS = {"pause": pause, "python": python, "tensorflow": tensorflow, "jupyter": jupyter, "prometheus": prometheus}
 
 
 def main(argv: list[str]) -> int:

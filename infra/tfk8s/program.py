@@ -2,9 +2,10 @@
 
 Order, so that nothing is created on bad input: the configuration (schema), the cluster
 (preflight: reachable, which version), for tenants and experiments the facts of the stacks they
-build on, the context checks, the ownership reads of every object to be created under a fixed
-name, for tenants whether the User Node has room, and for experiments whether the caller may act
-in the tenant's namespace (before any read there) and whether they fit in the tenant's quota. Only then are resources declared.
+build on, the context checks (for platforms also their Prometheus's namespace and the scrape's
+kind), the ownership reads of every object to be created under a fixed name, for tenants whether
+the User Node has room, and for experiments whether the caller may act in the tenant's namespace
+(before any read there) and whether they fit in the tenant's quota. Only then are resources declared.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import pulumi
 from tfk8s import pulumi_internals, timings
 from tfk8s.checks import access, preflight
 from tfk8s.checks import context as context_checks
+from tfk8s.checks import monitoring as monitoring_checks
 from tfk8s.checks import quota as quota_check
 from tfk8s.checks import tenant as tenant_checks
 from tfk8s.components.user_env import USER_NODE_PODS_PER_USER
@@ -104,6 +106,18 @@ def warn_unenforced(network: NetworkSettings) -> None:
         )
 
 
+def with_scrape(stack: PlatformStack, read_whole: Reader | None) -> PlatformStack:
+    """The platform with its monitoring namespace checked and its scrape's kind resolved (tfk8s.checks.monitoring)."""
+    monitoring = stack.platform.monitoring
+    if read_whole is None and monitoring.namespace is not None and monitoring.scrape == "auto":
+        pulumi.log.warn(
+            f"tfk8s cannot read the cluster with the kubeconfig's credentials, so it cannot tell whether the Prometheus "
+            f"Operator's PodMonitor is served: the scrape is declared as a ConfigMap ({NAMESPACE}:platform.monitoring.scrape "
+            "is auto); set it to podMonitor or scrapeConfig to choose"
+        )
+    return monitoring_checks.check_monitoring(stack, read_whole)
+
+
 def refuse_bad_user_node(stack: PlatformStack, read_whole: Reader | None) -> None:
     """The User Node exists and its taints are free for ours, checked before anything is declared
     (the component checks the taints again, from its own read, before it patches)."""
@@ -131,6 +145,7 @@ def run_platform(
     stack = with_api_server(context_checks.check_platform(stack, server), read_whole)
     warn_unenforced(stack.platform.network)
     refuse_bad_user_node(stack, read_whole)
+    stack = with_scrape(stack, read_whole)
     if read is not None:
         missing = backends.missing_classes(stack.platform.storage, read, f"{NAMESPACE}:platform.storage")
         if missing:

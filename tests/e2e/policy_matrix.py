@@ -4,8 +4,9 @@ pods, and test_real_network.py compares with real connections on the real node.
 
 cyclonus (hack/tools.sh cyclonus) evaluates the policies the tenant and experiment stacks created
 on the real API server against a model of the live pods (their namespaces, labels, IPs and
-declared ports), for every pair of pods and each of TensorFlow's, Jupyter's and TensorBoard's
-ports. Pods are named for what they are: `tfk8s-alice/one-ps-0`, `tfk8s-bob/jupyter`.
+declared ports), for every pair of pods and each of TensorFlow's, Jupyter's, TensorBoard's and the
+metrics ports. Pods are named for what they are: `tfk8s-alice/one-ps-0`, `tfk8s-bob/jupyter`, and a
+pod that is no tenant's by its namespace and name label: `monitoring/prometheus`.
 """
 
 from __future__ import annotations
@@ -20,12 +21,19 @@ from drivers import Kube
 
 import toolenv
 
-PORTS = {2222: "tensorflow", 8888: "jupyter", 6006: "tensorboard"}
+PORTS = {2222: "tensorflow", 8888: "jupyter", 6006: "tensorboard", 9470: "metrics"}
+METRICS_PORT = 9470
+# The platform's Prometheus as a stack of the suite would name it (platform.monitoring, its default
+# pod labels): the one pod the design lets in on training pods' metrics port.
+PROMETHEUS = "monitoring/prometheus"
 
 
 def short_name(pod: dict[str, Any]) -> str:
-    """`alice/one-ps-0`, `alice/two-worker-0`, `alice/jupyter`: what a pod is, for the matrix."""
+    """`alice/one-ps-0`, `alice/two-worker-0`, `alice/jupyter`: what a pod is, for the matrix; a pod
+    of no tenant (the platform's Prometheus) by its namespace and name label: `monitoring/prometheus`."""
     labels = pod["metadata"]["labels"]
+    if "tfk8s.io/user" not in labels:
+        return f"{pod['metadata']['namespace']}/{labels.get('app.kubernetes.io/name') or pod['metadata']['name']}"
     user = labels["tfk8s.io/user"]
     if "tfk8s.io/cluster" not in labels:
         return f"{user}/{labels['app.kubernetes.io/name']}"
@@ -117,6 +125,9 @@ def evaluate(kube: Kube, namespaces: list[str], work: Path) -> tuple[dict[int, d
 def designed(source: str, target: str, port: int) -> bool:
     """tfk8s.specs.network_policy's design, written out: may `source` open `port` on `target`?"""
     (s_ns, s_pod), (t_ns, t_pod) = source.split("/"), target.split("/")
+    if port == METRICS_PORT:
+        # The platform's Prometheus alone, to every training pod; nothing else, the tenant's own pods included.
+        return source == PROMETHEUS and t_ns.startswith("tfk8s-") and t_pod not in ("jupyter", "tensorboard")
     if s_ns != t_ns:
         return False  # nothing crosses tenants
     if port != 2222:

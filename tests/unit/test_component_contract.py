@@ -49,6 +49,7 @@ def test_every_component_is_found() -> None:
         "SharedStorage",
         "TenantAdmission",
         "TrainingCluster",
+        "TrainingScrape",
         "UserEnvironment",
         "UserNode",
     ]
@@ -132,9 +133,27 @@ def test_no_component_creates_a_child_after_registering_its_outputs(stack: str) 
     settled()
 
 
+def monitored_platform() -> dict[str, Any]:
+    """platform-dev with a Prometheus to scrape for (its TrainingScrape exists only then)."""
+    raw = stack_config("platform-dev")
+    raw["platform"]["monitoring"] = {"namespace": "monitoring", "scrape": "scrapeConfig"}
+    return raw
+
+
+def test_a_monitored_platforms_components_follow_the_contract() -> None:
+    d, events = run_recording(monitored_platform())
+    assert "TrainingScrape" in check_contract(events)
+
+    @pulumi.runtime.test
+    def settled() -> pulumi.Output[Any]:
+        return after(d, lambda: None)
+
+    settled()
+
+
 def test_every_component_registers_its_outputs_in_some_stack() -> None:
     seen: set[str] = set()
-    for stack in ["platform-dev", "tenant-alice", "dev"]:
-        d, events = run_recording(stack_config(stack))
+    for raw in [stack_config("platform-dev"), monitored_platform(), stack_config("tenant-alice"), stack_config("dev")]:
+        d, events = run_recording(raw)
         seen |= check_contract(events)
     assert seen == {c.__name__ for c in COMPONENTS}

@@ -135,6 +135,38 @@ HOSTILE = [
     ("jupyter-port-is-tensorflows", _platform("ports", {"jupyter": 2222}), r"platform\.ports: jupyter and tensorflow are both"),
     ("port-zero", _platform("ports", {"tensorboard": 0}), r"ports\.tensorboard: must be a TCP port"),
     ("port-string", _platform("ports", {"jupyter": "8888"}), r"ports\.jupyter: must be int"),
+    ("metrics-port-is-tensorflows", _platform("ports", {"metrics": 2222}), r"ports: metrics is 2222, the port of tensorflow"),
+    (
+        "metrics-port-is-tensorboards-own",
+        _platform("ports", {"metrics": 16006}),
+        r"platform\.ports: metrics is 16006, the port of TensorBoard's own .*give metrics a port of its own",
+    ),
+    ("monitoring-namespace-upper", _platform("monitoring", {"namespace": "Prom"}), r"monitoring\.namespace: 'Prom' cannot name"),
+    (
+        "monitoring-scrape-unknown",
+        _platform("monitoring", {"namespace": "prom", "scrape": "serviceMonitor"}),
+        r"monitoring\.scrape: must be one of 'auto', 'podMonitor', 'scrapeConfig', got 'serviceMonitor'",
+    ),
+    (
+        "monitoring-interval-bare",
+        _platform("monitoring", {"namespace": "prom", "interval": "15"}),
+        r"monitoring\.interval: must be a duration such as 15s, 1m or 1h, got '15'",
+    ),
+    (
+        "monitoring-pod-label-space",
+        _platform("monitoring", {"namespace": "prom", "podLabels": {"app": "prom etheus"}}),
+        r"monitoring\.podLabels\.app: 'prom etheus' is not a label value",
+    ),
+    (
+        "monitoring-label-of-tfk8s",
+        _platform("monitoring", {"namespace": "prom", "monitorLabels": {"tfk8s.io/stack": "other"}}),
+        r"monitoring\.monitorLabels: .*'tfk8s\.io/stack'\] are tfk8s's own labels .*remove them",
+    ),
+    (
+        "monitoring-in-the-storage-secret-namespace",
+        lambda r: (_gluster_on("1.25")(r), r["platform"].update(monitoring={"namespace": "tfk8s-storage"})),
+        r"platform\.monitoring\.namespace: 'tfk8s-storage' is where the platform keeps its storage Secret .*no pod may run",
+    ),
     ("toleration-unknown-field", _workers("tolerations", [{"key": "gpu", "operatr": "Exists"}]), r"tolerations\[0\]\.operatr"),
     ("toleration-bad-operator", _workers("tolerations", [{"key": "gpu", "operator": "Maybe"}]), r"operator: must be one of"),
     ("toleration-bad-effect", _workers("tolerations", [{"key": "gpu", "effect": "Evict"}]), r"effect: must be one of"),
@@ -783,6 +815,14 @@ PLATFORM_CASES = [
     "platform-image-shell",
     "port-string",
     "port-zero",
+    "metrics-port-is-tensorflows",
+    "metrics-port-is-tensorboards-own",
+    "monitoring-namespace-upper",
+    "monitoring-scrape-unknown",
+    "monitoring-interval-bare",
+    "monitoring-pod-label-space",
+    "monitoring-label-of-tfk8s",
+    "monitoring-in-the-storage-secret-namespace",
     "taint-key-slashes",
     "taint-key-space",
     "bad-k8s-version",
@@ -923,6 +963,9 @@ GOOD = [
     ("namespace-63-chars", "dev", _set(lambda r: r, "namespace", "a" * 63)),
     ("tenant-name-beside-reserved", "tenant-alice", _tenant("name", "gitops2")),
     ("namespace-prefix-kube-without-dash", "platform-dev", _platform("namespacePrefix", "kubeflow-")),
+    ("metrics-port-highest", "platform-dev", _platform("ports", {"metrics": 65535})),
+    ("monitoring-every-pod-of-its-namespace", "platform-dev", _platform("monitoring", {"namespace": "prom", "podLabels": {}})),
+    ("monitoring-interval-hours", "platform-dev", _platform("monitoring", {"namespace": "prom", "interval": "1h"})),
 ]
 
 
@@ -1012,13 +1055,16 @@ def test_a_heketi_key_in_plain_text_stops_the_platform_before_anything_exists(im
         ("", "tfk8s-gitops", "where the GitOps operator's Stacks"),
         ("", "dns", "where the cluster's DNS pods run"),
         ("team-", "keys", "where the platform keeps its storage Secret"),
+        ("team-", "prom", "where the platform's Prometheus runs, whose pods read every tenant's metrics"),
     ],
-    ids=["default", "kube-system", "kube-by-halves", "not-a-name", "gitops", "dns", "secret-namespace"],
+    ids=["default", "kube-system", "kube-by-halves", "not-a-name", "gitops", "dns", "secret-namespace", "monitoring"],
 )
 def test_a_tenants_namespace_is_never_one_the_cluster_or_platform_keeps(
     platform_config: Raw, tenant_config: Raw, prefix: str, name: str, why: str | None
 ) -> None:
-    platform_config["platform"].update(namespacePrefix=prefix, network={"dns": {"namespace": "dns"}})
+    platform_config["platform"].update(
+        namespacePrefix=prefix, network={"dns": {"namespace": "dns"}}, monitoring={"namespace": "team-prom"}
+    )
     platform_config["platform"].update(kubernetesVersion="1.25")
     platform_config["platform"]["storage"] = {
         "backend": "glusterfs",

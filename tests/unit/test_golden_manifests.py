@@ -3,7 +3,7 @@ compared with the manifests kept in tests/unit/golden/.
 
 What a restructuring must not change: every object the program declares (type, logical name,
 inputs), for the three kinds of stack, every storage backend, with and without scratch
-volumes, every replication mode, on Kubernetes 1.25 and 1.34. A change that is meant to change
+volumes, every replication mode, with and without monitoring, on Kubernetes 1.25 and 1.34. A change that is meant to change
 manifests regenerates them (`make golden`) and the diff shows what it changed.
 """
 
@@ -52,6 +52,13 @@ def _facts(stack: str, version: str | None = None) -> dict[str, Any]:
     return facts
 
 
+def _monitored(scrape: str) -> dict[str, Any]:
+    """platform-dev with the platform team's Prometheus in `monitoring`, its scrape declared as `scrape`."""
+    raw = copy.deepcopy(stack_config("platform-dev"))
+    raw["platform"]["monitoring"] = {"namespace": "monitoring", "scrape": scrape, "monitorLabels": {"release": "prometheus"}}
+    return raw
+
+
 CSI = {"backend": "csi", "className": "tfk8s-nfs", "csi": {"provisioner": "nfs.csi.k8s.io", "parameters": {"server": "nfs"}}}
 EXISTING = {"backend": "existing", "className": "standard-rwx", "scratchClassName": "standard-rwx-scratch"}
 
@@ -74,6 +81,9 @@ CASES: dict[str, Case] = {
     "platform-csi-k134": (lambda: _platform("platform-dev", **CSI), lambda: None, {}),
     "platform-csi-k125": (lambda: _version(_platform("platform-dev", **CSI), "1.25"), lambda: None, {}),
     "platform-existing-k134": (lambda: _platform("platform-dev", **EXISTING), lambda: None, {}),
+    # The scrape of training tasks by the platform's Prometheus, as each kind of object.
+    "platform-monitoring-pod-monitor": (lambda: _monitored("podMonitor"), lambda: None, {}),
+    "platform-monitoring-scrape-config": (lambda: _monitored("scrapeConfig"), lambda: None, {}),
     # Experiments: scratch, each replication mode and client, and a 1.25 platform.
     "dev-scratch": (lambda: _cluster(scratch={"size": "2Gi"}), facts_with_scratch, {}),
     "dev-in-graph-chief-scratch": (
@@ -87,6 +97,8 @@ CASES: dict[str, Case] = {
         {},
     ),
     "dev-k125": (lambda: stack_config("dev"), lambda: _facts("platform-dev", "1.25"), {}),
+    # An experiment on a monitored platform: its policies let that Prometheus in on the metrics port.
+    "dev-monitoring": (lambda: stack_config("dev"), lambda: facts_for(_monitored("podMonitor")), {}),
 }
 
 

@@ -248,3 +248,119 @@ def test_bad_network_settings_are_refused_naming_the_key(platform_config: dict[s
     with pytest.raises(ConfigError) as refused:
         validate(platform_config)
     assert key in str(refused.value), str(refused.value)
+
+
+def admitted(spec: dict[str, Any], policy_namespace: str, source_namespace: str, source: dict[str, str], port: int) -> bool:
+    """Whether a policy's ingress lets a pod (its namespace and labels) in on `port`, as a CNI reads
+    the peers tfk8s writes: a pod selector alone is the policy's namespace, a namespace selector names
+    one namespace by its `kubernetes.io/metadata.name` label."""
+
+    def peer_admits(peer: dict[str, Any]) -> bool:
+        if "ipBlock" in peer:
+            return False  # addresses, not pods
+        namespaces = peer.get("namespaceSelector")
+        in_namespace = (
+            selects(namespaces, {"kubernetes.io/metadata.name": source_namespace})
+            if namespaces is not None
+            else source_namespace == policy_namespace
+        )
+        return in_namespace and selects(peer.get("podSelector", {}), source)
+
+    return any(
+        any(p["port"] == port for p in rule["ports"]) and any(peer_admits(peer) for peer in rule.get("from", []))
+        for rule in spec.get("ingress", [])
+    )
+
+
+PROMETHEUS = {"app.kubernetes.io/name": "prometheus"}
+JUPYTER = {"app.kubernetes.io/name": "jupyter", "tfk8s.io/user": "alice"}
+SCRAPERS = [
+    ("monitoring", PROMETHEUS, True),
+    ("monitoring", {**PROMETHEUS, "app.kubernetes.io/instance": "k8s"}, True),  # more labels still match
+    ("monitoring", {"app.kubernetes.io/name": "grafana"}, False),  # the namespace's other pods
+    ("tfk8s-alice", PROMETHEUS, False),  # a tenant's pod labelled like Prometheus
+    ("tfk8s-bob", PROMETHEUS, False),
+    ("tfk8s-alice", JUPYTER, False),  # not even the tenant's own Jupyter
+]
+
+
+@pytest.mark.parametrize(
+    ("namespace", "source", "allowed"),
+    SCRAPERS,
+    ids=["prometheus", "prometheus-more-labels", "grafana", "alices-look-alike", "bobs-look-alike", "alices-jupyter"],
+)
+def test_only_the_platforms_prometheus_reaches_the_metrics_port(
+    dev_config: dict[str, Any], platform_config: dict[str, Any], namespace: str, source: dict[str, str], allowed: bool
+) -> None:
+    platform_config["platform"]["monitoring"] = {"namespace": "monitoring"}
+    config = _two_clusters(dev_config)
+
+    @pulumi.runtime.test
+    def run() -> pulumi.Output[Any]:
+        d = run_program(config, platform=facts_for(platform_config))
+
+        def check() -> None:
+            found = policies(d)
+            pods = [pod_labels(r) for r in d.mocks.of_type(DEPLOYMENT) + d.mocks.of_type(JOB)]
+            assert len(found) == 3
+            for name, spec in found.items():
+                assert admitted(spec, "tfk8s-alice", namespace, source, 9470) == allowed, name
+                # The cluster's own pods: gRPC among them as before, never each other's metrics.
+                own = [p for p in pods if selects(spec["podSelector"], p)]
+                assert own and all(admitted(spec, "tfk8s-alice", "tfk8s-alice", p, 2222) for p in own), name
+                assert not any(admitted(spec, "tfk8s-alice", "tfk8s-alice", p, 9470) for p in pods), name
+                # Prometheus reaches the metrics port alone.
+                assert not admitted(spec, "tfk8s-alice", "monitoring", PROMETHEUS, 2222), name
+                metrics_rules = [r for r in spec["ingress"] if {"protocol": "TCP", "port": 9470} in r["ports"]]
+                assert len(metrics_rules) == 1 and metrics_rules[0]["ports"] == [{"protocol": "TCP", "port": 9470}], name
+
+        return after(d, check)
+
+    run()
+
+
+def test_without_monitoring_no_pod_reaches_the_metrics_port(dev_config: dict[str, Any]) -> None:
+    """platform-dev names no Prometheus: the deny-by-default policy keeps the metrics port shut."""
+
+    @pulumi.runtime.test
+    def run() -> pulumi.Output[Any]:
+        d = run_program(_two_clusters(dev_config))
+
+        def check() -> None:
+            for name, spec in policies(d).items():
+                assert not any(admitted(spec, "tfk8s-alice", ns, pod, 9470) for ns, pod, _ in SCRAPERS), name
+                assert [r["ports"] for r in spec["ingress"]] == [[{"protocol": "TCP", "port": 2222}]], name
+
+        return after(d, check)
+
+    run()
+
+
+def test_the_metrics_port_follows_the_platforms_ports_and_pod_labels(
+    dev_config: dict[str, Any], platform_config: dict[str, Any]
+) -> None:
+    platform_config["platform"].update(
+        ports={"metrics": 9100}, monitoring={"namespace": "observability", "podLabels": {"app": "prom", "team": "platform"}}
+    )
+
+    @pulumi.runtime.test
+    def run() -> pulumi.Output[Any]:
+        d = run_program(dev_config, platform=facts_for(platform_config))
+
+        def check() -> None:
+            (spec,) = policies(d).values()
+            assert spec["ingress"][1] == {
+                "from": [
+                    {
+                        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "observability"}},
+                        "podSelector": {"matchLabels": {"app": "prom", "team": "platform"}},
+                    }
+                ],
+                "ports": [{"protocol": "TCP", "port": 9100}],
+            }
+            assert admitted(spec, "tfk8s-alice", "observability", {"app": "prom", "team": "platform"}, 9100)
+            assert not admitted(spec, "tfk8s-alice", "observability", {"app": "prom"}, 9100)
+
+        return after(d, check)
+
+    run()

@@ -22,7 +22,7 @@ import tensorflow as tf
 from tfk8s_train.config import TrainConfig
 from tfk8s_train.model import create_variables, forward, init_params, loss_and_accuracy
 from tfk8s_train.pipeline import TrainingData, make_dataset
-from tfk8s_train.reporting import Progress, checkpoint_dir, run_result, tensorboard_dir, v1_scalar_writer
+from tfk8s_train.reporting import Progress, checkpoint_dir, phase, placement_line, run_result, tensorboard_dir, v1_scalar_writer
 from tfk8s_train.role import ClusterRole
 
 
@@ -136,15 +136,18 @@ def train_between_graph(cfg: TrainConfig, role: ClusterRole, data: TrainingData)
                 step_after = tf.identity(global_step.read_value())
         placement = {name: v.device for name, v in params.items()}
         write, close = v1_scalar_writer(tensorboard_dir(cfg.log_dir, role.task))
-        progress = Progress(role.task, cfg.batch_size, write)
+        progress = Progress(role.task, cfg.batch_size, write, target=cfg.steps)
         with _session(cfg, role, master, config, hooks) as sess:
             step = first_step = int(sess.run(global_step))
+            phase("cluster_ready")
             print(f"tfk8s: {role.task} starts at global step {step}; variables on {placement}", flush=True)
+            placement_line(placement)
             while step < cfg.steps:
                 _, step, loss_v, acc_v = sess.run([train_op, step_after, loss, accuracy])
                 step = starts.last_seen = int(step)
                 progress.steps_done(1)
-                if progress.local_steps % cfg.log_every == 0:
+                # The first step too: when it happened is what the launcher reports (first_step_at).
+                if progress.local_steps % cfg.log_every == 0 or progress.local_steps == 1:
                     progress.report(step, float(loss_v), float(acc_v))
             weights = sess.run(params) if role.is_chief else None
         close()

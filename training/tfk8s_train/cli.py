@@ -140,6 +140,9 @@ def check_mode(mode: str, role: ClusterRole) -> None:
 def train(cfg: TrainConfig, role: ClusterRole, environ: Mapping[str, str]) -> dict[str, Any] | None:
     mode = resolve_mode(cfg, role, environ)
     check_mode(mode, role)
+    from tfk8s_train.reporting import phase  # imports TensorFlow: seconds of a task's start
+
+    phase("tensorflow_imported")
     if role.job_name == "ps" or (mode == "in-graph" and role.job_name == "worker"):
         from tfk8s_train.in_graph import serve
 

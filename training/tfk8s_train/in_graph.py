@@ -26,7 +26,7 @@ import tensorflow as tf
 from tfk8s_train.config import TrainConfig
 from tfk8s_train.model import create_variables, forward, init_params, loss_and_accuracy
 from tfk8s_train.pipeline import TrainingData, make_dataset
-from tfk8s_train.reporting import Progress, checkpoint_dir, run_result, tensorboard_dir, v2_scalar_writer
+from tfk8s_train.reporting import Progress, checkpoint_dir, phase, placement_line, run_result, tensorboard_dir, v2_scalar_writer
 from tfk8s_train.role import ClusterRole
 
 
@@ -96,7 +96,9 @@ def train_in_graph(cfg: TrainConfig, role: ClusterRole, data: TrainingData) -> d
     manager = tf.train.CheckpointManager(checkpoint, str(checkpoint_dir(cfg.log_dir)), max_to_keep=3)
     restored = manager.restore_or_initialize()
     first_step = int(global_step.numpy())
+    phase("cluster_ready")
     print(f"tfk8s: {role.task} starts at global step {first_step} (restored: {restored}); variables on {placement}", flush=True)
+    placement_line(placement)
 
     def dataset_fn(_: tf.distribute.InputContext) -> tf.data.Dataset:
         # ParameterServerStrategy cannot tell a worker its index: workers read every shard,
@@ -148,10 +150,11 @@ def train_in_graph(cfg: TrainConfig, role: ClusterRole, data: TrainingData) -> d
 
     write, close = v2_scalar_writer(tensorboard_dir(cfg.log_dir, role.task))
     # Examples per global step: one batch async, one batch per worker sync.
-    progress = Progress(role.task, cfg.batch_size * (role.num_workers if cfg.sync else 1), write)
+    progress = Progress(role.task, cfg.batch_size * (role.num_workers if cfg.sync else 1), write, target=cfg.steps)
     step, last_saved = first_step, first_step
     while step < cfg.steps:
-        chunk = min(cfg.log_every, cfg.steps - step)
+        # One step first: when it happened is what the launcher reports (first_step_at).
+        chunk = min(1 if step == first_step else cfg.log_every, cfg.steps - step)
         loss_v, acc_v = (sync_steps if cfg.sync else async_steps)(chunk)
         progress.steps_done(chunk)
         step = int(global_step.numpy())

@@ -30,6 +30,11 @@ Contract (environment, written by the infra code and by ``tfk8s_train.runner``):
     TFK8S_WATCH_JOB     optional: the run's worker (or chief) Job; a PS retires when it is
                         Failed, Complete, deleted, or of another uid than TFK8S_RUN_UID
     TFK8S_KUBE_API, TFK8S_SA_DIR          optional: API server URL / service-account dir
+    TFK8S_METRICS_PORT, TFK8S_LOG_MAX_BYTES, TFK8S_LOG_BACKUPS, TFK8S_PROGRESS_SECONDS,
+    TFK8S_TARGET_STEPS, TFK8S_TENANT, TFK8S_EXPERIMENT, TFK8S_CLUSTER
+                        what the launcher keeps and serves of its child (``task_watch.py``):
+                        its output in ``<run>/logs/<task>.log``, its progress in
+                        ``<run>/.tfk8s/progress/<task>.json``, Prometheus metrics on the port
 
 Runs on Python 3.6 and newer (the tensorflow/tensorflow:1.15.5-py3 image): `make lint` checks it
 with vermin, so no dataclasses, no `from __future__ import annotations`, no `X | None` at runtime.
@@ -82,8 +87,10 @@ from typing import Dict, List, Mapping, NamedTuple, Optional, Sequence, Set, Tup
 
 try:  # a module of the package: python -m tfk8s_train.launch, or PYTHONPATH=/opt/tfk8s as in pods
     from tfk8s_train.kube_retire import api_server, job_state, retire_deployment, run_job_uid
+    from tfk8s_train.task_watch import TaskWatch
 except ImportError:  # a plain script without the package on the path: the sibling file
     from kube_retire import api_server, job_state, retire_deployment, run_job_uid  # type: ignore[no-redef]
+    from task_watch import TaskWatch  # type: ignore[no-redef]
 
 JOBS = ("ps", "worker", "chief")
 
@@ -125,8 +132,15 @@ class LaunchSpec(NamedTuple):
         return self.job == "ps" or (self.job == "worker" and self.done_when == "chief")
 
 
+# Where the launcher's lines go besides stderr: the task's log file, once there is one (TaskWatch).
+_LOG_COPIES = []  # type: List[TaskWatch]
+
+
 def _log(message: str) -> None:
-    print(f"tfk8s-launch: {message}", file=sys.stderr, flush=True)
+    line = f"tfk8s-launch: {message}"
+    print(line, file=sys.stderr, flush=True)
+    for watch in _LOG_COPIES:
+        watch.note(line)
 
 
 def _parse_cluster(raw: Optional[str]) -> Dict[str, Tuple[str, ...]]:
@@ -360,8 +374,23 @@ def run(spec: LaunchSpec, cmd: Sequence[str], environ: Mapping[str, str]) -> int
         return 0
     argv = child_command(spec, cmd)
     os.makedirs(spec.run_log_dir, exist_ok=True)
+    watch = TaskWatch(task=spec.task, run=spec.run_uid, run_dir=spec.run_log_dir, cmd=argv, environ=environ)
+    _LOG_COPIES.append(watch)
+    try:
+        return _supervise(spec, argv, environ, watch)
+    finally:
+        _LOG_COPIES.remove(watch)
+
+
+def _supervise(spec: LaunchSpec, argv: Sequence[str], environ: Mapping[str, str], watch: TaskWatch) -> int:
+    """Start the child, copy its output, and stop it when its run is over (a server) or wait for it."""
     _log(f"{spec.task}: starting {' '.join(argv)}")
-    child = subprocess.Popen(argv, env=child_env(spec, environ))
+    # One stream, through the launcher (TaskWatch): the container's log and the log volume's file.
+    # Unbuffered, so a line reaches both when it is printed, not when a buffer fills.
+    env = {"PYTHONUNBUFFERED": "1", **child_env(spec, environ)}
+    child = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    assert child.stdout is not None
+    watch.attach(child.pid, child.stdout)
 
     def forward(signum: int, _frame: object) -> None:
         if child.poll() is None:
@@ -370,28 +399,31 @@ def run(spec: LaunchSpec, cmd: Sequence[str], environ: Mapping[str, str]) -> int
     signal.signal(signal.SIGTERM, forward)
     signal.signal(signal.SIGINT, forward)
     if spec.serves:
-        watch = JobWatch(spec, environ)
+        job_watch = JobWatch(spec, environ)
         while child.poll() is None:
             reason = None
             if barrier_met(spec):
                 reason = f"all of {sorted(expected_markers(spec))} are done"
             elif spec.job == "ps":
-                reason = watch.run_over()
+                reason = job_watch.run_over()
             if reason:
                 _log(f"{spec.task}: {reason}; retiring")
                 _retire(spec, environ)
                 _stop(child, spec.grace_seconds)
+                watch.finish("retired", 0)
                 return 0
             try:
                 child.wait(timeout=spec.poll_seconds)
             except subprocess.TimeoutExpired:
                 pass
     code = _exit_code(child.wait())
+    watch.drain()  # the child's last lines before the launcher's own
     if code == 0 and spec.job in ("worker", "chief"):
         marker = write_done_marker(spec.run_log_dir, spec.job, spec.index)
         _log(f"{spec.task}: finished; wrote {marker}")
     elif code != 0:
         _log(f"{spec.task}: child exited with {code}")
+    watch.finish("succeeded" if code == 0 else "failed", code)
     return code
 
 

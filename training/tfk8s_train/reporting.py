@@ -1,7 +1,11 @@
 """What a task tells the world: progress lines, TensorBoard scalars, a result file.
 
-Progress lines have a fixed, greppable shape that ``tfk8s_train.runner`` parses:
-``tfk8s-progress task=worker-0 step=120 loss=0.3120 accuracy=0.9219 examples_per_sec=5120.4``.
+Progress lines have a fixed, greppable shape that ``tfk8s_train.runner`` and the launcher
+(``task_progress``: the progress file, the metrics) parse:
+``tfk8s-progress task=worker-0 step=120 loss=0.3120 accuracy=0.9219 examples_per_sec=5120.4 target=300``,
+the first one after the task's first step. ``tfk8s-phase NAME`` marks when TensorFlow is imported
+and when the cluster is formed (the time-to-first-step benchmark's phases), ``tfk8s-placement
+ps-0=N ...`` how many variables each PS holds.
 TensorBoard event files go to ``<log_dir>/tensorboard/<task>/`` so every task is a run.
 """
 
@@ -9,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -19,6 +24,24 @@ import tensorflow as tf
 
 ScalarWriter = Callable[[str, float, int], None]
 PROGRESS_PREFIX = "tfk8s-progress"
+
+
+def phase(name: str) -> None:
+    """Mark a phase of the task's start (``tensorflow_imported``, ``cluster_ready``) for the launcher."""
+    print(f"tfk8s-phase {name}", flush=True)
+
+
+def placement_line(variable_devices: dict[str, str]) -> None:
+    """How many variables each PS holds (device ``/job:ps/replica:0/task:1/...`` is ``ps-1``)."""
+    counts: dict[str, int] = {}
+    for device in variable_devices.values():
+        job = re.search(r"/job:(\w+)", device)
+        task = re.search(r"/task:(\d+)", device)
+        if job and task:
+            name = f"{job[1]}-{task[1]}"
+            counts[name] = counts.get(name, 0) + 1
+    if counts:
+        print("tfk8s-placement " + " ".join(f"{name}={count}" for name, count in sorted(counts.items())), flush=True)
 
 
 def tensorboard_dir(log_dir: str, task: str) -> Path:
@@ -54,10 +77,11 @@ def v2_scalar_writer(logdir: Path) -> tuple[ScalarWriter, Callable[[], None]]:
 class Progress:
     """Rate-aware progress for one task: prints, and writes TensorBoard scalars."""
 
-    def __init__(self, task: str, batch_size: int, write: ScalarWriter) -> None:
+    def __init__(self, task: str, batch_size: int, write: ScalarWriter, target: int | None = None) -> None:
         self.task = task
         self.batch_size = batch_size
         self.write = write
+        self.target = target
         self.local_steps = 0
         self.started = time.perf_counter()
         self._mark = (self.started, 0)
@@ -74,10 +98,9 @@ class Progress:
         self.write("loss", loss, step)
         self.write("accuracy", accuracy, step)
         self.write("examples_per_sec", rate, step)
-        print(
-            f"{PROGRESS_PREFIX} task={self.task} step={step} loss={loss:.4f} accuracy={accuracy:.4f} examples_per_sec={rate:.1f}",
-            flush=True,
-        )
+        target = f" target={self.target}" if self.target is not None else ""
+        fields = f"step={step} loss={loss:.4f} accuracy={accuracy:.4f} examples_per_sec={rate:.1f}{target}"
+        print(f"{PROGRESS_PREFIX} task={self.task} {fields}", flush=True)
         return rate
 
     def overall_rate(self) -> float:

@@ -50,6 +50,7 @@ def check_platform(stack: PlatformStack, server_version: tuple[int, int] | None)
         )
     problems += backends.problems(platform.storage, kube, f"{key}.storage")
     problems += _network_problems(platform, key) + _placement_keys_problems(platform, key) + _quota_problems(platform, key)
+    problems += _monitoring_problems(platform, key)
     if problems:
         raise ConfigError(problems)
     assert kube is not None
@@ -70,6 +71,18 @@ def _network_problems(platform: PlatformSettings, key: str) -> list[str]:
             f"these would be ignored: set {api_key}.cidrs too, or remove ports"
         ]
     return []
+
+
+def _monitoring_problems(platform: PlatformSettings, key: str) -> list[str]:
+    """Prometheus cannot run where the platform keeps its storage Secret: no pod may run there."""
+    monitoring, storage = platform.monitoring, platform.storage
+    secret = backends.backend_of(storage).secret
+    if monitoring.namespace is None or secret is None or monitoring.namespace != secret.namespace(storage):
+        return []
+    return [
+        f"{key}.monitoring.namespace: {monitoring.namespace!r} is where the platform keeps its storage Secret "
+        f"({key}.storage.{secret.namespace_setting}), where no pod may run: name the namespace of your Prometheus"
+    ]
 
 
 def _placement_keys_problems(platform: PlatformSettings, key: str) -> list[str]:

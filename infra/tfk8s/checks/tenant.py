@@ -91,4 +91,6 @@ def _reserved(namespace: str, platform: PlatformFacts) -> str | None:
         return "where the platform keeps its storage Secret (platform.storage.glusterfs.secretNamespace)"
     if namespace == platform.network.dns.namespace:
         return "where the cluster's DNS pods run (platform.network.dns.namespace)"
+    if namespace == platform.monitoring.namespace:
+        return "where the platform's Prometheus runs, whose pods read every tenant's metrics (platform.monitoring.namespace)"
     return None

@@ -106,7 +106,8 @@ class TrainingCluster(pulumi.ComponentResource):
                 opts=child,
             )
         self.scratch_claim = self._build_scratch(name, args) if c.scratch is not None else None
-        # gRPC only among this cluster's pods (and its notebook client): before any of them starts.
+        # gRPC only among this cluster's pods (and its notebook client), metrics to the platform's
+        # Prometheus alone: before any of them starts.
         self.network_policy = kube.NetworkPolicy(
             f"{name}-network",
             metadata=self._meta(name=self.names.cluster, labels=self._labels("network")),
@@ -115,6 +116,7 @@ class TrainingCluster(pulumi.ComponentResource):
                 args.experiment,
                 c,
                 platform.ports,
+                platform.monitoring,
                 notebook_client=c.replication == "in-graph" and args.notebook_host is not None,
             ),
             opts=child,
@@ -191,6 +193,8 @@ class TrainingCluster(pulumi.ComponentResource):
         """What every TensorFlow pod of this cluster is built from: after its code and scratch volumes."""
         code, scratch = self.code_config, self.scratch_claim
         return pods.ClusterPods(
+            tenant=args.user,
+            experiment=args.experiment,
             cluster=args.cluster,
             platform=args.platform,
             spec=self.spec,

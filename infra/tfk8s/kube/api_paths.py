@@ -77,3 +77,6 @@ NODE = ApiKind(kind="Node", api_version="v1", plural="nodes", namespaced=False)
 NETWORK_POLICY = ApiKind(kind="NetworkPolicy", api_version="networking.k8s.io/v1", plural="networkpolicies", namespaced=True)
 # Where the `kubernetes` Service of `default` really goes: the API server as pods reach it.
 ENDPOINT_SLICE = ApiKind(kind="EndpointSlice", api_version="discovery.k8s.io/v1", plural="endpointslices", namespaced=True)
+# The Prometheus Operator's kind, which a platform declares its scrape as where the cluster serves it
+# (tfk8s.components.monitoring); its group version's discovery document says whether it does.
+POD_MONITOR = ApiKind(kind="PodMonitor", api_version="monitoring.coreos.com/v1", plural="podmonitors", namespaced=True)

@@ -19,6 +19,7 @@ from tfk8s.kube.api_paths import ApiKind
 from tfk8s.schema.platform import (
     ContainerDefaults,
     ImageSettings,
+    MonitoringSettings,
     NetworkSettings,
     PlacementSettings,
     PodSecuritySettings,
@@ -116,6 +117,10 @@ class PlatformFacts(Facts):
     network: NetworkSettings = NetworkSettings()
     """The tenants' NetworkPolicies' parameters, the API server's addresses resolved (default: a
     platform published before policies existed)."""
+    monitoring: MonitoringSettings = MonitoringSettings()
+    """Where the platform's Prometheus runs: the training pods' policies let its pods in on the metrics
+    port; `scrape` as resolved at the platform's `up` (default: a platform published before it existed,
+    no monitoring)."""
     pod_security: PodSecuritySettings
     """Who the pods run as: training pods take `tensorflow` (the namespace enforces `restricted`)."""
     allow_ps_gpus: bool

@@ -20,6 +20,7 @@ from tfk8s.schema.types import (
     Cidr,
     DnsName,
     DnsSubdomain,
+    Duration,
     HeketiUrl,
     Image,
     KubeVersion,
@@ -27,6 +28,7 @@ from tfk8s.schema.types import (
     LabelValue,
     LinuxId,
     Model,
+    NamespaceName,
     NamespacePrefix,
     NonNegative,
     Port,
@@ -136,6 +138,10 @@ class PortSettings(Model):
     """Jupyter's HTTP port (given to it as JUPYTER_PORT); must differ from `tensorflow`."""
     tensorboard: Port = 6006
     """The port of TensorBoard's token gate, the one users reach."""
+    metrics: Port = 9470
+    """Where each training task's launcher serves its Prometheus metrics (container port `metrics`,
+    given to it as TFK8S_METRICS_PORT; docs/guide/monitoring.md); only the platform's Prometheus
+    (`monitoring`) may reach it. Must differ from the other ports."""
 
     @model_validator(mode="after")
     def _distinct(self) -> PortSettings:
@@ -147,6 +153,20 @@ class PortSettings(Model):
             raise ValueError(
                 f"jupyter and tensorflow are both {self.jupyter}: Jupyter listens on both (it is the in-graph client "
                 "of notebook-driven clusters); give them different ports"
+            )
+        # A training task listens on tensorflow and metrics; the policies open each to different peers,
+        # so one port for two of them would open one to the other's.
+        others = {
+            "tensorflow": self.tensorflow,
+            "jupyter": self.jupyter,
+            "tensorboard": self.tensorboard,
+            "TensorBoard's own (behind its token gate)": TENSORBOARD_BACKEND_PORT,
+        }
+        clash = [name for name, port in others.items() if port == self.metrics]
+        if clash:
+            raise ValueError(
+                f"metrics is {self.metrics}, the port of {clash[0]} too: the policies open each port to different "
+                "pods; give metrics a port of its own (default 9470)"
             )
         return self
 
@@ -191,6 +211,43 @@ class NetworkSettings(Model):
     from them, so a pod of another tenant (which may open its own egress) never reaches a tenant's
     apps; users still come from outside the pod network through the User Node's NodePorts (which keep
     their address: `externalTrafficPolicy: Local`). Empty: the apps answer any address, pods included."""
+
+
+ScrapeMode = Literal["auto", "podMonitor", "scrapeConfig"]
+# Labels tfk8s writes on its own objects (tfk8s.specs.ownership, tfk8s.specs.labels): never set by a stack file.
+RESERVED_LABEL_PREFIX = "tfk8s.io/"
+
+
+def _no_reserved_labels(labels: dict[str, str]) -> dict[str, str]:
+    reserved = sorted(k for k in labels if k.startswith(RESERVED_LABEL_PREFIX))
+    if reserved:
+        raise ValueError(f"{reserved} are tfk8s's own labels (which stack owns the object): remove them")
+    return labels
+
+
+class MonitoringSettings(Model):
+    """Where the platform's Prometheus runs and how it is told to scrape training tasks
+    (docs/guide/monitoring.md). tfk8s runs no Prometheus: the platform team does, in a namespace
+    of its own, which must exist before the platform's `up`."""
+
+    namespace: NamespaceName | None = None
+    """The namespace of the platform's Prometheus, e.g. monitoring; there the platform declares the
+    scrape (a PodMonitor or a ConfigMap, see `scrape`), and only its pods matching `podLabels` may
+    reach the training pods' metrics port. None: no monitoring (no scrape is declared, and no pod may
+    reach the metrics port)."""
+    pod_labels: dict[LabelKey, LabelValue] = Field(default_factory=lambda: {"app.kubernetes.io/name": "prometheus"})
+    """The labels of the Prometheus pods in `namespace`, the only pods the training pods' policies let
+    in on the metrics port; {} lets in every pod of that namespace."""
+    scrape: ScrapeMode = "auto"
+    """How the scrape is declared in `namespace`: podMonitor, a monitoring.coreos.com/v1 PodMonitor
+    (the Prometheus Operator's; refused where the cluster does not serve it); scrapeConfig, a ConfigMap
+    holding a `scrape_configs` file for a Prometheus without the operator to load
+    (`scrape_config_files`); auto: podMonitor where the cluster serves that kind, else scrapeConfig."""
+    monitor_labels: Annotated[dict[LabelKey, LabelValue], AfterValidator(_no_reserved_labels)] = Field(default_factory=dict)
+    """Labels put on the PodMonitor or ConfigMap besides tfk8s's own, for a Prometheus that selects by
+    them, e.g. {release: kube-prometheus-stack} (that chart's podMonitorSelector)."""
+    interval: Duration = "15s"
+    """How often Prometheus scrapes each task, e.g. 15s or 1m (launchers refresh their figures every 5 s)."""
 
 
 class PlacementSettings(Model):
@@ -314,6 +371,8 @@ class PlatformSettings(Model):
     ports: PortSettings = Field(default_factory=PortSettings)
     network: NetworkSettings = Field(default_factory=NetworkSettings)
     """Who may talk to whom in tenants' namespaces, and whether the cluster enforces it."""
+    monitoring: MonitoringSettings = Field(default_factory=MonitoringSettings)
+    """The platform's Prometheus: where it runs, which of its pods may scrape training tasks, how the scrape is declared."""
     pod_security: PodSecuritySettings = Field(default_factory=PodSecuritySettings)
     """Who the pods of the platform and its experiments run as (non-root: users' namespaces enforce `restricted`)."""
     kubernetes_version: KubeVersion | None = None

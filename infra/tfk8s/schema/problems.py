@@ -105,4 +105,6 @@ def _message(model: type[BaseModel], error: Any) -> str:
         return f"must be a TCP port (1-65535), got {error['input']!r}"
     if kind == "string_pattern_mismatch" and loc[-1] == "kubernetesVersion":
         return f"must look like '1.34', got {error['input']!r}"
+    if kind == "string_pattern_mismatch" and loc[-1] == "interval":
+        return f"must be a duration such as 15s, 1m or 1h, got {error['input']!r}"
     return f"{error['msg'][0].lower()}{error['msg'][1:]}, got {error['input']!r}"

@@ -258,6 +258,8 @@ Quantity = Annotated[str, BeforeValidator(_number_as_string), AfterValidator(_qu
 # (`10` is 10 bytes to Kubernetes, never what a stack file means).
 Bytes = Annotated[str, BeforeValidator(_number_as_string), AfterValidator(_quantity), AfterValidator(_byte_quantity)]
 KubeVersion = Annotated[str, Field(pattern=r"^1\.\d+$")]
+# A Prometheus duration in whole seconds, minutes or hours: 30s, 1m, 1h.
+Duration = Annotated[str, Field(pattern=r"^[1-9][0-9]*[smh]$")]
 # Where credentials go instead of into the URL, said by the URL's refusal.
 HeketiUrl = Annotated[
     str,

@@ -14,6 +14,12 @@ INDEX = "tfk8s.io/index"
 RUN = "tfk8s.io/run"
 
 
+def of_component(component: str) -> dict[str, str]:
+    """What every object of `component` tfk8s makes carries, whoever's it is: every tenant's training
+    pods select as `of_component("tensorflow")` (the platform's scrape, tfk8s.specs.monitoring)."""
+    return {"app.kubernetes.io/name": component, "app.kubernetes.io/part-of": PART_OF}
+
+
 def labels(
     user: str,
     component: str,
@@ -25,12 +31,7 @@ def labels(
     run: str | None = None,
 ) -> dict[str, str]:
     """Kubernetes recommended labels plus ours; `selector_of` picks the identifying subset."""
-    result = {
-        "app.kubernetes.io/name": component,
-        "app.kubernetes.io/part-of": PART_OF,
-        "app.kubernetes.io/managed-by": "pulumi",
-        USER: user,
-    }
+    result = {**of_component(component), "app.kubernetes.io/managed-by": "pulumi", USER: user}
     if experiment is not None:
         result[EXPERIMENT] = experiment
     if cluster is not None:

@@ -9,6 +9,9 @@ training servers and every other pod of the cluster. The design, enforced by the
   * a training cluster's pods talk gRPC with the pods of that same cluster alone, and with the
     tenant's Jupyter when Jupyter is its in-graph client; with a `code.url`, their init container
     may fetch from any address on that URL's port (NetworkPolicy knows no host names);
+  * a training pod's metrics port answers the platform's Prometheus alone (the pods
+    `platform.monitoring.podLabels` selects in its namespace), and nobody when the platform has
+    none: no pod of any tenant, the tenant's own Jupyter included, reads a task's metrics;
   * a PS, which retires itself through the API, and Jupyter, which reads Layouts, reach the API
     server's addresses (as pods see them after the `kubernetes` Service's translation);
   * Jupyter and TensorBoard answer on their own HTTP ports, from anywhere but the pod network when
@@ -26,7 +29,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from tfk8s.schema.experiment import ClusterSettings
-from tfk8s.schema.platform import ApiServerSettings, NetworkSettings, PortSettings
+from tfk8s.schema.platform import ApiServerSettings, MonitoringSettings, NetworkSettings, PortSettings
 from tfk8s.specs.labels import labels, selector_of
 
 Json = dict[str, Any]
@@ -133,8 +136,29 @@ def code_url_port(url: str) -> int:
     return parts.port or (443 if parts.scheme == "https" else 80)
 
 
-def cluster_policy(user: str, experiment: str, cluster: ClusterSettings, ports: PortSettings, *, notebook_client: bool) -> Json:
-    """One training cluster's policy: gRPC among its own pods, and with Jupyter when it is their client."""
+def scrape_rule(monitoring: MonitoringSettings, ports: PortSettings) -> list[Json]:
+    """Ingress to the metrics port from the platform's Prometheus pods; none without monitoring."""
+    if monitoring.namespace is None:
+        return []
+    scrapers = {
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": monitoring.namespace}},
+        "podSelector": {"matchLabels": dict(monitoring.pod_labels)},
+    }
+    return [{"from": [scrapers], "ports": [_tcp(ports.metrics)]}]
+
+
+def cluster_policy(
+    user: str,
+    experiment: str,
+    cluster: ClusterSettings,
+    ports: PortSettings,
+    monitoring: MonitoringSettings,
+    *,
+    notebook_client: bool,
+) -> Json:
+    """One training cluster's policy: gRPC among its own pods, and with Jupyter when it is their
+    client; its metrics port to the platform's Prometheus. The experiment that sets its pods'
+    metrics port opens it, from the same platform facts: the two never disagree."""
     # Every pod of the cluster (PS, workers, chief), whatever its run.
     own = _training_pods(user, experiment=experiment, cluster=cluster.name)
     peers: list[Json] = [{"podSelector": own}]
@@ -147,7 +171,7 @@ def cluster_policy(user: str, experiment: str, cluster: ClusterSettings, ports: 
     return {
         "podSelector": own,
         "policyTypes": ["Ingress", "Egress"],
-        "ingress": [{"from": peers, "ports": grpc}],
+        "ingress": [{"from": peers, "ports": grpc}, *scrape_rule(monitoring, ports)],
         "egress": egress,
     }
 

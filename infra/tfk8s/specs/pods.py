@@ -30,6 +30,9 @@ TRAINER_DIR = f"{LAUNCHER_DIR}/trainer"
 TRAINER_PATH = f"{TRAINER_DIR}/{TRAINER_ARCHIVE}"
 LAUNCH_MODULE = f"{TRAINER_PACKAGE}.launch"
 GPU_RESOURCE = "nvidia.com/gpu"
+# The container port the launcher serves its Prometheus metrics on (docs/guide/monitoring.md), by
+# this name: the platform's scrape keeps it.
+METRICS_PORT_NAME = "metrics"
 
 Json = dict[str, Any]
 
@@ -113,6 +116,18 @@ def task_env(cluster: ClusterSettings, spec: dict[str, list[str]], job: str, ind
     return env
 
 
+def identity_env(tenant: str, experiment: str, cluster: ClusterSettings, metrics_port: int) -> list[Json]:
+    """Whose task this is, and where its launcher serves its metrics: the labels of every sample it
+    exposes (tenant, experiment, cluster; its role and index it knows), on the platform's metrics
+    port (docs/guide/monitoring.md). The same values as the pod's labels (tfk8s.specs.labels)."""
+    return [
+        {"name": "TFK8S_TENANT", "value": tenant},
+        {"name": "TFK8S_EXPERIMENT", "value": experiment},
+        {"name": "TFK8S_CLUSTER", "value": cluster.name},
+        {"name": "TFK8S_METRICS_PORT", "value": str(metrics_port)},
+    ]
+
+
 @dataclass(frozen=True, kw_only=True)
 class ConfigMapFiles:
     """A directory shipped as a ConfigMap: its keys are flat, so `items` rebuild its subdirectories."""
@@ -176,6 +191,8 @@ def task_args(cluster: ClusterSettings) -> list[str]:
 class ClusterPods:
     """What the TensorFlow pods of one training cluster are built from, whatever their role."""
 
+    tenant: str  # the tenant's user name, which labels its objects
+    experiment: str
     cluster: ClusterSettings
     platform: PlatformFacts
     spec: dict[str, list[str]]  # the TF cluster spec (tfk8s.specs.cluster_spec)
@@ -211,7 +228,7 @@ def tf_container(role: Role, cluster_pods: ClusterPods, env: list[Json]) -> Json
         "args": task_args(cluster),
         "workingDir": CODE_DIR,
         "env": [*env, pod_security.home_in_tmp()],
-        "ports": [{"name": "grpc", "containerPort": port}],
+        "ports": [{"name": "grpc", "containerPort": port}, {"name": METRICS_PORT_NAME, "containerPort": platform.ports.metrics}],
         "resources": resources(role.resources(cluster)),
         "volumeMounts": [*(mount for mount in every_mount if mount["name"] in mounted), pod_security.writable_tmp_mount()],
         "securityContext": pod_security.container_security_context(read_only_root=True),
@@ -281,6 +298,7 @@ def pod_template(
     cluster, platform = cluster_pods.cluster, cluster_pods.platform
     mounted = role.mounts(cluster)
     env = task_env(cluster, cluster_pods.spec, role.name, index, run_uid)
+    env += identity_env(cluster_pods.tenant, cluster_pods.experiment, cluster, platform.ports.metrics)
     if "scratch" in mounted:
         env.append({"name": "TFK8S_SCRATCH_DIR", "value": cs.SCRATCH_DIR})
     if scale_to_zero is not None:

@@ -1,5 +1,6 @@
 """A platform stack (`tfk8s:kind: platform`): what the cluster's tenants share. Storage, the User
-Node, the platform's Layout and Tenant kinds, the experimenter role tenants bind, and the guards.
+Node, the platform's Layout and Tenant kinds, the experimenter role tenants bind, the guards, and
+the scrape of training tasks by the platform team's Prometheus.
 Its `platform` output is the contract its tenant and experiment stacks read: a
 contract.PlatformFacts, dumped by alias. Nothing in it grows with the number of tenants."""
 
@@ -10,7 +11,7 @@ from typing import Any, Final
 import pulumi
 
 from tfk8s.checks import access
-from tfk8s.components import guard, storage, tenant_admission
+from tfk8s.components import guard, monitoring, storage, tenant_admission
 from tfk8s.components.storage import SharedStorage, SharedStorageArgs
 from tfk8s.components.user_node import UserNode, UserNodeArgs
 from tfk8s.errors import ConfigError
@@ -48,6 +49,7 @@ def claimed(stack: PlatformStack, owner: Owner) -> list[Claimed]:
     return [
         *guard.fixed_objects(guard.platform_group(owner), f"{NAMESPACE}:kind"),
         *storage.fixed_objects(stack.platform.storage, f"{NAMESPACE}:platform.storage"),
+        *monitoring.fixed_objects(stack.platform.monitoring, f"{NAMESPACE}:platform.monitoring"),
     ]
 
 
@@ -82,6 +84,12 @@ def build(stack: PlatformStack, owner: Owner) -> dict[str, Any]:
             "experiments first, then tenants. Nor can it refuse what RBAC lets tenants do beyond experiments "
             "(tfk8s.components.tenant_admission): pods on the User Node, NodePort Services, bindings to everyone"
         )
+    scrapes: list[pulumi.Resource] = []
+    if platform.monitoring.namespace is not None:  # `scrape` resolved by tfk8s.checks.monitoring
+        scrape_args = monitoring.TrainingScrapeArgs(
+            monitoring=platform.monitoring, namespace_prefix=platform.namespace_prefix, owner=owner
+        )
+        scrapes.append(monitoring.TrainingScrape("training-scrape", scrape_args))
     # Last: its experimenter role, which every tenant binds, is the platform's guard, deleted first
     # and only when no tenant is left.
     platform_guard = guard.PlatformGuard(
@@ -91,7 +99,7 @@ def build(stack: PlatformStack, owner: Owner) -> dict[str, Any]:
             group=group,
             with_policy=guard.policy_supported(platform.version),
             experimenter_rules=access.rules_for_role(access.experimenter_rules(guard.layout_kind(group))),
-            guarded=[shared, user_node, *admission],
+            guarded=[shared, user_node, *admission, *scrapes],
         ),
     )
     storage_report = shared.class_name.apply(lambda name: {"className": name, "problems": []})
@@ -143,6 +151,7 @@ def facts(
         images=platform.images,
         ports=platform.ports,
         network=platform.network,
+        monitoring=platform.monitoring,
         pod_security=platform.pod_security,
         allow_ps_gpus=platform.allow_ps_gpus,
         placement=platform.placement,

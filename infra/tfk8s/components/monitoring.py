@@ -1,0 +1,86 @@
+"""The platform's scrape of training tasks (platform stack): one object in the namespace of the
+platform team's Prometheus, `platform.monitoring.namespace`, which tfk8s neither creates nor
+deletes (tfk8s.checks.monitoring checks it exists).
+
+A PodMonitor where the Prometheus Operator runs (`scrape: podMonitor`), a ConfigMap holding a
+`scrape_configs` file otherwise (`scrapeConfig`: the platform team mounts it into its Prometheus
+and lists it in `scrape_config_files`); what either says is tfk8s.specs.monitoring's. Under a fixed
+name, so the team's Prometheus can name it: `fixed_objects`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+
+from tfk8s.kube import objects as kube
+from tfk8s.kube.api_paths import CONFIG_MAP, POD_MONITOR
+from tfk8s.schema.platform import MonitoringSettings
+from tfk8s.specs import monitoring as scrape
+from tfk8s.specs.labels import PART_OF
+from tfk8s.specs.ownership import Claimed, Owner
+
+
+def fixed_objects(monitoring: MonitoringSettings, key: str) -> list[Claimed]:
+    """What TrainingScrape creates under a fixed name, `monitoring.scrape` resolved; `key` is
+    where `monitoring` sits in the stack file (`tfk8s:platform.monitoring`)."""
+    if monitoring.namespace is None:
+        return []
+    kind = POD_MONITOR if monitoring.scrape == "podMonitor" else CONFIG_MAP
+    return [Claimed(kind=kind, namespace=monitoring.namespace, name=scrape.SCRAPE_NAME, key=f"{key}.namespace")]
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainingScrapeArgs:
+    # `namespace` set and `scrape` resolved to podMonitor or scrapeConfig (tfk8s.checks.monitoring).
+    monitoring: MonitoringSettings
+    namespace_prefix: str  # the platform's tenants' namespaces: the scrape keeps theirs alone
+    owner: Owner
+
+
+class TrainingScrape(pulumi.ComponentResource):
+    """How the platform's Prometheus finds every tenant's training tasks: a PodMonitor or a ConfigMap."""
+
+    object_name: pulumi.Output[str]
+
+    def __init__(self, name: str, args: TrainingScrapeArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        monitoring = args.monitoring
+        if monitoring.namespace is None or monitoring.scrape == "auto":  # before anything is declared
+            raise ValueError("TrainingScrapeArgs.monitoring: a namespace, and scrape resolved to podMonitor or scrapeConfig")
+        super().__init__("tfk8s:index:TrainingScrape", name, None, opts)
+        owner = args.owner
+        metadata = {
+            "name": scrape.SCRAPE_NAME,
+            "namespace": monitoring.namespace,
+            # The team's selector labels first: tfk8s's own (which stack owns it) cannot be overridden.
+            "labels": {
+                **monitoring.monitor_labels,
+                "app.kubernetes.io/part-of": PART_OF,
+                "app.kubernetes.io/managed-by": "pulumi",
+            }
+            | owner.labels(),
+            "annotations": owner.annotations(),
+        }
+        child = pulumi.ResourceOptions(parent=self)
+        self.pod_monitor: kube.CustomObject | None = None
+        self.config_map: kube.ConfigMap | None = None
+        declared: kube.KubeObject
+        if monitoring.scrape == "podMonitor":
+            self.pod_monitor = declared = kube.CustomObject(
+                f"{name}-pod-monitor",
+                api_version=POD_MONITOR.api_version,
+                kind=POD_MONITOR.kind,
+                metadata=metadata,
+                spec=scrape.pod_monitor_spec(monitoring, args.namespace_prefix),
+                opts=child,
+            )
+        else:
+            self.config_map = declared = kube.ConfigMap(
+                f"{name}-config",
+                metadata=metadata,
+                data={scrape.SCRAPE_FILE: scrape.scrape_config_file(monitoring, args.namespace_prefix)},
+                opts=child,
+            )
+        self.object_name = declared.name
+        self.register_outputs({"object_name": self.object_name})

@@ -17,7 +17,7 @@ TENANT ?= tenant-alice
 EXPERIMENTER ?= alice
 PYTEST_ARGS ?=
 
-.PHONY: help env requirements schema docs-reference docs docs-diagrams golden venv policy-venv test-policies tools tools-test tools-legacy real-node-deps cluster cluster-stop cluster-status demo up preview down outputs test test-unit test-training test-e2e bench lint wheel clean
+.PHONY: help env requirements schema docs-reference docs docs-diagrams golden venv policy-venv test-policies tools tools-test tools-legacy real-node-deps cluster cluster-stop cluster-status demo up preview down outputs status logs test test-unit test-training test-e2e bench lint wheel clean
 
 help:
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | sort
@@ -132,6 +132,18 @@ preview: venv tools cluster demo ## Preview the $(STACK) stack, as $(EXPERIMENTE
 
 outputs: demo ## Print the outputs of the $(STACK) stack (secrets masked)
 	$(EXPERIMENTER_PULUMI) stack output --stack $(STACK) --json
+
+# `tfk8s status` and `tfk8s logs` (docs/guide/status.md) as $(EXPERIMENTER) would type them: her
+# environment finds the stack's TensorBoard, her kubeconfig her tenant's token.
+EXPERIMENTER_ENV := hack/cluster.sh user-kubeconfig $(EXPERIMENTER) >/dev/null && eval "$$(hack/env.sh --tenant $(EXPERIMENTER))"
+TFK8S_CLI := $(EXPERIMENTER_ENV) && $(PY) -m tfk8s.cli
+
+status: venv demo ## Progress of the $(STACK) experiment's clusters, as $(EXPERIMENTER): a bar each, step/target, steps/s, ETA (WATCH=1 refreshes until they finish)
+	$(TFK8S_CLI) status --stack $(STACK) --cwd $(DEMO) $(if $(WATCH),--watch)
+
+logs: venv demo ## A task's log in the $(STACK) experiment, kept after its pod is gone: CLUSTER=mnist TASK=worker-0 [RUN=<uid>] [TAIL=<lines>]
+	@test -n "$(CLUSTER)" && test -n "$(TASK)" || { echo "make logs: which task? e.g. make logs CLUSTER=mnist TASK=worker-0 (TAIL=100, RUN=<uid> from make status)" >&2; exit 2; }
+	$(TFK8S_CLI) logs --stack $(STACK) --cwd $(DEMO) --cluster $(CLUSTER) --task $(TASK) $(if $(RUN),--run $(RUN)) $(if $(TAIL),--tail $(TAIL))
 
 down: demo ## Destroy the $(STACK) experiment (as $(EXPERIMENTER)), the $(TENANT) tenant, then the $(PLATFORM) platform, and stop the local cluster
 	if hack/cluster.sh status >/dev/null 2>&1; then hack/cluster.sh user-kubeconfig $(EXPERIMENTER) >/dev/null && ($(EXPERIMENTER_PULUMI) destroy --stack $(STACK) --yes) && $(DEMO_PULUMI) destroy --stack $(TENANT) --yes && $(DEMO_PULUMI) destroy --stack $(PLATFORM) --yes; fi

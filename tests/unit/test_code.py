@@ -84,6 +84,7 @@ def test_the_experiments_copy_leaves_out_what_only_the_tenant_and_the_host_use()
     tenant = set(launcher_bundle(ROOT, "tenant").files)
     everything = {path.name for path in PACKAGE.glob("*.py")}
     assert tenant == everything - {"cluster.py", "runner.py"}
-    assert experiment == tenant - {"token_gate.py", "gate_session.py", "gate_limits.py", "layouts.py"}
+    gate = {"token_gate.py", "gate_session.py", "gate_limits.py", "gate_routes.py", "run_status.py", "log_tree.py"}
+    assert experiment == tenant - gate - {"layouts.py"}
     # Were a left-out module imported by an experiment pod, the test above would fail: the closure sees it.
     assert "layouts.py" in closure({"layouts.py"}) and "launch.py" in closure({"layouts.py"})

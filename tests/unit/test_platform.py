@@ -498,6 +498,10 @@ def test_tensorboard_answers_users_only_through_the_token_gate(
             assert args[args.index("--listen") + 1] == "6006"
             assert args[args.index("--backend") + 1] == f"127.0.0.1:{command[command.index('--port') + 1]}"
             assert args[args.index("--tenant") + 1] == "alice"  # the gate's cookie is alice's own
+            # Progress and task logs (`tfk8s status`) from the log volume, read-only as TensorBoard reads it.
+            assert args[args.index("--log-root") + 1] == "/logs"
+            log = {"name": "log", "mountPath": "/logs", "readOnly": True}
+            assert log in gate["volumeMounts"] and log in containers["tensorboard"]["volumeMounts"]
             token = {e["name"]: e for e in gate["env"]}["TFK8S_TOKEN"]["valueFrom"]["secretKeyRef"]
             (jupyter_token,) = [v["secret"] for v in pod_spec(jupyter)["volumes"] if "secret" in v]
             assert token == {"name": jupyter_token["secretName"], "key": jupyter_token["items"][0]["key"]}  # one credential

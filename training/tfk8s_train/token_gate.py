@@ -15,6 +15,8 @@ port of it. What the gate does about that, and about clients that mean harm:
   * Another tenant's page is the same site (SameSite lets this gate's cookie go with what it asks)
     but another origin: a request whose Origin is not this gate's own gets 403.
   * The redirect after `?token=` is a path on this origin, whatever the request's path looks like.
+  * `/tfk8s/status` and `/tfk8s/logs/...` are the gate's own (tfk8s_train.gate_routes): the tenant's
+    training progress and task logs, from the log volume at --log-root; never forwarded.
   * Bounds (tfk8s_train.gate_limits): --max-connections at once, then 503; --client-timeout for each
     whole request; --backend-timeout for TensorBoard, then 504; and --max-failures wrong tokens per
     client address in --failure-window, then 429 for that address's tokens.
@@ -24,7 +26,8 @@ What it cannot do: the cookie still goes to every port of the host, where anothe
 a proxy the platform runs, keeps it from going there. And it is plain HTTP: whoever is on the path
 reads the token and the cookie.
 
-    python -m tfk8s_train.token_gate --listen 6006 --backend 127.0.0.1:16006 --tenant alice   (token in TFK8S_TOKEN)
+    python -m tfk8s_train.token_gate --listen 6006 --backend 127.0.0.1:16006 --tenant alice --log-root /logs
+    (the token in TFK8S_TOKEN)
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qsl, urlencode
 
+from tfk8s_train import gate_routes
 from tfk8s_train.gate_limits import GateServer, RequestDeadline, Throttle
 from tfk8s_train.gate_session import Session
 
@@ -98,7 +102,9 @@ def without_token(target: str) -> tuple[str, str | None]:
     return same_origin_path(path) + (f"?{rest}" if rest else ""), (tokens[0] if tokens else None)
 
 
-def handler(session: Session, limits: Limits, backend: tuple[str, int]) -> type[BaseHTTPRequestHandler]:
+def handler(
+    session: Session, limits: Limits, backend: tuple[str, int], log_root: str | None = None
+) -> type[BaseHTTPRequestHandler]:
     throttle = Throttle(limit=limits.max_failures, window=limits.failure_window)
 
     class Gate(BaseHTTPRequestHandler):
@@ -132,6 +138,9 @@ def handler(session: Session, limits: Limits, backend: tuple[str, int]) -> type[
                 self._reply(413, f"tfk8s: a request body must be at most {MAX_BODY} bytes\n".encode())
                 return
             body = self.rfile.read(int(length)) if int(length) else None  # TimeoutError: the connection ends
+            if gate_routes.is_local(path):  # progress and logs, from the log volume: never TensorBoard's
+                self._send(gate_routes.answer(self.command, path, log_root, time.time()))
+                return
             # No cookie reaches TensorBoard (it reads none): not the gate's, not any other app's on this host.
             forwarded = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP | CREDENTIALS | {"host"}}
             connection = http.client.HTTPConnection(*backend, timeout=limits.backend_timeout)
@@ -156,6 +165,17 @@ def handler(session: Session, limits: Limits, backend: tuple[str, int]) -> type[
             self.end_headers()
             if self.command != "HEAD":
                 self.wfile.write(data)
+
+        def _send(self, reply: gate_routes.Reply) -> None:
+            try:
+                self.send_response(reply.status)
+                for name, value in [*reply.headers, ("Content-Length", str(reply.length))]:
+                    self.send_header(name, value)
+                self.end_headers()
+                for chunk in reply.chunks if self.command != "HEAD" else ():
+                    self.wfile.write(chunk)
+            finally:
+                reply.close()
 
         def _same_origin(self, headers: dict[str, str]) -> bool:
             """Whether a request a browser sent with an Origin comes from a page of this gate; if not,
@@ -223,6 +243,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--listen", type=int, required=True, help="the port users reach (the Service's)")
     parser.add_argument("--backend", required=True, help="host:port of TensorBoard, on the pod's loopback")
     parser.add_argument("--tenant", required=True, help="the tenant's name: names the session cookie and binds it to the tenant")
+    parser.add_argument("--log-root", help="the tenant's log volume, read-only: serves /tfk8s/status and /tfk8s/logs/...")
     parser.add_argument("--session-max-age", type=int, default=12 * 3600, help="seconds a session cookie is valid (12 h)")
     parser.add_argument("--max-connections", type=positive(int), default=64, help="connections handled at once (64)")
     parser.add_argument("--client-timeout", type=positive(float), default=30, help="seconds for a whole request (30)")
@@ -245,7 +266,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     host, _, port = args.backend.rpartition(":")
     if not host or not port.isdigit():
         parser.error(f"--backend {args.backend!r}: must be host:port, e.g. 127.0.0.1:16006")
-    server = GateServer(("", args.listen), handler(session, limits, (host, int(port))), max_connections=limits.max_connections)
+    gate = handler(session, limits, (host, int(port)), args.log_root)
+    server = GateServer(("", args.listen), gate, max_connections=limits.max_connections)
     server.serve_forever()
     return 0
 

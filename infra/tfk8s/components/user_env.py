@@ -40,10 +40,9 @@ from tfk8s.specs.code import CodeBundle
 from tfk8s.specs.labels import labels, selector_of
 from tfk8s.specs.ownership import Claimed, Owner
 
-TOKEN_KEY = "token"
 # The tenant's Jupyter token, under a fixed name: the tenant's own identities may read this one Secret
-# (`_build_access`), which is how a user gets the token; no stack exports it.
-TOKEN_SECRET = "tfk8s-jupyter-token"
+# (`_build_access`), which is how a user gets the token (and `tfk8s status`); no stack exports it.
+TOKEN_SECRET, TOKEN_KEY = app_sessions.TOKEN_SECRET, app_sessions.TOKEN_KEY
 DATA_CLAIM, LOG_CLAIM = "tfk8s-data", "tfk8s-log"
 NOTEBOOK_SERVICE = "jupyter-tf"
 # Jupyter and TensorBoard, one replica each, both on the User Node (a tenant checks it has room).

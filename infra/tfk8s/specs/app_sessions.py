@@ -22,6 +22,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+# The Secret holding the tenant's token (Jupyter's and the TensorBoard gate's), and its key: the
+# tenant's identities may read it (tfk8s.components.user_env), as `tfk8s status` does (tfk8s.cli).
+TOKEN_SECRET, TOKEN_KEY = "tfk8s-jupyter-token", "token"
 # How long a browser session lasts at a tenant's apps before they ask for the token again.
 SESSION_SECONDS = 12 * 3600
 # Where Jupyter finds its config and its token: the pod's own mounts, read-only.
@@ -29,9 +32,11 @@ JUPYTER_CONFIG_DIR = "/etc/tfk8s/jupyter"
 JUPYTER_TOKEN_DIR, JUPYTER_TOKEN_FILE = "/etc/tfk8s/jupyter-token", "token"
 
 
-def gate_args(tenant: str, *, listen: int, backend: str) -> list[str]:
-    """The TensorBoard gate's flags (tfk8s_train.token_gate): its cookie is `tfk8s-tensorboard-<tenant>`."""
-    return ["--listen", str(listen), "--backend", backend, "--tenant", tenant, "--session-max-age", str(SESSION_SECONDS)]
+def gate_args(tenant: str, *, listen: int, backend: str, log_root: str) -> list[str]:
+    """The TensorBoard gate's flags (tfk8s_train.token_gate): its cookie is `tfk8s-tensorboard-<tenant>`;
+    it serves the tenant's progress and task logs from `log_root` (tfk8s_train.gate_routes)."""
+    session = ["--tenant", tenant, "--session-max-age", str(SESSION_SECONDS)]
+    return ["--listen", str(listen), "--backend", backend, *session, "--log-root", log_root]
 
 
 def jupyter_server_config(tenant: str) -> dict[str, Any]:

@@ -82,8 +82,11 @@ def bundle(directory: Path, pattern: str = "**/*") -> CodeBundle:
 PackageUse = Literal["experiment", "tenant"]
 # Modules of tfk8s_train no pod imports: the local runner's, for tests, benches and laptops.
 HOST_ONLY = frozenset({"cluster.py", "runner.py"})
-# Modules only a tenant's apps import: the TensorBoard gate and the notebook's layout reader.
-TENANT_APPS_ONLY = frozenset({"token_gate.py", "gate_session.py", "gate_limits.py", "layouts.py"})
+# Modules only a tenant's apps import: the TensorBoard gate (with its progress and log routes) and
+# the notebook's layout reader.
+TENANT_APPS_ONLY = frozenset(
+    {"token_gate.py", "gate_session.py", "gate_limits.py", "gate_routes.py", "run_status.py", "log_tree.py", "layouts.py"}
+)
 NOT_SHIPPED: dict[PackageUse, frozenset[str]] = {"experiment": HOST_ONLY | TENANT_APPS_ONLY, "tenant": HOST_ONLY}
 
 

@@ -102,13 +102,18 @@ def tensorboard_container(platform: PlatformFacts) -> dict[str, Any]:
 
 
 def token_gate(tenant: str, platform: PlatformFacts, token_secret: Any, token_key: str) -> dict[str, Any]:
-    """The gate users reach TensorBoard through: the tenant's Jupyter token, or 401."""
+    """The gate users reach TensorBoard through: the tenant's Jupyter token, or 401. Behind the same
+    token it serves the tenant's training progress and task logs (`tfk8s status`, `tfk8s logs`) from
+    the log volume, mounted read-only as TensorBoard mounts it."""
     return {
         "name": "token-gate",
         "image": platform.images.tensorboard,  # any Python 3 does; this one is already pulled
         "command": ["python", "-m", "tfk8s_train.token_gate"],
         "args": app_sessions.gate_args(
-            tenant, listen=platform.ports.tensorboard, backend=f"127.0.0.1:{TENSORBOARD_BACKEND_PORT}"
+            tenant,
+            listen=platform.ports.tensorboard,
+            backend=f"127.0.0.1:{TENSORBOARD_BACKEND_PORT}",
+            log_root=NOTEBOOK_LOG_ROOT,
         ),
         "env": [
             {"name": "TFK8S_TOKEN", "valueFrom": {"secretKeyRef": {"name": token_secret, "key": token_key}}},
@@ -120,7 +125,11 @@ def token_gate(tenant: str, platform: PlatformFacts, token_secret: Any, token_ke
         "readinessProbe": {"tcpSocket": {"port": "http"}, "periodSeconds": 5},
         "resources": pods.resources(Resources(cpu=quota.TOKEN_GATE_CPU, memory=quota.TOKEN_GATE_MEMORY)),
         "securityContext": pod_security.container_security_context(read_only_root=True),
-        "volumeMounts": [trainer_mount(), pod_security.writable_tmp_mount()],
+        "volumeMounts": [
+            trainer_mount(),
+            {"name": "log", "mountPath": NOTEBOOK_LOG_ROOT, "readOnly": True},
+            pod_security.writable_tmp_mount(),
+        ],
     }
 
 

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from tfk8s_train.cluster import LocalCluster, make_spec
 from tfk8s_train.launch import done_dir
+from tfk8s_train.task_progress import read_progress
 
 pytestmark = pytest.mark.training
 TESTS_DIR = Path(__file__).resolve().parent
@@ -82,6 +83,26 @@ def test_between_graph_async_trains_to_90_percent_and_everyone_exits(async_run: 
     assert chief["local_steps"] + other["local_steps"] >= 300
     assert_on_ps(chief["variable_devices"], num_ps=2)
     assert (cluster.run_log_dir / "checkpoints" / "checkpoint").is_file()
+
+
+def test_each_launcher_kept_its_tasks_progress_and_output_beside_the_run(async_run: tuple[LocalCluster, dict]) -> None:
+    cluster, _ = async_run
+    progress = {t: read_progress(str(cluster.run_log_dir / ".tfk8s" / "progress" / f"{t}.json")) for t in cluster.tasks}
+    for worker in ("worker-0", "worker-1"):
+        report = progress[worker]
+        assert (report["state"], report["exit_code"], report["source"]) == ("succeeded", 0, "trainer"), report
+        # The trainer's last report is the step it stopped at, not the last multiple of its interval.
+        assert report["step"] >= report["target_steps"] == 300, report
+        phases = report["phases"]
+        started, imported, formed = (phases[f"{p}_at"] for p in ("child_started", "tensorflow_imported", "cluster_ready"))
+        assert started < imported < formed <= report["first_step_at"], report
+        assert report["last_checkpoint"] and report["last_checkpoint"]["step"] >= 300, report
+    placed = progress["worker-0"]["placement"]
+    assert set(placed) == {"ps-0", "ps-1"} and sum(placed.values()) == len(result(cluster, "worker-0")["variable_devices"])
+    for ps in ("ps-0", "ps-1"):
+        assert progress[ps]["state"] == "retired", progress[ps]
+        log = (cluster.run_log_dir / "logs" / f"{ps}.log").read_text()
+        assert "are done; retiring" in log, log[-2000:]
 
 
 def test_exported_saved_model_classifies_held_out_digits(async_run: tuple[LocalCluster, dict], digits_tfrecords: Path) -> None:
@@ -162,6 +183,11 @@ def test_unmodified_classic_flag_script_runs_under_the_runner(tmp_path: Path, tr
         assert re.search(rf"^\[worker-{worker}\] Worker {worker}: training done .* test accuracy", out, re.M), out[-3000:]
     assert "[ps-0] tfk8s-launch: ps-0: all of ['worker-0', 'worker-1'] are done; retiring" in out
     assert "all tasks finished" in out
+    # The launcher learnt the script's target from its own flag, and kept its output.
+    (run,) = (tmp_path / "log").glob("run-*")
+    report = read_progress(str(run / ".tfk8s" / "progress" / "worker-0.json"))
+    assert (report["target_steps"], report["state"]) == (200, "succeeded"), report
+    assert "Worker 0: training done" in (run / "logs" / "worker-0.log").read_text()
 
 
 def test_the_same_run_twice_on_the_same_log_dir_trains_twice(

@@ -146,8 +146,9 @@ def train_between_graph(cfg: TrainConfig, role: ClusterRole, data: TrainingData)
                 _, step, loss_v, acc_v = sess.run([train_op, step_after, loss, accuracy])
                 step = starts.last_seen = int(step)
                 progress.steps_done(1)
-                # The first step too: when it happened is what the launcher reports (first_step_at).
-                if progress.local_steps % cfg.log_every == 0 or progress.local_steps == 1:
+                # The first step too (when it happened is the launcher's first_step_at), and the
+                # last (the step the run ended at, not the last multiple of log_every before it).
+                if progress.local_steps % cfg.log_every == 0 or progress.local_steps == 1 or step >= cfg.steps:
                     progress.report(step, float(loss_v), float(acc_v))
             weights = sess.run(params) if role.is_chief else None
         close()

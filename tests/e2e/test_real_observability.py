@@ -1,0 +1,358 @@
+"""Seeing a run on the real node: its progress while it trains and after, its metrics in a real
+Prometheus, and every task's output after its pod is gone.
+
+alice's experiment `watch` has two clusters on the real node: `mnist`, which trains for real
+(1 PS, 2 workers, the built-in trainer), and `broken`, whose worker fails at once (a script that
+prints and exits 3; no retry). Once both have started, the platform team makes the real node the
+User Node (test_real_user_node.py does the same): alice's TensorBoard and its token gate, which
+read her log volume, move there beside the training pods that keep running. The platform's
+Prometheus (the binary built from its Go module, in an image built here) runs in the platform's
+monitoring namespace with the scrape configuration the platform declares.
+
+What a user sees, with what a user holds:
+* `tfk8s status` (her kubeconfig, her token): a progress bar per cluster whose step advances, with
+  steps/s and an ETA, while `mnist` trains; `broken` failed; after the run, `mnist` succeeded at
+  its target;
+* PromQL over the real Prometheus: the run's step rate, and every query of the dashboard in the
+  repository answers with the run's series;
+* `tfk8s logs`: the output of `mnist`'s PS, retired and scaled to zero, and of `broken`'s failed
+  worker, read from the log volume after their pods are gone;
+* her own Jupyter cannot connect to her workers' metrics port: only the monitoring namespace can.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.parse
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from drivers import CLUSTER, ROOT, Cli, Kube
+from real_node import (
+    BRIDGE_ADDRESS,
+    REAL_NODE_KEY,
+    give_volumes_to_pods,
+    http_get,
+    import_image,
+    node_of,
+    place_on_real_node,
+    platform_settings,
+    probe_from_pod,
+    project,
+    real_cluster,
+    until,
+)
+from tfk8s.specs.monitoring import SCRAPE_FILE, SCRAPE_NAME
+
+import dashboards
+
+PLATFORM, TENANT, EXPERIMENT, NAMESPACE = "platform-dev", "tenant-alice", "watch", "tfk8s-alice"
+MONITORING = "tfk8s-monitoring"
+OLD_USER_NODE = "tfk8s-user-node"
+STEPS = 10000
+METRICS_PORT = 9470
+BROKEN_SAYS = "tfk8s-e2e: broken worker gives up"
+BROKEN = f"""import os, sys, time
+if os.environ["TFK8S_JOB_NAME"] == "ps":
+    print("tfk8s-e2e: broken ps serves", flush=True)
+    time.sleep(3600)
+print({BROKEN_SAYS!r}, flush=True)
+sys.exit(3)
+"""
+
+
+@dataclass(frozen=True)
+class Watched:
+    kube: Kube
+    cli: Cli
+    env: dict[str, str]  # what `tfk8s` runs with: her kubeconfig's cluster, the project's stacks
+    prometheus: str  # its HTTP API, from this machine
+
+
+@pytest.fixture(scope="module")
+def watched(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Watched]:
+    with real_cluster(f"{CLUSTER}-watch") as kube:
+        tensorflow, jupyter = import_image(kube, "tensorflow"), import_image(kube, "jupyter")
+        prometheus_image = import_image(kube, "prometheus")
+        work = tmp_path_factory.mktemp("real-observability")
+        cli = project(kube, work / "project", "real-observability-test")
+        kube.run("create", "namespace", MONITORING)  # the platform team's, where its Prometheus runs
+        cli("stack", "select", "--create", PLATFORM)
+        for path, value in {
+            **platform_settings(work / "volumes"),
+            "tfk8s:platform.images.tensorflow": tensorflow,
+            "tfk8s:platform.images.tensorboard": tensorflow,
+            "tfk8s:platform.images.jupyter": jupyter,
+            "tfk8s:platform.containerDefaults.cpu": "300m",
+            "tfk8s:platform.containerDefaults.memory": "1536Mi",
+            "tfk8s:platform.monitoring.namespace": MONITORING,
+            "tfk8s:platform.monitoring.scrape": "scrapeConfig",
+            "tfk8s:platform.monitoring.interval": "2s",
+        }.items():
+            cli("config", "set", "--stack", PLATFORM, "--path", path, value)
+        cli("up", "--stack", PLATFORM, "--yes", "--skip-preview")
+        cli("stack", "select", "--create", TENANT)
+        cli("up", "--stack", TENANT, "--yes", "--skip-preview")
+        give_volumes_to_pods(kube, [f"{EXPERIMENT}/mnist", f"{EXPERIMENT}/broken"])
+        _experiment(cli)
+        node = node_of(kube)
+        prometheus = _start_prometheus(kube, node, prometheus_image)
+
+        # The real node becomes the User Node; the training pods, running, stay (NoSchedule).
+        kube.run("taint", "node", node, f"{REAL_NODE_KEY}-")
+        cli("config", "set", "--stack", PLATFORM, "--path", "tfk8s:platform.userNode.name", node)
+        cli("config", "set", "--stack", PLATFORM, "--path", "tfk8s:platform.userNode.address", BRIDGE_ADDRESS)
+        cli("up", "--stack", PLATFORM, "--yes", "--skip-preview")
+        kube.run("drain", OLD_USER_NODE, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=120s")
+        for stack in (TENANT, EXPERIMENT):  # the experiment's outputs name where its TensorBoard now is
+            done = cli("up", "--stack", stack, "--yes", "--skip-preview", "--refresh", check=False)
+            assert done.returncode == 0, done.stdout[-3000:] + done.stderr
+        env = {**(cli.env or {}), "PYTHONPATH": os.pathsep.join(str(ROOT / p) for p in ("infra", "training"))}
+        yield Watched(kube, cli, env, prometheus)
+
+
+def _experiment(cli: Cli) -> None:
+    settings = {
+        "tfk8s:clusters[0].name": "mnist",
+        "tfk8s:clusters[0].ps.cpu": "200m",
+        "tfk8s:clusters[0].ps.memory": "1Gi",
+        "tfk8s:clusters[0].workers.count": "2",
+        "tfk8s:clusters[0].workers.cpu": "300m",
+        "tfk8s:clusters[0].workers.memory": "1500Mi",
+        "tfk8s:clusters[1].name": "broken",
+        "tfk8s:clusters[1].ps.cpu": "100m",
+        "tfk8s:clusters[1].ps.memory": "1Gi",
+        "tfk8s:clusters[1].workers.count": "1",
+        "tfk8s:clusters[1].workers.cpu": "100m",
+        "tfk8s:clusters[1].workers.memory": "256Mi",
+        "tfk8s:clusters[1].workers.backoffLimitPerIndex": "0",
+    }
+    cli.init_experiment(EXPERIMENT, tenant=TENANT, settings=settings)
+    for index in (0, 1):
+        place_on_real_node(cli, EXPERIMENT, index)
+    cli.set_value(EXPERIMENT, "tfk8s:clusters[0].args[0]", f"--steps={STEPS}")
+    # `broken`: a script of the user's whose PS serves and whose worker says why and fails.
+    cli.set_value(EXPERIMENT, "tfk8s:clusters[1].classicFlags", "false")
+    for position, word in enumerate(["python", "-c", BROKEN]):
+        cli.set_value(EXPERIMENT, f"tfk8s:clusters[1].command[{position}]", word)
+    done = cli("up", "--stack", EXPERIMENT, "--yes", "--skip-preview", check=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr
+
+
+def _start_prometheus(kube: Kube, node: str, image: str) -> str:
+    """The platform team's Prometheus: its own account to discover pods, the platform's scrape
+    configuration (a ConfigMap the platform stack declares in this namespace), on the real node."""
+    declared = kube.get("configmap", MONITORING, SCRAPE_NAME)
+    scrape = yaml.safe_load(declared["data"][SCRAPE_FILE])
+    config = {"global": {"scrape_interval": "2s", "evaluation_interval": "2s"}, **scrape}
+    objects = [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "prometheus", "namespace": MONITORING}},
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": "e2e-prometheus"},
+            "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": "e2e-prometheus"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "e2e-prometheus"},
+            "subjects": [{"kind": "ServiceAccount", "name": "prometheus", "namespace": MONITORING}],
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "prometheus", "namespace": MONITORING},
+            "data": {"prometheus.yml": yaml.safe_dump(config)},
+        },
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "prometheus", "namespace": MONITORING},
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}},
+                "template": {
+                    "metadata": {"labels": {"app.kubernetes.io/name": "prometheus"}},
+                    "spec": {
+                        "serviceAccountName": "prometheus",
+                        "nodeSelector": {"kubernetes.io/hostname": node},
+                        "tolerations": [{"operator": "Exists"}],
+                        "containers": [
+                            {
+                                "name": "prometheus",
+                                "image": image,
+                                "imagePullPolicy": "Never",
+                                "args": [
+                                    "--config.file=/etc/prometheus/prometheus.yml",
+                                    "--storage.tsdb.path=/prometheus",
+                                    "--web.listen-address=:9090",
+                                ],
+                                "ports": [{"name": "http", "containerPort": 9090}],
+                                "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}},
+                                "volumeMounts": [
+                                    {"name": "config", "mountPath": "/etc/prometheus"},
+                                    {"name": "data", "mountPath": "/prometheus"},
+                                ],
+                            }
+                        ],
+                        "volumes": [
+                            {"name": "config", "configMap": {"name": "prometheus"}},
+                            {"name": "data", "emptyDir": {}},
+                        ],
+                    },
+                },
+            },
+        },
+    ]
+    manifest = Path(kube.kubeconfig).parent / "e2e-prometheus.yaml"
+    manifest.write_text(yaml.safe_dump_all(objects))
+    kube.run("apply", "-f", str(manifest))
+
+    def ready() -> str | None:
+        pods = [p for p in kube.get("pods", MONITORING) if p["metadata"]["labels"].get("app.kubernetes.io/name") == "prometheus"]
+        running = [p for p in pods if all(c.get("ready") for c in p["status"].get("containerStatuses", [{}]))]
+        return f"http://{running[0]['status']['podIP']}:9090" if running and running[0]["status"].get("podIP") else None
+
+    url = until("Prometheus runs", 180, ready)
+    until("Prometheus answers", 60, lambda: http_get(f"{url}/-/ready").status == 200)
+    return url
+
+
+def tfk8s(watched: Watched, *args: str) -> subprocess.CompletedProcess[str]:
+    """The `tfk8s` command as a user runs it, in the project (its stacks), with her environment."""
+    return subprocess.run(
+        [sys.executable, "-m", "tfk8s.cli", *args],
+        cwd=watched.cli.cwd,
+        capture_output=True,
+        text=True,
+        env=watched.env,
+        timeout=120,
+    )
+
+
+def status(watched: Watched) -> dict[str, Any]:
+    done = tfk8s(watched, "status", "--stack", EXPERIMENT, "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    return json.loads(done.stdout)
+
+
+def query(watched: Watched, promql: str) -> list[dict[str, Any]]:
+    answer = http_get(f"{watched.prometheus}/api/v1/query?" + urllib.parse.urlencode({"query": promql}))
+    assert answer.status == 200, answer.body[:500]
+    body = json.loads(answer.body)
+    assert body["status"] == "success", body
+    return body["data"]["result"]
+
+
+def test_status_shows_the_run_advancing_with_an_eta_and_the_broken_cluster_failed(watched: Watched) -> None:
+    def training() -> dict[str, Any] | None:
+        report = status(watched)
+        mnist = _cluster(report, "mnist")
+        return report if mnist.get("step") and mnist.get("eta_seconds") else None
+
+    first = until("status shows mnist training with an ETA", 300, training)
+    time.sleep(6)
+    second = status(watched)
+    before, after = _cluster(first, "mnist"), _cluster(second, "mnist")
+    assert after["state"] == "running", after
+    assert after["step"] > before["step"], (before, after)
+    assert after["target_steps"] == STEPS
+    assert after["steps_per_second"] > 0 and after["eta_seconds"] > 0, after
+    assert _cluster(second, "broken")["state"] == "failed", second
+    shown = tfk8s(watched, "status", "--stack", EXPERIMENT)
+    assert shown.returncode == 0, shown.stderr
+    line = next(line for line in shown.stdout.splitlines() if "mnist" in line)
+    assert "%" in line and "ETA" in line, shown.stdout
+    rate, eta = after["steps_per_second"], after["eta_seconds"]
+    print(f"\n[observability] mnist at step {after['step']} of {STEPS}: {rate:.1f} steps/s, ETA {eta:.0f} s")
+
+
+def test_only_the_monitoring_namespace_reaches_the_metrics_port(watched: Watched) -> None:
+    workers = [
+        p
+        for p in watched.kube.get("pods", NAMESPACE)
+        if p["metadata"]["labels"].get("tfk8s.io/cluster") == "mnist" and p["status"].get("phase") == "Running"
+    ]
+    (jupyter,) = [
+        p
+        for p in watched.kube.get("pods", NAMESPACE)
+        if p["metadata"]["labels"].get("app.kubernetes.io/name") == "jupyter" and p["status"].get("phase") == "Running"
+    ]
+    reached = probe_from_pod(
+        watched.kube, jupyter, {p["metadata"]["name"]: f"{p['status']['podIP']}:{METRICS_PORT}" for p in workers}
+    )
+    assert reached and not any(reached.values()), reached
+    # The control: Prometheus, in the monitoring namespace, scrapes each of them.
+    up = query(watched, f'up{{namespace="{NAMESPACE}"}} == 1')
+    assert {r["metric"]["pod"] for r in up} >= {p["metadata"]["name"] for p in workers}, up
+
+
+def test_promql_over_a_real_prometheus_returns_the_runs_step_rate(watched: Watched) -> None:
+    selector = f'experiment="{EXPERIMENT}",cluster="mnist",role="worker"'
+
+    def rate() -> list[dict[str, Any]] | None:
+        found = query(watched, f"max(deriv(tfk8s_global_step{{{selector}}}[20s]))")
+        return found if found and float(found[0]["value"][1]) > 0 else None
+
+    (result,) = until("Prometheus has the run's step rate", 120, rate)
+    steps_per_second = float(result["value"][1])
+    first_step = query(watched, f"max(tfk8s_first_step_seconds{{{selector}}})")
+    assert first_step and float(first_step[0]["value"][1]) > 0, first_step
+    # The dashboard in the repository, as Grafana would ask for this run.
+    run = {"tenant": "alice", "experiment": EXPERIMENT, "cluster": "mnist"}
+    empty = [q.where for q in dashboards.queries() if not query(watched, dashboards.expanded(q.expr, run))]
+    assert not empty, f"dashboard queries with no data for the run: {empty}"
+    first = float(first_step[0]["value"][1])
+    print(f"\n[observability] PromQL step rate {steps_per_second:.1f} steps/s; first step {first:.1f} s after its task started")
+
+
+def test_after_the_run_status_says_it_succeeded_and_every_tasks_output_is_on_the_log_volume(watched: Watched) -> None:
+    kube = watched.kube
+
+    def over() -> bool:
+        deployments = [
+            d for d in kube.get("deployments", NAMESPACE) if d["metadata"]["labels"].get("tfk8s.io/stack") == EXPERIMENT
+        ]
+        return bool(deployments) and all(d["spec"]["replicas"] == 0 for d in deployments)
+
+    until("both clusters' PS retire", 1200, over)
+    mnist = until("status says mnist succeeded", 60, lambda: _done(status(watched), "mnist"))
+    assert mnist["step"] >= STEPS and mnist["target_steps"] == STEPS, mnist
+    assert _cluster(status(watched), "broken")["state"] == "failed"
+    ps_pods = [
+        p
+        for p in kube.get("pods", NAMESPACE)
+        if (_labels(p).get("tfk8s.io/cluster"), _labels(p).get("tfk8s.io/role")) == ("mnist", "ps")
+    ]
+    assert not ps_pods, "the PS's pod is gone; its output is not"
+    ps = tfk8s(watched, "logs", "--stack", EXPERIMENT, "--cluster", "mnist", "--task", "ps-0")
+    assert ps.returncode == 0, ps.stderr
+    assert "tfk8s-launch: ps-0: all of ['worker-0', 'worker-1'] are done; retiring" in ps.stdout, ps.stdout[-2000:]
+    broken = tfk8s(watched, "logs", "--stack", EXPERIMENT, "--cluster", "broken", "--task", "worker-0")
+    assert broken.returncode == 0, broken.stderr
+    assert BROKEN_SAYS in broken.stdout and "child exited with 3" in broken.stdout, broken.stdout[-2000:]
+
+
+def _labels(obj: dict[str, Any]) -> dict[str, str]:
+    return obj["metadata"].get("labels") or {}
+
+
+def _cluster(report: dict[str, Any], name: str) -> dict[str, Any]:
+    """One cluster of the experiment in `tfk8s status --json` (the gate's /tfk8s/status)."""
+    cluster: dict[str, Any] = report["clusters"].get(name, {})
+    return cluster
+
+
+def _done(report: dict[str, Any], name: str) -> dict[str, Any] | None:
+    cluster = _cluster(report, name)
+    return cluster if cluster.get("state") == "succeeded" else None

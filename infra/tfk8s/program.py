@@ -17,7 +17,7 @@ from typing import Any
 
 import pulumi
 
-from tfk8s import pulumi_internals, timings
+from tfk8s import pulumi_internals, tenant_gate, timings
 from tfk8s.checks import access, preflight
 from tfk8s.checks import context as context_checks
 from tfk8s.checks import monitoring as monitoring_checks
@@ -218,9 +218,11 @@ def run_experiment(
     root: Path = PROJECT_ROOT,
     read_whole: Reader | None = None,
     post: access.Post | None = None,
+    open_gate: tenant_gate.Opener = tenant_gate.opener,
 ) -> dict[str, Any]:
     """`read` GETs objects' metadata alone (ownership); `read_whole` whole objects and lists (the
-    contract, the quota); `post` asks the API server's access reviews."""
+    contract, the quota, the tenant's token for readiness' progress); `post` asks the API server's
+    access reviews; `open_gate` asks the tenant's TensorBoard gate for that progress."""
     if read_whole is None:
         raise ContractUnavailable(tenant_contract.UNREADABLE)
     who = (lambda: access.identity(post)) if post is not None else (lambda: access.UNKNOWN_IDENTITY)
@@ -251,7 +253,7 @@ def run_experiment(
     timings.mark("ownership")
     refuse_over_quota(stack, experiment, tenant, read_whole)
     timings.mark("quota")
-    outputs = experiment_stack.build(stack, experiment, platform, tenant, owner, root, launcher)
+    outputs = experiment_stack.build(stack, experiment, platform, tenant, owner, root, launcher, read_whole, open_gate)
     timings.mark("declared")
     return outputs
 

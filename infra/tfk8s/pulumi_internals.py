@@ -49,6 +49,11 @@ The internals, what each is for, and what public API would replace it:
   .parse_secret). Public replacements: `pulumi.Config(namespace).get(key)` where the warning does
   not matter; for `is_config_secret` none (`Config.get_secret` answers an Output, after the program
   has run; pulumi/pulumi#13063 found `is_config_secret` undocumented, and blind to `--path` keys).
+- **Whether this run is a preview** (`pulumi.runtime.is_dry_run`) -> `is_preview`. An experiment's
+  readiness asks its tenant's TensorBoard gate for progress during an `up` alone, never in a
+  preview (tfk8s.stacks.progress). Exported by `pulumi.runtime` and what Pulumi's docs show for
+  this, but runtime support like the config reads above, so it comes through here too. Public
+  replacement: none outside `pulumi.runtime`.
 
 Not here: the language host's runner (hack/langhost/run_program.py) uses internals too
 (`Settings`, `configure`, `run_in_stack`, `set_all_config`, the engine's gRPC stub). It is the
@@ -119,3 +124,8 @@ def raw_config(key: str) -> Any:
 def is_config_secret(key: str) -> bool:
     """Whether config key `namespace:key` was set as a secret (`pulumi config set --secret`)."""
     return runtime_config.is_config_secret(key)
+
+
+def is_preview() -> bool:
+    """Whether this run is a preview (`pulumi preview`, or the one before an `up`), not an update."""
+    return runtime_settings.is_dry_run()

@@ -2,10 +2,12 @@
 with a log volume of fabricated runs: progress as JSON and a task's log as text, behind the same
 token as everything else, answered by the gate itself and never forwarded, with no way out of the
 log volume (`..`, its percent-encodings, absolute paths, links). Then `tfk8s status` and `tfk8s
-logs` (tfk8s.cli) against that gate, as a user runs them."""
+logs` (tfk8s.cli) against that gate, as a user runs them, and an experiment's readiness reading its
+clusters' progress from it (tfk8s.stacks.progress), as `pulumi up` does."""
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import socket
@@ -16,6 +18,10 @@ import pytest
 from fabricated_runs import NOW, settle, write_log, write_progress
 from gate_processes import TOKEN, RecordingBackend, gate_process, request
 from tfk8s.cli import main as cli
+from tfk8s.kube.api_paths import SECRET
+from tfk8s.kube.secrets import Get
+from tfk8s.schema.contract import TenantFacts
+from tfk8s.stacks import progress
 
 AUTH = {"Authorization": f"token {TOKEN}"}
 PS_LINES = [f"ps line {i}" for i in range(5)]
@@ -229,3 +235,39 @@ def test_the_cli_draws_status_and_prints_logs_through_the_gate(gate: tuple[int, 
     out, err = io.StringIO(), io.StringIO()
     assert cli.main(["logs", "--stack", "dev", "--cluster", "mnist", "--task", "worker-0"], cli_world(port, out, err)) == 2
     assert "no log of worker-0 in run u1" in err.getvalue() and TOKEN not in err.getvalue()
+
+
+def test_readiness_reads_each_clusters_progress_through_the_gate(gate: tuple[int, RecordingBackend]) -> None:
+    port, backend = gate
+    tenant = TenantFacts.model_validate(
+        {
+            "schemaVersion": 1,
+            "platformStack": "organization/tfk8s/platform-dev",
+            "owner": "organization/tfk8s/tenant-alice@test",
+            "name": "alice",
+            "namespace": "tfk8s-alice",
+            "dataClaim": "data",
+            "logClaim": "log",
+            "notebookHost": "jupyter:8888",
+            "tensorboardUrl": f"http://127.0.0.1:{port}/",
+            "quota": {},
+        },
+        strict=False,
+    )
+
+    def secret_holding(token: str) -> Get:
+        data = {"token": base64.b64encode(token.encode()).decode()}
+        return lambda path: {"data": data} if path == SECRET.path("tfk8s-jupyter-token", "tfk8s-alice") else None
+
+    found = progress.read("dev", ["mnist", "cifar"], tenant, "dev", secret_holding(TOKEN))
+    assert {k: found["mnist"][k] for k in ("step", "target_steps", "fraction", "state")} == (
+        {"step": 300, "target_steps": 300, "fraction": 1.0, "state": "failed"}
+    )
+    assert found["mnist"]["last_checkpoint"] is None and "tasks" not in found["mnist"]
+    assert found["cifar"]["unknown"].startswith("no progress on the log volume yet")
+    assert progress.read("nope", ["mnist"], tenant, "nope", secret_holding(TOKEN))["mnist"]["unknown"].startswith(
+        "no progress on the log volume yet"
+    )
+    refused = progress.read("dev", ["mnist"], tenant, "dev", secret_holding("an-old-token"))["mnist"]["unknown"]
+    assert "refused the token (401)" in refused and "an-old-token" not in refused and TOKEN not in json.dumps(found)
+    assert not backend.seen

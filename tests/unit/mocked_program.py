@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import urllib.error
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -143,6 +144,11 @@ def facts_with_scratch() -> dict[str, Any]:
     return {**facts_for(stack_config("platform-dev")), "scratchStorageClass": SCRATCH_CLASS}
 
 
+def no_gate(request: Any, timeout: float) -> Any:
+    """A TensorBoard gate that never answers (without the network)."""
+    raise urllib.error.URLError(ConnectionRefusedError(111, "Connection refused (no gate in unit tests)"))
+
+
 @dataclass
 class Deployment:
     """One program run under mocks: what was created, with which options."""
@@ -163,6 +169,8 @@ def run_program(
     read_whole: Any = None,
     tenant: dict[str, Any] | None = None,
     post: Any = None,
+    open_gate: Any = None,
+    preview: bool = False,
 ) -> Deployment:
     """Validate `raw` like the real program and declare everything under fresh mocks.
 
@@ -170,7 +178,9 @@ def run_program(
     platform stack's `platform` output; experiments read it and `tenant` (default: the facts of the
     tenant stack file of their namespace) from their tenant's contract ConfigMap. `read(path)` stands for the cluster's
     ownership reads, `read_whole(path)` for whole-object reads (the User Node, a quota, own objects),
-    `post(path, body)` for an experiment's access reviews (None: not asked, as without credentials).
+    `post(path, body)` for an experiment's access reviews (None: not asked, as without credentials),
+    `open_gate(request, timeout)` for the tenant's TensorBoard gate an experiment's readiness asks
+    for progress (None: no gate answers; no unit test reaches the network). `preview`: a preview's run.
     """
     from tfk8s import program
     from tfk8s.stacks.config import validate
@@ -181,7 +191,7 @@ def run_program(
         mocks,
         project="tfk8s",
         stack=stack or {"platform": "platform-dev", "tenant": "tenant-alice"}.get(str(kind), "dev"),
-        preview=False,
+        preview=preview,
         organization="organization",
     )
     pulumi.runtime.set_all_config(
@@ -221,6 +231,7 @@ def run_program(
             ROOT,
             read_whole=with_contract(namespace, tenant_output, facts, read_whole),
             post=post,
+            open_gate=open_gate or no_gate,
         )
     return Deployment(mocks=mocks, components=components, options=options)
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 from api_echo import Server
-from tfk8s.checks.preflight import KubeApi, KubeApiError
+from tfk8s.checks.preflight import KubeApi
+from tfk8s.kube.api_error import KubeApiError
 
 
 def _api(server: Server, prefix: str = "") -> KubeApi:

@@ -96,6 +96,7 @@ CALLS: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = [
     ("pulumi.runtime.config.get_config_env", (), {}),
     ("pulumi.runtime.config.get_config", ("tfk8s:kind",), {}),
     ("pulumi.runtime.config.is_config_secret", ("tfk8s:kind",), {}),
+    ("pulumi.runtime.settings.is_dry_run", (), {}),
     # hack/langhost/run_program.py
     (
         "pulumi.runtime.Settings",

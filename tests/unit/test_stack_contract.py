@@ -24,9 +24,9 @@ from mocked_program import (
 from mocks import RecordingMocks
 from tfk8s import program
 from tfk8s.checks import access
-from tfk8s.checks.preflight import KubeApiError
 from tfk8s.components import guard
 from tfk8s.errors import ContractUnavailable, OwnershipConflict, StackUnavailable
+from tfk8s.kube.api_error import KubeApiError
 from tfk8s.schema.contract import PlatformFacts, TenantFacts
 from tfk8s.specs import ownership
 from tfk8s.stacks import outputs as stack_outputs

@@ -8,14 +8,12 @@ from __future__ import annotations
 import base64
 import io
 import json
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Sequence
-from email.message import Message
 from pathlib import Path
 from typing import Any
 
 import pytest
+from fake_gate import FakeGate, cluster, status_json
 from mocked_program import facts_for, stack_config, tenant_facts_for, with_contract
 from tfk8s.checks.preflight import KubeApiError
 from tfk8s.cli import main as cli
@@ -27,61 +25,6 @@ TOKEN = "the-token-of-alice"
 URL = "http://192.0.2.10:30002"
 SECRET_PATH = SECRET.path("tfk8s-jupyter-token", "tfk8s-alice")
 OUTPUTS = {"experiment": "mnist-exp", "ready": True, "readiness": {"tensorboard": f"{URL}/", "clusters": {}}}
-
-
-def cluster(**fields: Any) -> dict[str, Any]:
-    base = {
-        "run": "6f1c2d",
-        "runs": ["6f1c2d"],
-        "state": "running",
-        "finished": False,
-        "stale": False,
-        "step": 120,
-        "target_steps": 300,
-        "fraction": 0.4,
-        "steps_per_second": 4.2,
-        "examples_per_second": 512.0,
-        "loss": 0.31,
-        "eta_seconds": 42.86,
-        "first_step_seconds": 12.0,
-        "last_checkpoint": {"step": 100, "at": 970.0},
-        "restarts": 0,
-        "updated_at": 998.0,
-        "tasks": [
-            {"task": "worker-0", "state": "running", "step": 120, "starts": 1, "exit_code": None, "age_seconds": 2.0},
-            {"task": "ps-0", "state": "running", "step": None, "starts": 2, "exit_code": None, "age_seconds": 3.0},
-        ],
-    }
-    return {**base, **fields}
-
-
-def status_json(experiment: str = "mnist-exp", **clusters: dict[str, Any]) -> dict[str, Any]:
-    return {"schema": 1, "now": 1000.0, "experiments": {experiment: {"clusters": clusters}}, "notes": []}
-
-
-class Response(io.BytesIO):
-    def __init__(self, body: bytes, headers: dict[str, str] | None = None) -> None:
-        super().__init__(body)
-        self.status, self.headers = 200, headers or {}
-
-
-class FakeGate:
-    """Answers the CLI's requests in turn from `answers` (the last one again when they run out),
-    each a JSON object, bytes, or (status, body) for an error; records what was asked."""
-
-    def __init__(self, *answers: Any, headers: dict[str, str] | None = None) -> None:
-        self.answers, self.headers = list(answers), headers or {}
-        self.asked: list[urllib.request.Request] = []
-
-    def __call__(self, request: urllib.request.Request, timeout: float) -> Response:
-        self.asked.append(request)
-        answer = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
-        if isinstance(answer, tuple):
-            status, body = answer
-            raise urllib.error.HTTPError(request.full_url, status, "refused", Message(), io.BytesIO(body))
-        if isinstance(answer, OSError):
-            raise urllib.error.URLError(answer)
-        return Response(answer if isinstance(answer, bytes) else json.dumps(answer).encode(), self.headers)
 
 
 class FakeApi:

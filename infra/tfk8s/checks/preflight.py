@@ -34,6 +34,7 @@ import yaml
 
 from tfk8s.errors import ClusterUnreachable
 from tfk8s.kube import exec_credential
+from tfk8s.kube.api_error import KubeApiError
 
 CONNECT_TIMEOUT_SECONDS = 3.0
 # Request headers in order; a name may repeat (Impersonate-Group).
@@ -118,18 +119,6 @@ def _pem(entry: dict[str, Any], key: str, directory: str) -> str | None:
             out.write(base64.b64decode(entry[f"{key}-data"]))
         return path
     return None
-
-
-class KubeApiError(Exception):
-    """A request tfk8s needed could not be made (for GETs not a 404: that is "absent").
-
-    `status` is the HTTP status when the server answered (403: not allowed, 404: no such API on
-    this server), None when it did not.
-    """
-
-    def __init__(self, message: str, status: int | None = None) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 class KubeApi:

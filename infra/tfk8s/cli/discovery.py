@@ -15,21 +15,20 @@ Every failure is a DiscoveryError whose message names what is missing and the fi
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from tfk8s.checks import access, preflight
 from tfk8s.errors import Refusal
-from tfk8s.kube.api_paths import SECRET
+from tfk8s.kube import secrets
+from tfk8s.kube.api_error import KubeApiError
 from tfk8s.specs.app_sessions import TOKEN_KEY, TOKEN_SECRET
 from tfk8s.stacks import tenant_contract
+from tfk8s.tenant_gate import Gate
 
 NAMESPACE_KEY = "tfk8s:namespace"
 PULUMI_TIMEOUT_SECONDS = 120
@@ -50,13 +49,6 @@ class Api(Protocol):
 
 
 Run = Callable[[Sequence[str]], tuple[int, str, str]]  # pulumi's arguments -> (exit code, stdout, stderr)
-
-
-@dataclass(frozen=True)
-class Gate:
-    url: str  # the gate's base URL, without a trailing slash
-    token: str = field(repr=False)
-    experiment: str  # the experiment's directory on the log volume
 
 
 def pulumi_runner(cwd: Path) -> Run:
@@ -166,7 +158,7 @@ class Discovery:
         namespace = self.namespace()
         try:
             tenant, platform = tenant_contract.read(namespace, self.api().get, self._identity)
-        except (Refusal, preflight.KubeApiError) as error:
+        except (Refusal, KubeApiError) as error:
             raise DiscoveryError(f"the stack has no TensorBoard URL, nor could its tenant's contract give one: {error}") from None
         if not platform.tensorboard_requires_token:
             raise DiscoveryError(
@@ -185,22 +177,19 @@ class Discovery:
         if token:
             return token
         namespace = self.namespace()
-        where = f"Secret {TOKEN_SECRET} in namespace {namespace!r}"
         try:
-            secret = self.api().get(SECRET.path(TOKEN_SECRET, namespace))
-        except preflight.KubeApiError as error:
-            if error.status == 403:
+            return secrets.read_value(self.api().get, TOKEN_SECRET, namespace, TOKEN_KEY)
+        except secrets.SecretUnreadable as error:
+            if error.reason == "forbidden":
                 raise DiscoveryError(
-                    f"{self._identity()} may not read the token ({where}): it is not one of that tenant's identities. "
-                    "Use your own tenant's namespace (--namespace), or set TFK8S_TOKEN"
+                    f"{self._identity()} may not read the token ({error.where}): it is not one of that tenant's "
+                    "identities. Use your own tenant's namespace (--namespace), or set TFK8S_TOKEN"
                 ) from None
-            raise DiscoveryError(f"the token ({where}) could not be read: {error}; or set TFK8S_TOKEN") from None
-        if secret is None:
-            raise DiscoveryError(f"no {where}: `pulumi up` the tenant stack first, or fix --namespace")
-        try:
-            return base64.b64decode((secret.get("data") or {})[TOKEN_KEY], validate=True).decode()
-        except (KeyError, TypeError, binascii.Error, UnicodeDecodeError):
-            raise DiscoveryError(f"{where} holds no `{TOKEN_KEY}`: `pulumi up` the tenant stack again") from None
+            fix = {
+                "absent": ": `pulumi up` the tenant stack first, or fix --namespace",
+                "no-key": ": `pulumi up` the tenant stack again",
+            }.get(error.reason, "; or set TFK8S_TOKEN")
+            raise DiscoveryError(f"{error}{fix}") from None
 
     def _identity(self) -> str:
         return access.identity(self.api().post)

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from tfk8s import tenant_gate
 from tfk8s.cli import gate_client, render
 from tfk8s.cli.discovery import Api, Discovery, DiscoveryError, Run, kube_api, pulumi_runner
 
@@ -36,7 +37,7 @@ class World:
     err: IO[str] = field(default_factory=lambda: sys.stderr)
     run: Callable[[Path], Run] = pulumi_runner
     connect: Callable[[Mapping[str, str]], Api] = kube_api
-    open_url: gate_client.Opener = gate_client.opener
+    open_url: tenant_gate.Opener = tenant_gate.opener
     sleep: Callable[[float], None] = time.sleep
     terminal: bool | None = None  # whether `out` is a terminal (None: ask it)
 
@@ -87,7 +88,7 @@ def main(argv: Sequence[str] | None = None, world: World | None = None) -> int:
         if args.command == "status":
             return status(args, discovery, world)
         return logs(args, discovery, world)
-    except (DiscoveryError, gate_client.GateError) as error:
+    except (DiscoveryError, tenant_gate.GateError) as error:
         print(f"tfk8s: {error}", file=world.err)
         return 2
     except KeyboardInterrupt:

@@ -52,6 +52,9 @@ class ExperimentArgs:
     owner: Owner
     launcher: CodeBundle
     codes: dict[str, CodeBundle | None]  # cluster name -> its code (None: launcher/trainer only)
+    # Cluster name -> its training progress or `unknown`, read by the stack (tfk8s.stacks.progress);
+    # None: readiness reports none (a preview).
+    progress: pulumi.Output[dict[str, dict[str, Any]]] | None = None
 
 
 class Experiment(pulumi.ComponentResource):
@@ -107,7 +110,9 @@ class Experiment(pulumi.ComponentResource):
         }
         per_cluster = {c.name: _cluster_readiness(c, self.clusters[c.name]) for c in args.clusters}
         links = {"jupyter": user.jupyter_url, "tensorboard": user.tensorboard_url}
-        self.readiness = pulumi.Output.all(**per_cluster).apply(lambda r: readiness.experiment_readiness(r, links))
+        self.readiness = pulumi.Output.all(pulumi.Output.all(**per_cluster), args.progress).apply(
+            lambda both: readiness.experiment_readiness(both[0], links, both[1])
+        )
         self.register_outputs({"readiness": self.readiness})
 
 

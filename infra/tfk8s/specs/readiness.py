@@ -3,15 +3,31 @@
 Pure functions over the status fields the Kubernetes provider returns (Deployment
 `availableReplicas`, Job `ready`/`succeeded`/`failed`/conditions, PVC `phase`, Service
 `nodePort`), never over the configuration: a cluster is ready because Kubernetes says so.
-A platform stack reports its storage and per-user apps and volumes; an experiment its clusters.
+A platform stack reports its storage and per-user apps and volumes; an experiment its clusters,
+and during an `up` each one's training progress as its tenant's TensorBoard gate summarises it
+(read by tfk8s.stacks.progress; `ready` says whether the clusters run, not how far they got).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 RUNNING, SUCCEEDED, FAILED, PENDING = "Running", "Succeeded", "Failed", "Pending"
+# What a cluster's `progress` holds of the gate's summary of its latest run (tfk8s_train.run_status,
+# docs/guide/status.md): the figures a user asks of a training, not its tasks' rows.
+PROGRESS_FIELDS = (
+    "step",
+    "target_steps",
+    "fraction",
+    "steps_per_second",
+    "eta_seconds",
+    "state",
+    "first_step_seconds",
+    "last_checkpoint",
+    "updated_at",
+)
+NOT_READ = {"unknown": "no progress was read for this cluster"}
 
 
 def _get(obj: Mapping[str, Any] | None, key: str, default: Any = None) -> Any:
@@ -140,7 +156,35 @@ def volumes_readiness(phases: Mapping[str, Any]) -> dict[str, Any]:
     return {"ready": not problems, "phases": found, "problems": problems}
 
 
-def experiment_readiness(clusters: Mapping[str, Mapping[str, Any]], links: Mapping[str, str | None]) -> dict[str, Any]:
-    """An experiment's report: its clusters, and where the user's Jupyter and TensorBoard answer."""
+def unknown_progress(clusters: Iterable[str], why: str) -> dict[str, dict[str, Any]]:
+    """Every cluster's progress, when it cannot be read: why, and the fix."""
+    return {cluster: {"unknown": why} for cluster in clusters}
+
+
+def clusters_progress(clusters: Iterable[str], summary: Mapping[str, Any] | None, none_yet: str) -> dict[str, dict[str, Any]]:
+    """Each cluster's progress from the gate's summary of its experiment (None: the experiment has
+    nothing on the log volume yet): its PROGRESS_FIELDS, or `unknown` saying `none_yet`."""
+    found = _get(summary, "clusters", {})
+    found = found if isinstance(found, Mapping) else {}
+    return {
+        cluster: {key: _get(found[cluster], key) for key in PROGRESS_FIELDS}
+        if isinstance(found.get(cluster), Mapping)
+        else {"unknown": none_yet}
+        for cluster in clusters
+    }
+
+
+def experiment_readiness(
+    clusters: Mapping[str, Mapping[str, Any]],
+    links: Mapping[str, str | None],
+    progress: Mapping[str, Mapping[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """An experiment's report: its clusters, and where the user's Jupyter and TensorBoard answer.
+    With `progress` (cluster -> its progress, or `unknown`), each cluster reports it as its `progress`;
+    without (a preview), none does."""
     not_ready = [f"{cluster}: {p}" for cluster, result in sorted(clusters.items()) for p in result["problems"]]
-    return {"ready": not not_ready, "notReady": not_ready, "clusters": dict(clusters), **dict(links)}
+    reports = {
+        cluster: dict(result) if progress is None else {**result, "progress": dict(progress.get(cluster) or NOT_READ)}
+        for cluster, result in clusters.items()
+    }
+    return {"ready": not not_ready, "notReady": not_ready, "clusters": reports, **dict(links)}

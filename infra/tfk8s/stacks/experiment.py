@@ -7,13 +7,16 @@ from typing import Any
 
 import pulumi
 
+from tfk8s import tenant_gate
 from tfk8s.components import training_cluster
 from tfk8s.components.experiment import Experiment, ExperimentArgs, trainer_claims
+from tfk8s.kube.secrets import Get
 from tfk8s.schema import NAMESPACE
 from tfk8s.schema.contract import PlatformFacts, TenantFacts
 from tfk8s.schema.experiment import LAUNCHER_PACKAGE, ExperimentStack
 from tfk8s.specs.code import CodeBundle, bundle
 from tfk8s.specs.ownership import Claimed, Owner
+from tfk8s.stacks import progress
 
 
 def codes(stack: ExperimentStack, root: Path) -> dict[str, CodeBundle | None]:
@@ -47,8 +50,12 @@ def build(
     owner: Owner,
     root: Path,
     launcher: CodeBundle,
+    read_whole: Get,
+    open_gate: tenant_gate.Opener = tenant_gate.opener,
 ) -> dict[str, Any]:
-    """Declare the experiment's clusters; export their readiness and cluster specs."""
+    """Declare the experiment's clusters; export their readiness (during an `up`, with each one's
+    progress, read from the tenant's gate with the token `read_whole` reads) and cluster specs."""
+    names = [c.name for c in stack.clusters]
     env = Experiment(
         experiment,
         ExperimentArgs(
@@ -59,6 +66,7 @@ def build(
             owner=owner,
             launcher=launcher,
             codes=codes(stack, root),
+            progress=progress.progress(experiment, names, platform, tenant, read_whole, open_gate),
         ),
     )
     pulumi.export("ready", env.readiness.apply(lambda r: r["ready"]))

@@ -20,9 +20,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from tfk8s.checks.preflight import KubeApiError
 from tfk8s.errors import ContractUnavailable, unchanged
 from tfk8s.kube import api_paths
+from tfk8s.kube.api_error import KubeApiError
 from tfk8s.schema import NAMESPACE
 from tfk8s.schema.contract import Facts, PlatformFacts, TenantFacts
 from tfk8s.specs.ownership import Claimed

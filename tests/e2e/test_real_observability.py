@@ -12,7 +12,7 @@ monitoring namespace with the scrape configuration the platform declares.
 What a user sees, with what a user holds:
 * `tfk8s status` (her kubeconfig, her token): a progress bar per cluster whose step advances, with
   steps/s and an ETA, while `mnist` trains; `broken` failed; after the run, `mnist` succeeded at
-  its target;
+  its target; the same progress in the experiment's `readiness` after `pulumi up --refresh`;
 * PromQL over the real Prometheus: the run's step rate, and every query of the dashboard in the
   repository answers with the run's series;
 * `tfk8s logs`: the output of `mnist`'s PS, retired and scaled to zero, and of `broken`'s failed
@@ -57,7 +57,7 @@ import dashboards
 PLATFORM, TENANT, EXPERIMENT, NAMESPACE = "platform-dev", "tenant-alice", "watch", "tfk8s-alice"
 MONITORING = "tfk8s-monitoring"
 OLD_USER_NODE = "tfk8s-user-node"
-STEPS = 10000
+STEPS = 14000
 METRICS_PORT = 9470
 BROKEN_SAYS = "tfk8s-e2e: broken worker gives up"
 BROKEN = f"""import os, sys, time
@@ -275,6 +275,16 @@ def test_status_shows_the_run_advancing_with_an_eta_and_the_broken_cluster_faile
     assert "%" in line and "ETA" in line, shown.stdout
     rate, eta = after["steps_per_second"], after["eta_seconds"]
     print(f"\n[observability] mnist at step {after['step']} of {STEPS}: {rate:.1f} steps/s, ETA {eta:.0f} s")
+
+
+def test_readiness_after_a_refresh_carries_each_clusters_progress(watched: Watched) -> None:
+    done = watched.cli("up", "--stack", EXPERIMENT, "--yes", "--skip-preview", "--refresh", check=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr
+    clusters = watched.cli.outputs(EXPERIMENT)["readiness"]["clusters"]
+    mnist, broken = clusters["mnist"]["progress"], clusters["broken"]["progress"]
+    assert mnist["state"] == "running" and 0 < mnist["step"] < STEPS and mnist["eta_seconds"] > 0, mnist
+    assert mnist["target_steps"] == STEPS, mnist
+    assert broken["state"] == "failed", broken
 
 
 def test_only_the_monitoring_namespace_reaches_the_metrics_port(watched: Watched) -> None:

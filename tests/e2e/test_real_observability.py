@@ -198,6 +198,7 @@ def _start_prometheus(kube: Kube, node: str, image: str) -> str:
                                     "--web.listen-address=:9090",
                                 ],
                                 "ports": [{"name": "http", "containerPort": 9090}],
+                                "readinessProbe": {"httpGet": {"path": "/-/ready", "port": "http"}, "periodSeconds": 2},
                                 "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}},
                                 "volumeMounts": [
                                     {"name": "config", "mountPath": "/etc/prometheus"},
@@ -223,8 +224,8 @@ def _start_prometheus(kube: Kube, node: str, image: str) -> str:
         running = [p for p in pods if all(c.get("ready") for c in p["status"].get("containerStatuses", [{}]))]
         return f"http://{running[0]['status']['podIP']}:9090" if running and running[0]["status"].get("podIP") else None
 
-    url = until("Prometheus runs", 180, ready)
-    until("Prometheus answers", 60, lambda: http_get(f"{url}/-/ready").status == 200)
+    url = until("Prometheus runs and is ready", 180, ready)
+    assert http_get(f"{url}/-/ready").status == 200, "Prometheus is ready on this machine's side too"
     return url
 
 

@@ -23,7 +23,7 @@ tasks were through it earlier (they overlap) counts as 0 s.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -115,14 +115,14 @@ def task_times(pods: Iterable[PodSeen], progress: Mapping[str, Mapping[str, Any]
             first_pods[task] = seen
     result = {}
     for task in sorted(set(first_pods) | set(progress)):
-        seen = first_pods.get(task)
-        pod = seen.pod if seen else {"metadata": {}}
+        found = first_pods.get(task) or PodSeen({"metadata": {}})
+        pod = found.pod
         doc = progress.get(task) or {}
         phases = doc.get("phases") or {}
         result[task] = TaskTimes(
             task=task,
-            pod_created=(seen.added_at if seen else None) or api_time(pod["metadata"].get("creationTimestamp")),
-            scheduled=(seen.bound_at if seen else None) or _condition_time(pod, "PodScheduled"),
+            pod_created=found.added_at or api_time(pod["metadata"].get("creationTimestamp")),
+            scheduled=found.bound_at or _condition_time(pod, "PodScheduled"),
             started=_number(doc.get("started_at")) or _container_started(pod),
             tensorflow_imported=_number(phases.get("tensorflow_imported_at")),
             cluster_ready=_number(phases.get("cluster_ready_at")),
@@ -230,3 +230,34 @@ def table(runs: Mapping[str, list[dict[str, float | None]]], returned: Mapping[s
     ours_back, theirs_back = median(returned["pulumi"]), median(returned["kubectl"])
     lines.append(f"| (the command returned) | | | {_cell(ours_back)} | | {_cell(theirs_back)} | |")
     return "\n".join(lines)
+
+
+# A task's points in the per-task table: (TaskTimes field, column).
+TASK_POINTS = [
+    ("pod_created", "pod exists"),
+    ("scheduled", "bound"),
+    ("started", "launcher runs"),
+    ("tensorflow_imported", "TensorFlow imported"),
+    ("cluster_ready", "cluster formed"),
+    ("first_step", "first step"),
+]
+
+
+def task_table(runs: Mapping[str, Sequence[tuple[float, Mapping[str, TaskTimes]]]]) -> str:
+    """Where the time goes per task: the median seconds from each start (`runs[side]`: its start
+    and its tasks' times) to each point of each task, a row per task and side."""
+    lines = [
+        "| task | side | " + " | ".join(f"{column} (s)" for _, column in TASK_POINTS) + " |",
+        "|---|---|" + "---:|" * len(TASK_POINTS),
+    ]
+    names = sorted({name for starts in runs.values() for _, tasks in starts for name in tasks})
+    for name in names:
+        for side, starts in runs.items():
+            cells = [_cell(median(_since(start, tasks.get(name), field) for start, tasks in starts)) for field, _ in TASK_POINTS]
+            lines.append(f"| {name} | {side} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _since(start: float, task: TaskTimes | None, field: str) -> float | None:
+    at = getattr(task, field) if task is not None else None
+    return None if at is None else at - start

@@ -21,6 +21,7 @@ from first_step_phases import (  # noqa: E402
     phase_ends,
     table,
     task_of,
+    task_table,
     task_times,
 )
 
@@ -155,3 +156,13 @@ def test_the_table_has_a_row_per_phase_medians_and_ratios_pulumi_over_kubectl() 
     assert rows[0][2:7] == ["2.20", "2.20", "1.00", "1.00", "2.20"]  # engine: medians, and their ratio
     assert rows[-2][3:7] == ["**15.40**", "", "**7.00**", "**2.20**"]  # to the first step: 7 x 2.2 s, 7 x 1 s
     assert rows[-1][3:6] == ["4.00", "", "0.45"]  # when the commands returned, a start that never did left out
+
+
+def test_the_task_table_shows_each_tasks_points_since_its_start_a_row_per_side() -> None:
+    ps, worker = times("ps-0", 0.5), times("worker-0", 0.2, first_step=9)
+    later = TaskTimes(task="ps-0", pod_created=START + 100.0)  # a start 100 s later whose ps-0 got no further
+    text = task_table({"pulumi": [(START, {"ps-0": ps, "worker-0": worker}), (START + 100, {"ps-0": later})], "kubectl": []})
+    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in text.splitlines()[2:]]
+    assert rows[0] == ["ps-0", "pulumi", "0.25", "1.50", "2.50", "3.50", "-", "-"]
+    assert rows[1] == ["ps-0", "kubectl", "-", "-", "-", "-", "-", "-"]
+    assert rows[2] == ["worker-0", "pulumi", "0.20", "1.20", "2.20", "3.20", "4.20", "9.00"]

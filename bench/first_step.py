@@ -53,7 +53,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "infra"), str(ROOT / "lab"), str(ROOT / "bench")]
 
-from first_step_phases import TaskTimes, api_time, phase_ends, table, task_table, task_times  # noqa: E402
+from first_step_phases import PodSeen, TaskTimes, api_time, phase_ends, table, task_table, task_times  # noqa: E402
 from kube_watch import Watch  # noqa: E402
 from rendering import RenderedExperiment, render_experiment  # noqa: E402
 
@@ -195,6 +195,7 @@ def one_start(
     first_object = min((at for kind, w in watches.items() if kind != "pods" for at in [w.first_added()] if at), default=None)
     tasks = task_times(watches["pods"].pods(), progress)
     return {
+        "diagnostics": diagnostics(cluster, watches["pods"].pods()),
         "side": side,
         "start": start,
         "returned": returned[0] - start if returned else None,
@@ -204,6 +205,24 @@ def one_start(
         "tasks": {name: dataclasses.asdict(t) for name, t in tasks.items()},
         "ends": phase_ends(start, first_object, tasks, cluster.sync),
     }
+
+
+def diagnostics(cluster: Cluster, pods: list[PodSeen]) -> dict[str, Any]:
+    """For the raw output: each pod's restarts and its launcher's first lines (`kubectl logs
+    --timestamps`: what the launcher did before its progress file began, e.g. reading its run's Job)."""
+    found = {}
+    for seen in pods:
+        name = seen.pod["metadata"]["name"]
+        statuses = seen.pod.get("status", {}).get("containerStatuses") or []
+        try:
+            log = kubectl("logs", "-n", cluster.namespace, name, "--timestamps", "--all-containers")
+        except subprocess.CalledProcessError as error:
+            log = f"(no logs: {error.stderr})"
+        found[name] = {
+            "restarts": sum(s.get("restartCount", 0) for s in statuses),
+            "launcher": [line for line in log.splitlines() if "tfk8s-launch" in line or "no logs" in line][:12],
+        }
+    return found
 
 
 def pods_report(cluster: Cluster) -> str:

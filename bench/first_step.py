@@ -27,7 +27,7 @@ launcher started, which for a PS is after it read its run's Job uid from the API
 `first_step_at`, taken from the trainer's lines as they come). Which task ends each phase:
 bench/first_step_phases.py. Medians of the runs; ratios are pulumi / kubectl.
 
-    make tools real-node-deps && .venv/bin/python bench/first_step.py [--repeat 3] [--raw FILE]
+    make tools real-node-deps && .venv/bin/python bench/first_step.py [--repeat 3] [--raw FILE] [--set PATH=VALUE ...]
 
 Needs root (a real kubelet and containerd; `lab/realnode.sh check` says why not).
 """

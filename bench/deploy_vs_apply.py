@@ -48,28 +48,13 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "infra"), str(ROOT / "lab"), str(ROOT / "bench")]
 
-from rendering import PATCHES_DIR, render  # noqa: E402
+from rendering import RenderedExperiment, render_experiment  # noqa: E402
 from tfk8s.kube.objects import provider_version  # noqa: E402
 
 import toolenv  # noqa: E402
 
 KUBECTL = toolenv.KUBECTL
 CLUSTER = "tfk8s-bench"
-ORDER = [
-    "Namespace",
-    "StorageClass",
-    "PersistentVolume",
-    "ServiceAccount",
-    "Role",
-    "RoleBinding",
-    "Secret",
-    "ConfigMap",
-    "PersistentVolumeClaim",
-    "Service",
-    "Deployment",
-    "Job",
-    "Node",
-]
 
 
 def three_clusters() -> list[dict[str, Any]]:
@@ -320,78 +305,20 @@ def as_experimenter(work: Path, into: Path) -> Program:
     return Program("this tree, as alice: her certificate, state and passphrase", work, "dev-alice", env)
 
 
-def render_experiment(work: Path, out: Path) -> None:
-    """The dev experiment's objects, as `pulumi up -s dev` would create them."""
-    from tfk8s import program
-    from tfk8s.checks import preflight
-    from tfk8s.schema.experiment import ExperimentStack
-    from tfk8s.stacks.config import load
-
-    cluster = {**os.environ}  # rendering hides KUBECONFIG from the provider; the contract read needs it
-
-    def declare() -> None:
-        stack = load()
-        assert isinstance(stack, ExperimentStack)
-        stack = stack.model_copy(update={"experiment": "dev"})  # the names `pulumi up -s dev` gives
-        api = preflight.check_cluster(cluster, kubeconfig_in_config=False).api
-        assert api is not None, "the bench's cluster is not readable with its kubeconfig"
-        # The tenant's contract is read from the cluster; no ownership reads (read=None): the
-        # rendered objects are applied by kubectl, not adopted.
-        program.run_experiment(stack, None, None, os.environ, ROOT, read_whole=lambda path: api.get(path))
-
-    render(work, out, yaml.safe_load((work / "stacks" / "Pulumi.dev.yaml").read_text())["config"], declare)
-
-
 def kubectl_side(work: Path) -> dict[str, float]:
     out = Path(tempfile.mkdtemp(prefix="tfk8s-render-"))
     try:
-        render_experiment(work, out)
-        objects = [f for f in sorted(out.rglob("*.yaml")) if PATCHES_DIR not in f.relative_to(out).parts]
-        docs = [d for f in objects for d in yaml.safe_load_all(f.read_text()) if d]
-        docs.sort(key=lambda d: ORDER.index(d["kind"]) if d["kind"] in ORDER else len(ORDER))
-        patches = [d for f in sorted((out / PATCHES_DIR).rglob("*.yaml")) for d in yaml.safe_load_all(f.read_text()) if d]
-        namespaces = sorted({d["metadata"]["namespace"] for d in docs if d["metadata"].get("namespace")})
-
-        jobs = [d for d in docs if d["kind"] == "Job"]
-        # A run is its Job's uid (tfk8s.components.training_cluster): the Layout is given it as a value and
-        # each PS Deployment is patched with the Job as its owner, once the Job exists, with
-        # kubectl as with pulumi. So: everything else first (the PS read the uid themselves),
-        # then read the uid, then those, applied by a field manager of their own as the patches are.
-        layouts = [d for d in docs if d["kind"] == "Layout"]
-        first = out / "first.yaml"
-        first.write_text(yaml.safe_dump_all([d for d in docs if not any(d is a for a in layouts)]))
-
-        def run_job_of(doc: dict[str, Any]) -> str:
-            if doc["kind"] == "Deployment":
-                return str(doc["metadata"]["ownerReferences"][0]["name"])
-            cluster = doc["metadata"]["name"].removesuffix("-layout")
-            return f"{cluster}-chief" if any(j["metadata"]["name"] == f"{cluster}-chief" for j in jobs) else f"{cluster}-worker"
-
-        def with_uid(doc: dict[str, Any], uids: dict[str, str]) -> dict[str, Any]:
-            doc, uid = copy.deepcopy(doc), uids[run_job_of(doc)]
-            if doc["kind"] == "Layout":
-                doc["spec"]["runUid"] = uid
-            for owner in doc["metadata"].get("ownerReferences", []):
-                owner["uid"] = uid
-            return doc
+        render_experiment(work, out, "dev")
+        rendered = RenderedExperiment.load(out)
 
         def apply_and_wait(workers_ready: str) -> None:
-            kubectl("apply", "--server-side", "--force-conflicts", "-f", str(first))
-            uids = {
-                j["metadata"]["name"]: kubectl(
-                    "get", "job", j["metadata"]["name"], "-n", j["metadata"]["namespace"], "-o", "jsonpath={.metadata.uid}"
-                ).strip()
-                for j in jobs
-            }
-            rest = out / "after-job.yaml"
-            rest.write_text(yaml.safe_dump_all([with_uid(d, uids) for d in layouts + patches]))
-            kubectl("apply", "--server-side", "--field-manager=tfk8s-run", "-f", str(rest))
-            for ns in namespaces:
+            rendered.apply(kubectl)
+            for ns in rendered.namespaces:
                 kubectl("wait", "-n", ns, "--for=condition=Available", "deployment", "-l", "tfk8s.io/role=ps", "--timeout=300s")
                 if workers_ready == "pods":
                     kubectl("wait", "-n", ns, "--for=condition=Ready", "pod", "-l", "tfk8s.io/role=worker", "--timeout=300s")
             if workers_ready == "job":
-                for job in jobs:
+                for job in rendered.jobs:
                     ready = f"--for=jsonpath={{.status.ready}}={job['spec']['parallelism']}"
                     kubectl("wait", "-n", job["metadata"]["namespace"], ready, f"job/{job['metadata']['name']}", "--timeout=300s")
 
@@ -402,16 +329,10 @@ def kubectl_side(work: Path) -> dict[str, float]:
         result = {}
         for workers_ready in ("job", "pods"):
             result[f"apply+wait ({workers_ready})"] = timed(lambda: apply_and_wait(workers_ready))  # noqa: B023
-            clean_up(out, docs)
+            rendered.delete(kubectl)
         return result
     finally:
         shutil.rmtree(out, ignore_errors=True)
-
-
-def clean_up(out: Path, docs: list[dict[str, Any]]) -> None:
-    owned = out / "owned.yaml"
-    owned.write_text(yaml.safe_dump_all(docs))
-    kubectl("delete", "--wait=true", "-f", str(owned), "--ignore-not-found")
 
 
 Compare = Callable[[int, list[str], dict[str, str]], None]

@@ -1,5 +1,6 @@
-"""This machine's real node in the e2e tests (lab/realnode.sh): a throwaway local cluster with it,
-images built here imported into it, and a project copy whose platform and experiments run there.
+"""This machine's real node in the e2e tests: lab/realnode.py (a throwaway local cluster with it,
+images built here imported into it, a platform and experiments that run there) through the tests'
+drivers, and the probes the tests run on it.
 
 On a machine that cannot run one (no root, no cgroups), the tests that use it fail with the reason
 `lab/realnode.sh check` gives; they are not skipped.
@@ -20,50 +21,40 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from drivers import ROOT, Cli, Kube
+from drivers import Cli, Kube
 
+import realnode
 import toolenv
-
-REALNODE = str(ROOT / "lab" / "realnode.sh")
-# The label and taint the real node registers with: what asks for it lands there, nothing else.
-REAL_NODE_KEY = "tfk8s.io/real-node"
-# The node's bridge address: its CoreDNS answers there (no pod, so a platform whose pods run there
-# allows it by address, platform.network.dns.cidrs), and this machine reaches its NodePorts there.
-BRIDGE_ADDRESS = "10.88.0.1"
-# The pods' addresses on the node's bridge (lab/realnode.sh pod_cidr).
-POD_CIDR = "10.88.0.0/16"
-# The images' user (lab/images.py) and the platform's default pod identity for TensorFlow pods.
-UID = 1000
+from realnode import BRIDGE_ADDRESS as BRIDGE_ADDRESS
+from realnode import POD_CIDR as POD_CIDR
+from realnode import REAL_NODE_KEY as REAL_NODE_KEY
+from realnode import REALNODE as REALNODE
+from realnode import UID as UID
+from realnode import platform_settings as platform_settings
 
 T = TypeVar("T")
 
 
-def _env(cluster: str) -> dict[str, str]:
-    return {**os.environ, "TFK8S_CLUSTER_NAME": cluster}
-
-
 def assert_machine_can_run_it(cluster: str) -> None:
-    check = subprocess.run([REALNODE, "check"], capture_output=True, text=True, env=_env(cluster))
-    assert check.returncode == 0, f"this machine cannot run the real-node tests: {check.stdout.strip()}"
+    reason = realnode.why_not(cluster)
+    assert reason is None, f"this machine cannot run the real-node tests: {reason}"
 
 
 @contextlib.contextmanager
 def real_cluster(name: str) -> Iterator[Kube]:
     """A local cluster of its own with this machine's real node, stopped with the cluster."""
     assert_machine_can_run_it(name)
-    with toolenv.throwaway_cluster(name) as kubeconfig:
-        subprocess.run([REALNODE, "start"], check=True, env=_env(name))
+    with realnode.real_cluster(name) as kubeconfig:
         yield Kube(kubeconfig, cluster=name)
 
 
 def node_of(kube: Kube) -> str:
-    return f"tfk8s-real-{kube.cluster}"
+    return realnode.node_name(kube.cluster or "")
 
 
 def import_image(kube: Kube, what: str) -> str:
     """Builds (cached by content) and imports one of lab/images.py's images; its tag."""
-    done = subprocess.run([REALNODE, "import", what], check=True, capture_output=True, text=True, env=_env(kube.cluster or ""))
-    return done.stdout.strip()
+    return realnode.import_image(kube.cluster or "", what)
 
 
 def project(kube: Kube, work: Path, passphrase: str) -> Cli:
@@ -80,49 +71,16 @@ def project(kube: Kube, work: Path, passphrase: str) -> Cli:
     return Cli(work, env)
 
 
-def platform_settings(volumes: Path) -> dict[str, str]:
-    """What a platform whose pods run on the real node needs: its volumes on this machine, the
-    node's DNS server, which is no pod, allowed by address, and the pod network, kept out of the apps."""
-    return {
-        "tfk8s:platform.storage.local.hostPathRoot": str(volumes),
-        "tfk8s:platform.network.dns.cidrs[0]": f"{BRIDGE_ADDRESS}/32",
-        # The pods' addresses (the bridge's network): the apps refuse them.
-        "tfk8s:platform.network.podCidrs[0]": POD_CIDR,
-    }
-
-
 def place_on_real_node(cli: Cli, stack: str, cluster: int) -> None:
-    """`config set` of an experiment's cluster so that its PS and workers ask for the real node:
-    they tolerate its taint and select its label (`true` as text, not a YAML boolean)."""
-    for role in ("ps", "workers"):
-        prefix = f"tfk8s:clusters[{cluster}].{role}"
-        for path, value in {
-            f"{prefix}.tolerations[0].key": REAL_NODE_KEY,
-            f"{prefix}.tolerations[0].operator": "Exists",
-            f"{prefix}.tolerations[0].effect": "NoSchedule",
-        }.items():
-            cli("config", "set", "--stack", stack, "--path", path, value)
-        cli("config", "set", "--stack", stack, "--path", "--type", "string", f'{prefix}.nodeSelector["{REAL_NODE_KEY}"]', "true")
+    """`config set` of an experiment's cluster so that its PS and workers ask for the real node."""
+    for args in realnode.placement(cluster):
+        cli("config", "set", "--stack", stack, *args)
 
 
 def give_volumes_to_pods(kube: Kube, log_dirs: Iterable[str]) -> None:
-    """hostPath volumes, and the log volume's per-cluster sub-directories (`<experiment>/<cluster>`,
-    subPath mounts), are created by the kubelet as root: give them to the pods' user first, as a
-    storage provisioner (or fsGroup, which hostPath ignores) would. (docs/operations/real-node.md.)"""
-    for volume in kube.get("pv"):
-        path = Path(volume["spec"]["hostPath"]["path"])
-        directories = [path]
-        if "log" in path.name:
-            for sub in log_dirs:
-                directories += [path / part for part in _prefixes(sub)]
-        for directory in directories:
-            directory.mkdir(parents=True, exist_ok=True)
-            os.chown(directory, UID, UID)
-
-
-def _prefixes(relative: str) -> list[str]:
-    parts = relative.split("/")
-    return ["/".join(parts[: i + 1]) for i in range(len(parts))]
+    """The platform's hostPath volumes and the log volume's `<experiment>/<cluster>` directories,
+    given to the pods' user (realnode.give_volumes_to_pods)."""
+    realnode.give_volumes_to_pods(kube.kubeconfig, log_dirs)
 
 
 def until(what: str, seconds: float, probe: Callable[[], T | None]) -> T:

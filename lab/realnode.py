@@ -1,0 +1,111 @@
+"""This machine's real node (lab/realnode.sh) from Python, for the e2e tests and the benchmarks
+that run pods for real: a throwaway local cluster with it, images built here imported into it,
+what a platform and an experiment need to run there, and the volumes given to the pods' user.
+The tests' view of it (tests/e2e/real_node.py) adds their drivers and probes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+import toolenv
+
+REALNODE = str(toolenv.ROOT / "lab" / "realnode.sh")
+# The label and taint the real node registers with: what asks for it lands there, nothing else.
+REAL_NODE_KEY = "tfk8s.io/real-node"
+# The node's bridge address: its CoreDNS answers there (no pod, so a platform whose pods run there
+# allows it by address, platform.network.dns.cidrs), and this machine reaches its NodePorts there.
+BRIDGE_ADDRESS = "10.88.0.1"
+# The pods' addresses on the node's bridge (lab/realnode.sh pod_cidr).
+POD_CIDR = "10.88.0.0/16"
+# The images' user (lab/images.py) and the platform's default pod identity for TensorFlow pods.
+UID = 1000
+
+
+def script_env(cluster: str) -> dict[str, str]:
+    """The environment lab/realnode.sh and hack/cluster.sh act on `cluster` in."""
+    return {**os.environ, "TFK8S_CLUSTER_NAME": cluster}
+
+
+def why_not(cluster: str) -> str | None:
+    """Why this machine cannot run a real node (`lab/realnode.sh check`), or None if it can."""
+    check = subprocess.run([REALNODE, "check"], capture_output=True, text=True, env=script_env(cluster))
+    return None if check.returncode == 0 else check.stdout.strip()
+
+
+@contextlib.contextmanager
+def real_cluster(name: str) -> Iterator[Path]:
+    """A local cluster of its own with this machine's real node, both stopped afterwards whatever
+    happens (hack/cluster.sh stop stops the node too); yields its kubeconfig."""
+    reason = why_not(name)
+    if reason:
+        raise RuntimeError(f"this machine cannot run a real node: {reason}")
+    with toolenv.throwaway_cluster(name) as kubeconfig:
+        subprocess.run([REALNODE, "start"], check=True, env=script_env(name))
+        yield kubeconfig
+
+
+def node_name(cluster: str) -> str:
+    return f"tfk8s-real-{cluster}"
+
+
+def import_image(cluster: str, what: str) -> str:
+    """Builds (cached by content) and imports one of lab/images.py's images; its tag."""
+    done = subprocess.run([REALNODE, "import", what], check=True, capture_output=True, text=True, env=script_env(cluster))
+    return done.stdout.strip()
+
+
+def platform_settings(volumes: Path) -> dict[str, str]:
+    """What a platform whose pods run on the real node needs: its volumes on this machine, the
+    node's DNS server, which is no pod, allowed by address, and the pod network, kept out of the apps."""
+    return {
+        "tfk8s:platform.storage.local.hostPathRoot": str(volumes),
+        "tfk8s:platform.network.dns.cidrs[0]": f"{BRIDGE_ADDRESS}/32",
+        # The pods' addresses (the bridge's network): the apps refuse them.
+        "tfk8s:platform.network.podCidrs[0]": POD_CIDR,
+    }
+
+
+def placement(cluster: int) -> list[list[str]]:
+    """The arguments of each `pulumi config set --stack <experiment>` that puts an experiment's
+    cluster's PS and workers on the real node: they tolerate its taint and select its label
+    (`true` as text, not a YAML boolean)."""
+    found = []
+    for role in ("ps", "workers"):
+        prefix = f"tfk8s:clusters[{cluster}].{role}"
+        for path, value in {
+            f"{prefix}.tolerations[0].key": REAL_NODE_KEY,
+            f"{prefix}.tolerations[0].operator": "Exists",
+            f"{prefix}.tolerations[0].effect": "NoSchedule",
+        }.items():
+            found.append(["--path", path, value])
+        found.append(["--path", "--type", "string", f'{prefix}.nodeSelector["{REAL_NODE_KEY}"]', "true"])
+    return found
+
+
+def give_volumes_to_pods(kubeconfig: Path, log_dirs: Iterable[str]) -> None:
+    """hostPath volumes, and the log volume's per-cluster sub-directories (`<experiment>/<cluster>`,
+    subPath mounts), are created by the kubelet as root: give them to the pods' user first, as a
+    storage provisioner (or fsGroup, which hostPath ignores) would. (docs/operations/real-node.md.)"""
+    listed = subprocess.run(
+        [toolenv.KUBECTL, "--kubeconfig", str(kubeconfig), "get", "pv", "-o", "json"], check=True, capture_output=True, text=True
+    )
+    for volume in json.loads(listed.stdout)["items"]:
+        path = Path(volume["spec"]["hostPath"]["path"])
+        directories = [path]
+        if "log" in path.name:
+            for sub in log_dirs:
+                directories += [path / part for part in _prefixes(sub)]
+        for directory in directories:
+            directory.mkdir(parents=True, exist_ok=True)
+            os.chown(directory, UID, UID)
+
+
+def _prefixes(relative: str) -> list[str]:
+    parts = relative.split("/")
+    return ["/".join(parts[: i + 1]) for i in range(len(parts))]

@@ -104,7 +104,7 @@ def watched(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Watched]:
         give_volumes_to_pods(kube, [f"{EXPERIMENT}/mnist", f"{EXPERIMENT}/broken"])
         _experiment(cli)
         node = node_of(kube)
-        prometheus = _start_prometheus(kube, node, prometheus_image)
+        prometheus = _start_prometheus(kube, node, prometheus_image, work)
 
         # The real node becomes the User Node; the training pods, running, stay (NoSchedule).
         kube.run("taint", "node", node, f"{REAL_NODE_KEY}-")
@@ -147,7 +147,7 @@ def _experiment(cli: Cli) -> None:
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr
 
 
-def _start_prometheus(kube: Kube, node: str, image: str) -> str:
+def _start_prometheus(kube: Kube, node: str, image: str, work: Path) -> str:
     """The platform team's Prometheus: its own account to discover pods, the platform's scrape
     configuration (a ConfigMap the platform stack declares in this namespace), on the real node."""
     declared = kube.get("configmap", MONITORING, SCRAPE_NAME)
@@ -215,7 +215,7 @@ def _start_prometheus(kube: Kube, node: str, image: str) -> str:
             },
         },
     ]
-    manifest = Path(kube.kubeconfig).parent / "e2e-prometheus.yaml"
+    manifest = work / "prometheus.yaml"  # the test's own directory: nothing left on the machine
     manifest.write_text(yaml.safe_dump_all(objects))
     kube.run("apply", "-f", str(manifest))
 

@@ -153,22 +153,19 @@ class LocalCluster:
 
     def _pump(self, task: Task, process: subprocess.Popen[str]) -> None:
         assert process.stdout is not None
-        log_path = Path(self.log_dir) / "logs" / f"{task.name}.log"
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        with log_path.open("a") as log:
-            for line in process.stdout:
-                line = line.rstrip("\n")
-                log.write(line + "\n")
-                task.lines.append(line)
-                match = PROGRESS.search(line)
-                if match:
-                    task.progress = (int(match[2]), float(match[3]), float(match[4]), float(match[5]))
-                    if self.on_progress:
-                        self.on_progress(task)
-                        continue  # the callback shows it
-                if self.output is not None:
-                    with self._lock:
-                        print(f"[{task.name}] {line}", file=self.output, flush=True)
+        # No file of its own: each task's launcher keeps its output in <run>/logs/<task>.log.
+        for line in process.stdout:
+            line = line.rstrip("\n")
+            task.lines.append(line)
+            match = PROGRESS.search(line)
+            if match:
+                task.progress = (int(match[2]), float(match[3]), float(match[4]), float(match[5]))
+                if self.on_progress:
+                    self.on_progress(task)
+                    continue  # the callback shows it
+            if self.output is not None:
+                with self._lock:
+                    print(f"[{task.name}] {line}", file=self.output, flush=True)
 
     def signal_task(self, name: str, signum: int = signal.SIGKILL) -> None:
         process = self.tasks[name].process

@@ -7,8 +7,8 @@ Without ``CMD`` every task runs ``python -m tfk8s_train train --mode MODE ...``;
 runs unchanged in every task (e.g. a seed-era script that only knows ``--ps_hosts`` & co).
 Each invocation is a new run: its tasks write under ``<log_dir>/run-<uid>/`` (checkpoints,
 TensorBoard events, results, done markers; see ``launch.py``), so the same command runs again
-with the same ``--log-dir``. Logs are streamed as ``[worker-1] ...`` and kept in
-``<log_dir>/logs/<task>.log``. Exit code
+with the same ``--log-dir``. Logs are streamed as ``[worker-1] ...`` and kept, by each task's
+launcher, in ``<log_dir>/run-<uid>/logs/<task>.log``. Exit code
 0 only if every task exited 0; on the first failure, a timeout or Ctrl-C every process group
 is stopped. ``--no-client`` (in-graph) starts only PS and workers, writes the client's env to
 ``<log_dir>/cluster.json`` and waits for the client (e.g. ``master_client.ipynb``) to finish.

@@ -7,7 +7,7 @@
 # $TFK8S_CACHE/bin; a second run only re-links. A tool already on PATH at the pinned version is
 # used as it is.
 #
-# Usage: hack/tools.sh [main|test|all|pulumi|langhost|provider|kwok|etcd|kube|kube-legacy|node|cyclonus|versitygw|actionlint|prometheus]   (default: all)
+# Usage: hack/tools.sh [main|test|all|pulumi|langhost|provider|kwok|etcd|kube|kube-legacy|node|cyclonus|versitygw|actionlint|prometheus|kueue|jobset]   (default: all)
 # `main` is what `make up` needs; `test`, `kube-legacy` and `node` only the workshop (lab/README.md):
 # the tests' and lint's tools, the Kubernetes 1.25 of the legacy tests (beside lab/heketi.sh), and
 # what the real node runs (lab/realnode.sh).
@@ -154,6 +154,10 @@ build_versitygw() { go_install versitygw "$VERSITYGW_VERSION" github.com/versity
 
 # actionlint: lints .github/workflows (make lint).
 build_actionlint() { go_install actionlint "$ACTIONLINT_VERSION" github.com/rhysd/actionlint/cmd/actionlint; }
+
+# kueue and jobset: the batch admission of training clusters (issue 38; docs/concepts/queueing.md).
+build_kueue() { go_install kueue "$KUEUE_VERSION" sigs.k8s.io/kueue/cmd/kueue; }
+build_jobset() { go_install jobset "$JOBSET_VERSION" sigs.k8s.io/jobset; }
 
 # prometheus: scrapes a real training run on the real node (tests/e2e/test_real_monitoring.py);
 # lab/images.py wraps this binary into the image the test runs in the monitoring namespace.
@@ -315,10 +319,12 @@ main() {
     versitygw) build_versitygw ;;
     actionlint) build_actionlint ;;
     prometheus) build_prometheus ;;
+    kueue) build_kueue ;;
+    jobset) build_jobset ;;
     kube) build_kube "$KUBE_VERSION" link ;;
     kube-legacy) build_kube "$KUBE_LEGACY_VERSION" ;;
     node) build_node ;;
-    *) echo "usage: $0 [main|test|all|pulumi|langhost|provider|kwok|etcd|kube|kube-legacy|node|cyclonus|versitygw|actionlint|prometheus]" >&2; exit 2 ;;
+    *) echo "usage: $0 [main|test|all|pulumi|langhost|provider|kwok|etcd|kube|kube-legacy|node|cyclonus|versitygw|actionlint|prometheus|kueue|jobset]" >&2; exit 2 ;;
   esac
   log "tools ready in $bin ($((SECONDS - start)) s)"
 }

@@ -157,7 +157,20 @@ build_actionlint() { go_install actionlint "$ACTIONLINT_VERSION" github.com/rhys
 
 # kueue and jobset: the batch admission of training clusters (issue 38; docs/concepts/queueing.md).
 build_kueue() { go_install kueue "$KUEUE_VERSION" sigs.k8s.io/kueue/cmd/kueue; }
-build_jobset() { go_install jobset "$JOBSET_VERSION" sigs.k8s.io/jobset; }
+# JobSet from a scratch module: `go install jobset@version` first reads the module's version list,
+# which the proxy refuses (403) although it serves the version itself.
+build_jobset() {
+  local dest=$tools/jobset-$JOBSET_VERSION
+  if [ -x "$dest/jobset" ]; then link jobset "$dest"; return; fi
+  log "jobset $JOBSET_VERSION: building"
+  local mod=$work/jobset
+  scratch_module "$mod"
+  (cd "$mod" && go get "sigs.k8s.io/jobset@$JOBSET_VERSION" && mkdir -p "$dest.tmp" &&
+    go build -trimpath -ldflags "-s -w" -o "$dest.tmp/jobset" sigs.k8s.io/jobset)
+  rm -rf "$dest" && mv "$dest.tmp" "$dest"
+  link jobset "$dest"
+  log "jobset: done"
+}
 
 # prometheus: scrapes a real training run on the real node (tests/e2e/test_real_monitoring.py);
 # lab/images.py wraps this binary into the image the test runs in the monitoring namespace.

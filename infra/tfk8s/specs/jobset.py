@@ -44,7 +44,8 @@ RANDOM_SUFFIX = "-abcde"
 # A PS container that crashes is restarted in place (OnFailure), and each restart counts against
 # its Job's backoffLimit. Once spent, the PS Job fails, and with it the whole JobSet: a run would
 # end over PS restarts a Deployment (today's PS) absorbs forever. So, as good as forever (the
-# largest int32); the run ends by its workers, or by `run.activeDeadlineSeconds`.
+# largest int32, Kubernetes' own default for a Job with per-index retries); the run ends by its
+# workers, or by `run.activeDeadlineSeconds`.
 PS_BACKOFF_LIMIT = 2**31 - 1
 
 Json = dict[str, Any]

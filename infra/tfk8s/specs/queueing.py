@@ -1,7 +1,10 @@
 """The Kueue objects a queueing platform declares (kueue.x-k8s.io/v1beta2), as plain dicts (pure).
 
-One ClusterQueue per tenant, every one in the platform's cohort, each admitting its tenant's
-namespace alone; one LocalQueue in each tenant's namespace, which its experiments' JobSets name
+A Cohort holding the platform's training capacity as its own nominal quota; one ClusterQueue per
+tenant in that cohort, each admitting its tenant's namespace alone, with no nominal quota of its
+own and a borrowing limit of its tenant's quota (so an experiment within its tenant's quota but
+beyond the free capacity waits, and waiting tenants share by fair-sharing weight); one LocalQueue
+in each tenant's namespace, which its experiments' JobSets name
 (tfk8s.specs.jobset.Queueing); the ResourceFlavors the queues' quotas are counted in; and the
 WorkloadPriorityClasses experiments may ask for. Field names and meanings: lab/kueue/facts-from-source.md §5.
 
@@ -10,11 +13,11 @@ Not wired into any stack yet (issue 38, step 1 of lab/kueue/README.md).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tfk8s.schema.platform import Quota
+from tfk8s.schema.platform import QueueCapacity, Quota
 from tfk8s.specs import quota as namespace_quota
 
 API_VERSION = "kueue.x-k8s.io/v1beta2"
@@ -27,8 +30,9 @@ GPU_FLAVOR = "gpu"
 GPU_NODE_LABELS = {"accelerator": "nvidia"}
 # What each tenant's LocalQueue is called, in its own namespace: the JobSets' queue-name label.
 LOCAL_QUEUE_NAME = "experiments"
-# A tenant's urgent run preempts its own lower-priority runs, and a tenant takes back what another
-# borrowed from it, whatever the borrower's priority: its nominal quota is its own (issue 38).
+# A tenant's urgent run preempts its own lower-priority runs; and, with Kueue's fair sharing on, a
+# waiting tenant preempts runs of one holding more than its weighted share of the cohort (every
+# admission is borrowed: reclaimWithinCohort other than Never is what allows preemption across queues).
 PREEMPTION = {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any"}
 # Kueue's default, written out: a run that does not fit does not hold back a smaller one behind it.
 QUEUEING_STRATEGY = "BestEffortFIFO"
@@ -48,6 +52,25 @@ class TenantQueue:
     weight: str = "1"  # its fair-sharing weight: its share of what the cohort's queues lend, against the others'
 
 
+def cohort(name: str, capacity: QueueCapacity) -> Json:
+    """The platform's cohort: its nominal quota is the training capacity, lent to every tenant's queue.
+
+    A v1beta2 Cohort's own resourceGroups add to its members' nominal quotas (cohort_types.go), and
+    every member's is 0, so the cohort's is all Kueue admits at once: what the training nodes hold.
+    """
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "Cohort",
+        "metadata": {"name": name},
+        "spec": {
+            "resourceGroups": _groups(
+                {"cpu": capacity.cpu, "memory": capacity.memory, GPU_RESOURCE: str(capacity.gpus)},
+                lambda _resource, amount: {"nominalQuota": amount},
+            )
+        },
+    }
+
+
 def resource_flavors() -> list[Json]:
     return [
         {"apiVersion": API_VERSION, "kind": "ResourceFlavor", "metadata": {"name": CPU_FLAVOR}, "spec": {}},
@@ -65,38 +88,33 @@ def cluster_queue_name(queue: TenantQueue) -> str:
     return queue.namespace
 
 
-def _quota(name: str, nominal: str) -> Json:
-    # borrowingLimit 0: a queue never admits past its tenant's quota, which the namespace's
-    # ResourceQuota enforces anyway: it would refuse the pods of a JobSet admitted by borrowing,
-    # and the JobSet would wait for waitForPodsReady to evict it. So while nominal quotas are the
-    # tenants' own quotas, nobody borrows, and the cohort, fair sharing and reclaiming are inert;
-    # they start to matter once nominal quotas are shares of the cluster's capacity.
-    return {"name": name, "nominalQuota": nominal, "borrowingLimit": "0"}
+def _groups(amounts: dict[str, str], limits: Callable[[str, str], Json]) -> list[Json]:
+    """CPU and memory in one group (flavor `cpu`), GPUs in their own (flavor `gpu`), so a CPU-only
+    pod is counted in `cpu` alone and never gets the GPU nodes' selector. Kueue wants each flavor's
+    resources named as, and in the order of, its group's coveredResources."""
+
+    def flavor(name: str, resources: list[str]) -> Json:
+        return {"name": name, "resources": [{"name": r, **limits(r, amounts[r])} for r in resources]}
+
+    return [
+        {"coveredResources": ["cpu", "memory"], "flavors": [flavor(CPU_FLAVOR, ["cpu", "memory"])]},
+        {"coveredResources": [GPU_RESOURCE], "flavors": [flavor(GPU_FLAVOR, [GPU_RESOURCE])]},
+    ]
 
 
 def resource_groups(quota: Quota) -> list[Json]:
-    """The tenant's quota, as the ResourceQuota's `requests.*` (tfk8s.specs.quota.hard) says it.
+    """No nominal quota of the queue's own, and a borrowing limit of the tenant's quota, as the
+    ResourceQuota's `requests.*` (tfk8s.specs.quota.hard) says it.
 
-    CPU and memory in one group, GPUs in their own, so a CPU-only pod is counted in `cpu` alone
-    and never gets the GPU nodes' selector. Kueue wants each flavor's resources named as, and in
-    the order of, its group's coveredResources.
+    So the queue admits what the cohort's capacity has free, never past the tenant's quota (which
+    the namespace's ResourceQuota enforces anyway: it would refuse the pods of a JobSet admitted
+    past it, and the JobSet would wait for waitForPodsReady to evict it). Nothing is the tenant's
+    alone: every admission is borrowed, so fair sharing orders the waiting tenants by weight, and
+    preemption takes back what a tenant holds beyond its fair share.
     """
     hard = namespace_quota.hard(quota)
-    return [
-        {
-            "coveredResources": ["cpu", "memory"],
-            "flavors": [
-                {
-                    "name": CPU_FLAVOR,
-                    "resources": [_quota("cpu", hard["requests.cpu"]), _quota("memory", hard["requests.memory"])],
-                }
-            ],
-        },
-        {
-            "coveredResources": [GPU_RESOURCE],
-            "flavors": [{"name": GPU_FLAVOR, "resources": [_quota(GPU_RESOURCE, hard[f"requests.{GPU_RESOURCE}"])]}],
-        },
-    ]
+    amounts = {r: hard[f"requests.{r}"] for r in ("cpu", "memory", GPU_RESOURCE)}
+    return _groups(amounts, lambda _resource, amount: {"nominalQuota": "0", "borrowingLimit": amount})
 
 
 def cluster_queue(queue: TenantQueue, cohort: str) -> Json:
@@ -137,11 +155,14 @@ def workload_priority_classes(classes: Sequence[tuple[str, int]]) -> list[Json]:
     ]
 
 
-def platform_objects(queues: Sequence[TenantQueue], cohort: str, priorities: Sequence[tuple[str, int]] = ()) -> list[Json]:
-    """Everything a queueing platform declares, flavors first (the queues name them)."""
+def platform_objects(
+    queues: Sequence[TenantQueue], cohort_name: str, capacity: QueueCapacity, priorities: Sequence[tuple[str, int]] = ()
+) -> list[Json]:
+    """Everything a queueing platform and its tenants declare, flavors and the cohort first (the queues name them)."""
     return [
         *resource_flavors(),
+        cohort(cohort_name, capacity),
         *workload_priority_classes(priorities),
-        *(cluster_queue(q, cohort) for q in queues),
+        *(cluster_queue(q, cohort_name) for q in queues),
         *(local_queue(q) for q in queues),
     ]

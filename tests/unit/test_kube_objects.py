@@ -155,6 +155,31 @@ def test_a_custom_object_is_the_sdks_custom_resource(monitor: RecordingMonitor) 
 
 
 @pulumi.runtime.test
+def test_a_custom_object_without_a_spec_sends_its_top_level_fields(monitor: RecordingMonitor) -> Any:
+    """Kueue's WorkloadPriorityClass: its `value` is top-level, beside no spec. The SDK's CustomResource
+    cannot say it (it takes a spec only); the provider creates any object it is given under the token."""
+    ours = kube.CustomObject(
+        "ours",
+        api_version="kueue.x-k8s.io/v1beta2",
+        kind="WorkloadPriorityClass",
+        metadata={"name": "urgent"},
+        fields={"value": 1000},
+    )
+
+    def check(_: Any) -> None:
+        request = monitor.requests["ours"]
+        assert request["type"] == "kubernetes:kueue.x-k8s.io/v1beta2:WorkloadPriorityClass"
+        assert request["object"] == {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "WorkloadPriorityClass",
+            "metadata": {"name": "urgent"},
+            "value": 1000,
+        }
+
+    return ours.id.apply(check)
+
+
+@pulumi.runtime.test
 def test_outputs_are_the_apis_json(monitor: RecordingMonitor) -> Any:
     secret = kube.Secret("s", metadata={"name": "token", "namespace": "n"}, data={"token": "dg=="})
 

@@ -21,6 +21,7 @@ from tfk8s import pulumi_internals, tenant_gate, timings
 from tfk8s.checks import access, preflight
 from tfk8s.checks import context as context_checks
 from tfk8s.checks import monitoring as monitoring_checks
+from tfk8s.checks import queueing as queueing_checks
 from tfk8s.checks import quota as quota_check
 from tfk8s.checks import tenant as tenant_checks
 from tfk8s.components.user_env import USER_NODE_PODS_PER_USER
@@ -146,6 +147,7 @@ def run_platform(
     warn_unenforced(stack.platform.network)
     refuse_bad_user_node(stack, read_whole)
     stack = with_scrape(stack, read_whole)
+    queueing_checks.check_queueing(stack, read_whole)
     if read is not None:
         missing = backends.missing_classes(stack.platform.storage, read, f"{NAMESPACE}:platform.storage")
         if missing:

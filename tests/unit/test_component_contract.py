@@ -46,6 +46,7 @@ def test_every_component_is_found() -> None:
     assert [c.__name__ for c in COMPONENTS] == [
         "Experiment",
         "PlatformGuard",
+        "QueueingPlatform",
         "SharedStorage",
         "TenantAdmission",
         "TrainingCluster",
@@ -140,6 +141,24 @@ def monitored_platform() -> dict[str, Any]:
     return raw
 
 
+def queueing_platform() -> dict[str, Any]:
+    """platform-dev with queueing on (its QueueingPlatform exists only then)."""
+    raw = stack_config("platform-dev")
+    raw["platform"]["queueing"] = {"enabled": True, "capacity": {"cpu": "64", "memory": "256Gi", "gpus": 8}}
+    return raw
+
+
+def test_a_queueing_platforms_components_follow_the_contract() -> None:
+    d, events = run_recording(queueing_platform())
+    assert "QueueingPlatform" in check_contract(events)
+
+    @pulumi.runtime.test
+    def settled() -> pulumi.Output[Any]:
+        return after(d, lambda: None)
+
+    settled()
+
+
 def test_a_monitored_platforms_components_follow_the_contract() -> None:
     d, events = run_recording(monitored_platform())
     assert "TrainingScrape" in check_contract(events)
@@ -153,7 +172,13 @@ def test_a_monitored_platforms_components_follow_the_contract() -> None:
 
 def test_every_component_registers_its_outputs_in_some_stack() -> None:
     seen: set[str] = set()
-    for raw in [stack_config("platform-dev"), monitored_platform(), stack_config("tenant-alice"), stack_config("dev")]:
+    for raw in [
+        stack_config("platform-dev"),
+        monitored_platform(),
+        queueing_platform(),
+        stack_config("tenant-alice"),
+        stack_config("dev"),
+    ]:
         d, events = run_recording(raw)
         seen |= check_contract(events)
     assert seen == {c.__name__ for c in COMPONENTS}

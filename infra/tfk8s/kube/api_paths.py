@@ -80,3 +80,12 @@ ENDPOINT_SLICE = ApiKind(kind="EndpointSlice", api_version="discovery.k8s.io/v1"
 # The Prometheus Operator's kind, which a platform declares its scrape as where the cluster serves it
 # (tfk8s.components.monitoring); its group version's discovery document says whether it does.
 POD_MONITOR = ApiKind(kind="PodMonitor", api_version="monitoring.coreos.com/v1", plural="podmonitors", namespaced=True)
+# Kueue's and JobSet's kinds, which a queueing platform needs served (tfk8s.checks.queueing) and declares
+# under fixed names (tfk8s.components.queueing).
+RESOURCE_FLAVOR = ApiKind(kind="ResourceFlavor", api_version="kueue.x-k8s.io/v1beta2", plural="resourceflavors", namespaced=False)
+COHORT = ApiKind(kind="Cohort", api_version="kueue.x-k8s.io/v1beta2", plural="cohorts", namespaced=False)
+CLUSTER_QUEUE = ApiKind(kind="ClusterQueue", api_version="kueue.x-k8s.io/v1beta2", plural="clusterqueues", namespaced=False)
+WORKLOAD_PRIORITY_CLASS = ApiKind(
+    kind="WorkloadPriorityClass", api_version="kueue.x-k8s.io/v1beta2", plural="workloadpriorityclasses", namespaced=False
+)
+JOBSET = ApiKind(kind="JobSet", api_version="jobset.x-k8s.io/v1alpha2", plural="jobsets", namespaced=True)

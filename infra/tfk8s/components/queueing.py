@@ -1,0 +1,92 @@
+"""The platform's share of queueing (issue 38): the Kueue objects every tenant's queue names.
+
+The Cohort holding the training capacity, the ResourceFlavors quotas are counted in and the
+WorkloadPriorityClasses experiments may ask for, from tfk8s.specs.queueing. All cluster-scoped and
+shared, so the platform's; nothing here grows with the number of tenants (each tenant's
+ClusterQueue and LocalQueue are its own stack's, the next step). Declared only when
+`platform.queueing.enabled`, after tfk8s.checks.queueing found Kueue served.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+
+from tfk8s.kube import objects as kube
+from tfk8s.kube.api_paths import COHORT, RESOURCE_FLAVOR, WORKLOAD_PRIORITY_CLASS
+from tfk8s.schema.platform import QueueingSettings
+from tfk8s.specs import queueing as spec
+from tfk8s.specs.ownership import Claimed, Owner
+
+PART_OF = "tfk8s"
+
+
+def fixed_objects(queueing: QueueingSettings, key: str) -> list[Claimed]:
+    """What QueueingPlatform creates under fixed names; `key` is where `queueing` sits in the stack file."""
+    if not queueing.enabled:
+        return []
+    return [
+        *(Claimed(kind=RESOURCE_FLAVOR, name=f["metadata"]["name"], key=f"{key}.enabled") for f in spec.resource_flavors()),
+        Claimed(kind=COHORT, name=queueing.cohort, key=f"{key}.cohort"),
+        *(Claimed(kind=WORKLOAD_PRIORITY_CLASS, name=name, key=f"{key}.priorityClasses") for name in queueing.priority_classes),
+    ]
+
+
+@dataclass(frozen=True, kw_only=True)
+class QueueingPlatformArgs:
+    queueing: QueueingSettings  # enabled, with a capacity (tfk8s.schema.platform.QueueingSettings)
+    owner: Owner
+
+
+class QueueingPlatform(pulumi.ComponentResource):
+    """The Cohort, ResourceFlavors and WorkloadPriorityClasses of a queueing platform."""
+
+    cohort_name: pulumi.Output[str]
+
+    def __init__(self, name: str, args: QueueingPlatformArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        queueing = args.queueing
+        if not queueing.enabled or queueing.capacity is None:  # before anything is declared
+            raise ValueError("QueueingPlatformArgs.queueing: enabled, with a capacity")
+        super().__init__("tfk8s:index:QueueingPlatform", name, None, opts)
+        owner = args.owner
+        child = pulumi.ResourceOptions(parent=self)
+
+        def metadata(obj: dict[str, Any]) -> dict[str, Any]:
+            labels = {"app.kubernetes.io/part-of": PART_OF, "app.kubernetes.io/managed-by": "pulumi"} | owner.labels()
+            return {**obj["metadata"], "labels": labels, "annotations": owner.annotations()}
+
+        self.flavors = [
+            kube.CustomObject(
+                f"{name}-flavor-{f['metadata']['name']}",
+                api_version=spec.API_VERSION,
+                kind=f["kind"],
+                metadata=metadata(f),
+                spec=f["spec"],
+                opts=child,
+            )
+            for f in spec.resource_flavors()
+        ]
+        cohort = spec.cohort(queueing.cohort, queueing.capacity)
+        self.cohort = kube.CustomObject(
+            f"{name}-cohort",
+            api_version=spec.API_VERSION,
+            kind=cohort["kind"],
+            metadata=metadata(cohort),
+            spec=cohort["spec"],
+            opts=pulumi.ResourceOptions(parent=self, depends_on=list(self.flavors)),  # its groups name them
+        )
+        self.priority_classes = [
+            kube.CustomObject(
+                f"{name}-priority-{c['metadata']['name']}",
+                api_version=spec.API_VERSION,
+                kind=c["kind"],
+                metadata=metadata(c),
+                fields={"value": c["value"]},  # top-level: a WorkloadPriorityClass has no spec
+                opts=child,
+            )
+            for c in spec.workload_priority_classes(sorted(queueing.priority_classes.items()))
+        ]
+        self.cohort_name = self.cohort.name
+        self.register_outputs({"cohort_name": self.cohort_name})

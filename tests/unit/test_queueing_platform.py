@@ -1,0 +1,120 @@
+"""The platform's share of queueing (issue 38; tfk8s.components.queueing, tfk8s.checks.queueing): off by
+default it declares and asks nothing; on, exactly the Cohort with the capacity, the flavors and the
+priority classes, and only on a cluster that serves Kueue and JobSet."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+import pytest
+from mocked_program import after, declared_types, run_program
+from tfk8s.errors import ConfigError
+from tfk8s.specs import queueing as spec
+
+KUEUE = "kubernetes:kueue.x-k8s.io/v1beta2:"
+KUEUE_DISCOVERY = "/apis/kueue.x-k8s.io/v1beta2"
+JOBSET_DISCOVERY = "/apis/jobset.x-k8s.io/v1alpha2"
+USER_NODE = {"metadata": {"name": "tfk8s-user-node"}, "spec": {}, "status": {}}
+API_SERVER = {"cidrs": ["10.0.0.1/32"], "ports": [6443]}
+CAPACITY = {"cpu": "64", "memory": "256Gi", "gpus": 8}
+
+
+def cluster(*, kueue: bool, jobset: bool) -> tuple[Any, list[str]]:
+    """A `read_whole` of a cluster with the User Node and, as asked, Kueue's and JobSet's kinds; and the paths asked."""
+    asked: list[str] = []
+    objects: dict[str, Any] = {"/api/v1/nodes/tfk8s-user-node": USER_NODE}
+    if kueue:
+        objects[KUEUE_DISCOVERY] = {"resources": [{"name": "clusterqueues"}, {"name": "cohorts"}, {"name": "localqueues"}]}
+    if jobset:
+        objects[JOBSET_DISCOVERY] = {"resources": [{"name": "jobsets"}, {"name": "jobsets/status"}]}
+
+    def read_whole(path: str) -> Any:
+        asked.append(path)
+        return objects.get(path)
+
+    return read_whole, asked
+
+
+def queued(platform_config: dict[str, Any], **queueing: Any) -> dict[str, Any]:
+    platform_config["platform"]["queueing"] = {"enabled": True, "capacity": CAPACITY, **queueing}
+    platform_config["platform"]["network"] = {"apiServer": API_SERVER}
+    return platform_config
+
+
+def kueue_objects(d: Any) -> list[Any]:
+    return [r for r in d.mocks.resources if r.typ.startswith(KUEUE)]
+
+
+def test_a_platform_without_queueing_declares_nothing_of_kueue_and_asks_nothing(platform_config: dict[str, Any]) -> None:
+    read_whole, asked = cluster(kueue=True, jobset=True)
+    platform_config["platform"]["network"] = {"apiServer": API_SERVER}
+
+    @pulumi.runtime.test
+    def run() -> pulumi.Output[Any]:
+        d = run_program(platform_config, read_whole=read_whole)
+
+        def check() -> None:
+            assert kueue_objects(d) == []
+            assert KUEUE_DISCOVERY not in asked and JOBSET_DISCOVERY not in asked
+
+        return after(d, check)
+
+    run()
+
+
+def test_a_queueing_platform_declares_the_cohort_with_the_capacity_its_flavors_and_priority_classes(
+    platform_config: dict[str, Any],
+) -> None:
+    read_whole, _ = cluster(kueue=True, jobset=True)
+    config = queued(platform_config, cohort="training", priorityClasses={"urgent": 1000, "batch": 10})
+
+    @pulumi.runtime.test
+    def run() -> pulumi.Output[Any]:
+        d = run_program(config, read_whole=read_whole)
+
+        def check() -> None:
+            by_kind: dict[str, list[Any]] = {}
+            for r in kueue_objects(d):
+                by_kind.setdefault(r.typ.removeprefix(KUEUE), []).append(r)
+            assert sorted(by_kind) == ["Cohort", "ResourceFlavor", "WorkloadPriorityClass"]  # no queue: tenants' own
+            (cohort,) = by_kind["Cohort"]
+            assert cohort.inputs["metadata"]["name"] == "training"
+            quotas = {
+                r["name"]: (f["name"], r["nominalQuota"])
+                for g in cohort.inputs["spec"]["resourceGroups"]
+                for f in g["flavors"]
+                for r in f["resources"]
+            }
+            assert quotas == {"cpu": ("cpu", "64"), "memory": ("cpu", "256Gi"), "nvidia.com/gpu": ("gpu", "8")}
+            flavors = {r.inputs["metadata"]["name"]: r.inputs["spec"] for r in by_kind["ResourceFlavor"]}
+            assert flavors == {"cpu": {}, "gpu": {"nodeLabels": spec.GPU_NODE_LABELS}}
+            classes = {r.inputs["metadata"]["name"]: r.inputs["value"] for r in by_kind["WorkloadPriorityClass"]}
+            assert classes == {"urgent": 1000, "batch": 10}
+            for r in kueue_objects(d):
+                assert r.inputs["metadata"]["labels"]["tfk8s.io/stack-kind"] == "platform", r.name
+
+        return after(d, check)
+
+    run()
+
+
+@pytest.mark.parametrize(
+    ("kueue", "jobset", "missing"),
+    [
+        (False, True, r"kueue\.x-k8s\.io/v1beta2 clusterqueues"),
+        (True, False, r"jobset\.x-k8s\.io/v1alpha2 jobsets"),
+        (False, False, r"kueue\.x-k8s\.io/v1beta2 clusterqueues and no jobset\.x-k8s\.io/v1alpha2 jobsets"),
+    ],
+    ids=["no-kueue", "no-jobset", "neither"],
+)
+def test_queueing_on_a_cluster_without_kueue_or_jobset_is_refused_before_anything_exists(
+    platform_config: dict[str, Any], kueue: bool, jobset: bool, missing: str
+) -> None:
+    read_whole, _ = cluster(kueue=kueue, jobset=jobset)
+    message = (
+        rf"tfk8s:platform\.queueing\.enabled: is true, but the cluster serves no {missing} .*lab/kueue\.sh start.*enabled: false"
+    )
+    with declared_types() as declared, pytest.raises(ConfigError, match=message):
+        run_program(queued(platform_config), read_whole=read_whole)
+    assert [t for t in declared if t.startswith("kubernetes:")] == []

@@ -1,14 +1,16 @@
-"""The platform's share of queueing (issue 38; tfk8s.components.queueing, tfk8s.checks.queueing): off by
-default it declares and asks nothing; on, exactly the Cohort with the capacity, the flavors and the
-priority classes, and only on a cluster that serves Kueue and JobSet."""
+"""Queueing's objects (issue 38; tfk8s.components.queueing, tfk8s.checks.queueing): off by default they
+are declared and asked for nowhere; on, the platform declares exactly the Cohort with the capacity,
+the flavors and the priority classes, only on a cluster that serves Kueue and JobSet, and each tenant
+its ClusterQueue in the cohort and its LocalQueue."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pulumi
 import pytest
-from mocked_program import after, declared_types, run_program
+from mocked_program import after, declared_types, facts_for, run_program
 from tfk8s.errors import ConfigError
 from tfk8s.specs import queueing as spec
 
@@ -18,6 +20,7 @@ JOBSET_DISCOVERY = "/apis/jobset.x-k8s.io/v1alpha2"
 USER_NODE = {"metadata": {"name": "tfk8s-user-node"}, "spec": {}, "status": {}}
 API_SERVER = {"cidrs": ["10.0.0.1/32"], "ports": [6443]}
 CAPACITY = {"cpu": "64", "memory": "256Gi", "gpus": 8}
+QUOTA = "kubernetes:core/v1:ResourceQuota"
 
 
 def cluster(*, kueue: bool, jobset: bool) -> tuple[Any, list[str]]:
@@ -118,3 +121,55 @@ def test_queueing_on_a_cluster_without_kueue_or_jobset_is_refused_before_anythin
     with declared_types() as declared, pytest.raises(ConfigError, match=message):
         run_program(queued(platform_config), read_whole=read_whole)
     assert [t for t in declared if t.startswith("kubernetes:")] == []
+
+
+def queueing_facts(platform_config: dict[str, Any]) -> dict[str, Any]:
+    raw = copy.deepcopy(platform_config)
+    raw["platform"]["queueing"] = {"enabled": True, "cohort": "training", "capacity": CAPACITY}
+    return facts_for(raw)
+
+
+def test_a_tenant_on_a_queueing_platform_declares_its_queue_in_the_cohort_borrowing_up_to_its_quota(
+    platform_config: dict[str, Any], tenant_config: dict[str, Any]
+) -> None:
+    tenant_config["tenant"]["queueing"] = {"weight": "2"}
+
+    @pulumi.runtime.test
+    def run() -> pulumi.Output[Any]:
+        d = run_program(tenant_config, platform=queueing_facts(platform_config))
+
+        def check() -> None:
+            assert sorted(r.typ.removeprefix(KUEUE) for r in kueue_objects(d)) == ["ClusterQueue", "LocalQueue"]
+            (queue,) = d.mocks.of_type(f"{KUEUE}ClusterQueue")
+            (local,) = d.mocks.of_type(f"{KUEUE}LocalQueue")
+            namespace = "tfk8s-alice"
+            assert queue.inputs["metadata"]["name"] == namespace == local.inputs["metadata"]["namespace"]
+            assert local.inputs["spec"] == {"clusterQueue": namespace}
+            cq = queue.inputs["spec"]
+            assert cq["cohortName"] == "training" and cq["fairSharing"] == {"weight": "2"}
+            assert cq["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
+            hard = {k: v for k, v in d.mocks.of_type(QUOTA)[0].inputs["spec"]["hard"].items() if k.startswith("requests.")}
+            borrowing = {
+                r["name"]: (r["nominalQuota"], r["borrowingLimit"])
+                for g in cq["resourceGroups"]
+                for f in g["flavors"]
+                for r in f["resources"]
+            }
+            assert borrowing == {r: ("0", hard[f"requests.{r}"]) for r in ("cpu", "memory", "nvidia.com/gpu")}
+
+        return after(d, check)
+
+    run()
+
+
+def test_a_tenant_on_a_platform_without_queueing_declares_no_queue(tenant_config: dict[str, Any]) -> None:
+    @pulumi.runtime.test
+    def run() -> pulumi.Output[Any]:
+        d = run_program(tenant_config)
+
+        def check() -> None:
+            assert kueue_objects(d) == []
+
+        return after(d, check)
+
+    run()

@@ -2,9 +2,11 @@
 
 The Cohort holding the training capacity, the ResourceFlavors quotas are counted in and the
 WorkloadPriorityClasses experiments may ask for, from tfk8s.specs.queueing. All cluster-scoped and
-shared, so the platform's; nothing here grows with the number of tenants (each tenant's
-ClusterQueue and LocalQueue are its own stack's, the next step). Declared only when
+shared, so the platform's; nothing of it grows with the number of tenants. Declared only when
 `platform.queueing.enabled`, after tfk8s.checks.queueing found Kueue served.
+
+A tenant's ClusterQueue and LocalQueue (TenantQueues) are its own stack's, as its `Tenant`
+registration is: one tenant's objects, cluster-scoped or not, and gone with the tenant.
 """
 
 from __future__ import annotations
@@ -15,8 +17,8 @@ from typing import Any
 import pulumi
 
 from tfk8s.kube import objects as kube
-from tfk8s.kube.api_paths import COHORT, RESOURCE_FLAVOR, WORKLOAD_PRIORITY_CLASS
-from tfk8s.schema.platform import QueueingSettings
+from tfk8s.kube.api_paths import CLUSTER_QUEUE, COHORT, LOCAL_QUEUE, RESOURCE_FLAVOR, WORKLOAD_PRIORITY_CLASS
+from tfk8s.schema.platform import QueueingSettings, Quota
 from tfk8s.specs import queueing as spec
 from tfk8s.specs.ownership import Claimed, Owner
 
@@ -32,6 +34,11 @@ def fixed_objects(queueing: QueueingSettings, key: str) -> list[Claimed]:
         Claimed(kind=COHORT, name=queueing.cohort, key=f"{key}.cohort"),
         *(Claimed(kind=WORKLOAD_PRIORITY_CLASS, name=name, key=f"{key}.priorityClasses") for name in queueing.priority_classes),
     ]
+
+
+def _metadata(obj: dict[str, Any], owner: Owner) -> dict[str, Any]:
+    labels = {"app.kubernetes.io/part-of": PART_OF, "app.kubernetes.io/managed-by": "pulumi"} | owner.labels()
+    return {**obj["metadata"], "labels": labels, "annotations": owner.annotations()}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -54,8 +61,7 @@ class QueueingPlatform(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
 
         def metadata(obj: dict[str, Any]) -> dict[str, Any]:
-            labels = {"app.kubernetes.io/part-of": PART_OF, "app.kubernetes.io/managed-by": "pulumi"} | owner.labels()
-            return {**obj["metadata"], "labels": labels, "annotations": owner.annotations()}
+            return _metadata(obj, owner)
 
         self.flavors = [
             kube.CustomObject(
@@ -90,3 +96,55 @@ class QueueingPlatform(pulumi.ComponentResource):
         ]
         self.cohort_name = self.cohort.name
         self.register_outputs({"cohort_name": self.cohort_name})
+
+
+def tenant_queue(tenant: str, namespace: str, quota: Quota, weight: str) -> spec.TenantQueue:
+    return spec.TenantQueue(tenant=tenant, namespace=namespace, quota=quota, weight=weight)
+
+
+def tenant_fixed_objects(queueing: QueueingSettings, queue: spec.TenantQueue, key: str) -> list[Claimed]:
+    """What TenantQueues creates under fixed names; `key` names the tenant (`tfk8s:tenant.name`)."""
+    if not queueing.enabled:
+        return []
+    return [
+        Claimed(kind=CLUSTER_QUEUE, name=spec.cluster_queue_name(queue), key=key),
+        Claimed(kind=LOCAL_QUEUE, name=spec.LOCAL_QUEUE_NAME, namespace=queue.namespace, key=key),
+    ]
+
+
+@dataclass(frozen=True, kw_only=True)
+class TenantQueuesArgs:
+    queue: spec.TenantQueue
+    cohort: str  # the platform's (PlatformFacts.queueing.cohort)
+    namespace: pulumi.Input[str]  # the tenant's namespace, as its component outputs it: the LocalQueue waits for it
+    owner: Owner
+
+
+class TenantQueues(pulumi.ComponentResource):
+    """One tenant's ClusterQueue in the platform's cohort, and the LocalQueue its experiments name."""
+
+    local_queue_name: pulumi.Output[str]
+
+    def __init__(self, name: str, args: TenantQueuesArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("tfk8s:index:TenantQueues", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        cluster_queue = spec.cluster_queue(args.queue, args.cohort)
+        self.cluster_queue = kube.CustomObject(
+            f"{name}-cluster-queue",
+            api_version=spec.API_VERSION,
+            kind=cluster_queue["kind"],
+            metadata=_metadata(cluster_queue, args.owner),
+            spec=cluster_queue["spec"],
+            opts=child,
+        )
+        local = spec.local_queue(args.queue)
+        self.local_queue = kube.CustomObject(
+            f"{name}-local-queue",
+            api_version=spec.API_VERSION,
+            kind=local["kind"],
+            metadata={**_metadata(local, args.owner), "namespace": args.namespace},
+            spec=local["spec"],
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.cluster_queue]),  # it names the queue
+        )
+        self.local_queue_name = self.local_queue.name
+        self.register_outputs({"local_queue_name": self.local_queue_name})

@@ -85,6 +85,7 @@ POD_MONITOR = ApiKind(kind="PodMonitor", api_version="monitoring.coreos.com/v1",
 RESOURCE_FLAVOR = ApiKind(kind="ResourceFlavor", api_version="kueue.x-k8s.io/v1beta2", plural="resourceflavors", namespaced=False)
 COHORT = ApiKind(kind="Cohort", api_version="kueue.x-k8s.io/v1beta2", plural="cohorts", namespaced=False)
 CLUSTER_QUEUE = ApiKind(kind="ClusterQueue", api_version="kueue.x-k8s.io/v1beta2", plural="clusterqueues", namespaced=False)
+LOCAL_QUEUE = ApiKind(kind="LocalQueue", api_version="kueue.x-k8s.io/v1beta2", plural="localqueues", namespaced=True)
 WORKLOAD_PRIORITY_CLASS = ApiKind(
     kind="WorkloadPriorityClass", api_version="kueue.x-k8s.io/v1beta2", plural="workloadpriorityclasses", namespaced=False
 )

@@ -159,6 +159,7 @@ def facts(
         ports=platform.ports,
         network=platform.network,
         monitoring=platform.monitoring,
+        queueing=platform.queueing,
         pod_security=platform.pod_security,
         allow_ps_gpus=platform.allow_ps_gpus,
         placement=platform.placement,

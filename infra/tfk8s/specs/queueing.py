@@ -8,7 +8,8 @@ in each tenant's namespace, which its experiments' JobSets name
 (tfk8s.specs.jobset.Queueing); the ResourceFlavors the queues' quotas are counted in; and the
 WorkloadPriorityClasses experiments may ask for. Field names and meanings: lab/kueue/facts-from-source.md §5.
 
-Not wired into any stack yet (issue 38, step 1 of lab/kueue/README.md).
+Declared by tfk8s.components.queueing: the platform's Cohort, flavors and priority classes, each
+tenant's queues (issue 38, step 1 of lab/kueue/README.md).
 """
 
 from __future__ import annotations

@@ -69,12 +69,16 @@ def refuse_foreign(claims: list[ownership.Claimed], read: Reader | None, owner: 
         raise OwnershipConflict(refusing(problems, "to adopt objects tfk8s does not own"))
 
 
-def refuse_over_quota(stack: ExperimentStack, experiment: str, tenant: TenantFacts, read_whole: Reader) -> None:
-    """Refuse, before anything is declared, an experiment its tenant's quota has no room for (tfk8s.checks.quota)."""
+def refuse_over_quota(
+    stack: ExperimentStack, experiment: str, tenant: TenantFacts, read_whole: Reader, *, queued: bool = False
+) -> None:
+    """Refuse, before anything is declared, an experiment its tenant's quota has no room for (tfk8s.checks.quota;
+    `queued`: on a platform that queues, where it waits for what is in use)."""
     room = quota_check.live_room(read_whole, tenant.namespace, experiment)
     if room is None:  # the namespace has no tfk8s quota: Kubernetes will refuse nothing either
         return
-    problems = quota_check.refusals(quota_check.experiment_demand(stack.clusters), room, tenant.name)
+    demand = quota_check.experiment_demand(stack.clusters, queued=queued)
+    problems = quota_check.refusals(demand, room, tenant.name, queued=queued)
     if problems:
         raise ConfigError(problems)
 
@@ -253,7 +257,7 @@ def run_experiment(
     launcher = launcher_bundle(root, "experiment")
     refuse_foreign(experiment_stack.claimed(stack, experiment, platform, tenant, launcher), read, owner, fix)
     timings.mark("ownership")
-    refuse_over_quota(stack, experiment, tenant, read_whole)
+    refuse_over_quota(stack, experiment, tenant, read_whole, queued=platform.queueing.enabled)
     timings.mark("quota")
     outputs = experiment_stack.build(stack, experiment, platform, tenant, owner, root, launcher, read_whole, open_gate)
     timings.mark("declared")

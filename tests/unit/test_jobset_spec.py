@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import re
 from typing import Any
 
 import pytest
@@ -235,14 +234,9 @@ def test_ps_hosts_keep_todays_service_names(cluster: ClusterSettings) -> None:
     assert [h.split(".")[0] + f":{port}" for h in today[cs.WORKER]] == workers
 
 
-@pytest.mark.parametrize(("length", "refused"), [(46, False), (47, True)], ids=["longest-pod-name-63", "longest-pod-name-64"])
-def test_a_cluster_whose_pod_names_jobset_would_refuse_is_a_problem_naming_key_and_fix(length: int, refused: bool) -> None:
-    # `-worker-0-2-abcde` is 17 characters: a 46-character JobSet name makes 63.
-    cluster = BETWEEN_GRAPH.model_copy(update={"name": "c" * length})
-    problems = js.name_problems(cluster.name, cluster, "tfk8s:clusters[0]")
-    if not refused:
-        assert problems == []
-        assert len(js.longest_pod_name(cluster.name, WORKER_ROLE, cluster)) == 63
-        return
-    (problem,) = problems
-    assert re.match(r"tfk8s:clusters\[0\]\.name: .* 64 characters .*shorten .* by 1 characters$", problem), problem
+def test_the_longest_name_is_the_last_workers_pod_with_its_random_suffix() -> None:
+    # `-worker-0-2-abcde` is 17 characters: a 46-character JobSet name makes 63, JobSet's limit.
+    cluster = BETWEEN_GRAPH.model_copy(update={"name": "c" * 46})
+    longest = js.longest_name(cluster.name, cluster)
+    assert longest == "c" * 46 + "-worker-0-2-abcde"
+    assert len(longest) == js.MAX_NAME_LENGTH

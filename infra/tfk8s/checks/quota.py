@@ -10,6 +10,11 @@ The room it has is the live ResourceQuota's `hard - used`, plus what this experi
 now: an update replaces its own pods, Services and claims, so they must not count against it. Its
 own use is summed from its live objects, listed by the experiment's label. (A rerun briefly runs
 the old pods next to the new ones; the quota's defaults leave room for that.)
+
+On a platform that queues (`queued`), an experiment waits for what the tenant's other experiments
+use of CPU, memory, GPUs and pods: Kueue admits it when they are free, never past the quota
+(tfk8s.specs.queueing borrows up to it). So those are refused only past the whole quota; what is
+created at once, queued or not (a Service per task, scratch claims), still needs room now.
 """
 
 from __future__ import annotations
@@ -57,7 +62,11 @@ Demand = dict[str, list[Part]]
 _NOUNS = {PS_ROLE.name: "PS", WORKER_ROLE.name: "workers", CHIEF_ROLE.name: "chief"}
 
 
-def _role_parts(i: int, cluster: ClusterSettings, role: Role) -> dict[str, Part]:
+# What a queued experiment waits for rather than needs now: the pods' own, which exist once admitted.
+WAITED_FOR = frozenset({"cpu", "memory", "gpus", "pods"})
+
+
+def _role_parts(i: int, cluster: ClusterSettings, role: Role, queued: bool) -> dict[str, Part]:
     n, sized, by = role.count(cluster), role.resources(cluster), role.sized_by  # by: "ps" | "workers"
 
     def part(noun: str, count: int, each: Decimal, key: str, lower: str) -> Part:
@@ -73,9 +82,12 @@ def _role_parts(i: int, cluster: ClusterSettings, role: Role) -> dict[str, Part]
         pods = part(
             _NOUNS[role.name], n, Decimal(1), "inGraphClient", "inGraphClient (a notebook-driven cluster has no chief pod)"
         )
-    # One Service per PS task; one headless Service per Job, whatever its task count.
-    if role is PS_ROLE:
-        services = part("PS Services", n, Decimal(1), "ps.count", "ps.count")
+    # One Service per PS task (on a queueing platform, per task); one headless Service per Job,
+    # whatever its task count.
+    if role is PS_ROLE or (queued and not role.one_task):
+        services = part(f"{_NOUNS[role.name]} Services", n, Decimal(1), f"{by}.count", f"{by}.count")
+    elif queued:  # the chief's own
+        services = part("chief Service", 1, Decimal(1), "inGraphClient", "inGraphClient")
     else:
         services = part(f"{role.name} Service", 1, Decimal(1), "", "the number of clusters")
     return {
@@ -87,13 +99,14 @@ def _role_parts(i: int, cluster: ClusterSettings, role: Role) -> dict[str, Part]
     }
 
 
-def experiment_demand(clusters: Sequence[ClusterSettings]) -> Demand:
-    """What the experiment's clusters ask of the namespace, setting by setting (tfk8s.specs.quota.HARD_KEYS)."""
+def experiment_demand(clusters: Sequence[ClusterSettings], *, queued: bool = False) -> Demand:
+    """What the experiment's clusters ask of the namespace, setting by setting (tfk8s.specs.quota.HARD_KEYS);
+    `queued`: on a platform that queues, where every task has a Service (tfk8s.specs.jobset)."""
     demand: Demand = {setting: [] for setting in quota.HARD_KEYS}
     for i, cluster in enumerate(clusters):
         roles = [PS_ROLE, WORKER_ROLE, *([CHIEF_ROLE] if has_chief_job(cluster) else [])]
         for role in roles:
-            for setting, part in _role_parts(i, cluster, role).items():
+            for setting, part in _role_parts(i, cluster, role, queued).items():
                 if part.total:
                     demand[setting].append(part)
         if cluster.scratch is not None:
@@ -184,13 +197,17 @@ def _breakdown(setting: str, parts: list[Part], several_clusters: bool) -> str:
     return ", ".join(line(p) for p in parts)
 
 
-def refusals(demand: Demand, room: Mapping[str, Room], user: str) -> list[str]:
-    """One message per quota setting the experiment asks more of than its user has left."""
+def refusals(demand: Demand, room: Mapping[str, Room], user: str, *, queued: bool = False) -> list[str]:
+    """One message per quota setting the experiment asks more of than its user has left; `queued`:
+    of CPU, memory, GPUs and pods, more than the whole quota (the module's docstring)."""
     several = len({p.cluster_index for parts in demand.values() for p in parts}) > 1
     problems = []
     for setting, parts in demand.items():
         asked = sum((p.total for p in parts), Decimal(0))
         enforced = [room[key] for key in quota.HARD_KEYS[setting] if key in room]
+        waits = queued and setting in WAITED_FOR
+        if waits:
+            enforced = [Room(hard=r.hard, used=Decimal(0), own=Decimal(0)) for r in enforced]
         if not asked or not enforced:
             continue
         tightest = min(enforced, key=lambda r: r.left)
@@ -203,10 +220,14 @@ def refusals(demand: Demand, room: Mapping[str, Room], user: str) -> list[str]:
 
         own = f", {fmt(tightest.own)} of it this experiment's own" if tightest.own else ""
         left = fmt(max(tightest.left, Decimal(0)))
+        has = (
+            f"tenant {user}'s whole quota is {fmt(tightest.hard)} (a queued experiment waits for the rest, never for more)"
+            if waits
+            else f"tenant {user}'s quota has {left} of {fmt(tightest.hard)} left (used {fmt(tightest.used)}{own})"
+        )
         problems.append(
             f"{biggest.path}: the experiment asks {setting} {fmt(asked)} ({_breakdown(setting, parts, several)}), "
-            f"tenant {user}'s quota has {left} of {fmt(tightest.hard)} left (used {fmt(tightest.used)}{own}): "
-            f"lower {biggest.lower}, or ask the platform team to raise tfk8s:tenant.quota.{setting} of tenant {user}"
+            f"{has}: lower {biggest.lower}, or ask the platform team to raise tfk8s:tenant.quota.{setting} of tenant {user}"
         )
     return problems
 

@@ -265,6 +265,12 @@ class ValidatingAdmissionPolicyBinding(KubeObject):
     KIND = Kind("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding", ("metadata", "spec"))
 
 
+class JobSet(KubeObject):
+    """One training cluster on a queueing platform (tfk8s.specs.jobset): its status is read back for readiness."""
+
+    KIND = Kind("jobset.x-k8s.io/v1alpha2", "JobSet", ("metadata", "spec"), server_fields=STATUS)
+
+
 class CustomObject(KubeObject):
     """An object of a kind a CustomResourceDefinition defines (the platform's Layouts and Tenants, Kueue's
     objects). `fields`: its top-level fields besides metadata and spec, by their API names (a Kueue

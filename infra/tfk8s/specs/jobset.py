@@ -191,25 +191,10 @@ def task_services(jobset_name: str, cluster: cs.ClusterSettings, run_id: str) ->
     return found
 
 
-def longest_pod_name(jobset_name: str, role: Role, cluster: cs.ClusterSettings) -> str:
-    """The longest pod name JobSet's webhook checks for `role` (a placeholder for the random suffix)."""
-    return f"{jobset_name}-{role.name}-0-{role.count(cluster) - 1}{RANDOM_SUFFIX}"
-
-
-def name_problems(jobset_name: str, cluster: cs.ClusterSettings, key: str) -> list[str]:
-    """What JobSet or the API server would refuse mid-`up` about the names of `cluster`'s pods and
-    Services, worded for the stack file: the check that raises it runs before anything is declared
-    (as tfk8s.specs.backends.problems). `key` is where `cluster` sits there (`tfk8s:clusters[0]`)."""
-    longest = max(
-        [longest_pod_name(jobset_name, r, cluster) for r in roles_of(cluster)]
-        + [s.name for s in task_services(jobset_name, cluster, run_id="")],
-        key=len,
-    )
-    over = len(longest) - MAX_NAME_LENGTH
-    if over <= 0:
-        return []
-    return [
-        f"{key}.name: queued, the cluster's longest pod or Service name would be {longest!r}, {len(longest)} "
-        f"characters (<experiment>-<cluster>-<role>-0-<index> and 6 random ones; Kubernetes allows "
-        f"{MAX_NAME_LENGTH}); shorten the cluster's name or the experiment's by {over} characters"
-    ]
+def longest_name(jobset_name: str, cluster: cs.ClusterSettings) -> str:
+    """The longest pod or Service name of `cluster`'s JobSet, as JobSet's webhook and the API server
+    check them (a placeholder for the pods' random suffix). tfk8s's own limit on `<experiment>-<cluster>`
+    (tfk8s.schema.types.MAX_NAME_LENGTH) keeps it within MAX_NAME_LENGTH for any cluster whose spec fits
+    (tests/unit/test_queued_cluster.py), so no check of its own refuses it."""
+    pods = [f"{jobset_name}-{r.name}-0-{r.count(cluster) - 1}{RANDOM_SUFFIX}" for r in roles_of(cluster)]
+    return max(pods + [s.name for s in task_services(jobset_name, cluster, run_id="")], key=len)

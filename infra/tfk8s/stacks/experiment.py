@@ -37,7 +37,7 @@ def claimed(
         claim
         for i, cluster in enumerate(stack.clusters)
         for claim in training_cluster.fixed_objects(
-            experiment, cluster, tenant.namespace, platform.layouts, f"{NAMESPACE}:clusters[{i}]"
+            experiment, cluster, tenant.namespace, platform.layouts, f"{NAMESPACE}:clusters[{i}]", queued=platform.queueing.enabled
         )
     ]
 

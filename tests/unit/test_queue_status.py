@@ -14,9 +14,12 @@ from typing import Any
 import pulumi
 import pytest
 from kueue_objects import ADMITTED, INSUFFICIENT, NAMESPACE, QUEUED, workload
-from mocked_program import facts_for, stack_config
+from mocked_program import after, facts_for, run_program, stack_config, tenant_facts_for
+from tfk8s import program
+from tfk8s.checks import access
+from tfk8s.errors import AccessDenied
 from tfk8s.kube.api_error import KubeApiError
-from tfk8s.schema.contract import PlatformFacts
+from tfk8s.schema.contract import PlatformFacts, TenantFacts
 from tfk8s.specs import queue_readiness
 from tfk8s.stacks import queue_status
 
@@ -24,6 +27,7 @@ NOW = datetime(2026, 11, 27, 12, 0, tzinfo=UTC)
 LIST = f"/apis/kueue.x-k8s.io/v1beta2/namespaces/{NAMESPACE}/workloads"
 JOBSETS = ["dev-mnist", "dev-cifar"]
 API_SERVER = {"cidrs": ["10.0.0.1/32"], "ports": [6443]}
+KUEUE_RULE = {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"], "verbs": ["get", "list"]}
 
 
 def queueing_platform_config() -> dict[str, Any]:
@@ -161,3 +165,53 @@ def test_a_preview_or_a_platform_without_queueing_reads_nothing(platform: Platfo
     api = Api(listed())
     found, _ = resolved(lambda: queue_status.read(NAMESPACE, JOBSETS, platform, api), preview=preview)
     assert found is None and api.read == []
+
+
+# --- RBAC: get and list of Workloads, on a queueing platform only ------------------------------------------
+
+
+def test_the_experimenter_table_reads_workloads_only_with_queueing() -> None:
+    kueue = [p for p in access.experimenter_rules(QUEUEING.layouts, queueing=True) if "kueue" in p.api_group]
+    assert [(p.api_group, p.resource, p.verbs, p.resource_names) for p in kueue] == [
+        ("kueue.x-k8s.io", "workloads", ("get", "list"), ())
+    ]
+    assert not [p for p in access.experimenter_rules(NOT_QUEUEING.layouts) if "kueue" in p.api_group]
+    with_, without = access.experimenter_rules(QUEUEING.layouts, queueing=True), access.experimenter_rules(QUEUEING.layouts)
+    assert with_[: len(without)] == without  # nothing else changes
+
+
+@pytest.mark.parametrize("queueing", [True, False], ids=["queueing", "without"])
+def test_the_platforms_experimenter_role_grants_reading_workloads_only_on_a_queueing_platform(queueing: bool) -> None:
+    raw = queueing_platform_config() if queueing else copy.deepcopy(stack_config("platform-dev"))
+    objects = {
+        "/api/v1/nodes/tfk8s-user-node": {"metadata": {"name": "tfk8s-user-node"}, "spec": {}, "status": {}},
+        "/apis/kueue.x-k8s.io/v1beta2": {"resources": [{"name": "clusterqueues"}, {"name": "cohorts"}]},
+        "/apis/jobset.x-k8s.io/v1alpha2": {"resources": [{"name": "jobsets"}]},
+    }
+
+    @pulumi.runtime.test
+    def run() -> pulumi.Output[Any]:
+        d = run_program(raw, read_whole=objects.get)
+
+        def check() -> None:
+            (role,) = d.mocks.of_type("kubernetes:rbac.authorization.k8s.io/v1:ClusterRole")
+            kueue = [r for r in role.inputs["rules"] if any("kueue" in g for g in r["apiGroups"])]
+            assert kueue == ([KUEUE_RULE] if queueing else [])
+
+        return after(d, check)
+
+    run()
+
+
+def test_an_experiment_on_a_queueing_platform_is_refused_without_reading_workloads() -> None:
+    def post(path: str, body: dict[str, Any]) -> dict[str, Any]:
+        if path == access.RULES_REVIEW:
+            return {"status": {"resourceRules": [], "incomplete": True}}
+        if path == access.ACCESS_REVIEW:
+            return {"status": {"allowed": body["spec"]["resourceAttributes"]["resource"] != "workloads"}}
+        return {"status": {"userInfo": {"username": "alice"}}}
+
+    tenant = TenantFacts.model_validate(tenant_facts_for("tenant-alice", facts_for(queueing_platform_config())), strict=False)
+    with pytest.raises(AccessDenied, match=r"may not get or list workloads\.kueue\.x-k8s\.io in namespace 'tfk8s-alice'"):
+        program.refuse_without_access(QUEUEING, tenant, post)
+    program.refuse_without_access(NOT_QUEUEING, tenant, post)  # without queueing nobody asks

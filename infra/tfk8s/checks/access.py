@@ -71,8 +71,9 @@ class Permission:
         return f"{name}/{sub}{names}" if sub else f"{name}{names}"
 
 
-def experimenter_rules(layouts: PlatformKind) -> tuple[Permission, ...]:
-    """What an experiment's `pulumi preview/up/refresh/destroy` needs in its tenant's namespace."""
+def experimenter_rules(layouts: PlatformKind, *, queueing: bool = False) -> tuple[Permission, ...]:
+    """What an experiment's `pulumi preview/up/refresh/destroy` needs in its tenant's namespace; on a
+    queueing platform (`queueing`), reading its clusters' Workloads too."""
 
     def rule(group: str, resource: str, verbs: tuple[str, ...], needed_for: str) -> Permission:
         return Permission(api_group=group, resource=resource, verbs=verbs, needed_for=needed_for)
@@ -117,6 +118,20 @@ def experimenter_rules(layouts: PlatformKind) -> tuple[Permission, ...]:
         rule("", "endpoints", WATCHED, "the provider's await of the Jobs' headless Services (PS Services skip it)"),
         rule(
             "", "events", READ, "every await of the provider, which reports the warnings of what it waits for; kubectl describe"
+        ),
+    ) + (queueing_rules() if queueing else ())
+
+
+def queueing_rules() -> tuple[Permission, ...]:
+    """What an experiment on a queueing platform reads of Kueue: its clusters' Workloads, listed once
+    per `up` for readiness (tfk8s.stacks.queue_status), and `kubectl get workload` of one. Read only:
+    Kueue alone writes a Workload, and a tenant who could would admit herself."""
+    return (
+        Permission(
+            api_group="kueue.x-k8s.io",
+            resource="workloads",
+            verbs=("get", "list"),
+            needed_for="readiness of queued clusters: their Workloads' state and place in the queue",
         ),
     )
 

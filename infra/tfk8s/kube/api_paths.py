@@ -48,7 +48,8 @@ class ApiKind:
         if not self.namespaced:
             raise ValueError(f"{self.kind} is cluster-scoped: no list in namespace {namespace!r}")
         selector = quote(",".join(f"{k}={v}" for k, v in sorted(label_selector.items())), safe="")
-        return f"{self.root}/namespaces/{namespace}/{self.plural}?labelSelector={selector}"
+        collection = f"{self.root}/namespaces/{namespace}/{self.plural}"
+        return f"{collection}?labelSelector={selector}" if selector else collection
 
 
 # The built-in kinds tfk8s creates under fixed names or reads by name.
@@ -89,4 +90,6 @@ LOCAL_QUEUE = ApiKind(kind="LocalQueue", api_version="kueue.x-k8s.io/v1beta2", p
 WORKLOAD_PRIORITY_CLASS = ApiKind(
     kind="WorkloadPriorityClass", api_version="kueue.x-k8s.io/v1beta2", plural="workloadpriorityclasses", namespaced=False
 )
+# A queued cluster's Workload, which its readiness lists (tfk8s.stacks.queue_status).
+WORKLOAD = ApiKind(kind="Workload", api_version="kueue.x-k8s.io/v1beta2", plural="workloads", namespaced=True)
 JOBSET = ApiKind(kind="JobSet", api_version="jobset.x-k8s.io/v1alpha2", plural="jobsets", namespaced=True)

@@ -210,3 +210,76 @@ def test_queued_demand_counts_a_service_per_task() -> None:
 
     assert services(queued=False) == 2 + 1 + 1  # PS Services, the worker and chief headless Services
     assert services(queued=True) == 2 + 3 + 1  # one per task
+
+
+def jobset_status(suspended: bool, ready: bool) -> Any:
+    """A status hook: the JobSet suspended by Kueue (queued), or admitted with every Job ready."""
+
+    def hook(typ: str, name: str, state: dict[str, Any]) -> dict[str, Any] | None:
+        if typ != JOBSET:
+            return None
+        state["spec"]["suspend"] = suspended
+        jobs = [{"name": r["name"], "ready": 1 if ready else 0, "active": 1} for r in state["spec"]["replicatedJobs"]]
+        return {"replicatedJobsStatus": jobs}
+
+    return hook
+
+
+def workload(name: str, jobset_name: str, jobset_uid: str, created: str, message: str) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": name,
+            "creationTimestamp": created,
+            "uid": f"{name}-uid",
+            "ownerReferences": [
+                {
+                    "apiVersion": "jobset.x-k8s.io/v1alpha2",
+                    "kind": "JobSet",
+                    "name": jobset_name,
+                    "uid": jobset_uid,
+                    "controller": True,
+                }
+            ],
+        },
+        "spec": {"queueName": "experiments", "priority": 0},
+        "status": {"conditions": [{"type": "QuotaReserved", "status": "False", "reason": "Pending", "message": message}]},
+    }
+
+
+@pulumi.runtime.test
+def test_a_queued_experiments_readiness_says_queued_with_kueues_reason_and_its_place(dev_config: dict[str, Any]) -> None:
+    from tfk8s.kube.api_paths import WORKLOAD
+
+    reason = "couldn't assign flavors to pod set worker: insufficient unused quota for cpu in flavor cpu, 2 more needed"
+    listed = {
+        "items": [
+            # An earlier experiment of alice's waits ahead of this one.
+            workload("jobset-other-1", "other-mnist", "other-uid", "2026-11-27T10:00:00Z", reason),
+            workload("jobset-dev-mnist-1", "dev-mnist", "dev-mnist-jobset-uid", "2026-11-27T10:05:00Z", reason),
+        ]
+    }
+    read_whole = lambda path: listed if path == WORKLOAD.list_path("tfk8s-alice", {}) else None  # noqa: E731
+    d = run_program(
+        dev_config, platform=queueing_facts(), status_hook=jobset_status(suspended=True, ready=False), read_whole=read_whole
+    )
+
+    def check(readiness: dict[str, Any]) -> None:
+        mnist = readiness["clusters"]["mnist"]
+        assert readiness["ready"] is False and mnist["phase"] == "Pending"
+        assert mnist["queue"]["state"] == "Queued"
+        assert mnist["queue"]["position"] == "2 of 2"
+        assert reason in mnist["queue"]["reason"]
+
+    return d.components["readiness"].apply(check)
+
+
+@pulumi.runtime.test
+def test_an_admitted_cluster_whose_jobs_are_all_ready_is_running_and_ready(dev_config: dict[str, Any]) -> None:
+    d = run_program(dev_config, platform=queueing_facts(), status_hook=jobset_status(suspended=False, ready=True))
+
+    def check(readiness: dict[str, Any]) -> None:
+        mnist = readiness["clusters"]["mnist"]
+        assert (readiness["ready"], mnist["phase"]) == (True, "Running"), mnist
+        assert mnist["ps"]["available"] == 1 and mnist["workers"]["ready"] == 2
+
+    return d.components["readiness"].apply(check)

@@ -147,6 +147,21 @@ json.dump({"apiVersion": "v1", "kind": "List", "items": documents}, sys.stdout)
 ' "$2" "$3" "$pki/ca.crt"
 }
 
+# Until every CRD of Kueue and JobSet is Established. `kubectl wait` fails at once, instead of
+# waiting, on a CRD the API server has not given any condition yet (".status.conditions accessor
+# error: <nil>"), which a just-applied CRD can be: so it is asked again.
+established() {
+  for _ in $(seq 60); do
+    if kubectl wait --for=condition=Established --timeout=5s \
+      -f "$kueue_src/config/components/crd/bases/" -f "$jobset_src/config/components/crd/bases/" >/dev/null 2>&1; then
+      return
+    fi
+    sleep 0.5
+  done
+  echo "queueing: Kueue's and JobSet's CRDs not established in time" >&2
+  exit 1
+}
+
 # The controller manager's garbage collector watches only the kinds it discovered when it started,
 # and rediscovers every 30 s (k8s cmd/kube-controller-manager/app/core.go:673-678, a fixed period):
 # the JobSet CRD, installed after the cluster came up, made a deleted JobSet's Jobs and pods
@@ -208,7 +223,7 @@ start() {
   kubectl create namespace kueue-system --dry-run=client -o yaml | kubectl apply --server-side -f - >/dev/null
   kubectl apply --server-side -f "$kueue_src/config/components/crd/bases/" >/dev/null
   kubectl apply --server-side -f "$jobset_src/config/components/crd/bases/" >/dev/null
-  kubectl wait --for=condition=Established crd --all --timeout=60s >/dev/null
+  established
   {
     webhooks "$kueue_src/config/components/webhook/manifests.yaml" "${ports[0]}" kueue-
     webhooks "$jobset_src/config/components/webhook/manifests.yaml" "${ports[2]}" jobset-

@@ -30,9 +30,8 @@ kubeconfig=$KWOK_WORKDIR/$name.kubeconfig
 cluster_dir=$KWOK_WORKDIR/clusters/$name
 pki=$cluster_dir/pki
 dir=$cluster_dir/queueing
-modules=$(go env GOMODCACHE)
-kueue_src=$modules/sigs.k8s.io/kueue@$KUEUE_VERSION
-jobset_src=$modules/sigs.k8s.io/jobset@$JOBSET_VERSION
+# Their manifests, in the modules hack/tools.sh built them from (set by `start`: `stop` needs no Go).
+kueue_src="" jobset_src=""
 # Kueue loads its metrics certificate from this fixed path, even with metrics off, and exits
 # without it (cmd/kueue/main.go:205-220 with internal certs off). It needs root (this machine runs
 # as root, as lab/realnode.sh does). Shared by every cluster's Kueue and left in place by `stop`:
@@ -214,6 +213,12 @@ start() {
   stop_processes
   "$here/tools.sh" kueue >&2
   "$here/tools.sh" jobset >&2
+  local modules
+  modules=$(go env GOMODCACHE)
+  kueue_src=$modules/sigs.k8s.io/kueue@$KUEUE_VERSION
+  jobset_src=$modules/sigs.k8s.io/jobset@$JOBSET_VERSION
+  [ -d "$kueue_src" ] || (cd /tmp && go mod download "sigs.k8s.io/kueue@$KUEUE_VERSION")
+  [ -d "$jobset_src" ] || (cd /tmp && go mod download "sigs.k8s.io/jobset@$JOBSET_VERSION")
   mkdir -p "$dir"
   local ports
   mapfile -t ports < <(free_ports 4)

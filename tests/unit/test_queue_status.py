@@ -75,7 +75,7 @@ FAILURES = [
         KubeApiError(f"GET {LIST}: HTTP 403 Forbidden", 403),
         ["may not list Kueue's Workloads", f"namespace {NAMESPACE!r}", "`pulumi up` the platform stack"],
     ),
-    ("not-served", None, ["serves no Kueue Workloads", "is Kueue running?", "lab/kueue.sh start"]),
+    ("not-served", None, ["serves no Kueue Workloads", "is Kueue running?", "hack/cluster.sh start --queueing"]),
     ("failed", KubeApiError(f"GET {LIST}: HTTP 500 Internal Server Error", 500), ["could not be listed", "HTTP 500"]),
     ("crash", RuntimeError("a bug"), ["could not be read (RuntimeError)", f"kubectl get workloads -n {NAMESPACE}"]),
     ("no-workload-yet", listed(), ["no Workload for this JobSet yet", "`pulumi up --refresh` again"]),

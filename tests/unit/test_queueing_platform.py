@@ -116,7 +116,7 @@ def test_queueing_on_a_cluster_without_kueue_or_jobset_is_refused_before_anythin
 ) -> None:
     read_whole, _ = cluster(kueue=kueue, jobset=jobset)
     message = (
-        rf"tfk8s:platform\.queueing\.enabled: is true, but the cluster serves no {missing} .*lab/kueue\.sh start.*enabled: false"
+        rf"tfk8s:platform\.queueing\.enabled: is true, but the cluster serves no {missing} .*start --queueing.*enabled: false"
     )
     with declared_types() as declared, pytest.raises(ConfigError, match=message):
         run_program(queued(platform_config), read_whole=read_whole)

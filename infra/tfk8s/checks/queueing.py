@@ -37,6 +37,6 @@ def check_queueing(stack: PlatformStack, read_whole: Reader | None) -> None:
         raise ConfigError(
             [
                 f"{KEY}.enabled: is true, but the cluster serves no {' and no '.join(missing)} (Kueue and JobSet are not "
-                "installed): install them (on the local cluster: lab/kueue.sh start), or set enabled: false"
+                "installed): install them (on the local cluster: hack/cluster.sh start --queueing), or set enabled: false"
             ]
         )

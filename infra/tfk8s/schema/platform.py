@@ -268,7 +268,7 @@ class QueueingSettings(Model):
     (issue 38; lab/kueue/README.md). Off by default: the cluster then keeps today's behaviour,
     where an experiment within its tenant's quota is created and its pods wait for the scheduler.
     On, the cluster must serve Kueue's kueue.x-k8s.io/v1beta2 and JobSet's jobset.x-k8s.io/v1alpha2
-    (locally: `lab/kueue.sh start`), which preview checks."""
+    (locally: `hack/cluster.sh start --queueing`), which preview checks."""
 
     enabled: bool = False
     """Declare the platform's Cohort, ResourceFlavors and WorkloadPriorityClasses, and each tenant's
@@ -285,7 +285,8 @@ class QueueingSettings(Model):
     wait_for_pods_ready: Duration = "10m"
     """How long an admitted training cluster may take to have all its pods ready before Kueue
     evicts it and gives its capacity back (Kueue's `waitForPodsReady.timeout`: a setting of Kueue's own
-    configuration, not an object the platform declares; lab/kueue.sh does not read it yet)."""
+    configuration, not an object the platform declares; the local cluster's Kueue runs with 10m and
+    does not read it yet)."""
 
     @model_validator(mode="after")
     def _capacity_when_enabled(self) -> QueueingSettings:

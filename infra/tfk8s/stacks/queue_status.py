@@ -73,7 +73,7 @@ def _read(namespace: str, jobsets: Sequence[str], read_whole: secrets.Get, now: 
     if listed is None:
         return unknown(
             jobsets,
-            f"this cluster serves no Kueue Workloads ({WORKLOAD.api_version}): is Kueue running? (`lab/kueue.sh start` "
+            f"this cluster serves no Kueue Workloads ({WORKLOAD.api_version}): is Kueue running? (`hack/cluster.sh start --queueing` "
             "beside the local cluster; elsewhere ask the platform team)",
         )
     items = [i for i in listed.get("items") or [] if isinstance(i, Mapping)]

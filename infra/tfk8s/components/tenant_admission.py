@@ -38,7 +38,7 @@ Pure: `policies` returns each policy's spec; `TenantAdmission` declares them wit
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -116,8 +116,13 @@ def _policy(
     }
 
 
-def _placement_validations(user_node: UserNodeSettings, placement: PlacementSettings) -> list[dict[str, str]]:
-    """What a pod spec (`variables.spec`) may not ask of placement."""
+# One placement rule as CEL, of a pod spec expression and of its node affinity terms' expression:
+# the pod and template policies give it their variables, the JobSet policy each replicated Job's.
+PlacementCheck = Callable[[str, str], str]
+
+
+def _placement_rules(user_node: UserNodeSettings, placement: PlacementSettings) -> list[tuple[PlacementCheck, str]]:
+    """What a pod spec may not ask of placement: each rule's CEL (of the spec and its node terms) and message."""
     node = cel(user_node.name)
 
     def guarded(key: str) -> str:
@@ -139,53 +144,67 @@ def _placement_validations(user_node: UserNodeSettings, placement: PlacementSett
     field_ok = f"!(f.key == 'metadata.name' && f.operator == 'In' && {node} in f.?values.orValue([]))"
     fix = "; tfk8s tenant namespaces keep training off the User Node and the control plane"
     return [
-        {
-            "expression": "variables.spec.?nodeName.orValue('') == ''",
-            "message": "spec.nodeName is refused: pods are placed by the scheduler" + fix,
-        },
-        {
-            "expression": "variables.spec.?tolerations.orValue([]).all(t, t.?key.orValue('') != '' && "
-            f"!{guarded('t.key')}{allowed_tolerations})",
-            "message": f"a toleration of every taint, of the User Node's ({user_node.taint_key}) or the control plane's "
+        (
+            lambda spec, terms: f"{spec}.?nodeName.orValue('') == ''",
+            "spec.nodeName is refused: pods are placed by the scheduler" + fix,
+        ),
+        (
+            lambda spec, terms: (
+                f"{spec}.?tolerations.orValue([]).all(t, t.?key.orValue('') != '' && !{guarded('t.key')}{allowed_tolerations})"
+            ),
+            f"a toleration of every taint, of the User Node's ({user_node.taint_key}) or the control plane's "
             f"({CONTROL_PLANE_PREFIX}*)"
             + (" or of a key not in platform.placement.tolerationKeys" if allowed_tolerations else "")
             + " is refused"
             + fix,
-        },
-        {
-            "expression": f"variables.spec.?nodeSelector.orValue({{}}).all(k, !{guarded('k')} && "
-            f"!(k == {cel(HOSTNAME)} && variables.spec.nodeSelector[k] == {node}){allowed_selectors})",
-            "message": f"a nodeSelector on the User Node ({user_node.taint_key}, {HOSTNAME}={user_node.name}) or the "
+        ),
+        (
+            lambda spec, terms: (
+                f"{spec}.?nodeSelector.orValue({{}}).all(k, !{guarded('k')} && "
+                f"!(k == {cel(HOSTNAME)} && {spec}.nodeSelector[k] == {node}){allowed_selectors})"
+            ),
+            f"a nodeSelector on the User Node ({user_node.taint_key}, {HOSTNAME}={user_node.name}) or the "
             f"control plane ({CONTROL_PLANE_PREFIX}*)"
             + (" or on a key not in platform.placement.nodeSelectorKeys" if allowed_selectors else "")
             + " is refused"
             + fix,
-        },
-        {
-            "expression": "variables.nodeTerms.all(term, term.?matchExpressions.orValue([]).all(e, "
-            f"{expression_ok}) && term.?matchFields.orValue([]).all(f, {field_ok}))",
-            "message": f"a node affinity that reaches the User Node ({user_node.taint_key}, {user_node.name}) or the control "
+        ),
+        (
+            lambda spec, terms: (
+                f"{terms}.all(term, term.?matchExpressions.orValue([]).all(e, "
+                f"{expression_ok}) && term.?matchFields.orValue([]).all(f, {field_ok}))"
+            ),
+            f"a node affinity that reaches the User Node ({user_node.taint_key}, {user_node.name}) or the control "
             f"plane ({CONTROL_PLANE_PREFIX}*) is refused (DoesNotExist is how to stay off them)" + fix,
-        },
-        {
-            "expression": f"variables.spec.?priorityClassName.orValue('') in {cel(['', *placement.priority_classes])}",
-            "message": "only the priority classes in platform.placement.priorityClasses "
+        ),
+        (
+            lambda spec, terms: f"{spec}.?priorityClassName.orValue('') in {cel(['', *placement.priority_classes])}",
+            "only the priority classes in platform.placement.priorityClasses "
             f"({', '.join(placement.priority_classes) or 'none'}) may be asked for in tfk8s tenant namespaces: a higher "
             "priority would preempt other tenants' pods",
-        },
+        ),
     ]
+
+
+def _placement_validations(user_node: UserNodeSettings, placement: PlacementSettings) -> list[dict[str, str]]:
+    """What a pod spec (`variables.spec`, its node terms `variables.nodeTerms`) may not ask of placement."""
+    return [
+        {"expression": check("variables.spec", "variables.nodeTerms"), "message": message}
+        for check, message in _placement_rules(user_node, placement)
+    ]
+
+
+def _node_terms(spec: str) -> str:
+    """A pod spec's node affinity terms, required and preferred, as one CEL list."""
+    affinity = f"{spec}.?affinity.?nodeAffinity"
+    return (
+        f"{affinity}.?requiredDuringSchedulingIgnoredDuringExecution.?nodeSelectorTerms.orValue([]) + "
+        f"{affinity}.?preferredDuringSchedulingIgnoredDuringExecution.orValue([]).map(p, p.preference)"
+    )
 
 
 def _pod_spec_variables(path: str) -> list[dict[str, str]]:
-    affinity = f"{path}.?affinity.?nodeAffinity"
-    return [
-        {"name": "spec", "expression": path},
-        {
-            "name": "nodeTerms",
-            "expression": f"{affinity}.?requiredDuringSchedulingIgnoredDuringExecution.?nodeSelectorTerms.orValue([]) + "
-            f"{affinity}.?preferredDuringSchedulingIgnoredDuringExecution.orValue([]).map(p, p.preference)",
-        },
-    ]
+    return [{"name": "spec", "expression": path}, {"name": "nodeTerms", "expression": _node_terms(path)}]
 
 
 def policies(

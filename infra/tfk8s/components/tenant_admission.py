@@ -15,6 +15,8 @@ namespaces):
   * placement: a pod, or the pod template of any workload kind, may not name a node (`nodeName`),
     tolerate the User Node's or the control plane's taints (or every taint), select their labels
     or the User Node by host name, nor ask for a priority class the platform does not allow;
+  * on a platform that queues (`platform.queueing.enabled`), the same for every replicated Job of a
+    JobSet, which must also wait in the tenant's LocalQueue (`jobset-placement`);
   * services: ClusterIP only (no NodePort, LoadBalancer, ExternalName) and no `externalIPs`;
   * bindings: a RoleBinding binds a Role of the namespace to service accounts of the namespace,
     never a ClusterRole (the experimenter role among them) nor a user or group;
@@ -45,9 +47,12 @@ from typing import Any
 import pulumi
 
 from tfk8s.kube import objects as kube
+from tfk8s.kube.api_paths import JOBSET
 from tfk8s.schema.contract import PlatformKind
 from tfk8s.schema.platform import PlacementSettings, UserNodeSettings
+from tfk8s.specs import jobset
 from tfk8s.specs.ownership import STACK_KIND, Owner
+from tfk8s.specs.queueing import LOCAL_QUEUE_NAME
 
 # On every tenant namespace, its value the platform's group: the namespaces its policies select.
 TENANT_NAMESPACE = "tfk8s.io/platform"
@@ -194,6 +199,44 @@ def _placement_validations(user_node: UserNodeSettings, placement: PlacementSett
     ]
 
 
+def _jobset_validations(user_node: UserNodeSettings, placement: PlacementSettings) -> list[dict[str, str]]:
+    """The placement rules for every replicated Job's pod template of a JobSet, and its queue.
+
+    A JobSet's pods are created by the Job controller from Jobs JobSet's controller creates: the
+    pods by kube-controller-manager, exempt from the pod policy, and the Jobs by JobSet's identity,
+    exempt from the template policy wherever it may register tenants (the local cluster runs it
+    with the admin's kubeconfig). So the tenant's own write, the JobSet, is where they are checked.
+    A replicated Job without a Job spec, or a Job spec without a pod spec, makes no pod.
+
+    Its storage needs no rule here: pod-storage binds every pod at CREATE, controllers' included,
+    so the pods of any JobSet are checked already (and the namespace's Pod Security level and
+    ResourceQuota apply to them as to every pod).
+    """
+    pod = "rj.template.spec.template.spec"
+    # Parenthesised: `.all` binds tighter than the `+` of the two lists of terms.
+    terms = f"({_node_terms(pod)})"
+    where = "spec.replicatedJobs[*].template.spec.template.spec: "
+
+    def each_replicated_job(check: str) -> str:
+        return f"object.?spec.?replicatedJobs.orValue([]).all(rj, !has(rj.template.spec) || !has({pod}) || ({check}))"
+
+    placement_checks = [
+        {"expression": each_replicated_job(check(pod, terms)), "message": where + message}
+        for check, message in _placement_rules(user_node, placement)
+    ]
+    # Without the label, Kueue leaves the JobSet alone (manageJobsWithoutQueueName is off) and JobSet's
+    # controller starts it at once: beside the queue, its capacity, priorities and fair share. The
+    # tenant's LocalQueue is the only one in her namespace (she may create none: tfk8s.checks.access),
+    # and a JobSet may only name a LocalQueue of its own namespace.
+    queue = {
+        "expression": f"object.metadata.?labels[?{cel(jobset.QUEUE_NAME_LABEL)}].orValue('') == {cel(LOCAL_QUEUE_NAME)}",
+        "message": f"a JobSet in a tfk8s tenant namespace waits in the tenant's queue: it needs the label "
+        f"{jobset.QUEUE_NAME_LABEL}: {LOCAL_QUEUE_NAME} (without it Kueue ignores the JobSet, which would start at "
+        "once, beside the platform's queue, capacity and fair share)",
+    }
+    return [*placement_checks, queue]
+
+
 def _node_terms(spec: str) -> str:
     """A pod spec's node affinity terms, required and preferred, as one CEL list."""
     affinity = f"{spec}.?affinity.?nodeAffinity"
@@ -208,14 +251,15 @@ def _pod_spec_variables(path: str) -> list[dict[str, str]]:
 
 
 def policies(
-    group: str, tenants: PlatformKind, user_node: UserNodeSettings, placement: PlacementSettings
+    group: str, tenants: PlatformKind, user_node: UserNodeSettings, placement: PlacementSettings, *, queueing: bool = False
 ) -> dict[str, dict[str, Any]]:
-    """Each policy's spec, by a short name (the Pulumi resources' names)."""
+    """Each policy's spec, by a short name (the Pulumi resources' names); `queueing`: the platform's
+    `queueing.enabled`, whose experiments are JobSets (the jobset-placement policy)."""
     writes = ("CREATE", "UPDATE")
     conditions = exempt(tenants)
     placement_checks = _placement_validations(user_node, placement)
     template_rules = [_rule([g], rs, writes) for g, rs in TEMPLATE_KINDS]
-    return {
+    found = {
         "pod-placement": _policy(
             group,
             [_rule([""], ["pods"], writes)],
@@ -315,6 +359,14 @@ def policies(
             conditions=[],
         ),
     }
+    if queueing:
+        found["jobset-placement"] = _policy(
+            group,
+            [_rule([JOBSET.group], [JOBSET.plural], writes)],
+            _jobset_validations(user_node, placement),
+            conditions=conditions,
+        )
+    return found
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -326,6 +378,8 @@ class TenantAdmissionArgs:
     user_node: UserNodeSettings
     placement: PlacementSettings
     owner: Owner
+    queueing: bool = False
+    """The platform's `queueing.enabled`: its experiments' JobSets are checked too."""
 
 
 class TenantAdmission(pulumi.ComponentResource):
@@ -337,7 +391,7 @@ class TenantAdmission(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         self.policies: dict[str, Any] = {}
         self.bindings: dict[str, Any] = {}
-        for short, spec in policies(args.group, args.tenants, args.user_node, args.placement).items():
+        for short, spec in policies(args.group, args.tenants, args.user_node, args.placement, queueing=args.queueing).items():
             policy = kube.ValidatingAdmissionPolicy(f"{name}-{short}", metadata=meta, spec=spec, opts=child)
             self.policies[short] = policy
             self.bindings[short] = kube.ValidatingAdmissionPolicyBinding(

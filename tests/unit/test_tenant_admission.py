@@ -14,7 +14,8 @@ from typing import Any
 import pulumi
 import pytest
 from mocked_program import after, facts_for, run_program
-from tfk8s.components import tenant_admission
+from tfk8s.checks import access
+from tfk8s.components import guard, tenant_admission
 from tfk8s.schema.contract import PlatformKind
 from tfk8s.schema.platform import PlacementSettings, UserNodeSettings
 
@@ -160,6 +161,7 @@ def test_every_workload_kind_with_a_pod_template_is_checked() -> None:
 
 # --- a platform that queues: its experiments are JobSets (issue 38) ----------------------------------
 
+CLUSTER_ROLE = "kubernetes:rbac.authorization.k8s.io/v1:ClusterRole"
 QUEUEING = {"enabled": True, "capacity": {"cpu": "64", "memory": "256Gi", "gpus": 8}}
 
 
@@ -173,7 +175,9 @@ def kueue_and_jobset_served(path: str) -> Any:
 
 
 @pytest.mark.parametrize("queueing", [False, True], ids=["without-queueing", "queueing"])
-def test_only_a_queueing_platform_checks_jobsets(platform_config: dict[str, Any], queueing: bool) -> None:
+def test_only_a_queueing_platform_checks_jobsets_and_lets_its_experimenters_apply_them(
+    platform_config: dict[str, Any], queueing: bool
+) -> None:
     platform_config["platform"]["network"] = {"apiServer": {"cidrs": ["10.0.0.1/32"], "ports": [6443]}}
     if queueing:
         platform_config["platform"]["queueing"] = QUEUEING
@@ -194,6 +198,20 @@ def test_only_a_queueing_platform_checks_jobsets(platform_config: dict[str, Any]
             assert (("jobset.x-k8s.io", "jobsets") in checked) is queueing
             expected = tenant_admission.policies("g", TENANTS, UserNodeSettings(name="n"), PlacementSettings(), queueing=queueing)
             assert len(policies) == len(expected)
+            # The experimenter role every tenant binds: the queued table (tfk8s.checks.access), JobSets in it.
+            (role,) = d.mocks.of_type(CLUSTER_ROLE)
+            (crd,) = [
+                r
+                for r in d.mocks.of_type("kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition")
+                if r.inputs["metadata"]["name"].startswith("tenants.")
+            ]
+            layouts = guard.layout_kind(crd.inputs["spec"]["group"])
+            assert role.inputs["rules"] == access.rules_for_role(access.experimenter_rules(layouts, queueing=queueing))
+            applies_jobsets = any(
+                r["apiGroups"] == ["jobset.x-k8s.io"] and r["resources"] == ["jobsets"] and "patch" in r["verbs"]
+                for r in role.inputs["rules"]
+            )
+            assert applies_jobsets is queueing
 
         return after(d, check)
 

@@ -106,7 +106,9 @@ def build(stack: PlatformStack, owner: Owner) -> dict[str, Any]:
             owner=owner,
             group=group,
             with_policy=guard.policy_supported(platform.version),
-            experimenter_rules=access.rules_for_role(access.experimenter_rules(guard.layout_kind(group))),
+            experimenter_rules=access.rules_for_role(
+                access.experimenter_rules(guard.layout_kind(group), queueing=platform.queueing.enabled)
+            ),
             guarded=[shared, user_node, *admission, *scrapes, *queues],
         ),
     )

@@ -37,7 +37,12 @@ def claimed(
         claim
         for i, cluster in enumerate(stack.clusters)
         for claim in training_cluster.fixed_objects(
-            experiment, cluster, tenant.namespace, platform.layouts, f"{NAMESPACE}:clusters[{i}]", queued=platform.queueing.enabled
+            experiment,
+            cluster,
+            tenant.namespace,
+            platform.layouts,
+            f"{NAMESPACE}:clusters[{i}]",
+            queued=platform.queueing.enabled,
         )
     ]
 

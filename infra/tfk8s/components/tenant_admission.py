@@ -211,6 +211,11 @@ def _jobset_validations(user_node: UserNodeSettings, placement: PlacementSetting
     Its storage needs no rule here: pod-storage binds every pod at CREATE, controllers' included,
     so the pods of any JobSet are checked already (and the namespace's Pod Security level and
     ResourceQuota apply to them as to every pod).
+
+    Kueue's controller updates the JobSet too (`spec.suspend`, and on admission the `gpu` flavor's
+    node labels into the nodeSelector of pods that ask for GPUs: tfk8s.specs.queueing). Where it is
+    not exempt (it runs as a service account of its own namespace, not kube-system's) those updates
+    pass these rules, unless `platform.placement.nodeSelectorKeys` is set without the flavor's keys.
     """
     pod = "rj.template.spec.template.spec"
     # Parenthesised: `.all` binds tighter than the `+` of the two lists of terms.
@@ -228,6 +233,11 @@ def _jobset_validations(user_node: UserNodeSettings, placement: PlacementSetting
     # controller starts it at once: beside the queue, its capacity, priorities and fair share. The
     # tenant's LocalQueue is the only one in her namespace (she may create none: tfk8s.checks.access),
     # and a JobSet may only name a LocalQueue of its own namespace.
+    # What this does not close, said plainly: a tenant's pods outside the queue by any other kind. The
+    # queued experimenter table gives her identities no create of Jobs, Deployments or pods, so a JobSet
+    # is the only workload RBAC leaves them; but no policy here refuses a plain Job or pod, so whatever
+    # another binding grants her identities still runs beside Kueue, bounded only by her ResourceQuota
+    # (as her claims' storage always is: Kueue counts no storage).
     queue = {
         "expression": f"object.metadata.?labels[?{cel(jobset.QUEUE_NAME_LABEL)}].orValue('') == {cel(LOCAL_QUEUE_NAME)}",
         "message": f"a JobSet in a tfk8s tenant namespace waits in the tenant's queue: it needs the label "

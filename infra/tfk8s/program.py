@@ -210,8 +210,8 @@ def refuse_without_access(platform: PlatformFacts, tenant: TenantFacts, post: ac
     identity, the namespace and every missing verb. One request when everything is allowed."""
     if post is None:
         return
-    table = access.experimenter_rules(platform.layouts, queueing=platform.queueing.enabled)
-    missed = access.missing(post, tenant.namespace, table)
+    rules = access.experimenter_rules(platform.layouts, queueing=platform.queueing.enabled)
+    missed = access.missing(post, tenant.namespace, rules)
     if missed:
         who = access.identity(post)
         raise AccessDenied(refusing(access.refusals(missed, who, tenant.namespace, tenant_contract.KEY)))

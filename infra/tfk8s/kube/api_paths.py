@@ -25,6 +25,11 @@ class ApiKind:
     namespaced: bool
 
     @property
+    def group(self) -> str:
+        """The API group, as RBAC and admission rules name it: "" for the core group."""
+        return self.api_version.rpartition("/")[0]
+
+    @property
     def root(self) -> str:
         """The API root serving the kind: /api/v1 for the core group, /apis/<group>/<version> otherwise."""
         return f"/apis/{self.api_version}" if "/" in self.api_version else f"/api/{self.api_version}"

@@ -76,6 +76,7 @@ def build(stack: PlatformStack, owner: Owner) -> dict[str, Any]:
                     user_node=platform.user_node,
                     placement=platform.placement,
                     owner=owner,
+                    queueing=platform.queueing.enabled,
                 ),
             )
         )

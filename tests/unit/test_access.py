@@ -277,7 +277,8 @@ def test_a_queued_experiment_applies_jobsets_and_creates_no_workload_of_another_
     unchanged -= {("rbac.authorization.k8s.io", "roles"), ("rbac.authorization.k8s.io", "rolebindings")}
     unchanged -= {("apps", "deployments/scale"), ("apps", "replicasets"), ("", "endpoints")}
     assert {k: queued[k] for k in unchanged} == {k: today[k] for k in unchanged}
-    assert set(queued) == unchanged | {("jobset.x-k8s.io", "jobsets")} | {
+    assert queued[("kueue.x-k8s.io", "workloads")] == {"get", "list"}  # readiness reads its clusters' Workloads
+    assert set(queued) == unchanged | {("jobset.x-k8s.io", "jobsets"), ("kueue.x-k8s.io", "workloads")} | {
         ("", "serviceaccounts"),
         ("apps", "deployments"),
         ("batch", "jobs"),

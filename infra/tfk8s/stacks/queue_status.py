@@ -73,8 +73,8 @@ def _read(namespace: str, jobsets: Sequence[str], read_whole: secrets.Get, now: 
     if listed is None:
         return unknown(
             jobsets,
-            f"this cluster serves no Kueue Workloads ({WORKLOAD.api_version}): is Kueue running? (`hack/cluster.sh start --queueing` "
-            "beside the local cluster; elsewhere ask the platform team)",
+            f"this cluster serves no Kueue Workloads ({WORKLOAD.api_version}): is Kueue running? "
+            "(`hack/cluster.sh start --queueing` beside the local cluster; elsewhere ask the platform team)",
         )
     items = [i for i in listed.get("items") or [] if isinstance(i, Mapping)]
     found = workloads.by_jobset(items, jobsets, now)

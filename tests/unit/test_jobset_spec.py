@@ -113,7 +113,7 @@ def test_ps_pods_are_todays_but_for_restarts_index_and_retirement(cluster: Clust
     assert (today["spec"].pop("automountServiceAccountToken"), queued["spec"]["automountServiceAccountToken"]) == (True, False)
     queued["spec"].pop("automountServiceAccountToken")
     assert today["metadata"]["labels"].pop(INDEX) == "0"
-    assert without_env(queued, {"TFK8S_RUN_UID"}) == today
+    assert without_env(queued, {"TFK8S_RUN_UID"}) == js.as_served(today)
 
 
 @CLUSTERS
@@ -132,7 +132,12 @@ def test_worker_and_chief_pods_are_todays_but_for_their_run_uid_and_subdomain(cl
         )
         today["spec"].pop("subdomain")
         queued = queued_jobs[role.name]["template"]["spec"]["template"]
-        assert without_env(queued, {"TFK8S_RUN_UID"}) == without_env(today, {"TFK8S_RUN_UID"}), role.name
+        assert without_env(queued, {"TFK8S_RUN_UID"}) == js.as_served(without_env(today, {"TFK8S_RUN_UID"})), role.name
+
+
+def test_served_templates_drop_the_empty_args_the_api_server_drops_and_nothing_else() -> None:
+    template = {"spec": {"containers": [{"name": "a", "args": [], "env": []}, {"name": "b", "args": ["--x"]}]}}
+    assert js.as_served(template)["spec"]["containers"] == [{"name": "a", "env": []}, {"name": "b", "args": ["--x"]}]
 
 
 @CLUSTERS

@@ -116,7 +116,7 @@ def test_a_changed_jobset_is_replaced_under_its_name_behind_its_network_policy(d
 
     def check() -> None:
         (opts,) = [o for key, o in d.options.items() if key.startswith(JOBSET)]
-        assert opts.replace_on_changes == ["spec"] and opts.delete_before_replace is True
+        assert opts.replace_on_changes == ['metadata.labels["tfk8s.io/run"]'] and opts.delete_before_replace is True
         depends = opts.depends_on if isinstance(opts.depends_on, list) else [opts.depends_on]
         assert any("NetworkPolicy" in type(dep).__name__ or "network" in str(getattr(dep, "_name", "")) for dep in depends)
 

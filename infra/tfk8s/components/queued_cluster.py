@@ -23,6 +23,7 @@ from tfk8s.kube import awaits
 from tfk8s.kube import objects as kube
 from tfk8s.schema.contract import PlatformFacts
 from tfk8s.specs import jobset, pods
+from tfk8s.specs.labels import RUN
 from tfk8s.specs.queueing import LOCAL_QUEUE_NAME
 
 # (labels, name, annotations) -> the object's metadata, in the cluster's namespace and with its owner's marks.
@@ -102,10 +103,13 @@ def declare(
         spec=document["spec"],
         opts=pulumi.ResourceOptions(
             parent=parent,
-            # JobSet's webhook refuses any change to its replicated Jobs (lab/kueue/README.md), and a
-            # new run id changes their pod templates: a changed spec is a new JobSet, under the same
-            # name, so the old one goes first. Its labels (a new priority) are changed in place.
-            replace_on_changes=["spec"],
+            # JobSet's webhook refuses any change to its replicated Jobs (lab/kueue/README.md), and
+            # every change of them is a new run id (tfk8s.specs.cluster_spec.run_id): a new run is a
+            # new JobSet, under the same name, so the old one goes first. Keyed on the run label, not
+            # on `spec`: what Kueue and JobSet write into a live spec (suspend, defaults) must never
+            # replace a running or preempted cluster, which would start its run over; a new priority
+            # label is changed in place.
+            replace_on_changes=[f'metadata.labels["{RUN}"]'],
             delete_before_replace=True,
             depends_on=list(after),
         ),

@@ -83,18 +83,30 @@ def pod_labels(cluster_pods: pods.ClusterPods, role: Role, run_id: str, owner_la
     return {**own, **owner_labels}
 
 
+def as_served(template: Json) -> Json:
+    """`template` as the API server keeps it: without the empty `args` it drops (omitempty), which a
+    refresh would otherwise show as a change of the JobSet's spec at every `pulumi up --refresh`."""
+    spec = template["spec"]
+    for group in ("containers", "initContainers"):
+        if group in spec:
+            spec[group] = [{k: v for k, v in c.items() if not (k == "args" and v == [])} for c in spec[group]]
+    return template
+
+
 def _replicated_job(
     role: Role, cluster_pods: pods.ClusterPods, run_id: str, owner_labels: dict[str, str], kubernetes_version: tuple[int, int]
 ) -> Json:
     cluster = cluster_pods.cluster
     tasks = role.count(cluster)
-    template = pods.pod_template(
-        role,
-        cluster_pods,
-        labels=pod_labels(cluster_pods, role, run_id, owner_labels),
-        # Many tasks read their index from JOB_COMPLETION_INDEX (one template for all); one task is task 0.
-        index=0 if role.one_task else None,
-        run_uid=run_uid_of_jobset(),
+    template = as_served(
+        pods.pod_template(
+            role,
+            cluster_pods,
+            labels=pod_labels(cluster_pods, role, run_id, owner_labels),
+            # Many tasks read their index from JOB_COMPLETION_INDEX (one template for all); one task is task 0.
+            index=0 if role.one_task else None,
+            run_uid=run_uid_of_jobset(),
+        )
     )
     if role.retirement == "jobset":
         retries: Json = {"backoffLimit": PS_BACKOFF_LIMIT}

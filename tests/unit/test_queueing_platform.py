@@ -12,7 +12,9 @@ import pulumi
 import pytest
 from mocked_program import after, declared_types, facts_for, run_program
 from tfk8s.errors import ConfigError
+from tfk8s.schema.contract import PlatformFacts
 from tfk8s.specs import queueing as spec
+from tfk8s.specs import quota
 
 KUEUE = "kubernetes:kueue.x-k8s.io/v1beta2:"
 KUEUE_DISCOVERY = "/apis/kueue.x-k8s.io/v1beta2"
@@ -155,7 +157,17 @@ def test_a_tenant_on_a_queueing_platform_declares_its_queue_in_the_cohort_borrow
                 for f in g["flavors"]
                 for r in f["resources"]
             }
-            assert borrowing == {r: ("0", hard[f"requests.{r}"]) for r in ("cpu", "memory", "nvidia.com/gpu")}
+            # The quota less what the tenant's Jupyter, TensorBoard and token gate take of it (the
+            # namespace's own ResourceQuota counts them too), all GPUs: they take none.
+            facts = PlatformFacts.model_validate(queueing_facts(platform_config), strict=False)
+            apps = quota.apps_requests(facts.container_defaults, gated=facts.tensorboard_requires_token)
+            assert apps["cpu"] > 0 and apps["memory"] > 0
+            assert borrowing == {
+                "cpu": ("0", spec.kube_quantity("cpu", quota.amount(hard["requests.cpu"]) - apps["cpu"])),
+                "memory": ("0", spec.kube_quantity("memory", quota.amount(hard["requests.memory"]) - apps["memory"])),
+                "nvidia.com/gpu": ("0", hard["requests.nvidia.com/gpu"]),
+            }
+            assert quota.amount(borrowing["cpu"][1]) + apps["cpu"] == quota.amount(hard["requests.cpu"])
 
         return after(d, check)
 

@@ -11,7 +11,9 @@ registration is: one tenant's objects, cluster-scoped or not, and gone with the 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 import pulumi
@@ -98,8 +100,10 @@ class QueueingPlatform(pulumi.ComponentResource):
         self.register_outputs({"cohort_name": self.cohort_name})
 
 
-def tenant_queue(tenant: str, namespace: str, quota: Quota, weight: str) -> spec.TenantQueue:
-    return spec.TenantQueue(tenant=tenant, namespace=namespace, quota=quota, weight=weight)
+def tenant_queue(
+    tenant: str, namespace: str, quota: Quota, weight: str, apps: Mapping[str, Decimal] | None = None
+) -> spec.TenantQueue:
+    return spec.TenantQueue(tenant=tenant, namespace=namespace, quota=quota, weight=weight, apps=dict(apps or {}))
 
 
 def tenant_fixed_objects(queueing: QueueingSettings, queue: spec.TenantQueue, key: str) -> list[Claimed]:

@@ -14,8 +14,9 @@ tenant's queues (issue 38, step 1 of lab/kueue/README.md).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 from tfk8s.schema.platform import QueueCapacity, Quota
@@ -51,6 +52,9 @@ class TenantQueue:
     namespace: str  # its namespace (the platform's prefix and the name)
     quota: Quota  # its effective quota (TenantSettings.effective_quota): the namespace's ResourceQuota too
     weight: str = "1"  # its fair-sharing weight: its share of what the cohort's queues lend, against the others'
+    # What its own Jupyter and TensorBoard take of its quota (tfk8s.specs.quota.apps_requests), which
+    # its experiments can never have: `cpu` and `memory` in cores and bytes.
+    apps: Mapping[str, Decimal] = field(default_factory=dict)
 
 
 def cohort(name: str, capacity: QueueCapacity) -> Json:
@@ -103,9 +107,19 @@ def _groups(amounts: dict[str, str], limits: Callable[[str, str], Json]) -> list
     ]
 
 
-def resource_groups(quota: Quota) -> list[Json]:
+def kube_quantity(resource: str, value: Decimal) -> str:
+    """`value` (cores, bytes, a count) as a Kubernetes quantity: whole millicores, whole bytes."""
+    if resource == "cpu":
+        return f"{int(value * 1000)}m"
+    return str(int(value))
+
+
+def resource_groups(quota: Quota, apps: Mapping[str, Decimal] | None = None) -> list[Json]:
     """No nominal quota of the queue's own, and a borrowing limit of the tenant's quota, as the
-    ResourceQuota's `requests.*` (tfk8s.specs.quota.hard) says it.
+    ResourceQuota's `requests.*` (tfk8s.specs.quota.hard) says it, less what its own Jupyter and
+    TensorBoard take of it (`apps`): the ResourceQuota counts them too, so a cluster admitted into
+    that share would have pods the quota refuses, and would hold its capacity, podless, until
+    waitForPodsReady evicted it.
 
     So the queue admits what the cohort's capacity has free, never past the tenant's quota (which
     the namespace's ResourceQuota enforces anyway: it would refuse the pods of a JobSet admitted
@@ -115,6 +129,8 @@ def resource_groups(quota: Quota) -> list[Json]:
     """
     hard = namespace_quota.hard(quota)
     amounts = {r: hard[f"requests.{r}"] for r in ("cpu", "memory", GPU_RESOURCE)}
+    for resource, taken in (apps or {}).items():
+        amounts[resource] = kube_quantity(resource, max(namespace_quota.amount(amounts[resource]) - taken, Decimal(0)))
     return _groups(amounts, lambda _resource, amount: {"nominalQuota": "0", "borrowingLimit": amount})
 
 
@@ -127,7 +143,7 @@ def cluster_queue(queue: TenantQueue, cohort: str) -> Json:
             "cohortName": cohort,
             "namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: queue.namespace}},
             "queueingStrategy": QUEUEING_STRATEGY,
-            "resourceGroups": resource_groups(queue.quota),
+            "resourceGroups": resource_groups(queue.quota, queue.apps),
             "preemption": dict(PREEMPTION),
             "fairSharing": {"weight": queue.weight},
         },

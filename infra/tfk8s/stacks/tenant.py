@@ -25,6 +25,7 @@ from tfk8s.schema import NAMESPACE
 from tfk8s.schema.contract import PlatformFacts, TenantFacts
 from tfk8s.schema.tenant import TenantSettings, TenantStack
 from tfk8s.specs import queueing as queueing_spec
+from tfk8s.specs import quota as namespace_quota
 from tfk8s.specs import readiness
 from tfk8s.specs.code import launcher_bundle
 from tfk8s.specs.labels import labels
@@ -55,6 +56,7 @@ def tenant_queue(tenant: TenantSettings, platform: PlatformFacts) -> queueing_sp
         user_env.namespace_name(platform, tenant.name),
         tenant.effective_quota(platform.default_quota),
         tenant.queueing.weight,
+        namespace_quota.apps_requests(platform.container_defaults, gated=platform.tensorboard_requires_token),
     )
 
 

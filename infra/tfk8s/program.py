@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,7 @@ from tfk8s.schema.experiment import ExperimentStack
 from tfk8s.schema.platform import NetworkSettings, PlatformStack
 from tfk8s.schema.tenant import TenantStack
 from tfk8s.specs import backends, network_policy, ownership
+from tfk8s.specs import quota as namespace_quota
 from tfk8s.specs.code import launcher_bundle
 from tfk8s.stacks import config as stack_config
 from tfk8s.stacks import experiment as experiment_stack
@@ -70,15 +72,18 @@ def refuse_foreign(claims: list[ownership.Claimed], read: Reader | None, owner: 
 
 
 def refuse_over_quota(
-    stack: ExperimentStack, experiment: str, tenant: TenantFacts, read_whole: Reader, *, queued: bool = False
+    stack: ExperimentStack, experiment: str, platform: PlatformFacts, tenant: TenantFacts, read_whole: Reader
 ) -> None:
     """Refuse, before anything is declared, an experiment its tenant's quota has no room for (tfk8s.checks.quota;
-    `queued`: on a platform that queues, where it waits for what is in use)."""
+    on a platform that queues, it waits for what its tenant's other experiments use)."""
     room = quota_check.live_room(read_whole, tenant.namespace, experiment)
     if room is None:  # the namespace has no tfk8s quota: Kubernetes will refuse nothing either
         return
+    queued = platform.queueing.enabled
     demand = quota_check.experiment_demand(stack.clusters, queued=queued)
-    problems = quota_check.refusals(demand, room, tenant.name, queued=queued)
+    apps = namespace_quota.apps_requests(platform.container_defaults, gated=platform.tensorboard_requires_token)
+    held = {**apps, "pods": Decimal(namespace_quota.TENANT_APP_PODS)}
+    problems = quota_check.refusals(demand, room, tenant.name, queued=queued, apps=held)
     if problems:
         raise ConfigError(problems)
 
@@ -258,7 +263,7 @@ def run_experiment(
     launcher = launcher_bundle(root, "experiment")
     refuse_foreign(experiment_stack.claimed(stack, experiment, platform, tenant, launcher), read, owner, fix)
     timings.mark("ownership")
-    refuse_over_quota(stack, experiment, tenant, read_whole, queued=platform.queueing.enabled)
+    refuse_over_quota(stack, experiment, platform, tenant, read_whole)
     timings.mark("quota")
     outputs = experiment_stack.build(stack, experiment, platform, tenant, owner, root, launcher, read_whole, open_gate)
     timings.mark("declared")

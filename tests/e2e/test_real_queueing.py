@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from drivers import CLUSTER, Cli, Kube
+from drivers import CLUSTER, Kube
 from queueing_env import edit_stack, pods_of
 from real_node import give_volumes_to_pods, import_image, place_on_real_node, platform_settings, project, real_cluster, until
 
@@ -111,7 +111,10 @@ def test_a_preempted_run_resumes_from_its_checkpoint_on_the_real_node(cluster: K
         before = until("slow's first checkpoint", 600, lambda: checkpointed_step(run))
         mark(f"slow trains and checkpointed step {before}")
         report = readiness("slow")
-        assert report["queue"]["state"] == "Running", (report, cluster.get("jobsets.jobset.x-k8s.io", NAMESPACE, "slow-mnist")["status"])
+        assert report["queue"]["state"] == "Running", (
+            report,
+            cluster.get("jobsets.jobset.x-k8s.io", NAMESPACE, "slow-mnist")["status"],
+        )
 
         submit(
             "urgent",

@@ -194,10 +194,15 @@ def test_a_queued_experiment_waits_for_what_others_use_but_never_for_more_than_t
     # Without queueing the same experiment is refused, as before.
     with pytest.raises(ConfigError, match=r"quota has 1 of 16 left"):
         run_program(copy.deepcopy(dev_config), read_whole=busy)
-    # Past the whole quota it would never be admitted: refused, saying so.
-    dev_config["clusters"][0]["workers"]["count"] = 20
-    with pytest.raises(ConfigError, match=r"asks cpu 20\.5 .* tenant alice's whole quota is 16 \(a queued experiment waits"):
-        run_program(dev_config, read_whole=busy, platform=queueing_facts())
+    # Past the whole quota less what her Jupyter and TensorBoard hold (16 - 2.1) it would never be
+    # admitted (her queue never lends that share): refused, saying so.
+    dev_config["clusters"][0]["workers"]["count"] = 14
+    refusal = r"asks cpu 14\.5 .* tenant alice's whole quota is 16, 2\.1 of it her Jupyter's and TensorBoard's \(a queued"
+    with pytest.raises(ConfigError, match=refusal):
+        run_program(copy.deepcopy(dev_config), read_whole=busy, platform=queueing_facts())
+    dev_config["clusters"][0]["workers"]["count"] = 13
+    run_program(dev_config, read_whole=busy, platform=queueing_facts())
+    assert declared == [True, True]
 
 
 def test_queued_demand_counts_a_service_per_task() -> None:

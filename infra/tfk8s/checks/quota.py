@@ -197,9 +197,14 @@ def _breakdown(setting: str, parts: list[Part], several_clusters: bool) -> str:
     return ", ".join(line(p) for p in parts)
 
 
-def refusals(demand: Demand, room: Mapping[str, Room], user: str, *, queued: bool = False) -> list[str]:
+def refusals(
+    demand: Demand, room: Mapping[str, Room], user: str, *, queued: bool = False, apps: Mapping[str, Decimal] | None = None
+) -> list[str]:
     """One message per quota setting the experiment asks more of than its user has left; `queued`:
-    of CPU, memory, GPUs and pods, more than the whole quota (the module's docstring)."""
+    of CPU, memory, GPUs and pods, more than the whole quota less `apps`, what the tenant's own
+    Jupyter and TensorBoard take of it (by quota setting: `cpu`, `memory`, `pods`), which her queue
+    never lends (tfk8s.specs.queueing.resource_groups)."""
+    apps = apps or {}
     several = len({p.cluster_index for parts in demand.values() for p in parts}) > 1
     problems = []
     for setting, parts in demand.items():
@@ -207,7 +212,7 @@ def refusals(demand: Demand, room: Mapping[str, Room], user: str, *, queued: boo
         enforced = [room[key] for key in quota.HARD_KEYS[setting] if key in room]
         waits = queued and setting in WAITED_FOR
         if waits:
-            enforced = [Room(hard=r.hard, used=Decimal(0), own=Decimal(0)) for r in enforced]
+            enforced = [Room(hard=r.hard, used=apps.get(setting, Decimal(0)), own=Decimal(0)) for r in enforced]
         if not asked or not enforced:
             continue
         tightest = min(enforced, key=lambda r: r.left)
@@ -220,8 +225,9 @@ def refusals(demand: Demand, room: Mapping[str, Room], user: str, *, queued: boo
 
         own = f", {fmt(tightest.own)} of it this experiment's own" if tightest.own else ""
         left = fmt(max(tightest.left, Decimal(0)))
+        held = f", {fmt(tightest.used)} of it her Jupyter's and TensorBoard's" if tightest.used else ""
         has = (
-            f"tenant {user}'s whole quota is {fmt(tightest.hard)} (a queued experiment waits for the rest, never for more)"
+            f"tenant {user}'s whole quota is {fmt(tightest.hard)}{held} (a queued experiment waits for the rest, never for more)"
             if waits
             else f"tenant {user}'s quota has {left} of {fmt(tightest.hard)} left (used {fmt(tightest.used)}{own})"
         )

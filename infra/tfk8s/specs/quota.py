@@ -125,8 +125,7 @@ def apps_requests(defaults: ContainerDefaults, *, gated: bool) -> dict[str, Deci
     token gate beside TensorBoard when `gated`."""
     gate = {"cpu": TOKEN_GATE_CPU, "memory": TOKEN_GATE_MEMORY}
     return {
-        setting: 2 * amount(getattr(defaults, setting)) + (amount(gate[setting]) if gated else 0)
-        for setting in ("cpu", "memory")
+        setting: 2 * amount(getattr(defaults, setting)) + (amount(gate[setting]) if gated else 0) for setting in ("cpu", "memory")
     }
 
 

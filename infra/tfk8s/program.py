@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -82,8 +81,7 @@ def refuse_over_quota(
     queued = platform.queueing.enabled
     demand = quota_check.experiment_demand(stack.clusters, queued=queued)
     apps = namespace_quota.apps_requests(platform.container_defaults, gated=platform.tensorboard_requires_token)
-    held = {**apps, "pods": Decimal(namespace_quota.TENANT_APP_PODS)}
-    problems = quota_check.refusals(demand, room, tenant.name, queued=queued, apps=held)
+    problems = quota_check.refusals(demand, room, tenant.name, queued=queued, apps=apps)
     if problems:
         raise ConfigError(problems)
 

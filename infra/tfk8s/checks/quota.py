@@ -12,9 +12,10 @@ own use is summed from its live objects, listed by the experiment's label. (A re
 the old pods next to the new ones; the quota's defaults leave room for that.)
 
 On a platform that queues (`queued`), an experiment waits for what the tenant's other experiments
-use of CPU, memory, GPUs and pods: Kueue admits it when they are free, never past the quota
-(tfk8s.specs.queueing borrows up to it). So those are refused only past the whole quota; what is
-created at once, queued or not (a Service per task, scratch claims), still needs room now.
+use of CPU, memory and GPUs: Kueue admits it when they are free, never past the quota less what
+the tenant's own apps hold (tfk8s.specs.queueing borrows up to that). So those are refused only
+past it; what is created at once, queued or not (a Service per task, scratch claims), and the
+number of pods, which no queue counts, still need room now.
 """
 
 from __future__ import annotations
@@ -62,8 +63,9 @@ Demand = dict[str, list[Part]]
 _NOUNS = {PS_ROLE.name: "PS", WORKER_ROLE.name: "workers", CHIEF_ROLE.name: "chief"}
 
 
-# What a queued experiment waits for rather than needs now: the pods' own, which exist once admitted.
-WAITED_FOR = frozenset({"cpu", "memory", "gpus", "pods"})
+# What a queued experiment waits for rather than needs now: what its tenant's ClusterQueue counts
+# (tfk8s.specs.queueing.resource_groups). Not `pods`: Kueue is not given that count to wait for.
+WAITED_FOR = frozenset({"cpu", "memory", "gpus"})
 
 
 def _role_parts(i: int, cluster: ClusterSettings, role: Role, queued: bool) -> dict[str, Part]:
@@ -201,9 +203,9 @@ def refusals(
     demand: Demand, room: Mapping[str, Room], user: str, *, queued: bool = False, apps: Mapping[str, Decimal] | None = None
 ) -> list[str]:
     """One message per quota setting the experiment asks more of than its user has left; `queued`:
-    of CPU, memory, GPUs and pods, more than the whole quota less `apps`, what the tenant's own
-    Jupyter and TensorBoard take of it (by quota setting: `cpu`, `memory`, `pods`), which her queue
-    never lends (tfk8s.specs.queueing.resource_groups)."""
+    of CPU, memory and GPUs, more than the whole quota less `apps`, what the tenant's own Jupyter
+    and TensorBoard take of it (by quota setting: `cpu`, `memory`), which her queue never lends
+    (tfk8s.specs.queueing.resource_groups)."""
     apps = apps or {}
     several = len({p.cluster_index for parts in demand.values() for p in parts}) > 1
     problems = []

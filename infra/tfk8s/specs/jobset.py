@@ -11,7 +11,7 @@ are the same as today's (tfk8s.specs.pods builds them); what changes:
     chief): JobSet deletes every still-active Job, so no scale-to-zero and no RBAC;
   * every task gets a Service of tfk8s's own (`task_services`), selecting it by JobSet's labels.
 
-Not wired into any component yet (issue 38, step 2 of lab/kueue/README.md).
+TrainingCluster declares it on a platform that queues (tfk8s.components.queued_cluster).
 """
 
 from __future__ import annotations

@@ -56,8 +56,8 @@ PHASES = {
 }
 NO_WORKLOAD_READ = "waiting for admission (no Workload read)"
 RESUMES = (
-    "it resumes from its last checkpoint once Kueue admits it again (its Jobs keep their uids, so the run keeps "
-    "its run directory)"
+    "it resumes from its last checkpoint once Kueue admits it again (its JobSet keeps its uid, the run's, so the "
+    "run keeps its run directory)"
 )
 JOB_COUNTS = ("ready", "active", "succeeded", "failed", "suspended")
 Json = Mapping[str, Any]

@@ -11,21 +11,18 @@ waits, what is admitted and whom Kueue preempts is decided by the queue, never b
 from __future__ import annotations
 
 import json
-import os
-import secrets
 import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import yaml
 from drivers import Cli, Kube
 
-import toolenv
+import queue_stacks
 
 CLUSTER = "tfk8s-e2e-queue"
-PLATFORM = "platform-dev"
+PLATFORM = queue_stacks.PLATFORM
 TENANTS = {"alice": "tenant-alice", "bob": "tenant-bob"}
 NAMESPACES = {"alice": "tfk8s-alice", "bob": "tfk8s-bob"}
 COHORT = "tfk8s"  # platform.queueing.cohort's default
@@ -39,41 +36,21 @@ REPLICATED_JOB = "jobset.sigs.k8s.io/replicatedjob-name"
 
 
 def project(work: Path, kubeconfig: Path) -> Cli:
-    """The plain CLI on a project copy of its own, with its own state and passphrase, at `kubeconfig`."""
-    work = toolenv.project_copy(work)
-    mine = {
-        "PULUMI_BACKEND_URL": f"file://{work / 'state'}",
-        "KUBECONFIG": str(kubeconfig),
-        "PULUMI_CONFIG_PASSPHRASE": secrets.token_urlsafe(16),
-    }
-    env = {k: v for k, v in os.environ.items() if k != "PULUMI_CONFIG_PASSPHRASE_FILE"} | mine
-    return Cli(work, env=env | toolenv.exported(mine))
-
-
-def edit_stack(cli: Cli, stack: str, edit: Callable[[dict[str, Any]], None]) -> None:
-    """Change a stack file's `config` as a platform team would write it (typed values: `config set`
-    would store `true` and numbers as strings)."""
-    path = cli.cwd / "stacks" / f"Pulumi.{stack}.yaml"
-    document = yaml.safe_load(path.read_text())
-    edit(document["config"])
-    path.write_text(yaml.safe_dump(document))
+    """The plain CLI on a project copy of its own, with its own state and passphrase, at `kubeconfig`
+    (lab/queue_stacks.py)."""
+    work, env = queue_stacks.own_project(work, kubeconfig)
+    return Cli(work, env=env)
 
 
 def queueing_platform(cli: Cli, volumes: Path) -> None:
     """platform-dev with queueing on, the capacity and priority classes above, its volumes under `volumes`."""
     cli("stack", "init", PLATFORM)
-
-    def edit(config: dict[str, Any]) -> None:
-        platform = config["tfk8s:platform"]
-        platform["queueing"] = {"enabled": True, "capacity": CAPACITY, "priorityClasses": PRIORITY_CLASSES}
-        platform["storage"]["local"] = {"hostPathRoot": str(volumes)}
-
-    edit_stack(cli, PLATFORM, edit)
+    queue_stacks.configure_platform(cli.cwd, volumes, {"capacity": CAPACITY, "priorityClasses": PRIORITY_CLASSES})
 
 
 def queueing_tenant(cli: Cli, stack: str) -> None:
     cli("stack", "init", stack)
-    edit_stack(cli, stack, lambda config: config["tfk8s:tenant"].setdefault("quota", {}).update(TENANT_QUOTA))
+    queue_stacks.configure_tenant_quota(cli.cwd, stack, TENANT_QUOTA)
 
 
 def wait_until(condition: Callable[[], Any], what: str, timeout: float = 60) -> Any:

@@ -111,7 +111,10 @@ def test_a_preempted_run_resumes_from_its_checkpoint_on_the_real_node(cluster: K
         run = until("slow's run directory", 300, lambda: run_dir(volumes, "slow", uid))
         before = until("slow's first checkpoint", 600, lambda: checkpointed_step(run))
         mark(f"slow trains and checkpointed step {before}")
-        assert readiness("slow")["queue"]["state"] == "Running"
+        # Admitted until every task is ready: its chief trains (asynchronous) while the other
+        # worker may still be importing TensorFlow.
+        until("slow's readiness to say Running", 180, lambda: readiness("slow")["queue"]["state"] == "Running")
+        mark("slow's readiness: Running")
 
         submit(
             "urgent",
@@ -143,7 +146,8 @@ def test_a_preempted_run_resumes_from_its_checkpoint_on_the_real_node(cluster: K
         mark(f"slow admitted again and trains from step {steps[0]}")
         assert cluster.get("jobsets.jobset.x-k8s.io", NAMESPACE, "slow-mnist")["metadata"]["uid"] == uid
         assert steps[0] >= preempted_at, (steps, preempted_at)  # from its checkpoint, not from zero
-        assert readiness("slow")["queue"]["state"] == "Running"
+        until("slow's readiness to say Running again", 180, lambda: readiness("slow")["queue"]["state"] == "Running")
+        mark("slow's readiness: Running")
     finally:
         print("\n[real node, queueing]\n" + "\n".join(timeline))
         for stack in ("urgent", "slow"):

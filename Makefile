@@ -71,7 +71,7 @@ env: ## Print the environment for plain `pulumi` commands: eval "$$(make env)"
 tools: ## Build or find what `make up` needs: the pinned Pulumi CLI, its language host, the Kubernetes provider, kube binaries, etcd, kwok
 	hack/tools.sh main
 
-tools-test: ## Build or find what only the tests use besides: cyclonus, versitygw, actionlint, Prometheus
+tools-test: ## Build or find what only the tests use besides: cyclonus, versitygw, actionlint, Prometheus, Kueue, JobSet
 	hack/tools.sh test
 
 # The real node's Debian packages (root) and binaries (kubelet, kube-proxy, CoreDNS). Where the
@@ -177,7 +177,7 @@ TOOLS_BIN := $(or $(TFK8S_CACHE),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/tfk8s)/b
 lint: venv ## ruff, mypy, the layers' import contracts (pyproject.toml), gofmt and go vet (the language host), actionlint on the GitOps workflows, the docs site built strictly
 	$(VENV)/bin/ruff check infra training tests bench hack lab policies examples
 	$(VENV)/bin/ruff format --check infra tests hack lab policies examples
-	$(VENV)/bin/mypy hack/langhost hack/requirements.py hack/schema.py hack/docs_reference.py hack/project.py lab/toolenv.py lab/realnode.py lab/images.py lab/dashboards.py
+	$(VENV)/bin/mypy hack/langhost hack/requirements.py hack/schema.py hack/docs_reference.py hack/project.py lab/toolenv.py lab/realnode.py lab/queue_stacks.py lab/images.py lab/dashboards.py
 	cd hack/langhost && test -z "$$(gofmt -l .)" && GOFLAGS=-mod=readonly go vet .
 	# The launcher and what it imports run in TF 1.x images: Python 3.6 and newer.
 	$(VENV)/bin/vermin --target=3.6- --no-tips --violations --eval-annotations $(addprefix training/tfk8s_train/,$(LAUNCHER_MODULES))

@@ -16,16 +16,16 @@ import toolenv
 
 
 class Watch:
-    """`kubectl get <kind> --watch` of the experiment's objects of one kind: each event with the
-    time it arrived here. `ready` once the watch request is answered (kubectl's -v=6 log), so that
-    nothing created later is missed or seen late."""
+    """`kubectl get <kind> --watch` of the objects of one kind in `namespace` that `selector` selects
+    (None: all of them): each event with the time it arrived here. `ready` once the watch request is
+    answered (kubectl's -v=6 log), so that nothing created later is missed or seen late."""
 
-    def __init__(self, kubeconfig: str, kind: str, namespace: str, selector: str) -> None:
+    def __init__(self, kubeconfig: str, kind: str, namespace: str, selector: str | None = None) -> None:
         self.kind = kind
         self.events: list[tuple[float, str, dict[str, Any]]] = []
         self.ready = threading.Event()
         self.process = subprocess.Popen(
-            [toolenv.KUBECTL, "--kubeconfig", kubeconfig, "get", kind, "-n", namespace, "-l", selector]
+            [toolenv.KUBECTL, "--kubeconfig", kubeconfig, "get", kind, "-n", namespace, *(["-l", selector] if selector else [])]
             + ["--watch", "--output-watch-events", "-o", "json", "-v=6"],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

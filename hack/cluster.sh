@@ -2,8 +2,12 @@
 # The local Kubernetes API for tfk8s: a real control plane (etcd, kube-apiserver,
 # kube-controller-manager, kube-scheduler) whose nodes and pods are simulated by kwok.
 #
-# Usage: hack/cluster.sh start [--kube 1.34|1.25] [--real-node] | stop | status | kubeconfig
+# Usage: hack/cluster.sh start [--kube 1.34|1.25] [--real-node] [--queueing] | stop | status | kubeconfig
 #        hack/cluster.sh user-kubeconfig <user> [<group>...]
+#
+# --queueing adds Kueue and JobSet, as host processes of the cluster (hack/queueing.sh; built by
+# hack/tools.sh kueue and jobset on first use): what a platform with `queueing.enabled` needs.
+# Kubernetes 1.34 only (Kueue needs 1.29 or newer). `stop` stops them, `status` reports them.
 #
 # --real-node adds, beside the simulated nodes, a real one with a container runtime, a kubelet,
 # kube-proxy, cluster DNS and a NetworkPolicy firewall (lab/realnode.sh; root and a few Debian
@@ -138,6 +142,7 @@ start() {
 
 stop() {
   if [ -d "$cache/realnode/$name" ]; then "$here/../lab/realnode.sh" stop; fi
+  "$here/queueing.sh" stop
   if [ -d "$KWOK_WORKDIR/clusters/$name" ]; then
     kwokctl delete cluster --name "$name" --kubeconfig "$kubeconfig" >&2 || true
   fi
@@ -149,6 +154,7 @@ stop() {
 status() {
   if running; then
     kubectl get nodes -o wide
+    if [ -d "$KWOK_WORKDIR/clusters/$name/queueing" ]; then "$here/queueing.sh" status; fi
   else
     echo "cluster $name is not running"
     return 1
@@ -195,16 +201,23 @@ user_kubeconfig() {
 case ${1:-status} in
   start)
     shift
-    kube="" real_node=""
+    kube="" real_node="" queueing=""
     while [ $# -gt 0 ]; do
       case $1 in
         --kube) kube=${2:?--kube needs a version}; shift 2 ;;
         --real-node) real_node=1; shift ;;
+        --queueing) queueing=1; shift ;;
         *) echo "start: unknown option $1" >&2; exit 2 ;;
       esac
     done
+    if [ -n "$queueing" ] && [ "${kube:-${KUBE_VERSION%.*}}" != "${KUBE_VERSION%.*}" ]; then
+      # Kueue's README.md:60 (v0.17.0): "Requires Kubernetes 1.29 or newer".
+      echo "start: --queueing needs --kube ${KUBE_VERSION%.*} (Kueue $KUEUE_VERSION needs Kubernetes 1.29 or newer)" >&2
+      exit 2
+    fi
     start ${kube:+"$kube"}
-    if [ -n "$real_node" ]; then "$here/../lab/realnode.sh" start; fi ;;
+    if [ -n "$real_node" ]; then "$here/../lab/realnode.sh" start; fi
+    if [ -n "$queueing" ]; then "$here/queueing.sh" start; fi ;;
   stop) stop ;;
   status) status ;;
   kubeconfig) echo "$kubeconfig" ;;

@@ -7,10 +7,11 @@
 # $TFK8S_CACHE/bin; a second run only re-links. A tool already on PATH at the pinned version is
 # used as it is.
 #
-# Usage: hack/tools.sh [main|test|all|pulumi|langhost|provider|kwok|etcd|kube|kube-legacy|node|cyclonus|versitygw|actionlint|prometheus]   (default: all)
+# Usage: hack/tools.sh [main|test|all|pulumi|langhost|provider|kwok|etcd|kube|kube-legacy|node|cyclonus|versitygw|actionlint|prometheus|kueue|jobset]   (default: all)
 # `main` is what `make up` needs; `test`, `kube-legacy` and `node` only the workshop (lab/README.md):
 # the tests' and lint's tools, the Kubernetes 1.25 of the legacy tests (beside lab/heketi.sh), and
-# what the real node runs (lab/realnode.sh).
+# what the real node runs (lab/realnode.sh). `kueue` and `jobset` are built by
+# `hack/cluster.sh start --queueing` when a cluster first asks for them (and by `test`).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -155,6 +156,23 @@ build_versitygw() { go_install versitygw "$VERSITYGW_VERSION" github.com/versity
 # actionlint: lints .github/workflows (make lint).
 build_actionlint() { go_install actionlint "$ACTIONLINT_VERSION" github.com/rhysd/actionlint/cmd/actionlint; }
 
+# kueue and jobset: the batch admission of training clusters (issue 38; hack/queueing.sh runs them).
+build_kueue() { go_install kueue "$KUEUE_VERSION" sigs.k8s.io/kueue/cmd/kueue; }
+# JobSet from a scratch module: `go install jobset@version` first reads the module's version list,
+# which the proxy refuses (403) although it serves the version itself.
+build_jobset() {
+  local dest=$tools/jobset-$JOBSET_VERSION
+  if [ -x "$dest/jobset" ]; then link jobset "$dest"; return; fi
+  log "jobset $JOBSET_VERSION: building"
+  local mod=$work/jobset
+  scratch_module "$mod"
+  (cd "$mod" && go get "sigs.k8s.io/jobset@$JOBSET_VERSION" && mkdir -p "$dest.tmp" &&
+    go build -trimpath -ldflags "-s -w" -o "$dest.tmp/jobset" sigs.k8s.io/jobset)
+  rm -rf "$dest" && mv "$dest.tmp" "$dest"
+  link jobset "$dest"
+  log "jobset: done"
+}
+
 # prometheus: scrapes a real training run on the real node (tests/e2e/test_real_monitoring.py);
 # lab/images.py wraps this binary into the image the test runs in the monitoring namespace.
 build_prometheus() { go_install prometheus "$PROMETHEUS_VERSION" github.com/prometheus/prometheus/cmd/prometheus; }
@@ -297,8 +315,9 @@ build_kube_router() {
 
 # What `make up` needs: the CLI, its language host and provider, and the local cluster.
 build_main() { build_pulumi; build_langhost; build_provider; build_kwok; build_etcd; build_kube "$KUBE_VERSION" link; }
-# What only the tests and lint use besides: the policy engine, the S3 server, the workflow linter, Prometheus.
-build_test() { build_cyclonus; build_versitygw; build_actionlint; build_prometheus; }
+# What only the tests and lint use besides: the policy engine, the S3 server, the workflow linter,
+# Prometheus, and Kueue and JobSet (the queueing e2e test's cluster: hack/cluster.sh start --queueing).
+build_test() { build_cyclonus; build_versitygw; build_actionlint; build_prometheus; build_kueue; build_jobset; }
 
 main() {
   local what=${1:-all} start=$SECONDS
@@ -315,10 +334,12 @@ main() {
     versitygw) build_versitygw ;;
     actionlint) build_actionlint ;;
     prometheus) build_prometheus ;;
+    kueue) build_kueue ;;
+    jobset) build_jobset ;;
     kube) build_kube "$KUBE_VERSION" link ;;
     kube-legacy) build_kube "$KUBE_LEGACY_VERSION" ;;
     node) build_node ;;
-    *) echo "usage: $0 [main|test|all|pulumi|langhost|provider|kwok|etcd|kube|kube-legacy|node|cyclonus|versitygw|actionlint|prometheus]" >&2; exit 2 ;;
+    *) echo "usage: $0 [main|test|all|pulumi|langhost|provider|kwok|etcd|kube|kube-legacy|node|cyclonus|versitygw|actionlint|prometheus|kueue|jobset]" >&2; exit 2 ;;
   esac
   log "tools ready in $bin ($((SECONDS - start)) s)"
 }

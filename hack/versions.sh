@@ -22,6 +22,11 @@ VERSITYGW_VERSION=v1.8.0
 # The Prometheus the e2e tests scrape a real run with (docs/guide/monitoring.md). Its Go module's
 # v0.3XX.Y tags are Prometheus 3.XX.Y: v0.316.0 is 3.16.0 (go install builds it, no replaces).
 PROMETHEUS_VERSION=v0.316.0
+# Queueing (issue 38): Kueue admits a training cluster as one workload, JobSet makes PS, workers
+# and chief one object Kueue can admit. Both install with go install (no replaces; go 1.25).
+KUEUE_VERSION=v0.17.0
+# Served by the module proxy although its list does not show it (checked with go mod download).
+JOBSET_VERSION=v0.11.1
 # The linter of .github/workflows (make lint).
 ACTIONLINT_VERSION=v1.7.12
 # The cluster DNS of the real node (lab/realnode.sh; kubelet and kube-proxy are KUBE_VERSION's).

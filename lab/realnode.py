@@ -39,13 +39,13 @@ def why_not(cluster: str) -> str | None:
 
 
 @contextlib.contextmanager
-def real_cluster(name: str) -> Iterator[Path]:
-    """A local cluster of its own with this machine's real node, both stopped afterwards whatever
-    happens (hack/cluster.sh stop stops the node too); yields its kubeconfig."""
+def real_cluster(name: str, *, queueing: bool = False) -> Iterator[Path]:
+    """A local cluster of its own with this machine's real node (and `queueing`: Kueue and JobSet),
+    both stopped afterwards whatever happens (hack/cluster.sh stop stops the node too); yields its kubeconfig."""
     reason = why_not(name)
     if reason:
         raise RuntimeError(f"this machine cannot run a real node: {reason}")
-    with toolenv.throwaway_cluster(name) as kubeconfig:
+    with toolenv.throwaway_cluster(name, queueing=queueing) as kubeconfig:
         subprocess.run([REALNODE, "start"], check=True, env=script_env(name))
         yield kubeconfig
 

@@ -59,13 +59,14 @@ def exported(
 
 
 @contextlib.contextmanager
-def throwaway_cluster(name: str, kube: str | None = None) -> Iterator[Path]:
-    """A kwok cluster of its own (hack/cluster.sh start [--kube X]), deleted afterwards whatever
-    happens; yields its kubeconfig."""
+def throwaway_cluster(name: str, kube: str | None = None, *, queueing: bool = False) -> Iterator[Path]:
+    """A kwok cluster of its own (hack/cluster.sh start [--kube X] [--queueing]: with Kueue and
+    JobSet), deleted afterwards whatever happens; yields its kubeconfig."""
     env = {**os.environ, "TFK8S_CLUSTER_NAME": name}
     script = str(ROOT / "hack" / "cluster.sh")
-    subprocess.run([script, "start", *(["--kube", kube] if kube else [])], check=True, env=env)
-    try:
+    flags = [*(["--kube", kube] if kube else []), *(["--queueing"] if queueing else [])]
+    try:  # a start that fails half way (Kueue not ready) leaves a cluster to stop too
+        subprocess.run([script, "start", *flags], check=True, env=env)
         found = subprocess.run([script, "kubeconfig"], check=True, env=env, capture_output=True, text=True)
         yield Path(found.stdout.strip())
     finally:

@@ -21,6 +21,7 @@ from tfk8s import pulumi_internals, tenant_gate, timings
 from tfk8s.checks import access, preflight
 from tfk8s.checks import context as context_checks
 from tfk8s.checks import monitoring as monitoring_checks
+from tfk8s.checks import queueing as queueing_checks
 from tfk8s.checks import quota as quota_check
 from tfk8s.checks import tenant as tenant_checks
 from tfk8s.components.user_env import USER_NODE_PODS_PER_USER
@@ -33,6 +34,7 @@ from tfk8s.schema.experiment import ExperimentStack
 from tfk8s.schema.platform import NetworkSettings, PlatformStack
 from tfk8s.schema.tenant import TenantStack
 from tfk8s.specs import backends, network_policy, ownership
+from tfk8s.specs import quota as namespace_quota
 from tfk8s.specs.code import launcher_bundle
 from tfk8s.stacks import config as stack_config
 from tfk8s.stacks import experiment as experiment_stack
@@ -68,12 +70,18 @@ def refuse_foreign(claims: list[ownership.Claimed], read: Reader | None, owner: 
         raise OwnershipConflict(refusing(problems, "to adopt objects tfk8s does not own"))
 
 
-def refuse_over_quota(stack: ExperimentStack, experiment: str, tenant: TenantFacts, read_whole: Reader) -> None:
-    """Refuse, before anything is declared, an experiment its tenant's quota has no room for (tfk8s.checks.quota)."""
+def refuse_over_quota(
+    stack: ExperimentStack, experiment: str, platform: PlatformFacts, tenant: TenantFacts, read_whole: Reader
+) -> None:
+    """Refuse, before anything is declared, an experiment its tenant's quota has no room for (tfk8s.checks.quota;
+    on a platform that queues, it waits for what its tenant's other experiments use)."""
     room = quota_check.live_room(read_whole, tenant.namespace, experiment)
     if room is None:  # the namespace has no tfk8s quota: Kubernetes will refuse nothing either
         return
-    problems = quota_check.refusals(quota_check.experiment_demand(stack.clusters), room, tenant.name)
+    queued = platform.queueing.enabled
+    demand = quota_check.experiment_demand(stack.clusters, queued=queued)
+    apps = namespace_quota.apps_requests(platform.container_defaults, gated=platform.tensorboard_requires_token)
+    problems = quota_check.refusals(demand, room, tenant.name, queued=queued, apps=apps)
     if problems:
         raise ConfigError(problems)
 
@@ -146,6 +154,7 @@ def run_platform(
     warn_unenforced(stack.platform.network)
     refuse_bad_user_node(stack, read_whole)
     stack = with_scrape(stack, read_whole)
+    queueing_checks.check_queueing(stack, read_whole)
     if read is not None:
         missing = backends.missing_classes(stack.platform.storage, read, f"{NAMESPACE}:platform.storage")
         if missing:
@@ -204,7 +213,8 @@ def refuse_without_access(platform: PlatformFacts, tenant: TenantFacts, post: ac
     identity, the namespace and every missing verb. One request when everything is allowed."""
     if post is None:
         return
-    missed = access.missing(post, tenant.namespace, access.experimenter_rules(platform.layouts))
+    rules = access.experimenter_rules(platform.layouts, queueing=platform.queueing.enabled)
+    missed = access.missing(post, tenant.namespace, rules)
     if missed:
         who = access.identity(post)
         raise AccessDenied(refusing(access.refusals(missed, who, tenant.namespace, tenant_contract.KEY)))
@@ -251,7 +261,7 @@ def run_experiment(
     launcher = launcher_bundle(root, "experiment")
     refuse_foreign(experiment_stack.claimed(stack, experiment, platform, tenant, launcher), read, owner, fix)
     timings.mark("ownership")
-    refuse_over_quota(stack, experiment, tenant, read_whole)
+    refuse_over_quota(stack, experiment, platform, tenant, read_whole)
     timings.mark("quota")
     outputs = experiment_stack.build(stack, experiment, platform, tenant, owner, root, launcher, read_whole, open_gate)
     timings.mark("declared")

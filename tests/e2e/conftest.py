@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import queueing_env
 from drivers import CLUSTER, Cli, Kube
 
 import toolenv
@@ -112,3 +113,25 @@ def tenants(cli: Cli, platform: str, configured_tenants: dict[str, str]) -> dict
     for stack in configured_tenants.values():
         deployed(cli, stack)
     return configured_tenants
+
+
+@pytest.fixture(scope="session")
+def queue_kube() -> Iterator[Kube]:
+    """The queueing tests' own cluster, with Kueue and JobSet (tests/e2e/queueing_env.py): started
+    once, for the first module that asks, and deleted at the session's end."""
+    with toolenv.throwaway_cluster(queueing_env.CLUSTER, queueing=True) as kubeconfig:
+        yield Kube(kubeconfig, cluster=queueing_env.CLUSTER)
+
+
+@pytest.fixture(scope="session")
+def queue_cli(tmp_path_factory: pytest.TempPathFactory, queue_kube: Kube) -> Cli:
+    """The queueing platform and tenants alice and bob on it, up (tests/e2e/queueing_env.py)."""
+    cli = queueing_env.project(tmp_path_factory.mktemp("queueing"), queue_kube.kubeconfig)
+    queueing_env.queueing_platform(cli, tmp_path_factory.mktemp("queueing-volumes"))
+    cli("up", "--stack", queueing_env.PLATFORM, "--yes", "--skip-preview")
+    for stack in queueing_env.TENANTS.values():
+        queueing_env.queueing_tenant(cli, stack)
+        cli("up", "--stack", stack, "--yes", "--skip-preview")
+    for stack in (queueing_env.PLATFORM, *queueing_env.TENANTS.values()):
+        assert cli.outputs(stack)["ready"] is True, cli.outputs(stack)
+    return cli

@@ -41,10 +41,11 @@ def assert_machine_can_run_it(cluster: str) -> None:
 
 
 @contextlib.contextmanager
-def real_cluster(name: str) -> Iterator[Kube]:
-    """A local cluster of its own with this machine's real node, stopped with the cluster."""
+def real_cluster(name: str, *, queueing: bool = False) -> Iterator[Kube]:
+    """A local cluster of its own with this machine's real node (and `queueing`: Kueue and JobSet),
+    stopped with the cluster."""
     assert_machine_can_run_it(name)
-    with realnode.real_cluster(name) as kubeconfig:
+    with realnode.real_cluster(name, queueing=queueing) as kubeconfig:
         yield Kube(kubeconfig, cluster=name)
 
 

@@ -237,3 +237,67 @@ def test_an_experiment_its_caller_may_run_proceeds(dev_config: dict[str, Any], m
     assert declared == [True]
     assert asked.count(access.ACCESS_REVIEW) == sum(len(p.verbs) for p in TABLE)  # each asked, none refused
     assert access.SUBJECT_REVIEW not in asked  # nobody to name
+
+
+# --- a platform that queues: a training cluster is one JobSet (issue 38) -----------------------------
+
+QUEUED_TABLE = access.experimenter_rules(LAYOUTS, queueing=True)
+
+
+def verbs_of(table: tuple[access.Permission, ...]) -> dict[tuple[str, str], set[str]]:
+    found: dict[tuple[str, str], set[str]] = {}
+    for p in table:
+        found.setdefault((p.api_group, p.resource), set()).update(p.verbs)
+    return found
+
+
+def test_without_queueing_the_table_is_todays() -> None:
+    assert access.experimenter_rules(LAYOUTS, queueing=False) == TABLE
+
+
+def test_a_queued_experiment_applies_jobsets_and_creates_no_workload_of_another_kind() -> None:
+    queued, today = verbs_of(QUEUED_TABLE), verbs_of(TABLE)
+    assert queued[("jobset.x-k8s.io", "jobsets")] == set(access.MANAGED)
+    # What only the PS's Deployments, the worker Jobs and the PS retirement needed: read and deleted
+    # (clusters declared before the platform queued), never created or changed.
+    for kind in (
+        ("", "serviceaccounts"),
+        ("apps", "deployments"),
+        ("batch", "jobs"),
+        ("rbac.authorization.k8s.io", "roles"),
+        ("rbac.authorization.k8s.io", "rolebindings"),
+    ):
+        assert queued[kind] == {"get", "list", "watch", "delete"}, kind
+    # Nothing needs these: the PS retirement Role's grant and its binding's preview, and the awaits of
+    # Deployments and of Job Services.
+    for kind in (("apps", "deployments/scale"), ("apps", "replicasets"), ("", "endpoints")):
+        assert kind not in queued, kind
+    # Everything else is as today: a smaller grant, plus JobSets.
+    unchanged = set(today) - {("", "serviceaccounts"), ("apps", "deployments"), ("batch", "jobs")}
+    unchanged -= {("rbac.authorization.k8s.io", "roles"), ("rbac.authorization.k8s.io", "rolebindings")}
+    unchanged -= {("apps", "deployments/scale"), ("apps", "replicasets"), ("", "endpoints")}
+    assert {k: queued[k] for k in unchanged} == {k: today[k] for k in unchanged}
+    assert queued[("kueue.x-k8s.io", "workloads")] == {"get", "list"}  # readiness reads its clusters' Workloads
+    assert set(queued) == unchanged | {("jobset.x-k8s.io", "jobsets"), ("kueue.x-k8s.io", "workloads")} | {
+        ("", "serviceaccounts"),
+        ("apps", "deployments"),
+        ("batch", "jobs"),
+        ("rbac.authorization.k8s.io", "roles"),
+        ("rbac.authorization.k8s.io", "rolebindings"),
+    }
+
+
+def test_a_queued_experiment_is_refused_without_jobsets_before_any_read(
+    dev_config: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mocked_program import run_program
+    from test_queued_cluster import queueing_facts
+    from tfk8s.errors import AccessDenied
+    from tfk8s.stacks import experiment as experiment_stack
+
+    monkeypatch.setattr(experiment_stack, "build", lambda *args, **kwargs: pytest.fail("declared resources"))
+    post, asked = reviews({("patch", "jobsets")})
+    with pytest.raises(AccessDenied, match=r"may not patch jobsets\.jobset\.x-k8s\.io in namespace 'tfk8s-alice'"):
+        run_program(dev_config, platform=queueing_facts(), post=post)
+    # The queued table is what was asked, one question per verb: no create of Jobs or Deployments among them.
+    assert asked.count(access.ACCESS_REVIEW) == sum(len(p.verbs) for p in QUEUED_TABLE)

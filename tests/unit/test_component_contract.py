@@ -14,7 +14,7 @@ from typing import Any
 import pulumi
 import pytest
 import tfk8s.components
-from mocked_program import after, run_program, stack_config
+from mocked_program import after, facts_for, run_program, stack_config
 
 
 def components() -> list[type[pulumi.ComponentResource]]:
@@ -46,8 +46,10 @@ def test_every_component_is_found() -> None:
     assert [c.__name__ for c in COMPONENTS] == [
         "Experiment",
         "PlatformGuard",
+        "QueueingPlatform",
         "SharedStorage",
         "TenantAdmission",
+        "TenantQueues",
         "TrainingCluster",
         "TrainingScrape",
         "UserEnvironment",
@@ -140,6 +142,24 @@ def monitored_platform() -> dict[str, Any]:
     return raw
 
 
+def queueing_platform() -> dict[str, Any]:
+    """platform-dev with queueing on (its QueueingPlatform exists only then)."""
+    raw = stack_config("platform-dev")
+    raw["platform"]["queueing"] = {"enabled": True, "capacity": {"cpu": "64", "memory": "256Gi", "gpus": 8}}
+    return raw
+
+
+def test_a_queueing_platforms_components_follow_the_contract() -> None:
+    d, events = run_recording(queueing_platform())
+    assert "QueueingPlatform" in check_contract(events)
+
+    @pulumi.runtime.test
+    def settled() -> pulumi.Output[Any]:
+        return after(d, lambda: None)
+
+    settled()
+
+
 def test_a_monitored_platforms_components_follow_the_contract() -> None:
     d, events = run_recording(monitored_platform())
     assert "TrainingScrape" in check_contract(events)
@@ -153,7 +173,15 @@ def test_a_monitored_platforms_components_follow_the_contract() -> None:
 
 def test_every_component_registers_its_outputs_in_some_stack() -> None:
     seen: set[str] = set()
-    for raw in [stack_config("platform-dev"), monitored_platform(), stack_config("tenant-alice"), stack_config("dev")]:
-        d, events = run_recording(raw)
+    runs: list[tuple[dict[str, Any], dict[str, Any]]] = [
+        (stack_config("platform-dev"), {}),
+        (monitored_platform(), {}),
+        (queueing_platform(), {}),
+        (stack_config("tenant-alice"), {}),
+        (stack_config("tenant-alice"), {"platform": facts_for(queueing_platform())}),  # its TenantQueues
+        (stack_config("dev"), {}),
+    ]
+    for raw, kwargs in runs:
+        d, events = run_recording(raw, **kwargs)
         seen |= check_contract(events)
     assert seen == {c.__name__ for c in COMPONENTS}

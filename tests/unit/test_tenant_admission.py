@@ -14,7 +14,8 @@ from typing import Any
 import pulumi
 import pytest
 from mocked_program import after, facts_for, run_program
-from tfk8s.components import tenant_admission
+from tfk8s.checks import access
+from tfk8s.components import guard, tenant_admission
 from tfk8s.schema.contract import PlatformKind
 from tfk8s.schema.platform import PlacementSettings, UserNodeSettings
 
@@ -156,3 +157,107 @@ def test_every_workload_kind_with_a_pod_template_is_checked() -> None:
         ("batch", "jobs"),
         ("batch", "cronjobs"),
     }
+
+
+# --- a platform that queues: its experiments are JobSets (issue 38) ----------------------------------
+
+CLUSTER_ROLE = "kubernetes:rbac.authorization.k8s.io/v1:ClusterRole"
+QUEUEING = {"enabled": True, "capacity": {"cpu": "64", "memory": "256Gi", "gpus": 8}}
+
+
+def kueue_and_jobset_served(path: str) -> Any:
+    """`read_whole` of a cluster that serves Kueue's and JobSet's kinds (tfk8s.checks.queueing) and has the User Node."""
+    return {
+        "/apis/kueue.x-k8s.io/v1beta2": {"resources": [{"name": "clusterqueues"}]},
+        "/apis/jobset.x-k8s.io/v1alpha2": {"resources": [{"name": "jobsets"}]},
+        "/api/v1/nodes/tfk8s-user-node": {"metadata": {"name": "tfk8s-user-node"}, "spec": {}, "status": {}},
+    }.get(path)
+
+
+@pytest.mark.parametrize("queueing", [False, True], ids=["without-queueing", "queueing"])
+def test_only_a_queueing_platform_checks_jobsets_and_lets_its_experimenters_apply_them(
+    platform_config: dict[str, Any], queueing: bool
+) -> None:
+    platform_config["platform"]["network"] = {"apiServer": {"cidrs": ["10.0.0.1/32"], "ports": [6443]}}
+    if queueing:
+        platform_config["platform"]["queueing"] = QUEUEING
+
+    @pulumi.runtime.test
+    def run() -> pulumi.Output[Any]:
+        d = run_program(platform_config, read_whole=kueue_and_jobset_served)
+
+        def check() -> None:
+            policies, _ = declared(d)
+            checked = {
+                (group, resource)
+                for p in policies
+                for rule in p.inputs["spec"]["matchConstraints"]["resourceRules"]
+                for group in rule["apiGroups"]
+                for resource in rule["resources"]
+            }
+            assert (("jobset.x-k8s.io", "jobsets") in checked) is queueing
+            expected = tenant_admission.policies("g", TENANTS, UserNodeSettings(name="n"), PlacementSettings(), queueing=queueing)
+            assert len(policies) == len(expected)
+            # The experimenter role every tenant binds: the queued table (tfk8s.checks.access), JobSets in it.
+            (role,) = d.mocks.of_type(CLUSTER_ROLE)
+            (crd,) = [
+                r
+                for r in d.mocks.of_type("kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition")
+                if r.inputs["metadata"]["name"].startswith("tenants.")
+            ]
+            layouts = guard.layout_kind(crd.inputs["spec"]["group"])
+            assert role.inputs["rules"] == access.rules_for_role(access.experimenter_rules(layouts, queueing=queueing))
+            applies_jobsets = any(
+                r["apiGroups"] == ["jobset.x-k8s.io"] and r["resources"] == ["jobsets"] and "patch" in r["verbs"]
+                for r in role.inputs["rules"]
+            )
+            assert applies_jobsets is queueing
+
+        return after(d, check)
+
+    run()
+
+
+def specs_for(*, queueing: bool, **settings: Any) -> dict[str, dict[str, Any]]:
+    user_node = UserNodeSettings(name="gpu-gateway", taint_key="example.com/users")
+    return tenant_admission.policies("p1.layouts.tfk8s.io", TENANTS, user_node, PlacementSettings(**settings), queueing=queueing)
+
+
+def test_queueing_adds_the_jobset_policy_and_changes_no_other() -> None:
+    without, queued = specs_for(queueing=False), specs_for(queueing=True)
+    assert set(queued) - set(without) == {"jobset-placement"}
+    assert {name: spec for name, spec in queued.items() if name != "jobset-placement"} == without
+    assert queued["jobset-placement"]["matchConstraints"]["resourceRules"] == [
+        {"apiGroups": ["jobset.x-k8s.io"], "apiVersions": ["*"], "resources": ["jobsets"], "operations": ["CREATE", "UPDATE"]}
+    ]
+    # Bound like the other placement policies: everyone but the platform team and kube-system's controllers.
+    assert queued["jobset-placement"]["matchConditions"] == queued["template-placement"]["matchConditions"]
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [{}, {"toleration_keys": ["nvidia.com/gpu"], "node_selector_keys": ["example.com/gpu"], "priority_classes": ["batch"]}],
+    ids=["defaults", "allow-lists"],
+)
+def test_every_replicated_jobs_pod_template_gets_each_placement_rule_of_a_pod(settings: dict[str, Any]) -> None:
+    """The same rules, with the platform's settings in them, on each replicated Job's pod spec and its
+    node terms instead of the pod policies' variables (the JobSet policy has none)."""
+    specs = specs_for(queueing=True, **settings)
+    pod, js = specs["pod-placement"]["validations"], specs["jobset-placement"]["validations"]
+    spec = "rj.template.spec.template.spec"
+    (terms,) = [v["expression"] for v in specs["pod-placement"]["variables"] if v["name"] == "nodeTerms"]
+    terms = terms.replace("object.spec", spec)
+    assert "variables" not in specs["jobset-placement"]
+    assert len(js) == len(pod) + 1  # and the queue
+    for of_pod, of_jobset in zip(pod, js, strict=False):
+        rule = of_pod["expression"].replace("variables.spec", spec).replace("variables.nodeTerms", f"({terms})")
+        assert of_jobset["expression"] == (
+            f"object.?spec.?replicatedJobs.orValue([]).all(rj, !has(rj.template.spec) || !has({spec}) || ({rule}))"
+        )
+        assert of_jobset["message"].endswith(of_pod["message"]) and "spec.replicatedJobs[*]" in of_jobset["message"]
+
+
+def test_a_tenants_jobset_must_wait_in_her_local_queue() -> None:
+    queue = specs_for(queueing=True)["jobset-placement"]["validations"][-1]
+    assert '[?"kueue.x-k8s.io/queue-name"]' in queue["expression"] and '== "experiments"' in queue["expression"]
+    assert "kueue.x-k8s.io/queue-name: experiments" in queue["message"]

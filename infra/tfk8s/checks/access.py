@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tfk8s.kube.api_paths import JOBSET
 from tfk8s.schema.contract import PlatformKind
 
 Post = Callable[[str, dict[str, Any]], dict[str, Any]]
@@ -45,6 +46,8 @@ MANAGED = ("create", "patch", "get", "list", "watch", "delete")
 WATCHED = ("list", "watch")
 # What a person reads with kubectl: one object (get) as well as the list.
 READ = ("get", "list", "watch")
+# What the provider does to an object it only deletes: GET on refresh, DELETE, list+watch until gone.
+RETIRE = ("get", "list", "watch", "delete")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -71,11 +74,43 @@ class Permission:
         return f"{name}/{sub}{names}" if sub else f"{name}{names}"
 
 
-def experimenter_rules(layouts: PlatformKind) -> tuple[Permission, ...]:
-    """What an experiment's `pulumi preview/up/refresh/destroy` needs in its tenant's namespace."""
+def experimenter_rules(layouts: PlatformKind, *, queueing: bool = False) -> tuple[Permission, ...]:
+    """What an experiment's `pulumi preview/up/refresh/destroy` needs in its tenant's namespace.
+
+    `queueing`: the platform's `queueing.enabled`, where a training cluster is one JobSet and its
+    task Services (tfk8s.components.queued_cluster) instead of PS Deployments, worker and chief Jobs
+    and the PS's retirement account, Role and RoleBinding. Then an experiment creates none of those:
+      * it may still read and delete them (RETIRE), and nothing more: a platform that starts to
+        queue has experiments declared before, whose next `up` replaces their Deployments and Jobs
+        by a JobSet and whose `destroy` deletes them. Without `create` and `patch` on Jobs and
+        Deployments a tenant has no way to run pods but a JobSet, which the platform's admission
+        policies keep in her queue (tfk8s.components.tenant_admission, jobset-placement);
+      * what only the PS retirement needed goes: `patch` on deployments/scale (granted to the PS
+        by its Role) and `bind` on roles (the `preview` of its RoleBinding); so do the watches of
+        the provider's awaits of kinds it no longer creates: replicasets (the Deployment await)
+        and endpoints (the Job Services' await: every task Service skips its await).
+    It also reads its clusters' Workloads (tfk8s.stacks.queue_status: `queueing_rules`).
+    Deleting waits on the deleted object's own kind alone (pulumi-kubernetes `await.Deletion`: a
+    watch of that kind, a GET, and the object's events), so RETIRE holds no other kind.
+    """
 
     def rule(group: str, resource: str, verbs: tuple[str, ...], needed_for: str) -> Permission:
         return Permission(api_group=group, resource=resource, verbs=verbs, needed_for=needed_for)
+
+    def unqueued(group: str, resource: str, needed_for: str) -> Permission:
+        """A kind only a training cluster of a platform that does not queue creates."""
+        if queueing:
+            return rule(
+                group,
+                resource,
+                RETIRE,
+                f"{needed_for}, to replace or destroy those of clusters declared before the platform queued",
+            )
+        return rule(group, resource, MANAGED, needed_for)
+
+    def only_unqueued(*perms: Permission) -> tuple[Permission, ...]:
+        """Rules nothing needs on a platform that queues."""
+        return () if queueing else perms
 
     rbac = "rbac.authorization.k8s.io"
     return (
@@ -84,25 +119,42 @@ def experimenter_rules(layouts: PlatformKind) -> tuple[Permission, ...]:
         rule("", "resourcequotas", ("get",), "the quota check, which reads the tenant's quota"),
         # What an experiment creates (its golden manifests hold exactly these kinds).
         rule("", "configmaps", MANAGED, "the experiment's trainer package and each cluster's code"),
-        rule("", "services", MANAGED, "each cluster's PS and Job Services; the quota check lists them"),
+        rule(
+            "",
+            "services",
+            MANAGED,
+            "each cluster's task Services; the quota check lists them"
+            if queueing
+            else "each cluster's PS and Job Services; the quota check lists them",
+        ),
         rule("", "persistentvolumeclaims", MANAGED, "scratch claims; listed by the quota check, watched by the Deployment await"),
-        rule("", "serviceaccounts", MANAGED, "each cluster's PS retirement account"),
-        rule("apps", "deployments", MANAGED, "each cluster's PS Deployments"),
-        rule("batch", "jobs", MANAGED, "each cluster's worker and chief Jobs (their waitFor condition watches them)"),
-        rule(rbac, "roles", MANAGED, "each cluster's PS retirement Role"),
-        rule(rbac, "rolebindings", MANAGED, "each cluster's PS retirement RoleBinding"),
+        unqueued("", "serviceaccounts", "each cluster's PS retirement account"),
+        unqueued("apps", "deployments", "each cluster's PS Deployments"),
+        unqueued("batch", "jobs", "each cluster's worker and chief Jobs (their waitFor condition watches them)"),
+        unqueued(rbac, "roles", "each cluster's PS retirement Role"),
+        unqueued(rbac, "rolebindings", "each cluster's PS retirement RoleBinding"),
+        # Its pods are the Job controller's, from the Jobs JobSet's controller makes: the tenant's
+        # identities need no right on either. No await (tfk8s.kube.awaits.QUEUED_NO_AWAIT); a
+        # refresh GETs the JobSet for readiness. Server-side apply is authorized as `patch`.
+        *(
+            (rule(JOBSET.group, JOBSET.plural, MANAGED, "each cluster's JobSet, which Kueue queues and admits"),)
+            if queueing
+            else ()
+        ),
         rule(layouts.group, layouts.plural, MANAGED, "each cluster's Layout, which the tenant's Jupyter reads"),
         # A tenant's identities can thus open their own namespace, never another's: a policy selects
         # pods of its own namespace only, and another tenant's pods still deny what theirs do not allow.
         rule("networking.k8s.io", "networkpolicies", MANAGED, "each cluster's NetworkPolicy (gRPC among its own pods)"),
-        # Not used by the program: the PS retirement Role grants it, and a Role may grant only what
-        # its creator holds (without it, creating that Role is Forbidden as an escalation).
-        rule("apps", "deployments/scale", ("patch",), "the PS retirement Role, which grants it to the PS"),
-        # A RoleBinding's creator must hold its Role's rules, which the API server reads from the
-        # Role; in `preview` (a dry run) a new Role does not exist, and the dry-run create of its
-        # binding fails with NotFound unless the creator may `bind` Roles. Roles only, so no
-        # ClusterRole can be bound; the Roles of a tenant's namespace grant nothing its experimenters lack.
-        rule(rbac, "roles", ("bind",), "`preview` of the PS retirement RoleBinding, whose Role does not exist yet"),
+        *only_unqueued(
+            # Not used by the program: the PS retirement Role grants it, and a Role may grant only what
+            # its creator holds (without it, creating that Role is Forbidden as an escalation).
+            rule("apps", "deployments/scale", ("patch",), "the PS retirement Role, which grants it to the PS"),
+            # A RoleBinding's creator must hold its Role's rules, which the API server reads from the
+            # Role; in `preview` (a dry run) a new Role does not exist, and the dry-run create of its
+            # binding fails with NotFound unless the creator may `bind` Roles. Roles only, so no
+            # ClusterRole can be bound; the Roles of a tenant's namespace grant nothing its experimenters lack.
+            rule(rbac, "roles", ("bind",), "`preview` of the PS retirement RoleBinding, whose Role does not exist yet"),
+        ),
         # Only read, by the quota check and the provider's awaits, and by the tenant's people when
         # readiness says a pod failed: `kubectl get pod`, `describe` (its events) and `logs` tell why.
         # Never pods/exec or pods/attach: Jupyter and TensorBoard hold the tenant's token.
@@ -113,10 +165,26 @@ def experimenter_rules(layouts: PlatformKind) -> tuple[Permission, ...]:
             "the quota check (the experiment's own pods); the Deployment await and Job refresh; kubectl get pods",
         ),
         rule("", "pods/log", ("get",), "kubectl logs: why a training task failed"),
-        rule("apps", "replicasets", WATCHED, "the provider's Deployment await"),
-        rule("", "endpoints", WATCHED, "the provider's await of the Jobs' headless Services (PS Services skip it)"),
+        *only_unqueued(
+            rule("apps", "replicasets", WATCHED, "the provider's Deployment await"),
+            rule("", "endpoints", WATCHED, "the provider's await of the Jobs' headless Services (PS Services skip it)"),
+        ),
         rule(
             "", "events", READ, "every await of the provider, which reports the warnings of what it waits for; kubectl describe"
+        ),
+    ) + (queueing_rules() if queueing else ())
+
+
+def queueing_rules() -> tuple[Permission, ...]:
+    """What an experiment on a queueing platform reads of Kueue: its clusters' Workloads, listed once
+    per `up` for readiness (tfk8s.stacks.queue_status), and `kubectl get workload` of one. Read only:
+    Kueue alone writes a Workload, and a tenant who could would admit herself."""
+    return (
+        Permission(
+            api_group="kueue.x-k8s.io",
+            resource="workloads",
+            verbs=("get", "list"),
+            needed_for="readiness of queued clusters: their Workloads' state and place in the queue",
         ),
     )
 

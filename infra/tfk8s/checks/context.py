@@ -149,6 +149,7 @@ def check_experiment(stack: ExperimentStack, stack_name: str, facts: PlatformFac
         problems += _placement_problems(c.ps, facts, f"{key}.ps")
         problems += _placement_problems(c.workers, facts, f"{key}.workers")
         problems += _spec_size_problems(c, experiment, facts.ports.tensorflow, key)
+        problems += _priority_problems(c, facts, key)
         if c.scratch is not None and facts.scratch_storage_class is None:
             problems.append(
                 f"{key}.scratch: the platform offers no class for scratch volumes (its "
@@ -159,6 +160,25 @@ def check_experiment(stack: ExperimentStack, stack_name: str, facts: PlatformFac
         problems += _code_url_port_problems(c.code, facts.ports, f"{key}.code")
     if problems:
         raise ConfigError(problems)
+
+
+def _priority_problems(cluster: ClusterSettings, facts: PlatformFacts, key: str) -> list[str]:
+    """A run's priority is one its platform offers."""
+    queueing, priority = facts.queueing, cluster.run.priority
+    if priority is None:
+        return []
+    if not queueing.enabled:
+        return [
+            f"{key}.run.priority: this platform does not queue experiments (platform.queueing.enabled is false), so "
+            "there is no priority to wait at: remove it, or ask the platform team to turn queueing on"
+        ]
+    if priority not in queueing.priority_classes:
+        offered = ", ".join(sorted(queueing.priority_classes)) or "none"
+        return [
+            f"{key}.run.priority: {priority!r} is no priority class of this platform (it offers: {offered}): "
+            "name one of them, or remove it to wait at the default"
+        ]
+    return []
 
 
 def _spec_size_problems(cluster: ClusterSettings, experiment: str, port: int, key: str) -> list[str]:

@@ -10,6 +10,12 @@ The room it has is the live ResourceQuota's `hard - used`, plus what this experi
 now: an update replaces its own pods, Services and claims, so they must not count against it. Its
 own use is summed from its live objects, listed by the experiment's label. (A rerun briefly runs
 the old pods next to the new ones; the quota's defaults leave room for that.)
+
+On a platform that queues (`queued`), an experiment waits for what the tenant's other experiments
+use of CPU, memory and GPUs: Kueue admits it when they are free, never past the quota less what
+the tenant's own apps hold (tfk8s.specs.queueing borrows up to that). So those are refused only
+past it; what is created at once, queued or not (a Service per task, scratch claims), and the
+number of pods, which no queue counts, still need room now.
 """
 
 from __future__ import annotations
@@ -57,7 +63,12 @@ Demand = dict[str, list[Part]]
 _NOUNS = {PS_ROLE.name: "PS", WORKER_ROLE.name: "workers", CHIEF_ROLE.name: "chief"}
 
 
-def _role_parts(i: int, cluster: ClusterSettings, role: Role) -> dict[str, Part]:
+# What a queued experiment waits for rather than needs now: what its tenant's ClusterQueue counts
+# (tfk8s.specs.queueing.resource_groups). Not `pods`: Kueue is not given that count to wait for.
+WAITED_FOR = frozenset({"cpu", "memory", "gpus"})
+
+
+def _role_parts(i: int, cluster: ClusterSettings, role: Role, queued: bool) -> dict[str, Part]:
     n, sized, by = role.count(cluster), role.resources(cluster), role.sized_by  # by: "ps" | "workers"
 
     def part(noun: str, count: int, each: Decimal, key: str, lower: str) -> Part:
@@ -73,9 +84,12 @@ def _role_parts(i: int, cluster: ClusterSettings, role: Role) -> dict[str, Part]
         pods = part(
             _NOUNS[role.name], n, Decimal(1), "inGraphClient", "inGraphClient (a notebook-driven cluster has no chief pod)"
         )
-    # One Service per PS task; one headless Service per Job, whatever its task count.
-    if role is PS_ROLE:
-        services = part("PS Services", n, Decimal(1), "ps.count", "ps.count")
+    # One Service per PS task (on a queueing platform, per task); one headless Service per Job,
+    # whatever its task count.
+    if role is PS_ROLE or (queued and not role.one_task):
+        services = part(f"{_NOUNS[role.name]} Services", n, Decimal(1), f"{by}.count", f"{by}.count")
+    elif queued:  # the chief's own
+        services = part("chief Service", 1, Decimal(1), "inGraphClient", "inGraphClient")
     else:
         services = part(f"{role.name} Service", 1, Decimal(1), "", "the number of clusters")
     return {
@@ -87,13 +101,14 @@ def _role_parts(i: int, cluster: ClusterSettings, role: Role) -> dict[str, Part]
     }
 
 
-def experiment_demand(clusters: Sequence[ClusterSettings]) -> Demand:
-    """What the experiment's clusters ask of the namespace, setting by setting (tfk8s.specs.quota.HARD_KEYS)."""
+def experiment_demand(clusters: Sequence[ClusterSettings], *, queued: bool = False) -> Demand:
+    """What the experiment's clusters ask of the namespace, setting by setting (tfk8s.specs.quota.HARD_KEYS);
+    `queued`: on a platform that queues, where every task has a Service (tfk8s.specs.jobset)."""
     demand: Demand = {setting: [] for setting in quota.HARD_KEYS}
     for i, cluster in enumerate(clusters):
         roles = [PS_ROLE, WORKER_ROLE, *([CHIEF_ROLE] if has_chief_job(cluster) else [])]
         for role in roles:
-            for setting, part in _role_parts(i, cluster, role).items():
+            for setting, part in _role_parts(i, cluster, role, queued).items():
                 if part.total:
                     demand[setting].append(part)
         if cluster.scratch is not None:
@@ -184,13 +199,22 @@ def _breakdown(setting: str, parts: list[Part], several_clusters: bool) -> str:
     return ", ".join(line(p) for p in parts)
 
 
-def refusals(demand: Demand, room: Mapping[str, Room], user: str) -> list[str]:
-    """One message per quota setting the experiment asks more of than its user has left."""
+def refusals(
+    demand: Demand, room: Mapping[str, Room], user: str, *, queued: bool = False, apps: Mapping[str, Decimal] | None = None
+) -> list[str]:
+    """One message per quota setting the experiment asks more of than its user has left; `queued`:
+    of CPU, memory and GPUs, more than the whole quota less `apps`, what the tenant's own Jupyter
+    and TensorBoard take of it (by quota setting: `cpu`, `memory`), which her queue never lends
+    (tfk8s.specs.queueing.resource_groups)."""
+    apps = apps or {}
     several = len({p.cluster_index for parts in demand.values() for p in parts}) > 1
     problems = []
     for setting, parts in demand.items():
         asked = sum((p.total for p in parts), Decimal(0))
         enforced = [room[key] for key in quota.HARD_KEYS[setting] if key in room]
+        waits = queued and setting in WAITED_FOR
+        if waits:
+            enforced = [Room(hard=r.hard, used=apps.get(setting, Decimal(0)), own=Decimal(0)) for r in enforced]
         if not asked or not enforced:
             continue
         tightest = min(enforced, key=lambda r: r.left)
@@ -203,10 +227,15 @@ def refusals(demand: Demand, room: Mapping[str, Room], user: str) -> list[str]:
 
         own = f", {fmt(tightest.own)} of it this experiment's own" if tightest.own else ""
         left = fmt(max(tightest.left, Decimal(0)))
+        held = f", {fmt(tightest.used)} of it her Jupyter's and TensorBoard's" if tightest.used else ""
+        has = (
+            f"tenant {user}'s whole quota is {fmt(tightest.hard)}{held} (a queued experiment waits for the rest, never for more)"
+            if waits
+            else f"tenant {user}'s quota has {left} of {fmt(tightest.hard)} left (used {fmt(tightest.used)}{own})"
+        )
         problems.append(
             f"{biggest.path}: the experiment asks {setting} {fmt(asked)} ({_breakdown(setting, parts, several)}), "
-            f"tenant {user}'s quota has {left} of {fmt(tightest.hard)} left (used {fmt(tightest.used)}{own}): "
-            f"lower {biggest.lower}, or ask the platform team to raise tfk8s:tenant.quota.{setting} of tenant {user}"
+            f"{has}: lower {biggest.lower}, or ask the platform team to raise tfk8s:tenant.quota.{setting} of tenant {user}"
         )
     return problems
 

@@ -8,6 +8,7 @@ and the tenant's Jupyter and TensorBoard are read from their facts.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +20,7 @@ from tfk8s.kube.api_paths import CONFIG_MAP
 from tfk8s.schema import NAMESPACE
 from tfk8s.schema.contract import PlatformFacts, TenantFacts
 from tfk8s.schema.experiment import ClusterSettings
-from tfk8s.specs import readiness
+from tfk8s.specs import queue_readiness, readiness
 from tfk8s.specs.code import CodeBundle, base64_of
 from tfk8s.specs.labels import labels
 from tfk8s.specs.ownership import Claimed, Owner
@@ -43,6 +44,9 @@ def trainer_claims(experiment: str, namespace: str, launcher: CodeBundle) -> lis
     return [Claimed(kind=CONFIG_MAP, namespace=namespace, name=name, key=f"{NAMESPACE}:experiment")]
 
 
+QueueReader = Callable[[Sequence[str], pulumi.Input[Any]], "pulumi.Output[dict[str, dict[str, Any]]] | None"]
+
+
 @dataclass(frozen=True, kw_only=True)
 class ExperimentArgs:
     experiment: str
@@ -55,6 +59,9 @@ class ExperimentArgs:
     # Cluster name -> its training progress or `unknown`, read by the stack (tfk8s.stacks.progress);
     # None: readiness reports none (a preview).
     progress: pulumi.Output[dict[str, dict[str, Any]]] | None = None
+    # On a queueing platform: (JobSet names, what to read after) -> each JobSet's Workload facts or
+    # `unknown`, read by the stack (tfk8s.stacks.queue_status); None, or returning None: not read (a preview).
+    read_queue: QueueReader | None = None
 
 
 class Experiment(pulumi.ComponentResource):
@@ -108,7 +115,13 @@ class Experiment(pulumi.ComponentResource):
             )
             for c in args.clusters
         }
-        per_cluster = {c.name: _cluster_readiness(c, self.clusters[c.name]) for c in args.clusters}
+        queued = {c.name: self.clusters[c.name] for c in args.clusters if self.clusters[c.name].queued}
+        found = None
+        if queued and args.read_queue is not None:
+            # After the JobSets exist: the Workloads Kueue makes for them are what is read.
+            jobsets = [cluster.names.cluster for cluster in queued.values()]
+            found = args.read_queue(jobsets, pulumi.Output.all(*[cluster.run_uid for cluster in queued.values()]))
+        per_cluster = {c.name: _cluster_readiness(c, self.clusters[c.name], found) for c in args.clusters}
         links = {"jupyter": user.jupyter_url, "tensorboard": user.tensorboard_url}
         self.readiness = pulumi.Output.all(pulumi.Output.all(**per_cluster), args.progress).apply(
             lambda both: readiness.experiment_readiness(both[0], links, both[1])
@@ -116,15 +129,23 @@ class Experiment(pulumi.ComponentResource):
         self.register_outputs({"readiness": self.readiness})
 
 
-def _cluster_readiness(settings: ClusterSettings, cluster: TrainingCluster) -> pulumi.Output[dict[str, Any]]:
-    chief_expected = cluster.chief_job is not None
-
-    def report(status: dict[str, Any]) -> dict[str, Any]:
-        return readiness.cluster_readiness(
-            ps_expected=settings.ps.count,
-            workers_expected=settings.workers.count,
-            chief_expected=chief_expected,
-            status=status,
+def _cluster_readiness(
+    settings: ClusterSettings, cluster: TrainingCluster, queue: pulumi.Output[dict[str, dict[str, Any]]] | None
+) -> pulumi.Output[dict[str, Any]]:
+    ps, workers, chief = settings.ps.count, settings.workers.count, cluster.chief_expected
+    if not cluster.queued:
+        return cluster.status.apply(
+            lambda status: readiness.cluster_readiness(
+                ps_expected=ps, workers_expected=workers, chief_expected=chief, status=status
+            )
         )
-
-    return cluster.status.apply(report)
+    jobset = cluster.names.cluster
+    return pulumi.Output.all(cluster.status, queue).apply(
+        lambda both: queue_readiness.queued_cluster_readiness(
+            ps_expected=ps,
+            workers_expected=workers,
+            chief_expected=chief,
+            status=both[0],
+            queue=None if both[1] is None else both[1].get(jobset),
+        )
+    )

@@ -15,6 +15,8 @@ namespaces):
   * placement: a pod, or the pod template of any workload kind, may not name a node (`nodeName`),
     tolerate the User Node's or the control plane's taints (or every taint), select their labels
     or the User Node by host name, nor ask for a priority class the platform does not allow;
+  * on a platform that queues (`platform.queueing.enabled`), the same for every replicated Job of a
+    JobSet, which must also wait in the tenant's LocalQueue (`jobset-placement`);
   * services: ClusterIP only (no NodePort, LoadBalancer, ExternalName) and no `externalIPs`;
   * bindings: a RoleBinding binds a Role of the namespace to service accounts of the namespace,
     never a ClusterRole (the experimenter role among them) nor a user or group;
@@ -38,16 +40,19 @@ Pure: `policies` returns each policy's spec; `TenantAdmission` declares them wit
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pulumi
 
 from tfk8s.kube import objects as kube
+from tfk8s.kube.api_paths import JOBSET
 from tfk8s.schema.contract import PlatformKind
 from tfk8s.schema.platform import PlacementSettings, UserNodeSettings
+from tfk8s.specs import jobset
 from tfk8s.specs.ownership import STACK_KIND, Owner
+from tfk8s.specs.queueing import LOCAL_QUEUE_NAME
 
 # On every tenant namespace, its value the platform's group: the namespaces its policies select.
 TENANT_NAMESPACE = "tfk8s.io/platform"
@@ -116,8 +121,13 @@ def _policy(
     }
 
 
-def _placement_validations(user_node: UserNodeSettings, placement: PlacementSettings) -> list[dict[str, str]]:
-    """What a pod spec (`variables.spec`) may not ask of placement."""
+# One placement rule as CEL, of a pod spec expression and of its node affinity terms' expression:
+# the pod and template policies give it their variables, the JobSet policy each replicated Job's.
+PlacementCheck = Callable[[str, str], str]
+
+
+def _placement_rules(user_node: UserNodeSettings, placement: PlacementSettings) -> list[tuple[PlacementCheck, str]]:
+    """What a pod spec may not ask of placement: each rule's CEL (of the spec and its node terms) and message."""
     node = cel(user_node.name)
 
     def guarded(key: str) -> str:
@@ -139,64 +149,127 @@ def _placement_validations(user_node: UserNodeSettings, placement: PlacementSett
     field_ok = f"!(f.key == 'metadata.name' && f.operator == 'In' && {node} in f.?values.orValue([]))"
     fix = "; tfk8s tenant namespaces keep training off the User Node and the control plane"
     return [
-        {
-            "expression": "variables.spec.?nodeName.orValue('') == ''",
-            "message": "spec.nodeName is refused: pods are placed by the scheduler" + fix,
-        },
-        {
-            "expression": "variables.spec.?tolerations.orValue([]).all(t, t.?key.orValue('') != '' && "
-            f"!{guarded('t.key')}{allowed_tolerations})",
-            "message": f"a toleration of every taint, of the User Node's ({user_node.taint_key}) or the control plane's "
+        (
+            lambda spec, terms: f"{spec}.?nodeName.orValue('') == ''",
+            "spec.nodeName is refused: pods are placed by the scheduler" + fix,
+        ),
+        (
+            lambda spec, terms: (
+                f"{spec}.?tolerations.orValue([]).all(t, t.?key.orValue('') != '' && !{guarded('t.key')}{allowed_tolerations})"
+            ),
+            f"a toleration of every taint, of the User Node's ({user_node.taint_key}) or the control plane's "
             f"({CONTROL_PLANE_PREFIX}*)"
             + (" or of a key not in platform.placement.tolerationKeys" if allowed_tolerations else "")
             + " is refused"
             + fix,
-        },
-        {
-            "expression": f"variables.spec.?nodeSelector.orValue({{}}).all(k, !{guarded('k')} && "
-            f"!(k == {cel(HOSTNAME)} && variables.spec.nodeSelector[k] == {node}){allowed_selectors})",
-            "message": f"a nodeSelector on the User Node ({user_node.taint_key}, {HOSTNAME}={user_node.name}) or the "
+        ),
+        (
+            lambda spec, terms: (
+                f"{spec}.?nodeSelector.orValue({{}}).all(k, !{guarded('k')} && "
+                f"!(k == {cel(HOSTNAME)} && {spec}.nodeSelector[k] == {node}){allowed_selectors})"
+            ),
+            f"a nodeSelector on the User Node ({user_node.taint_key}, {HOSTNAME}={user_node.name}) or the "
             f"control plane ({CONTROL_PLANE_PREFIX}*)"
             + (" or on a key not in platform.placement.nodeSelectorKeys" if allowed_selectors else "")
             + " is refused"
             + fix,
-        },
-        {
-            "expression": "variables.nodeTerms.all(term, term.?matchExpressions.orValue([]).all(e, "
-            f"{expression_ok}) && term.?matchFields.orValue([]).all(f, {field_ok}))",
-            "message": f"a node affinity that reaches the User Node ({user_node.taint_key}, {user_node.name}) or the control "
+        ),
+        (
+            lambda spec, terms: (
+                f"{terms}.all(term, term.?matchExpressions.orValue([]).all(e, "
+                f"{expression_ok}) && term.?matchFields.orValue([]).all(f, {field_ok}))"
+            ),
+            f"a node affinity that reaches the User Node ({user_node.taint_key}, {user_node.name}) or the control "
             f"plane ({CONTROL_PLANE_PREFIX}*) is refused (DoesNotExist is how to stay off them)" + fix,
-        },
-        {
-            "expression": f"variables.spec.?priorityClassName.orValue('') in {cel(['', *placement.priority_classes])}",
-            "message": "only the priority classes in platform.placement.priorityClasses "
+        ),
+        (
+            lambda spec, terms: f"{spec}.?priorityClassName.orValue('') in {cel(['', *placement.priority_classes])}",
+            "only the priority classes in platform.placement.priorityClasses "
             f"({', '.join(placement.priority_classes) or 'none'}) may be asked for in tfk8s tenant namespaces: a higher "
             "priority would preempt other tenants' pods",
-        },
+        ),
     ]
+
+
+def _placement_validations(user_node: UserNodeSettings, placement: PlacementSettings) -> list[dict[str, str]]:
+    """What a pod spec (`variables.spec`, its node terms `variables.nodeTerms`) may not ask of placement."""
+    return [
+        {"expression": check("variables.spec", "variables.nodeTerms"), "message": message}
+        for check, message in _placement_rules(user_node, placement)
+    ]
+
+
+def _jobset_validations(user_node: UserNodeSettings, placement: PlacementSettings) -> list[dict[str, str]]:
+    """The placement rules for every replicated Job's pod template of a JobSet, and its queue.
+
+    A JobSet's pods are created by the Job controller from Jobs JobSet's controller creates: the
+    pods by kube-controller-manager, exempt from the pod policy, and the Jobs by JobSet's identity,
+    exempt from the template policy wherever it may register tenants (the local cluster runs it
+    with the admin's kubeconfig). So the tenant's own write, the JobSet, is where they are checked.
+    A replicated Job without a Job spec, or a Job spec without a pod spec, makes no pod.
+
+    Its storage needs no rule here: pod-storage binds every pod at CREATE, controllers' included,
+    so the pods of any JobSet are checked already (and the namespace's Pod Security level and
+    ResourceQuota apply to them as to every pod).
+
+    Kueue's controller updates the JobSet too (`spec.suspend`, and on admission the `gpu` flavor's
+    node labels into the nodeSelector of pods that ask for GPUs: tfk8s.specs.queueing). Where it is
+    not exempt (it runs as a service account of its own namespace, not kube-system's) those updates
+    pass these rules, unless `platform.placement.nodeSelectorKeys` is set without the flavor's keys.
+    """
+    pod = "rj.template.spec.template.spec"
+    # Parenthesised: `.all` binds tighter than the `+` of the two lists of terms.
+    terms = f"({_node_terms(pod)})"
+    where = "spec.replicatedJobs[*].template.spec.template.spec: "
+
+    def each_replicated_job(check: str) -> str:
+        return f"object.?spec.?replicatedJobs.orValue([]).all(rj, !has(rj.template.spec) || !has({pod}) || ({check}))"
+
+    placement_checks = [
+        {"expression": each_replicated_job(check(pod, terms)), "message": where + message}
+        for check, message in _placement_rules(user_node, placement)
+    ]
+    # Without the label, Kueue leaves the JobSet alone (manageJobsWithoutQueueName is off) and JobSet's
+    # controller starts it at once: beside the queue, its capacity, priorities and fair share. The
+    # tenant's LocalQueue is the only one in her namespace (she may create none: tfk8s.checks.access),
+    # and a JobSet may only name a LocalQueue of its own namespace.
+    # What this does not close, said plainly: a tenant's pods outside the queue by any other kind. The
+    # queued experimenter table gives her identities no create of Jobs, Deployments or pods, so a JobSet
+    # is the only workload RBAC leaves them; but no policy here refuses a plain Job or pod, so whatever
+    # another binding grants her identities still runs beside Kueue, bounded only by her ResourceQuota
+    # (as her claims' storage always is: Kueue counts no storage).
+    queue = {
+        "expression": f"object.metadata.?labels[?{cel(jobset.QUEUE_NAME_LABEL)}].orValue('') == {cel(LOCAL_QUEUE_NAME)}",
+        "message": f"a JobSet in a tfk8s tenant namespace waits in the tenant's queue: it needs the label "
+        f"{jobset.QUEUE_NAME_LABEL}: {LOCAL_QUEUE_NAME} (without it Kueue ignores the JobSet, which would start at "
+        "once, beside the platform's queue, capacity and fair share)",
+    }
+    return [*placement_checks, queue]
+
+
+def _node_terms(spec: str) -> str:
+    """A pod spec's node affinity terms, required and preferred, as one CEL list."""
+    affinity = f"{spec}.?affinity.?nodeAffinity"
+    return (
+        f"{affinity}.?requiredDuringSchedulingIgnoredDuringExecution.?nodeSelectorTerms.orValue([]) + "
+        f"{affinity}.?preferredDuringSchedulingIgnoredDuringExecution.orValue([]).map(p, p.preference)"
+    )
 
 
 def _pod_spec_variables(path: str) -> list[dict[str, str]]:
-    affinity = f"{path}.?affinity.?nodeAffinity"
-    return [
-        {"name": "spec", "expression": path},
-        {
-            "name": "nodeTerms",
-            "expression": f"{affinity}.?requiredDuringSchedulingIgnoredDuringExecution.?nodeSelectorTerms.orValue([]) + "
-            f"{affinity}.?preferredDuringSchedulingIgnoredDuringExecution.orValue([]).map(p, p.preference)",
-        },
-    ]
+    return [{"name": "spec", "expression": path}, {"name": "nodeTerms", "expression": _node_terms(path)}]
 
 
 def policies(
-    group: str, tenants: PlatformKind, user_node: UserNodeSettings, placement: PlacementSettings
+    group: str, tenants: PlatformKind, user_node: UserNodeSettings, placement: PlacementSettings, *, queueing: bool = False
 ) -> dict[str, dict[str, Any]]:
-    """Each policy's spec, by a short name (the Pulumi resources' names)."""
+    """Each policy's spec, by a short name (the Pulumi resources' names); `queueing`: the platform's
+    `queueing.enabled`, whose experiments are JobSets (the jobset-placement policy)."""
     writes = ("CREATE", "UPDATE")
     conditions = exempt(tenants)
     placement_checks = _placement_validations(user_node, placement)
     template_rules = [_rule([g], rs, writes) for g, rs in TEMPLATE_KINDS]
-    return {
+    found = {
         "pod-placement": _policy(
             group,
             [_rule([""], ["pods"], writes)],
@@ -296,6 +369,14 @@ def policies(
             conditions=[],
         ),
     }
+    if queueing:
+        found["jobset-placement"] = _policy(
+            group,
+            [_rule([JOBSET.group], [JOBSET.plural], writes)],
+            _jobset_validations(user_node, placement),
+            conditions=conditions,
+        )
+    return found
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -307,6 +388,8 @@ class TenantAdmissionArgs:
     user_node: UserNodeSettings
     placement: PlacementSettings
     owner: Owner
+    queueing: bool = False
+    """The platform's `queueing.enabled`: its experiments' JobSets are checked too."""
 
 
 class TenantAdmission(pulumi.ComponentResource):
@@ -318,7 +401,7 @@ class TenantAdmission(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         self.policies: dict[str, Any] = {}
         self.bindings: dict[str, Any] = {}
-        for short, spec in policies(args.group, args.tenants, args.user_node, args.placement).items():
+        for short, spec in policies(args.group, args.tenants, args.user_node, args.placement, queueing=args.queueing).items():
             policy = kube.ValidatingAdmissionPolicy(f"{name}-{short}", metadata=meta, spec=spec, opts=child)
             self.policies[short] = policy
             self.bindings[short] = kube.ValidatingAdmissionPolicyBinding(

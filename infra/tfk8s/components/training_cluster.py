@@ -16,6 +16,10 @@ outlive the experiment. The one claim a cluster may own is its scratch volume (`
 /scratch in workers and chief), in the platform's scratch class, which deletes the volume with the
 claim: scratch goes with the experiment. `<c>` in names is `<experiment>-<cluster>`.
 
+On a platform that queues in Kueue (`platform.queueing.enabled`), the PS Deployments, the Jobs,
+their Services and the PS's RBAC give way to one JobSet, admitted whole or not at all, and a
+Service per task (tfk8s.components.queued_cluster); the rest is the same.
+
 What `pulumi up` waits for: PS Deployments until available; the worker Job only until every
 worker pod is Ready, or one has failed or succeeded (never until training completes).
 
@@ -37,13 +41,14 @@ from typing import Any
 
 import pulumi
 
+from tfk8s.components import queued_cluster
 from tfk8s.kube import awaits
 from tfk8s.kube import objects as kube
-from tfk8s.kube.api_paths import JOB, NETWORK_POLICY, PERSISTENT_VOLUME_CLAIM, SERVICE
+from tfk8s.kube.api_paths import JOB, JOBSET, NETWORK_POLICY, PERSISTENT_VOLUME_CLAIM, SERVICE
 from tfk8s.schema.contract import PlatformFacts, PlatformKind
 from tfk8s.schema.experiment import ClusterSettings
 from tfk8s.specs import cluster_spec as cs
-from tfk8s.specs import layout_document, network_policy, pods, run_policy
+from tfk8s.specs import jobset, layout_document, network_policy, pods, run_policy
 from tfk8s.specs.code import CodeBundle, base64_of, installed_launcher_bundle
 from tfk8s.specs.labels import labels, selector_of
 from tfk8s.specs.ownership import Claimed, Owner
@@ -82,15 +87,16 @@ class TrainingCluster(pulumi.ComponentResource):
         c, platform = args.cluster, args.platform
         self.args = args
         self.names = cs.Names(cluster=cs.qualified_name(args.experiment, c.name))
-        self.spec = cs.cluster_spec(c, platform.ports.tensorflow, args.notebook_host, experiment=args.experiment)
+        self.queued = platform.queueing.enabled
+        self.spec = cs.cluster_spec(
+            c, platform.ports.tensorflow, args.notebook_host, experiment=args.experiment, queued=self.queued
+        )
         self.training = c.training  # an in-graph client (the notebook) must train the same way
         image = c.image or platform.images.tensorflow
         code_digest = args.launcher.digest + (args.code.digest if args.code else "")
         self.run_id = cs.run_id(c, self.spec, image, code_digest)
         self.kubernetes_version = platform.version
         self.log_sub_path = layout_document.log_sub_path(args.experiment, c.name)
-        # The Job a PS watches: when it fails (or ends, or is deleted) the run is over.
-        self.watched_job = self.names.indexed((CHIEF_ROLE if cs.has_chief_job(c) else WORKER_ROLE).name)
         child = pulumi.ResourceOptions(parent=self)
         self.trainer_config = None
         self.launcher_config_map = args.launcher_config_map
@@ -122,22 +128,25 @@ class TrainingCluster(pulumi.ComponentResource):
             opts=child,
         )
         self.cluster_pods = self._cluster_pods(args)
-        self.ps_deployment_names = [f"{self.names.cluster}-ps-{i}-{self.run_id[:8]}" for i in range(c.ps.count)]
-        self._build_ps_rbac(name, args)
-        self.ps_services = [self._build_ps_service(name, args, i) for i in range(c.ps.count)]
-        # Beside the run's Job, not after it: the PS read its uid themselves (module docstring).
-        self.ps_deployments = [self._build_ps_deployment(name, i) for i in range(c.ps.count)]
-
-        # The run's Job, then whatever is given its uid.
-        own_uid = pods.run_uid_of_own_job(self.kubernetes_version)
-        self.chief_service = self.chief_job = None
-        if cs.has_chief_job(c):
-            self.chief_service, self.chief_job = self._build_indexed(name, CHIEF_ROLE, own_uid)
-        worker_uid = pods.run_uid_value(self.chief_job.uid) if self.chief_job else own_uid
-        self.worker_service, self.worker_job = self._build_indexed(name, WORKER_ROLE, worker_uid)
-        run_job = self.chief_job or self.worker_job
-        self.run_uid: pulumi.Output[str] = run_job.uid
-        self.ps_owners = [self._own_ps(name, i, run_job) for i in range(c.ps.count)]
+        self.chief_expected = cs.has_chief_job(c)
+        self.queued_workloads: queued_cluster.QueuedWorkloads | None = None
+        self.chief_job: kube.Job | None = None
+        if self.queued:
+            self.queued_workloads = queued_cluster.declare(
+                f"{name}-jobset",
+                jobset_name=self.names.cluster,
+                cluster_pods=self.cluster_pods,
+                run_id=self.run_id,
+                platform=platform,
+                owner_labels=args.owner.labels(),
+                meta=self._meta,
+                cluster_labels=self._labels,
+                after=[self.network_policy, *([self.scratch_claim] if self.scratch_claim else [])],
+                parent=self,
+            )
+            self.run_uid: pulumi.Output[str] = self.queued_workloads.run_uid
+        else:
+            self.run_uid = self._build_deployments_and_jobs(name, args)
 
         layout_kind = platform.layouts
         self.layout = None
@@ -160,13 +169,39 @@ class TrainingCluster(pulumi.ComponentResource):
 
         # `scratch` only when the cluster has one (readiness.cluster_readiness tells absent from unbound).
         scratch = {"scratch": self.scratch_claim.status} if self.scratch_claim else {}
-        self.status = pulumi.Output.all(
-            ps=pulumi.Output.all(*[d.status for d in self.ps_deployments]),
-            workers=self.worker_job.status,
-            chief=self.chief_job.status if self.chief_job else None,
-            **scratch,
-        ).apply(lambda s: {**s, "ps": list(s["ps"])})
+        if self.queued_workloads is not None:
+            self.status = pulumi.Output.all(jobset=self.queued_workloads.status, **scratch)
+        else:
+            self.status = pulumi.Output.all(
+                ps=pulumi.Output.all(*[d.status for d in self.ps_deployments]),
+                workers=self.worker_job.status,
+                chief=self.chief_job.status if self.chief_job else None,
+                **scratch,
+            ).apply(lambda s: {**s, "ps": list(s["ps"])})
         self.register_outputs({"spec": self.spec, "status": self.status})
+
+    def _build_deployments_and_jobs(self, name: str, args: TrainingClusterArgs) -> pulumi.Output[str]:
+        """The seed's shape, on a platform that does not queue: per PS a Deployment and its Service,
+        the run's Job(s) and their headless Services, the PS's RBAC and ownership. Returns the run's uid."""
+        c = args.cluster
+        # The Job a PS watches: when it fails (or ends, or is deleted) the run is over.
+        self.watched_job = self.names.indexed((CHIEF_ROLE if self.chief_expected else WORKER_ROLE).name)
+        self.ps_deployment_names = [f"{self.names.cluster}-ps-{i}-{self.run_id[:8]}" for i in range(c.ps.count)]
+        self._build_ps_rbac(name, args)
+        self.ps_services = [self._build_ps_service(name, args, i) for i in range(c.ps.count)]
+        # Beside the run's Job, not after it: the PS read their uid themselves (module docstring).
+        self.ps_deployments = [self._build_ps_deployment(name, i) for i in range(c.ps.count)]
+
+        # The run's Job, then whatever is given its uid.
+        own_uid = pods.run_uid_of_own_job(self.kubernetes_version)
+        self.chief_service = None
+        if self.chief_expected:
+            self.chief_service, self.chief_job = self._build_indexed(name, CHIEF_ROLE, own_uid)
+        worker_uid = pods.run_uid_value(self.chief_job.uid) if self.chief_job else own_uid
+        self.worker_service, self.worker_job = self._build_indexed(name, WORKER_ROLE, worker_uid)
+        run_job = self.chief_job or self.worker_job
+        self.ps_owners = [self._own_ps(name, i, run_job) for i in range(c.ps.count)]
+        return run_job.uid
 
     def _labels(self, component: str, **extra: Any) -> dict[str, str]:
         """Our recommended labels plus the owning stack's (see tfk8s.specs.ownership)."""
@@ -387,15 +422,22 @@ class TrainingCluster(pulumi.ComponentResource):
         return service, job
 
 
-def fixed_objects(experiment: str, cluster: ClusterSettings, namespace: str, layouts: PlatformKind, key: str) -> list[Claimed]:
+def fixed_objects(
+    experiment: str, cluster: ClusterSettings, namespace: str, layouts: PlatformKind, key: str, *, queued: bool = False
+) -> list[Claimed]:
     """What a TrainingCluster creates under fixed names (its `Names`, which are DNS identities): the
-    Services and Jobs of its tasks, its scratch claim and its Layout. `key` is where `cluster` sits
-    in the stack file (`tfk8s:clusters[0]`)."""
+    Services and Jobs of its tasks (or, `queued`, its task Services and its JobSet), its scratch
+    claim and its Layout. `key` is where `cluster` sits in the stack file (`tfk8s:clusters[0]`)."""
     names = cs.Names(cluster=cs.qualified_name(experiment, cluster.name))
-    roles = [cs.WORKER, cs.CHIEF] if cs.has_chief_job(cluster) else [cs.WORKER]
-    services = [names.ps_service(i) for i in range(cluster.ps.count)] + [names.indexed(role) for role in roles]
-    found = [Claimed(kind=SERVICE, namespace=namespace, name=n, key=f"{key}.name") for n in services]
-    found += [Claimed(kind=JOB, namespace=namespace, name=names.indexed(role), key=f"{key}.name") for role in roles]
+    found: list[Claimed] = []
+    if queued:
+        services = [task.name for task in jobset.task_services(names.cluster, cluster, run_id="")]
+        found.append(Claimed(kind=JOBSET, namespace=namespace, name=names.cluster, key=f"{key}.name"))
+    else:
+        roles = [cs.WORKER, cs.CHIEF] if cs.has_chief_job(cluster) else [cs.WORKER]
+        services = [names.ps_service(i) for i in range(cluster.ps.count)] + [names.indexed(role) for role in roles]
+        found += [Claimed(kind=JOB, namespace=namespace, name=names.indexed(role), key=f"{key}.name") for role in roles]
+    found += [Claimed(kind=SERVICE, namespace=namespace, name=n, key=f"{key}.name") for n in services]
     if cluster.scratch is not None:
         found.append(Claimed(kind=PERSISTENT_VOLUME_CLAIM, namespace=namespace, name=names.scratch_claim(), key=f"{key}.scratch"))
     found.append(Claimed(kind=layouts.api, namespace=namespace, name=names.layout(), key=f"{key}.name"))

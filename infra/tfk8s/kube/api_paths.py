@@ -25,6 +25,11 @@ class ApiKind:
     namespaced: bool
 
     @property
+    def group(self) -> str:
+        """The API group, as RBAC and admission rules name it: "" for the core group."""
+        return self.api_version.rpartition("/")[0]
+
+    @property
     def root(self) -> str:
         """The API root serving the kind: /api/v1 for the core group, /apis/<group>/<version> otherwise."""
         return f"/apis/{self.api_version}" if "/" in self.api_version else f"/api/{self.api_version}"
@@ -48,7 +53,8 @@ class ApiKind:
         if not self.namespaced:
             raise ValueError(f"{self.kind} is cluster-scoped: no list in namespace {namespace!r}")
         selector = quote(",".join(f"{k}={v}" for k, v in sorted(label_selector.items())), safe="")
-        return f"{self.root}/namespaces/{namespace}/{self.plural}?labelSelector={selector}"
+        collection = f"{self.root}/namespaces/{namespace}/{self.plural}"
+        return f"{collection}?labelSelector={selector}" if selector else collection
 
 
 # The built-in kinds tfk8s creates under fixed names or reads by name.
@@ -80,3 +86,15 @@ ENDPOINT_SLICE = ApiKind(kind="EndpointSlice", api_version="discovery.k8s.io/v1"
 # The Prometheus Operator's kind, which a platform declares its scrape as where the cluster serves it
 # (tfk8s.components.monitoring); its group version's discovery document says whether it does.
 POD_MONITOR = ApiKind(kind="PodMonitor", api_version="monitoring.coreos.com/v1", plural="podmonitors", namespaced=True)
+# Kueue's and JobSet's kinds, which a queueing platform needs served (tfk8s.checks.queueing) and declares
+# under fixed names (tfk8s.components.queueing).
+RESOURCE_FLAVOR = ApiKind(kind="ResourceFlavor", api_version="kueue.x-k8s.io/v1beta2", plural="resourceflavors", namespaced=False)
+COHORT = ApiKind(kind="Cohort", api_version="kueue.x-k8s.io/v1beta2", plural="cohorts", namespaced=False)
+CLUSTER_QUEUE = ApiKind(kind="ClusterQueue", api_version="kueue.x-k8s.io/v1beta2", plural="clusterqueues", namespaced=False)
+LOCAL_QUEUE = ApiKind(kind="LocalQueue", api_version="kueue.x-k8s.io/v1beta2", plural="localqueues", namespaced=True)
+WORKLOAD_PRIORITY_CLASS = ApiKind(
+    kind="WorkloadPriorityClass", api_version="kueue.x-k8s.io/v1beta2", plural="workloadpriorityclasses", namespaced=False
+)
+# A queued cluster's Workload, which its readiness lists (tfk8s.stacks.queue_status).
+WORKLOAD = ApiKind(kind="Workload", api_version="kueue.x-k8s.io/v1beta2", plural="workloads", namespaced=True)
+JOBSET = ApiKind(kind="JobSet", api_version="jobset.x-k8s.io/v1alpha2", plural="jobsets", namespaced=True)

@@ -26,6 +26,12 @@ SERVICE_NO_AWAIT = SKIP_AWAIT
 # lands on the Deployment too, as the patch's own field; the Deployment's awaits read its own inputs.
 PATCH_NO_AWAIT = SKIP_AWAIT
 
+# A training cluster's JobSet on a queueing platform (tfk8s.components.queued_cluster): `pulumi up`
+# returns once it is queued, not once Kueue admits it, which may take hours; its readiness then says
+# Queued, and a later `up --refresh` moves it on (issue 38). The provider has no await of its own for
+# a JobSet, and an await of `waitFor` cannot say "admitted or still queued".
+QUEUED_NO_AWAIT = SKIP_AWAIT
+
 
 def timeout(seconds: int) -> dict[str, str]:
     return {"pulumi.com/timeoutSeconds": str(seconds)}

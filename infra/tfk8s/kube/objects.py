@@ -265,8 +265,16 @@ class ValidatingAdmissionPolicyBinding(KubeObject):
     KIND = Kind("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding", ("metadata", "spec"))
 
 
+class JobSet(KubeObject):
+    """One training cluster on a queueing platform (tfk8s.specs.jobset): its status is read back for readiness."""
+
+    KIND = Kind("jobset.x-k8s.io/v1alpha2", "JobSet", ("metadata", "spec"), server_fields=STATUS)
+
+
 class CustomObject(KubeObject):
-    """An object of a kind a CustomResourceDefinition defines (the platform's Layouts and Tenants)."""
+    """An object of a kind a CustomResourceDefinition defines (the platform's Layouts and Tenants, Kueue's
+    objects). `fields`: its top-level fields besides metadata and spec, by their API names (a Kueue
+    WorkloadPriorityClass's `value`)."""
 
     def __init__(
         self,
@@ -276,6 +284,10 @@ class CustomObject(KubeObject):
         kind: str,
         metadata: pulumi.Input[Any] = None,
         spec: pulumi.Input[Any] = None,
+        fields: dict[str, Any] | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
-        self._declare(Kind(api_version, kind, ("metadata", "spec")), resource_name, {"metadata": metadata, "spec": spec}, opts)
+        extra = dict(fields or {})
+        names = ("metadata", "spec", *extra) if spec is not None or not extra else ("metadata", *extra)
+        given = {"metadata": metadata, "spec": spec, **extra}
+        self._declare(Kind(api_version, kind, names), resource_name, {n: given[n] for n in names}, opts)

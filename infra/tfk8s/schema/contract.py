@@ -24,6 +24,7 @@ from tfk8s.schema.platform import (
     PlacementSettings,
     PodSecuritySettings,
     PortSettings,
+    QueueingSettings,
     Quota,
     StorageSettings,
 )
@@ -121,6 +122,9 @@ class PlatformFacts(Facts):
     """Where the platform's Prometheus runs: the training pods' policies let its pods in on the metrics
     port; `scrape` as resolved at the platform's `up` (default: a platform published before it existed,
     no monitoring)."""
+    queueing: QueueingSettings = QueueingSettings()
+    """Whether tenants queue their experiments in Kueue, in which cohort (default: a platform published
+    before it existed, no queueing)."""
     pod_security: PodSecuritySettings
     """Who the pods run as: training pods take `tensorflow` (the namespace enforces `restricted`)."""
     allow_ps_gpus: bool
@@ -134,3 +138,11 @@ class PlatformFacts(Facts):
     @property
     def version(self) -> tuple[int, int]:
         return version_tuple(self.kubernetes_version)
+
+    def published(self) -> dict[str, Any]:
+        """As Facts.published, without `queueing` while it is off: a reader parses its absence back as
+        off, and the contracts of platforms without queueing stay as they were."""
+        out = super().published()
+        if self.queueing == QueueingSettings():
+            out.pop("queueing")
+        return out

@@ -133,6 +133,12 @@ class RunSettings(Model):
     """Finished worker/chief Jobs and their pods (and the run's PS, which the Job owns) are deleted
     this long after they end; None: kept. Logs live on the log volume, not in the pods, so
     nothing of them is lost; `pulumi up --refresh` afterwards starts a new run."""
+    priority: DnsName | None = None
+    """On a queueing platform, the WorkloadPriorityClass the run waits at: one of the platform's
+    `queueing.priorityClasses` (e.g. urgent). A higher one is admitted first and may preempt a lower
+    run of this tenant, or what another tenant borrowed beyond its fair share; the preempted run
+    resumes from its checkpoint once admitted again. None: the platform's default (0). No new run
+    when it changes (tfk8s.specs.cluster_spec.run_id leaves it out)."""
 
 
 class ScratchSettings(Model):

@@ -250,6 +250,54 @@ class MonitoringSettings(Model):
     """How often Prometheus scrapes each task, e.g. 15s or 1m (launchers refresh their figures every 5 s)."""
 
 
+class QueueCapacity(Model):
+    """The training nodes' allocatable resources, all together: what Kueue may admit at once."""
+
+    cpu: Quantity = Field(description='CPU cores of the training nodes together, e.g. "64" or "500m"')
+    memory: Bytes = Field(description="memory of the training nodes together, e.g. 256Gi")
+    gpus: NonNegative = 0
+    """`nvidia.com/gpu` of the training nodes together (0: none)."""
+
+
+# Kueue's WorkloadPriorityClass value is an int32; a higher value is admitted first and may preempt.
+PriorityValue = Annotated[int, Field(ge=-(2**31), le=2**31 - 1)]
+
+
+class QueueingSettings(Model):
+    """Queue experiments in Kueue instead of refusing what does not fit the free capacity
+    (issue 38; lab/kueue/README.md). Off by default: the cluster then keeps today's behaviour,
+    where an experiment within its tenant's quota is created and its pods wait for the scheduler.
+    On, the cluster must serve Kueue's kueue.x-k8s.io/v1beta2 and JobSet's jobset.x-k8s.io/v1alpha2
+    (locally: `hack/cluster.sh start --queueing`), which preview checks."""
+
+    enabled: bool = False
+    """Declare the platform's Cohort, ResourceFlavors and WorkloadPriorityClasses, and each tenant's
+    ClusterQueue and LocalQueue."""
+    capacity: QueueCapacity | None = None
+    """The cohort's own quota: the training capacity every tenant's queue borrows from, up to the
+    tenant's quota. Required when `enabled`."""
+    cohort: DnsName = "tfk8s"
+    """The name of the Kueue Cohort every tenant's ClusterQueue joins (cluster-scoped: one per platform)."""
+    priority_classes: dict[DnsName, PriorityValue] = Field(default_factory=dict)
+    """WorkloadPriorityClasses experiments may ask for, name -> value, e.g. {urgent: 1000, batch: 10}:
+    a higher value is admitted first and preempts a lower one of the same tenant, or what another
+    tenant borrowed beyond its fair share."""
+    wait_for_pods_ready: Duration = "10m"
+    """How long an admitted training cluster may take to have all its pods ready before Kueue
+    evicts it and gives its capacity back (Kueue's `waitForPodsReady.timeout`: a setting of Kueue's own
+    configuration, not an object the platform declares; the local cluster's Kueue runs with 10m and
+    does not read it yet)."""
+
+    @model_validator(mode="after")
+    def _capacity_when_enabled(self) -> QueueingSettings:
+        if self.enabled and self.capacity is None:
+            raise ValueError(
+                "enabled is true but capacity is not set: give the training nodes' cpu, memory and gpus "
+                '(capacity: {cpu: "64", memory: 256Gi, gpus: 8}), the quota every tenant\'s queue borrows from'
+            )
+        return self
+
+
 class PlacementSettings(Model):
     """Where training pods may ask to run: what an experiment's `ps` and `workers` `tolerations` and
     `nodeSelector` may name. Never the taints Kubernetes puts on nodes (the control plane's, a cordoned
@@ -373,6 +421,8 @@ class PlatformSettings(Model):
     """Who may talk to whom in tenants' namespaces, and whether the cluster enforces it."""
     monitoring: MonitoringSettings = Field(default_factory=MonitoringSettings)
     """The platform's Prometheus: where it runs, which of its pods may scrape training tasks, how the scrape is declared."""
+    queueing: QueueingSettings = Field(default_factory=QueueingSettings)
+    """Whether experiments wait their turn in Kueue, and the capacity and priorities they share (off by default)."""
     pod_security: PodSecuritySettings = Field(default_factory=PodSecuritySettings)
     """Who the pods of the platform and its experiments run as (non-root: users' namespaces enforce `restricted`)."""
     kubernetes_version: KubeVersion | None = None

@@ -161,6 +161,14 @@ class QuotaOverrides(Model):
         return defaults.model_copy(update=own)
 
 
+class TenantQueueing(Model):
+    """How this tenant's experiments share the platform's queue (`platform.queueing`; unused when it is off)."""
+
+    weight: Quantity = "1"
+    """The tenant's fair-sharing weight against the other tenants', e.g. "2" for twice the share of a
+    tenant of weight 1 when both wait for the same capacity."""
+
+
 class TenantSettings(Model):
     name: ServiceName = Field(
         description="a DNS-1035 user name (a letter first), e.g. alice: names the namespace (<prefix><name>)"
@@ -170,6 +178,8 @@ class TenantSettings(Model):
     volumes: TenantVolumes = Field(default_factory=TenantVolumes)
     quota: QuotaOverrides = Field(default_factory=QuotaOverrides)
     """This tenant's namespace quota, key by key over `platform.defaultQuota` (see docs/concepts/quotas.md)."""
+    queueing: TenantQueueing = Field(default_factory=TenantQueueing)
+    """This tenant's share of the platform's queue, when `platform.queueing.enabled`."""
 
     def effective_quota(self, platform: PlatformSettings | Quota) -> Quota:
         defaults = platform if isinstance(platform, Quota) else platform.default_quota

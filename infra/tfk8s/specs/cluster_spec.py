@@ -27,7 +27,12 @@ class Names:
     cluster: str
 
     def ps_service(self, index: int) -> str:
-        return f"{self.cluster}-ps-{index}"
+        return self.task_service(PS, index)
+
+    def task_service(self, role: str, index: int) -> str:
+        """The Service of one task: every PS's, and on a queueing platform every task's
+        (tfk8s.specs.jobset.task_services)."""
+        return f"{self.cluster}-{role}-{index}"
 
     def scratch_claim(self) -> str:
         return f"{self.cluster}-scratch"
@@ -57,7 +62,12 @@ def has_chief_job(cluster: ClusterSettings) -> bool:
 
 
 def cluster_spec(
-    cluster: ClusterSettings, port: int, notebook_host: str | None = None, *, experiment: str | None = None
+    cluster: ClusterSettings,
+    port: int,
+    notebook_host: str | None = None,
+    *,
+    experiment: str | None = None,
+    queued: bool = False,
 ) -> dict[str, list[str]]:
     """The `cluster` part of TF_CONFIG.
 
@@ -65,14 +75,23 @@ def cluster_spec(
     PS tasks sit behind one Service each (`<c>-ps-<i>`); worker (and chief) pods of an Indexed
     Job get the hostname `<job>-<index>` under the headless Service named like the Job, so
     `<c>-worker-<i>.<c>-worker` resolves to task i alone.
+    `queued` (a platform that queues in Kueue): the cluster is one JobSet, whose Job controller
+    names its pods itself, so every task sits behind a Service of its own, `<c>-<role>-<i>`
+    (tfk8s.specs.jobset.task_services); a PS's keeps today's name.
     """
     names = Names(cluster=qualified_name(experiment, cluster.name) if experiment else cluster.name)
+
+    def host(role: str, index: int) -> str:
+        if queued:
+            return f"{names.task_service(role, index)}:{port}"
+        return f"{names.indexed(role)}-{index}.{names.indexed(role)}:{port}"
+
     spec = {
         PS: [f"{names.ps_service(i)}:{port}" for i in range(cluster.ps.count)],
-        WORKER: [f"{names.indexed(WORKER)}-{i}.{names.indexed(WORKER)}:{port}" for i in range(cluster.workers.count)],
+        WORKER: [host(WORKER, i) for i in range(cluster.workers.count)],
     }
     if has_chief_job(cluster):
-        spec[CHIEF] = [f"{names.indexed(CHIEF)}-0.{names.indexed(CHIEF)}:{port}"]
+        spec[CHIEF] = [host(CHIEF, 0)]
     elif cluster.replication == "in-graph" and notebook_host is not None:
         spec[CHIEF] = [notebook_host]
     return spec
@@ -87,6 +106,9 @@ def run_id(cluster: ClusterSettings, spec: dict[str, list[str]], image: str, cod
     says them, without their defaults: a setting a newer tfk8s adds, left at its default, is no
     new run of every experiment running when the platform team upgrades.
     """
-    settings = cluster.model_dump(mode="json", exclude_defaults=True)
+    settings = cluster.model_dump(mode="json", exclude_defaults=True, exclude={"run": {"priority"}})
+    # Not the priority: a run that waits, or preempts, at another priority is the same run.
+    if settings.get("run") == {}:
+        del settings["run"]
     material = json.dumps({"cluster": settings, "spec": spec, "image": image, "code": code_digest}, sort_keys=True)
     return hashlib.sha256(material.encode()).hexdigest()[:12]

@@ -119,15 +119,25 @@ class Shortfall:
     what: str  # what takes `need`, for the message
 
 
+def apps_requests(defaults: ContainerDefaults, *, gated: bool) -> dict[str, Decimal]:
+    """What the tenant's own apps take of its quota's `cpu` and `memory`: one container of
+    `defaults` each for Jupyter and TensorBoard (tfk8s.components.user_env sizes them so), and the
+    token gate beside TensorBoard when `gated`."""
+    gate = {"cpu": TOKEN_GATE_CPU, "memory": TOKEN_GATE_MEMORY}
+    return {
+        setting: 2 * amount(getattr(defaults, setting)) + (amount(gate[setting]) if gated else 0) for setting in ("cpu", "memory")
+    }
+
+
 def apps_shortfalls(limits: Quota, defaults: ContainerDefaults, *, gated: bool) -> list[Shortfall]:
-    """What the tenant's own apps take that `limits` cannot hold, before any experiment: one
-    container of `defaults` each for Jupyter and TensorBoard (tfk8s.components.user_env sizes them so), the
-    token gate beside TensorBoard when `gated`, their two pods and three Services."""
+    """What the tenant's own apps take that `limits` cannot hold, before any experiment: their
+    CPU and memory (`apps_requests`), their two pods and three Services."""
     gate = {"cpu": TOKEN_GATE_CPU, "memory": TOKEN_GATE_MEMORY}
     found = []
+    needs = apps_requests(defaults, gated=gated)
     for setting in ("cpu", "memory"):
         each = amount(getattr(defaults, setting))
-        need = 2 * each + (amount(gate[setting]) if gated else 0)
+        need = needs[setting]
         what = f"Jupyter {format_amount(setting, each)} + TensorBoard {format_amount(setting, each)}"
         what += f" + its token gate {gate[setting]}" if gated else ""
         if need > amount(getattr(limits, setting)):

@@ -12,7 +12,7 @@ is the platform's (tfk8s.components.user_env), and it writes the chief's done ma
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from tfk8s.schema.experiment import ClusterSettings, Placement, PsSettings, Resources, WorkerSettings
@@ -25,8 +25,10 @@ Volume = Literal["data", "log", "launcher", "code", "scratch"]
 #   scale-to-zero: a Deployment would restart it, so its launcher scales that Deployment to zero
 #                  (a service account allowed to, and the Job it watches, in its environment);
 #   exit:          it exits and its Job counts it (a server among them is stopped by the launcher's
-#                  done-marker barrier, see tfk8s_train.launch).
-Retirement = Literal["scale-to-zero", "exit"]
+#                  done-marker barrier, see tfk8s_train.launch);
+#   jobset:        its JobSet deletes its Job once the run succeeds or fails (tfk8s.specs.jobset):
+#                  nothing to scale, so no service account.
+Retirement = Literal["scale-to-zero", "exit", "jobset"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -34,8 +36,9 @@ class Role:
     # The TensorFlow job name: the cluster spec's key, TFK8S_JOB_NAME, and the pods' `role` label.
     name: str
     # "Always" for a Deployment's pods (the only policy it allows); "Never" for Job pods, whose
-    # retries are the Job's (tfk8s.specs.run_policy), counted per index.
-    restart_policy: Literal["Always", "Never"]
+    # retries are the Job's (tfk8s.specs.run_policy), counted per index; "OnFailure" for a PS in a
+    # JobSet's Job, restarted in place like a Deployment's (tfk8s.specs.jobset).
+    restart_policy: Literal["Always", "Never", "OnFailure"]
     # Scratch among them only when the cluster has a scratch volume (see `mounts`).
     volumes: frozenset[Volume]
     # A gRPC server its peers connect to: Ready once its port listens.
@@ -85,6 +88,11 @@ PS_ROLE = Role(
     one_task=False,
     retirement="scale-to-zero",
 )
+
+# A PS inside a queued cluster's JobSet (tfk8s.specs.jobset): one Indexed Job for every PS, since
+# Kueue gangs Jobs, never Deployments. Its container is restarted in place (OnFailure), as a
+# Deployment would restart it, and the JobSet deletes it when the workers are done.
+JOBSET_PS_ROLE = replace(PS_ROLE, restart_policy="OnFailure", retirement="jobset")
 
 # Workers: one Indexed Job, one pod template for every task (the index is JOB_COMPLETION_INDEX).
 WORKER_ROLE = Role(

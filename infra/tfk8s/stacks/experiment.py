@@ -16,7 +16,7 @@ from tfk8s.schema.contract import PlatformFacts, TenantFacts
 from tfk8s.schema.experiment import LAUNCHER_PACKAGE, ExperimentStack
 from tfk8s.specs.code import CodeBundle, bundle
 from tfk8s.specs.ownership import Claimed, Owner
-from tfk8s.stacks import progress
+from tfk8s.stacks import progress, queue_status
 
 
 def codes(stack: ExperimentStack, root: Path) -> dict[str, CodeBundle | None]:
@@ -37,7 +37,12 @@ def claimed(
         claim
         for i, cluster in enumerate(stack.clusters)
         for claim in training_cluster.fixed_objects(
-            experiment, cluster, tenant.namespace, platform.layouts, f"{NAMESPACE}:clusters[{i}]"
+            experiment,
+            cluster,
+            tenant.namespace,
+            platform.layouts,
+            f"{NAMESPACE}:clusters[{i}]",
+            queued=platform.queueing.enabled,
         )
     ]
 
@@ -67,6 +72,7 @@ def build(
             launcher=launcher,
             codes=codes(stack, root),
             progress=progress.progress(experiment, names, platform, tenant, read_whole, open_gate),
+            read_queue=lambda jobsets, after: queue_status.read(tenant.namespace, jobsets, platform, read_whole, after=after),
         ),
     )
     pulumi.export("ready", env.readiness.apply(lambda r: r["ready"]))

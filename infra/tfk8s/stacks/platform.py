@@ -1,6 +1,7 @@
 """A platform stack (`tfk8s:kind: platform`): what the cluster's tenants share. Storage, the User
 Node, the platform's Layout and Tenant kinds, the experimenter role tenants bind, the guards, and
-the scrape of training tasks by the platform team's Prometheus.
+the scrape of training tasks by the platform team's Prometheus, and, when queueing is on, Kueue's
+cohort, flavors and priority classes.
 Its `platform` output is the contract its tenant and experiment stacks read: a
 contract.PlatformFacts, dumped by alias. Nothing in it grows with the number of tenants."""
 
@@ -11,7 +12,7 @@ from typing import Any, Final
 import pulumi
 
 from tfk8s.checks import access
-from tfk8s.components import guard, monitoring, storage, tenant_admission
+from tfk8s.components import guard, monitoring, queueing, storage, tenant_admission
 from tfk8s.components.storage import SharedStorage, SharedStorageArgs
 from tfk8s.components.user_node import UserNode, UserNodeArgs
 from tfk8s.errors import ConfigError
@@ -50,6 +51,7 @@ def claimed(stack: PlatformStack, owner: Owner) -> list[Claimed]:
         *guard.fixed_objects(guard.platform_group(owner), f"{NAMESPACE}:kind"),
         *storage.fixed_objects(stack.platform.storage, f"{NAMESPACE}:platform.storage"),
         *monitoring.fixed_objects(stack.platform.monitoring, f"{NAMESPACE}:platform.monitoring"),
+        *queueing.fixed_objects(stack.platform.queueing, f"{NAMESPACE}:platform.queueing"),
     ]
 
 
@@ -74,6 +76,7 @@ def build(stack: PlatformStack, owner: Owner) -> dict[str, Any]:
                     user_node=platform.user_node,
                     placement=platform.placement,
                     owner=owner,
+                    queueing=platform.queueing.enabled,
                 ),
             )
         )
@@ -90,6 +93,11 @@ def build(stack: PlatformStack, owner: Owner) -> dict[str, Any]:
             monitoring=platform.monitoring, namespace_prefix=platform.namespace_prefix, owner=owner
         )
         scrapes.append(monitoring.TrainingScrape("training-scrape", scrape_args))
+    queues: list[pulumi.Resource] = []
+    if platform.queueing.enabled:  # Kueue and JobSet served: tfk8s.checks.queueing
+        queues.append(
+            queueing.QueueingPlatform("queueing", queueing.QueueingPlatformArgs(queueing=platform.queueing, owner=owner))
+        )
     # Last: its experimenter role, which every tenant binds, is the platform's guard, deleted first
     # and only when no tenant is left.
     platform_guard = guard.PlatformGuard(
@@ -98,8 +106,10 @@ def build(stack: PlatformStack, owner: Owner) -> dict[str, Any]:
             owner=owner,
             group=group,
             with_policy=guard.policy_supported(platform.version),
-            experimenter_rules=access.rules_for_role(access.experimenter_rules(guard.layout_kind(group))),
-            guarded=[shared, user_node, *admission, *scrapes],
+            experimenter_rules=access.rules_for_role(
+                access.experimenter_rules(guard.layout_kind(group), queueing=platform.queueing.enabled)
+            ),
+            guarded=[shared, user_node, *admission, *scrapes, *queues],
         ),
     )
     storage_report = shared.class_name.apply(lambda name: {"className": name, "problems": []})
@@ -152,6 +162,7 @@ def facts(
         ports=platform.ports,
         network=platform.network,
         monitoring=platform.monitoring,
+        queueing=platform.queueing,
         pod_security=platform.pod_security,
         allow_ps_gpus=platform.allow_ps_gpus,
         placement=platform.placement,

@@ -18,12 +18,14 @@ from typing import Any, Final
 
 import pulumi
 
-from tfk8s.components import guard, user_env
+from tfk8s.components import guard, queueing, user_env
 from tfk8s.components.user_env import PublishedContract, UserEnvironment, UserEnvironmentArgs
 from tfk8s.kube import objects as kube
 from tfk8s.schema import NAMESPACE
 from tfk8s.schema.contract import PlatformFacts, TenantFacts
 from tfk8s.schema.tenant import TenantSettings, TenantStack
+from tfk8s.specs import queueing as queueing_spec
+from tfk8s.specs import quota as namespace_quota
 from tfk8s.specs import readiness
 from tfk8s.specs.code import launcher_bundle
 from tfk8s.specs.labels import labels
@@ -43,7 +45,19 @@ def claimed(stack: TenantStack, platform: PlatformFacts) -> list[Claimed]:
         Claimed(kind=platform.tenants.api, name=stack.tenant.name, key=f"{TENANT_KEY}.name"),
         *user_env.fixed_objects(platform, stack.tenant, TENANT_KEY),
         tenant_contract.claim(user_env.namespace_name(platform, stack.tenant.name), f"{TENANT_KEY}.name"),
+        *queueing.tenant_fixed_objects(platform.queueing, tenant_queue(stack.tenant, platform), f"{TENANT_KEY}.name"),
     ]
+
+
+def tenant_queue(tenant: TenantSettings, platform: PlatformFacts) -> queueing_spec.TenantQueue:
+    """The tenant's queue: its quota is what it may borrow from the platform's cohort, its weight its fair share."""
+    return queueing.tenant_queue(
+        tenant.name,
+        user_env.namespace_name(platform, tenant.name),
+        tenant.effective_quota(platform.default_quota),
+        tenant.queueing.weight,
+        namespace_quota.apps_requests(platform.container_defaults, gated=platform.tensorboard_requires_token),
+    )
 
 
 def token_location(namespace: str) -> dict[str, str]:
@@ -108,6 +122,11 @@ def build(
     tenant_facts = pulumi.Output.all(env.jupyter_url, env.tensorboard_url).apply(lambda urls: facts_at(urls[0], urls[1]))
     # Deleted before the environment, its identities' bindings and its contract (tfk8s.components.guard).
     guarded: list[pulumi.Resource] = [env, *env.access, *([env.contract] if env.contract is not None else [])]
+    if platform.queueing.enabled:
+        queue_args = queueing.TenantQueuesArgs(
+            queue=tenant_queue(tenant, platform), cohort=platform.queueing.cohort, namespace=namespace, owner=owner
+        )
+        guarded.append(queueing.TenantQueues(f"{tenant.name}-queues", queue_args))
     if guard.policy_supported(platform.version):
         guard.tenant_guard("tenant-guard", namespace, platform.layouts.group, owner, guarded)
     report = env.readiness.apply(readiness.tenant_readiness)

@@ -1,0 +1,154 @@
+"""The platform's share of queueing (issue 38): the Kueue objects every tenant's queue names.
+
+The Cohort holding the training capacity, the ResourceFlavors quotas are counted in and the
+WorkloadPriorityClasses experiments may ask for, from tfk8s.specs.queueing. All cluster-scoped and
+shared, so the platform's; nothing of it grows with the number of tenants. Declared only when
+`platform.queueing.enabled`, after tfk8s.checks.queueing found Kueue served.
+
+A tenant's ClusterQueue and LocalQueue (TenantQueues) are its own stack's, as its `Tenant`
+registration is: one tenant's objects, cluster-scoped or not, and gone with the tenant.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+import pulumi
+
+from tfk8s.kube import objects as kube
+from tfk8s.kube.api_paths import CLUSTER_QUEUE, COHORT, LOCAL_QUEUE, RESOURCE_FLAVOR, WORKLOAD_PRIORITY_CLASS
+from tfk8s.schema.platform import QueueingSettings, Quota
+from tfk8s.specs import queueing as spec
+from tfk8s.specs.ownership import Claimed, Owner
+
+PART_OF = "tfk8s"
+
+
+def fixed_objects(queueing: QueueingSettings, key: str) -> list[Claimed]:
+    """What QueueingPlatform creates under fixed names; `key` is where `queueing` sits in the stack file."""
+    if not queueing.enabled:
+        return []
+    return [
+        *(Claimed(kind=RESOURCE_FLAVOR, name=f["metadata"]["name"], key=f"{key}.enabled") for f in spec.resource_flavors()),
+        Claimed(kind=COHORT, name=queueing.cohort, key=f"{key}.cohort"),
+        *(Claimed(kind=WORKLOAD_PRIORITY_CLASS, name=name, key=f"{key}.priorityClasses") for name in queueing.priority_classes),
+    ]
+
+
+def _metadata(obj: dict[str, Any], owner: Owner) -> dict[str, Any]:
+    labels = {"app.kubernetes.io/part-of": PART_OF, "app.kubernetes.io/managed-by": "pulumi"} | owner.labels()
+    return {**obj["metadata"], "labels": labels, "annotations": owner.annotations()}
+
+
+@dataclass(frozen=True, kw_only=True)
+class QueueingPlatformArgs:
+    queueing: QueueingSettings  # enabled, with a capacity (tfk8s.schema.platform.QueueingSettings)
+    owner: Owner
+
+
+class QueueingPlatform(pulumi.ComponentResource):
+    """The Cohort, ResourceFlavors and WorkloadPriorityClasses of a queueing platform."""
+
+    cohort_name: pulumi.Output[str]
+
+    def __init__(self, name: str, args: QueueingPlatformArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        queueing = args.queueing
+        if not queueing.enabled or queueing.capacity is None:  # before anything is declared
+            raise ValueError("QueueingPlatformArgs.queueing: enabled, with a capacity")
+        super().__init__("tfk8s:index:QueueingPlatform", name, None, opts)
+        owner = args.owner
+        child = pulumi.ResourceOptions(parent=self)
+
+        def metadata(obj: dict[str, Any]) -> dict[str, Any]:
+            return _metadata(obj, owner)
+
+        self.flavors = [
+            kube.CustomObject(
+                f"{name}-flavor-{f['metadata']['name']}",
+                api_version=spec.API_VERSION,
+                kind=f["kind"],
+                metadata=metadata(f),
+                spec=f["spec"],
+                opts=child,
+            )
+            for f in spec.resource_flavors()
+        ]
+        cohort = spec.cohort(queueing.cohort, queueing.capacity)
+        self.cohort = kube.CustomObject(
+            f"{name}-cohort",
+            api_version=spec.API_VERSION,
+            kind=cohort["kind"],
+            metadata=metadata(cohort),
+            spec=cohort["spec"],
+            opts=pulumi.ResourceOptions(parent=self, depends_on=list(self.flavors)),  # its groups name them
+        )
+        self.priority_classes = [
+            kube.CustomObject(
+                f"{name}-priority-{c['metadata']['name']}",
+                api_version=spec.API_VERSION,
+                kind=c["kind"],
+                metadata=metadata(c),
+                fields={"value": c["value"]},  # top-level: a WorkloadPriorityClass has no spec
+                opts=child,
+            )
+            for c in spec.workload_priority_classes(sorted(queueing.priority_classes.items()))
+        ]
+        self.cohort_name = self.cohort.name
+        self.register_outputs({"cohort_name": self.cohort_name})
+
+
+def tenant_queue(
+    tenant: str, namespace: str, quota: Quota, weight: str, apps: Mapping[str, Decimal] | None = None
+) -> spec.TenantQueue:
+    return spec.TenantQueue(tenant=tenant, namespace=namespace, quota=quota, weight=weight, apps=dict(apps or {}))
+
+
+def tenant_fixed_objects(queueing: QueueingSettings, queue: spec.TenantQueue, key: str) -> list[Claimed]:
+    """What TenantQueues creates under fixed names; `key` names the tenant (`tfk8s:tenant.name`)."""
+    if not queueing.enabled:
+        return []
+    return [
+        Claimed(kind=CLUSTER_QUEUE, name=spec.cluster_queue_name(queue), key=key),
+        Claimed(kind=LOCAL_QUEUE, name=spec.LOCAL_QUEUE_NAME, namespace=queue.namespace, key=key),
+    ]
+
+
+@dataclass(frozen=True, kw_only=True)
+class TenantQueuesArgs:
+    queue: spec.TenantQueue
+    cohort: str  # the platform's (PlatformFacts.queueing.cohort)
+    namespace: pulumi.Input[str]  # the tenant's namespace, as its component outputs it: the LocalQueue waits for it
+    owner: Owner
+
+
+class TenantQueues(pulumi.ComponentResource):
+    """One tenant's ClusterQueue in the platform's cohort, and the LocalQueue its experiments name."""
+
+    local_queue_name: pulumi.Output[str]
+
+    def __init__(self, name: str, args: TenantQueuesArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("tfk8s:index:TenantQueues", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        cluster_queue = spec.cluster_queue(args.queue, args.cohort)
+        self.cluster_queue = kube.CustomObject(
+            f"{name}-cluster-queue",
+            api_version=spec.API_VERSION,
+            kind=cluster_queue["kind"],
+            metadata=_metadata(cluster_queue, args.owner),
+            spec=cluster_queue["spec"],
+            opts=child,
+        )
+        local = spec.local_queue(args.queue)
+        self.local_queue = kube.CustomObject(
+            f"{name}-local-queue",
+            api_version=spec.API_VERSION,
+            kind=local["kind"],
+            metadata={**_metadata(local, args.owner), "namespace": args.namespace},
+            spec=local["spec"],
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.cluster_queue]),  # it names the queue
+        )
+        self.local_queue_name = self.local_queue.name
+        self.register_outputs({"local_queue_name": self.local_queue_name})

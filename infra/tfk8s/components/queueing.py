@@ -43,6 +43,24 @@ def _metadata(obj: dict[str, Any], owner: Owner) -> dict[str, Any]:
     return {**obj["metadata"], "labels": labels, "annotations": owner.annotations()}
 
 
+def _declare(
+    resource_name: str, document: dict[str, Any], owner: Owner, opts: pulumi.ResourceOptions, namespace: Any = None
+) -> kube.CustomObject:
+    """The Kueue object `document` of tfk8s.specs.queueing, marked as `owner`'s, in `namespace` if
+    given; its top-level fields besides metadata and spec as they are (a WorkloadPriorityClass's `value`)."""
+    metadata = _metadata(document, owner) | ({"namespace": namespace} if namespace is not None else {})
+    fields = {k: v for k, v in document.items() if k not in ("apiVersion", "kind", "metadata", "spec")}
+    return kube.CustomObject(
+        resource_name,
+        api_version=document["apiVersion"],
+        kind=document["kind"],
+        metadata=metadata,
+        spec=document.get("spec"),
+        fields=fields or None,
+        opts=opts,
+    )
+
+
 @dataclass(frozen=True, kw_only=True)
 class QueueingPlatformArgs:
     queueing: QueueingSettings  # enabled, with a capacity (tfk8s.schema.platform.QueueingSettings)
@@ -62,38 +80,14 @@ class QueueingPlatform(pulumi.ComponentResource):
         owner = args.owner
         child = pulumi.ResourceOptions(parent=self)
 
-        def metadata(obj: dict[str, Any]) -> dict[str, Any]:
-            return _metadata(obj, owner)
-
-        self.flavors = [
-            kube.CustomObject(
-                f"{name}-flavor-{f['metadata']['name']}",
-                api_version=spec.API_VERSION,
-                kind=f["kind"],
-                metadata=metadata(f),
-                spec=f["spec"],
-                opts=child,
-            )
-            for f in spec.resource_flavors()
-        ]
+        self.flavors = [_declare(f"{name}-flavor-{f['metadata']['name']}", f, owner, child) for f in spec.resource_flavors()]
+        # Its groups name the flavors.
         cohort = spec.cohort(queueing.cohort, queueing.capacity)
-        self.cohort = kube.CustomObject(
-            f"{name}-cohort",
-            api_version=spec.API_VERSION,
-            kind=cohort["kind"],
-            metadata=metadata(cohort),
-            spec=cohort["spec"],
-            opts=pulumi.ResourceOptions(parent=self, depends_on=list(self.flavors)),  # its groups name them
+        self.cohort = _declare(
+            f"{name}-cohort", cohort, owner, pulumi.ResourceOptions(parent=self, depends_on=list(self.flavors))
         )
         self.priority_classes = [
-            kube.CustomObject(
-                f"{name}-priority-{c['metadata']['name']}",
-                api_version=spec.API_VERSION,
-                kind=c["kind"],
-                metadata=metadata(c),
-                fields={"value": c["value"]},  # top-level: a WorkloadPriorityClass has no spec
-                opts=child,
-            )
+            _declare(f"{name}-priority-{c['metadata']['name']}", c, owner, child)
             for c in spec.workload_priority_classes(sorted(queueing.priority_classes.items()))
         ]
         self.cohort_name = self.cohort.name
@@ -132,23 +126,13 @@ class TenantQueues(pulumi.ComponentResource):
     def __init__(self, name: str, args: TenantQueuesArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("tfk8s:index:TenantQueues", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        cluster_queue = spec.cluster_queue(args.queue, args.cohort)
-        self.cluster_queue = kube.CustomObject(
-            f"{name}-cluster-queue",
-            api_version=spec.API_VERSION,
-            kind=cluster_queue["kind"],
-            metadata=_metadata(cluster_queue, args.owner),
-            spec=cluster_queue["spec"],
-            opts=child,
-        )
-        local = spec.local_queue(args.queue)
-        self.local_queue = kube.CustomObject(
+        self.cluster_queue = _declare(f"{name}-cluster-queue", spec.cluster_queue(args.queue, args.cohort), args.owner, child)
+        self.local_queue = _declare(
             f"{name}-local-queue",
-            api_version=spec.API_VERSION,
-            kind=local["kind"],
-            metadata={**_metadata(local, args.owner), "namespace": args.namespace},
-            spec=local["spec"],
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.cluster_queue]),  # it names the queue
+            spec.local_queue(args.queue),
+            args.owner,
+            pulumi.ResourceOptions(parent=self, depends_on=[self.cluster_queue]),  # it names the queue
+            namespace=args.namespace,
         )
         self.local_queue_name = self.local_queue.name
         self.register_outputs({"local_queue_name": self.local_queue_name})

@@ -20,6 +20,14 @@ ROOT = Path(__file__).resolve().parents[2]
 # The session's throwaway cluster. Not TFK8S_CLUSTER_NAME: that names the cluster `make up` and
 # `make env` use, which a session would otherwise delete at its end.
 CLUSTER = os.environ.get("TFK8S_E2E_CLUSTER") or "tfk8s-e2e"
+# A container's securityContext that Pod Security `restricted`, which tenant namespaces enforce, admits.
+RESTRICTED = {
+    "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"]},
+    "runAsNonRoot": True,
+    "runAsUser": 1000,
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
 # One small cluster `mnist`, for experiments that check what happens around a run, not its size.
 SMALL_CLUSTER = {
     "tfk8s:clusters[0].name": "mnist",

@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 import yaml
-from drivers import Kube, user_kube
+from drivers import RESTRICTED, Kube, user_kube
 from tfk8s.checks import access, preflight
 from tfk8s.components import guard, tenant_admission
 from tfk8s.schema.platform import PlacementSettings, UserNodeSettings
@@ -39,13 +39,6 @@ USERS = "tfk8s-users"
 USER_NODE, USER_NODE_KEY = "tfk8s-user-node", "tfk8s.io/user-node"
 PREFIX = "qguard"  # of the cluster-scoped objects made here
 CRD = "jobsets.jobset.x-k8s.io"
-RESTRICTED = {
-    "allowPrivilegeEscalation": False,
-    "capabilities": {"drop": ["ALL"]},
-    "runAsNonRoot": True,
-    "runAsUser": 1000,
-    "seccompProfile": {"type": "RuntimeDefault"},
-}
 
 
 def crd_file() -> Path:

@@ -16,18 +16,11 @@ import subprocess
 from typing import Any
 
 import pytest
-from drivers import Kube, user_kube
+from drivers import RESTRICTED, Kube, user_kube
 
 ALICE = "tfk8s-alice"
 USER_NODE, USER_NODE_KEY = "tfk8s-user-node", "tfk8s.io/user-node"  # stacks/Pulumi.platform-dev.yaml
 GROUP = "tfk8s-users"
-RESTRICTED = {
-    "allowPrivilegeEscalation": False,
-    "capabilities": {"drop": ["ALL"]},
-    "runAsNonRoot": True,
-    "runAsUser": 1000,
-    "seccompProfile": {"type": "RuntimeDefault"},
-}
 
 
 @pytest.fixture(scope="module")

@@ -85,7 +85,10 @@ def pod_labels(cluster_pods: pods.ClusterPods, role: Role, run_id: str, owner_la
 
 def as_served(template: Json) -> Json:
     """`template` as the API server keeps it: without the empty `args` it drops (omitempty), which a
-    refresh would otherwise show as a change of the JobSet's spec at every `pulumi up --refresh`."""
+    refresh would otherwise show as a change of the JobSet's spec at every `pulumi up --refresh`.
+    Here, not in tfk8s.specs.pods: a Deployment's or Job's template without them would be a change
+    of every running experiment's template once, and a Job's template is immutable (a replacement,
+    a new run), for a diff that does no harm there (their re-apply changes nothing)."""
     spec = template["spec"]
     for group in ("containers", "initContainers"):
         if group in spec:

@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -138,3 +139,13 @@ class Cli:
     def outputs(self, stack: str, *, show_secrets: bool = False) -> dict[str, Any]:
         flags = ["--show-secrets"] if show_secrets else []
         return json.loads(self("stack", "output", "--stack", stack, "--json", *flags).stdout)
+
+
+def wait_until(condition: Callable[[], Any], what: str, timeout: float = 60) -> Any:
+    """What `condition` returns once it is something, asked every 0.2 s; fails naming `what` after `timeout` s.
+    Controllers act after `pulumi` or `kubectl` returns."""
+    deadline = time.monotonic() + timeout
+    while not (found := condition()):
+        assert time.monotonic() < deadline, f"timed out after {timeout:.0f} s waiting for {what}"
+        time.sleep(0.2)
+    return found

@@ -11,9 +11,8 @@ waits, what is admitted and whom Kueue preempts is decided by the queue, never b
 from __future__ import annotations
 
 import json
+import os
 import subprocess
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,8 @@ from drivers import Cli, Kube
 
 import queue_stacks
 
-CLUSTER = "tfk8s-e2e-queue"
+# TFK8S_E2E_QUEUE_CLUSTER names it otherwise, to run two sessions side by side (as TFK8S_E2E_CLUSTER does).
+CLUSTER = os.environ.get("TFK8S_E2E_QUEUE_CLUSTER") or "tfk8s-e2e-queue"
 PLATFORM = queue_stacks.PLATFORM
 TENANTS = {"alice": "tenant-alice", "bob": "tenant-bob"}
 NAMESPACES = {"alice": "tfk8s-alice", "bob": "tfk8s-bob"}
@@ -51,14 +51,6 @@ def queueing_platform(cli: Cli, volumes: Path) -> None:
 def queueing_tenant(cli: Cli, stack: str) -> None:
     cli("stack", "init", stack)
     queue_stacks.configure_tenant_quota(cli.cwd, stack, TENANT_QUOTA)
-
-
-def wait_until(condition: Callable[[], Any], what: str, timeout: float = 60) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (found := condition()):
-        assert time.monotonic() < deadline, f"timed out after {timeout} s waiting for {what}"
-        time.sleep(0.2)
-    return found
 
 
 def condition(obj: dict[str, Any] | None, kind: str) -> dict[str, Any]:

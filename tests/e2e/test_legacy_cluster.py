@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 import yaml
-from drivers import ROOT, Cli, Kube
+from drivers import ROOT, Cli, Kube, wait_until
 from tfk8s_train.cluster import free_ports
 
 import toolenv
@@ -148,14 +148,6 @@ def legacy(tmp_path_factory: pytest.TempPathFactory, legacy_kube: Kube) -> Cli:
     }
     env = {k: v for k, v in os.environ.items() if k != "PULUMI_CONFIG_PASSPHRASE_FILE"} | mine
     return Cli(work, env=env | toolenv.exported(mine))
-
-
-def wait_until(condition: Any, what: str, timeout: float = 60) -> None:
-    """Controllers act after `pulumi` returns (a released volume is deleted by the PV controller)."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.5)
 
 
 def edit_stack(cli: Cli, stack: str, change: Any) -> None:

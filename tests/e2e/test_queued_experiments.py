@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from drivers import Cli, Kube
-from queueing_env import JOBSET_NAME, NAMESPACES, REPLICATED_JOB, TENANTS, condition, pods_of, wait_until, workload_of
+from drivers import Cli, Kube, wait_until
+from queueing_env import JOBSET_NAME, NAMESPACES, REPLICATED_JOB, TENANTS, condition, pods_of, workload_of
 
 # One training cluster `train` per experiment: 1 PS and 2 workers of 2 GPUs each (4 GPUs; 0.75 CPU).
 CLUSTER = {

@@ -12,9 +12,10 @@ import time
 from typing import Any
 
 import pytest
-from drivers import Cli, Kube
+from drivers import Cli, Kube, wait_until
 from queueing_env import (
     CAPACITY,
+    CLUSTER,
     COHORT,
     LOCAL_QUEUE,
     NAMESPACES,
@@ -24,7 +25,6 @@ from queueing_env import (
     pods_of,
     project,
     queueing_platform,
-    wait_until,
     workload_of,
 )
 
@@ -38,7 +38,7 @@ ADMITTED_WITHIN = 30.0
 
 
 def test_preview_refuses_queueing_on_a_cluster_without_kueue(tmp_path_factory: pytest.TempPathFactory) -> None:
-    with toolenv.throwaway_cluster("tfk8s-e2e-noqueue") as kubeconfig:
+    with toolenv.throwaway_cluster(f"{CLUSTER}-none")  # a cluster without Kueue as kubeconfig:
         cli = project(tmp_path_factory.mktemp("noqueue"), kubeconfig)
         queueing_platform(cli, tmp_path_factory.mktemp("noqueue-volumes"))
         preview = cli("preview", "--stack", PLATFORM, check=False)

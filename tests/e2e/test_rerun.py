@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from drivers import ROOT, SMALL_CLUSTER, Cli, Kube
+from drivers import ROOT, SMALL_CLUSTER, Cli, Kube, wait_until
 
 sys.path.insert(0, str(ROOT / "bench"))
 from ps_reclaim import current_ps, start_launcher  # noqa: E402
@@ -102,13 +102,6 @@ def one_run(kube: Kube, log_dir: Path) -> str:
     assert "all of ['worker-0', 'worker-1'] are done; retiring" in out and "already done" not in out, out
     assert {p.name for p in (log_dir / f"run-{uid}" / ".tfk8s" / "done").iterdir()} == {"worker-0", "worker-1"}
     return str(uid)
-
-
-def wait_until(predicate: Any, what: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"not within {timeout:.0f} s: {what}"
-        time.sleep(0.5)
 
 
 def test_the_same_experiment_trains_again_after_destroy_and_after_a_ttl_clean_up(

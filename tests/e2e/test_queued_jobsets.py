@@ -38,7 +38,7 @@ ADMITTED_WITHIN = 30.0
 
 
 def test_preview_refuses_queueing_on_a_cluster_without_kueue(tmp_path_factory: pytest.TempPathFactory) -> None:
-    with toolenv.throwaway_cluster(f"{CLUSTER}-none")  # a cluster without Kueue as kubeconfig:
+    with toolenv.throwaway_cluster(f"{CLUSTER}-none") as kubeconfig:  # a cluster without Kueue
         cli = project(tmp_path_factory.mktemp("noqueue"), kubeconfig)
         queueing_platform(cli, tmp_path_factory.mktemp("noqueue-volumes"))
         preview = cli("preview", "--stack", PLATFORM, check=False)

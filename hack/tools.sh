@@ -7,7 +7,7 @@
 # $TFK8S_CACHE/bin; a second run only re-links. A tool already on PATH at the pinned version is
 # used as it is.
 #
-# Usage: hack/tools.sh [main|test|all|pulumi|langhost|provider|kwok|etcd|kube|kube-legacy|node|cyclonus|versitygw|actionlint|prometheus|kueue|jobset]   (default: all)
+# Usage: hack/tools.sh [main|test|all|pulumi|langhost|yaml-host|provider|kwok|etcd|kube|kube-legacy|node|cyclonus|versitygw|actionlint|prometheus|kueue|jobset]   (default: all)
 # `main` is what `make up` needs; `test`, `kube-legacy` and `node` only the workshop (lab/README.md):
 # the tests' and lint's tools, the Kubernetes 1.25 of the legacy tests (beside lab/heketi.sh), and
 # what the real node runs (lab/realnode.sh). `kueue` and `jobset` are built by
@@ -103,6 +103,36 @@ build_langhost() {
   rm -f "$dest/langhost/host.py" "$dest/langhost/toolchain.py"
   rm -rf "$tools/langhost-venv-$PULUMI_VERSION"
   link pulumi-language-python "$dest"
+}
+
+# The Pulumi YAML language host (issue 39: YAML programs that add tfk8s's component package).
+# Built against the CLI's own pulumi pkg/sdk release, so it reuses the CLI's compiled packages, and
+# linked next to the CLI, where the CLI looks for language hosts. v1.38.1 because `pulumi package
+# add` calls the host's Link, which pulumi-yaml has only since v1.26.2 (the proxy serves v1.38.1
+# by version although its list stops at v1.25.0).
+build_yaml_host() {
+  local dest=$tools/pulumi-language-yaml-$PULUMI_YAML_VERSION
+  if [ ! -x "$dest/pulumi-language-yaml" ]; then
+    log "pulumi-language-yaml $PULUMI_YAML_VERSION: building (a few minutes after the CLI)"
+    local mod=$work/pulumi-yaml
+    scratch_module "$mod"
+    (
+      cd "$mod"
+      go mod download "github.com/pulumi/pulumi/pkg/v3@v$PULUMI_VERSION" "github.com/pulumi/pulumi/sdk/v3@v$PULUMI_VERSION"
+      grep -hE '^replace .* => [^.]' \
+        "$GOMODCACHE/cache/download/github.com/pulumi/pulumi/pkg/v3/@v/v$PULUMI_VERSION.mod" \
+        "$GOMODCACHE/cache/download/github.com/pulumi/pulumi/sdk/v3/@v/v$PULUMI_VERSION.mod" >>go.mod || true
+      go get "github.com/pulumi/pulumi-yaml@$PULUMI_YAML_VERSION" \
+        "github.com/pulumi/pulumi/pkg/v3@v$PULUMI_VERSION" "github.com/pulumi/pulumi/sdk/v3@v$PULUMI_VERSION"
+      mkdir -p "$dest.tmp"
+      go build -trimpath -tags osusergo,grpcnotrace \
+        -ldflags "-s -w -X github.com/pulumi/pulumi-yaml/pkg/version.Version=$PULUMI_YAML_VERSION" \
+        -o "$dest.tmp/pulumi-language-yaml" github.com/pulumi/pulumi-yaml/cmd/pulumi-language-yaml
+    )
+    rm -rf "$dest" && mv "$dest.tmp" "$dest"
+    log "pulumi-language-yaml: done"
+  fi
+  ln -sfn "$dest/pulumi-language-yaml" "$(dirname "$(readlink -f "$bin/pulumi")")/pulumi-language-yaml"
 }
 
 # The provider is registered in tfk8s's PULUMI_HOME under the version the Python SDK asks for,
@@ -317,7 +347,7 @@ build_kube_router() {
 build_main() { build_pulumi; build_langhost; build_provider; build_kwok; build_etcd; build_kube "$KUBE_VERSION" link; }
 # What only the tests and lint use besides: the policy engine, the S3 server, the workflow linter,
 # Prometheus, and Kueue and JobSet (the queueing e2e test's cluster: hack/cluster.sh start --queueing).
-build_test() { build_cyclonus; build_versitygw; build_actionlint; build_prometheus; build_kueue; build_jobset; }
+build_test() { build_yaml_host; build_cyclonus; build_versitygw; build_actionlint; build_prometheus; build_kueue; build_jobset; }
 
 main() {
   local what=${1:-all} start=$SECONDS
@@ -327,6 +357,7 @@ main() {
     all) build_main; build_test ;;
     pulumi) build_pulumi; build_langhost ;;
     langhost) build_langhost ;;
+    yaml-host) build_yaml_host ;;
     provider) build_provider ;;
     kwok) build_kwok ;;
     etcd) build_etcd ;;
@@ -339,7 +370,7 @@ main() {
     kube) build_kube "$KUBE_VERSION" link ;;
     kube-legacy) build_kube "$KUBE_LEGACY_VERSION" ;;
     node) build_node ;;
-    *) echo "usage: $0 [main|test|all|pulumi|langhost|provider|kwok|etcd|kube|kube-legacy|node|cyclonus|versitygw|actionlint|prometheus|kueue|jobset]" >&2; exit 2 ;;
+    *) echo "usage: $0 [main|test|all|pulumi|langhost|yaml-host|provider|kwok|etcd|kube|kube-legacy|node|cyclonus|versitygw|actionlint|prometheus|kueue|jobset]" >&2; exit 2 ;;
   esac
   log "tools ready in $bin ($((SECONDS - start)) s)"
 }

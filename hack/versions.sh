@@ -3,6 +3,9 @@
 # Pulumi: the newest CLI release whose pkg module the Go proxy here serves is 3.259.0; the
 # Python SDK is pinned to the same release in pyproject.toml.
 PULUMI_VERSION=3.259.0
+# The Pulumi YAML language host for YAML programs that use the component package (issue 39):
+# v1.26.2 is the first with Link, which `pulumi package add` calls; the proxy serves v1.38.1.
+PULUMI_YAML_VERSION=v1.38.1
 # pulumi-kubernetes publishes no provider module tags; this commit's pseudo-version is
 # served, and PyPI has the SDK built from the very same commit (4.25.0a1768448096).
 K8S_PROVIDER_MODULE_VERSION=v4.0.0-20260115033456-f47bc2d6f199

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,7 @@ from tfk8s.schema.platform import NetworkSettings, PlatformStack
 from tfk8s.schema.tenant import TenantStack
 from tfk8s.specs import backends, network_policy, ownership
 from tfk8s.specs import quota as namespace_quota
-from tfk8s.specs.code import launcher_bundle
+from tfk8s.specs.code import CodeBundle, launcher_bundle
 from tfk8s.stacks import config as stack_config
 from tfk8s.stacks import experiment as experiment_stack
 from tfk8s.stacks import platform as platform_stack
@@ -220,19 +221,32 @@ def refuse_without_access(platform: PlatformFacts, tenant: TenantFacts, post: ac
         raise AccessDenied(refusing(access.refusals(missed, who, tenant.namespace, tenant_contract.KEY)))
 
 
-def run_experiment(
+@dataclass(frozen=True)
+class CheckedExperiment:
+    """What an experiment's clusters are declared from, once every check has passed."""
+
+    experiment: str
+    platform: PlatformFacts
+    tenant: TenantFacts
+    owner: ownership.Owner
+    launcher: CodeBundle
+
+
+def check_experiment(
     stack: ExperimentStack,
     server: tuple[int, int] | None,
     read: Reader | None,
     environ: Mapping[str, str],
-    root: Path = PROJECT_ROOT,
-    read_whole: Reader | None = None,
-    post: access.Post | None = None,
-    open_gate: tenant_gate.Opener = tenant_gate.opener,
-) -> dict[str, Any]:
-    """`read` GETs objects' metadata alone (ownership); `read_whole` whole objects and lists (the
-    contract, the quota, the tenant's token for readiness' progress); `post` asks the API server's
-    access reviews; `open_gate` asks the tenant's TensorBoard gate for that progress."""
+    root: Path,
+    read_whole: Reader | None,
+    post: access.Post | None,
+    launcher: CodeBundle,
+) -> CheckedExperiment:
+    """Everything an experiment is checked against before a resource is declared: its tenant's
+    contract (read with the caller's own credentials), the settings against the platform, the
+    caller's rights, whose the namespace and the fixed names are, and the quota. The experiment
+    program and the component package's TrainingCluster (tfk8s.package) both start here; `launcher`
+    is the trainer package its pods run (its content names the experiment's trainer ConfigMap)."""
     if read_whole is None:
         raise ContractUnavailable(tenant_contract.UNREADABLE)
     who = (lambda: access.identity(post)) if post is not None else (lambda: access.UNKNOWN_IDENTITY)
@@ -258,12 +272,31 @@ def run_experiment(
                 )
             )
     fix = "Another experiment uses this name: set a different tfk8s:experiment (or cluster name)"
-    launcher = launcher_bundle(root, "experiment")
     refuse_foreign(experiment_stack.claimed(stack, experiment, platform, tenant, launcher), read, owner, fix)
     timings.mark("ownership")
     refuse_over_quota(stack, experiment, platform, tenant, read_whole)
     timings.mark("quota")
-    outputs = experiment_stack.build(stack, experiment, platform, tenant, owner, root, launcher, read_whole, open_gate)
+    return CheckedExperiment(experiment=experiment, platform=platform, tenant=tenant, owner=owner, launcher=launcher)
+
+
+def run_experiment(
+    stack: ExperimentStack,
+    server: tuple[int, int] | None,
+    read: Reader | None,
+    environ: Mapping[str, str],
+    root: Path = PROJECT_ROOT,
+    read_whole: Reader | None = None,
+    post: access.Post | None = None,
+    open_gate: tenant_gate.Opener = tenant_gate.opener,
+) -> dict[str, Any]:
+    """`read` GETs objects' metadata alone (ownership); `read_whole` whole objects and lists (the
+    contract, the quota, the tenant's token for readiness' progress); `post` asks the API server's
+    access reviews; `open_gate` asks the tenant's TensorBoard gate for that progress."""
+    checked = check_experiment(stack, server, read, environ, root, read_whole, post, launcher_bundle(root, "experiment"))
+    assert read_whole is not None  # check_experiment refuses without it
+    outputs = experiment_stack.build(
+        stack, checked.experiment, checked.platform, checked.tenant, checked.owner, root, checked.launcher, read_whole, open_gate
+    )
     timings.mark("declared")
     return outputs
 

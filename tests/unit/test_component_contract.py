@@ -24,7 +24,10 @@ def components() -> list[type[pulumi.ComponentResource]]:
         found += [
             c
             for c in vars(loaded).values()
-            if inspect.isclass(c) and issubclass(c, pulumi.ComponentResource) and c.__module__ == loaded.__name__
+            if inspect.isclass(c)
+            and issubclass(c, pulumi.ComponentResource)
+            and c.__module__ == loaded.__name__
+            and "__init__" in vars(c)  # not a body a component shares (TrainingClusterBody)
         ]
     return sorted(found, key=lambda c: c.__name__)
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from tfk8s.errors import ConfigError
 from tfk8s.schema import NAMESPACE
 from tfk8s.schema.contract import PlatformFacts
-from tfk8s.schema.experiment import ClusterSettings, CodeSettings, ExperimentStack, Placement
+from tfk8s.schema.experiment import LAUNCHER_PACKAGE, ClusterSettings, CodeSettings, ExperimentStack, Placement
 from tfk8s.schema.node_keys import CONTROL_PLANE, HOSTNAME_LABEL, KUBERNETES_TAINTS
 from tfk8s.schema.platform import PlatformSettings, PlatformStack, PortSettings
 from tfk8s.schema.types import MAX_NAME_LENGTH, service_name
@@ -276,7 +276,9 @@ def _code_problems(code: CodeSettings, key: str, project_root: Path) -> list[str
     ]
     if unused:
         return unused
-    if code.source != "configmap" or code.path is None:
+    # The launcher is never shipped from the project but from the tfk8s_train beside tfk8s
+    # (tfk8s.stacks.experiment.codes): nothing of the project's to check.
+    if code.source != "configmap" or code.path in (None, LAUNCHER_PACKAGE):
         return []
     # Only the project's own files are shipped: an absolute path, a '..' or a symlink out of the
     # project would put the operator's files (a kubeconfig among them) into a ConfigMap and the state.

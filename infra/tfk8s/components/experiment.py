@@ -14,7 +14,7 @@ from typing import Any
 
 import pulumi
 
-from tfk8s.components.training_cluster import TrainingCluster, TrainingClusterArgs
+from tfk8s.components.training_cluster import TrainingCluster, TrainingClusterArgs, TrainingClusterBody
 from tfk8s.kube import objects as kube
 from tfk8s.kube.api_paths import CONFIG_MAP
 from tfk8s.schema import NAMESPACE
@@ -121,7 +121,7 @@ class Experiment(pulumi.ComponentResource):
             # After the JobSets exist: the Workloads Kueue makes for them are what is read.
             jobsets = [cluster.names.cluster for cluster in queued.values()]
             found = args.read_queue(jobsets, pulumi.Output.all(*[cluster.run_uid for cluster in queued.values()]))
-        per_cluster = {c.name: _cluster_readiness(c, self.clusters[c.name], found) for c in args.clusters}
+        per_cluster = {c.name: cluster_readiness(c, self.clusters[c.name], found) for c in args.clusters}
         links = {"jupyter": user.jupyter_url, "tensorboard": user.tensorboard_url}
         self.readiness = pulumi.Output.all(pulumi.Output.all(**per_cluster), args.progress).apply(
             lambda both: readiness.experiment_readiness(both[0], links, both[1])
@@ -129,9 +129,11 @@ class Experiment(pulumi.ComponentResource):
         self.register_outputs({"readiness": self.readiness})
 
 
-def _cluster_readiness(
-    settings: ClusterSettings, cluster: TrainingCluster, queue: pulumi.Output[dict[str, dict[str, Any]]] | None
+def cluster_readiness(
+    settings: ClusterSettings, cluster: TrainingClusterBody, queue: pulumi.Output[dict[str, dict[str, Any]]] | None
 ) -> pulumi.Output[dict[str, Any]]:
+    """One cluster's readiness from its live status (and on a queueing platform, its Workload's
+    facts `queue`, by JobSet name): for an Experiment's clusters and the package's TrainingCluster."""
     ps, workers, chief = settings.ps.count, settings.workers.count, cluster.chief_expected
     if not cluster.queued:
         return cluster.status.apply(

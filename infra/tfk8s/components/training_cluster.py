@@ -46,7 +46,7 @@ from tfk8s.kube import awaits
 from tfk8s.kube import objects as kube
 from tfk8s.kube.api_paths import JOB, JOBSET, NETWORK_POLICY, PERSISTENT_VOLUME_CLAIM, SERVICE
 from tfk8s.schema.contract import PlatformFacts, PlatformKind
-from tfk8s.schema.experiment import ClusterSettings
+from tfk8s.schema.experiment import ClusterSettings, TrainingMode
 from tfk8s.specs import cluster_spec as cs
 from tfk8s.specs import jobset, layout_document, network_policy, pods, run_policy
 from tfk8s.specs.code import CodeBundle, base64_of, installed_launcher_bundle
@@ -77,13 +77,18 @@ class TrainingClusterArgs:
     publish_layout: bool = True
 
 
-class TrainingCluster(pulumi.ComponentResource):
-    spec: dict[str, list[str]]
-    training: str
-    status: pulumi.Output[dict[str, Any]]
+# In every training cluster's URN, so in every existing experiment's state: never change it.
+TOKEN = "tfk8s:index:TrainingCluster"
 
-    def __init__(self, name: str, args: TrainingClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("tfk8s:index:TrainingCluster", name, None, opts)
+
+class TrainingClusterBody(pulumi.ComponentResource):
+    """What a training cluster declares, shared by the library's `TrainingCluster` and the component
+    package's (tfk8s.package.training_cluster), which reads its arguments from the tenant's contract.
+    No class annotations: the package's schema is inferred from its class's annotations, and would
+    read these too (lab/component-package/README.md, 4.1)."""
+
+    def _declare(self, name: str, args: TrainingClusterArgs) -> None:
+        """Declare the cluster's objects, children of this component, and register its outputs."""
         c, platform = args.cluster, args.platform
         self.args = args
         self.names = cs.Names(cluster=cs.qualified_name(args.experiment, c.name))
@@ -420,6 +425,16 @@ class TrainingCluster(pulumi.ComponentResource):
             ),
         )
         return service, job
+
+
+class TrainingCluster(TrainingClusterBody):
+    spec: dict[str, list[str]]
+    training: TrainingMode
+    status: pulumi.Output[dict[str, Any]]
+
+    def __init__(self, name: str, args: TrainingClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(TOKEN, name, None, opts)
+        self._declare(name, args)
 
 
 def fixed_objects(

@@ -1,0 +1,5 @@
+"""tfk8s's component package: its components as any Pulumi language declares them (package/,
+docs/guide/package.md). `args` is generated from the schema's models (hack/package_args.py);
+`training_cluster` is the component. The package's version is tfk8s's (pyproject.toml)."""
+
+VERSION = "0.2.0"

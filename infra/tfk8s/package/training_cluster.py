@@ -1,0 +1,125 @@
+"""The component package's `tfk8s:index:TrainingCluster`: a training cluster any Pulumi language
+declares (package/, docs/guide/package.md), in a tenant's namespace, with the caller's own
+Kubernetes credentials.
+
+It is what an experiment stack of this one cluster checks and declares: the tenant's contract read
+from the namespace, every check of `tfk8s.program.check_experiment` (access, ownership, quota)
+before a resource is declared, then the library's TrainingCluster body (the same children, names
+and manifests; tfk8s.components.training_cluster), with its own copy of the trainer package, as a
+TrainingCluster outside an Experiment has. Its outputs are the cluster's TF cluster spec and its
+readiness from live status.
+
+No `from __future__ import annotations`: Pulumi's component provider infers the package's schema
+from the annotations of this class and of its `args` (tfk8s.package.args), and cannot read strings.
+"""
+
+import json
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import pulumi
+from pydantic import ValidationError
+
+from tfk8s import program
+from tfk8s.checks import preflight
+from tfk8s.components.experiment import cluster_readiness
+from tfk8s.components.training_cluster import TOKEN, TrainingClusterBody
+from tfk8s.components.training_cluster import TrainingClusterArgs as LibraryArgs
+from tfk8s.errors import ConfigError
+from tfk8s.package.args import TrainingClusterArgs
+from tfk8s.schema.experiment import LAUNCHER_PACKAGE, ExperimentStack
+from tfk8s.schema.problems import schema_problems
+from tfk8s.specs.code import installed_launcher_bundle
+from tfk8s.stacks import queue_status
+
+PREFIX = "tfk8s:"
+
+
+def connect(environ: Mapping[str, str]) -> preflight.Cluster:
+    """The caller's cluster, as the experiment program reaches it: the kubeconfig of the environment
+    the CLI gave the provider (KUBECONFIG), or the pod's own credentials. Tests replace it."""
+    return preflight.check_cluster(environ, kubeconfig_in_config=False)
+
+
+def as_properties(problems: list[str]) -> list[str]:
+    """Findings keyed as the stack file's (`tfk8s:clusters[0].workers.count`), keyed as the
+    resource's properties instead (`cluster.workers.count`)."""
+    return [p.replace(f"{PREFIX}clusters[0]", "cluster").replace(PREFIX, "") for p in problems]
+
+
+def settings(args: Mapping[str, Any]) -> ExperimentStack:
+    """The arguments as an experiment stack of one cluster, checked as a stack file is: errors
+    name the property's path (`cluster.workers.count`) and the fix, before anything is declared."""
+    given = {"kind": "experiment", "namespace": args.get("namespace"), "clusters": [args.get("cluster")]}
+    if args.get("experiment") is not None:
+        given["experiment"] = args["experiment"]
+    try:
+        # As JSON, as a stack file is read: lists for tuples, and the models' strict types.
+        stack = ExperimentStack.model_validate_json(json.dumps(given))
+    except ValidationError as error:
+        raise ConfigError(as_properties(schema_problems(ExperimentStack, error))) from None
+    code = stack.clusters[0].code
+    if code.source == "configmap" and code.path != LAUNCHER_PACKAGE:
+        raise ConfigError(
+            [
+                f"cluster.code.path: the package ships no directory of yours ({code.path!r}): serve the code "
+                "(code.source: url) or bake it into the image (code.source: image), or run it from an experiment stack"
+            ]
+        )
+    return stack
+
+
+class TrainingCluster(TrainingClusterBody):
+    """Distributed TensorFlow (parameter servers, workers, a chief) in a tenant's namespace and volumes."""
+
+    cluster_spec: pulumi.Output[dict[str, list[str]]]
+    """The TF cluster spec: each role's task addresses (ps, worker, chief), as TF_CONFIG gives them."""
+    readiness: pulumi.Output[dict[str, Any]]
+    """Each role's live status: ready, pending, failed or done, with why."""
+    ready: pulumi.Output[bool]
+    """Whether every task of the cluster is up (or the run is done)."""
+
+    def __init__(self, name: str, args: TrainingClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(TOKEN, name, {}, opts)
+        stack = settings(args)
+        cluster = connect(os.environ)
+        api = cluster.api
+        read = (lambda path: api.get(path, metadata_only=True)) if api is not None else None
+        read_whole = (lambda path: api.get(path, metadata_only=False)) if api is not None else None
+        try:
+            checked = program.check_experiment(
+                stack,
+                cluster.version,
+                read,
+                os.environ,
+                program.PROJECT_ROOT,
+                read_whole,
+                api.post if api is not None else None,
+                installed_launcher_bundle("experiment"),
+            )
+        except ConfigError as error:
+            raise ConfigError(as_properties(error.problems)) from None
+        tenant, settings_ = checked.tenant, stack.clusters[0]
+        self._declare(
+            name,
+            LibraryArgs(
+                user=tenant.name,
+                experiment=checked.experiment,
+                cluster=settings_,
+                platform=checked.platform,
+                owner=checked.owner,
+                namespace=tenant.namespace,
+                data_claim=tenant.data_claim,
+                log_claim=tenant.log_claim,
+                launcher=checked.launcher,
+                notebook_host=tenant.notebook_host if settings_.in_graph_client == "notebook" else None,
+            ),
+        )
+        queue = None
+        if self.queued and read_whole is not None:
+            queue = queue_status.read(tenant.namespace, [self.names.cluster], checked.platform, read_whole, after=self.run_uid)
+        self.cluster_spec = pulumi.Output.from_input(self.spec)
+        self.readiness = cluster_readiness(settings_, self, queue)
+        self.ready = self.readiness.apply(lambda r: bool(r.get("ready")))
+        self.register_outputs({"clusterSpec": self.cluster_spec, "readiness": self.readiness, "ready": self.ready})

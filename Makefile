@@ -63,7 +63,7 @@ docs-diagrams: ## Redraw docs/img/*.svg from docs/img/*.mmd (needs npm and chrom
 	  -c docs/img/mermaid.json -b white -i "$$f" -o "$${f%.mmd}.svg" >/dev/null || exit 1; done
 
 golden: venv ## Regenerate tests/unit/golden/ (every stack's manifests under mocks) after a change meant to change them
-	TFK8S_UPDATE_GOLDEN=1 $(PY) -m pytest tests/unit/test_golden_manifests.py -q
+	TFK8S_UPDATE_GOLDEN=1 $(PY) -m pytest tests/unit/test_golden_manifests.py tests/unit/test_package.py -q
 
 env: ## Print the environment for plain `pulumi` commands: eval "$$(make env)"
 	@hack/env.sh

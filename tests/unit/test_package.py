@@ -15,6 +15,7 @@ from typing import Any
 
 import pulumi
 import pytest
+import yaml
 from mocked_program import (
     ROOT,
     Deployment,
@@ -28,7 +29,7 @@ from mocked_program import (
     with_contract,
 )
 from mocks import RecordingMocks, healthy_status, plain_nodes
-from test_golden_manifests import manifests
+from test_golden_manifests import GOLDEN, UPDATE, manifests
 from tfk8s.checks import preflight
 from tfk8s.components.training_cluster import TOKEN
 from tfk8s.components.training_cluster import TrainingCluster as LibraryTrainingCluster
@@ -37,6 +38,7 @@ from tfk8s.kube import api_paths
 from tfk8s.package import VERSION, training_cluster
 from tfk8s.package.training_cluster import TrainingCluster
 from tfk8s.specs import ownership
+from tfk8s.specs.ownership import Owner
 
 SCHEMA = json.loads((ROOT / "package" / "schema.json").read_text())
 
@@ -66,7 +68,9 @@ def dev_cluster() -> dict[str, Any]:
     return copy.deepcopy(raw["clusters"][0])
 
 
-def declare_package_cluster(monkeypatch: pytest.MonkeyPatch, properties: dict[str, Any]) -> RecordingMocks:
+def declare_package_cluster(
+    monkeypatch: pytest.MonkeyPatch, properties: dict[str, Any], name: str | None = None
+) -> RecordingMocks:
     """Declare the package's TrainingCluster of `properties` (as the provider passes them: the
     Python names of the TypedDicts) under mocks, against dev's tenant and platform."""
     namespace = properties["namespace"]
@@ -79,7 +83,7 @@ def declare_package_cluster(monkeypatch: pytest.MonkeyPatch, properties: dict[st
 
     @pulumi.runtime.test
     def run() -> pulumi.Output[Any]:
-        cluster = TrainingCluster(f"dev-{properties['cluster']['name']}", properties)  # type: ignore[arg-type]
+        cluster = TrainingCluster(name or f"dev-{properties['cluster']['name']}", properties)  # type: ignore[arg-type]
         return pulumi.Output.all(cluster.ready, cluster.cluster_spec, cluster.readiness)
 
     run()
@@ -199,3 +203,48 @@ def test_bad_properties_are_refused_by_path_before_anything_is_declared(
 def test_the_library_cluster_keeps_its_token_and_is_not_the_package_class() -> None:
     assert not issubclass(TrainingCluster, LibraryTrainingCluster)
     assert "__annotations__" not in vars(training_cluster.TrainingClusterBody)
+
+
+EXAMPLE = ROOT / "examples" / "yaml-training-cluster" / "Pulumi.yaml"
+EXAMPLE_GOLDEN = GOLDEN / "package" / "yaml-training-cluster.jsonl"
+
+
+def example_properties() -> dict[str, Any]:
+    """The properties examples/yaml-training-cluster gives its TrainingCluster, its config at the
+    defaults, as the provider hands them to the component."""
+    program = yaml.safe_load(EXAMPLE.read_text())
+    (resource,) = program["resources"].values()
+    assert resource["type"] == TOKEN
+    defaults = {name: spec["default"] for name, spec in program["config"].items()}
+    text = json.dumps(resource["properties"])
+    for name, value in defaults.items():
+        text = text.replace("${" + name + "}", value)
+    return snake(json.loads(text))
+
+
+def without_owner(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows without what names the owning stack (its project and stack differ between a
+    Pulumi YAML project and these mocks): the owner labels and annotation."""
+    owner_keys = {ownership.OWNER, *Owner(organization="o", project="p", stack="s", kind="experiment").labels()}
+
+    def strip(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: strip(v) for k, v in value.items() if k not in owner_keys}
+        if isinstance(value, list):
+            return [strip(v) for v in value]
+        return value
+
+    return [strip(row) for row in rows]
+
+
+def test_the_yaml_examples_cluster_declares_the_golden_manifests(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What tests/e2e/test_yaml_package.py compares the live objects of the example with."""
+    program = yaml.safe_load(EXAMPLE.read_text())
+    mocks = declare_package_cluster(monkeypatch, example_properties(), name=next(iter(program["resources"])))
+    rows = without_owner([json.loads(line) for line in manifests(Deployment(mocks=mocks, components={})).splitlines()])
+    rendered = "".join(json.dumps(row, sort_keys=True) + "\n" for row in rows)
+    if UPDATE:
+        EXAMPLE_GOLDEN.parent.mkdir(exist_ok=True)
+        EXAMPLE_GOLDEN.write_text(rendered)
+    assert EXAMPLE_GOLDEN.is_file(), "no golden manifests for the YAML example: `make golden` writes them"
+    assert rendered == EXAMPLE_GOLDEN.read_text(), "the YAML example's manifests changed; if that was meant, `make golden`"

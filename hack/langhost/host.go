@@ -266,6 +266,7 @@ func (h *host) InstallDependencies(
 	request *pulumirpc.InstallDependenciesRequest, stream pulumirpc.LanguageRuntime_InstallDependenciesServer,
 ) error {
 	program := programInfo(request.Info, request.Directory)
+	program.IsPlugin = request.IsPlugin // a source plugin, as `pulumi package add` and `get-schema` install one
 	commands, err := program.InstallCommands()
 	if err != nil {
 		var toolchain *ToolchainError

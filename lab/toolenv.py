@@ -15,7 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -77,14 +77,16 @@ def throwaway_cluster(name: str, kube: str | None = None, *, queueing: bool = Fa
 LANGHOST_COMMANDS = ("pulumi-language-python", "langhost/run_program.py")
 
 
-def langhost_processes(backend_url: str) -> list[str]:
+def langhost_processes(backend_url: str, plugins: Sequence[Path] = ()) -> list[str]:
     """`<pid>: <command line>` of every live process of tfk8s's language host, or of a program it
-    started, that works on the state backend `backend_url` (its environment's PULUMI_BACKEND_URL):
+    started, or of a source-based plugin it runs from one of the directories `plugins` (`python -u
+    <dir>`), that works on the state backend `backend_url` (its environment's PULUMI_BACKEND_URL):
     the caller's own, never another run's on the machine. Also a CLI's fork that its CLI left
     before the fork's exec (a CLI that dies while it starts a plugin): it becomes the plugin a
     moment later, so a check that looked only for the host's name would pass at once and find the
     host alive the next instant (CI did, on a loaded machine)."""
     ours = f"PULUMI_BACKEND_URL={backend_url}".encode()
+    commands = (*LANGHOST_COMMANDS, *(str(plugin) for plugin in plugins))
     found = []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
@@ -98,7 +100,7 @@ def langhost_processes(backend_url: str) -> list[str]:
         if ours not in environ:
             continue
         line = " ".join(a.decode(errors="replace") for a in argv if a)
-        if any(command in line for command in LANGHOST_COMMANDS):
+        if any(command in line for command in commands):
             found.append(f"{proc.name}: {line}")
         elif parent == 1 and Path(argv[0].decode(errors="replace")).name == "pulumi":
             # An orphan with the CLI's own command line: the CLI's fork before its exec (a CLI

@@ -2,7 +2,7 @@ package main
 
 // The LanguageRuntime service: identity, the plugins a program needs, `pulumi install`, running
 // the program (in a child process, with the project's interpreter, through run_program.py), and
-// policy packs.
+// plugins: policy packs and source-based plugins (a component provider's `__main__.py`).
 
 import (
 	"context"
@@ -266,6 +266,7 @@ func (h *host) InstallDependencies(
 	request *pulumirpc.InstallDependenciesRequest, stream pulumirpc.LanguageRuntime_InstallDependenciesServer,
 ) error {
 	program := programInfo(request.Info, request.Directory)
+	program.IsPlugin = request.IsPlugin // a source plugin, as `pulumi package add` and `get-schema` install one
 	commands, err := program.InstallCommands()
 	if err != nil {
 		var toolchain *ToolchainError
@@ -275,7 +276,7 @@ func (h *host) InstallDependencies(
 		return err
 	}
 	for _, command := range commands {
-		code, err := h.outputOf(command, program.Root, os.Environ(), func(stdout, stderr []byte) error {
+		code, err := h.outputOf(stream.Context(), command, program.Root, os.Environ(), func(stdout, stderr []byte) error {
 			return stream.Send(&pulumirpc.InstallDependenciesResponse{Stdout: stdout, Stderr: stderr})
 		})
 		if err != nil {
@@ -367,11 +368,37 @@ func alive(child *exec.Cmd) bool {
 	return child.Process.Signal(syscall.Signal(0)) == nil
 }
 
-// -- policy packs --------------------------------------------------------------------------------
+// -- plugins: policy packs and source-based plugins ------------------------------------------------
 
-// RunPlugin starts a Python policy pack (`python -u -m pulumi.policy <args> <pack dir>`) and streams its output.
+// analyzerKind is RunPluginRequest.Kind for a policy pack (apitype.AnalyzerPlugin).
+const analyzerKind = "analyzer"
+
+// pluginCommand is the argv and working directory of the plugin a RunPluginRequest asks for, as the
+// official host runs them: a policy pack as `python -u -m pulumi.policy <args> <pack dir>`; any
+// other kind (a resource plugin: a component provider) as the plugin directory's `__main__.py`,
+// `python -u <plugin dir> <args>`, in the CLI's working directory.
+func pluginCommand(request *pulumirpc.RunPluginRequest, program Program, python string) (argv []string, dir string) {
+	dir = request.Pwd
+	if dir == "" {
+		dir = program.Directory
+	}
+	if request.Kind == analyzerKind {
+		pack := request.Program
+		if pack == "" {
+			pack = program.Directory
+		}
+		return append(append([]string{python, "-u", "-m", "pulumi.policy"}, request.Args...), pack), dir
+	}
+	return append([]string{python, "-u", program.Directory}, request.Args...), dir
+}
+
+// RunPlugin starts a policy pack or a source-based plugin (pluginCommand) with the CLI's
+// environment and streams its output; its stderr is how a plugin that fails to start explains
+// itself (the CLI shows it when the plugin "exited prematurely"). A provider serves until stopped:
+// the CLI closes it by cancelling this stream, which kills it (outputOf).
 func (h *host) RunPlugin(request *pulumirpc.RunPluginRequest, stream pulumirpc.LanguageRuntime_RunPluginServer) error {
 	program := programInfo(request.Info, request.Pwd)
+	program.IsPlugin = request.Kind != analyzerKind
 	python, err := program.Python()
 	if err != nil {
 		if err := stream.Send(&pulumirpc.RunPluginResponse{Output: &pulumirpc.RunPluginResponse_Stderr{Stderr: []byte(err.Error() + "\n")}}); err != nil {
@@ -381,16 +408,8 @@ func (h *host) RunPlugin(request *pulumirpc.RunPluginRequest, stream pulumirpc.L
 	}
 	env := append(os.Environ(), request.Env...)
 	env = append(env, "PYTHONUNBUFFERED=1")
-	pack := request.Program
-	if pack == "" {
-		pack = program.Directory
-	}
-	command := append(append([]string{python, "-u", "-m", "pulumi.policy"}, request.Args...), pack)
-	dir := request.Pwd
-	if dir == "" {
-		dir = program.Directory
-	}
-	code, err := h.outputOf(command, dir, env, func(stdout, stderr []byte) error {
+	command, dir := pluginCommand(request, program, python)
+	code, err := h.outputOf(stream.Context(), command, dir, env, func(stdout, stderr []byte) error {
 		if stdout != nil {
 			return stream.Send(&pulumirpc.RunPluginResponse{Output: &pulumirpc.RunPluginResponse_Stdout{Stdout: stdout}})
 		}
@@ -407,9 +426,18 @@ type chunk struct {
 	done           bool
 }
 
+// drainGrace: how long output is still forwarded after the command was killed. The killed command's
+// own ends of its pipes close at once; only something it started and left running (which inherits
+// them, and is not killed) can hold them open longer, and forwarding stops without waiting for it.
+var drainGrace = time.Second
+
 // outputOf runs `command`, handing its output to `send` as it comes (one stream per call), and
-// returns its exit code. A send that fails (the CLI went away mid-stream) kills the command.
-func (h *host) outputOf(command []string, dir string, env []string, send func(stdout, stderr []byte) error) (int, error) {
+// returns its exit code. When `ctx` ends (the CLI cancels the stream: how it closes a plugin, which
+// otherwise serves for good) or a send fails (the CLI went away mid-stream), the command is killed
+// and outputOf returns within drainGrace, whatever else holds the command's output open.
+func (h *host) outputOf(
+	ctx context.Context, command []string, dir string, env []string, send func(stdout, stderr []byte) error,
+) (int, error) {
 	child := exec.Command(command[0], command[1:]...)
 	child.Dir, child.Env = dir, env
 	stdout, err := child.StdoutPipe()
@@ -425,20 +453,29 @@ func (h *host) outputOf(command []string, dir string, env []string, send func(st
 	}
 	defer h.forget(child)
 	chunks := make(chan chunk)
+	returned := make(chan struct{})
+	defer close(returned)
 	pump := func(from io.Reader, isStdout bool) {
 		buffer := make([]byte, 65536)
 		for {
 			n, err := from.Read(buffer)
 			if n > 0 {
 				data := append([]byte(nil), buffer[:n]...)
+				c := chunk{stderr: data}
 				if isStdout {
-					chunks <- chunk{stdout: data}
-				} else {
-					chunks <- chunk{stderr: data}
+					c = chunk{stdout: data}
+				}
+				select {
+				case chunks <- c:
+				case <-returned:
+					return
 				}
 			}
 			if err != nil {
-				chunks <- chunk{done: true}
+				select {
+				case chunks <- chunk{done: true}:
+				case <-returned:
+				}
 				return
 			}
 		}
@@ -446,20 +483,41 @@ func (h *host) outputOf(command []string, dir string, env []string, send func(st
 	go pump(stdout, true)
 	go pump(stderr, false)
 	var sendErr error
+	cancelled := ctx.Done()
+	var drained <-chan time.Time
+	killed := false
+	kill := func() {
+		if !killed {
+			killed = true
+			_ = child.Process.Kill()
+			drained = time.After(drainGrace)
+		}
+	}
 	for open := 2; open > 0; {
-		c := <-chunks
-		switch {
-		case c.done:
-			open--
-		case sendErr == nil:
-			if sendErr = send(c.stdout, c.stderr); sendErr != nil {
-				_ = child.Process.Kill()
+		select {
+		case c := <-chunks:
+			switch {
+			case c.done:
+				open--
+			case sendErr == nil:
+				if sendErr = send(c.stdout, c.stderr); sendErr != nil {
+					kill()
+				}
 			}
+		case <-cancelled:
+			cancelled = nil
+			kill()
+		case <-drained: // closing our ends of the pipes ends the pumps' reads
+			_, _ = stdout.Close(), stderr.Close()
+			drained = nil
 		}
 	}
 	_ = child.Wait()
-	if sendErr != nil {
+	switch {
+	case sendErr != nil:
 		return 0, sendErr
+	case ctx.Err() != nil:
+		return 0, status.FromContextError(ctx.Err()).Err()
 	}
 	return child.ProcessState.ExitCode(), nil
 }

@@ -4,8 +4,9 @@ package main
 //
 // Honours the options the official host documents for `runtime: {name: python, options: ...}`:
 // `toolchain` (`pip`, the default, or `uv`) and `virtualenv` (relative to the project root). With
-// `uv` and no `virtualenv`, uv's own default `.venv` is used. Without a virtualenv the program runs
-// with `PULUMI_PYTHON_CMD` or `python3` from PATH.
+// `uv` and no `virtualenv`, uv's own default `.venv` is used; a source-based plugin with pip and no
+// `virtualenv` gets `venv`, as the official host gives it. Without a virtualenv the program runs with
+// `PULUMI_PYTHON_CMD` or `python3` from PATH.
 
 import (
 	"encoding/json"
@@ -43,6 +44,10 @@ type Program struct {
 	Directory  string
 	EntryPoint string
 	Options    map[string]any
+	// IsPlugin: a source-based plugin (PulumiPlugin.yaml: a resource, converter or tool plugin),
+	// neither a program nor a policy pack. The CLI says so in InstallDependencies (IsPlugin) and
+	// RunPlugin (any Kind but "analyzer").
+	IsPlugin bool
 }
 
 func (p Program) option(name string) string {
@@ -65,7 +70,10 @@ func (p Program) toolchain() (string, error) {
 		name, filepath.Join(p.Root, "Pulumi.yaml"), strings.Join(toolchains, ", "))
 }
 
-// Virtualenv is the project's virtualenv directory, or "" when it has none.
+// Virtualenv is the project's virtualenv directory, or "" when it has none. A plugin always has
+// one: the official host defaults pip's to `venv` ("We don't support running plugins using the
+// global or ambient Python environment", pulumi-language-python's parseOptions at v3.259.0), and
+// both hosts must find a plugin's environment in the same place.
 func (p Program) Virtualenv() (string, error) {
 	configured := p.option("virtualenv")
 	if configured == "" {
@@ -73,8 +81,11 @@ func (p Program) Virtualenv() (string, error) {
 		if err != nil {
 			return "", err
 		}
-		if name == "uv" {
+		switch {
+		case name == "uv":
 			configured = ".venv"
+		case p.IsPlugin:
+			configured = "venv"
 		}
 	}
 	if configured == "" || filepath.IsAbs(configured) {

@@ -248,3 +248,12 @@ def test_the_yaml_examples_cluster_declares_the_golden_manifests(monkeypatch: py
         EXAMPLE_GOLDEN.write_text(rendered)
     assert EXAMPLE_GOLDEN.is_file(), "no golden manifests for the YAML example: `make golden` writes them"
     assert rendered == EXAMPLE_GOLDEN.read_text(), "the YAML example's manifests changed; if that was meant, `make golden`"
+
+
+def test_numbers_the_engine_sends_as_doubles_are_the_models_integers() -> None:
+    """Pulumi sends every number as a double; the provider makes only top-level integers ints."""
+    cluster = {**snake(dev_cluster()), "workers": {"count": 3.0}, "ps": {"count": 1.0}}
+    stack = training_cluster.settings({"namespace": "tfk8s-alice", "cluster": cluster})
+    assert (stack.clusters[0].workers.count, stack.clusters[0].ps.count) == (3, 1)
+    with pytest.raises(ConfigError, match=r"cluster.workers.count"):
+        training_cluster.settings({"namespace": "tfk8s-alice", "cluster": {**cluster, "workers": {"count": 2.5}}})

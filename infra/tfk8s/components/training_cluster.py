@@ -88,7 +88,8 @@ class TrainingClusterBody(pulumi.ComponentResource):
     read these too (lab/component-package/README.md, 4.1)."""
 
     def _declare(self, name: str, args: TrainingClusterArgs) -> None:
-        """Declare the cluster's objects, children of this component, and register its outputs."""
+        """Declare the cluster's objects, children of this component. Its outputs are the caller's
+        to register: a component registers them once."""
         c, platform = args.cluster, args.platform
         self.args = args
         self.names = cs.Names(cluster=cs.qualified_name(args.experiment, c.name))
@@ -183,7 +184,6 @@ class TrainingClusterBody(pulumi.ComponentResource):
                 chief=self.chief_job.status if self.chief_job else None,
                 **scratch,
             ).apply(lambda s: {**s, "ps": list(s["ps"])})
-        self.register_outputs({"spec": self.spec, "status": self.status})
 
     def _build_deployments_and_jobs(self, name: str, args: TrainingClusterArgs) -> pulumi.Output[str]:
         """The seed's shape, on a platform that does not queue: per PS a Deployment and its Service,
@@ -435,6 +435,7 @@ class TrainingCluster(TrainingClusterBody):
     def __init__(self, name: str, args: TrainingClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(TOKEN, name, None, opts)
         self._declare(name, args)
+        self.register_outputs({"spec": self.spec, "status": self.status})
 
 
 def fixed_objects(

@@ -26,7 +26,7 @@ from tfk8s.checks import preflight
 from tfk8s.components.experiment import cluster_readiness
 from tfk8s.components.training_cluster import TOKEN, TrainingClusterBody
 from tfk8s.components.training_cluster import TrainingClusterArgs as LibraryArgs
-from tfk8s.errors import ConfigError
+from tfk8s.errors import ConfigError, Refusal
 from tfk8s.package.args import TrainingClusterArgs
 from tfk8s.schema.experiment import LAUNCHER_PACKAGE, ExperimentStack
 from tfk8s.schema.problems import schema_problems
@@ -51,7 +51,7 @@ def as_properties(problems: list[str]) -> list[str]:
 def settings(args: Mapping[str, Any]) -> ExperimentStack:
     """The arguments as an experiment stack of one cluster, checked as a stack file is: errors
     name the property's path (`cluster.workers.count`) and the fix, before anything is declared."""
-    given = {"kind": "experiment", "namespace": args.get("namespace"), "clusters": [args.get("cluster")]}
+    given = {"kind": "experiment", "namespace": args.get("namespace"), "clusters": [_whole(args.get("cluster"))]}
     if args.get("experiment") is not None:
         given["experiment"] = args["experiment"]
     try:
@@ -68,6 +68,18 @@ def settings(args: Mapping[str, Any]) -> ExperimentStack:
             ]
         )
     return stack
+
+
+def _whole(value: Any) -> Any:
+    """Numbers as the models take them: Pulumi sends every number as a double, and the component
+    provider makes only top-level integer properties ints again (a worker count of 2.0 is 2)."""
+    if isinstance(value, dict):
+        return {k: _whole(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_whole(v) for v in value]
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
 
 
 class TrainingCluster(TrainingClusterBody):
@@ -100,6 +112,8 @@ class TrainingCluster(TrainingClusterBody):
             )
         except ConfigError as error:
             raise ConfigError(as_properties(error.problems)) from None
+        except Refusal as error:  # its message names the stack file's key: name the property
+            raise type(error)(as_properties([str(error)])[0]) from None
         tenant, settings_ = checked.tenant, stack.clusters[0]
         self._declare(
             name,

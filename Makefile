@@ -71,7 +71,7 @@ env: ## Print the environment for plain `pulumi` commands: eval "$$(make env)"
 tools: ## Build or find what `make up` needs: the pinned Pulumi CLI, its language host, the Kubernetes provider, kube binaries, etcd, kwok
 	hack/tools.sh main
 
-tools-test: ## Build or find what only the tests use besides: cyclonus, versitygw, actionlint, Prometheus, Kueue, JobSet
+tools-test: ## Build or find what only the tests use besides: the Pulumi YAML host, cyclonus, versitygw, actionlint, Prometheus, Kueue, JobSet
 	hack/tools.sh test
 
 # The real node's Debian packages (root) and binaries (kubelet, kube-proxy, CoreDNS). Where the

@@ -68,10 +68,12 @@ golden: venv ## Regenerate tests/unit/golden/ (every stack's manifests under moc
 # The component package's typed SDKs are not committed: generated from package/schema.json (itself
 # generated and checked current by a unit test) here and by tests/sdk, so they cannot drift from the
 # schema and a model change does not churn hundreds of generated lines in review.
+# A Go SDK's import path is where its user puts it: SDK_GO_IMPORT_BASE (else example.com/pulumi-tfk8s/...).
 SDK_LANGUAGES ?= python,nodejs
-sdk: ## Generate the component package's SDKs into out/sdk/<language> (SDK_LANGUAGES=python,nodejs; add go)
+SDK_GO_IMPORT_BASE ?=
+sdk: ## Generate the component package's SDKs into out/sdk/<language> (SDK_LANGUAGES=python,nodejs; add go with SDK_GO_IMPORT_BASE)
 	hack/tools.sh gensdk
-	$(TOOLS_BIN)/gensdk --schema package/schema.json --out out/sdk --language $(SDK_LANGUAGES)
+	$(TOOLS_BIN)/gensdk --schema package/schema.json --out out/sdk --language $(SDK_LANGUAGES) $(if $(SDK_GO_IMPORT_BASE),--go-import-base $(SDK_GO_IMPORT_BASE))
 
 env: ## Print the environment for plain `pulumi` commands: eval "$$(make env)"
 	@hack/env.sh

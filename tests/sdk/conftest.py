@@ -14,12 +14,17 @@ from toolenv import BIN, ROOT
 
 
 @pytest.fixture(scope="session")
-def sdks(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A directory with `python/` and `nodejs/`, the SDKs of package/schema.json as it is now."""
-    # Seconds when the binary is current (it only hashes the sources); a build when they changed.
+def gensdk() -> Path:
+    """hack/gensdk's binary, current with its sources."""
+    # Milliseconds when the binary is current (the script only hashes the sources); a build when not.
     subprocess.run([str(ROOT / "hack" / "tools.sh"), "gensdk"], check=True)
+    return BIN / "gensdk"
+
+
+@pytest.fixture(scope="session")
+def sdks(gensdk: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A directory with `python/` and `nodejs/`, the SDKs of package/schema.json as it is now."""
     out = tmp_path_factory.mktemp("sdk")
     schema = ROOT / "package" / "schema.json"
-    generate = [str(BIN / "gensdk"), "--schema", str(schema), "--out", str(out), "--language", "python,nodejs"]
-    subprocess.run(generate, check=True)
+    subprocess.run([str(gensdk), "--schema", str(schema), "--out", str(out), "--language", "python,nodejs"], check=True)
     return out

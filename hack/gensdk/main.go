@@ -4,8 +4,8 @@
 // `pulumi package gen-sdk` would ask each language's host to generate its SDK, and this machine
 // cannot get the Node.js and Go hosts (the Go proxy refuses them), while tfk8s's Python host has no
 // GeneratePackage. The generators themselves are plain functions of pkg/v3/codegen, pinned here to
-// the CLI's release (go.mod), so this calls them directly: the SDKs are what gen-sdk would write
-// with the official hosts of that release.
+// the CLI's release (go.mod), so this calls them directly: the same generators the official hosts
+// of that release wrap (their arguments to them not checked here: the hosts' source is not served).
 //
 // Usage:
 //

@@ -17,7 +17,7 @@ TENANT ?= tenant-alice
 EXPERIMENTER ?= alice
 PYTEST_ARGS ?=
 
-.PHONY: help env requirements schema docs-reference docs docs-diagrams golden venv policy-venv test-policies tools tools-test tools-legacy real-node-deps cluster cluster-stop cluster-status demo up preview down outputs status logs test test-unit test-training test-e2e bench lint wheel clean
+.PHONY: help env requirements schema docs-reference docs docs-diagrams golden sdk venv policy-venv test-policies tools tools-test tools-legacy real-node-deps cluster cluster-stop cluster-status demo up preview down outputs status logs test test-unit test-training test-e2e bench lint wheel clean
 
 help:
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | sort
@@ -65,13 +65,23 @@ docs-diagrams: ## Redraw docs/img/*.svg from docs/img/*.mmd (needs npm and chrom
 golden: venv ## Regenerate tests/unit/golden/ (every stack's manifests under mocks) after a change meant to change them
 	TFK8S_UPDATE_GOLDEN=1 $(PY) -m pytest tests/unit/test_golden_manifests.py tests/unit/test_package.py -q
 
+# The component package's typed SDKs are not committed: generated from package/schema.json (itself
+# generated and checked current by a unit test) here and by tests/sdk, so they cannot drift from the
+# schema and a model change does not churn hundreds of generated lines in review.
+# A Go SDK's import path is where its user puts it: SDK_GO_IMPORT_BASE (else example.com/pulumi-tfk8s/...).
+SDK_LANGUAGES ?= python,nodejs
+SDK_GO_IMPORT_BASE ?=
+sdk: ## Generate the component package's SDKs into out/sdk/<language> (SDK_LANGUAGES=python,nodejs; add go with SDK_GO_IMPORT_BASE)
+	hack/tools.sh gensdk
+	$(TOOLS_BIN)/gensdk --schema package/schema.json --out out/sdk --language $(SDK_LANGUAGES) $(if $(SDK_GO_IMPORT_BASE),--go-import-base $(SDK_GO_IMPORT_BASE))
+
 env: ## Print the environment for plain `pulumi` commands: eval "$$(make env)"
 	@hack/env.sh
 
 tools: ## Build or find what `make up` needs: the pinned Pulumi CLI, its language host, the Kubernetes provider, kube binaries, etcd, kwok
 	hack/tools.sh main
 
-tools-test: ## Build or find what only the tests use besides: the Pulumi YAML host, cyclonus, versitygw, actionlint, Prometheus, Kueue, JobSet
+tools-test: ## Build or find what only the tests use besides: the Pulumi YAML host, the SDK generator, cyclonus, versitygw, actionlint, Prometheus, Kueue, JobSet
 	hack/tools.sh test
 
 # The real node's Debian packages (root) and binaries (kubelet, kube-proxy, CoreDNS). Where the
@@ -152,6 +162,7 @@ down: demo ## Destroy the $(STACK) experiment (as $(EXPERIMENTER)), the $(TENANT
 test: venv policy-venv tools tools-test tools-legacy real-node-deps ## Every test: the policy pack's rules, mocks, real TensorFlow processes, real pulumi up against kwok (1.34 and 1.25 + Heketi), a real node
 	$(POLICY_VENV)/bin/python -m pytest policies/tests -q -p no:cacheprovider
 	cd hack/langhost && GOFLAGS=-mod=readonly go test .
+	cd hack/gensdk && GOFLAGS=-mod=readonly go test .
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 test-policies: policy-venv ## The policy pack's rules, each with a violating and a passing case (seconds)
@@ -174,11 +185,12 @@ bench: venv ## The benchmarks that need no cluster (see docs/benchmarks.md)
 # Where hack/tools.sh keeps the toolchain (the same default as hack/env.sh).
 TOOLS_BIN := $(or $(TFK8S_CACHE),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/tfk8s)/bin
 
-lint: venv ## ruff, mypy, the layers' import contracts (pyproject.toml), gofmt and go vet (the language host), actionlint on the GitOps workflows, the docs site built strictly
+lint: venv ## ruff, mypy, the layers' import contracts (pyproject.toml), gofmt and go vet (the language host, the SDK generator), actionlint on the GitOps workflows, the docs site built strictly
 	$(VENV)/bin/ruff check infra training tests bench hack lab policies examples package
 	$(VENV)/bin/ruff format --check infra tests hack lab policies examples package
 	$(VENV)/bin/mypy hack/langhost hack/requirements.py hack/schema.py hack/package_args.py hack/docs_reference.py hack/project.py lab/toolenv.py lab/realnode.py lab/queue_stacks.py lab/images.py lab/dashboards.py
 	cd hack/langhost && test -z "$$(gofmt -l .)" && GOFLAGS=-mod=readonly go vet .
+	cd hack/gensdk && test -z "$$(gofmt -l .)" && GOFLAGS=-mod=readonly go vet .
 	# The launcher and what it imports run in TF 1.x images: Python 3.6 and newer.
 	$(VENV)/bin/vermin --target=3.6- --no-tips --violations --eval-annotations $(addprefix training/tfk8s_train/,$(LAUNCHER_MODULES))
 	cd infra && ../$(VENV)/bin/mypy tfk8s tfk8s_gitops

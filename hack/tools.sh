@@ -7,7 +7,7 @@
 # $TFK8S_CACHE/bin; a second run only re-links. A tool already on PATH at the pinned version is
 # used as it is.
 #
-# Usage: hack/tools.sh [main|test|all|pulumi|langhost|yaml-host|provider|kwok|etcd|kube|kube-legacy|node|cyclonus|versitygw|actionlint|prometheus|kueue|jobset]   (default: all)
+# Usage: hack/tools.sh [main|test|all|pulumi|langhost|yaml-host|gensdk|provider|kwok|etcd|kube|kube-legacy|node|cyclonus|versitygw|actionlint|prometheus|kueue|jobset]   (default: all)
 # `main` is what `make up` needs; `test`, `kube-legacy` and `node` only the workshop (lab/README.md):
 # the tests' and lint's tools, the Kubernetes 1.25 of the legacy tests (beside lab/heketi.sh), and
 # what the real node runs (lab/realnode.sh). `kueue` and `jobset` are built by
@@ -133,6 +133,24 @@ build_yaml_host() {
     log "pulumi-language-yaml: done"
   fi
   ln -sfn "$dest/pulumi-language-yaml" "$(dirname "$(readlink -f "$bin/pulumi")")/pulumi-language-yaml"
+}
+
+# hack/gensdk (see its main.go): writes the component package's typed SDKs from package/schema.json
+# with the codegen of the CLI's pulumi release, for `make sdk` and tests/sdk; only they use it, so
+# `test` builds it, never `main`. Rebuilt when its sources change (about 15 s once the CLI is built:
+# the codegen packages are in the build cache; minutes on a cold cache).
+build_gensdk() {
+  local dest=$tools/gensdk sources
+  sources=$(cd "$here/gensdk" && cat go.mod go.sum ./*.go | sha256sum | cut -d' ' -f1)
+  mkdir -p "$dest"
+  if [ ! -x "$dest/gensdk" ] || [ "$(cat "$dest/gensdk.sha256" 2>/dev/null)" != "$sources" ]; then
+    log "gensdk: building hack/gensdk"
+    # The checked-in go.sum, never updated here (a build must not change the checkout).
+    (cd "$here/gensdk" && GOFLAGS=-mod=readonly go build -trimpath -ldflags "-s -w" -o "$dest/gensdk.tmp" .)
+    mv "$dest/gensdk.tmp" "$dest/gensdk"
+    printf '%s\n' "$sources" >"$dest/gensdk.sha256"
+  fi
+  link gensdk "$dest"
 }
 
 # The provider is registered in tfk8s's PULUMI_HOME under the version the Python SDK asks for,
@@ -346,8 +364,9 @@ build_kube_router() {
 # What `make up` needs: the CLI, its language host and provider, and the local cluster.
 build_main() { build_pulumi; build_langhost; build_provider; build_kwok; build_etcd; build_kube "$KUBE_VERSION" link; }
 # What only the tests and lint use besides: the policy engine, the S3 server, the workflow linter,
-# Prometheus, and Kueue and JobSet (the queueing e2e test's cluster: hack/cluster.sh start --queueing).
-build_test() { build_yaml_host; build_cyclonus; build_versitygw; build_actionlint; build_prometheus; build_kueue; build_jobset; }
+# Prometheus, Kueue and JobSet (the queueing e2e test's cluster: hack/cluster.sh start --queueing),
+# and the SDK generator (tests/sdk, make sdk).
+build_test() { build_yaml_host; build_gensdk; build_cyclonus; build_versitygw; build_actionlint; build_prometheus; build_kueue; build_jobset; }
 
 main() {
   local what=${1:-all} start=$SECONDS
@@ -358,6 +377,7 @@ main() {
     pulumi) build_pulumi; build_langhost ;;
     langhost) build_langhost ;;
     yaml-host) build_yaml_host ;;
+    gensdk) build_gensdk ;;
     provider) build_provider ;;
     kwok) build_kwok ;;
     etcd) build_etcd ;;
@@ -370,7 +390,7 @@ main() {
     kube) build_kube "$KUBE_VERSION" link ;;
     kube-legacy) build_kube "$KUBE_LEGACY_VERSION" ;;
     node) build_node ;;
-    *) echo "usage: $0 [main|test|all|pulumi|langhost|yaml-host|provider|kwok|etcd|kube|kube-legacy|node|cyclonus|versitygw|actionlint|prometheus|kueue|jobset]" >&2; exit 2 ;;
+    *) echo "usage: $0 [main|test|all|pulumi|langhost|yaml-host|gensdk|provider|kwok|etcd|kube|kube-legacy|node|cyclonus|versitygw|actionlint|prometheus|kueue|jobset]" >&2; exit 2 ;;
   esac
   log "tools ready in $bin ($((SECONDS - start)) s)"
 }

@@ -26,7 +26,7 @@ import (
 
 func main() {
 \tpulumi.Run(func(ctx *pulumi.Context) error {
-\t\tsync := tfk8s.TrainingModeSYNC
+\t\tsync := tfk8s.TrainingModeSync
 \t\tmnist, err := tfk8s.NewTrainingCluster(ctx, "mnist", &tfk8s.TrainingClusterArgs{
 \t\t\tNamespace: "tfk8s-alice",
 \t\t\tCluster: tfk8s.ClusterArgs{

@@ -28,6 +28,7 @@ mnist = tfk8s.TrainingCluster(
     cluster={
         "name": "mnist",
         "image": "tensorflow/tensorflow:2.21.0",
+        "replication": tfk8s.Replication.BETWEEN_GRAPH,  # not BETWEE_N_GRAPH: hack/package_args.py _member
         "training": tfk8s.TrainingMode.SYNC,
         "ps": {"count": 1, "cpu": "500m"},
         "workers": {

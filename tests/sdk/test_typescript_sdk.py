@@ -27,14 +27,15 @@ const mnist = new tfk8s.TrainingCluster("mnist", {
     cluster: {
         name: "mnist",
         image: "tensorflow/tensorflow:2.21.0",
-        training: tfk8s.TrainingMode.SYNC,
+        replication: tfk8s.Replication.BetweenGraph,
+        training: tfk8s.TrainingMode.Sync,
         ps: { count: 1, cpu: "500m" },
         workers: {
             count: 2,
             memory: "1Gi",
-            tolerations: [{ key: "tfk8s.io/user-node", operator: tfk8s.TolerationOperator.EXISTS }],
+            tolerations: [{ key: "tfk8s.io/user-node", operator: tfk8s.TolerationOperator.Exists }],
         },
-        code: { source: tfk8s.CodeSource.URL, url: "https://example.com/trainer.tar.gz" },
+        code: { source: tfk8s.CodeSource.Url, url: "https://example.com/trainer.tar.gz" },
     },
 });
 export const ready: pulumi.Output<boolean> = mnist.ready;
@@ -64,7 +65,7 @@ MISTAKES = [
         "a misspelled key of the nested workers",
     ),
     (
-        "tfk8s.TrainingMode.SYNC",
+        "tfk8s.TrainingMode.Sync",
         '"synchronous"',
         "Type '\"synchronous\"' is not assignable to type 'TrainingMode",
         "a string outside the enum",

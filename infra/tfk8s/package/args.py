@@ -12,29 +12,29 @@ from typing import NotRequired, TypedDict
 
 
 class Replication(enum.StrEnum):
-    BETWEEN_GRAPH = "between-graph"
-    IN_GRAPH = "in-graph"
+    BetweenGraph = "between-graph"
+    InGraph = "in-graph"
 
 
 class TrainingMode(enum.StrEnum):
-    ASYNC = "async"
-    SYNC = "sync"
+    Async = "async"
+    Sync = "sync"
 
 
 class InGraphClient(enum.StrEnum):
-    CHIEF = "chief"
-    NOTEBOOK = "notebook"
+    Chief = "chief"
+    Notebook = "notebook"
 
 
 class TolerationOperator(enum.StrEnum):
-    EXISTS = "Exists"
-    EQUAL = "Equal"
+    Exists = "Exists"
+    Equal = "Equal"
 
 
 class TolerationEffect(enum.StrEnum):
-    NO_SCHEDULE = "NoSchedule"
-    PREFER_NO_SCHEDULE = "PreferNoSchedule"
-    NO_EXECUTE = "NoExecute"
+    NoSchedule = "NoSchedule"
+    PreferNoSchedule = "PreferNoSchedule"
+    NoExecute = "NoExecute"
 
 
 class Toleration(TypedDict):
@@ -85,16 +85,14 @@ class Workers(TypedDict):
 
 
 class CodeSource(enum.StrEnum):
-    CONFIGMAP = "configmap"
-    URL = "url"
-    IMAGE = "image"
+    Configmap = "configmap"
+    Url = "url"
+    Image = "image"
 
 
 class Code(TypedDict):
     source: NotRequired[CodeSource]
     """How the code reaches the pods: configmap (`path`), url (`url`) or image (already in `image`). Default: configmap."""
-    path: NotRequired[str]
-    """configmap: a directory of this repository, shipped as a ConfigMap (1 MiB limit). Default: training/tfk8s_train."""
     url: NotRequired[str]
     """url: fetched by an init container before the task starts (the seed's curl)."""
 

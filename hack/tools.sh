@@ -132,7 +132,14 @@ build_yaml_host() {
     rm -rf "$dest" && mv "$dest.tmp" "$dest"
     log "pulumi-language-yaml: done"
   fi
-  ln -sfn "$dest/pulumi-language-yaml" "$(dirname "$(readlink -f "$bin/pulumi")")/pulumi-language-yaml"
+  # Next to our CLI only: a CLI of the official installers (found on PATH) has its own YAML host.
+  local cli
+  cli=$(readlink -f "$bin/pulumi")
+  if [ "$(dirname "$cli")" != "$tools/pulumi-$PULUMI_VERSION" ]; then
+    log "pulumi-language-yaml: the CLI at $cli is not ours; it uses the YAML host installed beside it"
+    return
+  fi
+  ln -sfn "$dest/pulumi-language-yaml" "$(dirname "$cli")/pulumi-language-yaml"
 }
 
 # hack/gensdk (see its main.go): writes the component package's typed SDKs from package/schema.json

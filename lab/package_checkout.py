@@ -13,10 +13,9 @@ PIP_NO_INDEX it would fail rather than reach the network.
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
-import sysconfig
 from pathlib import Path
+
+import toolenv
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -30,13 +29,5 @@ def package_checkout(where: Path, examples: tuple[str, ...] = ()) -> Path:
     for linked in ("infra", "training"):
         (where / linked).symlink_to(ROOT / linked, target_is_directory=True)
     shutil.copy(ROOT / "requirements.txt", where / "requirements.txt")
-    venv = where / "package" / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    purelib = subprocess.run(
-        [str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-    Path(purelib, "tfk8s-package-deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    toolenv.linked_venv(where / "package" / "venv")
     return where

@@ -13,6 +13,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -56,6 +57,22 @@ def exported(
         key, value = assignment.split("=", 1)
         result[key] = value
     return result
+
+
+def linked_venv(venv: Path) -> Path:
+    """A virtualenv at `venv` whose site-packages lead to this interpreter's (a `.pth` path entry):
+    what this interpreter has installed, its pip among them, is installed there, so a `pip install
+    -r` of the project's requirements finds everything satisfied and asks no index. Returns its python."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    purelib = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    Path(purelib, "tfk8s-linked.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    return python
 
 
 @contextlib.contextmanager

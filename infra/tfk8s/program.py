@@ -72,11 +72,16 @@ def refuse_foreign(claims: list[ownership.Claimed], read: Reader | None, owner: 
 
 
 def refuse_over_quota(
-    stack: ExperimentStack, experiment: str, platform: PlatformFacts, tenant: TenantFacts, read_whole: Reader
+    stack: ExperimentStack,
+    experiment: str,
+    platform: PlatformFacts,
+    tenant: TenantFacts,
+    read_whole: Reader,
+    cluster: str | None = None,
 ) -> None:
     """Refuse, before anything is declared, an experiment its tenant's quota has no room for (tfk8s.checks.quota;
     on a platform that queues, it waits for what its tenant's other experiments use)."""
-    room = quota_check.live_room(read_whole, tenant.namespace, experiment)
+    room = quota_check.live_room(read_whole, tenant.namespace, experiment, cluster)
     if room is None:  # the namespace has no tfk8s quota: Kubernetes will refuse nothing either
         return
     queued = platform.queueing.enabled
@@ -241,12 +246,16 @@ def check_experiment(
     read_whole: Reader | None,
     post: access.Post | None,
     launcher: CodeBundle,
+    *,
+    standalone: bool = False,
 ) -> CheckedExperiment:
     """Everything an experiment is checked against before a resource is declared: its tenant's
     contract (read with the caller's own credentials), the settings against the platform, the
     caller's rights, whose the namespace and the fixed names are, and the quota. The experiment
     program and the component package's TrainingCluster (tfk8s.package) both start here; `launcher`
-    is the trainer package its pods run (its content names the experiment's trainer ConfigMap)."""
+    is the trainer package its pods run (its content names the experiment's trainer ConfigMap).
+    `standalone`: the stack's one cluster stands alone (the package's): it ships its own trainer
+    ConfigMap, and what else its experiment runs is another stack's, counted against the quota."""
     if read_whole is None:
         raise ContractUnavailable(tenant_contract.UNREADABLE)
     who = (lambda: access.identity(post)) if post is not None else (lambda: access.UNKNOWN_IDENTITY)
@@ -272,9 +281,14 @@ def check_experiment(
                 )
             )
     fix = "Another experiment uses this name: set a different tfk8s:experiment (or cluster name)"
-    refuse_foreign(experiment_stack.claimed(stack, experiment, platform, tenant, launcher), read, owner, fix)
+    claims = (
+        experiment_stack.standalone_claimed(stack, experiment, platform, tenant, launcher)
+        if standalone
+        else experiment_stack.claimed(stack, experiment, platform, tenant, launcher)
+    )
+    refuse_foreign(claims, read, owner, fix)
     timings.mark("ownership")
-    refuse_over_quota(stack, experiment, platform, tenant, read_whole)
+    refuse_over_quota(stack, experiment, platform, tenant, read_whole, stack.clusters[0].name if standalone else None)
     timings.mark("quota")
     return CheckedExperiment(experiment=experiment, platform=platform, tenant=tenant, owner=owner, launcher=launcher)
 

@@ -11,12 +11,13 @@ import secrets
 import shutil
 import subprocess
 import sys
-import sysconfig
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from drivers import Cli, Kube
+
+import toolenv
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "training-cluster"
@@ -37,15 +38,7 @@ def example(tmp_path_factory: pytest.TempPathFactory, project: Path, kube: Kube)
     build = [python, "-m", "pip", "wheel", str(ROOT), "--no-deps", "--no-build-isolation", "-q", "-w", str(wheels)]
     subprocess.run(build, check=True)
     (wheel,) = wheels.glob("tfk8s-*.whl")
-    subprocess.run([python, "-m", "venv", "--without-pip", str(work / "venv")], check=True)
-    venv_python = work / "venv" / "bin" / "python"
-    purelib = subprocess.run(
-        [str(venv_python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-    Path(purelib, "tfk8s-example-deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    venv_python = toolenv.linked_venv(work / "venv")
     subprocess.run([python, "-m", "pip", "--python", str(venv_python), "install", "-q", "--no-deps", str(wheel)], check=True)
     (work / "state").mkdir()
     env = {

@@ -27,7 +27,7 @@ from package_checkout import ROOT, package_checkout
 from toolenv import langhost_processes
 
 EXAMPLE = "yaml-training-cluster"
-STACK = "yaml"
+STACK = "alice-mnist"
 NAMESPACE = "tfk8s-alice"
 EXPERIMENT = "yaml"  # the example's `experiment` property
 GROUP = "tfk8s-users"

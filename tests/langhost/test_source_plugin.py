@@ -11,15 +11,13 @@ import os
 import secrets
 import shutil
 import subprocess
-import sys
-import sysconfig
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from toolenv import BIN, CACHE, langhost_processes
+from toolenv import BIN, CACHE, langhost_processes, linked_venv
 
 HERE = Path(__file__).resolve().parent
 
@@ -51,14 +49,7 @@ def plugin(tmp_path: Path) -> Iterator[Plugin]:
         pytest.fail("the toolchain is not built: run `make tools` (hack/tools.sh) first")
     directory = tmp_path / "component"
     shutil.copytree(HERE / "component", directory)
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(directory / "venv")], check=True)
-    purelib = subprocess.run(
-        [str(directory / "venv" / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-    Path(purelib, "tfk8s-test-deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    linked_venv(directory / "venv")
     (tmp_path / "state").mkdir()
     env = {
         **os.environ,

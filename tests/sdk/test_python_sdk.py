@@ -7,12 +7,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import sysconfig
 from pathlib import Path
 
 import pytest
 
-from toolenv import ROOT
+from toolenv import ROOT, linked_venv
 
 # A program as a user writes it: the nested arguments as dicts (the SDK's TypedDicts), then as the
 # SDK's classes, and the outputs with their types.
@@ -91,15 +90,7 @@ def venv(sdks: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     no index, no dependencies installed (pulumi, parver, semver come from the project's virtualenv,
     a path entry), as tests/e2e/test_example_program.py installs the tfk8s wheel."""
     venv = tmp_path_factory.mktemp("venv")
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    python = venv / "bin" / "python"
-    purelib = subprocess.run(
-        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-    Path(purelib, "tfk8s-sdk-deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    python = linked_venv(venv)
     install = [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-index", "--no-deps"]
     subprocess.run([*install, "--no-build-isolation", str(sdks / "python")], check=True)
     return python

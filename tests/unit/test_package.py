@@ -20,6 +20,7 @@ from mocked_program import (
     ROOT,
     Deployment,
     after,
+    declared_types,
     facts_for,
     platform_of,
     run_program,
@@ -33,29 +34,44 @@ from test_golden_manifests import GOLDEN, UPDATE, manifests
 from tfk8s.checks import preflight
 from tfk8s.components.training_cluster import TOKEN
 from tfk8s.components.training_cluster import TrainingCluster as LibraryTrainingCluster
-from tfk8s.errors import ConfigError
+from tfk8s.errors import ConfigError, OwnershipConflict
 from tfk8s.kube import api_paths
 from tfk8s.package import VERSION, training_cluster
 from tfk8s.package.training_cluster import TrainingCluster
-from tfk8s.specs import ownership
+from tfk8s.schema.types import PUBLISH_DOCSTRINGS_ENV
+from tfk8s.specs import ownership, quota
+from tfk8s.specs.code import installed_launcher_bundle
+from tfk8s.specs.labels import CLUSTER, EXPERIMENT
 from tfk8s.specs.ownership import Owner
 
 SCHEMA = json.loads((ROOT / "package" / "schema.json").read_text())
 
 
+@pytest.fixture(autouse=True)
+def one_program_per_test(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test a program of its own: the clusters a provider process has declared start empty."""
+    monkeypatch.setattr(training_cluster, "_DECLARED", {})
+
+
 class ContractApi:
     """The API server as an experimenter with every right sees it: the tenant's namespace and
-    contract, none of the experiment's objects yet, every access review allowed."""
+    contract, `objects` (path -> object) besides, every access review allowed; it records the
+    paths read."""
 
-    def __init__(self, namespace: str, tenant: dict[str, Any], platform: dict[str, Any]) -> None:
-        self.namespace_path = api_paths.NAMESPACE.path(namespace)
-        self.namespace = {"metadata": {"name": namespace, "annotations": {ownership.OWNER: tenant["owner"]}}}
-        self.read_whole = with_contract(namespace, tenant, platform, None)
+    def __init__(
+        self, namespace: str, tenant: dict[str, Any], platform: dict[str, Any], objects: dict[str, Any] | None = None
+    ) -> None:
+        namespace_path = api_paths.NAMESPACE.path(namespace)
+        self.objects = {
+            namespace_path: {"metadata": {"name": namespace, "annotations": {ownership.OWNER: tenant["owner"]}}},
+            **(objects or {}),
+        }
+        self.read_whole = with_contract(namespace, tenant, platform, lambda path: self.objects.get(path))
+        self.read: list[str] = []
 
     def get(self, path: str, metadata_only: bool = False) -> Any:
-        if path == self.namespace_path:
-            return self.namespace
-        return None if metadata_only else self.read_whole(path)
+        self.read.append(path)
+        return self.read_whole(path)
 
     def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         return {**body, "status": {"allowed": True, "incomplete": True, "resourceRules": []}}
@@ -68,25 +84,56 @@ def dev_cluster() -> dict[str, Any]:
     return copy.deepcopy(raw["clusters"][0])
 
 
-def declare_package_cluster(
-    monkeypatch: pytest.MonkeyPatch, properties: dict[str, Any], name: str | None = None
-) -> RecordingMocks:
-    """Declare the package's TrainingCluster of `properties` (as the provider passes them: the
-    Python names of the TypedDicts) under mocks, against dev's tenant and platform."""
-    namespace = properties["namespace"]
-    facts = facts_for(stack_config(platform_of(tenant_of(namespace))))
-    api = ContractApi(namespace, tenant_facts_for(tenant_of(namespace), facts), facts)
+def dev_properties(**changes: Any) -> dict[str, Any]:
+    """The dev experiment's cluster as the package's properties (as the provider passes them: the
+    Python names of the TypedDicts), with `changes` to the cluster."""
+    return {"namespace": stack_config("dev")["namespace"], "cluster": {**snake(dev_cluster()), **changes}}
+
+
+def package_api(
+    monkeypatch: pytest.MonkeyPatch, namespace: str, platform: dict[str, Any] | None = None, objects: dict[str, Any] | None = None
+) -> ContractApi:
+    """The API the package's checks reach (its `connect`), for `namespace`'s tenant of stacks/ on
+    `platform` (default: that tenant's platform of stacks/)."""
+    facts = platform or facts_for(stack_config(platform_of(tenant_of(namespace))))
+    api = ContractApi(namespace, tenant_facts_for(tenant_of(namespace), facts), facts, objects)
     monkeypatch.setattr(training_cluster, "connect", lambda environ: preflight.Cluster(None, api))
     monkeypatch.setenv("PULUMI_BACKEND_URL", "file:///test-state")
+    return api
+
+
+def declare_package_clusters(
+    monkeypatch: pytest.MonkeyPatch,
+    declared: dict[str, dict[str, Any]],
+    *,
+    platform: dict[str, Any] | None = None,
+    objects: dict[str, Any] | None = None,
+    preview: bool = False,
+    opts: pulumi.ResourceOptions | None = None,
+    config: dict[str, str] | None = None,
+) -> tuple[RecordingMocks, ContractApi]:
+    """One program under mocks declaring a package TrainingCluster per (resource name -> properties),
+    against the tenant of their namespace; raises what the component raises."""
+    (namespace,) = {properties["namespace"] for properties in declared.values()}
+    api = package_api(monkeypatch, namespace, platform, objects)
     mocks = RecordingMocks(healthy_status, plain_nodes)
-    pulumi.runtime.set_mocks(mocks, project="tfk8s", stack="dev", preview=False, organization="organization")
+    pulumi.runtime.set_mocks(mocks, project="tfk8s", stack="dev", preview=preview, organization="organization")
+    pulumi.runtime.set_all_config(config or {})
 
     @pulumi.runtime.test
     def run() -> pulumi.Output[Any]:
-        cluster = TrainingCluster(name or f"dev-{properties['cluster']['name']}", properties)  # type: ignore[arg-type]
-        return pulumi.Output.all(cluster.ready, cluster.cluster_spec, cluster.readiness)
+        clusters = [TrainingCluster(name, properties, opts) for name, properties in declared.items()]  # type: ignore[arg-type]
+        return pulumi.Output.all(*[pulumi.Output.all(c.ready, c.cluster_spec, c.readiness) for c in clusters])
 
     run()
+    return mocks, api
+
+
+def declare_package_cluster(
+    monkeypatch: pytest.MonkeyPatch, properties: dict[str, Any], name: str | None = None
+) -> RecordingMocks:
+    """Declare one package TrainingCluster of `properties` under mocks (its name: dev-<cluster>)."""
+    mocks, _ = declare_package_clusters(monkeypatch, {name or f"dev-{properties['cluster']['name']}": properties})
     return mocks
 
 
@@ -137,7 +184,12 @@ def test_the_schema_documents_the_fields_as_the_models_do() -> None:
     assert cluster["properties"]["command"]["type"] == "array"  # a tuple in the model
 
 
-def test_a_type_the_schema_cannot_hold_fails_the_generator_instead_of_dropping_the_field() -> None:
+def test_a_type_the_schema_cannot_hold_fails_the_generator_instead_of_dropping_the_field(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The generator sets this for its own process when imported; the session's later processes
+    # (pulumi runs among them) must not inherit it.
+    monkeypatch.setenv(PUBLISH_DOCSTRINGS_ENV, "1")
     import package_args
     from pydantic import BaseModel
 
@@ -257,3 +309,93 @@ def test_numbers_the_engine_sends_as_doubles_are_the_models_integers() -> None:
     assert (stack.clusters[0].workers.count, stack.clusters[0].ps.count) == (3, 1)
     with pytest.raises(ConfigError, match=r"cluster.workers.count"):
         training_cluster.settings({"namespace": "tfk8s-alice", "cluster": {**cluster, "workers": {"count": 2.5}}})
+
+
+def test_a_refused_cluster_registers_nothing_not_even_itself(monkeypatch: pytest.MonkeyPatch) -> None:
+    with declared_types() as declared, pytest.raises(ConfigError, match=r"cluster\.workers\.count"):
+        declare_package_clusters(monkeypatch, {"dev-mnist": dev_properties(workers={"count": 0})})
+    assert declared == []
+
+
+def test_another_resources_output_or_a_secret_is_refused_by_its_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The engine hands the component such values as Outputs, whatever the schema's `plain` says:
+    they cannot name objects, so they are refused naming where they are."""
+    properties = dev_properties(image=pulumi.Output.secret("tensorflow/tensorflow:2.21.0"))
+    properties["cluster"]["workers"] = {"count": pulumi.Output.from_input(2)}
+    with pytest.raises(ConfigError) as raised:
+        declare_package_clusters(monkeypatch, {"dev-mnist": properties})
+    assert "cluster.image: must be a value known before the deployment" in str(raised.value)
+    assert "cluster.workers.count: must be a value known before the deployment" in str(raised.value)
+
+
+@pytest.mark.parametrize("key", training_cluster.KUBERNETES_CONFIG)
+def test_kubernetes_config_of_the_programs_own_is_refused(monkeypatch: pytest.MonkeyPatch, key: str) -> None:
+    """The checks read with the environment's kubeconfig: objects written with other credentials
+    would pass checks made as someone else, or on another cluster."""
+    with declared_types() as declared, pytest.raises(ConfigError, match=rf"{key}: set in the stack's config"):
+        declare_package_clusters(monkeypatch, {"dev-mnist": dev_properties()}, config={key: "elsewhere"})
+    assert declared == []
+
+
+def test_a_kubernetes_provider_of_the_programs_own_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    opts = pulumi.ResourceOptions(providers={"kubernetes": object()})  # type: ignore[dict-item]
+    with pytest.raises(ConfigError, match=r"options\.providers: a Kubernetes provider of the program's own"):
+        declare_package_clusters(monkeypatch, {"dev-mnist": dev_properties()}, opts=opts)
+
+
+def test_one_program_cannot_declare_the_same_cluster_twice(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Neither exists yet for the ownership check to find: the provider process remembers."""
+    with pytest.raises(ConfigError, match=r"cluster\.name: TrainingCluster 'first' of this program already declares"):
+        declare_package_clusters(monkeypatch, {"first": dev_properties(), "second": dev_properties()})
+    monkeypatch.setattr(training_cluster, "_DECLARED", {})  # another program: another provider process
+    mocks, _ = declare_package_clusters(monkeypatch, {"one": dev_properties(), "two": dev_properties(name="other")})
+    jobs = sorted(r.inputs["metadata"]["name"] for r in mocks.resources if r.typ == "kubernetes:batch/v1:Job")
+    assert jobs == ["dev-mnist-worker", "dev-other-worker"]
+
+
+def test_a_preview_declares_what_the_update_declares(monkeypatch: pytest.MonkeyPatch) -> None:
+    previewed, _ = declare_package_clusters(monkeypatch, {"dev-mnist": dev_properties()}, preview=True)
+    monkeypatch.setattr(training_cluster, "_DECLARED", {})
+    updated, _ = declare_package_clusters(monkeypatch, {"dev-mnist": dev_properties()})
+    assert sorted((r.typ, r.name) for r in previewed.resources) == sorted((r.typ, r.name) for r in updated.resources)
+
+
+def test_on_a_queueing_platform_it_declares_a_jobset_and_reads_its_workload(monkeypatch: pytest.MonkeyPatch) -> None:
+    raw = copy.deepcopy(stack_config("platform-dev"))
+    raw["platform"]["queueing"] = {"enabled": True, "capacity": {"cpu": "64", "memory": "256Gi", "gpus": 8}}
+    mocks, api = declare_package_clusters(monkeypatch, {"dev-mnist": dev_properties()}, platform=facts_for(raw))
+    types = {r.typ for r in mocks.resources}
+    assert "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet" in types and "kubernetes:batch/v1:Job" not in types
+    assert any("/workloads" in path for path in api.read), api.read  # readiness asks Kueue once the JobSet exists
+
+
+def test_its_own_trainer_configmap_is_claimed_and_not_the_experiments(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cluster outside an Experiment ships `<experiment>-<cluster>-trainer-<digest>`: another
+    stack's object of that name is refused; the experiment's shared `<experiment>-trainer-<digest>`
+    is another stack's business."""
+    launcher = installed_launcher_bundle("experiment")
+    theirs = {"metadata": {"annotations": {ownership.OWNER: "organization/other/stack"}}}
+    own = api_paths.CONFIG_MAP.path(f"dev-mnist-trainer-{launcher.digest[:10]}", "tfk8s-alice")
+    shared = api_paths.CONFIG_MAP.path(f"dev-trainer-{launcher.digest[:10]}", "tfk8s-alice")
+    with pytest.raises(OwnershipConflict, match=r"dev-mnist-trainer-"):
+        declare_package_clusters(monkeypatch, {"dev-mnist": dev_properties()}, objects={own: theirs})
+    mocks, _ = declare_package_clusters(monkeypatch, {"dev-mnist": dev_properties()}, objects={shared: theirs})
+    assert mocks.resources
+
+
+def test_the_quota_counts_the_experiments_other_clusters_against_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another stack's cluster of the same experiment holds 2.5 of the 4 CPUs: not this cluster's
+    own usage (an experiment stack would replace it; the package's cluster would not)."""
+    hard = {"requests.cpu": "4", "limits.cpu": "4"}
+    other = {"spec": {"containers": [{"resources": {"requests": {"cpu": "2500m"}, "limits": {"cpu": "2500m"}}}]}}
+    experiment, this_cluster = {EXPERIMENT: "dev"}, {EXPERIMENT: "dev", CLUSTER: "mnist"}
+    objects = {
+        api_paths.RESOURCE_QUOTA.path(quota.QUOTA_NAME, "tfk8s-alice"): {
+            "spec": {"hard": hard},
+            "status": {"hard": hard, "used": {"requests.cpu": "2500m", "limits.cpu": "2500m"}},
+        },
+        api_paths.POD.list_path("tfk8s-alice", experiment): {"items": [{**other, "status": {"phase": "Running"}}]},
+        api_paths.POD.list_path("tfk8s-alice", this_cluster): {"items": []},
+    }
+    with pytest.raises(ConfigError, match=r"cluster\.workers\.count: the experiment asks cpu 2\.5.*has 1\.5 of 4 left"):
+        declare_package_clusters(monkeypatch, {"dev-mnist": dev_properties()}, objects=objects)

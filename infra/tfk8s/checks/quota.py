@@ -30,7 +30,7 @@ from tfk8s.schema import NAMESPACE
 from tfk8s.schema.experiment import ClusterSettings
 from tfk8s.specs import quota
 from tfk8s.specs.cluster_spec import has_chief_job
-from tfk8s.specs.labels import EXPERIMENT
+from tfk8s.specs.labels import CLUSTER, EXPERIMENT
 from tfk8s.specs.roles import CHIEF_ROLE, PS_ROLE, WORKER_ROLE, Role
 
 Reader = Callable[[str], Mapping[str, Any] | None]
@@ -244,13 +244,15 @@ def _items(listing: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
     return list((listing or {}).get("items") or [])
 
 
-def live_room(read: Reader, namespace: str, experiment: str) -> dict[str, Room] | None:
-    """The room the user's quota leaves this experiment, read live (`read` returns whole objects);
-    None when the namespace has no tfk8s quota (a platform from before quotas: nothing to refuse)."""
+def live_room(read: Reader, namespace: str, experiment: str, cluster: str | None = None) -> dict[str, Room] | None:
+    """The room the user's quota leaves this experiment (or, `cluster`, this one cluster of it: the
+    component package's, which knows no other cluster of its experiment), read live (`read` returns
+    whole objects); None when the namespace has no tfk8s quota (a platform from before quotas: nothing
+    to refuse)."""
     live_quota = read(RESOURCE_QUOTA.path(quota.QUOTA_NAME, namespace))
     if live_quota is None:
         return None
-    mine = {EXPERIMENT: experiment}
+    mine = {EXPERIMENT: experiment, **({CLUSTER: cluster} if cluster is not None else {})}
     own = own_usage(
         _items(read(POD.list_path(namespace, mine))),
         _items(read(SERVICE.list_path(namespace, mine))),

@@ -44,7 +44,8 @@ import pulumi
 from tfk8s.components import queued_cluster
 from tfk8s.kube import awaits
 from tfk8s.kube import objects as kube
-from tfk8s.kube.api_paths import JOB, JOBSET, NETWORK_POLICY, PERSISTENT_VOLUME_CLAIM, SERVICE
+from tfk8s.kube.api_paths import CONFIG_MAP, JOB, JOBSET, NETWORK_POLICY, PERSISTENT_VOLUME_CLAIM, SERVICE
+from tfk8s.schema import NAMESPACE
 from tfk8s.schema.contract import PlatformFacts, PlatformKind
 from tfk8s.schema.experiment import ClusterSettings, TrainingMode
 from tfk8s.specs import cluster_spec as cs
@@ -107,7 +108,7 @@ class TrainingClusterBody(pulumi.ComponentResource):
         self.trainer_config = None
         self.launcher_config_map = args.launcher_config_map
         if self.launcher_config_map is None:
-            self.launcher_config_map = f"{self.names.cluster}-trainer-{args.launcher.digest[:10]}"
+            self.launcher_config_map = own_trainer(args.experiment, c.name, args.launcher)
             self.trainer_config = self._build_trainer(name, self.launcher_config_map)
         self.code_config = None
         if args.code is not None:
@@ -436,6 +437,17 @@ class TrainingCluster(TrainingClusterBody):
         super().__init__(TOKEN, name, None, opts)
         self._declare(name, args)
         self.register_outputs({"spec": self.spec, "status": self.status})
+
+
+def own_trainer(experiment: str, cluster: str, launcher: CodeBundle) -> str:
+    """The name of a cluster's own trainer ConfigMap, outside an Experiment (which shares one):
+    the cluster's and the content's digest, as the experiment's is (tfk8s.components.experiment)."""
+    return f"{cs.qualified_name(experiment, cluster)}-trainer-{launcher.digest[:10]}"
+
+
+def own_trainer_claim(experiment: str, cluster: str, namespace: str, launcher: CodeBundle) -> Claimed:
+    name = own_trainer(experiment, cluster, launcher)
+    return Claimed(kind=CONFIG_MAP, namespace=namespace, name=name, key=f"{NAMESPACE}:clusters[0].name")
 
 
 def fixed_objects(

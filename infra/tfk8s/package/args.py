@@ -92,7 +92,7 @@ class CodeSource(enum.StrEnum):
 
 class Code(TypedDict):
     source: NotRequired[CodeSource]
-    """How the code reaches the pods: configmap (`path`), url (`url`) or image (already in `image`). Default: configmap."""
+    """How the user's code reaches the pods: configmap (none: the trainer package alone, always shipped), url (`url`) or image (already in `image`). Default: configmap."""
     url: NotRequired[str]
     """url: fetched by an init container before the task starts (the seed's curl)."""
 

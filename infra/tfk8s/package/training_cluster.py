@@ -15,13 +15,13 @@ from the annotations of this class and of its `args` (tfk8s.package.args), and c
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pulumi
 from pydantic import ValidationError
 
-from tfk8s import program
+from tfk8s import program, pulumi_internals
 from tfk8s.checks import preflight
 from tfk8s.components.experiment import cluster_readiness
 from tfk8s.components.training_cluster import TOKEN, TrainingClusterBody
@@ -51,6 +51,15 @@ def as_properties(problems: list[str]) -> list[str]:
 def settings(args: Mapping[str, Any]) -> ExperimentStack:
     """The arguments as an experiment stack of one cluster, checked as a stack file is: errors
     name the property's path (`cluster.workers.count`) and the fix, before anything is declared."""
+    unknown = list(_not_plain(args, ""))
+    if unknown:
+        raise ConfigError(
+            [
+                f"{path}: must be a value known before the deployment (it decides which objects exist and their "
+                "names), not another resource's output or a secret: give it as a literal or from plain config"
+                for path in unknown
+            ]
+        )
     given = {"kind": "experiment", "namespace": args.get("namespace"), "clusters": [_whole(args.get("cluster"))]}
     if args.get("experiment") is not None:
         given["experiment"] = args["experiment"]
@@ -68,6 +77,64 @@ def settings(args: Mapping[str, Any]) -> ExperimentStack:
             ]
         )
     return stack
+
+
+def _not_plain(value: Any, path: str) -> Iterator[str]:
+    """The paths of the values the engine sent as Outputs: another resource's output, or a secret
+    (the provider hands the component both as Outputs, whatever the schema's `plain` says)."""
+    if isinstance(value, pulumi.Output):
+        yield path or "properties"
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            yield from _not_plain(item, f"{path}.{key}" if path else str(key))
+    elif isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            yield from _not_plain(item, f"{path}[{i}]")
+
+
+# Kubernetes settings of the program's own: its resources would use them, while the checks use the
+# environment's kubeconfig (`connect`): two identities, or two clusters.
+KUBERNETES_CONFIG = ("kubernetes:kubeconfig", "kubernetes:context", "kubernetes:cluster")
+
+
+def refuse_other_credentials(opts: pulumi.ResourceOptions | None) -> None:
+    """Refuse a Kubernetes provider of the program's own, or Kubernetes config in its stack: the
+    checks (the contract, access, ownership, quota) read the cluster with the environment's
+    kubeconfig, and the cluster's objects must be written with the very same credentials."""
+    problems = [
+        f"{key}: set in the stack's config; the package checks and writes with the kubeconfig of the environment: "
+        "remove it and set KUBECONFIG (and its current context) instead"
+        for key in KUBERNETES_CONFIG
+        if pulumi_internals.raw_config(key) is not None
+    ]
+    providers = (opts.providers if opts is not None else None) or {}
+    named = providers.keys() if isinstance(providers, Mapping) else [getattr(p, "package", "") for p in providers]
+    if "kubernetes" in named or (opts is not None and opts.provider is not None):
+        problems.append(
+            "options.providers: a Kubernetes provider of the program's own; the package checks and writes with the "
+            "kubeconfig of the environment: remove the option and set KUBECONFIG instead"
+        )
+    if problems:
+        raise ConfigError(problems)
+
+
+# (dry run, namespace, experiment, cluster) -> the resource declaring it, in this provider process:
+# one deployment's clusters (a preview's and an update's are told apart by the dry run).
+_DECLARED: dict[tuple[bool, str, str, str], str] = {}
+
+
+def refuse_twice_in_one_program(name: str, namespace: str, experiment: str, cluster: str) -> None:
+    """Refuse a second TrainingCluster of one program with the same experiment and cluster name: the
+    two would declare the same objects, and neither exists yet for the ownership check to find."""
+    key = (pulumi_internals.is_preview(), namespace, experiment, cluster)
+    first = _DECLARED.setdefault(key, name)
+    if first != name:
+        raise ConfigError(
+            [
+                f"cluster.name: TrainingCluster {first!r} of this program already declares cluster {cluster!r} of "
+                f"experiment {experiment!r} in {namespace}: give {name!r} another cluster.name or experiment"
+            ]
+        )
 
 
 def _whole(value: Any) -> Any:
@@ -93,8 +160,9 @@ class TrainingCluster(TrainingClusterBody):
     """Whether every task of the cluster is up (or the run is done)."""
 
     def __init__(self, name: str, args: TrainingClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__(TOKEN, name, {}, opts)
+        # Every check first: a refused cluster registers nothing, not even this component.
         stack = settings(args)
+        refuse_other_credentials(opts)
         cluster = connect(os.environ)
         api = cluster.api
         read = (lambda path: api.get(path, metadata_only=True)) if api is not None else None
@@ -109,12 +177,17 @@ class TrainingCluster(TrainingClusterBody):
                 read_whole,
                 api.post if api is not None else None,
                 installed_launcher_bundle("experiment"),
+                standalone=True,
             )
         except ConfigError as error:
             raise ConfigError(as_properties(error.problems)) from None
         except Refusal as error:  # its message names the stack file's key: name the property
             raise type(error)(as_properties([str(error)])[0]) from None
         tenant, settings_ = checked.tenant, stack.clusters[0]
+        refuse_twice_in_one_program(name, tenant.namespace, checked.experiment, settings_.name)
+        assert read_whole is not None  # check_experiment refuses without it
+
+        super().__init__(TOKEN, name, {}, opts)
         self._declare(
             name,
             LibraryArgs(
@@ -131,9 +204,9 @@ class TrainingCluster(TrainingClusterBody):
             ),
         )
         queue = None
-        if self.queued and read_whole is not None:
+        if self.queued:
             queue = queue_status.read(tenant.namespace, [self.names.cluster], checked.platform, read_whole, after=self.run_uid)
         self.cluster_spec = pulumi.Output.from_input(self.spec)
         self.readiness = cluster_readiness(settings_, self, queue)
         self.ready = self.readiness.apply(lambda r: bool(r.get("ready")))
-        self.register_outputs({"clusterSpec": self.cluster_spec, "readiness": self.readiness, "ready": self.ready})
+        self.register_outputs({"cluster_spec": self.cluster_spec, "readiness": self.readiness, "ready": self.ready})

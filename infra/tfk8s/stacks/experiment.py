@@ -47,6 +47,20 @@ def claimed(
     ]
 
 
+def standalone_claimed(
+    stack: ExperimentStack, experiment: str, platform: PlatformFacts, tenant: TenantFacts, launcher: CodeBundle
+) -> list[Claimed]:
+    """What the stack's one cluster creates under fixed names when it stands alone (the component
+    package's): its own objects and its own copy of the trainer package, no experiment's."""
+    (cluster,) = stack.clusters
+    return [
+        training_cluster.own_trainer_claim(experiment, cluster.name, tenant.namespace, launcher),
+        *training_cluster.fixed_objects(
+            experiment, cluster, tenant.namespace, platform.layouts, f"{NAMESPACE}:clusters[0]", queued=platform.queueing.enabled
+        ),
+    ]
+
+
 def build(
     stack: ExperimentStack,
     experiment: str,

@@ -35,7 +35,9 @@ def _parser() -> argparse.ArgumentParser:
         command = commands.add_parser(name)
         command.add_argument("--base", required=True, help="the commit the change starts from (0000... for none)")
         command.add_argument("--head", default="HEAD", help="the commit the change ends at, checked out (default: HEAD)")
-    commands.choices["plan"].add_argument("--json", action="store_true", help="one {stack, action} per step, for a CI matrix")
+    commands.choices["plan"].add_argument(
+        "--json", action="store_true", help="one {stack, action, kind, reason, wave} per step, for a CI matrix per wave"
+    )
     commands.choices["apply"].add_argument("--only", metavar="STACK", help="run this one step of the plan (one CI job per stack)")
     commands.choices["apply"].add_argument(
         "--confirm-destroy",
@@ -99,7 +101,11 @@ def main(argv: list[str] | None = None) -> int:
     else:
         plan = make_plan(repo, args.base, args.head)
         if args.command == "plan":
-            steps = [{"stack": s.stack, "action": s.action, "kind": s.kind, "reason": s.reason} for s in plan.steps]
+            waves = plan.waves()
+            steps = [
+                {"stack": s.stack, "action": s.action, "kind": s.kind, "reason": s.reason, "wave": waves[s.stack]}
+                for s in plan.steps
+            ]
             print(json.dumps(steps) if args.json else "\n".join(f"{s.action} {s.stack} ({s.reason})" for s in plan.steps))
             return 0
         if repo.resolve("HEAD") != plan.head:

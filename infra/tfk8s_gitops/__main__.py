@@ -1,8 +1,9 @@
 """`hack/gitops.sh <command>`: the one GitOps command CI and the tests run (docs/guide/gitops.md).
 
-  plan    --base B [--head H] [--json]         the stacks B..H touches, in order
+  plan    --base B [--head H] [--json]         the stacks B..H touches, in order (and each one's wave)
   preview --base B [--head H] [--summary F]    a pull request: previews with the policy pack
   apply   --base B [--head H] [--only STACK]   a merge: destroys, then ups, in order
+          [--parallel N]                       N at once where the order allows (a fleet of tenants)
   drift   [--summary F]                        a schedule: refresh --preview-only of every stack
   operator-stack STACK --repo URL ...          the Pulumi Kubernetes Operator's objects for STACK
 
@@ -63,8 +64,25 @@ def _parser() -> argparse.ArgumentParser:
         command.add_argument(
             "--secrets-provider", default=os.environ.get("TFK8S_SECRETS_PROVIDER"), help="for stacks created here"
         )
+        command.add_argument(
+            "--parallel",
+            type=_positive,
+            default=1,
+            metavar="N",
+            help="run up to N stacks at once where the plan's order allows (a stack after the stacks it builds on; "
+            "two tenants of one platform at once); default 1: one by one, in order. A platform team onboarding "
+            "many tenants: 2 per CPU core (4 on a 2-core CI runner); each stack is a `pulumi` process and its "
+            "program",
+        )
     operator.add_arguments(commands.add_parser("operator-stack", help=operator.__doc__))
     return parser
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value}: at least 1")
+    return value
 
 
 def _options(args: argparse.Namespace, checkout: Path) -> pipeline.Options:
@@ -85,6 +103,7 @@ def _options(args: argparse.Namespace, checkout: Path) -> pipeline.Options:
         args.lock_wait,
         confirmed_destroys=tuple(getattr(args, "confirm_destroy", ())),
         confirmed_config_dir_move=getattr(args, "confirm_config_dir_move", False),
+        parallel=args.parallel,
     )
 
 

@@ -71,8 +71,8 @@ def _parser() -> argparse.ArgumentParser:
             metavar="N",
             help="run up to N stacks at once where the plan's order allows (a stack after the stacks it builds on; "
             "two tenants of one platform at once); default 1: one by one, in order. A platform team onboarding "
-            "many tenants: 2 per CPU core (4 on a 2-core CI runner); each stack is a `pulumi` process and its "
-            "program",
+            "many tenants: start at 4 on a 2-core CI runner (each stack is a `pulumi` process, its program and "
+            "its policy pack)",
         )
     operator.add_arguments(commands.add_parser("operator-stack", help=operator.__doc__))
     return parser

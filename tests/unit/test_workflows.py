@@ -1,6 +1,7 @@
 """The GitOps workflows as a pull request's author would read them: what of their tree runs, and with
-which credentials; and the merge's waves (each after the ones before it, a wave's stacks at once). The same preview step is run for real, on a pull request that rewrites its own
-judge, by tests/e2e/test_gitops.py."""
+which credentials; and the merge's waves (each after the ones before it, a wave's stacks at once).
+The same preview step is run for real, on a pull request that rewrites its own judge, by
+tests/e2e/test_gitops.py."""
 
 from __future__ import annotations
 

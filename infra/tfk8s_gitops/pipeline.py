@@ -108,6 +108,20 @@ class Clis:
         self._own: dict[str, Pulumi] = {}
         self._locks: dict[str, threading.Lock] = {}
         self._lock = threading.Lock()
+        self._stacks: set[str] | None = None
+
+    def exists(self, stack: str) -> bool:
+        """Whether the backend has `stack`: listed once per run (a listing reads every stack's entry,
+        so one per step would cost a fleet of N stacks N x N reads), then kept by `created`."""
+        with self._lock:
+            if self._stacks is None:
+                self._stacks = self.team.stack_names()
+            return stack in self._stacks
+
+    def created(self, stack: str) -> None:
+        with self._lock:
+            if self._stacks is not None:
+                self._stacks.add(stack)
 
     def of(self, entry: StepReport) -> Pulumi | None:
         """The CLI for `entry`'s stack; None, with `entry` failed and why, when the pipeline cannot
@@ -132,15 +146,16 @@ def _policy(options: Options) -> list[str]:
     return ["--policy-pack", str(options.policy_pack)] if options.policy_pack else []
 
 
-def _ensure_stack(cli: Pulumi, options: Options, stack: str) -> Result | None:
+def _ensure_stack(clis: Clis, cli: Pulumi, options: Options, stack: str) -> Result | None:
     """Create the stack (empty) if the backend has none: None, or the failed command."""
-    if cli.stack_exists(stack):
+    if clis.exists(stack):
         return None
     extra = ["--secrets-provider", options.secrets_provider] if options.secrets_provider else []
     # --no-select: the selection is PULUMI_HOME's one file for the workspace, which steps running at
     # once would all write; every command here names its stack.
     done = cli.plain("stack", "init", stack, "--no-select", *extra)
     if done.returncode == 0:
+        clis.created(stack)
         return None
     return Result("pulumi stack init", done.returncode, done.stdout + done.stderr, 0.0)
 
@@ -169,12 +184,14 @@ def _preview_step(clis: Clis, options: Options, step: Step) -> StepReport:
     if cli is None:
         return entry
     if step.action == "destroy":
-        if not cli.stack_exists(step.stack):
+        if not clis.exists(step.stack):
             entry.note = "never deployed: nothing to destroy"
             return entry
         entry.result = cli.run(step.stack, "destroy", "--preview-only")
     else:
-        entry.result = _ensure_stack(cli, options, step.stack) or cli.run(step.stack, "preview", "--diff", *_policy(options))
+        entry.result = _ensure_stack(clis, cli, options, step.stack) or cli.run(
+            step.stack, "preview", "--diff", *_policy(options)
+        )
     entry.outcome = DONE if entry.result.ok else FAILED
     return entry
 
@@ -210,12 +227,12 @@ def _apply_step(clis: Clis, options: Options, plan: Plan, step: Step, failed: se
         return entry
     message = ["--message", f"tfk8s gitops: {step.reason} at {plan.head[:12]}"]
     if step.action == "destroy":
-        if not cli.stack_exists(step.stack):
+        if not clis.exists(step.stack):
             entry.note = "never deployed: nothing to destroy"
             return entry
         entry.result = cli.run(step.stack, "destroy", "--yes", *message)
     else:
-        entry.result = _ensure_stack(cli, options, step.stack) or cli.run(
+        entry.result = _ensure_stack(clis, cli, options, step.stack) or cli.run(
             # --refresh: a live object edited by hand is put back (the state learns of the edit first).
             step.stack,
             "up",
@@ -253,7 +270,7 @@ def _drift_step(clis: Clis, entry: StepReport) -> StepReport:
     cli = clis.of(entry)
     if cli is None:
         return entry
-    if not cli.stack_exists(entry.stack):
+    if not clis.exists(entry.stack):
         entry.outcome = FAILED
         entry.note = "never deployed: the stack file has no stack in the backend"
         return entry

@@ -17,7 +17,7 @@ TENANT ?= tenant-alice
 EXPERIMENTER ?= alice
 PYTEST_ARGS ?=
 
-.PHONY: help env requirements schema docs-reference docs docs-diagrams golden sdk venv policy-venv test-policies tools tools-test tools-legacy real-node-deps cluster cluster-stop cluster-status demo up preview down outputs status logs test test-unit test-training test-e2e bench lint wheel clean
+.PHONY: help env requirements schema docs-reference docs docs-diagrams golden sdk venv policy-venv test-policies tools tools-test tools-legacy real-node-deps cluster cluster-stop cluster-status demo up preview down outputs status logs apply-fleet fleet-base test test-unit test-training test-e2e bench lint wheel clean
 
 help:
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | sort
@@ -158,6 +158,21 @@ logs: venv demo ## A task's log in the $(STACK) experiment, kept after its pod i
 down: demo ## Destroy the $(STACK) experiment (as $(EXPERIMENTER)), the $(TENANT) tenant, then the $(PLATFORM) platform, and stop the local cluster
 	if hack/cluster.sh status >/dev/null 2>&1; then hack/cluster.sh user-kubeconfig $(EXPERIMENTER) >/dev/null && ($(EXPERIMENTER_PULUMI) destroy --stack $(STACK) --yes) && $(DEMO_PULUMI) destroy --stack $(TENANT) --yes && $(DEMO_PULUMI) destroy --stack $(PLATFORM) --yes; fi
 	hack/cluster.sh stop
+
+# A platform team's fleet (docs/guide/gitops.md "Fleets"): every stack the commits since BASE touch
+# (a thousand new tenants, a program change: every stack), PARALLEL at once where the plan's order
+# allows, from this checkout at its HEAD, with the team's state, passphrase and kubeconfig in the
+# environment (hack/gitops.sh refuses to run without them). GITOPS_ARGS: more of `apply`'s flags
+# (--confirm-destroy STACK, --force-conflicts, --lock-wait S).
+BASE ?=
+PARALLEL ?= 4
+GITOPS_ARGS ?=
+apply-fleet: fleet-base venv policy-venv tools ## Apply every stack the commits since BASE touch, PARALLEL (4: a 2-core machine) at once where the order allows, as the GitOps pipeline: make apply-fleet BASE=<sha> [PARALLEL=4] [SUMMARY=fleet.md]
+	hack/gitops.sh apply --base $(BASE) --parallel $(PARALLEL) $(if $(SUMMARY),--summary $(SUMMARY)) $(GITOPS_ARGS)
+
+# First, before anything is built: a fleet's apply without BASE is a usage error.
+fleet-base:
+	@test -n "$(BASE)" || { echo "make apply-fleet: since which commit? BASE=<sha> (BASE=$$(printf '0%.0s' {1..40}): every stack file, a first push)" >&2; exit 2; }
 
 test: venv policy-venv tools tools-test tools-legacy real-node-deps ## Every test: the policy pack's rules, mocks, real TensorFlow processes, real pulumi up against kwok (1.34 and 1.25 + Heketi), a real node
 	$(POLICY_VENV)/bin/python -m pytest policies/tests -q -p no:cacheprovider

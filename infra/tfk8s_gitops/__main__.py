@@ -1,8 +1,9 @@
 """`hack/gitops.sh <command>`: the one GitOps command CI and the tests run (docs/guide/gitops.md).
 
-  plan    --base B [--head H] [--json]         the stacks B..H touches, in order
+  plan    --base B [--head H] [--json]         the stacks B..H touches, in order (and each one's wave)
   preview --base B [--head H] [--summary F]    a pull request: previews with the policy pack
   apply   --base B [--head H] [--only STACK]   a merge: destroys, then ups, in order
+          [--parallel N]                       N at once where the order allows (a fleet of tenants)
   drift   [--summary F]                        a schedule: refresh --preview-only of every stack
   operator-stack STACK --repo URL ...          the Pulumi Kubernetes Operator's objects for STACK
 
@@ -35,7 +36,9 @@ def _parser() -> argparse.ArgumentParser:
         command = commands.add_parser(name)
         command.add_argument("--base", required=True, help="the commit the change starts from (0000... for none)")
         command.add_argument("--head", default="HEAD", help="the commit the change ends at, checked out (default: HEAD)")
-    commands.choices["plan"].add_argument("--json", action="store_true", help="one {stack, action} per step, for a CI matrix")
+    commands.choices["plan"].add_argument(
+        "--json", action="store_true", help="one {stack, action, kind, reason, wave} per step, for a CI matrix per wave"
+    )
     commands.choices["apply"].add_argument("--only", metavar="STACK", help="run this one step of the plan (one CI job per stack)")
     commands.choices["apply"].add_argument(
         "--confirm-destroy",
@@ -61,8 +64,25 @@ def _parser() -> argparse.ArgumentParser:
         command.add_argument(
             "--secrets-provider", default=os.environ.get("TFK8S_SECRETS_PROVIDER"), help="for stacks created here"
         )
+        command.add_argument(
+            "--parallel",
+            type=_positive,
+            default=1,
+            metavar="N",
+            help="run up to N stacks at once where the plan's order allows (a stack after the stacks it builds on; "
+            "two tenants of one platform at once); default 1: one by one, in order. A platform team onboarding "
+            "many tenants: start at 4 on a 2-core CI runner (each stack is a `pulumi` process, its program and "
+            "its policy pack)",
+        )
     operator.add_arguments(commands.add_parser("operator-stack", help=operator.__doc__))
     return parser
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value}: at least 1")
+    return value
 
 
 def _options(args: argparse.Namespace, checkout: Path) -> pipeline.Options:
@@ -83,6 +103,7 @@ def _options(args: argparse.Namespace, checkout: Path) -> pipeline.Options:
         args.lock_wait,
         confirmed_destroys=tuple(getattr(args, "confirm_destroy", ())),
         confirmed_config_dir_move=getattr(args, "confirm_config_dir_move", False),
+        parallel=args.parallel,
     )
 
 
@@ -99,7 +120,11 @@ def main(argv: list[str] | None = None) -> int:
     else:
         plan = make_plan(repo, args.base, args.head)
         if args.command == "plan":
-            steps = [{"stack": s.stack, "action": s.action, "kind": s.kind, "reason": s.reason} for s in plan.steps]
+            waves = plan.waves()
+            steps = [
+                {"stack": s.stack, "action": s.action, "kind": s.kind, "reason": s.reason, "wave": waves[s.stack]}
+                for s in plan.steps
+            ]
             print(json.dumps(steps) if args.json else "\n".join(f"{s.action} {s.stack} ({s.reason})" for s in plan.steps))
             return 0
         if repo.resolve("HEAD") != plan.head:

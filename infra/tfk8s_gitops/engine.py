@@ -143,11 +143,13 @@ class Pulumi:
         resources = json.loads(done.stdout).get("deployment", {}).get("resources") or []
         return {r["urn"] for r in resources if r.get("external")}
 
-    def stack_exists(self, stack: str) -> bool:
+    def stack_names(self) -> set[str]:
+        """The names of the project's stacks in the backend (one `pulumi stack ls`, which reads every
+        stack's entry: a run lists them once, `pipeline.Clis.exists`, not once per stack)."""
         listed = self._cli("stack", "ls", "--json")
         if listed.returncode != 0:
             raise RuntimeError(f"pulumi stack ls: {listed.stderr.strip()}")
-        return any(s.get("name", "").split("/")[-1] == stack for s in json.loads(listed.stdout or "[]"))
+        return {s.get("name", "").split("/")[-1] for s in json.loads(listed.stdout or "[]")}
 
     def _cli(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(

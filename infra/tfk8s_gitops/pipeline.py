@@ -6,6 +6,8 @@
 - `apply` (a merge): the destroys, then `pulumi up --refresh` with the policy pack (its own preview first: a
   stack whose preview fails, a mandatory policy included, is never updated) and the stack's `ready`
   output read back; a step is skipped when a stack it depends on failed (`Plan.blocked_by`);
+  `parallel` steps at a time where the plan's order allows (`tfk8s_gitops.schedule`; the default,
+  1, runs them one by one in the plan's order);
 - `drift` (a schedule): `pulumi refresh --preview-only` of every stack file of the checkout, and
   which managed objects changed live (what the program only reads is left out).
 A removed experiment's destroy leaves its tenant's volumes: they are the tenant stack's
@@ -14,11 +16,19 @@ A removed experiment's destroy leaves its tenant's volumes: they are the tenant 
 Every command on an experiment runs as the experiment's own identity (`tfk8s_gitops.identity`): the
 pipeline's kubeconfig, impersonating `system:serviceaccount:tfk8s-gitops:tfk8s-<stack>`. Platforms
 and tenants run with the pipeline's credentials.
+
+Steps that run at once share the run's workspace and PULUMI_HOME. What each writes is its own: its
+stack file in the workspace (`stack init`'s salt), its impersonating kubeconfig, its event log (a
+temporary directory per command); the state and its lock are the backend's, per stack. The one file
+every command could write is PULUMI_HOME's record of the workspace's selected stack: `stack init`
+selects the new stack unless told not to, and no command here selects one (each names `--stack`).
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,6 +36,7 @@ from tfk8s_gitops.engine import Pulumi, Result, Workspace
 from tfk8s_gitops.identity import ImpersonationError, acts_as_itself, impersonating_kubeconfig
 from tfk8s_gitops.plan import Plan, Step
 from tfk8s_gitops.repo import Repo
+from tfk8s_gitops.schedule import run as run_steps
 
 # Without it, an apply refuses to take back a field a person changed with kubectl (a server-side
 # apply conflict naming their field manager); with it (`apply --force-conflicts`), git wins.
@@ -44,6 +55,11 @@ class StepReport:
     result: Result | None = None
     ready: bool | None = None
     note: str = ""
+
+    @property
+    def done(self) -> bool:
+        """Neither failed nor skipped: the steps after it may run."""
+        return self.outcome == DONE
 
 
 @dataclass
@@ -70,6 +86,8 @@ class Options:
     confirmed_destroys: tuple[str, ...] = ()
     """Platforms and tenants a person confirmed the destroy of (`apply --confirm-destroy`)."""
     confirmed_config_dir_move: bool = False
+    parallel: int = 1
+    """Steps run at once where the plan's order allows (`--parallel`); 1: one by one, in order."""
 
 
 def _workspace(options: Options) -> Workspace:
@@ -80,41 +98,64 @@ def _workspace(options: Options) -> Workspace:
 
 class Clis:
     """The CLI each stack runs with: the team's for platforms and tenants, one impersonating the
-    stack's own identity for every other kind (its kubeconfig made once per run)."""
+    stack's own identity for every other kind (its kubeconfig made once per run, by one thread
+    at a time per stack: two stacks' are made at once)."""
 
     def __init__(self, workspace: Workspace, options: Options) -> None:
         self.workspace = workspace
         self.options = options
         self.team = Pulumi(workspace, options.env, options.lock_wait)
         self._own: dict[str, Pulumi] = {}
+        self._locks: dict[str, threading.Lock] = {}
+        self._lock = threading.Lock()
+        self._stacks: set[str] | None = None
+
+    def exists(self, stack: str) -> bool:
+        """Whether the backend has `stack`: listed once per run (a listing reads every stack's entry,
+        so one per step would cost a fleet of N stacks N x N reads), then kept by `created`."""
+        with self._lock:
+            if self._stacks is None:
+                self._stacks = self.team.stack_names()
+            return stack in self._stacks
+
+    def created(self, stack: str) -> None:
+        with self._lock:
+            if self._stacks is not None:
+                self._stacks.add(stack)
 
     def of(self, entry: StepReport) -> Pulumi | None:
         """The CLI for `entry`'s stack; None, with `entry` failed and why, when the pipeline cannot
         act as the stack."""
         if not acts_as_itself(entry.kind):
             return self.team
-        if entry.stack not in self._own:
-            try:
-                kubeconfig = impersonating_kubeconfig(self.options.env, entry.stack, self.workspace.path)
-            except ImpersonationError as error:
-                entry.outcome, entry.note = FAILED, str(error)
-                return None
-            env = {**self.options.env, "KUBECONFIG": str(kubeconfig)}
-            self._own[entry.stack] = Pulumi(self.workspace, env, self.options.lock_wait)
-        return self._own[entry.stack]
+        with self._lock:
+            lock = self._locks.setdefault(entry.stack, threading.Lock())
+        with lock:
+            if entry.stack not in self._own:
+                try:
+                    kubeconfig = impersonating_kubeconfig(self.options.env, entry.stack, self.workspace.path)
+                except ImpersonationError as error:
+                    entry.outcome, entry.note = FAILED, str(error)
+                    return None
+                env = {**self.options.env, "KUBECONFIG": str(kubeconfig)}
+                self._own[entry.stack] = Pulumi(self.workspace, env, self.options.lock_wait)
+            return self._own[entry.stack]
 
 
 def _policy(options: Options) -> list[str]:
     return ["--policy-pack", str(options.policy_pack)] if options.policy_pack else []
 
 
-def _ensure_stack(cli: Pulumi, options: Options, stack: str) -> Result | None:
-    """Select the stack, creating it (empty) if the backend has none: None, or the failed command."""
-    if cli.stack_exists(stack):
+def _ensure_stack(clis: Clis, cli: Pulumi, options: Options, stack: str) -> Result | None:
+    """Create the stack (empty) if the backend has none: None, or the failed command."""
+    if clis.exists(stack):
         return None
     extra = ["--secrets-provider", options.secrets_provider] if options.secrets_provider else []
-    done = cli.plain("stack", "init", stack, *extra)
+    # --no-select: the selection is PULUMI_HOME's one file for the workspace, which steps running at
+    # once would all write; every command here names its stack.
+    done = cli.plain("stack", "init", stack, "--no-select", *extra)
     if done.returncode == 0:
+        clis.created(stack)
         return None
     return Result("pulumi stack init", done.returncode, done.stdout + done.stderr, 0.0)
 
@@ -129,49 +170,52 @@ def preview(plan: Plan, options: Options) -> Report:
     workspace = _workspace(options)
     clis = Clis(workspace, options)
     try:
-        for step in plan.steps:
-            entry = StepReport(step.stack, step.kind, step.action, step.reason)
-            report.steps.append(entry)
-            cli = clis.of(entry)
-            if cli is None:
-                continue
-            if step.action == "destroy":
-                if not cli.stack_exists(step.stack):
-                    entry.note = "never deployed: nothing to destroy"
-                    continue
-                entry.result = cli.run(step.stack, "destroy", "--preview-only")
-            else:
-                entry.result = _ensure_stack(cli, options, step.stack) or cli.run(
-                    step.stack, "preview", "--diff", *_policy(options)
-                )
-            entry.outcome = DONE if entry.result.ok else FAILED
+        # In the plan's order too (a new tenant's preview after its new platform's stack exists),
+        # but a failed preview skips nothing: every stack's own verdict is shown.
+        report.steps = run_steps(plan, plan.steps, options.parallel, lambda step, _: _preview_step(clis, options, step))
     finally:
         workspace.close()
     return report
 
 
+def _preview_step(clis: Clis, options: Options, step: Step) -> StepReport:
+    entry = StepReport(step.stack, step.kind, step.action, step.reason)
+    cli = clis.of(entry)
+    if cli is None:
+        return entry
+    if step.action == "destroy":
+        if not clis.exists(step.stack):
+            entry.note = "never deployed: nothing to destroy"
+            return entry
+        entry.result = cli.run(step.stack, "destroy", "--preview-only")
+    else:
+        entry.result = _ensure_stack(clis, cli, options, step.stack) or cli.run(
+            step.stack, "preview", "--diff", *_policy(options)
+        )
+    entry.outcome = DONE if entry.result.ok else FAILED
+    return entry
+
+
 def apply(plan: Plan, options: Options, only: str | None = None) -> Report:
-    """Every step in order (or the one `only` names); nothing at all while the plan needs a
-    confirmation it was not given, whichever step this run is."""
+    """Every step in order (or the one `only` names), `options.parallel` at once where the order
+    allows; nothing at all while the plan needs a confirmation it was not given, whichever step
+    this run is."""
     report = Report("apply", plan, refused=_unconfirmed(plan, options))
     if report.refused:
         return report
     steps = [plan.step(only)] if only else list(plan.steps)
     workspace = _workspace(options)
     clis = Clis(workspace, options)
-    failed: list[str] = []
     try:
-        for step in steps:
-            entry = _apply_step(clis, options, plan, step, failed)
-            report.steps.append(entry)
-            if entry.outcome != DONE:
-                failed.append(step.stack)
+        report.steps = run_steps(
+            plan, steps, options.parallel, lambda step, failed: _apply_step(clis, options, plan, step, failed)
+        )
     finally:
         workspace.close()
     return report
 
 
-def _apply_step(clis: Clis, options: Options, plan: Plan, step: Step, failed: list[str]) -> StepReport:
+def _apply_step(clis: Clis, options: Options, plan: Plan, step: Step, failed: set[str]) -> StepReport:
     entry = StepReport(step.stack, step.kind, step.action, step.reason)
     blocker = plan.blocked_by(step, failed)
     if blocker is not None:
@@ -183,12 +227,12 @@ def _apply_step(clis: Clis, options: Options, plan: Plan, step: Step, failed: li
         return entry
     message = ["--message", f"tfk8s gitops: {step.reason} at {plan.head[:12]}"]
     if step.action == "destroy":
-        if not cli.stack_exists(step.stack):
+        if not clis.exists(step.stack):
             entry.note = "never deployed: nothing to destroy"
             return entry
         entry.result = cli.run(step.stack, "destroy", "--yes", *message)
     else:
-        entry.result = _ensure_stack(cli, options, step.stack) or cli.run(
+        entry.result = _ensure_stack(clis, cli, options, step.stack) or cli.run(
             # --refresh: a live object edited by hand is put back (the state learns of the edit first).
             step.stack,
             "up",
@@ -212,31 +256,36 @@ def drift(checkout: Path, options: Options) -> Report:
     repo = Repo(checkout)
     workspace = _workspace(options)
     clis = Clis(workspace, options)
+    entries = [StepReport(name, file.kind, "refresh", "scheduled") for name, file in sorted(repo.stack_files("HEAD").items())]
     try:
-        for name, file in sorted(repo.stack_files("HEAD").items()):
-            entry = StepReport(name, file.kind, "refresh", "scheduled")
-            report.steps.append(entry)
-            cli = clis.of(entry)
-            if cli is None:
-                continue
-            if not cli.stack_exists(name):
-                entry.outcome = FAILED
-                entry.note = "never deployed: the stack file has no stack in the backend"
-                continue
-            # Objects the program only reads (`.get`, e.g. the platform's look at the User Node)
-            # change with every heartbeat, and are nobody's to put back: not drift.
-            read_only = cli.external_urns(name)
-            entry.result = cli.run(name, "refresh", "--preview-only")
-            entry.result.changed = [c for c in entry.result.changed if c[1] not in read_only]
-            entry.result.changes = _count(entry.result.changed)
-            if entry.result.changed:
-                entry.outcome = FAILED
-                entry.note = "drifted: the live objects differ from the last deployment"
-            elif not entry.result.ok:
-                entry.outcome = FAILED
+        # A refresh changes no state another stack reads: no order; the report in the entries' order.
+        with ThreadPoolExecutor(max_workers=options.parallel, thread_name_prefix="tfk8s-drift") as pool:
+            report.steps = list(pool.map(lambda entry: _drift_step(clis, entry), entries))
     finally:
         workspace.close()
     return report
+
+
+def _drift_step(clis: Clis, entry: StepReport) -> StepReport:
+    cli = clis.of(entry)
+    if cli is None:
+        return entry
+    if not clis.exists(entry.stack):
+        entry.outcome = FAILED
+        entry.note = "never deployed: the stack file has no stack in the backend"
+        return entry
+    # Objects the program only reads (`.get`, e.g. the platform's look at the User Node)
+    # change with every heartbeat, and are nobody's to put back: not drift.
+    read_only = cli.external_urns(entry.stack)
+    entry.result = cli.run(entry.stack, "refresh", "--preview-only")
+    entry.result.changed = [c for c in entry.result.changed if c[1] not in read_only]
+    entry.result.changes = _count(entry.result.changed)
+    if entry.result.changed:
+        entry.outcome = FAILED
+        entry.note = "drifted: the live objects differ from the last deployment"
+    elif not entry.result.ok:
+        entry.outcome = FAILED
+    return entry
 
 
 def _count(changed: list[tuple[str, str, list[str]]]) -> dict[str, int]:

@@ -8,6 +8,11 @@ From `base` to `head`:
   tenant reads its platform's outputs, an experiment its tenant's: a new platform output reaches them
   only through their own `up`), platforms first, then tenants, then experiments;
 - a change of the program itself (`repo.PROGRAM_PATHS`) updates every stack of `head`.
+
+The steps' order is a line, but what must wait is less: `Plan.after` names, for each step, the
+planned steps it must follow (an update its planned upstreams and every destroy; a destroy the
+destroys of what is built on it), so two tenants of one platform never wait for each other
+(`apply --parallel`, and `Plan.waves` for a CI workflow's jobs).
 """
 
 from __future__ import annotations
@@ -79,6 +84,27 @@ class Plan:
             return next((s for s in self._chain(step) if s in failed), None)
         built_on_it = [s.stack for s in self.steps if s.action == "destroy" and step.stack in self._chain(s)]
         return next((s for s in built_on_it if s in failed), None)
+
+    def after(self, step: Step) -> set[str]:
+        """The planned stacks whose steps must be done before `step` starts: for an update, every
+        destroy and the updates of the stacks it builds on (directly or not); for a destroy, the
+        destroys of the stacks built on it. Only steps before `step` in the plan's order count, so
+        the order is never a cycle and running the steps one by one in that order honours it."""
+        earlier = {s.stack: s for s in self.steps[: self.steps.index(step)]}
+        if step.action == "update":
+            waits = {s for s in self._chain(step) if s in earlier and earlier[s].action == "update"}
+            return waits | {s.stack for s in earlier.values() if s.action == "destroy"}
+        return {s.stack for s in earlier.values() if s.action == "destroy" and step.stack in self._chain(s)}
+
+    def waves(self) -> dict[str, int]:
+        """Each stack's wave: 0 for a step that waits for none, else one more than the latest wave it
+        waits for. Running the waves one after another, each wave's steps at once, honours `after`
+        (destroys, then platforms, their tenants, their experiments: at most six waves when every
+        tenant builds on a platform)."""
+        waves: dict[str, int] = {}
+        for step in self.steps:  # the plan's order: every step's waits come before it
+            waves[step.stack] = max((waves[s] + 1 for s in self.after(step)), default=0)
+        return waves
 
     def _chain(self, step: Step) -> list[str]:
         """The planned stacks `step` builds on, nearest first. (Every stack downstream of a planned

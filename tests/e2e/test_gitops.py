@@ -2,7 +2,8 @@
 (`hack/gitops.sh`, see .github/workflows/), team state in a real S3 server (versitygw), a cluster
 of its own. One scenario per test, in order, each a commit or pull request on the same repository:
 
-  set-up     the first push: a platform, two tenants, alice's experiment, applied in order
+  set-up     the first push: a platform, two tenants, alice's experiment, applied in order, the
+             two tenants at once (`apply --parallel 4`, as `make apply-fleet` runs it)
   PR         adds bob's experiment: previewed with the policy pack, nothing created
   merge      the same commit applied: created, ready
   merge      an experiment naming alice's namespace, from a stack her tenant does not list: refused
@@ -31,6 +32,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -284,11 +286,22 @@ def _first_push(team: Team) -> str:
         (BOB, "update"),
         (EXP_A, "update"),
     ]
-    run = team.pipeline("first-push", "apply", "--base", "0" * 40, "--head", head)
+    run = team.pipeline("first-push", "apply", "--base", "0" * 40, "--head", head, "--parallel", "4")
     assert run.returncode == 0, run.output
     assert run.summary.count("✅ ok") == 4 and "❌" not in run.summary, run.summary
+    rows = [line.split("`")[1] for line in run.summary.splitlines() if re.match(r"\| \d+ \|", line)]
+    assert rows == [PLATFORM, ALICE, BOB, EXP_A], run.summary  # the plan's order, whatever finished first
     for stack in (PLATFORM, ALICE, BOB, EXP_A):
         assert json.loads(team.pulumi("stack", "output", "--stack", stack, "--json"))["ready"] is True
+    # The backend's own record (whole seconds): the two tenants' updates overlapped, each after the
+    # platform's, and alice's experiment after her tenant's.
+    start: dict[str, datetime] = {}
+    end: dict[str, datetime] = {}
+    for stack in (PLATFORM, ALICE, BOB, EXP_A):
+        (update,) = json.loads(team.pulumi("stack", "history", "--stack", stack, "--json"))
+        start[stack], end[stack] = (datetime.fromisoformat(update[key]) for key in ("startTime", "endTime"))
+    assert end[PLATFORM] <= min(start[ALICE], start[BOB]) and end[ALICE] <= start[EXP_A], (start, end)
+    assert start[ALICE] < end[BOB] and start[BOB] < end[ALICE], (start, end)
     # The state is in the bucket (the backend's own layout under it), not on a file backend.
     assert list((team.s3.root / BUCKET / ".pulumi" / "stacks").rglob(f"{EXP_A}.json*")), "no state in the bucket"
     return head

@@ -3,6 +3,7 @@ which order their operations run, and which steps a failure blocks."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -184,6 +185,78 @@ def test_a_destroy_is_blocked_by_a_failed_destroy_of_a_stack_built_on_it() -> No
     assert plan.blocked_by(plan.step("t"), ["e"]) == "e"
     assert plan.blocked_by(plan.step("p"), ["e"]) == "e"
     assert plan.blocked_by(plan.step("e"), ["t"]) is None
+
+
+# --- what must wait for what (apply --parallel, the workflow's waves) -------------------------------
+
+
+def _after(plan: Plan) -> dict[str, set[str]]:
+    return {s.stack: plan.after(s) for s in plan.steps}
+
+
+def test_tenants_of_one_platform_and_experiments_of_one_tenant_never_wait_for_each_other(repo: GitRepo) -> None:
+    base = repo.git("rev-parse", "HEAD")
+    head = repo.commit({"dev2": _experiment("tenant-alice")}, {"infra/tfk8s/program.py": "# v2\n"})
+    plan = make_plan(Repo(repo.root), base, head)
+    assert _after(plan) == {
+        "platform-dev": set(),
+        "tenant-alice": {"platform-dev"},
+        "tenant-bob": {"platform-dev"},
+        "big": {"tenant-bob", "platform-dev"},
+        "dev": {"tenant-alice", "platform-dev"},
+        "dev2": {"tenant-alice", "platform-dev"},
+    }
+    assert plan.waves() == {"platform-dev": 0, "tenant-alice": 1, "tenant-bob": 1, "big": 2, "dev": 2, "dev2": 2}
+
+
+def test_updates_wait_for_every_destroy_and_a_destroy_for_the_destroys_of_what_is_built_on_it(repo: GitRepo) -> None:
+    base = repo.git("rev-parse", "HEAD")
+    head = repo.commit({"tenant-bob": None, "big": None, "dev": _experiment("tenant-alice", workers=4)})
+    plan = make_plan(Repo(repo.root), base, head)
+    assert _after(plan) == {"big": set(), "tenant-bob": {"big"}, "dev": {"big", "tenant-bob"}}
+    assert plan.waves() == {"big": 0, "tenant-bob": 1, "dev": 2}
+
+
+def test_removing_every_stack_destroys_experiments_then_tenants_then_the_platform_in_three_waves(repo: GitRepo) -> None:
+    base = repo.git("rev-parse", "HEAD")
+    head = repo.commit({"platform-dev": None, "tenant-alice": None, "tenant-bob": None, "dev": None, "big": None})
+    plan = make_plan(Repo(repo.root), base, head)
+    assert _after(plan)["platform-dev"] == {"tenant-alice", "tenant-bob", "dev", "big"}
+    assert _after(plan)["tenant-alice"] == {"dev"}  # not bob's experiment
+    assert plan.waves() == {"big": 0, "dev": 0, "tenant-alice": 1, "tenant-bob": 1, "platform-dev": 2}
+
+
+def test_a_first_push_is_three_waves_and_a_lone_experiment_one(repo: GitRepo) -> None:
+    first = make_plan(Repo(repo.root), NO_COMMIT, "HEAD")
+    assert sorted(first.waves().values()) == [0, 1, 1, 2, 2]
+    base = repo.git("rev-parse", "HEAD")
+    lone = make_plan(Repo(repo.root), base, repo.commit({"dev": _experiment("tenant-alice", workers=3)}))
+    assert _after(lone) == {"dev": set()} and lone.waves() == {"dev": 0}
+
+
+def test_a_step_waits_only_for_steps_before_it_so_a_cycle_of_references_cannot_deadlock() -> None:
+    """Two tenants naming each other as their platform (the program refuses both): the plan's order
+    decides, as it did when steps ran one by one."""
+    plan = _plan(
+        Step("a", "update", "tenant", "changed", "b"),
+        Step("b", "update", "tenant", "changed", "a"),
+    )
+    assert _after(plan) == {"a": set(), "b": {"a"}}
+    assert plan.waves() == {"a": 0, "b": 1}
+
+
+def test_plan_json_gives_each_step_its_wave(repo: GitRepo, capsys: pytest.CaptureFixture[str]) -> None:
+    from tfk8s_gitops.__main__ import main
+
+    assert main(["--checkout", str(repo.root), "plan", "--base", NO_COMMIT, "--json"]) == 0
+    steps = json.loads(capsys.readouterr().out)
+    assert [(s["stack"], s["wave"]) for s in steps] == [
+        ("platform-dev", 0),
+        ("tenant-alice", 1),
+        ("tenant-bob", 1),
+        ("big", 2),
+        ("dev", 2),
+    ]
 
 
 def test_a_stack_not_in_the_plan_names_what_is() -> None:

@@ -1,13 +1,19 @@
 """The GitOps workflows as a pull request's author would read them: what of their tree runs, and with
-which credentials. The same preview step is run for real, on a pull request that rewrites its own
-judge, by tests/e2e/test_gitops.py."""
+which credentials; and the merge's waves (each after the ones before it, a wave's stacks at once).
+The same preview step is run for real, on a pull request that rewrites its own judge, by
+tests/e2e/test_gitops.py."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 WORKFLOWS = Path(__file__).resolve().parents[2] / ".github" / "workflows"
@@ -61,5 +67,67 @@ def test_a_merge_can_be_given_the_confirmations_a_destroy_needs_only_by_a_person
     apply = workflow("tfk8s-apply.yml")
     on = apply.get("on") or apply[True]  # YAML 1.1 reads the key `on` as true
     assert "push" in on and {"confirm_destroy", "confirm_config_dir_move"} <= set(on["workflow_dispatch"]["inputs"])
-    script = next(s["run"] for s in apply["jobs"]["apply"]["steps"] if "run" in s and "gitops.sh apply" in s["run"])
-    assert '--confirm-destroy "$stack"' in script and "$MOVE" in script
+    for job in _waves(apply):
+        script = next(s["run"] for s in job["steps"] if "run" in s and "gitops.sh apply" in s["run"])
+        assert '--confirm-destroy "$stack"' in script and "$MOVE" in script
+
+
+def _waves(apply: dict[str, Any]) -> list[dict[str, Any]]:
+    return [job for name, job in apply["jobs"].items() if name.startswith("wave-")]
+
+
+def test_a_merge_applies_one_wave_after_another_and_the_stacks_of_a_wave_at_once() -> None:
+    apply = workflow("tfk8s-apply.yml")
+    waves = _waves(apply)
+    assert [name for name in apply["jobs"] if name.startswith("wave-")] == [f"wave-{k}" for k in range(6)]
+    for k, job in enumerate(waves):
+        needs = [job["needs"]] if isinstance(job["needs"], str) else job["needs"]
+        # Every wave before it, so that a failure two waves back stops it too (a skipped wave passes nothing on).
+        assert needs == ["plan", *(f"wave-{j}" for j in range(k))]
+        assert f"needs.plan.outputs.wave{k}" in job["strategy"]["matrix"]["include"]
+        assert job["strategy"]["max-parallel"] > 1 and job["strategy"]["fail-fast"] is False
+        assert job["concurrency"] == {"group": "tfk8s-stack-${{ matrix.stack }}", "cancel-in-progress": False}
+        assert job["steps"] == waves[0]["steps"]
+        if k:
+            assert "!contains(needs.*.result, 'failure')" in job["if"] and "!cancelled()" in job["if"]
+
+
+def _plan_step(directory: Path, steps: list[dict[str, Any]]) -> tuple[int, dict[str, str], str]:
+    """The plan job's script, run with a `hack/gitops.sh` that prints `steps`: its exit code, outputs and errors."""
+    (job,) = [j for name, j in workflow("tfk8s-apply.yml")["jobs"].items() if name == "plan"]
+    script = next(s["run"] for s in job["steps"] if s.get("id") == "plan")
+    (directory / "hack").mkdir(parents=True)
+    (directory / "hack" / "gitops.sh").write_text(f"#!/bin/sh\ncat <<'EOF'\n{json.dumps(steps)}\nEOF\n")
+    (directory / "hack" / "gitops.sh").chmod(0o755)
+    outputs = directory / "outputs"
+    env = {"PATH": os.environ["PATH"], "BASE": "b", "GITHUB_SHA": "h", "GITHUB_OUTPUT": str(outputs)}
+    done = subprocess.run(["bash", "-e", "-c", script], cwd=directory, env=env, capture_output=True, text=True)
+    lines = outputs.read_text().splitlines() if outputs.exists() else []
+    return done.returncode, dict(line.split("=", 1) for line in lines), done.stdout + done.stderr
+
+
+@pytest.mark.skipif(shutil.which("jq") is None, reason="the runner's jq is not installed here")
+def test_the_plan_job_splits_the_plan_into_its_waves(tmp_path: Path) -> None:
+    steps = [
+        {"stack": "p", "action": "update", "wave": 0},
+        {"stack": "t1", "action": "update", "wave": 1},
+        {"stack": "t2", "action": "update", "wave": 1},
+    ]
+    code, outputs, _ = _plan_step(tmp_path, steps)
+    assert code == 0
+    assert {k: json.loads(v) for k, v in outputs.items()} == {
+        "wave0": steps[:1],
+        "wave1": steps[1:],
+        **{f"wave{k}": [] for k in range(2, 6)},
+    }
+    assert all(job["if"] for job in _waves(workflow("tfk8s-apply.yml")))  # an empty wave is skipped
+
+
+@pytest.mark.skipif(shutil.which("jq") is None, reason="the runner's jq is not installed here")
+def test_a_plan_the_workflow_cannot_hold_is_refused_naming_the_fleet_command(tmp_path: Path) -> None:
+    deep = [{"stack": f"t{k}", "action": "update", "wave": k} for k in range(7)]
+    code, outputs, errors = _plan_step(tmp_path / "deep", deep)
+    assert code == 1 and outputs == {} and "7 waves" in errors and "make apply-fleet" in errors
+    wide = [{"stack": f"t{k}", "action": "update", "wave": 1} for k in range(257)]
+    code, outputs, errors = _plan_step(tmp_path / "wide", wide)
+    assert code == 1 and outputs == {} and "257 stacks" in errors and "PARALLEL=4" in errors

@@ -1,0 +1,282 @@
+"""`apply --parallel N` (tfk8s_gitops.schedule) with a fake `pulumi`: steps run at once where the
+plan's order allows, never before what they build on, a failure skips exactly what it skipped one
+by one, and the report keeps the plan's order."""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tfk8s_gitops import pipeline, summary
+from tfk8s_gitops.engine import Result
+from tfk8s_gitops.pipeline import DONE, FAILED, SKIPPED, Options
+from tfk8s_gitops.plan import Plan, Step
+
+
+@dataclass
+class Cli:
+    """What the fake `pulumi` does and saw, shared by every CLI of a run (the team's and each
+    experiment's): `run` sleeps `seconds[stack]`, waits at `barrier` when the stack is one of
+    `meet`, fails for the stacks in `fail`."""
+
+    seconds: dict[str, float] = field(default_factory=dict)
+    fail: set[str] = field(default_factory=set)
+    meet: set[str] = field(default_factory=set)
+    barrier: threading.Barrier = field(default_factory=lambda: threading.Barrier(2, timeout=5))
+    events: list[tuple[str, str]] = field(default_factory=list)
+    """("start" | "end", stack) in the order they happened."""
+    commands: list[tuple[str, ...]] = field(default_factory=list)
+    existing: set[str] | None = None
+    """The stacks the backend has (None: every one)."""
+    listings: int = 0
+    """How many times the backend's stacks were listed."""
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def record(self, *event: str) -> None:
+        with self.lock:
+            self.events.append((event[0], event[1]))
+
+    def started(self) -> list[str]:
+        return [stack for what, stack in self.events if what == "start"]
+
+
+class Everything:
+    def __contains__(self, item: object) -> bool:
+        return True
+
+
+class FakePulumi:
+    cli: Cli
+
+    def __init__(self, workspace: Any, env: dict[str, str], lock_wait: float = 600.0) -> None:
+        self.env = env
+
+    def stack_names(self) -> Any:
+        with self.cli.lock:
+            self.cli.listings += 1
+        return Everything() if self.cli.existing is None else set(self.cli.existing)
+
+    def plain(self, *args: str) -> Any:
+        with self.cli.lock:
+            self.cli.commands.append(args)
+        return type("Done", (), {"returncode": 0, "stdout": "", "stderr": ""})()
+
+    def run(self, stack: str, *args: str) -> Result:
+        self.cli.record("start", stack)
+        time.sleep(self.cli.seconds.get(stack, 0.0))
+        if stack in self.cli.meet:
+            self.cli.barrier.wait()  # broken (an error) unless the other one runs at the same time
+        self.cli.record("end", stack)
+        return Result(" ".join(["pulumi", *args]), 1 if stack in self.cli.fail else 0, "", 0.0)
+
+    def outputs(self, stack: str) -> dict[str, Any]:
+        return {"ready": True}
+
+    def external_urns(self, stack: str) -> set[str]:
+        return set()
+
+
+@pytest.fixture
+def cli(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Cli]:
+    shared = Cli()
+    monkeypatch.setattr(FakePulumi, "cli", shared, raising=False)
+    monkeypatch.setattr(pipeline, "Pulumi", FakePulumi)
+    workspace = type("Workspace", (), {"path": tmp_path, "close": lambda self: None})()
+    monkeypatch.setattr(pipeline, "_workspace", lambda options: workspace)
+    monkeypatch.setattr(pipeline, "impersonating_kubeconfig", lambda env, stack, directory: directory / stack)
+    yield shared
+
+
+def _options(parallel: int) -> Options:
+    return Options(Path("."), {}, None, parallel=parallel)
+
+
+def _fleet(*destroys: Step) -> Plan:
+    """A platform, two tenants, an experiment of each and one of no tenant of this repository, in
+    the plan's order (`make_plan`'s)."""
+    steps = (
+        *destroys,
+        Step("p", "update", "platform", "changed", None),
+        Step("t1", "update", "tenant", "downstream of p", "p"),
+        Step("t2", "update", "tenant", "downstream of p", "p"),
+        Step("e1", "update", "experiment", "downstream of p", "t1"),
+        Step("e2", "update", "experiment", "downstream of p", "t2"),
+        Step("lone", "update", "experiment", "changed", None),
+    )
+    return Plan("b" * 40, "h" * 40, steps, False)
+
+
+def _outcomes(report: pipeline.Report) -> list[tuple[str, str, str]]:
+    return [(s.stack, s.outcome, s.note) for s in report.steps]
+
+
+def test_two_tenants_of_one_platform_run_at_the_same_time(cli: Cli) -> None:
+    cli.meet = {"t1", "t2"}
+    report = pipeline.apply(_fleet(), _options(parallel=4))
+    assert report.ok, _outcomes(report)
+
+
+def test_one_at_a_time_two_tenants_that_must_meet_cannot(cli: Cli) -> None:
+    """The converse, proving the fake can tell: one by one, t1 waits at the barrier alone."""
+    cli.meet, cli.barrier = {"t1", "t2"}, threading.Barrier(2, timeout=0.3)
+    with pytest.raises(threading.BrokenBarrierError):
+        pipeline.apply(_fleet(), _options(parallel=1))
+
+
+def test_a_stack_never_starts_before_the_stacks_it_builds_on_finished(cli: Cli) -> None:
+    cli.seconds = {"p": 0.2, "t1": 0.1}  # slow enough that anything started too early starts first
+    report = pipeline.apply(_fleet(), _options(parallel=4))
+    assert report.ok
+    at = {event: n for n, event in enumerate(cli.events)}
+    for stack, upstream in (("t1", "p"), ("t2", "p"), ("e1", "t1"), ("e2", "t2")):
+        assert at[("end", upstream)] < at[("start", stack)], cli.events
+    assert at[("start", "lone")] < at[("end", "p")], cli.events  # it builds on nothing planned
+
+
+def test_updates_start_after_every_destroy_has_finished(cli: Cli) -> None:
+    cli.seconds = {"old-exp": 0.2}
+    plan = _fleet(Step("old-exp", "destroy", "experiment", "removed", "old-tenant"))
+    assert pipeline.apply(plan, _options(parallel=4)).ok
+    assert cli.events[:2] == [("start", "old-exp"), ("end", "old-exp")], cli.events
+
+
+def test_a_failure_skips_exactly_what_builds_on_it(cli: Cli) -> None:
+    cli.fail = {"t1", "old-exp"}
+    plan = _fleet(
+        Step("old-exp", "destroy", "experiment", "removed", "old-tenant"),
+        Step("old-tenant", "destroy", "tenant", "removed", "p"),
+    )
+    outcomes = _outcomes(
+        pipeline.apply(plan, pipeline.Options(Path("."), {}, None, confirmed_destroys=("old-tenant",), parallel=4))
+    )
+    assert outcomes == [
+        ("old-exp", FAILED, ""),
+        ("old-tenant", SKIPPED, "not run: old-exp still exists"),
+        ("p", DONE, ""),
+        ("t1", FAILED, ""),
+        ("t2", DONE, ""),
+        ("e1", SKIPPED, "not run: t1 failed"),
+        ("e2", DONE, ""),
+        ("lone", DONE, ""),
+    ]
+    assert "e1" not in cli.started() and "old-tenant" not in cli.started()
+
+
+@pytest.mark.parametrize("parallel", [1, 4], ids=["one-by-one", "four-at-once"])
+def test_a_skip_is_the_same_whatever_the_parallelism(cli: Cli, parallel: int) -> None:
+    """A failed platform skips everything downstream with the note one-by-one gave: the nearest
+    failed (or skipped) stack it builds on."""
+    cli.fail = {"p"}
+    outcomes = _outcomes(pipeline.apply(_fleet(), _options(parallel)))
+    assert outcomes == [
+        ("p", FAILED, ""),
+        ("t1", SKIPPED, "not run: p failed"),
+        ("t2", SKIPPED, "not run: p failed"),
+        ("e1", SKIPPED, "not run: t1 failed"),
+        ("e2", SKIPPED, "not run: t2 failed"),
+        ("lone", DONE, ""),
+    ]
+
+
+def test_the_report_keeps_the_plans_order_whatever_order_the_steps_finish_in(cli: Cli) -> None:
+    cli.seconds = {"t1": 0.3, "e2": 0.0, "lone": 0.2}
+    report = pipeline.apply(_fleet(), _options(parallel=4))
+    finished = [stack for what, stack in cli.events if what == "end"]
+    planned = [s.stack for s in _fleet().steps]
+    assert finished != planned  # the test means something: they did finish out of order
+    assert [s.stack for s in report.steps] == planned
+    rows = [line.split("`")[1] for line in summary.markdown(report).splitlines() if line.startswith("| ") and "`" in line]
+    assert rows == planned
+
+
+def test_one_at_a_time_runs_strictly_in_the_plans_order(cli: Cli) -> None:
+    """`lone` could start first (it waits for nothing), and does not: --parallel 1 is the old line."""
+    cli.seconds = {"p": 0.05, "t1": 0.05}
+    assert pipeline.apply(_fleet(), _options(parallel=1)).ok
+    planned = [s.stack for s in _fleet().steps]
+    assert cli.events == [(what, stack) for stack in planned for what in ("start", "end")]
+
+
+def test_previews_run_at_once_in_the_same_order_and_skip_nothing(cli: Cli) -> None:
+    cli.fail, cli.meet = {"p"}, {"t1", "t2"}
+    report = pipeline.preview(_fleet(), _options(parallel=4))
+    assert [(s.stack, s.outcome) for s in report.steps] == [
+        ("p", FAILED),
+        ("t1", DONE),
+        ("t2", DONE),
+        ("e1", DONE),
+        ("e2", DONE),
+        ("lone", DONE),
+    ]
+
+
+def test_a_new_stack_is_created_without_selecting_it(cli: Cli) -> None:
+    """`stack init` selects the new stack by default: a write to PULUMI_HOME's one file for the
+    workspace, which steps running at once would all make."""
+    cli.existing = set()
+    assert pipeline.apply(_fleet(), _options(parallel=4)).ok
+    inits = [c for c in cli.commands if c[:2] == ("stack", "init")]
+    assert len(inits) == 6 and all("--no-select" in c for c in inits), inits
+
+
+def test_the_backend_is_listed_once_per_run_not_once_per_stack(cli: Cli) -> None:
+    """A listing reads every stack's entry in the backend: one per step would make a fleet of N
+    stacks cost N x N reads. Stacks the run creates are known without listing again."""
+    cli.existing = set()
+    assert pipeline.apply(_fleet(), _options(parallel=4)).ok
+    assert cli.listings == 1
+    assert len([c for c in cli.commands if c[:2] == ("stack", "init")]) == 6
+
+
+def test_an_experiments_kubeconfig_is_made_once_when_asked_from_many_threads(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    made: list[str] = []
+
+    def slow_kubeconfig(env: dict[str, str], stack: str, directory: Path) -> Path:
+        made.append(stack)
+        time.sleep(0.05)  # long enough for every thread to ask before the first is done
+        return directory / stack
+
+    monkeypatch.setattr(pipeline, "impersonating_kubeconfig", slow_kubeconfig)
+    workspace = type("Workspace", (), {"path": tmp_path})()
+    clis = pipeline.Clis(workspace, Options(tmp_path, {}, None))  # type: ignore[arg-type]
+    got: list[object] = []
+    threads = [
+        threading.Thread(target=lambda: got.append(clis.of(pipeline.StepReport("e1", "experiment", "update", "x"))))
+        for _ in range(8)
+    ]
+    threads += [threading.Thread(target=lambda: got.append(clis.of(pipeline.StepReport("e2", "experiment", "update", "x"))))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(made) == ["e1", "e2"]
+    assert len({id(c) for c in got}) == 2
+
+
+def test_parallel_must_be_at_least_one() -> None:
+    from tfk8s_gitops.__main__ import _parser
+
+    with pytest.raises(SystemExit):
+        _parser().parse_args(["apply", "--base", "x", "--parallel", "0"])
+    assert _parser().parse_args(["apply", "--base", "x"]).parallel == 1
+
+
+def test_drift_checks_stacks_at_once_and_reports_them_in_name_order(cli: Cli, tmp_path: Path) -> None:
+    checkout = tmp_path / "checkout"
+    (checkout / "stacks").mkdir(parents=True)
+    (checkout / "Pulumi.yaml").write_text("name: tfk8s\nstackConfigDir: stacks\n")
+    for name in ("b-tenant", "a-platform", "c-exp"):
+        (checkout / "stacks" / f"Pulumi.{name}.yaml").write_text("config: {}\n")
+    for command in (["init", "-q"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@e", "commit", "-q", "-m", "c"]):
+        subprocess.run(["git", "-C", str(checkout), *command], check=True, capture_output=True)
+    cli.meet, cli.seconds = {"a-platform", "c-exp"}, {"a-platform": 0.1}
+    report = pipeline.drift(checkout, Options(checkout, {}, None, parallel=3))
+    assert [(s.stack, s.outcome) for s in report.steps] == [("a-platform", DONE), ("b-tenant", DONE), ("c-exp", DONE)]

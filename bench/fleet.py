@@ -1,0 +1,248 @@
+"""A fleet: a platform team onboarding N new tenants through the GitOps apply, P stacks at a time.
+
+What a platform team waits for when one commit adds N tenant stack files (issue 40, "Fleets": 1,000
+tenants' first `up` in at most 30 minutes, stated with the parallelism used): the wall time of
+
+    hack/gitops.sh apply --base <before> --head <after> --parallel P [--policy-pack none]
+
+exactly as `make apply-fleet` and CI run it, from the command's start to its exit (the environment
+`make env` prints, its plan, the backend's stack listing, each tenant's `stack init` and `pulumi up
+--refresh` with the policy pack, its `ready` output read back, the summary).
+
+On a throwaway kwok cluster (`tfk8s-bench-fleet`, started and deleted here, with the state):
+  * a team repository: a git copy of this project holding platform-dev's stack file only, its state
+    in a file backend of a temporary directory; platform-dev is applied first through the same
+    command (not timed), its User Node given room for every tenant of every run (tenant_scale.py's
+    `make_room_on_user_node`);
+  * for each N in --sizes and each P in --parallel, once the machine is quiet (tenant_scale.py's
+    `settle`): a commit adding N tenant stack files of fresh users (`fleet-<P>-<N>-<i>`: each run
+    creates its own tenants, on a platform that holds the earlier runs'), applied with --parallel P;
+    the run counts only if the command exits 0 and the summary says `ready` yes for all N tenants.
+The policy pack runs, as in CI, when its virtualenv exists (`make policy-venv`); --no-policy-pack
+runs without it (`--policy-pack none`). No tenant is destroyed: the cluster and the state are
+thrown away at the end.
+
+A table gives per run the wall seconds, seconds per tenant, the speed-up over P=1 at the same N,
+and 1,000 tenants extrapolated from the run's own cost per tenant (at the largest N: the per-tenant
+cost at P=1 times 1,000 over the speed-up P reached, its effective parallelism).
+
+    make tools && .venv/bin/python bench/fleet.py [--sizes 10,100] [--parallel 1,4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import secrets
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "bench"), str(ROOT / "lab")]
+
+from tenant_scale import FLEET, PLATFORM, make_room_on_user_node, settle, tenant_config  # noqa: E402
+
+import toolenv  # noqa: E402
+
+CLUSTER = "tfk8s-bench-fleet"
+GITOPS = ROOT / "hack" / "gitops.sh"
+POLICIES = ROOT / "policies"
+NO_COMMIT = "0" * 40  # `--base` of a first push: every stack file of the head
+GOAL_MINUTES = 30.0  # issue 40: 1,000 tenants' first `up`
+# A row of the apply's summary table: | # | stack | kind | action | why | result | changes | policies | ready | time |
+STEP_ROW = re.compile(r"^\| \d+ \|")
+READY_COLUMN = 8
+
+
+def fleet_tenant(name: str) -> dict[str, Any]:
+    """tenant_scale.py's tenant (one user, 1Gi volumes, the default quota, on platform-dev), for `name`."""
+    config = tenant_config(0)
+    config["tfk8s:tenant"] = {**config["tfk8s:tenant"], "name": name, "identities": {"users": [name]}}
+    return config
+
+
+@dataclass(frozen=True, kw_only=True)
+class Run:
+    n: int
+    parallel: int
+    seconds: float
+    ready: int
+    """Tenants whose summary row says `ready` yes."""
+    returncode: int
+    busy_before: float
+    load_after: float
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0 and self.ready == self.n
+
+
+@dataclass(frozen=True, kw_only=True)
+class Team:
+    """The team's repository (a git copy of this project) and the pipeline's environment."""
+
+    repo: Path
+    summaries: Path
+    policy_pack: bool
+
+    def git(self, *args: str) -> str:
+        argv = ["git", "-C", str(self.repo), *args]
+        return subprocess.run(argv, check=True, capture_output=True, text=True).stdout.strip()
+
+    def commit(self, message: str, stacks: dict[str, dict[str, Any]]) -> str:
+        for stack, config in stacks.items():
+            (self.repo / "stacks" / f"Pulumi.{stack}.yaml").write_text(yaml.safe_dump({"config": config}, sort_keys=False))
+        self.git("add", "-A")
+        self.git("commit", "-q", "-m", message)
+        return self.git("rev-parse", "HEAD")
+
+    def apply(self, label: str, base: str, head: str, parallel: int) -> tuple[float, int, str]:
+        """`hack/gitops.sh apply` of base..head in the repository: wall seconds, exit code, summary."""
+        summary = self.summaries / f"{label}.md"
+        argv = [str(GITOPS), "apply", "--base", base, "--head", head, "--parallel", str(parallel), "--summary", str(summary)]
+        argv += ["--policy-pack", str(POLICIES) if self.policy_pack else "none"]
+        started = time.perf_counter()
+        done = subprocess.run(argv, cwd=self.repo, capture_output=True, text=True)
+        seconds = time.perf_counter() - started
+        text = summary.read_text() if summary.exists() else ""
+        if done.returncode != 0:
+            print(f"{label}: exited {done.returncode}\n{(done.stdout + done.stderr)[-4000:]}", file=sys.stderr, flush=True)
+        return seconds, done.returncode, text
+
+
+def ready_count(summary: str) -> int:
+    """Steps of the summary's table whose `ready` is yes."""
+    rows = [line.strip().strip("|").split("|") for line in summary.splitlines() if STEP_ROW.match(line)]
+    return sum(len(cells) > READY_COLUMN and cells[READY_COLUMN].strip() == "yes" for cells in rows)
+
+
+def team_repository(scratch: Path, policy_pack: bool) -> Team:
+    """A copy of this project (toolenv.project_copy: Pulumi.yaml, infra/ and .venv linked) whose only
+    stack file is platform-dev's, committed as a team's first push."""
+    repo = toolenv.project_copy(scratch / "team")
+    for stack_file in (repo / "stacks").glob("Pulumi.*.yaml"):
+        if stack_file.name != f"Pulumi.{PLATFORM}.yaml":
+            stack_file.unlink()
+    (repo / "state").rmdir()  # the backend is outside the repository
+    summaries = scratch / "summaries"
+    summaries.mkdir()
+    team = Team(repo=repo, summaries=summaries, policy_pack=policy_pack)
+    team.git("init", "-q", "-b", "main")
+    team.git("config", "user.email", "platform@example.com")
+    team.git("config", "user.name", "platform team")
+    team.commit("the project, and the team's platform", {})
+    return team
+
+
+def onboard(team: Team, n: int, parallel: int, settle_limit: float) -> Run:
+    """One commit adding N new tenants, applied P at a time once the machine is quiet."""
+    base = team.git("rev-parse", "HEAD")
+    users = [f"fleet-{parallel}-{n}-{i}" for i in range(n)]
+    head = team.commit(f"onboard {n} tenants", {f"tenant-{user}": fleet_tenant(user) for user in users})
+    waited, fraction = settle(limit=settle_limit)
+    print(f"N={n} P={parallel}: settled in {waited:.0f} s, the machine {fraction:.0%} busy", flush=True)
+    seconds, returncode, summary = team.apply(f"fleet-{parallel}-{n}", base, head, parallel)
+    run = Run(
+        n=n,
+        parallel=parallel,
+        seconds=seconds,
+        ready=ready_count(summary),
+        returncode=returncode,
+        busy_before=fraction,
+        load_after=os.getloadavg()[0],
+    )
+    print(
+        f"N={n} P={parallel}: {seconds:.1f} s, exit {returncode}, ready {run.ready}/{n}, load {run.load_after:.2f}",
+        flush=True,
+    )
+    return run
+
+
+def report(runs: list[Run], policy_pack: bool) -> None:
+    serial = {run.n: run.seconds for run in runs if run.parallel == 1 and run.ok}
+    largest = max(run.n for run in runs)
+    pack = "with the policy pack" if policy_pack else "without the policy pack (--policy-pack none)"
+    print(
+        f"\n`hack/gitops.sh apply --parallel P` of one commit adding N new tenants, {pack}; "
+        f"kwok, {os.cpu_count()} cores; wall seconds of one run each"
+    )
+    print(
+        "| N | P | seconds | s per tenant | speed-up vs P=1 | 1,000 tenants, extrapolated (min) | "
+        "ready | machine busy before (%) | load (1 min) after |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for run in runs:
+        per = run.seconds / run.n
+        speedup = f"{serial[run.n] / run.seconds:.2f}" if run.n in serial else "–"
+        print(
+            f"| {run.n} | {run.parallel} | {run.seconds:.1f} | {per:.2f} | {speedup} | {FLEET * per / 60:.0f} | "
+            f"{run.ready}/{run.n}{'' if run.ok else ' ❌'} | {100 * run.busy_before:.0f} | {run.load_after:.2f} |"
+        )
+    best = min((run for run in runs if run.n == largest and run.ok), key=lambda run: run.seconds, default=None)
+    if best is not None:
+        minutes = FLEET * best.seconds / best.n / 60
+        effective = f"{serial[largest] / best.seconds:.2f}" if largest in serial else "unknown (no P=1 run)"
+        verdict = "meets" if minutes <= GOAL_MINUTES else "misses"
+        print(
+            f"\n{FLEET:,} tenants, from N={largest}: {best.seconds / best.n:.2f} s per tenant at --parallel "
+            f"{best.parallel} (effective parallelism {effective}) -> {minutes:.0f} min, which {verdict} the goal of "
+            f"{GOAL_MINUTES:.0f} min on this {os.cpu_count()}-core machine"
+        )
+    failed = [f"N={run.n} P={run.parallel}" for run in runs if not run.ok]
+    print(f"failed runs: {', '.join(failed) or 'none'}; load average now {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+
+
+def run(sizes: list[int], parallels: list[int], policy_pack: bool, settle_limit: float) -> list[Run]:
+    scratch = Path(tempfile.mkdtemp(prefix="tfk8s-bench-fleet-"))
+    try:
+        os.environ["PULUMI_BACKEND_URL"] = f"file://{scratch / 'state'}"
+        (scratch / "state").mkdir()
+        os.environ.update(toolenv.exported())
+        team = team_repository(scratch, policy_pack)
+        # Every run's tenants stay: the node holds them all.
+        make_room_on_user_node(sum(sizes) * len(parallels) + 1)
+        seconds, returncode, summary = team.apply("platform", NO_COMMIT, team.git("rev-parse", "HEAD"), 1)
+        if returncode != 0 or ready_count(summary) != 1:
+            raise RuntimeError(f"the platform's apply failed (exit {returncode}):\n{summary[-4000:]}")
+        print(f"platform {PLATFORM} applied in {seconds:.1f} s (not timed)", flush=True)
+        runs = [onboard(team, n, p, settle_limit) for n in sizes for p in parallels]
+        report(runs, policy_pack)
+        return runs
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="10,100", help="the N new tenants of each commit, comma-separated")
+    parser.add_argument("--parallel", default="1,4", help="the apply's --parallel P for each N, comma-separated")
+    parser.add_argument("--no-policy-pack", action="store_true", help="apply with --policy-pack none")
+    parser.add_argument("--settle", type=float, default=300.0, help="seconds at most to wait for a quiet machine before a run")
+    args = parser.parse_args()
+    sizes = sorted({int(n) for n in args.sizes.split(",")})
+    parallels = sorted({int(p) for p in args.parallel.split(",")})
+    policy_pack = not args.no_policy_pack and (POLICIES / ".venv" / ".installed").exists()
+    if not args.no_policy_pack and not policy_pack:
+        print("the policy pack's virtualenv is missing (make policy-venv): applying without it", file=sys.stderr)
+    toolenv.time_as_a_user()
+    # The team's environment only: no backend, passphrase or cloud credentials of this machine's.
+    for key in [k for k in os.environ if k.startswith(("PULUMI_", "AWS_"))]:
+        del os.environ[key]
+    os.environ["PULUMI_CONFIG_PASSPHRASE"] = secrets.token_urlsafe(24)
+    with toolenv.throwaway_cluster(CLUSTER) as kubeconfig:
+        os.environ["KUBECONFIG"] = str(kubeconfig)
+        runs = run(sizes, parallels, policy_pack, args.settle)
+    sys.exit(0 if all(r.ok for r in runs) else 1)
+
+
+if __name__ == "__main__":
+    main()

@@ -51,6 +51,16 @@ scratch_module() {
   printf 'module tfk8s.local/build\n\ngo 1.25\n' >"$1/go.mod"
 }
 
+# pulumi_replaces: in the scratch module of the current directory, Pulumi's pkg and sdk at the CLI's
+# release with their non-relative replace directives (pkg/go.mod replaces sdk with ../sdk and pins
+# a clipboard fork): what a module that builds against the CLI's packages needs.
+pulumi_replaces() {
+  go mod download "github.com/pulumi/pulumi/pkg/v3@v$PULUMI_VERSION" "github.com/pulumi/pulumi/sdk/v3@v$PULUMI_VERSION"
+  grep -hE '^replace .* => [^.]' \
+    "$GOMODCACHE/cache/download/github.com/pulumi/pulumi/pkg/v3/@v/v$PULUMI_VERSION.mod" \
+    "$GOMODCACHE/cache/download/github.com/pulumi/pulumi/sdk/v3/@v/v$PULUMI_VERSION.mod" >>go.mod || true
+}
+
 build_pulumi() {
   local dest=$tools/pulumi-$PULUMI_VERSION
   if [ -x "$dest/pulumi" ]; then link pulumi "$dest"; return; fi
@@ -59,11 +69,7 @@ build_pulumi() {
   local mod=$work/pulumi
   scratch_module "$mod"
   cd "$mod"
-  go mod download "github.com/pulumi/pulumi/pkg/v3@v$PULUMI_VERSION" "github.com/pulumi/pulumi/sdk/v3@v$PULUMI_VERSION"
-  # pkg/go.mod replaces sdk with ../sdk and pins a clipboard fork: keep the non-relative replaces.
-  grep -hE '^replace .* => [^.]' \
-    "$GOMODCACHE/cache/download/github.com/pulumi/pulumi/pkg/v3/@v/v$PULUMI_VERSION.mod" \
-    "$GOMODCACHE/cache/download/github.com/pulumi/pulumi/sdk/v3/@v/v$PULUMI_VERSION.mod" >>go.mod || true
+  pulumi_replaces
   go get "github.com/pulumi/pulumi/pkg/v3@v$PULUMI_VERSION" "github.com/pulumi/pulumi/sdk/v3@v$PULUMI_VERSION"
   mkdir -p "$dest.tmp"
   go build -trimpath -tags osusergo,grpcnotrace \
@@ -118,10 +124,7 @@ build_yaml_host() {
     scratch_module "$mod"
     (
       cd "$mod"
-      go mod download "github.com/pulumi/pulumi/pkg/v3@v$PULUMI_VERSION" "github.com/pulumi/pulumi/sdk/v3@v$PULUMI_VERSION"
-      grep -hE '^replace .* => [^.]' \
-        "$GOMODCACHE/cache/download/github.com/pulumi/pulumi/pkg/v3/@v/v$PULUMI_VERSION.mod" \
-        "$GOMODCACHE/cache/download/github.com/pulumi/pulumi/sdk/v3/@v/v$PULUMI_VERSION.mod" >>go.mod || true
+      pulumi_replaces
       go get "github.com/pulumi/pulumi-yaml@$PULUMI_YAML_VERSION" \
         "github.com/pulumi/pulumi/pkg/v3@v$PULUMI_VERSION" "github.com/pulumi/pulumi/sdk/v3@v$PULUMI_VERSION"
       mkdir -p "$dest.tmp"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import shlex
 import shutil
 import subprocess
@@ -57,6 +58,23 @@ def exported(
         key, value = assignment.split("=", 1)
         result[key] = value
     return result
+
+
+def cli_env(state: Path, **extra: str) -> dict[str, str]:
+    """This process's environment for the toolchain's `pulumi` with a file backend of its own in
+    `state` (made here) and a passphrase of its own: no update check, no plugin download (get.pulumi.com
+    is out of reach), plus `extra`. What the language host's CLI-judged tests run commands in."""
+    state.mkdir(parents=True, exist_ok=True)
+    return {
+        **os.environ,
+        "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
+        "PULUMI_HOME": str(CACHE / "pulumi-home"),
+        "PULUMI_BACKEND_URL": f"file://{state}",
+        "PULUMI_CONFIG_PASSPHRASE": secrets.token_urlsafe(16),
+        "PULUMI_SKIP_UPDATE_CHECK": "true",
+        "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
+        **extra,
+    }
 
 
 def linked_venv(venv: Path) -> Path:

@@ -13,7 +13,6 @@ import importlib.util
 import json
 import os
 import platform
-import secrets
 import shutil
 import signal
 import subprocess
@@ -27,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from toolenv import BIN, CACHE, langhost_left, langhost_processes, pinned
+from toolenv import BIN, CACHE, cli_env, langhost_left, langhost_processes, pinned
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -67,16 +66,7 @@ def project(tmp_path: Path) -> Iterator[Project]:
     directory = tmp_path / "project"
     shutil.copytree(HERE / "project", directory)
     (directory / "venv").symlink_to(Path(sys.prefix))  # the project's virtualenv: the one running the tests
-    (tmp_path / "state").mkdir()
-    env = {
-        **os.environ,
-        "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
-        "PULUMI_HOME": str(CACHE / "pulumi-home"),
-        "PULUMI_BACKEND_URL": f"file://{tmp_path / 'state'}",
-        "PULUMI_CONFIG_PASSPHRASE": secrets.token_urlsafe(16),
-        "PULUMI_SKIP_UPDATE_CHECK": "true",
-        "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
-    }
+    env = cli_env(tmp_path / "state")
     p = Project(directory, env)
     p.pulumi("stack", "init", STACK)
     yield p

@@ -7,8 +7,6 @@ the argv, directory and environment, the venv default, and the kill on cancel.
 from __future__ import annotations
 
 import json
-import os
-import secrets
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -17,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from toolenv import BIN, CACHE, langhost_processes, linked_venv
+from toolenv import BIN, cli_env, langhost_processes, linked_venv
 
 HERE = Path(__file__).resolve().parent
 
@@ -50,17 +48,7 @@ def plugin(tmp_path: Path) -> Iterator[Plugin]:
     directory = tmp_path / "component"
     shutil.copytree(HERE / "component", directory)
     linked_venv(directory / "venv")
-    (tmp_path / "state").mkdir()
-    env = {
-        **os.environ,
-        "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
-        "PULUMI_HOME": str(CACHE / "pulumi-home"),
-        "PULUMI_BACKEND_URL": f"file://{tmp_path / 'state'}",  # no stack: it names this test's processes
-        "PULUMI_CONFIG_PASSPHRASE": secrets.token_urlsafe(16),
-        "PULUMI_SKIP_UPDATE_CHECK": "true",
-        "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
-        "PIP_NO_INDEX": "1",
-    }
+    env = cli_env(tmp_path / "state", PIP_NO_INDEX="1")
     p = Plugin(directory, env)
     yield p
     assert not langhost_processes(env["PULUMI_BACKEND_URL"], plugins=[directory]), "the host or the provider outlived the CLI"

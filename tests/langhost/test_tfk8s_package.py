@@ -6,8 +6,6 @@ CLI is done. No cluster: `get-schema` declares nothing."""
 from __future__ import annotations
 
 import json
-import os
-import secrets
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -15,7 +13,7 @@ from typing import Any
 import pytest
 from package_checkout import ROOT, package_checkout
 
-from toolenv import BIN, CACHE, langhost_processes
+from toolenv import BIN, cli_env, langhost_processes
 
 
 def as_bound(schema: Any, inside: bool = False) -> Any:
@@ -36,17 +34,7 @@ def test_get_schema_of_the_package_is_the_committed_schema(tmp_path: Path) -> No
     if not (BIN / "pulumi-language-python").exists():
         pytest.fail("the toolchain is not built: run `make tools` (hack/tools.sh) first")
     checkout = package_checkout(tmp_path / "tfk8s")
-    (tmp_path / "state").mkdir()
-    env = {
-        **os.environ,
-        "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
-        "PULUMI_HOME": str(CACHE / "pulumi-home"),
-        "PULUMI_BACKEND_URL": f"file://{tmp_path / 'state'}",
-        "PULUMI_CONFIG_PASSPHRASE": secrets.token_urlsafe(16),
-        "PULUMI_SKIP_UPDATE_CHECK": "true",
-        "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
-        "PIP_NO_INDEX": "1",
-    }
+    env = cli_env(tmp_path / "state", PIP_NO_INDEX="1")
     done = subprocess.run(
         ["pulumi", "package", "get-schema", str(checkout / "package"), "--non-interactive", "--color", "never"],
         cwd=tmp_path,

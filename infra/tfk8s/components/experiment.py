@@ -14,7 +14,7 @@ from typing import Any
 
 import pulumi
 
-from tfk8s.components.training_cluster import TrainingCluster, TrainingClusterArgs, TrainingClusterBody
+from tfk8s.components.training_cluster import TrainingCluster, TrainingClusterBody, in_tenant
 from tfk8s.kube import objects as kube
 from tfk8s.kube.api_paths import CONFIG_MAP
 from tfk8s.schema import NAMESPACE
@@ -96,20 +96,16 @@ class Experiment(pulumi.ComponentResource):
         self.clusters = {
             c.name: TrainingCluster(
                 f"{args.experiment}-{c.name}",
-                TrainingClusterArgs(
-                    user=user.name,
-                    experiment=args.experiment,
-                    cluster=c,
-                    platform=args.platform,
-                    owner=args.owner,
-                    namespace=user.namespace,
-                    data_claim=user.data_claim,
-                    log_claim=user.log_claim,
-                    launcher=args.launcher,
+                in_tenant(
+                    user,
+                    args.experiment,
+                    c,
+                    args.platform,
+                    args.owner,
+                    args.launcher,
                     # The name, not the Output: the pods need not wait for the ConfigMap's creation.
                     launcher_config_map=trainer,
                     code=args.codes.get(c.name),
-                    notebook_host=user.notebook_host if c.in_graph_client == "notebook" else None,
                 ),
                 opts=child,
             )

@@ -46,7 +46,7 @@ from tfk8s.kube import awaits
 from tfk8s.kube import objects as kube
 from tfk8s.kube.api_paths import CONFIG_MAP, JOB, JOBSET, NETWORK_POLICY, PERSISTENT_VOLUME_CLAIM, SERVICE
 from tfk8s.schema import NAMESPACE
-from tfk8s.schema.contract import PlatformFacts, PlatformKind
+from tfk8s.schema.contract import PlatformFacts, PlatformKind, TenantFacts
 from tfk8s.schema.experiment import ClusterSettings, TrainingMode
 from tfk8s.specs import cluster_spec as cs
 from tfk8s.specs import jobset, layout_document, network_policy, pods, run_policy
@@ -76,6 +76,35 @@ class TrainingClusterArgs:
     # Register the cluster as a Layout of `platform.layouts` (its tenant's notebook reads it, the
     # platform's guard counts it). False in a program with no tfk8s platform to define that kind.
     publish_layout: bool = True
+
+
+def in_tenant(
+    tenant: TenantFacts,
+    experiment: str,
+    cluster: ClusterSettings,
+    platform: PlatformFacts,
+    owner: Owner,
+    launcher: CodeBundle,
+    *,
+    launcher_config_map: str | None = None,
+    code: CodeBundle | None = None,
+) -> TrainingClusterArgs:
+    """The arguments of `cluster` of `experiment` in `tenant`'s namespace, on its volumes, driven
+    by its notebook when the cluster says so: an Experiment's clusters and the package's."""
+    return TrainingClusterArgs(
+        user=tenant.name,
+        experiment=experiment,
+        cluster=cluster,
+        platform=platform,
+        owner=owner,
+        namespace=tenant.namespace,
+        data_claim=tenant.data_claim,
+        log_claim=tenant.log_claim,
+        launcher=launcher,
+        launcher_config_map=launcher_config_map,
+        code=code,
+        notebook_host=tenant.notebook_host if cluster.in_graph_client == "notebook" else None,
+    )
 
 
 # In every training cluster's URN, so in every existing experiment's state: never change it.

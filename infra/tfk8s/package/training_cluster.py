@@ -24,8 +24,7 @@ from pydantic import ValidationError
 from tfk8s import program, pulumi_internals
 from tfk8s.checks import preflight
 from tfk8s.components.experiment import cluster_readiness
-from tfk8s.components.training_cluster import TOKEN, TrainingClusterBody
-from tfk8s.components.training_cluster import TrainingClusterArgs as LibraryArgs
+from tfk8s.components.training_cluster import TOKEN, TrainingClusterBody, in_tenant
 from tfk8s.errors import ConfigError, Refusal
 from tfk8s.package.args import TrainingClusterArgs
 from tfk8s.schema.experiment import LAUNCHER_PACKAGE, ExperimentStack
@@ -190,18 +189,7 @@ class TrainingCluster(TrainingClusterBody):
         super().__init__(TOKEN, name, {}, opts)
         self._declare(
             name,
-            LibraryArgs(
-                user=tenant.name,
-                experiment=checked.experiment,
-                cluster=settings_,
-                platform=checked.platform,
-                owner=checked.owner,
-                namespace=tenant.namespace,
-                data_claim=tenant.data_claim,
-                log_claim=tenant.log_claim,
-                launcher=checked.launcher,
-                notebook_host=tenant.notebook_host if settings_.in_graph_client == "notebook" else None,
-            ),
+            in_tenant(tenant, checked.experiment, settings_, checked.platform, checked.owner, checked.launcher),
         )
         queue = None
         if self.queued:

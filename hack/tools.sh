@@ -85,6 +85,19 @@ build_pulumi() {
 # the official installers keep the official host), with the program runner it starts
 # (run_program.py, run by each project's own interpreter) in `langhost/` beside it. Rebuilt when
 # its sources change (seconds: the CLI's build leaves the modules it needs in the cache).
+# build_checked_in DIR BINARY STAMP: build hack/DIR, a Go module of this repository, into BINARY
+# when its sources differ from the ones STAMP records (seconds: the modules are in the cache).
+build_checked_in() {
+  local module=$here/$1 binary=$2 stamp=$3 sources
+  sources=$(cd "$module" && cat go.mod go.sum ./*.go | sha256sum | cut -d' ' -f1)
+  if [ -x "$binary" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$sources" ]; then return; fi
+  log "$(basename "$binary"): building hack/$1"
+  # The checked-in go.sum, never updated here (a build must not change the checkout).
+  (cd "$module" && GOFLAGS=-mod=readonly go build -trimpath -ldflags "-s -w" -o "$binary.tmp" .)
+  mv "$binary.tmp" "$binary"
+  printf '%s\n' "$sources" >"$stamp"
+}
+
 build_langhost() {
   local dest=$tools/pulumi-$PULUMI_VERSION
   local cli
@@ -93,16 +106,8 @@ build_langhost() {
     log "pulumi-language-python: the CLI at $cli has its own host; not installing ours"
     return
   fi
-  local sources
-  sources=$(cd "$here/langhost" && cat go.mod go.sum ./*.go | sha256sum | cut -d' ' -f1)
   mkdir -p "$dest/langhost"
-  if [ ! -x "$dest/pulumi-language-python" ] || [ "$(cat "$dest/langhost/host.sha256" 2>/dev/null)" != "$sources" ]; then
-    log "pulumi-language-python: building hack/langhost"
-    # The checked-in go.sum, never updated here (a build must not change the checkout).
-    (cd "$here/langhost" && GOFLAGS=-mod=readonly go build -trimpath -ldflags "-s -w" -o "$dest/pulumi-language-python.tmp" .)
-    mv "$dest/pulumi-language-python.tmp" "$dest/pulumi-language-python"
-    printf '%s\n' "$sources" >"$dest/langhost/host.sha256"
-  fi
+  build_checked_in langhost "$dest/pulumi-language-python" "$dest/langhost/host.sha256"
   # Copied, not linked: the runner must not change under a running CLI when the checkout does.
   install -m644 "$here/langhost/run_program.py" "$dest/langhost/"
   # The Python host's files and virtualenv, from before the host was Go.
@@ -150,16 +155,9 @@ build_yaml_host() {
 # `test` builds it, never `main`. Rebuilt when its sources change (about 15 s once the CLI is built:
 # the codegen packages are in the build cache; minutes on a cold cache).
 build_gensdk() {
-  local dest=$tools/gensdk sources
-  sources=$(cd "$here/gensdk" && cat go.mod go.sum ./*.go | sha256sum | cut -d' ' -f1)
+  local dest=$tools/gensdk
   mkdir -p "$dest"
-  if [ ! -x "$dest/gensdk" ] || [ "$(cat "$dest/gensdk.sha256" 2>/dev/null)" != "$sources" ]; then
-    log "gensdk: building hack/gensdk"
-    # The checked-in go.sum, never updated here (a build must not change the checkout).
-    (cd "$here/gensdk" && GOFLAGS=-mod=readonly go build -trimpath -ldflags "-s -w" -o "$dest/gensdk.tmp" .)
-    mv "$dest/gensdk.tmp" "$dest/gensdk"
-    printf '%s\n' "$sources" >"$dest/gensdk.sha256"
-  fi
+  build_checked_in gensdk "$dest/gensdk" "$dest/gensdk.sha256"
   link gensdk "$dest"
 }
 

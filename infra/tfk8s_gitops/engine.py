@@ -69,7 +69,10 @@ class Result:
     """The engine's error diagnostics (a refused apply, a failed await), first line first."""
     lock_waited: float = 0.0
     phases: int = 0
-    """Engine phases run: `up` and `destroy` preview (1), then change (2); a refused preview stops at 1."""
+    """Engine phases whose events the log holds: `up` and `destroy` preview (1), then change (2); a
+    refused preview stops at 1. The CLI (3.259) starts the log afresh for the change, which leaves 1."""
+    changed_live: bool = False
+    """The log's engine summary is a change's, not a preview's (`isPreview: false`)."""
     outputs: dict[str, Any] | None = None
     """The stack's outputs as the last phase's events report them (secret ones as the engine masks
     them, `[secret]`); None when they report none (a failed program, a refused preview)."""
@@ -82,7 +85,8 @@ class Result:
     def applied(self) -> bool:
         """Whether the counted changes were made, not only proposed."""
         verb = self.command.split()[1:2]
-        return verb in (["up"], ["destroy"]) and "--preview-only" not in self.command and self.phases >= 2
+        ran = self.phases >= 2 or self.changed_live
+        return verb in (["up"], ["destroy"]) and "--preview-only" not in self.command and ran
 
 
 class Workspace:
@@ -183,6 +187,7 @@ def _read_events(result: Result, raw: Sequence[dict[str, Any]]) -> None:
         elif event.summary_event is not None:
             changes = event.summary_event.resource_changes or {}
             result.changes = {op: n for op, n in changes.items() if op not in UNCHANGED and n}
+            result.changed_live = data["summaryEvent"].get("isPreview") is False
         elif event.res_outputs_event is not None:  # its op is the outcome (a refresh's `update`: drift)
             step = event.res_outputs_event.metadata
             if step.type == ROOT_STACK and step.new is not None:

@@ -100,6 +100,25 @@ def test_events_without_the_root_stacks_outputs_report_none(events: list[dict[st
     assert result.outputs is None
 
 
+@pytest.mark.parametrize(
+    ("is_preview", "applied", "shown"),
+    [(False, True, "+30"), (True, False, "+32 proposed, none made")],
+    ids=["update-failed", "preview-refused"],
+)
+def test_a_failed_up_says_whether_its_changes_were_made_from_its_logs_one_phase(
+    is_preview: bool, applied: bool, shown: str
+) -> None:
+    """`pulumi up --event-log` (3.259) keeps only the last phase's events: one prelude, whether the
+    preview was refused or the update failed half way (a Deployment's await timing out). The
+    summary event says which."""
+    result = Result("pulumi up --yes --diff", 1, "", 1.0)
+    changes = {"create": 32} if is_preview else {"create": 30, "same": 1}
+    summary_event = {"resourceChanges": changes, "maybeCorrupt": False, "durationSeconds": 2, "isPreview": is_preview}
+    _read_events(result, [{"preludeEvent": {"config": {}}}, {"summaryEvent": summary_event}])
+    assert result.phases == 1 and result.applied is applied
+    assert summary._changes(result) == shown
+
+
 def _report(*steps: StepReport) -> Report:
     plan = Plan("a" * 40, "b" * 40, tuple(Step(s.stack, "update", s.kind, s.reason, None) for s in steps), False)
     return Report("apply", plan, list(steps), 3.0)

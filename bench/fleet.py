@@ -6,8 +6,8 @@ tenants' first `up` in at most 30 minutes, stated with the parallelism used): th
     hack/gitops.sh apply --base <before> --head <after> --parallel P [--policy-pack none]
 
 exactly as `make apply-fleet` and CI run it, from the command's start to its exit (the environment
-`make env` prints, its plan, the backend's stack listing, each tenant's `stack init` and `pulumi up
---refresh` with the policy pack, its `ready` output read back, the summary).
+`make env` prints, its plan, the backend's stack listing, each tenant's `stack init` and `pulumi up`
+with the policy pack, its `ready` output, the summary).
 
 On a throwaway kwok cluster (`tfk8s-bench-fleet`, started and deleted here, with the state):
   * a team repository: a git copy of this project holding platform-dev's stack file only, its state

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shutil
 import statistics
@@ -48,7 +49,7 @@ sys.path[:0] = [str(ROOT / "infra"), str(ROOT / "lab")]
 
 from tfk8s.components.user_env import USER_NODE_PODS_PER_USER  # noqa: E402
 from tfk8s.schema.platform import ContainerDefaults  # noqa: E402
-from tfk8s.schema.quantities import parse_quantity  # noqa: E402
+from tfk8s.specs.quota import apps_requests  # noqa: E402
 
 import toolenv  # noqa: E402
 
@@ -71,15 +72,17 @@ def kubectl(*args: str) -> str:
 def make_room_on_user_node(tenants: int) -> None:
     """Room on the User Node for every tenant's user-facing pods: the pods (kubelet --max-pods; the
     110 of hack/kwok/nodes.yaml hold 55 tenants, and tfk8s refuses a tenant beyond them) and their
-    CPU and memory. Jupyter and TensorBoard set no resources, so each gets the namespace's
-    LimitRange default (platform.containerDefaults: 1 CPU, 2Gi): the node's 16 CPUs hold 8 tenants,
-    and the 9th tenant's apps stay Pending while its `up` waits for them (tfk8s counts pods only)."""
+    CPU and memory: Jupyter and TensorBoard at platform.containerDefaults (1 CPU, 2Gi) and
+    TensorBoard's token gate (100m, 128Mi), `quota.apps_requests`: the node's 16 CPUs hold 7
+    tenants, and the 8th tenant's TensorBoard stays Pending while its `up` waits for it (tfk8s counts pods
+    only). Counting the pods' defaults without the gate left 4 CPUs short at 220 tenants: the last
+    two tenants of bench/fleet.py's N=100 P=4 run timed out (2026-11-27)."""
     pods = tenants * USER_NODE_PODS_PER_USER
-    defaults = ContainerDefaults()
+    each = apps_requests(ContainerDefaults(), gated=True)
     room = {
         "pods": str(pods + 10),
-        "cpu": str(int(pods * parse_quantity(defaults.cpu)) + 16),
-        "memory": str(int(pods * parse_quantity(defaults.memory)) + 64 * 2**30),
+        "cpu": str(math.ceil(tenants * each["cpu"]) + 16),
+        "memory": str(math.ceil(tenants * each["memory"]) + 64 * 2**30),
     }
     patch = {"status": {"capacity": room, "allocatable": room}}
     kubectl("patch", "node", USER_NODE, "--subresource=status", "--type=merge", "-p", json.dumps(patch))

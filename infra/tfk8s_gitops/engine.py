@@ -4,7 +4,9 @@ Each command runs in a workspace: a scratch directory holding copies of the head
 CLI writes into them: a new stack's encryption salt) and links to everything else of the checkout,
 so a pipeline never changes the checkout it runs from. Each run writes the engine's event log
 (`--event-log`, the stream the Automation API reads) and the pipeline counts changes and policy
-verdicts from those events, not from the printed text.
+verdicts from those events, not from the printed text, and takes the stack's outputs from them (the
+root stack's `pulumi:pulumi:Stack` resource reports them as its outputs at the end of an `up`): no
+`pulumi stack output` after it, a CLI start and a key derivation fewer per stack.
 
 Stack locks: on a shared backend (S3) two pipelines may reach one stack at once. The CLI refuses
 the second with "the stack is currently locked"; the runner waits for the lock (up to `lock_wait`
@@ -33,6 +35,8 @@ LOCKED = "currently locked"
 # reports it as an advisory event starting with these words; the summary says it did not run.
 NOT_RUN = "can't run policy"
 NOT_RUN_LEVEL = "not run"
+# The root stack's resource: its outputs are the stack's outputs.
+ROOT_STACK = "pulumi:pulumi:Stack"
 # Operations that change nothing, in the engine's summary and per resource.
 UNCHANGED = {OpType.SAME.value, OpType.READ.value, OpType.REFRESH.value}
 # A replacement's own steps, reported once as its `replace`.
@@ -65,7 +69,13 @@ class Result:
     """The engine's error diagnostics (a refused apply, a failed await), first line first."""
     lock_waited: float = 0.0
     phases: int = 0
-    """Engine phases run: `up` and `destroy` preview (1), then change (2); a refused preview stops at 1."""
+    """Engine phases whose events the log holds: `up` and `destroy` preview (1), then change (2); a
+    refused preview stops at 1. The CLI (3.259) starts the log afresh for the change, which leaves 1."""
+    changed_live: bool = False
+    """The log's engine summary is a change's, not a preview's (`isPreview: false`)."""
+    outputs: dict[str, Any] | None = None
+    """The stack's outputs as the last phase's events report them (secret ones as the engine masks
+    them, `[secret]`); None when they report none (a failed program, a refused preview)."""
 
     @property
     def ok(self) -> bool:
@@ -75,7 +85,8 @@ class Result:
     def applied(self) -> bool:
         """Whether the counted changes were made, not only proposed."""
         verb = self.command.split()[1:2]
-        return verb in (["up"], ["destroy"]) and "--preview-only" not in self.command and self.phases >= 2
+        ran = self.phases >= 2 or self.changed_live
+        return verb in (["up"], ["destroy"]) and "--preview-only" not in self.command and ran
 
 
 class Workspace:
@@ -103,7 +114,9 @@ class Pulumi:
 
     def __init__(self, workspace: Workspace, env: Mapping[str, str], lock_wait: float = 600.0, poll: float = 2.0) -> None:
         self.workspace = workspace
-        self.env = dict(env)
+        # The engine writes its event log (--event-log) only with debug commands on, as the Automation
+        # API has them: every count, verdict and output the pipeline reports comes from that log.
+        self.env = {**env, "PULUMI_DEBUG_COMMANDS": "true"}
         self.lock_wait = lock_wait
         self.poll = poll
 
@@ -130,10 +143,6 @@ class Pulumi:
     def plain(self, *args: str) -> subprocess.CompletedProcess[str]:
         """A command without engine events (stack select, output, init)."""
         return self._cli(*args)
-
-    def outputs(self, stack: str) -> dict[str, Any]:
-        done = self._cli("stack", "output", "--stack", stack, "--json")
-        return json.loads(done.stdout) if done.returncode == 0 and done.stdout.strip() else {}
 
     def external_urns(self, stack: str) -> set[str]:
         """The URNs of the objects the stack only reads (`external` in its state)."""
@@ -174,12 +183,16 @@ def _read_events(result: Result, raw: Sequence[dict[str, Any]]) -> None:
             result.phases += 1
             result.changed.clear()
             result.verdicts.clear()
+            result.outputs = None
         elif event.summary_event is not None:
             changes = event.summary_event.resource_changes or {}
             result.changes = {op: n for op, n in changes.items() if op not in UNCHANGED and n}
+            result.changed_live = data["summaryEvent"].get("isPreview") is False
         elif event.res_outputs_event is not None:  # its op is the outcome (a refresh's `update`: drift)
             step = event.res_outputs_event.metadata
-            if step.op.value not in UNCHANGED | REPLACEMENT_PARTS and step.type != "pulumi:pulumi:Stack":
+            if step.type == ROOT_STACK and step.new is not None:
+                result.outputs = dict(step.new.outputs or {})
+            if step.op.value not in UNCHANGED | REPLACEMENT_PARTS and step.type != ROOT_STACK:
                 result.changed.append((step.op.value, step.urn, list(step.diffs or step.detailed_diff or [])))
         elif event.policy_event is not None:
             policy = event.policy_event

@@ -4,8 +4,9 @@
   `pulumi destroy --preview-only` of every removed stack file; nothing changes but a new stack's
   empty entry in the backend (a preview needs the stack to exist);
 - `apply` (a merge): the destroys, then `pulumi up --refresh` with the policy pack (its own preview first: a
-  stack whose preview fails, a mandatory policy included, is never updated) and the stack's `ready`
-  output read back; a step is skipped when a stack it depends on failed (`Plan.blocked_by`);
+  stack whose preview fails, a mandatory policy included, is never updated; no `--refresh` for a
+  stack this step created, which has nothing to refresh) and the stack's `ready` output, from the
+  `up`'s own events; a step is skipped when a stack it depends on failed (`Plan.blocked_by`);
   `parallel` steps at a time where the plan's order allows (`tfk8s_gitops.schedule`; the default,
   1, runs them one by one in the plan's order);
 - `drift` (a schedule): `pulumi refresh --preview-only` of every stack file of the checkout, and
@@ -232,19 +233,18 @@ def _apply_step(clis: Clis, options: Options, plan: Plan, step: Step, failed: se
             return entry
         entry.result = cli.run(step.stack, "destroy", "--yes", *message)
     else:
+        # --refresh: a live object edited by hand is put back (the state learns of the edit first).
+        # A stack `stack init` creates here has no state and no object yet: nothing to refresh.
+        refresh = ["--refresh"] if clis.exists(step.stack) else []
         entry.result = _ensure_stack(clis, cli, options, step.stack) or cli.run(
-            # --refresh: a live object edited by hand is put back (the state learns of the edit first).
-            step.stack,
-            "up",
-            "--yes",
-            "--refresh",
-            "--diff",
-            *message,
-            *_policy(options),
+            step.stack, "up", "--yes", *refresh, "--diff", *message, *_policy(options)
         )
         if entry.result.ok:
-            entry.ready = cli.outputs(step.stack).get("ready") is True
-            if not entry.ready:
+            outputs = entry.result.outputs
+            entry.ready = outputs is not None and outputs.get("ready") is True
+            if outputs is None:
+                entry.note = "deployed, but its events report no outputs: its `ready` is unknown"
+            elif not entry.ready:
                 entry.note = "deployed, but its `ready` output is not true (see its notReady output)"
     entry.outcome = DONE if entry.result.ok and entry.ready is not False else FAILED
     return entry

@@ -1,6 +1,7 @@
 """`apply --parallel N` (tfk8s_gitops.schedule) with a fake `pulumi`: steps run at once where the
 plan's order allows, never before what they build on, a failure skips exactly what it skipped one
-by one, and the report keeps the plan's order."""
+by one, and the report keeps the plan's order. And what one apply step runs: a new stack's `up`
+without `--refresh`, its `ready` from the `up`'s own events."""
 
 from __future__ import annotations
 
@@ -34,6 +35,10 @@ class Cli:
     commands: list[tuple[str, ...]] = field(default_factory=list)
     existing: set[str] | None = None
     """The stacks the backend has (None: every one)."""
+    outputs: dict[str, dict[str, Any] | None] = field(default_factory=dict)
+    """The outputs an `up`'s events report, per stack (default: `ready` true)."""
+    runs: list[tuple[str, tuple[str, ...]]] = field(default_factory=list)
+    """(stack, arguments) of each `run`, in the order they started."""
     listings: int = 0
     """How many times the backend's stacks were listed."""
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -69,14 +74,16 @@ class FakePulumi:
 
     def run(self, stack: str, *args: str) -> Result:
         self.cli.record("start", stack)
+        with self.cli.lock:
+            self.cli.runs.append((stack, args))
         time.sleep(self.cli.seconds.get(stack, 0.0))
         if stack in self.cli.meet:
             self.cli.barrier.wait()  # broken (an error) unless the other one runs at the same time
         self.cli.record("end", stack)
-        return Result(" ".join(["pulumi", *args]), 1 if stack in self.cli.fail else 0, "", 0.0)
-
-    def outputs(self, stack: str) -> dict[str, Any]:
-        return {"ready": True}
+        result = Result(" ".join(["pulumi", *args]), 1 if stack in self.cli.fail else 0, "", 0.0)
+        if args[0] == "up" and result.ok:
+            result.outputs = self.cli.outputs.get(stack, {"ready": True})
+        return result
 
     def external_urns(self, stack: str) -> set[str]:
         return set()
@@ -280,3 +287,43 @@ def test_drift_checks_stacks_at_once_and_reports_them_in_name_order(cli: Cli, tm
     cli.meet, cli.seconds = {"a-platform", "c-exp"}, {"a-platform": 0.1}
     report = pipeline.drift(checkout, Options(checkout, {}, None, parallel=3))
     assert [(s.stack, s.outcome) for s in report.steps] == [("a-platform", DONE), ("b-tenant", DONE), ("c-exp", DONE)]
+
+
+def test_ready_is_read_from_the_ups_own_events_and_nothing_runs_after_the_up(cli: Cli) -> None:
+    """A `pulumi stack output` after each `up` cost a CLI start and a key derivation per stack; the
+    fake has no `outputs` command, and only `stack init` may run outside `run`."""
+    cli.existing = {"p"}
+    report = pipeline.apply(_fleet(), _options(parallel=4))
+    assert report.ok and all(s.ready is True for s in report.steps), _outcomes(report)
+    assert all(c[:2] == ("stack", "init") for c in cli.commands), cli.commands
+    assert not hasattr(FakePulumi, "outputs")
+
+
+@pytest.mark.parametrize(
+    ("outputs", "note"),
+    [
+        ({"ready": False, "notReady": ["jupyter"]}, "its `ready` output is not true"),
+        ({"platform": {}}, "its `ready` output is not true"),
+        ({"ready": "[secret]"}, "its `ready` output is not true"),  # the engine masks a secret output
+        (None, "its events report no outputs"),
+    ],
+    ids=["false", "missing", "secret", "no-outputs-event"],
+)
+def test_an_up_without_ready_true_fails_its_step_and_skips_what_builds_on_it(
+    cli: Cli, outputs: dict[str, Any] | None, note: str
+) -> None:
+    cli.outputs = {"t1": outputs}
+    report = pipeline.apply(_fleet(), _options(parallel=4))
+    steps = {s.stack: s for s in report.steps}
+    assert not report.ok
+    assert (steps["t1"].outcome, steps["t1"].ready) == (FAILED, False) and note in steps["t1"].note
+    assert steps["e1"].outcome == SKIPPED and steps["t2"].outcome == DONE and steps["t2"].ready is True
+
+
+def test_a_stack_this_apply_creates_is_not_refreshed_and_an_existing_one_is(cli: Cli) -> None:
+    """`up --refresh` reads every object of the state back first; a stack `stack init` just made has none."""
+    cli.existing = {"p", "e1"}
+    assert pipeline.apply(_fleet(), _options(parallel=4)).ok
+    refreshed = {stack: "--refresh" in args for stack, args in cli.runs}
+    assert refreshed == {"p": True, "t1": False, "t2": False, "e1": True, "e2": False, "lone": False}
+    assert sorted(c[2] for c in cli.commands if c[:2] == ("stack", "init")) == ["e2", "lone", "t1", "t2"]

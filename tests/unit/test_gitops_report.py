@@ -57,6 +57,68 @@ def test_events_give_changes_verdicts_and_the_last_phase_only() -> None:
     assert result.errors == ["update failed"]
 
 
+STACK = "urn:pulumi:t::tfk8s::pulumi:pulumi:Stack::tfk8s-t"
+
+
+def _stack_outputs(op: str, outputs: dict[str, Any]) -> dict[str, Any]:
+    """The root stack's resOutputsEvent as `pulumi up --event-log` writes it (pulumi 3.259): its
+    outputs under `new`, the state after the step."""
+    new = {"type": "pulumi:pulumi:Stack", "urn": STACK, "id": "", "parent": "", "inputs": {}, "outputs": outputs, "provider": ""}
+    metadata = {"op": op, "urn": STACK, "type": "pulumi:pulumi:Stack", "old": None, "new": new, "provider": "", "logical": True}
+    return {"resOutputsEvent": {"metadata": metadata}}
+
+
+def test_the_stacks_outputs_are_its_root_resources_in_the_last_phase() -> None:
+    """`ready` comes from the `up`'s own events (no `pulumi stack output` after it): the update's,
+    not the preview's, where outputs that depend on the cluster are still unknown."""
+    result = Result("pulumi up", 0, "", 1.0)
+    unknown = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
+    preview_phase = [{"preludeEvent": {"config": {}}}, _stack_outputs("create", {"ready": unknown})]
+    update_phase = [
+        {"preludeEvent": {"config": {}}},
+        _step("create", POLICY),
+        _stack_outputs("create", {"ready": True, "notReady": [], "token": "[secret]"}),
+        {"summaryEvent": {"resourceChanges": {"create": 2}, "maybeCorrupt": False, "durationSeconds": 2}},
+    ]
+    _read_events(result, preview_phase + update_phase)
+    assert result.outputs == {"ready": True, "notReady": [], "token": "[secret]"}
+    assert result.changed == [("create", POLICY, [])]  # the root stack is no change of its own
+
+
+@pytest.mark.parametrize(
+    "events",
+    [
+        [],
+        [{"preludeEvent": {"config": {}}}, _step("create", POLICY)],
+        [_stack_outputs("create", {"ready": True}), {"preludeEvent": {"config": {}}}],
+    ],
+    ids=["no-events", "no-stack-event", "only-an-earlier-phases"],
+)
+def test_events_without_the_root_stacks_outputs_report_none(events: list[dict[str, Any]]) -> None:
+    result = Result("pulumi up", 0, "", 1.0)
+    _read_events(result, events)
+    assert result.outputs is None
+
+
+@pytest.mark.parametrize(
+    ("is_preview", "applied", "shown"),
+    [(False, True, "+30"), (True, False, "+32 proposed, none made")],
+    ids=["update-failed", "preview-refused"],
+)
+def test_a_failed_up_says_whether_its_changes_were_made_from_its_logs_one_phase(
+    is_preview: bool, applied: bool, shown: str
+) -> None:
+    """`pulumi up --event-log` (3.259) keeps only the last phase's events: one prelude, whether the
+    preview was refused or the update failed half way (a Deployment's await timing out). The
+    summary event says which."""
+    result = Result("pulumi up --yes --diff", 1, "", 1.0)
+    changes = {"create": 32} if is_preview else {"create": 30, "same": 1}
+    summary_event = {"resourceChanges": changes, "maybeCorrupt": False, "durationSeconds": 2, "isPreview": is_preview}
+    _read_events(result, [{"preludeEvent": {"config": {}}}, {"summaryEvent": summary_event}])
+    assert result.phases == 1 and result.applied is applied
+    assert summary._changes(result) == shown
+
+
 def _report(*steps: StepReport) -> Report:
     plan = Plan("a" * 40, "b" * 40, tuple(Step(s.stack, "update", s.kind, s.reason, None) for s in steps), False)
     return Report("apply", plan, list(steps), 3.0)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -177,7 +178,8 @@ def current(facts: PlatformFacts, server: tuple[int, int] | None) -> PlatformFac
 
 
 def refuse_full_user_node(stack: TenantStack, platform: PlatformFacts, read: Reader | None, read_whole: Reader | None) -> None:
-    """Refuse a new tenant whose Jupyter and TensorBoard the User Node has no room for. Counts the
+    """Refuse a new tenant whose Jupyter and TensorBoard the User Node has no room for: pods, CPU
+    and memory, every tenant's apps being the platform's size (`apps_requests`). Counts the
     platform's Tenants from one list of one item (its `remainingItemCount`), so the check costs the
     same at 10 or 1,000 tenants."""
     if read is None or read_whole is None:
@@ -186,8 +188,9 @@ def refuse_full_user_node(stack: TenantStack, platform: PlatformFacts, read: Rea
     listed = read_whole(platform.tenants.api.count_path()) or {}
     tenants = len(listed.get("items") or []) + int((listed.get("metadata") or {}).get("remainingItemCount") or 0)
     registered = read(platform.tenants.api.path(stack.tenant.name)) is not None
-    pods = (tenants + (0 if registered else 1)) * USER_NODE_PODS_PER_USER
-    check_room(platform.user_node.name, node.get("status"), pods, f"{NAMESPACE}:tenant")
+    apps = namespace_quota.apps_requests(platform.container_defaults, gated=platform.tensorboard_requires_token)
+    each = {"pods": Decimal(USER_NODE_PODS_PER_USER), **apps}
+    check_room(platform.user_node.name, node.get("status"), tenants + (0 if registered else 1), each, f"{NAMESPACE}:tenant")
 
 
 def run_tenant(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+from decimal import Decimal
 from typing import Any
 
 import pulumi
@@ -129,38 +130,72 @@ def test_a_tenants_apps_are_the_only_pods_on_the_user_node(tenant_config: dict[s
     return after(d, check)
 
 
+# One tenant's apps at the platform's default size: Jupyter and TensorBoard (1 CPU, 2Gi each) and
+# TensorBoard's token gate (100m, 128Mi).
+ONE_TENANT = {"pods": Decimal(2), "cpu": Decimal("2.1"), "memory": Decimal(4 * 2**30 + 128 * 2**20)}
+ROOMY = {"cpu": "1000", "memory": "4000Gi"}
+
+
 @pytest.mark.parametrize(
-    ("status", "pods_needed", "fits"),
+    ("status", "tenants", "fits"),
     [
-        ({"allocatable": {"pods": "110"}}, 110, True),  # 55 tenants
-        ({"allocatable": {"pods": "110"}}, 112, False),  # 56 tenants
-        ({"allocatable": {"pods": "250"}}, 200, True),  # 100 tenants on a node with kubelet --max-pods=250
-        ({"allocatable": {"pods": "1k"}}, 200, True),  # a quantity, as the API may spell it
-        ({}, 10_000, True),  # not reported (a preview before the read): nothing to judge
+        ({"allocatable": {"pods": "110", **ROOMY}}, 55, True),  # exactly full
+        ({"allocatable": {"pods": "110", **ROOMY}}, 56, False),
+        ({"allocatable": {"pods": "250", **ROOMY}}, 100, True),  # a node with kubelet --max-pods=250
+        ({"allocatable": {"pods": "1k", **ROOMY}}, 100, True),  # a quantity, as the API may spell it
+        ({}, 5_000, True),  # not reported (a preview before the read): nothing to judge
     ],
     ids=["exactly-full", "one-tenant-too-many", "raised-max-pods", "quantity-suffix", "unknown"],
 )
-def test_the_user_node_must_have_room_for_every_tenants_apps(status: dict[str, Any], pods_needed: int, fits: bool) -> None:
+def test_the_user_node_must_have_room_for_every_tenants_pods(status: dict[str, Any], tenants: int, fits: bool) -> None:
     if fits:
-        check_room("gpu-7", status, pods_needed, "tfk8s:tenant")
+        check_room("gpu-7", status, tenants, ONE_TENANT, "tfk8s:tenant")
         return
     with pytest.raises(UserNodeTooSmall) as caught:
-        check_room("gpu-7", status, pods_needed, "tfk8s:tenant")
+        check_room("gpu-7", status, tenants, ONE_TENANT, "tfk8s:tenant")
     message = str(caught.value)
-    assert message.startswith("tfk8s:tenant: the tenants' Jupyter and TensorBoard pods (112 with this one)")
-    assert "node 'gpu-7' allows 110 pods" in message and "maxPods" in message
+    assert message.startswith("tfk8s:tenant: the tenants' Jupyter and TensorBoard pods all run on the User Node")
+    assert "112 pods with this one, where node 'gpu-7' allows 110 (status.allocatable.pods)" in message
+    assert "maxPods" in message and "CPUs" not in message
+
+
+@pytest.mark.parametrize(
+    ("allocatable", "tenants", "short"),
+    [
+        ({"cpu": "16", "memory": "64Gi"}, 7, []),  # kwok's User Node: 14.7 CPUs, 28.88Gi
+        ({"cpu": "16", "memory": "64Gi"}, 8, ["16.8 CPUs with this one, where node 'gpu-7' allows 16"]),
+        ({"cpu": "16000m", "memory": "30Gi"}, 8, ["16.8 CPUs", "33Gi of memory with this one, where node 'gpu-7' allows 30Gi"]),
+        ({"cpu": "64", "memory": "8Gi"}, 2, ["8.25Gi of memory with this one, where node 'gpu-7' allows 8Gi"]),
+    ],
+    ids=["room-for-seven", "cpu-short", "both-short", "memory-short"],
+)
+def test_the_user_node_must_have_the_cpu_and_memory_every_tenants_apps_request(
+    allocatable: dict[str, str], tenants: int, short: list[str]
+) -> None:
+    """The scheduler leaves an app it has no CPU or memory for Pending: refused before, not after a timeout."""
+    status = {"allocatable": {"pods": "110", **allocatable}}
+    if not short:
+        check_room("gpu-7", status, tenants, ONE_TENANT, "tfk8s:tenant")
+        return
+    with pytest.raises(UserNodeTooSmall) as caught:
+        check_room("gpu-7", status, tenants, ONE_TENANT, "tfk8s:tenant")
+    message = str(caught.value)
+    assert all(part in message for part in short), message
+    assert ("CPUs" in message) == any("CPUs" in part for part in short)
+    assert "pods with this one" not in message and "tfk8s:platform.containerDefaults" in message
 
 
 TENANT_OWNER = f"organization/tfk8s/tenant-alice@{ownership.state_id({'PULUMI_BACKEND_URL': 'file:///test-state'})}"
 
 
-def a_cluster_with(tenants: int, registered: bool, max_pods: str = "4") -> tuple[Any, Any]:
-    """`read` and `read_whole` of a cluster whose User Node allows `max_pods` pods and whose platform
+def a_cluster_with(tenants: int, registered: bool, max_pods: str = "4", cpu: str | None = None) -> tuple[Any, Any]:
+    """`read` and `read_whole` of a cluster whose User Node allows `max_pods` pods (and `cpu` CPUs) and whose platform
     has `tenants` Tenants (listed one at a time: one item and the remaining count), alice among them if `registered`."""
     platform = PlatformFacts.model_validate(facts_for(stack_config("platform-dev")), strict=False)
     alice = platform.tenants.api.path("alice")
+    allocatable = {"pods": max_pods, **({"cpu": cpu} if cpu else {})}
     whole = {
-        NODE.path("tfk8s-user-node"): {"metadata": {"name": "tfk8s-user-node"}, "status": {"allocatable": {"pods": max_pods}}},
+        NODE.path("tfk8s-user-node"): {"metadata": {"name": "tfk8s-user-node"}, "status": {"allocatable": allocatable}},
         platform.tenants.api.count_path(): {"items": [{}], "metadata": {"remainingItemCount": tenants - 1}},
     }
     mine = {alice: {"metadata": {"annotations": {ownership.OWNER: TENANT_OWNER}}}} if registered else {}
@@ -176,8 +211,21 @@ def test_a_new_tenant_the_user_node_has_no_room_for_is_refused_before_anything_i
     with pytest.raises(UserNodeTooSmall) as caught:
         run_program(tenant_config, read=read, read_whole=read_whole)
     message = str(caught.value)
-    assert message.startswith("tfk8s:tenant: the tenants' Jupyter and TensorBoard pods (6 with this one)")
-    assert "node 'tfk8s-user-node' allows 4 pods" in message and "maxPods" in message
+    assert message.startswith("tfk8s:tenant: the tenants' Jupyter and TensorBoard pods all run on the User Node")
+    assert "6 pods with this one, where node 'tfk8s-user-node' allows 4" in message and "maxPods" in message
+
+
+def test_a_new_tenant_the_user_node_has_no_cpu_for_is_refused_before_anything_is_declared(
+    tenant_config: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Room for the pods is not enough: seven tenants' apps at platform-dev's size fill 16 CPUs."""
+    monkeypatch.setattr(tenant_stack, "build", lambda *args, **kwargs: pytest.fail("declared resources"))
+    read, read_whole = a_cluster_with(tenants=7, registered=False, max_pods="110", cpu="16")
+    with pytest.raises(UserNodeTooSmall) as caught:
+        run_program(tenant_config, read=read, read_whole=read_whole)
+    message = str(caught.value)
+    assert "CPUs with this one, where node 'tfk8s-user-node' allows 16 (status.allocatable.cpu)" in message
+    assert "pods with this one" not in message
 
 
 @pytest.mark.parametrize(

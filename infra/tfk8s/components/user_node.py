@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 import pulumi
@@ -55,20 +57,43 @@ def checked_taints(settings: UserNodeSettings, live: Any) -> list[dict[str, str]
     return ours
 
 
-def check_room(node: str, status: Any, pods_needed: int, key: str) -> None:
-    """UserNodeTooSmall unless the node's allocatable pods hold the tenants' user-facing pods.
+def check_room(node: str, status: Any, tenants: int, each: Mapping[str, Decimal], key: str) -> None:
+    """UserNodeTooSmall unless the node's allocatable pods, CPU and memory hold `tenants` tenants'
+    apps, `each` being one tenant's (`pods`, and `cpu` and `memory` in base units).
 
-    Only that node runs them, and kubelet's default max-pods is 110 (55 tenants with a Jupyter and a
-    TensorBoard each): past that, pods stay Pending and `pulumi up` waits out its timeout.
-    A node not reporting allocatable pods passes.
+    Only that node runs them, and the scheduler leaves a pod it has no room for Pending, so `pulumi
+    up` would wait out its timeout: kubelet's default max-pods is 110 (55 tenants with a Jupyter
+    and a TensorBoard each), and Jupyter and TensorBoard request the platform's container defaults
+    (1 CPU and 2Gi each by default: 16 CPUs hold 7 tenants). What else runs there (daemons that
+    tolerate the taint) is not counted: the check refuses only what can never fit. A resource the
+    node does not report passes.
     """
-    allocatable = ((status or {}).get("allocatable") or {}).get("pods")
-    if allocatable is not None and pods_needed > parse_quantity(str(allocatable)):
+    allocatable = (status or {}).get("allocatable") or {}
+    short = []
+    for resource, per_tenant in each.items():
+        reported = allocatable.get(resource)
+        if reported is None or tenants * per_tenant <= parse_quantity(str(reported)):
+            continue
+        needed, has = _shown(resource, tenants * per_tenant), _shown(resource, parse_quantity(str(reported)))
+        where = f"where node {node!r} allows {has} (status.allocatable.{resource})"
+        short.append(f"{needed} {_NAMES[resource]} with this one, {where}")
+    if short:
         raise UserNodeTooSmall(
-            f"{key}: the tenants' Jupyter and TensorBoard pods ({pods_needed} with this one) all run on the User Node, "
-            f"but node {node!r} allows {allocatable} pods (status.allocatable.pods). Raise that node's kubelet maxPods, "
-            "or put the tenant on another platform stack."
+            f"{key}: the tenants' Jupyter and TensorBoard pods all run on the User Node; they need "
+            + "; ".join(short)
+            + ". Raise that node's kubelet maxPods or give it more CPU and memory, lower the platform stack's "
+            "tfk8s:platform.containerDefaults (the apps' size), or put the tenant on another platform stack."
         )
+
+
+_NAMES = {"pods": "pods", "cpu": "CPUs", "memory": "of memory"}
+
+
+def _shown(resource: str, value: Decimal) -> str:
+    if resource == "memory":
+        gib = value / 2**30
+        return f"{gib.quantize(Decimal('0.01')).normalize():f}Gi"
+    return f"{value.normalize():f}"
 
 
 def node_address(settings: UserNodeSettings, status: Any) -> str | None:

@@ -195,6 +195,25 @@ def test_someone_elses_taint_on_the_user_node_stops_up_and_is_left_alone(platfor
     assert kube.get("node", name=USER_NODE)["spec"]["taints"] == [ours]
 
 
+def test_a_tenant_the_user_node_has_no_cpu_for_stops_before_anything_changes(tenant_stack: auto.Stack, kube: Kube) -> None:
+    """The User Node's CPU caps the tenants, as its pods do: with 1 CPU left allocatable, alice's own
+    Jupyter and TensorBoard (platform-dev's containerDefaults) could not be scheduled again, and her
+    preview says so with the numbers instead of an `up` waiting out its timeout on Pending pods."""
+    before = kube.get("node", name=USER_NODE)["status"]
+    shrunk = {key: {**before[key], "cpu": "1"} for key in ("capacity", "allocatable")}
+    kube.run("patch", "node", USER_NODE, "--subresource=status", "--type=merge", "-p", json.dumps({"status": shrunk}))
+    try:
+        with pytest.raises(auto.CommandError) as caught:
+            tenant_stack.preview(color="never")
+        message = str(caught.value)
+        assert "tfk8s:tenant: the tenants' Jupyter and TensorBoard pods all run on the User Node" in message, message
+        assert "where node 'tfk8s-user-node' allows 1 (status.allocatable.cpu)" in message, message
+    finally:
+        restored = {key: before[key] for key in ("capacity", "allocatable")}
+        kube.run("patch", "node", USER_NODE, "--subresource=status", "--type=merge", "-p", json.dumps({"status": restored}))
+    assert tenant_stack.preview(color="never").change_summary.get("create", 0) == 0
+
+
 def test_a_ps_can_retire_itself_and_nothing_else(stack: auto.Stack, kube: Kube, tmp_path: Path) -> None:
     """The launcher's scale-to-zero call, with the PS pods' own service account, against the real API."""
     from tfk8s_train.kube_retire import retire_deployment

@@ -23,12 +23,10 @@ one fixed epoch. An image is never changed in place, so its sources cannot drift
 from __future__ import annotations
 
 import base64
-import compileall
 import hashlib
 import io
 import json
 import os
-import py_compile
 import shutil
 import subprocess
 import sys
@@ -314,17 +312,18 @@ def _extra(name: str) -> list[str]:
 def _compile(site: Path) -> None:
     """Bytecode beside every module under `site` (a tree that will be the image's SITE): unchecked-
     hash pycs, whose code names its file where the image holds it. This machine's Python compiles
-    them: 3.11, as the image's (the wheels are picked for it too), so the same magic number; with
-    the same sources and Python the same bytes. A file that does not compile (some packages ship
-    templates or test data named .py) is left as pip would leave it, without bytecode."""
+    them: 3.11, as the image's (the wheels are picked for it too), so the same magic number. One
+    fresh interpreter, one file after another in compileall's sorted order: a pyc marks each string
+    the compiling process had interned before, so compiling in this process or in parallel workers
+    would give bytes that depend on what else ran first. A file that does not compile (some
+    packages ship templates or test data named .py) is reported on stderr and left without
+    bytecode, as pip leaves it."""
     if sys.version_info[:2] != (3, 11):
         raise SystemExit(f"images: the images' Python is 3.11, this one is {sys.version.split()[0]}: run with a 3.11")
-    compileall.compile_dir(
-        site,
-        ddir=f"/{SITE}",
-        quiet=2,
-        workers=0,
-        invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH,
+    subprocess.run(
+        [sys.executable, "-I", "-m", "compileall", "-q", "--invalidation-mode", "unchecked-hash", "-d", f"/{SITE}", str(site)],
+        check=False,  # 1 when a file did not compile: said on stderr, the rest compiled
+        stdout=sys.stderr,  # this module's stdout is its answer (main)
     )
 
 

@@ -10,8 +10,14 @@ Each image is cached under $TFK8S_CACHE/images by a hash of its inputs (the Debi
 packages, the Go source, the Python requirements); its tag says what it holds and ends with the
 digest of its content, e.g. `tfk8s.local/python:bookworm-3.11-1a2b3c4d5e6f`. Layers are written
 reproducibly: entries sorted, owners kept, times set to one fixed epoch, device nodes left out.
-They go through files, never memory (the TensorFlow layer is 1.7 GB): each is kept once under
+They go through files, never memory (the TensorFlow layer is 1.8 GB): each is kept once under
 $TFK8S_CACHE/images/layers by its diff id, and the images that share it name it.
+
+Every Python module of an image comes with its bytecode, compiled at build time and checked
+against nothing (`unchecked-hash` pycs): pods run on a read-only root filesystem, so a module
+without bytecode is compiled again at every start (TensorFlow's 6,750 files: most of a training
+pod's start), and a pyc that names its source's time is stale here, every layer's times being the
+one fixed epoch. An image is never changed in place, so its sources cannot drift from their pycs.
 """
 
 from __future__ import annotations
@@ -47,6 +53,8 @@ PYTHON_PACKAGES = ("python3", "python-is-python3", "ca-certificates")
 USER_ID = 1000
 # What images that need no home run as (prometheus): nobody, as Prometheus' own image does.
 NOBODY = 65534
+# Where the images' own packages go: /usr/local, as Debian's Python reads it (dist-packages).
+SITE = "usr/local/lib/python3.11/dist-packages"
 
 
 @dataclass(frozen=True)
@@ -250,6 +258,14 @@ def _debootstrap(root: Path, packages: tuple[str, ...]) -> None:
     home = root / "home" / "tfk8s"
     home.mkdir(parents=True)
     os.chown(home, USER_ID, USER_ID)
+    # Debian compiled the standard library when it installed it, into pycs that name their sources'
+    # times: stale once the layer sets every time to EPOCH. Compiled again by the image's Python.
+    subprocess.run(
+        ["chroot", str(root), "python3", "-m", "compileall", "-q", "-f", "--invalidation-mode", "unchecked-hash"]
+        + ["/usr/lib/python3.11", "/usr/lib/python3/dist-packages"],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
 
 
 def python() -> Image:
@@ -293,10 +309,29 @@ def _extra(name: str) -> list[str]:
     return sorted(project["optional-dependencies"][name])
 
 
+def _compile(site: Path) -> None:
+    """Bytecode beside every module under `site` (a tree that will be the image's SITE): unchecked-
+    hash pycs, whose code names its file where the image holds it. This machine's Python compiles
+    them: 3.11, as the image's (the wheels are picked for it too), so the same magic number. One
+    fresh interpreter, one file after another in compileall's sorted order: a pyc marks each string
+    the compiling process had interned before, so compiling in this process or in parallel workers
+    would give bytes that depend on what else ran first. A file that does not compile (some
+    packages ship templates or test data named .py) is reported on stderr and left without
+    bytecode, as pip leaves it."""
+    if sys.version_info[:2] != (3, 11):
+        raise SystemExit(f"images: the images' Python is 3.11, this one is {sys.version.split()[0]}: run with a 3.11")
+    subprocess.run(
+        [sys.executable, "-I", "-m", "compileall", "-q", "--invalidation-mode", "unchecked-hash", "-d", f"/{SITE}", str(site)],
+        check=False,  # 1 when a file did not compile: said on stderr, the rest compiled
+        stdout=sys.stderr,  # this module's stdout is its answer (main)
+    )
+
+
 def _usr_local(root: Path, prefix: Path) -> None:
     """What pip installed under `prefix`, moved to `root`'s /usr/local as Debian's Python reads it
-    (site-packages is dist-packages there), its commands' interpreter line the image's Python."""
-    site = root / "usr/local/lib/python3.11/dist-packages"
+    (site-packages is dist-packages there), its commands' interpreter line the image's Python, its
+    modules compiled (_compile)."""
+    site = root / SITE
     site.parent.mkdir(parents=True)
     (prefix / "lib/python3.11/site-packages").rename(site)
     scripts = root / "usr/local/bin"
@@ -310,6 +345,7 @@ def _usr_local(root: Path, prefix: Path) -> None:
         (scripts / script.name).write_bytes(text)
         (scripts / script.name).chmod(0o755)
     _record_scripts(site, rewritten)
+    _compile(site)
     for data in ("share", "etc"):  # Jupyter's data files and server config, where Jupyter looks
         if (prefix / data).exists():
             (prefix / data).rename(root / "usr/local" / data)
@@ -324,6 +360,7 @@ def _pip_prefix(prefix: Path, requirements: list[str], *, installed: Path | None
         env = {**os.environ, "PYTHONPATH": str(installed)} if installed else {**os.environ, "PYTHONPATH": ""}
         subprocess.run(
             [sys.executable, "-m", "pip", "--python", str(bare / "bin" / "python"), "install", "-q"]
+            # Not compiled by pip: its pycs would name the scratch prefix and their sources' times.
             + ["--disable-pip-version-check", "--no-compile", "--only-binary=:all:", "--prefix", str(prefix)]
             + (["--constraint", str(constraints)] if constraints else [])
             + requirements,
@@ -359,7 +396,6 @@ def tensorflow() -> Image:
 # image): `jovyan`, uid 1000, group `users` (100), home /home/jovyan, where the tenant's notebooks
 # are mounted (tfk8s.components.user_env) and the platform's `podSecurity.jupyter` runs it.
 JUPYTER_USER, JUPYTER_GROUP, JUPYTER_HOME = "jovyan", 100, "/home/jovyan"
-SITE = "usr/local/lib/python3.11/dist-packages"
 
 
 def _dist_info(layer: Path, into: Path) -> list[str]:

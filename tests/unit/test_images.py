@@ -1,10 +1,16 @@
 """The image cache of lab/images.py: keyed by recipe and inputs, one archive per image, layers kept
-while an archive holds them. (Building real images is the real-node tests' part.)"""
+while an archive holds them; what the Python layers hold. (Building real images is the real-node
+tests' part.)"""
 
 from __future__ import annotations
 
 import base64
 import hashlib
+import importlib.util
+import marshal
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import images
@@ -79,3 +85,66 @@ def test_installed_commands_and_their_records_do_not_depend_on_the_scratch_inter
     digest = base64.urlsafe_b64encode(hashlib.sha256(command).digest()).rstrip(b"=").decode()
     assert f"../../../bin/demo,sha256={digest},{len(command)}\n" in record
     assert "demo/__init__.py,sha256=abc,10\n" in record
+
+
+# A string of one Latin-1 character: CPython keeps one object of it, interned or not.
+SEPARATOR = "\xa7"
+
+
+def _pip_install_package(prefix: Path) -> None:
+    """What pip leaves under --prefix with --no-compile: a package's sources and no bytecode."""
+    package = prefix / "lib/python3.11/site-packages/demo"
+    (package / "sub").mkdir(parents=True)
+    (package / "__init__.py").write_text(f"VALUE = 'compiled'\nSEPARATOR = {SEPARATOR!r}\n")
+    (package / "sub" / "__init__.py").write_text("")
+    (package / "sub" / "mod.py").write_text("def answer():\n    return 42\n")
+    (prefix / "bin").mkdir(parents=True)
+
+
+def test_every_installed_module_has_unchecked_bytecode_naming_its_path_in_the_image(tmp_path: Path) -> None:
+    prefix, root = tmp_path / "prefix", tmp_path / "root"
+    _pip_install_package(prefix)
+    images._usr_local(root, prefix)
+    site = root / images.SITE
+
+    sources = sorted(site.rglob("*.py"))
+    assert len(sources) == 3
+    for source in sources:
+        cached = Path(importlib.util.cache_from_source(str(source)))
+        assert cached.parent.name == "__pycache__" and cached.name.endswith(".cpython-311.pyc")
+        pyc = cached.read_bytes()
+        # The magic number of the Python that reads it, then the flags: hash-based (1), unchecked (not 2).
+        assert pyc[:4] == importlib.util.MAGIC_NUMBER
+        assert int.from_bytes(pyc[4:8], "little") == 0b01, source
+        # Its code names the file where the image holds it, not this build's scratch directory.
+        assert marshal.loads(pyc[16:]).co_filename == f"/{source.relative_to(root)}"
+
+    # As in a pod: every time the layer's one epoch, the root filesystem read-only (-B: nothing
+    # written), and the module is the bytecode's, not compiled again (a changed source goes unseen).
+    (site / "demo" / "__init__.py").write_text("VALUE = 'compiled at the start'\n")
+    for path in site.rglob("*"):
+        os.utime(path, (images.EPOCH, images.EPOCH))
+    imported = subprocess.run(
+        [sys.executable, "-B", "-c", "import demo; print(demo.VALUE)"],
+        check=True,
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(site)},
+    ).stdout
+    assert imported == "compiled\n"
+
+
+def test_the_compiled_layer_is_the_same_bytes_from_any_scratch_directory_and_whatever_ran_before(
+    cache: Path, tmp_path: Path
+) -> None:
+    layers = []
+    for build in ("one", "two"):
+        prefix, root = tmp_path / build / "prefix", tmp_path / build / "root"
+        _pip_install_package(prefix)
+        images._usr_local(root, prefix)
+        layers.append(images._layer(root))
+        # A pyc marks the strings its compiler had interned: here one that the package uses, as
+        # other packages' code or the builder's own work might have done before the next build.
+        sys.intern(SEPARATOR)
+    assert layers[0] == layers[1]
+    assert len({p.name for p in images.LAYERS.glob("*.tar")}) == 1

@@ -488,11 +488,13 @@ def _kinds(handler: Any) -> list[str]:
 
 
 def _wait_for(ps: subprocess.Popen[str], done: Any, seconds: float = 10) -> None:
-    """Until done() holds, with the PS still serving."""
+    """Until done() holds, with the PS still serving; a PS still serving when it does not is killed."""
     deadline = time.monotonic() + seconds
     while not done():
         assert ps.poll() is None, ps.communicate()[0]
-        assert time.monotonic() < deadline, "timed out"
+        if time.monotonic() > deadline:
+            ps.terminate()  # forwarded to its server: a failed test leaves no process behind
+            pytest.fail(f"timed out; the launcher said: {ps.communicate()[0]}")
         time.sleep(0.02)
 
 

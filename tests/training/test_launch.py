@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -292,25 +293,90 @@ def test_launcher_runs_as_module_and_reports_usage_errors(tmp_path: Path) -> Non
 
 
 class _FakeApiServer(http.server.BaseHTTPRequestHandler):
+    """The API server's answers a PS launcher reads: its Job by name, that Job listed and watched
+    through a metadata.name field selector (newline-delimited JSON events, chunked, as the real one
+    streams them), and the Deployment's scale subresource. `set_job` changes the Job as a
+    controller would: a new resourceVersion, an event to every watch."""
+
+    protocol_version = "HTTP/1.1"
     requests: list[dict[str, Any]] = []
     status = 200
     job: dict[str, Any] | None = None  # what GET .../jobs/<name> answers; None: 404
+    version = 1  # the collection's resourceVersion
+    events: list[tuple[int, dict[str, Any]]] = []  # (resourceVersion, watch event)
+    watch_status = 200  # 403: a Role without list and watch; 410: every watch too old
+    watch_seconds = 60.0  # how long the server keeps a watch open (a server timeout before timeoutSeconds)
+    expire_first_watch = False  # the first watch answers an ERROR event 410 (its resourceVersion compacted)
+    failing_watches = 0  # so many watches answer HTTP 500
+
+    @classmethod
+    def set_job(cls, job: dict[str, Any] | None) -> None:
+        cls.version += 1
+        if job is None:
+            kind, obj = "DELETED", cls.job
+        else:
+            kind, obj = ("ADDED" if cls.job is None else "MODIFIED"), job
+        cls.job = None if job is None else {**job, "metadata": {**job["metadata"], "resourceVersion": str(cls.version)}}
+        if obj is not None:
+            cls.events.append((cls.version, {"type": kind, "object": cls.job or obj}))
 
     def do_GET(self) -> None:  # noqa: N802
-        type(self).requests.append({"path": self.path, "method": "GET"})
-        job = type(self).job
-        self.send_response(200 if job is not None else 404)
+        url = urllib.parse.urlsplit(self.path)
+        query = dict(urllib.parse.parse_qsl(url.query))
+        handler = type(self)
+        kind = "watch" if query.get("watch") == "1" else "list" if url.path.endswith("/jobs") else "get"
+        handler.requests.append({"path": url.path, "method": "GET", "kind": kind, "query": query, "time": time.monotonic()})
+        if kind == "get":
+            job = handler.job
+            self._reply(200 if job is not None else 404, job or {"kind": "Status", "code": 404})
+        elif handler.watch_status != 200:
+            self._reply(handler.watch_status, {"kind": "Status", "code": handler.watch_status})
+        elif kind == "watch" and handler.failing_watches:
+            handler.failing_watches -= 1
+            self._reply(500, {"kind": "Status", "code": 500})
+        elif kind == "list":
+            items = [handler.job] if handler.job else []
+            self._reply(200, {"kind": "JobList", "metadata": {"resourceVersion": str(handler.version)}, "items": items})
+        else:
+            self._watch(int(query["resourceVersion"]), min(float(query["timeoutSeconds"]), handler.watch_seconds))
+
+    def _watch(self, version: int, seconds: float) -> None:
+        self.send_response(200)
         self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
-        self.wfile.write(json.dumps(job or {"kind": "Status", "code": 404}).encode())
+        handler = type(self)
+        if handler.expire_first_watch:
+            handler.expire_first_watch = False
+            self._chunk({"type": "ERROR", "object": {"kind": "Status", "code": 410, "reason": "Expired"}})
+        else:
+            deadline = time.monotonic() + seconds
+            while time.monotonic() < deadline:
+                for at, event in list(handler.events):
+                    if at > version:
+                        self._chunk(event)
+                        version = at
+                time.sleep(0.01)
+        self.wfile.write(b"0\r\n\r\n")
+
+    def _chunk(self, event: dict[str, Any]) -> None:
+        line = json.dumps(event).encode() + b"\n"
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
+        self.wfile.flush()
+
+    def _reply(self, status: int, body: dict[str, Any]) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
 
     def do_PATCH(self) -> None:  # noqa: N802 - the http.server naming convention
         body = self.rfile.read(int(self.headers["Content-Length"]))
-        type(self).requests.append({"path": self.path, "headers": dict(self.headers), "body": json.loads(body)})
-        self.send_response(type(self).status)
-        self.send_header("Content-Type", "application/json")
-        self.end_headers()
-        self.wfile.write(b'{"kind": "Scale", "spec": {"replicas": 0}}')
+        record = {"path": self.path, "headers": dict(self.headers), "body": json.loads(body), "time": time.monotonic()}
+        type(self).requests.append(record)
+        self._reply(type(self).status, {"kind": "Scale", "spec": {"replicas": 0}})
 
     def log_message(self, *args: object) -> None:
         pass
@@ -318,7 +384,8 @@ class _FakeApiServer(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture
 def api_server() -> Iterator[tuple[str, type[_FakeApiServer]]]:
-    handler = type("Handler", (_FakeApiServer,), {"requests": [], "status": 200, "job": None})
+    fresh = {"requests": [], "status": 200, "job": None, "version": 1, "events": [], "watch_status": 200, "failing_watches": 0}
+    handler = type("Handler", (_FakeApiServer,), fresh)
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -382,7 +449,7 @@ def test_ps_launcher_scales_its_deployment_to_zero_after_the_barrier(
     assert [r["path"] for r in handler.requests] == ["/apis/apps/v1/namespaces/team-a/deployments/exp1-ps-0/scale"]
 
 
-RUNNING = {"kind": "Job", "metadata": {"uid": "run"}, "status": {"active": 2}}
+RUNNING = {"kind": "Job", "metadata": {"uid": "run", "name": "exp1-worker"}, "status": {"active": 2}}
 FAILED = {
     "kind": "Job",
     "metadata": {"uid": "run"},
@@ -415,23 +482,47 @@ def _gets(handler: Any) -> list[str]:
     return [r["path"] for r in handler.requests if r.get("method") == "GET"]
 
 
-def test_ps_retires_when_its_workers_fail_for_good(tmp_path: Path, api_server: tuple[str, Any], launcher_python: str) -> None:
-    """No done marker will ever come: the Job's Failed condition retires the PS."""
+def _kinds(handler: Any) -> list[str]:
+    """get, list and watch: the launcher's reads of its Job, in order."""
+    return [r["kind"] for r in handler.requests if r.get("method") == "GET"]
+
+
+def _wait_for(ps: subprocess.Popen[str], done: Any, seconds: float = 10) -> None:
+    """Until done() holds, with the PS still serving; a PS still serving when it does not is killed."""
+    deadline = time.monotonic() + seconds
+    while not done():
+        assert ps.poll() is None, ps.communicate()[0]
+        if time.monotonic() > deadline:
+            ps.terminate()  # forwarded to its server: a failed test leaves no process behind
+            pytest.fail(f"timed out; the launcher said: {ps.communicate()[0]}")
+        time.sleep(0.02)
+
+
+def test_ps_retires_within_a_fraction_of_a_second_of_its_jobs_failed_event(
+    tmp_path: Path, api_server: tuple[str, Any], launcher_python: str
+) -> None:
+    """No done marker will ever come: the Job's Failed condition, streamed by the watch, retires the
+    PS at once, not at its next poll (5 s here)."""
     url, handler = api_server
-    handler.job = RUNNING
-    ps = _watching_ps(tmp_path, url, launcher_python)
-    deadline = time.monotonic() + 10
-    while len(_gets(handler)) < 2:  # it is polling the Job and still serving
-        assert ps.poll() is None and time.monotonic() < deadline
-        time.sleep(0.05)
-    handler.job = FAILED
+    handler.set_job(RUNNING)
+    ps = _watching_ps(tmp_path, url, launcher_python, TFK8S_POLL_SECONDS="5")
+    _wait_for(ps, lambda: "watch" in _kinds(handler))
+    time.sleep(0.3)  # the watch is streaming, and the PS serving
+    assert ps.poll() is None
+    failed_at = time.monotonic()
+    handler.set_job(FAILED)
     assert ps.wait(10) == 0
     out = ps.stdout.read() if ps.stdout else ""
     assert "job exp1-worker is Failed; retiring" in out, out
-    assert _gets(handler)[0] == "/apis/batch/v1/namespaces/team-a/jobs/exp1-worker"
-    assert [r["path"] for r in handler.requests if "method" not in r] == [
-        "/apis/apps/v1/namespaces/team-a/deployments/exp1-ps-0/scale"
-    ]
+    [scale] = [r for r in handler.requests if "method" not in r]
+    assert scale["path"] == "/apis/apps/v1/namespaces/team-a/deployments/exp1-ps-0/scale"
+    assert scale["time"] - failed_at < 0.5
+    listed, watched = [r for r in handler.requests if r.get("method") == "GET"]
+    assert listed["path"] == watched["path"] == "/apis/batch/v1/namespaces/team-a/jobs"
+    assert listed["query"] == {"fieldSelector": "metadata.name=exp1-worker"}  # what RBAC's resourceNames allow
+    assert watched["query"]["fieldSelector"] == "metadata.name=exp1-worker"
+    assert watched["query"]["resourceVersion"] == "2"  # the list's: no event missed between the two
+    assert watched["query"]["allowWatchBookmarks"] == "true" and watched["query"]["watch"] == "1"
 
 
 @pytest.mark.parametrize("then", [None, NEXT_RUN], ids=["deleted (TTL clean-up, destroy)", "replaced by another run's Job"])
@@ -441,15 +532,64 @@ def test_ps_retires_when_its_job_is_gone(
     """A PS is created after its Job and knows its uid: a Job that is gone, or now of another uid,
     means the run it serves is over, even if that PS never saw the run end."""
     url, handler = api_server
-    handler.job = RUNNING
+    handler.set_job(RUNNING)
     ps = _watching_ps(tmp_path, url, launcher_python)
-    deadline = time.monotonic() + 10
-    while len(_gets(handler)) < 2:
-        assert ps.poll() is None and time.monotonic() < deadline
-        time.sleep(0.05)
-    handler.job = then
+    _wait_for(ps, lambda: "watch" in _kinds(handler))
+    handler.set_job(then)
     assert ps.wait(10) == 0
     assert "job exp1-worker of run run is gone; retiring" in (ps.stdout.read() if ps.stdout else "")
+
+
+def test_ps_whose_job_is_gone_before_it_watches_retires(
+    tmp_path: Path, api_server: tuple[str, Any], launcher_python: str
+) -> None:
+    url, handler = api_server  # no Job: the list has no item
+    ps = _watching_ps(tmp_path, url, launcher_python)
+    assert ps.wait(10) == 0
+    assert "job exp1-worker of run run is gone; retiring" in (ps.stdout.read() if ps.stdout else "")
+    assert _kinds(handler) == ["list"]
+
+
+@pytest.mark.parametrize(
+    ("setting", "value", "watches", "lists"),
+    [("watch_seconds", 0.2, 3, 1), ("expire_first_watch", True, 2, 2), ("failing_watches", 1, 2, 2)],
+    ids=[
+        "the server ends the watch: it goes on from where it was",
+        "410 Gone: it lists again",
+        "an error: it lists again after a pause",
+    ],
+)
+def test_ps_watches_again_when_its_watch_ends(
+    tmp_path: Path, api_server: tuple[str, Any], launcher_python: str, setting: str, value: Any, watches: int, lists: int
+) -> None:
+    url, handler = api_server
+    setattr(handler, setting, value)
+    handler.set_job(RUNNING)
+    ps = _watching_ps(tmp_path, url, launcher_python, TFK8S_POLL_SECONDS="0.2")
+    _wait_for(ps, lambda: _kinds(handler).count("watch") >= watches)
+    time.sleep(0.3)  # the last watch is streaming
+    handler.set_job(FAILED)
+    assert ps.wait(10) == 0
+    assert "job exp1-worker is Failed; retiring" in (ps.stdout.read() if ps.stdout else "")
+    assert _kinds(handler).count("list") == lists and "get" not in _kinds(handler)
+    versions = [r["query"]["resourceVersion"] for r in handler.requests if r.get("kind") == "watch"]
+    assert set(versions) == {"2"}, versions  # the list's, while nothing changed
+
+
+def test_ps_whose_role_may_not_watch_its_job_polls_it(tmp_path: Path, api_server: tuple[str, Any], launcher_python: str) -> None:
+    """A Role from before the watch, with `get` alone (the Job's list and watch answer 403): the PS
+    polls its Job by name every TFK8S_POLL_SECONDS, as it did, and still retires."""
+    url, handler = api_server
+    handler.watch_status = 403
+    handler.set_job(RUNNING)
+    ps = _watching_ps(tmp_path, url, launcher_python)
+    _wait_for(ps, lambda: _kinds(handler).count("get") >= 2)
+    handler.set_job(FAILED)
+    assert ps.wait(10) == 0
+    out = ps.stdout.read() if ps.stdout else ""
+    assert "may not list and watch job team-a/exp1-worker (HTTP 403): polling it every 0.1s" in out, out
+    assert "job exp1-worker is Failed; retiring" in out, out
+    assert _gets(handler)[1] == "/apis/batch/v1/namespaces/team-a/jobs/exp1-worker"
 
 
 def test_the_launcher_matches_the_run_label_the_infra_code_puts_on_a_job() -> None:

@@ -150,9 +150,9 @@ def test_tenants_namespaces_enforce_restricted_at_the_platforms_version(version:
     run()
 
 
-# What the pods' API calls need: the PS PATCH their Deployment's scale and GET their run's Job;
-# Jupyter LISTs Layouts.
-USED_VERBS = {(("deployments/scale",), ("patch",)), (("jobs",), ("get",)), (("layouts",), ("list",))}
+# What the pods' API calls need: the PS PATCH their Deployment's scale and GET, LIST and WATCH
+# their run's Job (tfk8s_train.job_watch); Jupyter LISTs Layouts.
+USED_VERBS = {(("deployments/scale",), ("patch",)), (("jobs",), ("get", "list", "watch")), (("layouts",), ("list",))}
 
 IDENTITIES = {
     "tensorflow": {"runAsUser": 2001, "runAsGroup": 2002, "fsGroup": 2003},
@@ -226,7 +226,8 @@ def test_only_the_pods_that_call_the_api_get_a_token_and_their_roles_only_the_ve
             assert pod_templates(d)
             for name, template in pod_templates(d):
                 labels = template["metadata"]["labels"]
-                # The PS retire themselves (tfk8s_train.kube_retire); Jupyter reads Layouts (tfk8s_train.layouts).
+                # The PS follow their Job and retire themselves (tfk8s_train.job_watch, kube_retire);
+                # Jupyter reads Layouts (tfk8s_train.layouts).
                 calls_the_api = labels.get("tfk8s.io/role") == "ps" or labels["app.kubernetes.io/name"] == "jupyter"
                 assert template["spec"]["automountServiceAccountToken"] is calls_the_api, name
             for role in d.mocks.of_type(ROLE):

@@ -442,7 +442,7 @@ def test_a_ps_service_selects_only_its_runs_pods_and_the_ps_may_read_only_its_jo
         rules = {(tuple(r["resources"]), tuple(r["verbs"])): r["resourceNames"] for r in role.inputs["rules"]}
         assert rules == {
             (("deployments/scale",), ("patch",)): [ps.inputs["metadata"]["name"]],
-            (("jobs",), ("get",)): ["dev-mnist-worker"],
+            (("jobs",), ("get", "list", "watch")): ["dev-mnist-worker"],
         }
 
     return after(d, check)

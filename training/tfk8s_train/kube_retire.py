@@ -4,7 +4,8 @@ Used by ``launch.py`` so that a retired PS is not restarted by its Deployment: o
 done-marker barrier is met, the PS launcher PATCHes ``/apis/apps/v1/namespaces/<ns>/deployments/
 <name>/scale`` to ``{"spec": {"replicas": 0}}`` with the pod's service-account token over TLS
 (the cluster CA from the service-account directory). ``job_state`` GETs the run's Job so a PS
-can retire when its workers failed for good, and ``run_job_uid`` so a PS learns which run it
+can retire when its workers failed for good (``job_watch.py`` follows it through a watch, and
+polls with ``job_state`` where it may not), and ``run_job_uid`` so a PS learns which run it
 serves (RBAC: ``get`` on that one Job).
 """
 
@@ -15,7 +16,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
-from typing import Mapping, Optional
+from typing import Any, Mapping, NamedTuple, Optional
 
 SA_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 
@@ -80,32 +81,70 @@ def retire_deployment(
 # A Job's labels: the run it belongs to (tfk8s.labels.RUN), which a PS matches before taking its uid.
 RUN_LABEL = "tfk8s.io/run"
 GONE = "Gone"
+RUNNING = "Running"
 
 
-def _read_job(job: str, namespace: Optional[str], environ: Mapping[str, str], sa_dir: Optional[Path]) -> object:
-    """The Job's object (a dict), GONE on HTTP 404, or None (no API, or an error, logged)."""
+class Api(NamedTuple):
+    """Where this pod reaches the API server, in which namespace, with which service account."""
+
+    url: str
+    namespace: str
+    sa_dir: Path
+
+
+def api_of(namespace: Optional[str], environ: Mapping[str, str], sa_dir: Optional[Path] = None) -> Optional[Api]:
+    """The API as ``retire_deployment`` documents it, or None outside a pod."""
     api = environ.get("TFK8S_KUBE_API") or api_server(environ)
     if not api:
         return None
     sa_dir = sa_dir or Path(environ.get("TFK8S_SA_DIR") or SA_DIR)
-    namespace = namespace or read_text(sa_dir / "namespace") or "default"
-    quote = urllib.parse.quote
-    url = "{}/apis/batch/v1/namespaces/{}/jobs/{}".format(api.rstrip("/"), quote(namespace), quote(job))
+    return Api(api.rstrip("/"), namespace or read_text(sa_dir / "namespace") or "default", sa_dir)
+
+
+def open_get(api: Api, path: str, timeout: float) -> Any:
+    """GET ``path`` (with its query) with the service account's token (read at each call: it rotates);
+    the open response, to read or iterate. Raises urllib's errors (HTTPError: its ``code``)."""
+    url = api.url + path
+    token = (api.sa_dir / "token").read_text().strip()
+    ca = api.sa_dir / "ca.crt"
+    request = urllib.request.Request(url, headers={"Authorization": "Bearer " + token, "Accept": "application/json"})
+    context = ssl.create_default_context(cafile=str(ca) if ca.exists() else None) if url.startswith("https:") else None
+    return urllib.request.urlopen(request, timeout=timeout, context=context)
+
+
+def jobs_path(api: Api, job: Optional[str] = None) -> str:
+    """The namespace's Jobs, or Job ``job``."""
+    path = f"/apis/batch/v1/namespaces/{urllib.parse.quote(api.namespace)}/jobs"
+    return path + "/" + urllib.parse.quote(job) if job else path
+
+
+def _read_job(job: str, namespace: Optional[str], environ: Mapping[str, str], sa_dir: Optional[Path]) -> object:
+    """The Job's object (a dict), GONE on HTTP 404, or None (no API, or an error, logged)."""
+    api = api_of(namespace, environ, sa_dir)
+    if api is None:
+        return None
     try:
-        token = (sa_dir / "token").read_text().strip()
-        ca = sa_dir / "ca.crt"
-        request = urllib.request.Request(url, headers={"Authorization": "Bearer " + token, "Accept": "application/json"})
-        context = ssl.create_default_context(cafile=str(ca) if ca.exists() else None) if url.startswith("https:") else None
-        with urllib.request.urlopen(request, timeout=5.0, context=context) as response:
+        with open_get(api, jobs_path(api, job), timeout=5.0) as response:
             return json.loads(response.read().decode())
     except urllib.error.HTTPError as err:
         if err.code == 404:
             return GONE
-        _log(f"could not read job {namespace}/{job}: HTTP {err.code}")
+        _log(f"could not read job {api.namespace}/{job}: HTTP {err.code}")
         return None
     except Exception as err:  # best effort: the done barrier still works without it
-        _log(f"could not read job {namespace}/{job}: {err}")
+        _log(f"could not read job {api.namespace}/{job}: {err}")
         return None
+
+
+def state_of(body: Mapping[str, Any], uid: Optional[str]) -> str:
+    """A Job object's state for the run of ``uid``: "Failed" | "Complete" (its conditions), "Running",
+    or "Gone" (a Job of another uid: a later run's)."""
+    if uid is not None and (body.get("metadata") or {}).get("uid") != uid:
+        return GONE
+    for condition in (body.get("status") or {}).get("conditions") or []:
+        if condition.get("type") in ("Failed", "Complete") and condition.get("status") == "True":
+            return str(condition["type"])
+    return RUNNING
 
 
 def job_state(
@@ -116,12 +155,7 @@ def job_state(
     body = _read_job(job, namespace, environ, sa_dir)
     if not isinstance(body, dict):
         return body if body == GONE else None
-    if uid is not None and (body.get("metadata") or {}).get("uid") != uid:
-        return GONE
-    for condition in (body.get("status") or {}).get("conditions") or []:
-        if condition.get("type") in ("Failed", "Complete") and condition.get("status") == "True":
-            return str(condition["type"])
-    return "Running"
+    return state_of(body, uid)
 
 
 def run_job_uid(

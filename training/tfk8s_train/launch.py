@@ -24,7 +24,7 @@ Contract (environment, written by the infra code and by ``tfk8s_train.runner``):
     TFK8S_CLASSIC_FLAGS "true" (default) appends --ps_hosts --worker_hosts --job_name
                         --task_index --data_dir --log_path to CMD; "false" does not
     TFK8S_DONE_WHEN     "workers" or "chief"; default: "chief" if the spec has a chief
-    TFK8S_POLL_SECONDS  barrier and Job poll interval (default 1)
+    TFK8S_POLL_SECONDS  barrier poll interval, and the Job's where it cannot be watched (default 1)
     TFK8S_GRACE_SECONDS SIGTERM-to-SIGKILL grace when retiring a server (default 10)
     TFK8S_PS_DEPLOYMENT, TFK8S_NAMESPACE  optional: the PS's own Deployment, scaled to 0
     TFK8S_WATCH_JOB     optional: the run's worker (or chief) Job; a PS retires when it is
@@ -70,8 +70,9 @@ deleted, so an earlier run's Job of the same name, still going, is never taken f
 
 Why a PS also watches its Job: markers are written only on success, so a run whose workers fail
 for good (or pass their deadline) would leave its PS serving forever. With TFK8S_WATCH_JOB the PS
-launcher reads that Job through the API at every poll and retires when it is Failed or Complete,
-or is gone: deleted (a TTL clean-up), or replaced by a Job of another uid (another run).
+launcher follows that Job through a watch of the API (``job_watch.py``; a poll every
+TFK8S_POLL_SECONDS where its Role allows only ``get``) and retires as soon as it is Failed or
+Complete, or is gone: deleted (a TTL clean-up), or replaced by a Job of another uid (another run).
 """
 
 import json
@@ -81,15 +82,18 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Dict, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple, Union
 
 try:  # a module of the package: python -m tfk8s_train.launch, or PYTHONPATH=/opt/tfk8s as in pods
-    from tfk8s_train.kube_retire import api_server, job_state, retire_deployment, run_job_uid
+    from tfk8s_train.job_watch import RunEnd
+    from tfk8s_train.kube_retire import api_server, retire_deployment, run_job_uid
     from tfk8s_train.task_watch import TaskWatch
 except ImportError:  # a plain script without the package on the path: the sibling file
-    from kube_retire import api_server, job_state, retire_deployment, run_job_uid  # type: ignore[no-redef]
+    from job_watch import RunEnd  # type: ignore[no-redef]
+    from kube_retire import api_server, retire_deployment, run_job_uid  # type: ignore[no-redef]
     from task_watch import TaskWatch  # type: ignore[no-redef]
 
 JOBS = ("ps", "worker", "chief")
@@ -326,23 +330,20 @@ def barrier_met(spec: LaunchSpec) -> bool:
     return expected_markers(spec) <= present
 
 
-class JobWatch:
-    """Whether the run's Job says the run is over: Failed, Complete, or gone (deleted, or replaced
-    by a Job of another uid). The PS knows its run's uid before it watches (given, or read from the
-    Job itself: resolve_run_uid), so a Job that is gone is never one that is yet to come."""
-
-    def __init__(self, spec: LaunchSpec, environ: Mapping[str, str]) -> None:
-        self.spec, self.environ = spec, environ
-
-    def run_over(self) -> Optional[str]:
-        if not self.spec.watch_job:
-            return None
-        state = job_state(self.spec.watch_job, self.spec.namespace, self.environ, uid=self.spec.run_uid)
-        if state in ("Failed", "Complete"):
-            return f"job {self.spec.watch_job} is {state}"
-        if state == "Gone":
-            return f"job {self.spec.watch_job} of run {self.spec.run_uid} is gone"
+def watch_run_end(spec: LaunchSpec, environ: Mapping[str, str], wake: threading.Event) -> Optional[RunEnd]:
+    """A PS with TFK8S_WATCH_JOB: a thread that sets ``wake`` once the run's Job says the run is over
+    (Failed, Complete, or gone: deleted, or replaced by a Job of another uid). The PS knows its
+    run's uid before it watches (given, or read from the Job itself: resolve_run_uid), so a Job
+    that is gone is never one that is yet to come."""
+    if spec.job != "ps" or not spec.watch_job:
         return None
+    return RunEnd(spec.watch_job, spec.run_uid, spec.namespace, environ, spec.poll_seconds, wake).start()
+
+
+def _reap(child: "subprocess.Popen[bytes]", wake: threading.Event) -> None:
+    """Wait for the child in a thread and set ``wake`` when it exits (Popen's wait is thread-safe)."""
+    child.wait()
+    wake.set()
 
 
 def _retire(spec: LaunchSpec, environ: Mapping[str, str]) -> None:
@@ -399,23 +400,24 @@ def _supervise(spec: LaunchSpec, argv: Sequence[str], environ: Mapping[str, str]
     signal.signal(signal.SIGTERM, forward)
     signal.signal(signal.SIGINT, forward)
     if spec.serves:
-        job_watch = JobWatch(spec, environ)
+        # Woken by the child's exit and by the run's end (the Job's watch), at once; the markers,
+        # files on the log volume, are read every poll_seconds.
+        wake = threading.Event()
+        threading.Thread(target=_reap, args=(child, wake), name="tfk8s-child", daemon=True).start()
+        run_end = watch_run_end(spec, environ, wake)
         while child.poll() is None:
             reason = None
             if barrier_met(spec):
                 reason = f"all of {sorted(expected_markers(spec))} are done"
-            elif spec.job == "ps":
-                reason = job_watch.run_over()
+            elif run_end is not None:
+                reason = run_end.reason
             if reason:
                 _log(f"{spec.task}: {reason}; retiring")
                 _retire(spec, environ)
                 _stop(child, spec.grace_seconds)
                 watch.finish("retired", 0)
                 return 0
-            try:
-                child.wait(timeout=spec.poll_seconds)
-            except subprocess.TimeoutExpired:
-                pass
+            wake.wait(spec.poll_seconds)
     code = _exit_code(child.wait())
     watch.drain()  # the child's last lines before the launcher's own
     if code == 0 and spec.job in ("worker", "chief"):

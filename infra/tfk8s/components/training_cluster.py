@@ -309,7 +309,7 @@ class TrainingClusterBody(pulumi.ComponentResource):
         )
 
     def _build_ps_rbac(self, name: str, args: TrainingClusterArgs) -> None:
-        """Lets PS pods read the Job they watch and scale their own Deployments to zero, and nothing else."""
+        """Lets PS pods read and watch the Job they serve and scale their own Deployments to zero, and nothing else."""
         child = pulumi.ResourceOptions(parent=self)
         meta = self._meta(labels=self._labels("tensorflow", role=PS_ROLE.name))
         self.ps_account = kube.ServiceAccount(f"{name}-ps", metadata=meta, automount_service_account_token=False, opts=child)
@@ -324,7 +324,15 @@ class TrainingClusterBody(pulumi.ComponentResource):
                     "verbs": ["patch"],
                     "resourceNames": self.ps_deployment_names,
                 },
-                {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get"], "resourceNames": [self.watched_job]},
+                {
+                    "apiGroups": ["batch"],
+                    "resources": ["jobs"],
+                    # `get` (the run's uid, and the poll where a watch is refused), `list` and `watch`
+                    # through an exact metadata.name field selector, which the API server takes as the
+                    # request's name, so resourceNames applies (tfk8s_train.job_watch).
+                    "verbs": ["get", "list", "watch"],
+                    "resourceNames": [self.watched_job],
+                },
             ],
             opts=child,
         )

@@ -141,3 +141,19 @@ def http_get(url: str, token: str | None = None) -> Answer:
             return Answer(response.status, response.headers.get("Server", ""), response.read().decode(errors="replace"))
     except urllib.error.HTTPError as error:
         return Answer(error.code, error.headers.get("Server", ""), error.read().decode(errors="replace"))
+
+
+def first_answer(url: str, token: str | None = None, seconds: float = 15.0) -> Answer:
+    """`http_get(url, token)` once the URL's NodePort accepts connections. kube-proxy programs a
+    Service's NodePort after its endpoints change, which a Deployment's rollout (what `pulumi up`
+    awaits) does not wait for: until then the node refuses the connection. Fails after `seconds`."""
+
+    def attempt() -> Answer | None:
+        try:
+            return http_get(url, token)
+        except urllib.error.URLError as error:
+            if isinstance(error.reason, ConnectionRefusedError):
+                return None
+            raise
+
+    return until(f"{url} accepts connections", seconds, attempt)

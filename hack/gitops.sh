@@ -36,7 +36,5 @@ case $command in
   *) ;; # plan and operator-stack read git only; usage errors are the command's own
 esac
 eval "$("$root/hack/env.sh")"
-# The engine writes its event stream (--event-log) only with debug commands on: the Automation API does the same.
-export PULUMI_DEBUG_COMMANDS=true
 export PYTHONPATH="$root/infra${PYTHONPATH:+:$PYTHONPATH}"
 exec "$root/.venv/bin/python" -m tfk8s_gitops "$@"

@@ -13,6 +13,7 @@ from tfk8s.errors import UserNodeTaken, UserNodeTooSmall
 from tfk8s.kube import objects as kube
 from tfk8s.schema.platform import UserNodeSettings
 from tfk8s.schema.quantities import parse_quantity
+from tfk8s.specs.quota import format_amount
 
 # pulumi-kubernetes applies as `pulumi-kubernetes-<hash>`; any other manager is someone else.
 PULUMI_MANAGER_PREFIX = "pulumi-kubernetes"
@@ -74,7 +75,7 @@ def check_room(node: str, status: Any, tenants: int, each: Mapping[str, Decimal]
         reported = allocatable.get(resource)
         if reported is None or tenants * per_tenant <= parse_quantity(str(reported)):
             continue
-        needed, has = _shown(resource, tenants * per_tenant), _shown(resource, parse_quantity(str(reported)))
+        needed, has = format_amount(resource, tenants * per_tenant), format_amount(resource, parse_quantity(str(reported)))
         where = f"where node {node!r} allows {has} (status.allocatable.{resource})"
         short.append(f"{needed} {_NAMES[resource]} with this one, {where}")
     if short:
@@ -87,13 +88,6 @@ def check_room(node: str, status: Any, tenants: int, each: Mapping[str, Decimal]
 
 
 _NAMES = {"pods": "pods", "cpu": "CPUs", "memory": "of memory"}
-
-
-def _shown(resource: str, value: Decimal) -> str:
-    if resource == "memory":
-        gib = value / 2**30
-        return f"{gib.quantize(Decimal('0.01')).normalize():f}Gi"
-    return f"{value.normalize():f}"
 
 
 def node_address(settings: UserNodeSettings, status: Any) -> str | None:

@@ -3,12 +3,18 @@
 - `preview` (a pull request): `pulumi preview --diff` of every planned update with the policy pack,
   `pulumi destroy --preview-only` of every removed stack file; nothing changes but a new stack's
   empty entry in the backend (a preview needs the stack to exist);
-- `apply` (a merge): the destroys, then `pulumi up --refresh` with the policy pack (its own preview first: a
-  stack whose preview fails, a mandatory policy included, is never updated; no `--refresh` for a
-  stack this step created, which has nothing to refresh) and the stack's `ready` output, from the
-  `up`'s own events; a step is skipped when a stack it depends on failed (`Plan.blocked_by`);
-  `parallel` steps at a time where the plan's order allows (`tfk8s_gitops.schedule`; the default,
-  1, runs them one by one in the plan's order);
+- `apply` (a merge): the destroys, then `pulumi up` with the policy pack and the stack's `ready`
+  output, from the `up`'s own events; a step is skipped when a stack it depends on failed
+  (`Plan.blocked_by`); `parallel` steps at a time where the plan's order allows
+  (`tfk8s_gitops.schedule`; the default, 1, runs them one by one in the plan's order). A stack that
+  exists is refreshed and previewed first (`--refresh`, and `up`'s own preview): one whose preview
+  fails, a mandatory policy included, is never updated. A stack this step creates skips both
+  (`--skip-preview`): it has no object to refresh and none a half-made update could harm; its stack
+  policies cannot judge it in a preview (its outputs are not known yet: they run in the `up`, after
+  its objects exist, either way); and the engine runs every resource policy on each object before
+  creating it, in `up` as in a preview. So a refused new stack holds what passed and never what was
+  refused, and its step fails. The preview ran the program, the pack and the provider once more: a
+  third of a new tenant's step (docs/benchmarks.md "A fleet");
 - `drift` (a schedule): `pulumi refresh --preview-only` of every stack file of the checkout, and
   which managed objects changed live (what the program only reads is left out).
 A removed experiment's destroy leaves its tenant's volumes: they are the tenant stack's
@@ -233,11 +239,13 @@ def _apply_step(clis: Clis, options: Options, plan: Plan, step: Step, failed: se
             return entry
         entry.result = cli.run(step.stack, "destroy", "--yes", *message)
     else:
-        # --refresh: a live object edited by hand is put back (the state learns of the edit first).
-        # A stack `stack init` creates here has no state and no object yet: nothing to refresh.
-        refresh = ["--refresh"] if clis.exists(step.stack) else []
+        # An existing stack: --refresh, so a live object edited by hand is put back (the state learns
+        # of the edit first), and up's own preview. A stack `stack init` creates here: neither (see
+        # the module: nothing to refresh or to protect, and each object still meets every resource
+        # policy before it is created).
+        mode = ["--refresh"] if clis.exists(step.stack) else ["--skip-preview"]
         entry.result = _ensure_stack(clis, cli, options, step.stack) or cli.run(
-            step.stack, "up", "--yes", *refresh, "--diff", *message, *_policy(options)
+            step.stack, "up", "--yes", *mode, "--diff", *message, *_policy(options)
         )
         if entry.result.ok:
             outputs = entry.result.outputs

@@ -13,6 +13,8 @@ of its own. One scenario per test, in order, each a commit or pull request on th
   PR         adds a tenant: only that tenant previewed
   drift      a `kubectl` edit of a live object: reported, with the property
   PR         a `:latest` image: the mandatory policy named, nothing applied
+  merge      a new stack with a `:latest` image (no preview before a new stack's `up`): refused,
+             no object that carries the image made; the next commit's destroy removes the rest
   PR         rewrites the policy pack and the pipeline command: the base's judge it (the workflow's step)
   merge      removes a tenant: refused whole until a person confirms, nothing changed
   race       two applies of one stack at once: one waits for the other's lock, nothing lost
@@ -46,7 +48,7 @@ import toolenv
 
 BUCKET = "tfk8s-state"
 PLATFORM, ALICE, BOB, CAROL = "gitops-platform", "tenant-alice", "tenant-bob", "tenant-carol"
-EXP_A, EXP_B = "exp-a", "exp-b"
+EXP_A, EXP_B, EXP_C = "exp-a", "exp-b", "exp-c"
 INTRUDER = "exp-intruder"  # a stack file that names alice's namespace, which her tenant does not list
 
 
@@ -269,6 +271,7 @@ def test_a_team_repository_through_pull_requests_merges_and_a_schedule(
     _pull_request_adding_a_tenant(team, cluster)
     _drift(team, cluster, first)
     _mandatory_policy_violation(team, cluster)
+    _a_new_stack_refused_by_a_mandatory_policy(team, cluster)
     _pull_request_that_rewrites_its_own_judge(team, cluster, tmp_path_factory.mktemp("runner"))
     _removing_a_tenant_needs_a_persons_confirmation(team, cluster)
     _two_applies_at_once(team, cluster)
@@ -277,7 +280,7 @@ def test_a_team_repository_through_pull_requests_merges_and_a_schedule(
 def _first_push(team: Team) -> str:
     head = team.commit(
         "two tenants and alice's first experiment",
-        {ALICE: _tenant("alice", EXP_A), BOB: _tenant("bob", EXP_B), EXP_A: _experiment(ALICE)},
+        {ALICE: _tenant("alice", EXP_A), BOB: _tenant("bob", EXP_B, EXP_C), EXP_A: _experiment(ALICE)},
     )
     steps = team.plan("0" * 40)
     assert [(s["stack"], s["action"]) for s in steps] == [
@@ -425,6 +428,24 @@ def _mandatory_policy_violation(team: Team, cluster: Kube) -> None:
     assert merged.returncode == 1 and "no-latest-image" in merged.summary, merged.output
     assert _versions(_stack_objects(cluster, "tfk8s-bob", EXP_B)) == before  # nothing applied
     team.git("reset", "-q", "--hard", base)
+
+
+def _a_new_stack_refused_by_a_mandatory_policy(team: Team, cluster: Kube) -> None:
+    """A merge adding bob's second experiment on `:latest`. A new stack's `up` skips the preview
+    (nothing of it exists yet), and the engine still runs every resource policy on each object
+    before creating it: the step fails naming the policy, and no object that carries the image
+    (the PS Deployment, the workers' Job) was ever made; the objects that passed were. The next
+    commit, which removes the stack file, destroys them."""
+    base = team.git("rev-parse", "HEAD")
+    head = team.commit("bob's second experiment, on :latest", {EXP_C: _experiment(BOB, image="tensorflow/tensorflow:latest")})
+    merged = team.pipeline("merge-new-latest-image", "apply", "--base", base, "--head", head)
+    assert merged.returncode == 1 and "no-latest-image (mandatory)" in merged.summary, merged.output
+    made = {kind for kind, _ in _stack_objects(cluster, "tfk8s-bob", EXP_C)}
+    assert made and not made & {"Deployment", "Job"}, made
+    removed = team.commit("bob drops it", {EXP_C: None})
+    cleaned = team.pipeline("merge-remove-refused", "apply", "--base", head, "--head", removed)
+    assert cleaned.returncode == 0, cleaned.output
+    assert _stack_objects(cluster, "tfk8s-bob", EXP_C) == {}
 
 
 def _pull_request_that_rewrites_its_own_judge(team: Team, cluster: Kube, runner: Path) -> None:

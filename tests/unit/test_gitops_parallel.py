@@ -1,7 +1,7 @@
 """`apply --parallel N` (tfk8s_gitops.schedule) with a fake `pulumi`: steps run at once where the
 plan's order allows, never before what they build on, a failure skips exactly what it skipped one
 by one, and the report keeps the plan's order. And what one apply step runs: a new stack's `up`
-without `--refresh`, its `ready` from the `up`'s own events."""
+without `--refresh` or a preview, its `ready` from the `up`'s own events."""
 
 from __future__ import annotations
 
@@ -320,10 +320,12 @@ def test_an_up_without_ready_true_fails_its_step_and_skips_what_builds_on_it(
     assert steps["e1"].outcome == SKIPPED and steps["t2"].outcome == DONE and steps["t2"].ready is True
 
 
-def test_a_stack_this_apply_creates_is_not_refreshed_and_an_existing_one_is(cli: Cli) -> None:
-    """`up --refresh` reads every object of the state back first; a stack `stack init` just made has none."""
+def test_an_existing_stack_is_refreshed_and_previewed_and_one_this_apply_creates_is_neither(cli: Cli) -> None:
+    """`up --refresh` reads every object of the state back first, and `up` previews before it changes
+    anything; a stack `stack init` just made has no object to read back or to protect."""
     cli.existing = {"p", "e1"}
     assert pipeline.apply(_fleet(), _options(parallel=4)).ok
-    refreshed = {stack: "--refresh" in args for stack, args in cli.runs}
-    assert refreshed == {"p": True, "t1": False, "t2": False, "e1": True, "e2": False, "lone": False}
+    modes = {stack: ("--refresh" in args, "--skip-preview" in args) for stack, args in cli.runs}
+    existing, new = (True, False), (False, True)
+    assert modes == {"p": existing, "t1": new, "t2": new, "e1": existing, "e2": new, "lone": new}
     assert sorted(c[2] for c in cli.commands if c[:2] == ("stack", "init")) == ["e2", "lone", "t1", "t2"]

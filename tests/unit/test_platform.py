@@ -549,7 +549,7 @@ def test_jupyter_reads_layouts_and_nothing_else_and_mounts_the_users_volumes(ten
         assert claims[mounts["/data"]["name"]]["claimName"] == "tfk8s-data" and mounts["/data"]["readOnly"]
         assert claims[mounts["/logs"]["name"]]["claimName"] == "tfk8s-log" and not mounts["/logs"].get("readOnly")
         env = env_of(jupyter)
-        assert (env["TFK8S_DATA_ROOT"], env["TFK8S_LOG_ROOT"], env["PYTHONPATH"]) == ("/data", "/logs", "/opt/tfk8s")
+        assert (env["TFK8S_DATA_ROOT"], env["TFK8S_LOG_ROOT"]) == ("/data", "/logs")
         # The in-graph chief's address, as experiments name it in their cluster specs.
         (notebook,) = [
             r

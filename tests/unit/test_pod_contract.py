@@ -38,10 +38,10 @@ def downward(entry: dict[str, Any], pod: dict[str, Any]) -> str:
     return str(pod["metadata"]["labels"].get(path[len("metadata.labels['") : -2], ""))  # a missing label: ""
 
 
-def materialize(spec: dict[str, Any], config_maps: dict[str, dict[str, bytes]], root: Path) -> None:
+def materialize(spec: dict[str, Any], config_maps: dict[str, dict[str, bytes]], root: Path, container: int = 0) -> None:
     """Write every ConfigMap volume's items where the container mounts them (under `root`)."""
     volumes = {v["name"]: v for v in spec["volumes"]}
-    for mount in spec["containers"][0]["volumeMounts"]:
+    for mount in spec["containers"][container]["volumeMounts"]:
         source = volumes[mount["name"]].get("configMap")
         if not source:
             continue
@@ -60,16 +60,20 @@ def files_of(config_map: dict[str, Any]) -> dict[str, bytes]:
     return files
 
 
-def worker_pod_on_disk(d: Deployment, root: Path) -> dict[str, Any]:
-    """The worker Job's pod spec, its ConfigMap volumes written under `root`."""
-    # By the name the API server would hold: the one given, or Pulumi's auto-name (the mocks' `-auto`).
-    config_maps = {
+def config_maps_of(d: Deployment) -> dict[str, dict[str, bytes]]:
+    """Every ConfigMap's files, by the name the API server would hold: the one given, or Pulumi's
+    auto-name (the mocks' `-auto`)."""
+    return {
         r.inputs["metadata"].get("name") or f"{r.name}-auto": files_of(r.inputs)
         for r in d.mocks.of_type("kubernetes:core/v1:ConfigMap")
     }
+
+
+def worker_pod_on_disk(d: Deployment, root: Path) -> dict[str, Any]:
+    """The worker Job's pod spec, its ConfigMap volumes written under `root`."""
     (job,) = d.mocks.of_type(JOB)
     spec = pod_spec(job)
-    materialize(spec, config_maps, root)
+    materialize(spec, config_maps_of(d), root)
     return spec
 
 
@@ -129,5 +133,42 @@ def test_user_code_directory_lands_where_the_command_expects_it(dev_config: dict
         shipped = Path(__file__).resolve().parents[1] / "training" / "fixtures" / "mnist_replica.py"
         assert script.read_text() == shipped.read_text()
         assert spec["containers"][0]["workingDir"] == "/opt/tfk8s/code"
+
+    return after(d, check)
+
+
+@pulumi.runtime.test
+def test_jupyter_and_the_token_gate_run_the_trainer_from_the_tenants_archive(
+    tenant_config: dict[str, Any], tmp_path: Path
+) -> None:
+    """A tenant ships the trainer package as one zip archive, as experiments do: Jupyter imports it
+    (in-graph training from a notebook) and the TensorBoard gate runs it, each from its own mount
+    and `PYTHONPATH`. Found there first: without this machine's site-packages (`-S`, they hold the
+    package too) the package is the archive's."""
+    d = run_program(tenant_config)
+
+    def check() -> None:
+        found = {}
+        for deployment in d.mocks.of_type("kubernetes:apps/v1:Deployment"):
+            spec = pod_spec(deployment)
+            for index, container in enumerate(spec["containers"]):
+                env = {e["name"]: e.get("value", "") for e in container.get("env", [])}
+                if "PYTHONPATH" not in env:
+                    continue
+                root = tmp_path / container["name"]
+                materialize(spec, config_maps_of(d), root, container=index)
+                pythonpath = {"PYTHONPATH": relocate(env["PYTHONPATH"], root)}
+                where = "import tfk8s_train; print(tfk8s_train.__file__)"
+                done = subprocess.run([sys.executable, "-S", "-c", where], env=pythonpath, capture_output=True, text=True)
+                assert done.returncode == 0, (container["name"], done.stderr)
+                found[container["name"]] = done.stdout.strip()
+                # What the container runs: the gate's command, Jupyter's in-graph trainer.
+                command = container.get("command", ["python", "-c", "import tfk8s_train.in_graph"])
+                argv = [sys.executable, *command[1:], *(["--help"] if "-m" in command else [])]
+                ran = subprocess.run(argv, env={**os.environ, **pythonpath}, capture_output=True, text=True, timeout=60)
+                assert ran.returncode == 0, (container["name"], ran.stderr)
+        assert set(found) == {"jupyter", "token-gate"}, found
+        archive = f"{tmp_path}/{{}}/opt/tfk8s/trainer/tfk8s_train.zip/tfk8s_train/__init__.py"
+        assert found == {name: archive.format(name) for name in found}, found
 
     return after(d, check)

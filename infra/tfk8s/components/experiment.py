@@ -21,10 +21,9 @@ from tfk8s.schema import NAMESPACE
 from tfk8s.schema.contract import PlatformFacts, TenantFacts
 from tfk8s.schema.experiment import ClusterSettings
 from tfk8s.specs import queue_readiness, readiness
-from tfk8s.specs.code import CodeBundle, base64_of
+from tfk8s.specs.code import CodeBundle, trainer_archive
 from tfk8s.specs.labels import labels
 from tfk8s.specs.ownership import Claimed, Owner
-from tfk8s.specs.pods import TRAINER_ARCHIVE, TRAINER_PACKAGE
 
 
 def trainer_config_map(experiment: str, launcher: CodeBundle) -> str:
@@ -89,7 +88,7 @@ class Experiment(pulumi.ComponentResource):
                 "labels": {**labels(user.name, "tensorflow", experiment=args.experiment, role="code"), **args.owner.labels()},
                 "annotations": args.owner.annotations(),
             },
-            binary_data={TRAINER_ARCHIVE: base64_of(args.launcher.zipped(TRAINER_PACKAGE))},
+            binary_data=trainer_archive(args.launcher),
             immutable=True,
             opts=pulumi.ResourceOptions(parent=self, ignore_changes=["binaryData"]),
         )

@@ -50,7 +50,7 @@ from tfk8s.schema.contract import PlatformFacts, PlatformKind, TenantFacts
 from tfk8s.schema.experiment import ClusterSettings, TrainingMode
 from tfk8s.specs import cluster_spec as cs
 from tfk8s.specs import jobset, layout_document, network_policy, pods, run_policy
-from tfk8s.specs.code import CodeBundle, base64_of, installed_launcher_bundle
+from tfk8s.specs.code import CodeBundle, installed_launcher_bundle, trainer_archive
 from tfk8s.specs.labels import labels, selector_of
 from tfk8s.specs.ownership import Claimed, Owner
 from tfk8s.specs.roles import CHIEF_ROLE, PS_ROLE, WORKER_ROLE, Role
@@ -284,7 +284,7 @@ class TrainingClusterBody(pulumi.ComponentResource):
         return kube.ConfigMap(
             f"{name}-trainer",
             metadata=self._meta(name=config_map, labels=self._labels("tensorflow", role="code")),
-            binary_data={pods.TRAINER_ARCHIVE: base64_of(self.args.launcher.zipped(pods.TRAINER_PACKAGE))},
+            binary_data=trainer_archive(self.args.launcher),
             immutable=True,
             opts=pulumi.ResourceOptions(parent=self, ignore_changes=["binaryData"]),
         )

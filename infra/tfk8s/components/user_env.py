@@ -36,7 +36,7 @@ from tfk8s.schema.contract import PlatformFacts, PlatformKind
 from tfk8s.schema.platform import PodIdentity
 from tfk8s.schema.tenant import TenantSettings
 from tfk8s.specs import app_sessions, network_policy, pod_security, pods, quota, readiness, tenant_access, user_apps
-from tfk8s.specs.code import CodeBundle
+from tfk8s.specs.code import CodeBundle, trainer_archive
 from tfk8s.specs.labels import labels, selector_of
 from tfk8s.specs.ownership import Claimed, Owner
 
@@ -103,7 +103,6 @@ class UserEnvironment(pulumi.ComponentResource):
         super().__init__("tfk8s:index:UserEnvironment", name, None, opts)
         user, platform = args.user, args.platform
         self.args = args
-        child = pulumi.ResourceOptions(parent=self)
         keep = user.volumes.keep_on_destroy
         assert platform.version is not None  # resolved by context_checks.check_platform
         # Deleting a namespace deletes its claims (and every experiment in it): keep it with the data.
@@ -146,12 +145,20 @@ class UserEnvironment(pulumi.ComponentResource):
                 ("log", LOG_CLAIM, user.volumes.log_size),
             )
         }
-        # The trainer package for notebooks; experiments ship their own copy (their code may be newer).
+        # The trainer package for notebooks and the TensorBoard gate (experiments ship their own copy:
+        # their code may be newer), as experiments ship theirs: one zip archive (~60 KB in base64)
+        # instead of its sources (~200 KB), which Pulumi kept three copies of (600 of a tenant's 830
+        # KB of state), rewrote at each of the ~70 checkpoints of a tenant's first `up` and checked
+        # and diffed at every command (docs/benchmarks.md "A fleet"). The digest of the sources is in
+        # the resource's name: new sources are a new ConfigMap, and a rollout of both apps, never an
+        # update of this one, which `ignore_changes` would skip (deflate's bytes depend on the zlib
+        # Python links: tfk8s.specs.code.CodeBundle.zipped).
         self.trainer_config = kube.ConfigMap(
-            f"{name}-trainer",
+            f"{name}-trainer-{args.launcher.digest[:10]}",
             metadata=self._meta(ns, labels(user.name, "jupyter", role="code")),
-            data=args.launcher.config_map_data(),
-            opts=child,
+            binary_data=trainer_archive(args.launcher),
+            immutable=True,
+            opts=pulumi.ResourceOptions(parent=self, ignore_changes=["binaryData"]),
         )
         self._build_jupyter(name, args, ns)
         self._build_tensorboard(name, args, ns)
@@ -370,8 +377,8 @@ class UserEnvironment(pulumi.ComponentResource):
 
     def _trainer_volume(self, args: UserEnvironmentArgs) -> dict[str, Any]:
         """The trainer package (`tfk8s-train`), for Jupyter and the TensorBoard gate."""
-        files = pods.ConfigMapFiles(name=self.trainer_config.name, files=tuple(sorted(args.launcher.files)))
-        return {"name": "tfk8s-train", **files.volume_source()}
+        files = pods.ConfigMapFiles(name=self.trainer_config.name, files=(pods.TRAINER_ARCHIVE,))
+        return {"name": user_apps.TRAINER_VOLUME, **files.volume_source()}
 
     def _user_facing_app(
         self,

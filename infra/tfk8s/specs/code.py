@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Literal
 
 from tfk8s.schema.experiment import LAUNCHER_PACKAGE
-from tfk8s.specs.pods import TRAINER_PACKAGE, key_of
+from tfk8s.specs.pods import TRAINER_ARCHIVE, TRAINER_PACKAGE, key_of
 
 
 @dataclass(frozen=True)
@@ -56,6 +56,13 @@ ZIP_DATE = (1980, 1, 1, 0, 0, 0)
 
 def base64_of(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
+
+
+def trainer_archive(launcher: CodeBundle) -> dict[str, str]:
+    """A trainer ConfigMap's `binaryData`: the package as one zip archive, which pods put on their
+    `PYTHONPATH` (tfk8s.specs.pods.TRAINER_PATH). Its bytes depend on the zlib Python links: the
+    ConfigMap is named after the sources' digest and Pulumi ignores changes of them."""
+    return {TRAINER_ARCHIVE: base64_of(launcher.zipped(TRAINER_PACKAGE))}
 
 
 def code_files(directory: Path, pattern: str = "**/*") -> list[Path]:

@@ -15,15 +15,18 @@ from tfk8s.schema.experiment import Resources
 from tfk8s.schema.platform import TENSORBOARD_BACKEND_PORT, PodIdentity
 from tfk8s.specs import app_sessions, pod_security, pods, quota
 from tfk8s.specs.labels import selector_of
-from tfk8s.specs.pods import LAUNCHER_DIR
+from tfk8s.specs.pods import TRAINER_DIR, TRAINER_PATH
 
 # Where Jupyter mounts the user's volumes; layouts name directories relative to them.
 NOTEBOOK_DATA_ROOT, NOTEBOOK_LOG_ROOT = "/data", "/logs"
+# The volume of the component's trainer ConfigMap (tfk8s.components.user_env).
+TRAINER_VOLUME = "tfk8s-train"
 
 
 def trainer_mount() -> dict[str, Any]:
-    """The trainer package (`tfk8s-train`, a volume of the component's), for Jupyter and the gate."""
-    return {"name": "tfk8s-train", "mountPath": f"{LAUNCHER_DIR}/tfk8s_train", "readOnly": True}
+    """The trainer package's archive, for Jupyter and the gate, which import it from `PYTHONPATH`
+    (TRAINER_PATH) as training pods do."""
+    return {"name": TRAINER_VOLUME, "mountPath": TRAINER_DIR, "readOnly": True}
 
 
 def loopback_probe(port: int) -> dict[str, Any]:
@@ -42,7 +45,7 @@ def jupyter_container(platform: PlatformFacts) -> dict[str, Any]:
             *app_sessions.jupyter_env(),
             # The docker-stacks images listen where JUPYTER_PORT says: the Service's and probe's port.
             {"name": "JUPYTER_PORT", "value": str(platform.ports.jupyter)},
-            {"name": "PYTHONPATH", "value": LAUNCHER_DIR},
+            {"name": "PYTHONPATH", "value": TRAINER_PATH},
             {"name": "TFK8S_DATA_ROOT", "value": NOTEBOOK_DATA_ROOT},
             {"name": "TFK8S_LOG_ROOT", "value": NOTEBOOK_LOG_ROOT},
             {"name": "TFK8S_LAYOUT_API", "value": platform.layouts.api.root},
@@ -117,7 +120,7 @@ def token_gate(tenant: str, platform: PlatformFacts, token_secret: Any, token_ke
         ),
         "env": [
             {"name": "TFK8S_TOKEN", "valueFrom": {"secretKeyRef": {"name": token_secret, "key": token_key}}},
-            {"name": "PYTHONPATH", "value": LAUNCHER_DIR},
+            {"name": "PYTHONPATH", "value": TRAINER_PATH},
             pod_security.home_in_tmp(),
         ],
         "ports": [{"name": "http", "containerPort": platform.ports.tensorboard}],

@@ -28,7 +28,7 @@ from typing import Any
 
 from pulumi.automation.events import EngineEvent, OpType
 
-from tfk8s_gitops.repo import stack_name
+from tfk8s_gitops.repo import STACK_FILE_PREFIX, STACK_FILE_SUFFIX, stack_name
 
 LOCKED = "currently locked"
 # A stack policy that needs values a preview does not know yet (a new stack's outputs): the engine
@@ -94,6 +94,7 @@ class Workspace:
 
     def __init__(self, checkout: Path, stack_dir: str) -> None:
         self.checkout = checkout
+        self.stack_dir = stack_dir
         self.path = Path(tempfile.mkdtemp(prefix="tfk8s-gitops-"))
         for entry in checkout.iterdir():
             if entry.name == ".git":
@@ -104,6 +105,10 @@ class Workspace:
                 shutil.copy(entry, self.path / entry.name)
             else:
                 (self.path / entry.name).symlink_to(entry)
+
+    def stack_file(self, stack: str) -> Path:
+        """The workspace's copy of `stack`'s stack file (what the CLI reads and writes)."""
+        return self.path / self.stack_dir / f"{STACK_FILE_PREFIX}{stack}{STACK_FILE_SUFFIX}"
 
     def close(self) -> None:
         shutil.rmtree(self.path, ignore_errors=True)
@@ -144,12 +149,17 @@ class Pulumi:
         """A command without engine events (stack select, output, init)."""
         return self._cli(*args)
 
-    def external_urns(self, stack: str) -> set[str]:
-        """The URNs of the objects the stack only reads (`external` in its state)."""
+    def export(self, stack: str) -> dict[str, Any]:
+        """The stack's state (`pulumi stack export`, secrets left encrypted)."""
         done = self._cli("stack", "export", "--stack", stack)
         if done.returncode != 0:
             raise RuntimeError(f"pulumi stack export --stack {stack}: {done.stderr.strip()}")
-        resources = json.loads(done.stdout).get("deployment", {}).get("resources") or []
+        exported: dict[str, Any] = json.loads(done.stdout)
+        return exported
+
+    def external_urns(self, stack: str) -> set[str]:
+        """The URNs of the objects the stack only reads (`external` in its state)."""
+        resources = self.export(stack).get("deployment", {}).get("resources") or []
         return {r["urn"] for r in resources if r.get("external")}
 
     def stack_names(self) -> set[str]:

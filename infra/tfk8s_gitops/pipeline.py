@@ -39,6 +39,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tfk8s_gitops import salts
 from tfk8s_gitops.engine import Pulumi, Result, Workspace
 from tfk8s_gitops.identity import ImpersonationError, acts_as_itself, impersonating_kubeconfig
 from tfk8s_gitops.plan import Plan, Step
@@ -116,6 +117,21 @@ class Clis:
         self._locks: dict[str, threading.Lock] = {}
         self._lock = threading.Lock()
         self._stacks: set[str] | None = None
+        self._salts: dict[str, str | None] = {}
+
+    def platform_salt(self, platform: str) -> str | None:
+        """`platform`'s encryption salt (tfk8s_gitops.salts): its stack file in the workspace, where
+        the CLI writes it, else its state's; found once per run, by one thread at a time."""
+        with self._lock:
+            if platform not in self._salts:
+                file = self.workspace.stack_file(platform)
+                salt = salts.of_file(file)
+                if salt is None and platform in (self._stacks or set()):
+                    salt = salts.of_export(self.team.export(platform))
+                    if salt is not None:
+                        salts.give(file, salt)
+                self._salts[platform] = salt
+            return self._salts[platform]
 
     def exists(self, stack: str) -> bool:
         """Whether the backend has `stack`: listed once per run (a listing reads every stack's entry,
@@ -153,10 +169,16 @@ def _policy(options: Options) -> list[str]:
     return ["--policy-pack", str(options.policy_pack)] if options.policy_pack else []
 
 
-def _ensure_stack(clis: Clis, cli: Pulumi, options: Options, stack: str) -> Result | None:
-    """Create the stack (empty) if the backend has none: None, or the failed command."""
+def _ensure_stack(clis: Clis, cli: Pulumi, options: Options, step: Step) -> Result | None:
+    """Create the step's stack (empty) if the backend has none: None, or the failed command. A new
+    tenant takes its platform's salt under the passphrase provider (tfk8s_gitops.salts)."""
+    stack = step.stack
     if clis.exists(stack):
         return None
+    if step.kind == "tenant" and step.upstream and not options.secrets_provider:
+        salt = clis.platform_salt(step.upstream)
+        if salt is not None:
+            salts.give(clis.workspace.stack_file(stack), salt)
     extra = ["--secrets-provider", options.secrets_provider] if options.secrets_provider else []
     # --no-select: the selection is PULUMI_HOME's one file for the workspace, which steps running at
     # once would all write; every command here names its stack.
@@ -196,9 +218,7 @@ def _preview_step(clis: Clis, options: Options, step: Step) -> StepReport:
             return entry
         entry.result = cli.run(step.stack, "destroy", "--preview-only")
     else:
-        entry.result = _ensure_stack(clis, cli, options, step.stack) or cli.run(
-            step.stack, "preview", "--diff", *_policy(options)
-        )
+        entry.result = _ensure_stack(clis, cli, options, step) or cli.run(step.stack, "preview", "--diff", *_policy(options))
     entry.outcome = DONE if entry.result.ok else FAILED
     return entry
 
@@ -244,7 +264,7 @@ def _apply_step(clis: Clis, options: Options, plan: Plan, step: Step, failed: se
         # the module: nothing to refresh or to protect, and each object still meets every resource
         # policy before it is created).
         mode = ["--refresh"] if clis.exists(step.stack) else ["--skip-preview"]
-        entry.result = _ensure_stack(clis, cli, options, step.stack) or cli.run(
+        entry.result = _ensure_stack(clis, cli, options, step) or cli.run(
             step.stack, "up", "--yes", *mode, "--diff", *message, *_policy(options)
         )
         if entry.result.ok:

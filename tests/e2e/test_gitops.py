@@ -254,6 +254,13 @@ def _named(key: tuple[str, str], changed: set[tuple[str, str]]) -> bool:
     return any(kind == k and re.fullmatch(rf"{re.escape(n)}(-[0-9a-f]{{8}})?", name) for k, n in changed)
 
 
+def _salt(team: Team, stack: str) -> str:
+    """The encryption salt the backend records for `stack`."""
+    exported = json.loads(team.pulumi("stack", "export", "--stack", stack))
+    salt: str = exported["deployment"]["secrets_providers"]["state"]["salt"]
+    return salt
+
+
 def _versions(objects: dict[tuple[str, str], dict[str, Any]]) -> dict[tuple[str, str], str]:
     return {key: obj["metadata"]["resourceVersion"] for key, obj in objects.items()}
 
@@ -296,6 +303,10 @@ def _first_push(team: Team) -> str:
     assert rows == [PLATFORM, ALICE, BOB, EXP_A], run.summary  # the plan's order, whatever finished first
     for stack in (PLATFORM, ALICE, BOB, EXP_A):
         assert json.loads(team.pulumi("stack", "output", "--stack", stack, "--json"))["ready"] is True
+    # The tenants share their platform's salt (one key derivation per command, not two); the
+    # experiment, which reads no other stack, keeps its own.
+    salt = {stack: _salt(team, stack) for stack in (PLATFORM, ALICE, BOB, EXP_A)}
+    assert salt[ALICE] == salt[BOB] == salt[PLATFORM] != salt[EXP_A], salt
     # The backend's own record (whole seconds): the two tenants' updates overlapped, each after the
     # platform's, and alice's experiment after her tenant's.
     start: dict[str, datetime] = {}
@@ -394,6 +405,8 @@ def _pull_request_adding_a_tenant(team: Team, cluster: Kube) -> None:
     rows = [line for line in run.summary.splitlines() if re.match(r"\| \d+ \|", line)]
     assert len(rows) == 1 and f"`{CAROL}`" in rows[0], run.summary
     assert "tfk8s-carol" not in {n["metadata"]["name"] for n in cluster.get("namespaces")}
+    # Its empty stack took the platform's salt, from the platform's state this time (no file holds it).
+    assert _salt(team, CAROL) == _salt(team, PLATFORM)
     team.git("reset", "-q", "--hard", base)  # the pull request is closed unmerged
 
 

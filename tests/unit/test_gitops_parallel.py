@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tfk8s_gitops import pipeline, summary
+from tfk8s_gitops import pipeline, salts, summary
 from tfk8s_gitops.engine import Result
 from tfk8s_gitops.pipeline import DONE, FAILED, SKIPPED, Options
 from tfk8s_gitops.plan import Plan, Step
@@ -41,6 +41,10 @@ class Cli:
     """(stack, arguments) of each `run`, in the order they started."""
     listings: int = 0
     """How many times the backend's stacks were listed."""
+    exports: list[str] = field(default_factory=list)
+    """The stacks whose state was exported, in order."""
+    salts_at_init: dict[str, str | None] = field(default_factory=dict)
+    """The salt each stack's workspace file held when `stack init` ran."""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def record(self, *event: str) -> None:
@@ -61,6 +65,7 @@ class FakePulumi:
 
     def __init__(self, workspace: Any, env: dict[str, str], lock_wait: float = 600.0) -> None:
         self.env = env
+        self.workspace = workspace
 
     def stack_names(self) -> Any:
         with self.cli.lock:
@@ -70,6 +75,8 @@ class FakePulumi:
     def plain(self, *args: str) -> Any:
         with self.cli.lock:
             self.cli.commands.append(args)
+            if args[:2] == ("stack", "init"):
+                self.cli.salts_at_init[args[2]] = salts.of_file(self.workspace.stack_file(args[2]))
         return type("Done", (), {"returncode": 0, "stdout": "", "stderr": ""})()
 
     def run(self, stack: str, *args: str) -> Result:
@@ -85,6 +92,11 @@ class FakePulumi:
             result.outputs = self.cli.outputs.get(stack, {"ready": True})
         return result
 
+    def export(self, stack: str) -> dict[str, Any]:
+        with self.cli.lock:
+            self.cli.exports.append(stack)
+        return {"deployment": {"secrets_providers": {"type": "passphrase", "state": {"salt": f"salt-of-{stack}"}}}}
+
     def external_urns(self, stack: str) -> set[str]:
         return set()
 
@@ -94,7 +106,8 @@ def cli(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Cli]:
     shared = Cli()
     monkeypatch.setattr(FakePulumi, "cli", shared, raising=False)
     monkeypatch.setattr(pipeline, "Pulumi", FakePulumi)
-    workspace = type("Workspace", (), {"path": tmp_path, "close": lambda self: None})()
+    stack_file = lambda self, stack: tmp_path / "stacks" / f"Pulumi.{stack}.yaml"  # noqa: E731
+    workspace = type("Workspace", (), {"path": tmp_path, "close": lambda self: None, "stack_file": stack_file})()
     monkeypatch.setattr(pipeline, "_workspace", lambda options: workspace)
     monkeypatch.setattr(pipeline, "impersonating_kubeconfig", lambda env, stack, directory: directory / stack)
     yield shared
@@ -329,3 +342,37 @@ def test_an_existing_stack_is_refreshed_and_previewed_and_one_this_apply_creates
     existing, new = (True, False), (False, True)
     assert modes == {"p": existing, "t1": new, "t2": new, "e1": existing, "e2": new, "lone": new}
     assert sorted(c[2] for c in cli.commands if c[:2] == ("stack", "init")) == ["e2", "lone", "t1", "t2"]
+
+
+def _stack_files(directory: Path, **salted: str) -> None:
+    """The fleet's stack files in the workspace, `salted` ones with that salt."""
+    (directory / "stacks").mkdir()
+    for stack in ("p", "t1", "t2", "e1", "e2", "lone"):
+        salt = f"{salts.SALT_KEY}: {salted[stack]}\n" if stack in salted else ""
+        (directory / "stacks" / f"Pulumi.{stack}.yaml").write_text(f"{salt}config: {{}}\n")
+
+
+def test_new_tenants_take_their_platforms_salt_from_its_state_once_per_run(cli: Cli, tmp_path: Path) -> None:
+    """A tenant's `up` decrypts its platform's outputs: one salt for both is one key derivation per
+    command, not two (tfk8s_gitops.salts). The checkout's platform file holds no salt: its state has it."""
+    _stack_files(tmp_path)
+    cli.existing = {"p"}
+    assert pipeline.apply(_fleet(), _options(parallel=4)).ok
+    assert cli.exports == ["p"], cli.exports
+    assert cli.salts_at_init == {"t1": "salt-of-p", "t2": "salt-of-p", "e1": None, "e2": None, "lone": None}
+
+
+def test_a_platform_salt_in_the_workspace_is_used_without_reading_the_state(cli: Cli, tmp_path: Path) -> None:
+    """A platform this run created, or one whose committed file holds its salt."""
+    _stack_files(tmp_path, p="v1:committed")
+    cli.existing = {"p", "t2"}
+    assert pipeline.apply(_fleet(), _options(parallel=4)).ok
+    assert cli.exports == [] and cli.salts_at_init["t1"] == "v1:committed" and "t2" not in cli.salts_at_init
+
+
+def test_another_secrets_provider_has_no_salt_to_share(cli: Cli, tmp_path: Path) -> None:
+    _stack_files(tmp_path)
+    cli.existing = {"p"}
+    options = Options(Path("."), {}, None, secrets_provider="awskms://alias/tfk8s", parallel=4)
+    assert pipeline.apply(_fleet(), options).ok
+    assert cli.exports == [] and set(cli.salts_at_init.values()) == {None}

@@ -164,10 +164,12 @@ down: demo ## Destroy the $(STACK) experiment (as $(EXPERIMENTER)), the $(TENANT
 # allows, from this checkout at its HEAD, with the team's state, passphrase and kubeconfig in the
 # environment (hack/gitops.sh refuses to run without them). GITOPS_ARGS: more of `apply`'s flags
 # (--confirm-destroy STACK, --force-conflicts, --lock-wait S).
+# PARALLEL: the machine's cores by default; a stack's step keeps a core busy (its CLI, program,
+# provider and policy pack), so on 2 cores 2 at once was fastest (docs/benchmarks.md "A fleet").
 BASE ?=
-PARALLEL ?= 4
+PARALLEL ?= $(shell nproc 2>/dev/null || echo 2)
 GITOPS_ARGS ?=
-apply-fleet: fleet-base venv policy-venv tools ## Apply every stack the commits since BASE touch, PARALLEL (4: a 2-core machine) at once where the order allows, as the GitOps pipeline: make apply-fleet BASE=<sha> [PARALLEL=4] [SUMMARY=fleet.md]
+apply-fleet: fleet-base venv policy-venv tools ## Apply every stack the commits since BASE touch, PARALLEL (default: the cores) at once where the order allows, as the GitOps pipeline: make apply-fleet BASE=<sha> [PARALLEL=2] [SUMMARY=fleet.md]
 	hack/gitops.sh apply --base $(BASE) --parallel $(PARALLEL) $(if $(SUMMARY),--summary $(SUMMARY)) $(GITOPS_ARGS)
 
 # First, before anything is built: a fleet's apply without BASE is a usage error.

@@ -26,7 +26,7 @@ A table gives per run the wall seconds, seconds per tenant, the speed-up over P=
 and 1,000 tenants extrapolated from the run's own cost per tenant (at the largest N: the per-tenant
 cost at P=1 times 1,000 over the speed-up P reached, its effective parallelism).
 
-    make tools && .venv/bin/python bench/fleet.py [--sizes 10,100] [--parallel 1,4]
+    make tools && .venv/bin/python bench/fleet.py [--sizes 10,100] [--parallel 1,2]
 """
 
 from __future__ import annotations
@@ -224,7 +224,7 @@ def run(sizes: list[int], parallels: list[int], policy_pack: bool, settle_limit:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="10,100", help="the N new tenants of each commit, comma-separated")
-    parser.add_argument("--parallel", default="1,4", help="the apply's --parallel P for each N, comma-separated")
+    parser.add_argument("--parallel", default="1,2", help="the apply's --parallel P for each N, comma-separated")
     parser.add_argument("--no-policy-pack", action="store_true", help="apply with --policy-pack none")
     parser.add_argument("--settle", type=float, default=300.0, help="seconds at most to wait for a quiet machine before a run")
     args = parser.parse_args()

@@ -124,12 +124,9 @@ class Clis:
         the CLI writes it, else its state's; found once per run, by one thread at a time."""
         with self._lock:
             if platform not in self._salts:
-                file = self.workspace.stack_file(platform)
-                salt = salts.of_file(file)
+                salt = salts.of_file(self.workspace.stack_file(platform))
                 if salt is None and platform in (self._stacks or set()):
                     salt = salts.of_export(self.team.export(platform))
-                    if salt is not None:
-                        salts.give(file, salt)
                 self._salts[platform] = salt
             return self._salts[platform]
 

@@ -146,10 +146,10 @@ class UserEnvironment(pulumi.ComponentResource):
             )
         }
         # The trainer package for notebooks and the TensorBoard gate (experiments ship their own copy:
-        # their code may be newer), as experiments ship theirs: one zip archive (~60 KB in base64)
+        # their code may be newer), as experiments ship theirs: one zip archive (~97 KB in base64)
         # instead of its sources (~200 KB), which Pulumi kept three copies of (600 of a tenant's 830
-        # KB of state), rewrote at each of the ~70 checkpoints of a tenant's first `up` and checked
-        # and diffed at every command (docs/benchmarks.md "A fleet"). The digest of the sources is in
+        # KB of state), rewrote at every checkpoint of a tenant's `up` and checked and diffed at
+        # every command (docs/benchmarks.md "A fleet"). The digest of the sources is in
         # the resource's name: new sources are a new ConfigMap, and a rollout of both apps, never an
         # update of this one, which `ignore_changes` would skip (deflate's bytes depend on the zlib
         # Python links: tfk8s.specs.code.CodeBundle.zipped).
@@ -308,7 +308,7 @@ class UserEnvironment(pulumi.ComponentResource):
         )
         volumes = [
             {"name": "notebooks", "configMap": {"name": self.notebook_config.name}},
-            self._trainer_volume(args),
+            self._trainer_volume(),
             {"name": "data", "persistentVolumeClaim": {"claimName": self.claims["data"].name, "readOnly": True}},
             {"name": "log", "persistentVolumeClaim": {"claimName": self.claims["log"].name}},
             *app_sessions.jupyter_volumes(
@@ -362,7 +362,7 @@ class UserEnvironment(pulumi.ComponentResource):
         ]
         if platform.tensorboard_requires_token:
             containers.append(user_apps.token_gate(user.name, platform, self.token_secret.name, TOKEN_KEY))
-            volumes.append(self._trainer_volume(args))
+            volumes.append(self._trainer_volume())
         self.tensorboard = self._user_facing_app(
             f"{name}-tensorboard",
             labels(user.name, "tensorboard"),
@@ -375,7 +375,7 @@ class UserEnvironment(pulumi.ComponentResource):
             identity=platform.pod_security.tensorflow,
         )
 
-    def _trainer_volume(self, args: UserEnvironmentArgs) -> dict[str, Any]:
+    def _trainer_volume(self) -> dict[str, Any]:
         """The trainer package (`tfk8s-train`), for Jupyter and the TensorBoard gate."""
         files = pods.ConfigMapFiles(name=self.trainer_config.name, files=(pods.TRAINER_ARCHIVE,))
         return {"name": user_apps.TRAINER_VOLUME, **files.volume_source()}

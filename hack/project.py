@@ -18,6 +18,9 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "infra"))  # the one reader and writer of a stack file's salt, the pipeline's too
+
+from tfk8s_gitops import salts  # noqa: E402
 
 
 def tracked_stack_files() -> list[Path]:
@@ -53,7 +56,6 @@ def project_copy(work: Path) -> Path:
     return work
 
 
-SALT_KEY = "encryptionsalt"
 UPSTREAM_KEY = "tfk8s:platformStack"  # a tenant's platform
 
 
@@ -66,14 +68,14 @@ def share_salt(stack_file: Path) -> str | None:
     experiment reads no other stack (tfk8s.stacks.tenant_contract) and keeps a salt of its own, under its
     tenant's passphrase. Salts are not secret; the passphrase stays what protects the secrets.
     Returns the salt the file has afterwards, if any."""
+    own = salts.of_file(stack_file)
     document = (yaml.safe_load(stack_file.read_text()) if stack_file.exists() else None) or {}
-    own, config = document.get(SALT_KEY), document.get("config") or {}
-    upstream = config.get(UPSTREAM_KEY)
+    upstream = (document.get("config") or {}).get(UPSTREAM_KEY)
     if own or not isinstance(upstream, str) or not upstream:
         return own
     salt = share_salt(stack_file.parent / f"Pulumi.{upstream.rsplit('/', 1)[-1]}.yaml")
     if salt:
-        stack_file.write_text(f"{SALT_KEY}: {salt}\n" + stack_file.read_text())
+        salts.give(stack_file, salt)
     return salt
 
 

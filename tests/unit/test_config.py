@@ -574,7 +574,7 @@ HOSTILE_SUITE = [
     (
         "quota-cpu-below-own-apps",
         _tenant("quota", {"cpu": "2"}),
-        r"^invalid tfk8s configuration:\n  - tfk8s:tenant\.quota\.cpu: the tenant's own Jupyter and TensorBoard take 2\.1 \("
+        r"^invalid tfk8s configuration:\n  - tfk8s:tenant\.quota\.cpu: the tenant's own objects take 2\.1 \("
         r"Jupyter 1 \+ TensorBoard 1 \+ its token gate 100m, at containerDefaults\.cpu\) but its quota is 2: raise it to at "
         r"least 2\.1, plus what its experiments need, or ask the platform team to lower platform\.containerDefaults\.cpu$",
     ),
@@ -589,16 +589,33 @@ HOSTILE_SUITE = [
         _tenant("quota", {"services": 2}),
         r"quota\.services: .* take 3 \(Jupyter's, TensorBoard's",
     ),
+    # ...and so must its other objects, which the quota counts once they exist (tfk8s.specs.quota.TENANT_OWN_COUNTS).
+    (
+        "quota-config-maps-below-own-objects",
+        _tenant("quota", {"configMaps": 5}),
+        r"quota\.configMaps: the tenant's own objects take 6 \(the trainer package, .*kube-root-ca\.crt\) but its quota "
+        r"is 5: raise it to at least 6",
+    ),
+    (
+        "quota-network-policies-below-own-objects",
+        _tenant("quota", {"networkPolicies": 1}),
+        r"quota\.networkPolicies: .* take 5 \(the namespace's default deny",
+    ),
+    (
+        "default-quota-role-bindings-below-own-objects",
+        _platform("defaultQuota", {"roleBindings": 2}),
+        r"defaultQuota\.roleBindings: every tenant's own objects take 3 .* default quota is 2",
+    ),
     (
         "default-quota-below-container-defaults",
         _platform("containerDefaults", {"cpu": "16"}),
-        r"defaultQuota\.cpu: every tenant's Jupyter and TensorBoard take 32\.1 .* default quota is 32: raise it to at least "
+        r"defaultQuota\.cpu: every tenant's own objects take 32\.1 .* default quota is 32: raise it to at least "
         r"32\.1, plus what experiments need, or lower tfk8s:platform\.containerDefaults\.cpu",
     ),
     (
         "default-quota-services-below-own-apps",
         _platform("defaultQuota", {"services": 2}),
-        r"defaultQuota\.services: every tenant's Jupyter and TensorBoard take 3 .* default quota is 2: raise it to at least 3",
+        r"defaultQuota\.services: every tenant's own objects take 3 .* default quota is 2: raise it to at least 3",
     ),
     # Credentials in URLs: plain text in the stack file, the state and the objects.
     (
@@ -860,6 +877,7 @@ PLATFORM_CASES = [
     "container-memory-bare",
     "default-quota-below-container-defaults",
     "default-quota-services-below-own-apps",
+    "default-quota-role-bindings-below-own-objects",
     "heketi-url-port-too-big",
     "heketi-url-port-text",
     "heketi-url-no-host",
@@ -905,6 +923,8 @@ TENANT_CASES = [
     "quota-memory-below-own-apps",
     "quota-pods-below-own-apps",
     "quota-services-below-own-apps",
+    "quota-config-maps-below-own-objects",
+    "quota-network-policies-below-own-objects",
     "tenant-namespace-gitops",
     "tenant-namespace-storage",
 ]

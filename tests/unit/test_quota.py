@@ -95,6 +95,43 @@ def test_each_tenant_gets_a_quota_over_the_platform_defaults_and_container_defau
     run()
 
 
+# The quota's settings for object counts, and the type of the objects each counts.
+COUNTED = {
+    "services": "kubernetes:core/v1:Service",
+    "deployments": DEPLOYMENT,
+    "configMaps": "kubernetes:core/v1:ConfigMap",
+    "secrets": "kubernetes:core/v1:Secret",
+    "serviceAccounts": "kubernetes:core/v1:ServiceAccount",
+    "roles": "kubernetes:rbac.authorization.k8s.io/v1:Role",
+    "roleBindings": "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding",
+    "networkPolicies": "kubernetes:networking.k8s.io/v1:NetworkPolicy",
+}
+# What Kubernetes itself puts in every namespace: kube-root-ca.crt, the default ServiceAccount.
+BY_KUBERNETES = {"configMaps": 1, "serviceAccounts": 1}
+
+
+def test_what_a_tenant_declares_is_what_its_quota_is_checked_to_hold(tenant_config: dict[str, Any]) -> None:
+    """`own_shortfalls` checks the tenant's own objects against its quota from `TENANT_OWN_COUNTS`:
+    a tenant with identities (their access objects) declares exactly that many of each kind."""
+    assert tenant_config["tenant"]["identities"]["users"], "the tenant's access objects are counted too"
+
+    @pulumi.runtime.test
+    def run() -> pulumi.Output[Any]:
+        d = run_program(tenant_config)
+
+        def check() -> None:
+            own = [r for r in d.mocks.resources if r.inputs.get("metadata", {}).get("namespace") == NAMESPACE]
+            for setting, typ in COUNTED.items():
+                declared = sum(1 for r in own if r.typ == typ) + BY_KUBERNETES.get(setting, 0)
+                assert declared == quota.TENANT_OWN_COUNTS[setting][0], setting
+            replicas = sum(int(r.inputs["spec"]["replicas"]) for r in own if r.typ == DEPLOYMENT)
+            assert replicas == quota.TENANT_OWN_COUNTS["pods"][0]
+
+        return after(d, check)
+
+    run()
+
+
 def test_the_default_quota_and_container_defaults() -> None:
     platform = validate({"kind": "platform", "platform": {"userNode": {"name": "n"}}})
     tenant = validate({"kind": "tenant", "platformStack": "p", "tenant": {"name": "alice"}})

@@ -101,12 +101,13 @@ def _placement_keys_problems(platform: PlatformSettings, key: str) -> list[str]:
 
 
 def _quota_problems(platform: PlatformSettings, key: str) -> list[str]:
-    """Every tenant's default quota holds its own Jupyter and TensorBoard, sized by containerDefaults."""
-    shortfalls = quota.apps_shortfalls(
+    """Every tenant's default quota holds its own objects: Jupyter and TensorBoard, sized by
+    containerDefaults, and the rest (tfk8s.specs.quota.TENANT_OWN_COUNTS)."""
+    shortfalls = quota.own_shortfalls(
         platform.default_quota, platform.container_defaults, gated=platform.tensorboard_requires_token
     )
     return [
-        f"{key}.defaultQuota.{s.setting}: every tenant's Jupyter and TensorBoard take {s.need} ({s.what}) but the default "
+        f"{key}.defaultQuota.{s.setting}: every tenant's own objects take {s.need} ({s.what}) but the default "
         f"quota is {s.have}: raise it to at least {s.need}, plus what experiments need"
         + (f", or lower {key}.containerDefaults.{s.setting}" if s.setting in ("cpu", "memory") else "")
         for s in shortfalls

@@ -1,6 +1,6 @@
 """Checks of a valid tenant stack file against its platform's facts, run once, before any resource
 exists: the tenant's namespace is none the cluster or the platform keeps for itself, its identities
-reach no other namespace's accounts, and its quota holds its own volumes, Jupyter and TensorBoard.
+reach no other namespace's accounts, and its quota holds its own volumes, Jupyter, TensorBoard and other objects.
 
 The schema (`tfk8s.schema.tenant`) checks what each value is on its own; these need the platform's
 namespace prefix, storage and container defaults (`tfk8s.schema.contract.PlatformFacts`). Every problem
@@ -33,14 +33,14 @@ def check_tenant(stack: TenantStack, platform: PlatformFacts) -> None:
         )
     if limits.persistent_volume_claims < 2:
         problems.append(f"{KEY}.quota.persistentVolumeClaims: the data and log volumes are 2 claims; allow at least 2")
-    for short in quota.apps_shortfalls(limits, platform.container_defaults, gated=platform.tensorboard_requires_token):
+    for short in quota.own_shortfalls(limits, platform.container_defaults, gated=platform.tensorboard_requires_token):
         lower = (
             f", or ask the platform team to lower platform.containerDefaults.{short.setting}"
             if short.setting in ("cpu", "memory")
             else ""
         )
         problems.append(
-            f"{KEY}.quota.{short.setting}: the tenant's own Jupyter and TensorBoard take {short.need} ({short.what}) but its "
+            f"{KEY}.quota.{short.setting}: the tenant's own objects take {short.need} ({short.what}) but its "
             f"quota is {short.have}: raise it to at least {short.need}, plus what its experiments need{lower}"
         )
     for field in ("users", "groups"):

@@ -56,6 +56,22 @@ TOKEN_GATE_CPU, TOKEN_GATE_MEMORY = "100m", "128Mi"
 # What a tenant holds beyond experiments: Jupyter and TensorBoard (a pod each, on the User Node),
 # their Services and the notebook's (jupyter-tf).
 TENANT_APP_PODS, TENANT_SERVICES = 2, 3
+# What the tenant's own objects count in its quota, at most (tfk8s.components.user_env,
+# tfk8s.stacks.tenant; tests/unit/test_quota.py counts what a tenant declares). The quota exists
+# before them, so the API server would refuse the one beyond it halfway through the tenant's `up`:
+# `own_shortfalls` refuses the quota before anything is declared instead. Kubernetes adds one
+# ConfigMap (kube-root-ca.crt) and one ServiceAccount (default) to every namespace.
+TENANT_OWN_COUNTS: dict[str, tuple[int, str]] = {
+    "pods": (TENANT_APP_PODS, "Jupyter's and TensorBoard's pods"),
+    "services": (TENANT_SERVICES, "Jupyter's, TensorBoard's and jupyter-tf"),
+    "deployments": (2, "Jupyter's and TensorBoard's"),
+    "configMaps": (6, "the trainer package, the notebooks, Jupyter's settings, the contract, the tenant guard, kube-root-ca.crt"),
+    "secrets": (1, "the Jupyter token"),
+    "serviceAccounts": (2, "Jupyter's and the namespace's default"),
+    "roles": (2, "Jupyter's Layout reader and the token reader"),
+    "roleBindings": (3, "Jupyter's Layout reader, the token reader and the experimenters"),
+    "networkPolicies": (5, "the namespace's default deny, DNS, Jupyter, TensorBoard and PS API policies"),
+}
 
 
 def hard(quota: Quota) -> dict[str, str]:
@@ -111,9 +127,9 @@ def amount(text: Any) -> Decimal:
 
 @dataclass(frozen=True, kw_only=True)
 class Shortfall:
-    """A quota setting too small for the tenant's own Jupyter and TensorBoard."""
+    """A quota setting too small for the tenant's own objects."""
 
-    setting: str  # the quota's key in the stack file: "cpu", "memory", "pods", "services"
+    setting: str  # the quota's key in the stack file: "cpu", "memory", "pods", "configMaps", ...
     need: str
     have: str
     what: str  # what takes `need`, for the message
@@ -129,9 +145,10 @@ def apps_requests(defaults: ContainerDefaults, *, gated: bool) -> dict[str, Deci
     }
 
 
-def apps_shortfalls(limits: Quota, defaults: ContainerDefaults, *, gated: bool) -> list[Shortfall]:
-    """What the tenant's own apps take that `limits` cannot hold, before any experiment: their
-    CPU and memory (`apps_requests`), their two pods and three Services."""
+def own_shortfalls(limits: Quota, defaults: ContainerDefaults, *, gated: bool) -> list[Shortfall]:
+    """What the tenant's own objects take that `limits` cannot hold, before any experiment: its
+    apps' CPU and memory (`apps_requests`) and its objects of each kind the quota counts
+    (`TENANT_OWN_COUNTS`)."""
     gate = {"cpu": TOKEN_GATE_CPU, "memory": TOKEN_GATE_MEMORY}
     found = []
     needs = apps_requests(defaults, gated=gated)
@@ -149,11 +166,8 @@ def apps_shortfalls(limits: Quota, defaults: ContainerDefaults, *, gated: bool) 
                     what=f"{what}, at containerDefaults.{setting}",
                 )
             )
-    counts = {
-        "pods": (TENANT_APP_PODS, "Jupyter's and TensorBoard's pods"),
-        "services": (TENANT_SERVICES, "Jupyter's, TensorBoard's and jupyter-tf"),
-    }
-    for setting, (need_count, what) in counts.items():
-        if need_count > getattr(limits, setting):
-            found.append(Shortfall(setting=setting, need=str(need_count), have=str(getattr(limits, setting)), what=what))
+    settings = limits.model_dump(by_alias=True)
+    for setting, (need_count, what) in TENANT_OWN_COUNTS.items():
+        if need_count > settings[setting]:
+            found.append(Shortfall(setting=setting, need=str(need_count), have=str(settings[setting]), what=what))
     return found

@@ -22,11 +22,18 @@ The policy pack runs, as in CI, when its virtualenv exists (`make policy-venv`);
 runs without it (`--policy-pack none`). No tenant is destroyed: the cluster and the state are
 thrown away at the end.
 
+With --floor, after each N and P, Pulumi's floor for it on the same cluster and backend: N stacks of a
+program with as many Kubernetes objects as a tenant (`FLOOR_OBJECTS`) and none of tfk8s's code (a
+restricted namespace, a default-deny NetworkPolicy and a quota, which the policy pack asks every
+namespace for, and ConfigMaps), each run as the pipeline runs a new tenant (`pulumi stack init
+--no-select`, then `pulumi up --yes --skip-preview --diff` with the policy pack and an event log),
+P at a time: what any Pulumi program of that size costs a fleet, and tfk8s's share over it.
+
 A table gives per run the wall seconds, seconds per tenant, the speed-up over P=1 at the same N,
 and 1,000 tenants extrapolated from the run's own cost per tenant (at the largest N: the per-tenant
 cost at P=1 times 1,000 over the speed-up P reached, its effective parallelism).
 
-    make tools && .venv/bin/python bench/fleet.py [--sizes 10,100] [--parallel 1,2]
+    make tools && .venv/bin/python bench/fleet.py [--sizes 10,100] [--parallel 1,2] [--floor]
 """
 
 from __future__ import annotations
@@ -40,6 +47,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -61,6 +69,24 @@ GOAL_MINUTES = 30.0  # issue 40: 1,000 tenants' first `up`
 # A row of the apply's summary table: | # | stack | kind | action | why | result | changes | policies | ready | time |
 STEP_ROW = re.compile(r"^\| \d+ \|")
 READY_COLUMN = 8
+
+
+# A tenant's Kubernetes objects (tests/unit/test_bench_fleet.py counts them under mocks), which the
+# floor's program declares as plain ones.
+FLOOR_OBJECTS = 30
+FLOOR_PROGRAM = f"""import pulumi
+import pulumi_kubernetes as k8s
+
+labels = {{f"pod-security.kubernetes.io/{{mode}}": "restricted" for mode in ("enforce", "warn", "audit")}}
+metadata = {{"name": f"f-{{pulumi.get_stack()}}", "labels": labels}}
+namespace = k8s.core.v1.Namespace("namespace", metadata=metadata).metadata["name"]
+deny = {{"podSelector": {{}}, "policyTypes": ["Ingress", "Egress"]}}
+k8s.networking.v1.NetworkPolicy("deny", metadata={{"namespace": namespace}}, spec=deny)
+k8s.core.v1.ResourceQuota("quota", metadata={{"namespace": namespace}}, spec={{"hard": {{"pods": "10"}}}})
+for i in range({FLOOR_OBJECTS - 3}):
+    k8s.core.v1.ConfigMap(f"config{{i}}", metadata={{"namespace": namespace}}, data={{"key": "value"}})
+pulumi.export("ready", True)
+"""
 
 
 def fleet_tenant(name: str) -> dict[str, Any]:
@@ -167,6 +193,68 @@ def onboard(team: Team, n: int, parallel: int, settle_limit: float) -> Run:
     return run
 
 
+def floor_project(scratch: Path) -> Path:
+    """The floor's program in a project of its own, with tfk8s's runtime options and virtualenv."""
+    work = scratch / "floor"
+    (work / "stacks").mkdir(parents=True)
+    project = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())
+    project.update({"name": "fleet-floor", "main": "__main__.py"})
+    project.pop("config", None)
+    project["runtime"]["options"]["virtualenv"] = str(ROOT / ".venv")
+    (work / "Pulumi.yaml").write_text(yaml.safe_dump(project))
+    (work / "__main__.py").write_text(FLOOR_PROGRAM)
+    return work
+
+
+def floor_step(work: Path, stack: str, policy_pack: bool) -> bool:
+    """One new stack of the floor, as the pipeline runs a new tenant's step."""
+    cli = ["--non-interactive", "--color", "never"]
+    if subprocess.run(["pulumi", "stack", "init", stack, "--no-select", *cli], cwd=work, capture_output=True).returncode:
+        return False
+    pack = ["--policy-pack", str(POLICIES)] if policy_pack else []
+    with tempfile.TemporaryDirectory(prefix="tfk8s-floor-events-") as scratch:
+        events = ["--event-log", str(Path(scratch) / "events.jsonl")]
+        argv = ["pulumi", "up", "--stack", stack, "--yes", "--skip-preview", "--diff", *events, *pack, *cli]
+        env = {**os.environ, "PULUMI_DEBUG_COMMANDS": "true"}
+        return subprocess.run(argv, cwd=work, env=env, capture_output=True).returncode == 0
+
+
+def floor(work: Path, n: int, parallel: int, policy_pack: bool, settle_limit: float) -> Run:
+    """N new stacks of the floor's program, P at a time once the machine is quiet."""
+    stacks = [f"floor-{parallel}-{n}-{i}" for i in range(n)]
+    waited, fraction = settle(limit=settle_limit)
+    started = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=parallel) as pool:
+        done = list(pool.map(lambda stack: floor_step(work, stack, policy_pack), stacks))
+    seconds = time.perf_counter() - started
+    run = Run(
+        n=n,
+        parallel=parallel,
+        seconds=seconds,
+        ready=sum(done),
+        returncode=0 if all(done) else 1,
+        busy_before=fraction,
+        load_after=os.getloadavg()[0],
+    )
+    print(f"floor N={n} P={parallel}: settled in {waited:.0f} s; {seconds:.1f} s, {run.ready}/{n} up", flush=True)
+    return run
+
+
+def floor_report(runs: list[Run], floors: list[Run]) -> None:
+    """Each floor run beside the tenants' run of the same N and P."""
+    print(f"\nPulumi's floor: N new stacks of {FLOOR_OBJECTS} plain Kubernetes objects each, as the pipeline runs them")
+    print("| N | P | floor: seconds | s per stack | 1,000 stacks (min) | up | tfk8s: s per tenant | tfk8s over the floor |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    tenants = {(run.n, run.parallel): run for run in runs}
+    for run in floors:
+        per = run.seconds / run.n
+        own = tenants[(run.n, run.parallel)].seconds / run.n
+        print(
+            f"| {run.n} | {run.parallel} | {run.seconds:.1f} | {per:.2f} | {FLEET * per / 60:.0f} | "
+            f"{run.ready}/{run.n}{'' if run.ok else ' ❌'} | {own:.2f} | {own - per:+.2f} |"
+        )
+
+
 def report(runs: list[Run], policy_pack: bool) -> None:
     serial = {run.n: run.seconds for run in runs if run.parallel == 1 and run.ok}
     largest = max(run.n for run in runs)
@@ -201,7 +289,7 @@ def report(runs: list[Run], policy_pack: bool) -> None:
     print(f"failed runs: {', '.join(failed) or 'none'}; load average now {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
-def run(sizes: list[int], parallels: list[int], policy_pack: bool, settle_limit: float) -> list[Run]:
+def run(sizes: list[int], parallels: list[int], policy_pack: bool, settle_limit: float, with_floor: bool) -> list[Run]:
     scratch = Path(tempfile.mkdtemp(prefix="tfk8s-bench-fleet-"))
     try:
         os.environ["PULUMI_BACKEND_URL"] = f"file://{scratch / 'state'}"
@@ -214,9 +302,17 @@ def run(sizes: list[int], parallels: list[int], policy_pack: bool, settle_limit:
         if returncode != 0 or ready_count(summary) != 1:
             raise RuntimeError(f"the platform's apply failed (exit {returncode}):\n{summary[-4000:]}")
         print(f"platform {PLATFORM} applied in {seconds:.1f} s (not timed)", flush=True)
-        runs = [onboard(team, n, p, settle_limit) for n in sizes for p in parallels]
+        work = floor_project(scratch) if with_floor else None
+        runs, floors = [], []
+        for n in sizes:
+            for p in parallels:
+                runs.append(onboard(team, n, p, settle_limit))
+                if work is not None:
+                    floors.append(floor(work, n, p, policy_pack, settle_limit))
         report(runs, policy_pack)
-        return runs
+        if floors:
+            floor_report(runs, floors)
+        return runs + floors
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
@@ -227,6 +323,7 @@ def main() -> None:
     parser.add_argument("--parallel", default="1,2", help="the apply's --parallel P for each N, comma-separated")
     parser.add_argument("--no-policy-pack", action="store_true", help="apply with --policy-pack none")
     parser.add_argument("--settle", type=float, default=300.0, help="seconds at most to wait for a quiet machine before a run")
+    parser.add_argument("--floor", action="store_true", help="also Pulumi's floor for each N and P (see above)")
     args = parser.parse_args()
     sizes = sorted({int(n) for n in args.sizes.split(",")})
     parallels = sorted({int(p) for p in args.parallel.split(",")})
@@ -240,7 +337,7 @@ def main() -> None:
     os.environ["PULUMI_CONFIG_PASSPHRASE"] = secrets.token_urlsafe(24)
     with toolenv.throwaway_cluster(CLUSTER) as kubeconfig:
         os.environ["KUBECONFIG"] = str(kubeconfig)
-        runs = run(sizes, parallels, policy_pack, args.settle)
+        runs = run(sizes, parallels, policy_pack, args.settle, args.floor)
     sys.exit(0 if all(r.ok for r in runs) else 1)
 
 

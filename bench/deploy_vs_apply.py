@@ -228,14 +228,8 @@ def floors(into: Path) -> list[Floor]:
     }
     found = []
     for i, (label, (body, upstream)) in enumerate(programs.items()):
-        work = into / f"floor{i}"
-        (work / "stacks").mkdir(parents=True)
-        project = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())
-        project.update({"name": f"floor{i}", "main": "__main__.py"})
-        project.pop("config", None)
-        project["runtime"]["options"]["virtualenv"] = str(ROOT / ".venv")
-        (work / "Pulumi.yaml").write_text(yaml.safe_dump(project))
-        (work / "__main__.py").write_text(FLOOR.format(body=body + (reads(f"floor{i}", upstream) if upstream else "")))
+        program = FLOOR.format(body=body + (reads(f"floor{i}", upstream) if upstream else ""))
+        work = toolenv.program_project(into / f"floor{i}", f"floor{i}", program)
         init(work, "floor")
         if upstream:
             salt = yaml.safe_load((work / "stacks" / "Pulumi.floor.yaml").read_text())["encryptionsalt"]

@@ -58,6 +58,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "bench"), str(ROOT / "lab")]
 
 from tenant_scale import FLEET, PLATFORM, make_room_on_user_node, settle, tenant_config  # noqa: E402
+from tfk8s_gitops.engine import Pulumi, Workspace  # noqa: E402
 
 import toolenv  # noqa: E402
 
@@ -193,39 +194,22 @@ def onboard(team: Team, n: int, parallel: int, settle_limit: float) -> Run:
     return run
 
 
-def floor_project(scratch: Path) -> Path:
-    """The floor's program in a project of its own, with tfk8s's runtime options and virtualenv."""
-    work = scratch / "floor"
-    (work / "stacks").mkdir(parents=True)
-    project = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())
-    project.update({"name": "fleet-floor", "main": "__main__.py"})
-    project.pop("config", None)
-    project["runtime"]["options"]["virtualenv"] = str(ROOT / ".venv")
-    (work / "Pulumi.yaml").write_text(yaml.safe_dump(project))
-    (work / "__main__.py").write_text(FLOOR_PROGRAM)
-    return work
-
-
-def floor_step(work: Path, stack: str, policy_pack: bool) -> bool:
-    """One new stack of the floor, as the pipeline runs a new tenant's step."""
-    cli = ["--non-interactive", "--color", "never"]
-    if subprocess.run(["pulumi", "stack", "init", stack, "--no-select", *cli], cwd=work, capture_output=True).returncode:
+def floor_step(cli: Pulumi, stack: str, policy_pack: bool) -> bool:
+    """One new stack of the floor, as the pipeline runs a new tenant's step (its own commands:
+    tfk8s_gitops.engine.Pulumi)."""
+    if cli.plain("stack", "init", stack, "--no-select").returncode:
         return False
     pack = ["--policy-pack", str(POLICIES)] if policy_pack else []
-    with tempfile.TemporaryDirectory(prefix="tfk8s-floor-events-") as scratch:
-        events = ["--event-log", str(Path(scratch) / "events.jsonl")]
-        argv = ["pulumi", "up", "--stack", stack, "--yes", "--skip-preview", "--diff", *events, *pack, *cli]
-        env = {**os.environ, "PULUMI_DEBUG_COMMANDS": "true"}
-        return subprocess.run(argv, cwd=work, env=env, capture_output=True).returncode == 0
+    return cli.run(stack, "up", "--yes", "--skip-preview", "--diff", *pack).ok
 
 
-def floor(work: Path, n: int, parallel: int, policy_pack: bool, settle_limit: float) -> Run:
+def floor(cli: Pulumi, n: int, parallel: int, policy_pack: bool, settle_limit: float) -> Run:
     """N new stacks of the floor's program, P at a time once the machine is quiet."""
     stacks = [f"floor-{parallel}-{n}-{i}" for i in range(n)]
     waited, fraction = settle(limit=settle_limit)
     started = time.perf_counter()
     with ThreadPoolExecutor(max_workers=parallel) as pool:
-        done = list(pool.map(lambda stack: floor_step(work, stack, policy_pack), stacks))
+        done = list(pool.map(lambda stack: floor_step(cli, stack, policy_pack), stacks))
     seconds = time.perf_counter() - started
     run = Run(
         n=n,
@@ -291,6 +275,7 @@ def report(runs: list[Run], policy_pack: bool) -> None:
 
 def run(sizes: list[int], parallels: list[int], policy_pack: bool, settle_limit: float, with_floor: bool) -> list[Run]:
     scratch = Path(tempfile.mkdtemp(prefix="tfk8s-bench-fleet-"))
+    floor_workspace = None
     try:
         os.environ["PULUMI_BACKEND_URL"] = f"file://{scratch / 'state'}"
         (scratch / "state").mkdir()
@@ -302,18 +287,21 @@ def run(sizes: list[int], parallels: list[int], policy_pack: bool, settle_limit:
         if returncode != 0 or ready_count(summary) != 1:
             raise RuntimeError(f"the platform's apply failed (exit {returncode}):\n{summary[-4000:]}")
         print(f"platform {PLATFORM} applied in {seconds:.1f} s (not timed)", flush=True)
-        work = floor_project(scratch) if with_floor else None
+        if with_floor:
+            floor_workspace = Workspace(toolenv.program_project(scratch / "floor", "fleet-floor", FLOOR_PROGRAM), "stacks")
         runs, floors = [], []
         for n in sizes:
             for p in parallels:
                 runs.append(onboard(team, n, p, settle_limit))
-                if work is not None:
-                    floors.append(floor(work, n, p, policy_pack, settle_limit))
+                if floor_workspace is not None:
+                    floors.append(floor(Pulumi(floor_workspace, os.environ), n, p, policy_pack, settle_limit))
         report(runs, policy_pack)
         if floors:
             floor_report(runs, floors)
         return runs + floors
     finally:
+        if floor_workspace is not None:
+            floor_workspace.close()
         shutil.rmtree(scratch, ignore_errors=True)
 
 

@@ -20,6 +20,8 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
+import yaml
+
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT / "hack") not in sys.path:  # hack/project.py, wherever this is imported from
     sys.path.append(str(ROOT / "hack"))
@@ -40,6 +42,19 @@ def pinned(name: str) -> str:
         if line.startswith(f"{name}="):
             return line.split("=", 1)[1].strip()
     raise KeyError(f"hack/versions.sh pins no {name}")
+
+
+def program_project(work: Path, name: str, program: str) -> Path:
+    """`program` as the `__main__.py` of a project of its own in `work` (a benchmark's floor), with
+    tfk8s's runtime options and virtualenv, and a `stacks/` folder for its stack files."""
+    (work / "stacks").mkdir(parents=True)
+    project = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())
+    project.update({"name": name, "main": "__main__.py"})
+    project.pop("config", None)
+    project["runtime"]["options"]["virtualenv"] = str(ROOT / ".venv")
+    (work / "Pulumi.yaml").write_text(yaml.safe_dump(project))
+    (work / "__main__.py").write_text(program)
+    return work
 
 
 def exported(

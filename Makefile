@@ -205,7 +205,7 @@ TOOLS_BIN := $(or $(TFK8S_CACHE),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/tfk8s)/b
 lint: venv ## ruff, mypy, the layers' import contracts (pyproject.toml), gofmt and go vet (the language host, the SDK generator), actionlint on the GitOps workflows, the docs site built strictly
 	$(VENV)/bin/ruff check infra training tests bench hack lab policies examples package
 	$(VENV)/bin/ruff format --check infra tests hack lab policies examples package
-	$(VENV)/bin/mypy hack/langhost hack/requirements.py hack/schema.py hack/package_args.py hack/docs_reference.py hack/project.py lab/toolenv.py lab/realnode.py lab/queue_stacks.py lab/images.py lab/dashboards.py
+	$(VENV)/bin/mypy hack/langhost hack/requirements.py hack/schema.py hack/package_args.py hack/docs_reference.py hack/project.py lab/toolenv.py lab/realnode.py lab/queue_stacks.py lab/images.py lab/dashboards.py lab/kms.py
 	cd hack/langhost && test -z "$$(gofmt -l .)" && GOFLAGS=-mod=readonly go vet .
 	cd hack/gensdk && test -z "$$(gofmt -l .)" && GOFLAGS=-mod=readonly go vet .
 	# The launcher and what it imports run in TF 1.x images: Python 3.6 and newer.

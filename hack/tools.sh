@@ -7,7 +7,7 @@
 # $TFK8S_CACHE/bin; a second run only re-links. A tool already on PATH at the pinned version is
 # used as it is.
 #
-# Usage: hack/tools.sh [main|test|all|pulumi|langhost|yaml-host|gensdk|provider|kwok|etcd|kube|kube-legacy|node|cyclonus|versitygw|actionlint|prometheus|kueue|jobset]   (default: all)
+# Usage: hack/tools.sh [main|test|all|pulumi|langhost|yaml-host|gensdk|provider|kwok|etcd|kube|kube-legacy|node|cyclonus|versitygw|local-kms|actionlint|prometheus|kueue|jobset]   (default: all)
 # `main` is what `make up` needs; `test`, `kube-legacy` and `node` only the workshop (lab/README.md):
 # the tests' and lint's tools, the Kubernetes 1.25 of the legacy tests (beside lab/heketi.sh), and
 # what the real node runs (lab/realnode.sh). `kueue` and `jobset` are built by
@@ -209,6 +209,10 @@ build_cyclonus() { go_install cyclonus "$CYCLONUS_VERSION" github.com/mattfenwic
 # versitygw: an S3 server over a directory, for the GitOps tests' shared state (docs/guide/gitops.md).
 build_versitygw() { go_install versitygw "$VERSITYGW_VERSION" github.com/versity/versitygw/cmd/versitygw; }
 
+# local-kms: the AWS KMS API over a directory, the GitOps tests' and the fleet bench's secrets
+# provider in place of a passphrase (awskms://...&endpoint=...).
+build_local_kms() { go_install local-kms "$LOCAL_KMS_VERSION" github.com/nsmithuk/local-kms; }
+
 # actionlint: lints .github/workflows (make lint).
 build_actionlint() { go_install actionlint "$ACTIONLINT_VERSION" github.com/rhysd/actionlint/cmd/actionlint; }
 
@@ -371,10 +375,10 @@ build_kube_router() {
 
 # What `make up` needs: the CLI, its language host and provider, and the local cluster.
 build_main() { build_pulumi; build_langhost; build_provider; build_kwok; build_etcd; build_kube "$KUBE_VERSION" link; }
-# What only the tests and lint use besides: the policy engine, the S3 server, the workflow linter,
+# What only the tests and lint use besides: the policy engine, the S3 server, the KMS, the workflow linter,
 # Prometheus, Kueue and JobSet (the queueing e2e test's cluster: hack/cluster.sh start --queueing),
 # and the SDK generator (tests/sdk, make sdk).
-build_test() { build_yaml_host; build_gensdk; build_cyclonus; build_versitygw; build_actionlint; build_prometheus; build_kueue; build_jobset; }
+build_test() { build_yaml_host; build_gensdk; build_cyclonus; build_versitygw; build_local_kms; build_actionlint; build_prometheus; build_kueue; build_jobset; }
 
 main() {
   local what=${1:-all} start=$SECONDS
@@ -391,6 +395,7 @@ main() {
     etcd) build_etcd ;;
     cyclonus) build_cyclonus ;;
     versitygw) build_versitygw ;;
+    local-kms) build_local_kms ;;
     actionlint) build_actionlint ;;
     prometheus) build_prometheus ;;
     kueue) build_kueue ;;
@@ -398,7 +403,7 @@ main() {
     kube) build_kube "$KUBE_VERSION" link ;;
     kube-legacy) build_kube "$KUBE_LEGACY_VERSION" ;;
     node) build_node ;;
-    *) echo "usage: $0 [main|test|all|pulumi|langhost|yaml-host|gensdk|provider|kwok|etcd|kube|kube-legacy|node|cyclonus|versitygw|actionlint|prometheus|kueue|jobset]" >&2; exit 2 ;;
+    *) echo "usage: $0 [main|test|all|pulumi|langhost|yaml-host|gensdk|provider|kwok|etcd|kube|kube-legacy|node|cyclonus|versitygw|local-kms|actionlint|prometheus|kueue|jobset]" >&2; exit 2 ;;
   esac
   log "tools ready in $bin ($((SECONDS - start)) s)"
 }

@@ -22,6 +22,10 @@ KWOK_VERSION=v0.8.0
 CYCLONUS_VERSION=v0.5.6
 # The S3 server the GitOps tests keep team state in (hack/tools.sh versitygw; docs/guide/gitops.md).
 VERSITYGW_VERSION=v1.8.0
+# The AWS KMS API the GitOps tests and the fleet bench encrypt stacks' secrets with instead of a
+# passphrase (hack/tools.sh local-kms; docs/guide/gitops.md). No tags: the newest commit's
+# pseudo-version, which go install builds (no replaces).
+LOCAL_KMS_VERSION=v0.0.0-20260228092603-2a5e92d09ab6
 # The Prometheus the e2e tests scrape a real run with (docs/guide/monitoring.md). Its Go module's
 # v0.3XX.Y tags are Prometheus 3.XX.Y: v0.316.0 is 3.16.0 (go install builds it, no replaces).
 PROMETHEUS_VERSION=v0.316.0

@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import secrets
-import socket
 import subprocess
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -55,7 +53,7 @@ def local_kms(directory: Path, alias: str = "alias/tfk8s-team") -> Iterator[Kms]
         "Aliases": [{"AliasName": alias, "TargetKeyId": key_id}],
     }
     (directory / "seed.yaml").write_text(yaml.safe_dump(seed))
-    port = _free_port()
+    port = toolenv.free_port()
     env = {
         "PORT": str(port),
         "KMS_REGION": REGION,
@@ -65,27 +63,12 @@ def local_kms(directory: Path, alias: str = "alias/tfk8s-team") -> Iterator[Kms]
     log = (directory / "local-kms.log").open("wb")
     server = subprocess.Popen([LOCAL_KMS], env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
-        _wait_for(server, port, directory / "local-kms.log")
+        try:
+            toolenv.wait_for_port(server, port, "local-kms")
+        except RuntimeError as error:
+            raise RuntimeError(f"{error}:\n{(directory / 'local-kms.log').read_text()[-2000:]}") from None
         yield Kms(f"http://127.0.0.1:{port}", alias, server)
     finally:
         server.terminate()
         server.wait(timeout=30)
         log.close()
-
-
-def _wait_for(server: subprocess.Popen[bytes], port: int, log: Path) -> None:
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            if server.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"local-kms did not listen on port {port}:\n{log.read_text()[-2000:]}") from None
-            time.sleep(0.1)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])

@@ -1,8 +1,9 @@
 """The workshop's helpers, shared by the e2e tests and the benchmarks (not by anything a user
 runs): the environment `hack/env.sh` (`make env`) prints (the shell script stays the one source;
 this runs it and parses its `export`s), a throwaway local cluster, the checks on tfk8s's language
-host processes, a language host as of another revision. The project copy and the shared salt are
-the product's (hack/project.py, which `make up` runs); they are re-exported here for the tests.
+host processes, a language host as of another revision, a free port and a wait for a server on
+it. The project copy and the shared salt are the product's (hack/project.py, which `make up`
+runs); they are re-exported here for the tests.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import os
 import secrets
 import shlex
 import shutil
+import socket
 import subprocess
 import sys
 import sysconfig
@@ -90,6 +92,27 @@ def cli_env(state: Path, **extra: str) -> dict[str, str]:
         "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
         **extra,
     }
+
+
+def free_port() -> int:
+    """A TCP port of loopback nobody listens on now (the OS's pick), for a server a test starts."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for_port(server: subprocess.Popen[bytes], port: int, what: str, timeout: float = 30) -> None:
+    """Until `server` accepts connections on loopback's `port`; RuntimeError naming `what` if it
+    exits or `timeout` seconds pass first."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            if server.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{what} did not listen on 127.0.0.1:{port}") from None
+            time.sleep(0.1)
 
 
 def linked_venv(venv: Path) -> Path:

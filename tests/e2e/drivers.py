@@ -141,6 +141,21 @@ class Cli:
         return json.loads(self("stack", "output", "--stack", stack, "--json", *flags).stdout)
 
 
+def team_platform(volumes: Path, storage_class: str) -> dict[str, Any]:
+    """A GitOps team's platform stack config on a cluster of its own: kwok's User Node, local volumes
+    under `volumes` in a StorageClass named for the test (the session's other platform has its own)."""
+    return {
+        "tfk8s:kind": "platform",
+        "tfk8s:platform": {
+            "kubernetesVersion": "1.34",
+            "userNode": {"name": "tfk8s-user-node"},
+            "network": {"policyEnforced": False},
+            "storage": {"backend": "local", "className": storage_class, "local": {"hostPathRoot": str(volumes)}},
+            "awaitTimeoutSeconds": 180,
+        },
+    }
+
+
 def wait_until(condition: Callable[[], Any], what: str, timeout: float = 60) -> Any:
     """What `condition` returns once it is something, asked every 0.2 s; fails naming `what` after `timeout` s.
     Controllers act after `pulumi` or `kubectl` returns."""

@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import secrets
-import socket
 import subprocess
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,7 +68,7 @@ def s3_server(directory: Path, accounts: bool = False) -> Iterator[S3Server]:
     data = directory / "data"
     data.mkdir(parents=True)
     admin = Keys("tfk8s", secrets.token_urlsafe(18))
-    port, admin_port = _free_port(), _free_port()
+    port, admin_port = toolenv.free_port(), toolenv.free_port()
     command = [VERSITYGW, "--access", admin.access, "--secret", admin.secret, "--port", f"127.0.0.1:{port}"]
     if accounts:
         (directory / "iam").mkdir()
@@ -78,26 +76,8 @@ def s3_server(directory: Path, accounts: bool = False) -> Iterator[S3Server]:
     server = subprocess.Popen([*command, "posix", str(data)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         for listening in [port, *([admin_port] if accounts else [])]:
-            _wait_for(server, listening)
+            toolenv.wait_for_port(server, listening, "versitygw")
         yield S3Server(f"http://127.0.0.1:{port}", data, admin, f"http://127.0.0.1:{admin_port}" if accounts else None)
     finally:
         server.terminate()
         server.wait(timeout=30)
-
-
-def _wait_for(server: subprocess.Popen[bytes], port: int) -> None:
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            if server.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"versitygw did not listen on 127.0.0.1:{port}") from None
-            time.sleep(0.2)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])

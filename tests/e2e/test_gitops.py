@@ -40,7 +40,7 @@ from typing import Any
 
 import pytest
 import yaml
-from drivers import CLUSTER, ROOT, Kube
+from drivers import CLUSTER, ROOT, Kube, team_platform
 from s3_server import s3_server
 from tfk8s_gitops.identity import identity
 
@@ -208,17 +208,7 @@ def team(tmp_path_factory: pytest.TempPathFactory, s3: S3, cluster: Kube) -> Tea
     result.git("init", "-q", "-b", "main")
     result.git("config", "user.email", "platform@example.com")
     result.git("config", "user.name", "platform team")
-    platform = {
-        "tfk8s:kind": "platform",
-        "tfk8s:platform": {
-            "kubernetesVersion": "1.34",
-            "userNode": {"name": "tfk8s-user-node"},
-            "network": {"policyEnforced": False},
-            "storage": {"backend": "local", "className": "tfk8s-gitops-local", "local": {"hostPathRoot": str(volumes)}},
-            "awaitTimeoutSeconds": 180,
-        },
-    }
-    (repo / "stacks" / f"Pulumi.{PLATFORM}.yaml").write_text(_stack_file(platform))
+    (repo / "stacks" / f"Pulumi.{PLATFORM}.yaml").write_text(_stack_file(team_platform(volumes, "tfk8s-gitops-local")))
     result.git("add", "-A")
     result.git("commit", "-q", "-m", "the project, and the team's platform")
     return result

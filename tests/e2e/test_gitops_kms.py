@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 import yaml
-from drivers import CLUSTER, ROOT, Kube
+from drivers import CLUSTER, ROOT, Kube, team_platform
 from kms import Kms, local_kms
 
 import toolenv
@@ -86,17 +86,7 @@ def test_a_team_on_a_kms_key_needs_no_passphrase_and_no_passphrase_opens_its_sta
         stack_file.unlink()
     volumes = tmp_path / "volumes"
     volumes.mkdir()
-    platform = {
-        "tfk8s:kind": "platform",
-        "tfk8s:platform": {
-            "kubernetesVersion": "1.34",
-            "userNode": {"name": "tfk8s-user-node"},
-            "network": {"policyEnforced": False},
-            "storage": {"backend": "local", "className": "tfk8s-kms-local", "local": {"hostPathRoot": str(volumes)}},
-            "awaitTimeoutSeconds": 180,
-        },
-    }
-    _stack_file(repo, PLATFORM, platform)
+    _stack_file(repo, PLATFORM, team_platform(volumes, "tfk8s-kms-local"))
     _stack_file(repo, TENANT, _tenant([USER]))
     _git(repo, "init", "-q", "-b", "main")
     _git(repo, "config", "user.email", "platform@example.com")

@@ -29,18 +29,27 @@ namespace for, and ConfigMaps), each run as the pipeline runs a new tenant (`pul
 --no-select`, then `pulumi up --yes --skip-preview --diff` with the policy pack and an event log),
 P at a time: what any Pulumi program of that size costs a fleet, and tfk8s's share over it.
 
+--secrets passphrase,kms runs all of the above once per secrets provider, each on a cluster, backend
+and platform of its own, one after the other: `passphrase` (a team passphrase; the pipeline gives a
+new tenant its platform's salt), `kms` (`TFK8S_SECRETS_PROVIDER=awskms://...` of a local-kms the
+bench starts, lab/kms.py, for every stack, the platform's included: no key derivation at all). A
+run counts only if every stack the apply created holds the run's provider in its state.
+
 A table gives per run the wall seconds, seconds per tenant, the speed-up over P=1 at the same N,
 and 1,000 tenants extrapolated from the run's own cost per tenant (at the largest N: the per-tenant
 cost at P=1 times 1,000 over the speed-up P reached, its effective parallelism).
 
-    make tools && .venv/bin/python bench/fleet.py [--sizes 10,100] [--parallel 1,2] [--floor]
+    make tools && .venv/bin/python bench/fleet.py [--sizes 10,100] [--parallel 1,2] [--floor] [--secrets passphrase,kms]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
 import os
 import re
+import resource
 import secrets
 import shutil
 import subprocess
@@ -57,6 +66,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "bench"), str(ROOT / "lab")]
 
+from kms import local_kms  # noqa: E402
 from tenant_scale import FLEET, PLATFORM, make_room_on_user_node, settle, tenant_config  # noqa: E402
 from tfk8s_gitops.engine import Pulumi, Workspace  # noqa: E402
 
@@ -67,6 +77,7 @@ GITOPS = ROOT / "hack" / "gitops.sh"
 POLICIES = ROOT / "policies"
 NO_COMMIT = "0" * 40  # `--base` of a first push: every stack file of the head
 GOAL_MINUTES = 30.0  # issue 40: 1,000 tenants' first `up`
+SECRETS = ("passphrase", "kms")
 # A row of the apply's summary table: | # | stack | kind | action | why | result | changes | policies | ready | time |
 STEP_ROW = re.compile(r"^\| \d+ \|")
 READY_COLUMN = 8
@@ -105,12 +116,19 @@ class Run:
     ready: int
     """Tenants whose summary row says `ready` yes."""
     returncode: int
+    cpu: float
+    """CPU seconds of the pipeline's processes (children_cpu), the cluster's not included."""
     busy_before: float
     load_after: float
+    secrets: str = "passphrase"
+    provider_ok: bool = True
+    """Every stack the run created holds the run's secrets provider."""
+    floor: bool = False
+    """A run of the floor's program, not of tenants."""
 
     @property
     def ok(self) -> bool:
-        return self.returncode == 0 and self.ready == self.n
+        return self.returncode == 0 and self.ready == self.n and self.provider_ok
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -132,18 +150,36 @@ class Team:
         self.git("commit", "-q", "-m", message)
         return self.git("rev-parse", "HEAD")
 
-    def apply(self, label: str, base: str, head: str, parallel: int) -> tuple[float, int, str]:
-        """`hack/gitops.sh apply` of base..head in the repository: wall seconds, exit code, summary."""
+    def apply(self, label: str, base: str, head: str, parallel: int) -> tuple[float, float, int, str]:
+        """`hack/gitops.sh apply` of base..head in the repository: wall seconds, CPU seconds of its
+        process tree, exit code, summary."""
         summary = self.summaries / f"{label}.md"
         argv = [str(GITOPS), "apply", "--base", base, "--head", head, "--parallel", str(parallel), "--summary", str(summary)]
         argv += ["--policy-pack", str(POLICIES) if self.policy_pack else "none"]
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), children_cpu()
         done = subprocess.run(argv, cwd=self.repo, capture_output=True, text=True)
-        seconds = time.perf_counter() - started
+        seconds, cpu = time.perf_counter() - started, children_cpu() - cpu
         text = summary.read_text() if summary.exists() else ""
         if done.returncode != 0:
             print(f"{label}: exited {done.returncode}\n{(done.stdout + done.stderr)[-4000:]}", file=sys.stderr, flush=True)
-        return seconds, done.returncode, text
+        return seconds, cpu, done.returncode, text
+
+
+def children_cpu() -> float:
+    """User and system CPU seconds of this process's children that have exited, theirs included:
+    the pipeline's CLIs, language hosts, programs, policy packs and providers (not the cluster's)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def secrets_provider(stack: str) -> str:
+    """The secrets provider of a stack's state in the file backend (the pipeline's workspaces are
+    scratch copies: the repository's stack files never get one): `passphrase`, or the KMS's URL."""
+    backend = Path(os.environ["PULUMI_BACKEND_URL"].removeprefix("file://"))
+    found = list(backend.glob(f".pulumi/stacks/*/{stack}.json"))
+    latest = json.loads(found[0].read_text())["checkpoint"].get("latest") if found else None
+    providers = (latest or {}).get("secrets_providers") or {}
+    return str(providers.get("state", {}).get("url") if providers.get("type") == "cloud" else providers.get("type"))
 
 
 def ready_count(summary: str) -> int:
@@ -170,25 +206,34 @@ def team_repository(scratch: Path, policy_pack: bool) -> Team:
     return team
 
 
-def onboard(team: Team, n: int, parallel: int, settle_limit: float) -> Run:
-    """One commit adding N new tenants, applied P at a time once the machine is quiet."""
+def onboard(team: Team, n: int, parallel: int, settle_limit: float, secrets_kind: str = "passphrase") -> Run:
+    """One commit adding N new tenants, applied P at a time once the machine is quiet, each of them
+    with `secrets_kind` (passphrase, or the KMS of TFK8S_SECRETS_PROVIDER) as its stack file says."""
     base = team.git("rev-parse", "HEAD")
     users = [f"fleet-{parallel}-{n}-{i}" for i in range(n)]
     head = team.commit(f"onboard {n} tenants", {f"tenant-{user}": fleet_tenant(user) for user in users})
     waited, fraction = settle(limit=settle_limit)
     print(f"N={n} P={parallel}: settled in {waited:.0f} s, the machine {fraction:.0%} busy", flush=True)
-    seconds, returncode, summary = team.apply(f"fleet-{parallel}-{n}", base, head, parallel)
+    seconds, cpu, returncode, summary = team.apply(f"fleet-{parallel}-{n}", base, head, parallel)
+    expected = os.environ.get("TFK8S_SECRETS_PROVIDER") or "passphrase"
+    providers = {secrets_provider(f"tenant-{user}") for user in users}
+    if providers != {expected}:
+        print(f"N={n} P={parallel}: the tenants' secrets providers are {sorted(providers)}, not {expected}", file=sys.stderr)
     run = Run(
         n=n,
         parallel=parallel,
         seconds=seconds,
         ready=ready_count(summary),
         returncode=returncode,
+        cpu=cpu,
         busy_before=fraction,
         load_after=os.getloadavg()[0],
+        secrets=secrets_kind,
+        provider_ok=providers == {expected},
     )
     print(
-        f"N={n} P={parallel}: {seconds:.1f} s, exit {returncode}, ready {run.ready}/{n}, load {run.load_after:.2f}",
+        f"N={n} P={parallel} ({secrets_kind}): {seconds:.1f} s, exit {returncode}, ready {run.ready}/{n}, "
+        f"load {run.load_after:.2f}",
         flush=True,
     )
     return run
@@ -196,29 +241,33 @@ def onboard(team: Team, n: int, parallel: int, settle_limit: float) -> Run:
 
 def floor_step(cli: Pulumi, stack: str, policy_pack: bool) -> bool:
     """One new stack of the floor, as the pipeline runs a new tenant's step (its own commands:
-    tfk8s_gitops.engine.Pulumi)."""
-    if cli.plain("stack", "init", stack, "--no-select").returncode:
+    tfk8s_gitops.engine.Pulumi), with the pipeline's secrets provider."""
+    provider = os.environ.get("TFK8S_SECRETS_PROVIDER")
+    if cli.plain("stack", "init", stack, "--no-select", *(["--secrets-provider", provider] if provider else [])).returncode:
         return False
     pack = ["--policy-pack", str(POLICIES)] if policy_pack else []
     return cli.run(stack, "up", "--yes", "--skip-preview", "--diff", *pack).ok
 
 
-def floor(cli: Pulumi, n: int, parallel: int, policy_pack: bool, settle_limit: float) -> Run:
+def floor(cli: Pulumi, n: int, parallel: int, policy_pack: bool, settle_limit: float, secrets_kind: str = "passphrase") -> Run:
     """N new stacks of the floor's program, P at a time once the machine is quiet."""
     stacks = [f"floor-{parallel}-{n}-{i}" for i in range(n)]
     waited, fraction = settle(limit=settle_limit)
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), children_cpu()
     with ThreadPoolExecutor(max_workers=parallel) as pool:
         done = list(pool.map(lambda stack: floor_step(cli, stack, policy_pack), stacks))
-    seconds = time.perf_counter() - started
+    seconds, cpu = time.perf_counter() - started, children_cpu() - cpu
     run = Run(
         n=n,
         parallel=parallel,
         seconds=seconds,
         ready=sum(done),
         returncode=0 if all(done) else 1,
+        cpu=cpu,
         busy_before=fraction,
         load_after=os.getloadavg()[0],
+        secrets=secrets_kind,
+        floor=True,
     )
     print(f"floor N={n} P={parallel}: settled in {waited:.0f} s; {seconds:.1f} s, {run.ready}/{n} up", flush=True)
     return run
@@ -227,15 +276,20 @@ def floor(cli: Pulumi, n: int, parallel: int, policy_pack: bool, settle_limit: f
 def floor_report(runs: list[Run], floors: list[Run]) -> None:
     """Each floor run beside the tenants' run of the same N and P."""
     print(f"\nPulumi's floor: N new stacks of {FLOOR_OBJECTS} plain Kubernetes objects each, as the pipeline runs them")
-    print("| N | P | floor: seconds | s per stack | 1,000 stacks (min) | up | tfk8s: s per tenant | tfk8s over the floor |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print(
+        "| N | P | floor: seconds | s per stack | 1,000 stacks (min) | up | CPU-s per stack | "
+        "tfk8s: s per tenant | tfk8s over the floor | tfk8s: CPU-s per tenant |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     tenants = {(run.n, run.parallel): run for run in runs}
     for run in floors:
         per = run.seconds / run.n
-        own = tenants[(run.n, run.parallel)].seconds / run.n
+        tenant = tenants[(run.n, run.parallel)]
+        own = tenant.seconds / run.n
         print(
             f"| {run.n} | {run.parallel} | {run.seconds:.1f} | {per:.2f} | {FLEET * per / 60:.0f} | "
-            f"{run.ready}/{run.n}{'' if run.ok else ' ❌'} | {own:.2f} | {own - per:+.2f} |"
+            f"{run.ready}/{run.n}{'' if run.ok else ' ❌'} | {run.cpu / run.n:.2f} | {own:.2f} | {own - per:+.2f} | "
+            f"{tenant.cpu / run.n:.2f} |"
         )
 
 
@@ -244,20 +298,21 @@ def report(runs: list[Run], policy_pack: bool) -> None:
     largest = max(run.n for run in runs)
     pack = "with the policy pack" if policy_pack else "without the policy pack (--policy-pack none)"
     print(
-        f"\n`hack/gitops.sh apply --parallel P` of one commit adding N new tenants, {pack}; "
-        f"kwok, {os.cpu_count()} cores; wall seconds of one run each"
+        f"\n[{runs[0].secrets}] `hack/gitops.sh apply --parallel P` of one commit adding N new tenants, {pack}; "
+        f"kwok, {os.cpu_count()} cores; wall seconds of one run each; the pipeline's CPU (its processes, not the cluster's)"
     )
     print(
         "| N | P | seconds | s per tenant | speed-up vs P=1 | 1,000 tenants, extrapolated (min) | "
-        "ready | machine busy before (%) | load (1 min) after |"
+        "ready | CPU-s per tenant | machine busy before (%) | load (1 min) after |"
     )
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for run in runs:
         per = run.seconds / run.n
         speedup = f"{serial[run.n] / run.seconds:.2f}" if run.n in serial else "–"
         print(
             f"| {run.n} | {run.parallel} | {run.seconds:.1f} | {per:.2f} | {speedup} | {FLEET * per / 60:.0f} | "
-            f"{run.ready}/{run.n}{'' if run.ok else ' ❌'} | {100 * run.busy_before:.0f} | {run.load_after:.2f} |"
+            f"{run.ready}/{run.n}{'' if run.ok else ' ❌'} | {run.cpu / run.n:.2f} | {100 * run.busy_before:.0f} | "
+            f"{run.load_after:.2f} |"
         )
     best = min((run for run in runs if run.n == largest and run.ok), key=lambda run: run.seconds, default=None)
     if best is not None:
@@ -273,7 +328,9 @@ def report(runs: list[Run], policy_pack: bool) -> None:
     print(f"failed runs: {', '.join(failed) or 'none'}; load average now {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
-def run(sizes: list[int], parallels: list[int], policy_pack: bool, settle_limit: float, with_floor: bool) -> list[Run]:
+def run(
+    sizes: list[int], parallels: list[int], policy_pack: bool, settle_limit: float, with_floor: bool, secrets_kind: str
+) -> list[Run]:
     scratch = Path(tempfile.mkdtemp(prefix="tfk8s-bench-fleet-"))
     floor_workspace = None
     try:
@@ -283,18 +340,19 @@ def run(sizes: list[int], parallels: list[int], policy_pack: bool, settle_limit:
         team = team_repository(scratch, policy_pack)
         # Every run's tenants stay: the node holds them all.
         make_room_on_user_node(sum(sizes) * len(parallels) + 1)
-        seconds, returncode, summary = team.apply("platform", NO_COMMIT, team.git("rev-parse", "HEAD"), 1)
+        seconds, _, returncode, summary = team.apply("platform", NO_COMMIT, team.git("rev-parse", "HEAD"), 1)
         if returncode != 0 or ready_count(summary) != 1:
             raise RuntimeError(f"the platform's apply failed (exit {returncode}):\n{summary[-4000:]}")
-        print(f"platform {PLATFORM} applied in {seconds:.1f} s (not timed)", flush=True)
+        provider = secrets_provider(PLATFORM)
+        print(f"platform {PLATFORM} applied in {seconds:.1f} s (not timed), secrets: {provider}", flush=True)
         if with_floor:
             floor_workspace = Workspace(toolenv.program_project(scratch / "floor", "fleet-floor", FLOOR_PROGRAM), "stacks")
         runs, floors = [], []
         for n in sizes:
             for p in parallels:
-                runs.append(onboard(team, n, p, settle_limit))
+                runs.append(onboard(team, n, p, settle_limit, secrets_kind))
                 if floor_workspace is not None:
-                    floors.append(floor(Pulumi(floor_workspace, os.environ), n, p, policy_pack, settle_limit))
+                    floors.append(floor(Pulumi(floor_workspace, os.environ), n, p, policy_pack, settle_limit, secrets_kind))
         report(runs, policy_pack)
         if floors:
             floor_report(runs, floors)
@@ -305,6 +363,47 @@ def run(sizes: list[int], parallels: list[int], policy_pack: bool, settle_limit:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
+def run_with(
+    secrets_kind: str,
+    scratch: Path,
+    sizes: list[int],
+    parallels: list[int],
+    policy_pack: bool,
+    settle_limit: float,
+    with_floor: bool,
+) -> list[Run]:
+    """run() on a cluster of its own, its stacks' secrets with a team passphrase or a KMS."""
+    with contextlib.ExitStack() as stack:
+        if secrets_kind == "kms":
+            kms = stack.enter_context(local_kms(scratch / "kms"))
+            os.environ.update({**kms.env, "TFK8S_SECRETS_PROVIDER": kms.secrets_provider})
+        else:
+            os.environ.pop("TFK8S_SECRETS_PROVIDER", None)
+        kubeconfig = stack.enter_context(toolenv.throwaway_cluster(CLUSTER))
+        os.environ["KUBECONFIG"] = str(kubeconfig)
+        return run(sizes, parallels, policy_pack, settle_limit, with_floor, secrets_kind)
+
+
+def secrets_report(runs: list[Run]) -> None:
+    """The tenants' runs of each N and P side by side, one column per secrets provider."""
+    kinds = sorted({run.secrets for run in runs}, key=SECRETS.index)
+    tenants = {(run.secrets, run.n, run.parallel): run for run in runs}
+    print(
+        "\nThe same fleets by secrets provider, one after the other in this run (per tenant: wall seconds, "
+        "the pipeline's CPU seconds; 1,000 tenants in minutes)"
+    )
+    print(
+        "| N | P | " + " | ".join(f"{kind}: s per tenant | CPU-s | 1,000 (min)" for kind in kinds) + " | wall ratio | CPU ratio |"
+    )
+    print("|---:|---:|" + "---:|---:|---:|" * len(kinds) + "---:|---:|")
+    for n, p in sorted({(run.n, run.parallel) for run in runs}):
+        row = [tenants[(kind, n, p)] for kind in kinds]
+        cells = " | ".join(
+            f"{r.seconds / n:.2f}{'' if r.ok else ' ❌'} | {r.cpu / n:.2f} | {FLEET * r.seconds / n / 60:.1f}" for r in row
+        )
+        print(f"| {n} | {p} | {cells} | {row[-1].seconds / row[0].seconds:.2f} | {row[-1].cpu / row[0].cpu:.2f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="10,100", help="the N new tenants of each commit, comma-separated")
@@ -312,7 +411,13 @@ def main() -> None:
     parser.add_argument("--no-policy-pack", action="store_true", help="apply with --policy-pack none")
     parser.add_argument("--settle", type=float, default=300.0, help="seconds at most to wait for a quiet machine before a run")
     parser.add_argument("--floor", action="store_true", help="also Pulumi's floor for each N and P (see above)")
+    parser.add_argument(
+        "--secrets", default="passphrase", help=f"the stacks' secrets providers, comma-separated: {', '.join(SECRETS)}"
+    )
     args = parser.parse_args()
+    kinds = [kind for kind in SECRETS if kind in args.secrets.split(",")]
+    if not kinds or set(args.secrets.split(",")) - set(SECRETS):
+        parser.error(f"--secrets {args.secrets}: name one or more of {', '.join(SECRETS)}, comma-separated")
     sizes = sorted({int(n) for n in args.sizes.split(",")})
     parallels = sorted({int(p) for p in args.parallel.split(",")})
     policy_pack = not args.no_policy_pack and (POLICIES / ".venv" / ".installed").exists()
@@ -323,9 +428,12 @@ def main() -> None:
     for key in [k for k in os.environ if k.startswith(("PULUMI_", "AWS_"))]:
         del os.environ[key]
     os.environ["PULUMI_CONFIG_PASSPHRASE"] = secrets.token_urlsafe(24)
-    with toolenv.throwaway_cluster(CLUSTER) as kubeconfig:
-        os.environ["KUBECONFIG"] = str(kubeconfig)
-        runs = run(sizes, parallels, policy_pack, args.settle, args.floor)
+    runs: list[Run] = []
+    with tempfile.TemporaryDirectory(prefix="tfk8s-bench-fleet-kms-") as scratch:
+        for kind in kinds:
+            runs += run_with(kind, Path(scratch), sizes, parallels, policy_pack, args.settle, args.floor)
+    if len(kinds) > 1:
+        secrets_report([r for r in runs if not r.floor])
     sys.exit(0 if all(r.ok for r in runs) else 1)
 
 

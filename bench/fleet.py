@@ -167,7 +167,8 @@ class Team:
 
 def children_cpu() -> float:
     """User and system CPU seconds of this process's children that have exited, theirs included:
-    the pipeline's CLIs, language hosts, programs, policy packs and providers (not the cluster's)."""
+    the pipeline's CLIs, language hosts, programs, policy packs and providers (not the cluster's). A
+    process its parent never waits for is not counted: Pulumi waits for its plugins."""
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
 
@@ -208,7 +209,7 @@ def team_repository(scratch: Path, policy_pack: bool) -> Team:
 
 def onboard(team: Team, n: int, parallel: int, settle_limit: float, secrets_kind: str = "passphrase") -> Run:
     """One commit adding N new tenants, applied P at a time once the machine is quiet, each of them
-    with `secrets_kind` (passphrase, or the KMS of TFK8S_SECRETS_PROVIDER) as its stack file says."""
+    with `secrets_kind` (passphrase, or the KMS of TFK8S_SECRETS_PROVIDER), as its state must say."""
     base = team.git("rev-parse", "HEAD")
     users = [f"fleet-{parallel}-{n}-{i}" for i in range(n)]
     head = team.commit(f"onboard {n} tenants", {f"tenant-{user}": fleet_tenant(user) for user in users})

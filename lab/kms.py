@@ -30,7 +30,6 @@ REGION = "us-east-1"
 class Kms:
     endpoint: str
     alias: str
-    server: subprocess.Popen[bytes]
 
     @property
     def secrets_provider(self) -> str:
@@ -67,7 +66,7 @@ def local_kms(directory: Path, alias: str = "alias/tfk8s-team") -> Iterator[Kms]
             toolenv.wait_for_port(server, port, "local-kms")
         except RuntimeError as error:
             raise RuntimeError(f"{error}:\n{(directory / 'local-kms.log').read_text()[-2000:]}") from None
-        yield Kms(f"http://127.0.0.1:{port}", alias, server)
+        yield Kms(f"http://127.0.0.1:{port}", alias)
     finally:
         server.terminate()
         server.wait(timeout=30)

@@ -80,18 +80,22 @@ class Sampler:
     def sample(self) -> dict[str, tuple[int, bool]]:
         found: dict[str, tuple[int, bool]] = {}
         for namespace in NAMESPACES.values():
-            admitted = {
-                ref["name"]: condition(w, "Admitted").get("status") == "True"
-                for w in self.kube.get("workloads.kueue.x-k8s.io", namespace)
-                for ref in w["metadata"].get("ownerReferences", [])
-                if ref.get("kind") == "JobSet"
-            }
+            # Pods first, then Workloads: a cluster's pods exist only after Kueue admitted it, so an
+            # admission that came before the pods read is in the later Workloads read. Read the
+            # other way round (as this once did), a cluster admitted between the two reads showed
+            # its first pods "while not admitted": two CI runs under load, 2026-11-28.
             # Unfinished pods: a cluster's succeeded or failed workers stay, their run over.
             pods = [
                 p
                 for p in self.kube.get("pods", namespace)
                 if not p["metadata"].get("deletionTimestamp") and p["status"].get("phase") in ("Pending", "Running")
             ]
+            admitted = {
+                ref["name"]: condition(w, "Admitted").get("status") == "True"
+                for w in self.kube.get("workloads.kueue.x-k8s.io", namespace)
+                for ref in w["metadata"].get("ownerReferences", [])
+                if ref.get("kind") == "JobSet"
+            }
             for name in {*admitted, *(p["metadata"].get("labels", {}).get(JOBSET_NAME) for p in pods)} - {None}:
                 live = [p for p in pods if p["metadata"]["labels"].get(JOBSET_NAME) == name]
                 found[f"{namespace}/{name}"] = (len(live), admitted.get(name, False))

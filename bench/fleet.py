@@ -120,7 +120,7 @@ class Run:
     """CPU seconds of the pipeline's processes (children_cpu), the cluster's not included."""
     busy_before: float
     load_after: float
-    secrets: str = "passphrase"
+    secrets: str
     provider_ok: bool = True
     """Every stack the run created holds the run's secrets provider."""
     floor: bool = False
@@ -207,7 +207,7 @@ def team_repository(scratch: Path, policy_pack: bool) -> Team:
     return team
 
 
-def onboard(team: Team, n: int, parallel: int, settle_limit: float, secrets_kind: str = "passphrase") -> Run:
+def onboard(team: Team, n: int, parallel: int, settle_limit: float, secrets_kind: str) -> Run:
     """One commit adding N new tenants, applied P at a time once the machine is quiet, each of them
     with `secrets_kind` (passphrase, or the KMS of TFK8S_SECRETS_PROVIDER), as its state must say."""
     base = team.git("rev-parse", "HEAD")
@@ -250,7 +250,7 @@ def floor_step(cli: Pulumi, stack: str, policy_pack: bool) -> bool:
     return cli.run(stack, "up", "--yes", "--skip-preview", "--diff", *pack).ok
 
 
-def floor(cli: Pulumi, n: int, parallel: int, policy_pack: bool, settle_limit: float, secrets_kind: str = "passphrase") -> Run:
+def floor(cli: Pulumi, n: int, parallel: int, policy_pack: bool, settle_limit: float, secrets_kind: str) -> Run:
     """N new stacks of the floor's program, P at a time once the machine is quiet."""
     stacks = [f"floor-{parallel}-{n}-{i}" for i in range(n)]
     waited, fraction = settle(limit=settle_limit)

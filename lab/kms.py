@@ -39,7 +39,7 @@ class Kms:
     @property
     def env(self) -> dict[str, str]:
         """What a pipeline needs besides the URL: credentials of the AWS SDK's shape (local-kms checks none)."""
-        return {"AWS_ACCESS_KEY_ID": "tfk8s", "AWS_SECRET_ACCESS_KEY": secrets.token_urlsafe(18), "AWS_REGION": REGION}
+        return {"AWS_ACCESS_KEY_ID": "tfk8s", "AWS_SECRET_ACCESS_KEY": "local-kms-checks-none", "AWS_REGION": REGION}
 
 
 @contextlib.contextmanager

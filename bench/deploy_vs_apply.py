@@ -137,31 +137,41 @@ def revision_env(tree: Path, ours: dict[str, str]) -> dict[str, str]:
     return {**base, **toolenv.exported(tree=tree, base=base)}
 
 
-def baseline(revision: str, into: Path, ours: dict[str, str], upstream_salt: str, of: str = "dev") -> Program:
-    """The program as of `revision`, in a project copy of its own beside ours (same backend, same
-    virtualenv; its own infra/ and training/, which its entry point puts first on the path), run in
-    the environment its own hack/env.sh prints, with its own language host (toolenv.language_host).
-    Its stack, `<of>-<revision>`, is that revision's stack file `of` (the dev experiment;
-    bench/new_tenant.py a tenant), with the salt of the stack it builds on if that revision's
-    tooling shares salts (hack/project.py share-salt), else a salt of its own, as `pulumi stack
-    init` made it then."""
+def revision_project(revision: str, into: Path, ours: dict[str, str]) -> dict[str, str]:
+    """The project as of `revision`, copied into `into` beside ours (same virtualenv; its own infra/
+    and training/, which its entry point puts first on the path), and the environment to run its
+    `pulumi` commands in: the one its own hack/env.sh prints, on the bench's cluster and backend,
+    with its own language host (toolenv.language_host) and, before hack/env.sh turned them off,
+    Pulumi's automatic logs."""
     into.mkdir(parents=True)
     archive = subprocess.run(["git", "-C", str(ROOT), "archive", revision], check=True, capture_output=True).stdout
     subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
     (into / ".venv").symlink_to(ROOT / ".venv")
-    stack = f"{of}-{revision}"
-    # Where that revision kept it: hack/project.py, or hack/toolenv.py before the workshop left hack/ for lab/.
-    helpers = [into / "hack" / name for name in ("project.py", "toolenv.py")]
-    shares = any(path.exists() and "def share_salt" in path.read_text() for path in helpers)
-    salt = f"encryptionsalt: {upstream_salt}\n" if shares else ""
-    stacks = into / "stacks"
-    (stacks / f"Pulumi.{stack}.yaml").write_text(salt + (stacks / f"Pulumi.{of}.yaml").read_text())
     env = revision_env(into, ours)
     # Its own language host, built as its hack/tools.sh built it (the Python host until 2026-11-26).
     env["PATH"] = f"{toolenv.language_host(revision)}{os.pathsep}{env['PATH']}"
-    # Before hack/env.sh turned them off, Pulumi wrote its automatic logs: so it does for that revision.
     if not toolenv.turns_off_pulumi_logs(into):
         env = toolenv.with_automatic_logs(env, into / ".pulumi-home")
+    return env
+
+
+def shares_salts(tree: Path) -> bool:
+    """Whether the tooling of `tree` (another revision's project) gives a stack the salt of the stack
+    it builds on (hack/project.py share-salt, or hack/toolenv.py before the workshop left hack/ for lab/)."""
+    helpers = [tree / "hack" / name for name in ("project.py", "toolenv.py")]
+    return any(path.exists() and "def share_salt" in path.read_text() for path in helpers)
+
+
+def baseline(revision: str, into: Path, ours: dict[str, str], upstream_salt: str, of: str = "dev") -> Program:
+    """The program as of `revision` (revision_project), with its stack `<of>-<revision>`: that
+    revision's stack file `of` (the dev experiment; bench/new_tenant.py a tenant), with the salt of
+    the stack it builds on if that revision's tooling shares salts, else a salt of its own, as
+    `pulumi stack init` made it then."""
+    env = revision_project(revision, into, ours)
+    stack = f"{of}-{revision}"
+    salt = f"encryptionsalt: {upstream_salt}\n" if shares_salts(into) else ""
+    stacks = into / "stacks"
+    (stacks / f"Pulumi.{stack}.yaml").write_text(salt + (stacks / f"Pulumi.{of}.yaml").read_text())
     init(into, stack, env)
     return Program(revision, into, stack, env)
 

@@ -17,12 +17,16 @@ On a throwaway kwok cluster (`tfk8s-bench-tenants`, started and deleted here, wi
     for each N, for the new tenant N: `pulumi preview` before it exists (median of --repeat), its
     first `pulumi up --yes --skip-preview` (once: the preview is timed apart), and a no-change
     `pulumi preview` of it (median); and a no-change `pulumi preview` and `pulumi up --yes
-    --skip-preview` of the platform (medians).
+    --skip-preview` of the platform (medians);
+  * with `--baseline REV[,REV...]`, the new tenant's three rows also for the program as of each git
+    revision (deploy_vs_apply.revision_project: its own project copy, hack/env.sh and language
+    host, on the same cluster, backend and platform), each its own new tenant, right after this
+    tree's: before and after side by side on the same populated platform.
 Every command is the plain CLI in the environment `make env` prints, timed as a user typing it
 waits. A table puts N side by side with the ratios (last N / first N), the resource counts, the
 throughput of the parallel growth, and what 1,000 tenants would cost from these measurements.
 
-    make tools && .venv/bin/python bench/tenant_scale.py [--sizes 10,100] [--repeat 3] [--parallel 3]
+    make tools && .venv/bin/python bench/tenant_scale.py [--sizes 10,100] [--repeat 3] [--parallel 3] [--baseline REV[,REV...]]
 """
 
 from __future__ import annotations
@@ -45,8 +49,9 @@ from typing import Any
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "infra"), str(ROOT / "lab")]
+sys.path[:0] = [str(ROOT / "infra"), str(ROOT / "lab"), str(ROOT / "bench")]
 
+from deploy_vs_apply import revision_project  # noqa: E402
 from tfk8s.components.user_env import USER_NODE_PODS_PER_USER  # noqa: E402
 from tfk8s.schema.platform import ContainerDefaults  # noqa: E402
 from tfk8s.specs.quota import apps_requests  # noqa: E402
@@ -103,15 +108,18 @@ def tenant_config(number: int) -> dict[str, Any]:
 
 @dataclass(frozen=True, kw_only=True)
 class Project:
-    """A project copy with its own file backend, and the plain `pulumi` CLI run in it."""
+    """A project copy with its own file backend, and the plain `pulumi` CLI run in it: in `env` (a
+    baseline revision's own environment), else this process's."""
 
     work: Path
+    label: str = "this tree"
+    env: dict[str, str] | None = None
 
     def pulumi(self, *args: str, stack: str) -> float:
         """Seconds one `pulumi` command takes; fails with its output's tail."""
         argv = ["pulumi", *args, "--stack", stack, "--non-interactive", "--color", "never"]
         started = time.perf_counter()
-        done = subprocess.run(argv, cwd=self.work, capture_output=True, text=True)
+        done = subprocess.run(argv, cwd=self.work, capture_output=True, text=True, env=self.env)
         elapsed = time.perf_counter() - started
         if done.returncode != 0:
             raise RuntimeError(f"{' '.join(argv)} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
@@ -121,7 +129,7 @@ class Project:
         if config is not None:
             (self.work / "stacks" / f"Pulumi.{stack}.yaml").write_text(yaml.safe_dump({"config": config}))
         argv = ["pulumi", "stack", "init", stack, "--non-interactive"]
-        subprocess.run(argv, cwd=self.work, check=True, capture_output=True)
+        subprocess.run(argv, cwd=self.work, check=True, capture_output=True, env=self.env)
 
     def resources(self, stack: str) -> int:
         argv = ["pulumi", "stack", "export", "--stack", stack]
@@ -170,16 +178,31 @@ def median(project: Project, repeat: int, *args: str, stack: str) -> float:
     return statistics.median(project.pulumi(*args, stack=stack) for _ in range(repeat))
 
 
-def measure(project: Project, n: int, repeat: int, tenant_kind: str) -> dict[str, float]:
-    """The row of N: the new tenant N on a platform of N-1 tenants, and the platform unchanged."""
-    new = tenant_stack(n)
-    project.init(new, tenant_config(n))
+def new_tenant(project: Project, number: int, repeat: int) -> dict[str, float]:
+    """A new tenant's stack as a platform team adds it: its preview before it exists, its first
+    `up`, and its no-change preview."""
+    new = tenant_stack(number)
+    project.init(new, tenant_config(number))
     row = {"preview, new tenant (before up)": median(project, repeat, "preview", stack=new)}
     row["up, new tenant (first)"] = project.pulumi("up", "--yes", "--skip-preview", stack=new)
     row["preview, new tenant (no change)"] = median(project, repeat, "preview", stack=new)
+    return row
+
+
+def baseline_number(n: int, index: int) -> int:
+    """The number of baseline `index`'s new tenant in N's row: beyond every number the growth uses."""
+    return (index + 1) * 10_000 + n
+
+
+def measure(project: Project, baselines: list[Project], n: int, repeat: int, tenant_kind: str) -> dict[str, float]:
+    """The row of N: the new tenant N on a platform of N-1 tenants (and each baseline's new tenant
+    right after it), and the platform unchanged."""
+    row = new_tenant(project, n, repeat)
+    for index, other in enumerate(baselines):
+        row |= {f"{key}, {other.label}": value for key, value in new_tenant(other, baseline_number(n, index), repeat).items()}
     row["preview, platform (no change)"] = median(project, repeat, "preview", stack=PLATFORM)
     row["up, platform (no change)"] = median(project, repeat, "up", "--yes", "--skip-preview", stack=PLATFORM)
-    row["resources in state, new tenant"] = project.resources(new)
+    row["resources in state, new tenant"] = project.resources(tenant_stack(n))
     row["resources in state, platform"] = project.resources(PLATFORM)
     row["Tenants in the cluster"] = len(kubectl("get", tenant_kind, "-o", "name").split())
     row["objects in the cluster"] = len(kubectl("get", OBJECTS, "-A", "-o", "name").split())
@@ -216,12 +239,13 @@ def report(sizes: list[int], rows: dict[int, dict[str, float]], growth: dict[str
     )
 
 
-def run(sizes: list[int], repeat: int, parallel: int) -> None:
+def run(sizes: list[int], repeat: int, parallel: int, revisions: list[str], ours: dict[str, str]) -> None:
     work = Path(tempfile.mkdtemp(prefix="tfk8s-bench-tenants-"))
     try:
         project = Project(work=toolenv.project_copy(work))
         os.environ["PULUMI_BACKEND_URL"] = f"file://{work / 'state'}"
-        make_room_on_user_node(sizes[-1])
+        baselines = [Project(work=work / r, label=r, env=revision_project(r, work / r, ours)) for r in revisions]
+        make_room_on_user_node(sizes[-1] + len(sizes) * len(revisions))
         project.init(PLATFORM)
         project.pulumi("up", "--yes", "--skip-preview", stack=PLATFORM)
         facts = json.loads(
@@ -242,7 +266,7 @@ def run(sizes: list[int], repeat: int, parallel: int) -> None:
                 growth["seconds"] += seconds
             waited, fraction = settle()
             print(f"settled in {waited:.0f} s: the machine {fraction:.0%} busy", flush=True)
-            rows[n] = {**measure(project, n, repeat, tenant_kind), "machine busy before the row (%)": 100 * fraction}
+            rows[n] = {**measure(project, baselines, n, repeat, tenant_kind), "machine busy before the row (%)": 100 * fraction}
             existing = n
             print(f"N={n}: " + json.dumps({k: round(v, 2) for k, v in rows[n].items()}), flush=True)
         report(sizes, rows, growth, parallel)
@@ -255,12 +279,16 @@ def main() -> None:
     parser.add_argument("--sizes", default="10,100", help="the N to measure, ascending, comma-separated")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each preview and no-change up; medians reported")
     parser.add_argument("--parallel", type=int, default=3, help="tenant `pulumi up`s at a time while growing")
+    parser.add_argument(
+        "--baseline", default="", help="git revisions, comma-separated, whose new tenant is measured beside ours in each row"
+    )
     args = parser.parse_args()
     sizes = sorted(int(n) for n in args.sizes.split(","))
     toolenv.time_as_a_user()
     with toolenv.throwaway_cluster(CLUSTER) as kubeconfig:
-        os.environ.update(toolenv.exported({"KUBECONFIG": str(kubeconfig)}))
-        run(sizes, args.repeat, args.parallel)
+        ours = toolenv.exported({"KUBECONFIG": str(kubeconfig)})
+        os.environ.update(ours)
+        run(sizes, args.repeat, args.parallel, [r for r in args.baseline.split(",") if r], ours)
 
 
 if __name__ == "__main__":

@@ -151,7 +151,8 @@ class Team:
         process, start = started
         output = process.communicate(timeout=900)[0]
         seconds = time.monotonic() - start
-        command = " ".join(process.args[1:-2])  # type: ignore[index]
+        assert isinstance(process.args, list), process.args  # start() passes an argv
+        command = " ".join(str(word) for word in process.args[1:-2])
         print(f"\n[gitops] {label}: `hack/gitops.sh {command}` exited {process.returncode} in {seconds:.1f} s")
         summary = self.summaries / f"{label}.md"
         return Run(process.returncode, summary.read_text() if summary.exists() else "", seconds, output)

@@ -222,6 +222,10 @@ def report(sizes: list[int], rows: dict[int, dict[str, float]], growth: dict[str
         ratio = f"{values[-1] / values[0]:.2f}" if values[0] else "-"
         print(f"| {key} | " + " | ".join(shown) + f" | {ratio} |")
     per_up = rows[last]["up, new tenant (first)"]
+    for key in rows[last]:
+        if key.startswith("up, new tenant (first), "):
+            before, revision = rows[last][key], key.rsplit(", ", 1)[1]
+            print(f"\na new tenant's first `up` at N={last}: {per_up:.2f} s; as of {revision}: {before:.2f} s")
     per_preview = rows[last]["preview, new tenant (before up)"]
     wall = growth["seconds"] / growth["tenants"]
     print(

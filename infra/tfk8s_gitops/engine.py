@@ -11,6 +11,11 @@ root stack's `pulumi:pulumi:Stack` resource reports them as its outputs at the e
 Stack locks: on a shared backend (S3) two pipelines may reach one stack at once. The CLI refuses
 the second with "the stack is currently locked"; the runner waits for the lock (up to `lock_wait`
 seconds, polling) and then runs, so nothing is lost and nothing runs twice at the same time.
+
+A refusal that is the API server's and not the stack's: an object created while the namespace's
+quota controller writes the quota's status can be refused with "Operation cannot be fulfilled on
+resourcequotas" (docs/concepts/quotas.md), which pulumi-kubernetes does not retry. An `up` refused
+only that way is run once more, which creates what is left; the result counts both runs' changes.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from pulumi.automation.events import EngineEvent, OpType
 from tfk8s_gitops.repo import STACK_FILE_PREFIX, STACK_FILE_SUFFIX, stack_name
 
 LOCKED = "currently locked"
+QUOTA_STATUS_CONFLICT = "Operation cannot be fulfilled on resourcequotas"
 # A stack policy that needs values a preview does not know yet (a new stack's outputs): the engine
 # reports it as an advisory event starting with these words; the summary says it did not run.
 NOT_RUN = "can't run policy"
@@ -71,6 +77,8 @@ class Result:
     phases: int = 0
     """Engine phases whose events the log holds: `up` and `destroy` preview (1), then change (2); a
     refused preview stops at 1. The CLI (3.259) starts the log afresh for the change, which leaves 1."""
+    retried: str | None = None
+    """Why the command ran a second time (QUOTA_STATUS_CONFLICT), whose result this is; None: once."""
     changed_live: bool = False
     """The log's engine summary is a change's, not a preview's (`isPreview: false`)."""
     outputs: dict[str, Any] | None = None
@@ -127,7 +135,22 @@ class Pulumi:
 
     def run(self, stack: str, *args: str) -> Result:
         start = time.monotonic()
-        waited = 0.0
+        result = self._run_waiting_for_lock(stack, args, start)
+        if args[:1] == ("up",) and not result.ok and QUOTA_STATUS_CONFLICT in result.output:
+            again = self._run_waiting_for_lock(stack, args, start)
+            again.retried = next(line.strip() for line in result.output.splitlines() if QUOTA_STATUS_CONFLICT in line)
+            again.output = result.output + again.output
+            again.changed[:0] = result.changed
+            again.changes = {op: result.changes.get(op, 0) + again.changes.get(op, 0) for op in {*result.changes, *again.changes}}
+            again.lock_waited += result.lock_waited
+            result = again
+        result.seconds = time.monotonic() - start
+        return result
+
+    def _run_waiting_for_lock(self, stack: str, args: Sequence[str], start: float) -> Result:
+        """One command, run again while another run holds the stack's lock, until `lock_wait`
+        seconds after `start`."""
+        began, waited = time.monotonic(), 0.0
         while True:
             with tempfile.TemporaryDirectory(prefix="tfk8s-events-") as scratch:
                 log = Path(scratch) / "events.jsonl"
@@ -138,10 +161,10 @@ class Pulumi:
                 # Jittered: two runs that locked at the same instant both back off (the backend
                 # writes its lock, then re-reads; each sees the other's), and must not collide again.
                 time.sleep(self.poll * random.uniform(0.5, 1.5))
-                waited = time.monotonic() - start
+                waited = time.monotonic() - began
                 continue
             break
-        result = Result(" ".join(["pulumi", *args]), done.returncode, output, time.monotonic() - start, lock_waited=waited)
+        result = Result(" ".join(["pulumi", *args]), done.returncode, output, 0.0, lock_waited=waited)
         _read_events(result, events)
         return result
 

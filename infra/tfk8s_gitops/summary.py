@@ -64,6 +64,9 @@ def _note(step: StepReport) -> str:
     if step.result is not None and step.result.lock_waited:
         note = f"{note}; " if note else ""
         note += f"waited {step.result.lock_waited:.0f} s for another run's lock"
+    if step.result is not None and step.result.retried:
+        note = f"{note}; " if note else ""
+        note += f"ran twice, the API server having refused the first: {step.result.retried}"
     return f": {note}" if note else ""
 
 

@@ -14,14 +14,18 @@ seconds, polling) and then runs, so nothing is lost and nothing runs twice at th
 
 A refusal that is the API server's and not the stack's: an object created while the namespace's
 quota controller writes the quota's status can be refused with "Operation cannot be fulfilled on
-resourcequotas" (docs/concepts/quotas.md), which pulumi-kubernetes does not retry. An `up` refused
-only that way is run once more, which creates what is left; the result counts both runs' changes.
+resourcequotas" (docs/concepts/quotas.md), which pulumi-kubernetes does not retry. An `up` whose
+every error is that refusal (and the engine's "update failed" after it) runs once more with the
+same arguments, which creates what is left: a new stack's `up` again without a refresh or a
+preview, as what the first run made is the stack's own and was judged by its policies as it was
+made. The result is the second run's, with both runs' output and changes.
 """
 
 from __future__ import annotations
 
 import json
 import random
+import re
 import shutil
 import subprocess
 import tempfile
@@ -37,6 +41,8 @@ from tfk8s_gitops.repo import STACK_FILE_PREFIX, STACK_FILE_SUFFIX, stack_name
 
 LOCKED = "currently locked"
 QUOTA_STATUS_CONFLICT = "Operation cannot be fulfilled on resourcequotas"
+UPDATE_FAILED = "update failed"  # the engine's error on the stack after any resource's
+RAN_AGAIN = "\n--- the API server refused an object for its quota's status; ran again ---\n"
 # A stack policy that needs values a preview does not know yet (a new stack's outputs): the engine
 # reports it as an advisory event starting with these words; the summary says it did not run.
 NOT_RUN = "can't run policy"
@@ -78,7 +84,9 @@ class Result:
     """Engine phases whose events the log holds: `up` and `destroy` preview (1), then change (2); a
     refused preview stops at 1. The CLI (3.259) starts the log afresh for the change, which leaves 1."""
     retried: str | None = None
-    """Why the command ran a second time (QUOTA_STATUS_CONFLICT), whose result this is; None: once."""
+    """The object the API server refused for its quota's status, when the command ran a second
+    time: the result is then the second run's, with both runs' output, changes, changed resources
+    and lock waits. None: it ran once."""
     changed_live: bool = False
     """The log's engine summary is a change's, not a preview's (`isPreview: false`)."""
     outputs: dict[str, Any] | None = None
@@ -136,13 +144,16 @@ class Pulumi:
     def run(self, stack: str, *args: str) -> Result:
         start = time.monotonic()
         result = self._run_waiting_for_lock(stack, args, start)
-        if args[:1] == ("up",) and not result.ok and QUOTA_STATUS_CONFLICT in result.output:
-            again = self._run_waiting_for_lock(stack, args, start)
-            again.retried = next(line.strip() for line in result.output.splitlines() if QUOTA_STATUS_CONFLICT in line)
-            again.output = result.output + again.output
+        refused = _refused_for_quota_status(result)
+        if args[:1] == ("up",) and refused is not None:
+            again = self._run_waiting_for_lock(stack, args, time.monotonic())
+            again.retried = refused
+            again.output = result.output + RAN_AGAIN + again.output
             again.changed[:0] = result.changed
             again.changes = {op: result.changes.get(op, 0) + again.changes.get(op, 0) for op in {*result.changes, *again.changes}}
             again.lock_waited += result.lock_waited
+            again.phases = max(again.phases, result.phases)  # made by the first run, if the second never ran
+            again.changed_live |= result.changed_live
             result = again
         result.seconds = time.monotonic() - start
         return result
@@ -201,6 +212,16 @@ class Pulumi:
             text=True,
             env=self.env,
         )
+
+
+def _refused_for_quota_status(result: Result) -> str | None:
+    """The name of the object a failed command's only errors say the API server refused for its
+    quota's status (QUOTA_STATUS_CONFLICT); None if it did not fail, or failed for anything else."""
+    refusals = [e for e in result.errors if QUOTA_STATUS_CONFLICT in e]
+    if result.ok or not refusals or any(QUOTA_STATUS_CONFLICT not in e and e != UPDATE_FAILED for e in result.errors):
+        return None
+    named = re.search(r'urn:pulumi:[^"\s]*::([^"\s:]+)"', refusals[0])
+    return named.group(1) if named else "an object"
 
 
 def _events(log: Path) -> list[dict[str, Any]]:

@@ -66,7 +66,7 @@ def _note(step: StepReport) -> str:
         note += f"waited {step.result.lock_waited:.0f} s for another run's lock"
     if step.result is not None and step.result.retried:
         note = f"{note}; " if note else ""
-        note += f"ran twice, the API server having refused the first: {step.result.retried}"
+        note += f"ran twice: the API server refused {step.result.retried} for its quota's status the first time"
     return f": {note}" if note else ""
 
 

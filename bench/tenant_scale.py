@@ -284,7 +284,10 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="runs of each preview and no-change up; medians reported")
     parser.add_argument("--parallel", type=int, default=3, help="tenant `pulumi up`s at a time while growing")
     parser.add_argument(
-        "--baseline", default="", help="git revisions, comma-separated, whose new tenant is measured beside ours in each row"
+        "--baseline",
+        default="",
+        help="git revisions, comma-separated, whose new tenant is measured beside ours in each row (with this tree's "
+        "tenant settings: a revision whose tenant schema differs refuses them)",
     )
     args = parser.parse_args()
     sizes = sorted(int(n) for n in args.sizes.split(","))

@@ -140,6 +140,13 @@ def running(kube: Kube, tenant: str, experiment: str) -> list[dict[str, Any]] | 
     return found if len(found) == PODS and all(p["status"].get("phase") == "Running" for p in found) else None
 
 
+def counted_ready(kube: Kube, tenant: str, experiment: str) -> bool:
+    """Whether the JobSet's status counts every one of its Jobs ready, as the experiment's readiness reads it."""
+    live = kube.get("jobsets.jobset.x-k8s.io", NAMESPACES[tenant], jobset(experiment))
+    ready = {r["name"]: r.get("ready", 0) for r in live.get("status", {}).get("replicatedJobsStatus", [])}
+    return all(ready.get(r["name"], 0) >= r.get("replicas", 1) for r in live["spec"]["replicatedJobs"])
+
+
 def gpus_held(kube: Kube, tenant: str) -> int:
     return sum(
         int(c["resources"].get("requests", {}).get("nvidia.com/gpu", 0))
@@ -230,6 +237,10 @@ def test_two_tenants_past_the_gpus_are_admitted_whole_in_fair_shares_and_by_prio
         live = kube.get("jobsets.jobset.x-k8s.io", NAMESPACES["alice"], jobset(preempted))
         assert live["metadata"]["uid"] == uid_before  # the same run: its run directory, its checkpoints
         assert running(kube, "alice", "a3") is None
+        # Readiness reads the JobSet's status, which counts the pods ready a sync or two after they
+        # run: the Job controller batches pod updates for 1 s, then JobSet reads the Jobs (CI read
+        # the refresh in between, 2026-11-28).
+        wait_until(lambda: counted_ready(kube, "alice", preempted), f"{preempted}'s JobSet to count it ready", ADMITTED_WITHIN)
         resumed = queue_of(cli, preempted)
         assert (resumed["phase"], resumed["ready"], resumed["queue"]["state"]) == ("Running", True, "Running"), resumed
 

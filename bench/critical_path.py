@@ -75,7 +75,7 @@ def first(found: list[Span], service: str, name: str) -> Span:
 def critical_path(trace: Path, marks: Path) -> dict[str, float]:
     """One traced run's moments, in seconds since its first span."""
     found = spans(trace)
-    origin = min(s.start for s in found)
+    origin = min(s.start for s in found if s.service == CLI)
     phase = {m["phase"]: m["time"] for m in map(json.loads, marks.read_text().splitlines())}
 
     def at(ns: int) -> float:

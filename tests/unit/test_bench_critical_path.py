@@ -49,8 +49,9 @@ def marks(at_ms: dict[str, int]) -> str:
 def trace(tmp_path: Path) -> tuple[Path, Path]:
     lines = [
         export("pulumi-cli", ("pulumi", 0, 600), ("pulumirpc.LanguageRuntime/Run", 170, 590)),
-        # The provider's own span of Configure ends first: the CLI's, which the engine waits on, counts.
-        export("pulumi-resource-provider", ("/pulumirpc.ResourceProvider/Configure", 322, 430)),
+        # The provider's span of the same name starts earlier and ends first, and a provider span starts
+        # before the CLI's first: the CLI's, which the engine waits on, count.
+        export("pulumi-resource-provider", ("pulumirpc.ResourceProvider/Configure", 319, 430), ("early", -50, -40)),
         export(
             "pulumi-cli",
             ("pulumirpc.ResourceMonitor/Invoke", 320, 445),

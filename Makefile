@@ -176,11 +176,13 @@ apply-fleet: fleet-base venv policy-venv tools ## Apply every stack the commits 
 fleet-base:
 	@test -n "$(BASE)" || { echo "make apply-fleet: since which commit? BASE=<sha> (BASE=$$(printf '0%.0s' {1..40}): every stack file, a first push)" >&2; exit 2; }
 
-test: venv policy-venv tools tools-test tools-legacy real-node-deps ## Every test: the policy pack's rules, mocks, real TensorFlow processes, real pulumi up against kwok (1.34 and 1.25 + Heketi), a real node
-	$(POLICY_VENV)/bin/python -m pytest policies/tests -q -p no:cacheprovider
-	cd hack/langhost && GOFLAGS=-mod=readonly go test .
-	cd hack/gensdk && GOFLAGS=-mod=readonly go test .
-	$(PY) -m pytest $(PYTEST_ARGS)
+# The tests' own tools (tools-test, tools-legacy, real-node-deps, the real node's images) are built
+# in the background while the tests that need none of them run (lab/suite.py); the suites run
+# TEST_WORKERS pytest processes at once (docs/tests.md "How the suite runs"). TFK8S_STAGES: a file
+# each stage's record is appended to (.ci/run's table).
+TEST_WORKERS ?= 3
+test: venv policy-venv tools ## Every test: the policy pack's rules, mocks, real TensorFlow processes, real pulumi up against kwok (1.34 and 1.25 + Heketi), a real node; the tests' tools built beside them
+	$(PY) lab/suite.py --workers $(TEST_WORKERS) $(if $(TFK8S_STAGES),--stages $(TFK8S_STAGES)) $(if $(TFK8S_STAGES_EPOCH),--epoch $(TFK8S_STAGES_EPOCH)) -- $(PYTEST_ARGS)
 
 test-policies: policy-venv ## The policy pack's rules, each with a violating and a passing case (seconds)
 	$(POLICY_VENV)/bin/python -m pytest policies/tests -q -p no:cacheprovider
@@ -191,8 +193,8 @@ test-unit: venv ## Mock-based unit tests only (seconds)
 test-training: venv ## Real TensorFlow processes on loopback
 	$(PY) -m pytest tests/training $(PYTEST_ARGS)
 
-test-e2e: venv policy-venv tools tools-test tools-legacy real-node-deps ## Real pulumi up/destroy against throwaway kwok clusters
-	$(PY) -m pytest tests/e2e $(PYTEST_ARGS)
+test-e2e: venv policy-venv tools ## Real pulumi up/destroy against throwaway kwok clusters (each module builds the tools it needs)
+	$(PY) -m pytest tests/e2e -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 bench: venv ## The benchmarks that need no cluster (see docs/benchmarks.md)
 	$(PY) bench/program_eval.py
@@ -205,7 +207,7 @@ TOOLS_BIN := $(or $(TFK8S_CACHE),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/tfk8s)/b
 lint: venv ## ruff, mypy, the layers' import contracts (pyproject.toml), gofmt and go vet (the language host, the SDK generator), actionlint on the GitOps workflows, the docs site built strictly
 	$(VENV)/bin/ruff check infra training tests bench hack lab policies examples package
 	$(VENV)/bin/ruff format --check infra tests hack lab policies examples package
-	$(VENV)/bin/mypy hack/langhost hack/requirements.py hack/schema.py hack/package_args.py hack/docs_reference.py hack/project.py lab/toolenv.py lab/realnode.py lab/queue_stacks.py lab/images.py lab/dashboards.py lab/kms.py
+	$(VENV)/bin/mypy hack/langhost hack/requirements.py hack/schema.py hack/package_args.py hack/docs_reference.py hack/project.py lab/toolenv.py lab/realnode.py lab/queue_stacks.py lab/images.py lab/dashboards.py lab/kms.py lab/suite.py
 	cd hack/langhost && test -z "$$(gofmt -l .)" && GOFLAGS=-mod=readonly go vet .
 	cd hack/gensdk && test -z "$$(gofmt -l .)" && GOFLAGS=-mod=readonly go vet .
 	# The launcher and what it imports run in TF 1.x images: Python 3.6 and newer.

@@ -33,6 +33,21 @@ export GOMODCACHE=${GOMODCACHE:-$(go env GOMODCACHE)}
 
 log() { printf '[tools %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
+# once NAME COMMAND...: COMMAND (a build_* function) holding NAME's lock, in a subshell (the builds
+# cd). Several runs of this script at once are safe and build each tool once: `make test` builds
+# the tests' tools in the background while the tests that need them ask for them too (lab/suite.py);
+# a second asker waits for the first, then finds the tool cached.
+locks=$cache/locks
+mkdir -p "$locks"
+once() {
+  local name=$1
+  shift
+  (
+    flock 9
+    "$@"
+  ) 9>"$locks/$name.lock"
+}
+
 # link NAME DIR: expose DIR/NAME as $bin/NAME.
 link() { ln -sfn "$2/$1" "$bin/$1"; }
 
@@ -374,11 +389,45 @@ build_kube_router() {
 }
 
 # What `make up` needs: the CLI, its language host and provider, and the local cluster.
-build_main() { build_pulumi; build_langhost; build_provider; build_kwok; build_etcd; build_kube "$KUBE_VERSION" link; }
+build_main() {
+  once pulumi build_pulumi
+  once langhost build_langhost
+  once provider build_provider
+  once kwok build_kwok
+  once etcd build_etcd
+  build_one kube
+}
 # What only the tests and lint use besides: the policy engine, the S3 server, the KMS, the workflow linter,
 # Prometheus, Kueue and JobSet (the queueing e2e test's cluster: hack/cluster.sh start --queueing),
 # and the SDK generator (tests/sdk, make sdk).
-build_test() { build_yaml_host; build_gensdk; build_cyclonus; build_versitygw; build_local_kms; build_actionlint; build_prometheus; build_kueue; build_jobset; }
+build_test() {
+  local tool
+  for tool in yaml-host gensdk cyclonus versitygw local-kms actionlint prometheus kueue jobset; do build_one "$tool"; done
+}
+
+# build_one TOOL: one tool (or group) of the usage line, under its lock.
+build_one() {
+  case $1 in
+    pulumi) once pulumi build_pulumi; once langhost build_langhost ;;
+    langhost) once langhost build_langhost ;;
+    yaml-host) once yaml-host build_yaml_host ;;
+    gensdk) once gensdk build_gensdk ;;
+    provider) once provider build_provider ;;
+    kwok) once kwok build_kwok ;;
+    etcd) once etcd build_etcd ;;
+    cyclonus) once cyclonus build_cyclonus ;;
+    versitygw) once versitygw build_versitygw ;;
+    local-kms) once local-kms build_local_kms ;;
+    actionlint) once actionlint build_actionlint ;;
+    prometheus) once prometheus build_prometheus ;;
+    kueue) once kueue build_kueue ;;
+    jobset) once jobset build_jobset ;;
+    # One lock per Kubernetes version: the control plane's and the node's builds share its module.
+    kube) once "kubernetes-$KUBE_VERSION" build_kube "$KUBE_VERSION" link ;;
+    kube-legacy) once "kubernetes-$KUBE_LEGACY_VERSION" build_kube "$KUBE_LEGACY_VERSION" ;;
+    node) once "kubernetes-$KUBE_VERSION" build_node ;;
+  esac
+}
 
 main() {
   local what=${1:-all} start=$SECONDS
@@ -386,23 +435,8 @@ main() {
     main) build_main ;;
     test) build_test ;;
     all) build_main; build_test ;;
-    pulumi) build_pulumi; build_langhost ;;
-    langhost) build_langhost ;;
-    yaml-host) build_yaml_host ;;
-    gensdk) build_gensdk ;;
-    provider) build_provider ;;
-    kwok) build_kwok ;;
-    etcd) build_etcd ;;
-    cyclonus) build_cyclonus ;;
-    versitygw) build_versitygw ;;
-    local-kms) build_local_kms ;;
-    actionlint) build_actionlint ;;
-    prometheus) build_prometheus ;;
-    kueue) build_kueue ;;
-    jobset) build_jobset ;;
-    kube) build_kube "$KUBE_VERSION" link ;;
-    kube-legacy) build_kube "$KUBE_LEGACY_VERSION" ;;
-    node) build_node ;;
+    pulumi | langhost | yaml-host | gensdk | provider | kwok | etcd | kube | kube-legacy | node | cyclonus | versitygw | local-kms | actionlint | prometheus | kueue | jobset)
+      build_one "$what" ;;
     *) echo "usage: $0 [main|test|all|pulumi|langhost|yaml-host|gensdk|provider|kwok|etcd|kube|kube-legacy|node|cyclonus|versitygw|local-kms|actionlint|prometheus|kueue|jobset]" >&2; exit 2 ;;
   esac
   log "tools ready in $bin ($((SECONDS - start)) s)"

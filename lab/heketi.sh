@@ -120,7 +120,9 @@ PY
 }
 
 case ${1:-} in
-  build) build ;;
+  # Under a lock of hack/tools.sh's kind: `make test` may build it in the background while the
+  # legacy test asks for it (lab/suite.py); the second asker waits, then finds it cached.
+  build) mkdir -p "$cache/locks" && (flock 9 && build) 9>"$cache/locks/heketi.lock" ;;
   run) shift; run "$@" ;;
   *) echo "usage: $0 build | run DIR PORT ADMIN_KEY" >&2; exit 2 ;;
 esac

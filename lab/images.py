@@ -23,6 +23,8 @@ one fixed epoch. An image is never changed in place, so its sources cannot drift
 from __future__ import annotations
 
 import base64
+import contextlib
+import fcntl
 import hashlib
 import io
 import json
@@ -32,7 +34,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -479,11 +481,23 @@ def _layers_of(image: Image) -> list[Path]:
 BUILDERS = {"pause": pause, "python": python, "tensorflow": tensorflow, "jupyter": jupyter, "prometheus": prometheus}
 
 
+@contextlib.contextmanager
+def _builder_lock() -> Iterator[None]:
+    """The image cache to this process alone while it builds: builds run at once (`make test`
+    builds the real node's images in the background while a real-node test asks for one) share the
+    layer store, whose unheld layers `_forget_older` removes, a layer of another build among them."""
+    IMAGES.mkdir(parents=True, exist_ok=True)
+    with (IMAGES / ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 2 or argv[0] != "build" or argv[1] not in BUILDERS:
         print(f"usage: images.py build {'|'.join(BUILDERS)}", file=sys.stderr)
         return 2
-    image = BUILDERS[argv[1]]()
+    with _builder_lock():
+        image = BUILDERS[argv[1]]()
     print(json.dumps({"tag": image.tag, "archive": str(image.archive)}))
     return 0
 

@@ -22,7 +22,6 @@ import yaml
 
 import toolenv
 
-LOCAL_KMS = str(toolenv.BIN / "local-kms")
 REGION = "us-east-1"
 
 
@@ -60,7 +59,7 @@ def local_kms(directory: Path, alias: str = "alias/tfk8s-team") -> Iterator[Kms]
         "KMS_SEED_PATH": str(directory / "seed.yaml"),
     }
     log = (directory / "local-kms.log").open("wb")
-    server = subprocess.Popen([LOCAL_KMS], env=env, stdout=log, stderr=subprocess.STDOUT)
+    server = subprocess.Popen([toolenv.tool("local-kms")], env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
         try:
             toolenv.wait_for_port(server, port, "local-kms")

@@ -7,6 +7,7 @@ The tests' view of it (tests/e2e/real_node.py) adds their drivers and probes.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import subprocess
@@ -38,16 +39,36 @@ def why_not(cluster: str) -> str | None:
     return None if check.returncode == 0 else check.stdout.strip()
 
 
+def install() -> None:
+    """As root, the Debian packages a real node needs, if any is missing (`lab/realnode.sh
+    install`, as `make real-node-deps` runs it; without root, `why_not` says what is missing)."""
+    if os.geteuid() == 0:
+        subprocess.run([REALNODE, "install"], check=True, stdout=subprocess.DEVNULL)
+
+
 @contextlib.contextmanager
 def real_cluster(name: str, *, queueing: bool = False) -> Iterator[Path]:
     """A local cluster of its own with this machine's real node (and `queueing`: Kueue and JobSet),
     both stopped afterwards whatever happens (hack/cluster.sh stop stops the node too); yields its kubeconfig."""
+    install()
     reason = why_not(name)
     if reason:
         raise RuntimeError(f"this machine cannot run a real node: {reason}")
-    with toolenv.throwaway_cluster(name, queueing=queueing) as kubeconfig:
+    with one_at_a_time(), toolenv.throwaway_cluster(name, queueing=queueing) as kubeconfig:
         subprocess.run([REALNODE, "start"], check=True, env=script_env(name))
         yield kubeconfig
+
+
+@contextlib.contextmanager
+def one_at_a_time() -> Iterator[None]:
+    """This machine's real node to the caller alone until the block ends: a second caller (a
+    benchmark beside the tests, another test session) waits here rather than finding the node
+    taken (lab/realnode.sh refuses a second cluster while one holds it)."""
+    locks = toolenv.CACHE / "locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    with (locks / "realnode.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def node_name(cluster: str) -> str:

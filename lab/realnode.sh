@@ -323,7 +323,8 @@ case ${1:-status} in
     reason=$(why_not)
     if [ -n "$reason" ]; then echo "no real node here: $reason"; exit 1; fi
     echo "this machine can run a real node" ;;
-  install) install ;;
+  # Locked: the background build of `make test` (lab/suite.py) and a real-node test may both ask.
+  install) mkdir -p "$cache/locks" && (flock 9 && install) 9>"$cache/locks/realnode-install.lock" ;;
   start) start ;;
   stop) stop ;;
   status) status ;;

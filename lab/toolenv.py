@@ -34,8 +34,20 @@ from project import share_salt as share_salt  # noqa: E402
 CACHE = Path(os.environ.get("TFK8S_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tfk8s")
 BIN = CACHE / "bin"
 KUBECTL = str(BIN / "kubectl")
-# The NetworkPolicy engine of tests/e2e/test_network.py (hack/tools.sh cyclonus).
-CYCLONUS = str(BIN / "cyclonus")
+
+
+def build(name: str) -> None:
+    """One of hack/tools.sh's tools or groups (`cyclonus`, `yaml-host`, `node`, ...), built if it is
+    not there yet. `make test` builds the tests' tools in the background while the tests run
+    (lab/suite.py): a test that asks for one being built waits for that build, under its lock, and
+    one that asks first builds it itself, so no test depends on the order of the two."""
+    subprocess.run([str(ROOT / "hack" / "tools.sh"), name], check=True, stdout=subprocess.DEVNULL)
+
+
+def tool(name: str) -> str:
+    """The path of one of hack/tools.sh's tools, built first if it is not there yet (`build`)."""
+    build(name)
+    return str(BIN / name)
 
 
 def pinned(name: str) -> str:

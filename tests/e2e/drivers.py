@@ -18,9 +18,19 @@ import yaml
 import toolenv
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def per_worker(name: str) -> str:
+    """`name` made this pytest process's own: under pytest-xdist (`make test`) each worker has its
+    session's clusters, `<name>-gw0`, `<name>-gw1`, ..."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    return f"{name}-{worker}" if worker else name
+
+
 # The session's throwaway cluster. Not TFK8S_CLUSTER_NAME: that names the cluster `make up` and
-# `make env` use, which a session would otherwise delete at its end.
-CLUSTER = os.environ.get("TFK8S_E2E_CLUSTER") or "tfk8s-e2e"
+# `make env` use, which a session would otherwise delete at its end. The modules' clusters of their
+# own are named after it (`<CLUSTER>-net`, ...).
+CLUSTER = per_worker(os.environ.get("TFK8S_E2E_CLUSTER") or "tfk8s-e2e")
 # A container's securityContext that Pod Security `restricted`, which tenant namespaces enforce, admits.
 RESTRICTED = {
     "allowPrivilegeEscalation": False,

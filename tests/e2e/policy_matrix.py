@@ -101,7 +101,7 @@ def evaluate(kube: Kube, namespaces: list[str], work: Path) -> tuple[dict[int, d
     (work / "model.json").write_text(json.dumps(model, indent=1))
     done = subprocess.run(
         [
-            toolenv.CYCLONUS,
+            toolenv.tool("cyclonus"),
             "analyze",
             "--mode",
             "probe",

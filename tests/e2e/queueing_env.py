@@ -16,12 +16,12 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from drivers import Cli, Kube
+from drivers import Cli, Kube, per_worker
 
 import queue_stacks
 
 # TFK8S_E2E_QUEUE_CLUSTER names it otherwise, to run two sessions side by side (as TFK8S_E2E_CLUSTER does).
-CLUSTER = os.environ.get("TFK8S_E2E_QUEUE_CLUSTER") or "tfk8s-e2e-queue"
+CLUSTER = per_worker(os.environ.get("TFK8S_E2E_QUEUE_CLUSTER") or "tfk8s-e2e-queue")
 PLATFORM = queue_stacks.PLATFORM
 TENANTS = {"alice": "tenant-alice", "bob": "tenant-bob"}
 NAMESPACES = {"alice": "tfk8s-alice", "bob": "tfk8s-bob"}
@@ -32,6 +32,9 @@ PRIORITY_CLASSES = {"urgent": 1000}
 # Each tenant may borrow the whole cohort's GPUs (the default quota's 4 would cap them first).
 TENANT_QUOTA = {"gpus": 8}
 JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
+# The xdist group of the modules that share the session's queueing cluster (tests/conftest.py):
+# one worker starts it once and runs them in turn.
+QUEUEING_GROUP = "queueing"
 REPLICATED_JOB = "jobset.sigs.k8s.io/replicatedjob-name"
 
 

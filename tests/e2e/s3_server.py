@@ -13,7 +13,6 @@ from pathlib import Path
 
 import toolenv
 
-VERSITYGW = str(toolenv.BIN / "versitygw")
 REGION = "us-east-1"
 
 
@@ -57,7 +56,7 @@ class S3Server:
     def _admin(self, *args: str) -> None:
         if self.admin_endpoint is None:
             raise RuntimeError("this S3 server has no accounts: start it with accounts=True")
-        base = [VERSITYGW, "admin", "--access", self.admin.access, "--secret", self.admin.secret]
+        base = [str(toolenv.BIN / "versitygw"), "admin", "--access", self.admin.access, "--secret", self.admin.secret]
         subprocess.run([*base, "--endpoint-url", self.admin_endpoint, *args], check=True, capture_output=True, text=True)
 
 
@@ -69,7 +68,7 @@ def s3_server(directory: Path, accounts: bool = False) -> Iterator[S3Server]:
     data.mkdir(parents=True)
     admin = Keys("tfk8s", secrets.token_urlsafe(18))
     port, admin_port = toolenv.free_port(), toolenv.free_port()
-    command = [VERSITYGW, "--access", admin.access, "--secret", admin.secret, "--port", f"127.0.0.1:{port}"]
+    command = [toolenv.tool("versitygw"), "--access", admin.access, "--secret", admin.secret, "--port", f"127.0.0.1:{port}"]
     if accounts:
         (directory / "iam").mkdir()
         command += ["--admin-port", f"127.0.0.1:{admin_port}", "--iam-dir", str(directory / "iam")]

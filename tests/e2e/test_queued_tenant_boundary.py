@@ -43,6 +43,7 @@ CRD = "jobsets.jobset.x-k8s.io"
 
 def crd_file() -> Path:
     """JobSet's CRD at the version lab/kueue.sh runs, from the Go module cache (hack/tools.sh jobset fills it)."""
+    toolenv.build("jobset")
     modules = subprocess.run(["go", "env", "GOMODCACHE"], check=True, capture_output=True, text=True).stdout.strip()
     version = toolenv.pinned("JOBSET_VERSION")
     found = Path(modules) / f"sigs.k8s.io/jobset@{version}/config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml"

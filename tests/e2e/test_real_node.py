@@ -18,9 +18,13 @@ from typing import Any
 
 import pytest
 from drivers import CLUSTER, Kube
-from real_node import REALNODE, assert_machine_can_run_it, import_image
+from real_node import REAL_NODE_GROUP, REALNODE, assert_machine_can_run_it, import_image
 
+import realnode
 import toolenv
+
+# The real node is one per machine: this module runs on the worker that runs the others (tests/conftest.py).
+pytestmark = pytest.mark.xdist_group(REAL_NODE_GROUP)
 
 NAMESPACE = "probe"
 # The pod spec fields the `restricted` level requires, as a training pod of tfk8s carries them.
@@ -37,7 +41,7 @@ def real() -> Iterator[tuple[Kube, str]]:
     name = f"{CLUSTER}-real"
     env = {**os.environ, "TFK8S_CLUSTER_NAME": name}
     assert_machine_can_run_it(name)
-    with toolenv.throwaway_cluster(name) as kubeconfig:
+    with realnode.one_at_a_time(), toolenv.throwaway_cluster(name) as kubeconfig:
         subprocess.run([REALNODE, "start"], check=True, env=env)
         state = toolenv.CACHE / "realnode" / name
         yield Kube(kubeconfig, cluster=name), f"tfk8s-real-{name}"

@@ -24,6 +24,7 @@ import yaml
 from drivers import Cli, Kube, user_kube
 from package_checkout import ROOT, package_checkout
 
+import toolenv
 from toolenv import langhost_processes
 
 EXAMPLE = "yaml-training-cluster"
@@ -50,6 +51,7 @@ def example(tmp_path_factory: pytest.TempPathFactory, kube: Kube, tenants: dict[
     """The example in a throwaway checkout, as alice runs it: her kubeconfig, a state backend and
     passphrase of her own, and no package index (pip finds the provider's dependencies installed).
     Destroyed afterwards whatever the tests did."""
+    toolenv.build("yaml-host")  # the Pulumi YAML language host, beside the CLI
     checkout = package_checkout(tmp_path_factory.mktemp("checkout") / "tfk8s", examples=(EXAMPLE,))
     program = checkout / "examples" / EXAMPLE
     without_packages(program / "Pulumi.yaml")

@@ -1,0 +1,191 @@
+"""`make test`: every suite, with the tests' own tools built beside them rather than before them.
+
+Two things share the machine's cores:
+- in the background, one build after another, what only the tests use (the real node's packages,
+  binaries and images first: its modules are the longest chain; then the other tools, in the order
+  tests/conftest.py sends the modules that need them);
+- in the foreground, the policy pack's tests, the Go modules' tests, then one pytest run over every
+  suite, its modules spread over `--workers` processes (pytest-xdist, `--dist loadgroup`;
+  tests/conftest.py says which modules share a worker and in what order they are sent).
+
+A test never depends on the background build: it asks for its tool (lab/toolenv.build,
+lab/realnode.py) and waits under the tool's lock if the build is at it, or builds it itself if the
+build has not come to it yet. So the order below only decides how soon each module can start.
+
+Each stage's start (seconds since `--epoch`, default this run's start), duration and result is
+printed as a table at the end and, with `--stages FILE`, appended to FILE as tab-separated lines,
+where .ci/run collects the whole run's table.
+
+  .venv/bin/python lab/suite.py [--workers N] [--stages FILE] [--epoch UNIX_TIME] [-- PYTEST_ARGS...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PY = str(ROOT / ".venv" / "bin" / "python")
+POLICY_PY = str(ROOT / "policies" / ".venv" / "bin" / "python")
+TOOLS = str(ROOT / "hack" / "tools.sh")
+
+
+# The order pytest's units of work are sent in (tests/conftest.py sorts the collection by `rank`):
+# the real node's modules first, as one group (one node per machine), in the order their tools and
+# images come from the background build: they are the longest chain, and the first waits for the
+# node's binaries and images, built first. Then what needs only `make up`'s tools. Last the modules
+# that need a tool only the tests use, to give the background build the time to make it (one sent
+# early still runs: it builds or waits for its tool itself).
+REAL_NODE_GROUP = "real-node"  # tests/e2e/real_node.py's
+REAL_NODE_ORDER = (
+    "tests/e2e/test_real_node.py",
+    "tests/e2e/test_real_training.py",
+    "tests/e2e/test_real_network.py",
+    "tests/e2e/test_real_user_node.py",
+    "tests/e2e/test_real_queueing.py",
+    "tests/e2e/test_real_observability.py",
+)
+LATE = (
+    "tests/sdk/",
+    "tests/e2e/test_network.py",
+    "tests/e2e/test_gitops.py",
+    "tests/e2e/test_gitops_kms.py",
+    "tests/e2e/test_yaml_package.py",
+    "tests/e2e/test_queued_jobsets.py",
+    "tests/e2e/test_queued_experiments.py",
+    "tests/e2e/test_queued_tenant_boundary.py",
+    "tests/e2e/test_legacy_cluster.py",
+)
+
+
+def module_of(nodeid: str) -> str:
+    """The test module's path of a pytest node id (`tests/e2e/test_cli.py::test_x` -> its path)."""
+    return nodeid.split("::", 1)[0]
+
+
+def rank(nodeid: str, group: str) -> tuple[int, int]:
+    """Where the test `nodeid` of xdist group `group` is sent: lower first."""
+    path = module_of(nodeid)
+    if group == REAL_NODE_GROUP:
+        return 0, REAL_NODE_ORDER.index(path) if path in REAL_NODE_ORDER else len(REAL_NODE_ORDER)
+    late = [i for i, prefix in enumerate(LATE) if path.startswith(prefix)]
+    return (2, late[0]) if late else (1, 0)
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str
+    command: tuple[str, ...]
+    cwd: Path = ROOT
+
+
+def tool(name: str) -> Step:
+    return Step(f"build: {name}", (TOOLS, name))
+
+
+def image(name: str) -> Step:
+    return Step(f"build: image {name}", (PY, str(ROOT / "lab" / "images.py"), "build", name))
+
+
+def background_builds(root: bool) -> list[Step]:
+    """What only the tests use, in the order the modules that need it are sent. Without root there
+    is no real node (nor debootstrap for its images): its tests fail saying why."""
+    real_node = [
+        Step("build: real node's Debian packages", (str(ROOT / "lab" / "realnode.sh"), "install")),
+        tool("node"),
+        *(image(name) for name in ("pause", "python", "tensorflow", "jupyter")),
+    ]
+    return [
+        *(real_node if root else [tool("node")]),
+        *(tool(name) for name in ("cyclonus", "kueue", "jobset", "prometheus")),
+        *([image("prometheus")] if root else []),
+        *(tool(name) for name in ("versitygw", "local-kms", "yaml-host", "gensdk", "kube-legacy")),
+        Step("build: heketi", (str(ROOT / "lab" / "heketi.sh"), "build")),
+    ]
+
+
+def foreground_tests(workers: int, pytest_args: Sequence[str]) -> list[Step]:
+    return [
+        Step("test: policy pack", (POLICY_PY, "-m", "pytest", "policies/tests", "-q", "-p", "no:cacheprovider")),
+        Step("test: go test hack/langhost", ("go", "test", "."), ROOT / "hack" / "langhost"),
+        Step("test: go test hack/gensdk", ("go", "test", "."), ROOT / "hack" / "gensdk"),
+        Step(
+            f"test: pytest, {workers} workers",
+            (PY, "-m", "pytest", "-n", str(workers), "--dist", "loadgroup", "--durations=40", *pytest_args),
+        ),
+    ]
+
+
+@dataclass
+class Record:
+    name: str
+    start: float
+    seconds: float
+    result: str
+
+
+class Stages:
+    """The stages' records, kept in the order they end; also appended to `path` when given."""
+
+    def __init__(self, epoch: float, path: Path | None) -> None:
+        self.epoch = epoch
+        self.path = path
+        self.records: list[Record] = []
+        self.lock = threading.Lock()
+
+    def run(self, step: Step, env: dict[str, str]) -> bool:
+        started = time.time()
+        print(f"[suite {time.strftime('%H:%M:%S')}] {step.name}: {shlex.join(step.command)}", flush=True)
+        done = subprocess.run(step.command, cwd=step.cwd, env=env, check=False)
+        result = "ok" if done.returncode == 0 else f"exit {done.returncode}"
+        record = Record(step.name, started - self.epoch, time.time() - started, result)
+        with self.lock:
+            self.records.append(record)
+            if self.path:
+                with self.path.open("a") as out:
+                    out.write(f"{record.name}\t{record.start:.0f}\t{record.seconds:.0f}\t{record.result}\n")
+        print(f"[suite {time.strftime('%H:%M:%S')}] {step.name}: {record.result} in {record.seconds:.0f} s", flush=True)
+        return done.returncode == 0
+
+    def table(self) -> str:
+        lines = ["| stage | start (s) | seconds | result |", "|---|---:|---:|---|"]
+        for r in sorted(self.records, key=lambda r: r.start):
+            lines.append(f"| {r.name} | {r.start:.0f} | {r.seconds:.0f} | {r.result} |")
+        return "\n".join(lines)
+
+
+def main(argv: Sequence[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--workers", type=int, default=int(os.environ.get("TEST_WORKERS", "3")))
+    parser.add_argument("--stages", type=Path, help="append each stage's record to this file")
+    parser.add_argument("--epoch", type=float, help="the unix time stage starts count from")
+    parser.add_argument("pytest_args", nargs="*")
+    args = parser.parse_args(argv)
+    stages = Stages(args.epoch or time.time(), args.stages)
+    # The Go tests build with the checked-in go.sum (never updating the checkout).
+    env = {**os.environ, "GOFLAGS": "-mod=readonly"}
+
+    def build() -> None:
+        # One after another: a build keeps both cores busy in its compile phases already. A failed
+        # build goes on to the next: the tests that need it build it again and fail with its error.
+        for step in background_builds(os.geteuid() == 0):
+            stages.run(step, dict(os.environ))
+
+    builder = threading.Thread(target=build, name="background builds")
+    builder.start()
+    tests_ok = [stages.run(step, env) for step in foreground_tests(args.workers, args.pytest_args)]
+    builder.join()
+    print(stages.table(), flush=True)
+    return 0 if all(tests_ok) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

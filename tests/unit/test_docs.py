@@ -60,7 +60,8 @@ def test_the_readme_quick_start_is_what_ci_runs() -> None:
     ci = (ROOT / ".ci" / "run").read_text()
     # Each of .ci/run's stages is one `stage "NAME" COMMAND` line, in the order they run.
     run = re.findall(r'^stage "[^"]+" (make [a-z-]+)$', ci, re.M)
-    assert [command for command in run if command in ("make up", "make test", "make down")] == ["make up", "make test", "make down"]
+    quick_start_and_down = ["make up", "make test", "make down"]
+    assert [command for command in run if command in quick_start_and_down] == quick_start_and_down
 
 
 def test_code_cites_docs_pages_not_readme_headings() -> None:

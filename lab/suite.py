@@ -1,12 +1,13 @@
 """`make test`: every suite, with the tests' own tools built beside them rather than before them.
 
-Two things share the machine's cores:
-- in the background, one build after another, what only the tests use (the real node's packages,
-  binaries and images first: its modules are the longest chain; then the other tools, in the order
-  tests/conftest.py sends the modules that need them);
-- in the foreground, the policy pack's tests, the Go modules' tests, then one pytest run over every
-  suite, its modules spread over `--workers` processes (pytest-xdist, `--dist loadgroup`;
-  tests/conftest.py says which modules share a worker and in what order they are sent).
+Three lanes share the machine's cores:
+- one build after another, what only the tests use (the real node's packages, binaries and images
+  first: its modules are the longest chain; then the other tools, in the order the modules that
+  need them are sent);
+- the policy pack's tests and the Go modules' tests;
+- one pytest run over every suite, its modules spread over `--workers` processes (pytest-xdist,
+  `--dist loadgroup`): modules that share a machine-wide singleton share a worker, and the units are
+  sent in the order `rank` gives (tests/conftest.py applies both).
 
 A test never depends on the background build: it asks for its tool (lab/toolenv.build,
 lab/realnode.py) and waits under the tool's lock if the build is at it, or builds it itself if the
@@ -85,6 +86,7 @@ class Step:
     name: str
     command: tuple[str, ...]
     cwd: Path = ROOT
+    env: tuple[tuple[str, str], ...] = ()  # set over this process's environment
 
 
 def tool(name: str) -> Step:
@@ -112,16 +114,22 @@ def background_builds(root: bool) -> list[Step]:
     ]
 
 
-def foreground_tests(workers: int, pytest_args: Sequence[str]) -> list[Step]:
+# The Go modules' tests build with the checked-in go.sum, never updating the checkout.
+GO_TEST_ENV = (("GOFLAGS", "-mod=readonly"),)
+
+
+def side_tests() -> list[Step]:
+    """The tests outside pytest's run: the policy pack's (its own virtualenv) and the Go modules'."""
     return [
         Step("test: policy pack", (POLICY_PY, "-m", "pytest", "policies/tests", "-q", "-p", "no:cacheprovider")),
-        Step("test: go test hack/langhost", ("go", "test", "."), ROOT / "hack" / "langhost"),
-        Step("test: go test hack/gensdk", ("go", "test", "."), ROOT / "hack" / "gensdk"),
-        Step(
-            f"test: pytest, {workers} workers",
-            (PY, "-m", "pytest", "-n", str(workers), "--dist", "loadgroup", "--durations=40", *pytest_args),
-        ),
+        Step("test: go test hack/langhost", ("go", "test", "."), ROOT / "hack" / "langhost", GO_TEST_ENV),
+        Step("test: go test hack/gensdk", ("go", "test", "."), ROOT / "hack" / "gensdk", GO_TEST_ENV),
     ]
+
+
+def pytest_run(workers: int, pytest_args: Sequence[str]) -> Step:
+    command = (PY, "-m", "pytest", "-n", str(workers), "--dist", "loadgroup", "--durations=40", *pytest_args)
+    return Step(f"test: pytest, {workers} workers", command)
 
 
 @dataclass
@@ -141,10 +149,10 @@ class Stages:
         self.records: list[Record] = []
         self.lock = threading.Lock()
 
-    def run(self, step: Step, env: dict[str, str]) -> bool:
+    def run(self, step: Step) -> bool:
         started = time.time()
         print(f"[suite {time.strftime('%H:%M:%S')}] {step.name}: {shlex.join(step.command)}", flush=True)
-        done = subprocess.run(step.command, cwd=step.cwd, env=env, check=False)
+        done = subprocess.run(step.command, cwd=step.cwd, env={**os.environ, **dict(step.env)}, check=False)
         result = "ok" if done.returncode == 0 else f"exit {done.returncode}"
         record = Record(step.name, started - self.epoch, time.time() - started, result)
         with self.lock:
@@ -170,21 +178,27 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("pytest_args", nargs="*")
     args = parser.parse_args(argv)
     stages = Stages(args.epoch or time.time(), args.stages)
-    # The Go tests build with the checked-in go.sum (never updating the checkout).
-    env = {**os.environ, "GOFLAGS": "-mod=readonly"}
 
     def build() -> None:
         # One after another: a build keeps both cores busy in its compile phases already. A failed
         # build goes on to the next: the tests that need it build it again and fail with its error.
         for step in background_builds(os.geteuid() == 0):
-            stages.run(step, dict(os.environ))
+            stages.run(step)
 
-    builder = threading.Thread(target=build, name="background builds")
-    builder.start()
-    tests_ok = [stages.run(step, env) for step in foreground_tests(args.workers, args.pytest_args)]
-    builder.join()
+    side_ok: list[bool] = []
+    lanes = [
+        threading.Thread(target=build, name="background builds"),
+        # Beside pytest's run rather than before it: its first units (the real node's) are the
+        # longest chain, and these take a minute.
+        threading.Thread(target=lambda: side_ok.extend(stages.run(step) for step in side_tests()), name="side tests"),
+    ]
+    for lane in lanes:
+        lane.start()
+    pytest_ok = stages.run(pytest_run(args.workers, args.pytest_args))
+    for lane in lanes:
+        lane.join()
     print(stages.table(), flush=True)
-    return 0 if all(tests_ok) else 1
+    return 0 if pytest_ok and all(side_ok) else 1
 
 
 if __name__ == "__main__":

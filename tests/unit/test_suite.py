@@ -68,7 +68,7 @@ def test_every_module_that_starts_the_real_node_runs_in_its_group_in_a_known_pla
     starters = sorted(
         path
         for path in E2E.glob("test_*.py")
-        if any(call in path.read_text() for call in ("real_cluster(", "[REALNODE, \"start\"]"))
+        if any(call in path.read_text() for call in ("real_cluster(", '[REALNODE, "start"]'))
     )
     assert len(starters) >= 6, starters
     for path in starters:
@@ -88,8 +88,8 @@ def test_the_modules_that_share_the_queueing_cluster_share_a_worker() -> None:
 def test_stages_record_each_step_with_its_result_in_the_file_and_the_table(tmp_path: Path) -> None:
     records = tmp_path / "stages.tsv"
     stages = suite.Stages(epoch=0.0, path=records)
-    assert stages.run(suite.Step("passes", ("true",)), dict(os.environ)) is True
-    assert stages.run(suite.Step("fails", ("sh", "-c", "exit 3")), dict(os.environ)) is False
+    assert stages.run(suite.Step("passes", ("true",))) is True
+    assert stages.run(suite.Step("fails", ("sh", "-c", 'exit "$CODE"'), env=(("CODE", "3"),))) is False
     lines = [line.split("\t") for line in records.read_text().splitlines()]
     assert [(line[0], line[3]) for line in lines] == [("passes", "ok"), ("fails", "exit 3")]
     assert all(int(line[1]) > 1_000_000_000 for line in lines)  # seconds since the epoch given (0)

@@ -94,7 +94,11 @@ emit PULUMI_FALLBACK_TO_STATE_SECRETS_MANAGER true
 if [ -z "${PULUMI_CONFIG_PASSPHRASE:-}" ] && [ -z "${PULUMI_CONFIG_PASSPHRASE_FILE:-}" ]; then
   if [ ! -s "$passphrase" ]; then
     mkdir -p "$(dirname "$passphrase")"
-    (umask 077 && head -c 32 /dev/urandom | base64 | tr -d '\n=' >"$passphrase")
+    # Written aside and moved in without replacing: of two shells that generate it at once (the
+    # tests' parallel workers), the first one's stays and both use it.
+    (umask 077 && head -c 32 /dev/urandom | base64 | tr -d '\n=' >"$passphrase.$$")
+    mv -n "$passphrase.$$" "$passphrase" || true
+    rm -f "$passphrase.$$"
   fi
   emit PULUMI_CONFIG_PASSPHRASE_FILE "$passphrase"
 fi

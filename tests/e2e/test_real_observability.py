@@ -26,7 +26,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -266,9 +265,14 @@ def test_status_shows_the_run_advancing_with_an_eta_and_the_broken_cluster_faile
         return report if mnist.get("step") and mnist.get("eta_seconds") else None
 
     first = until("status shows mnist training with an ETA", 300, training)
-    time.sleep(6)
-    second = status(watched)
-    before, after = _cluster(first, "mnist"), _cluster(second, "mnist")
+    before = _cluster(first, "mnist")
+
+    def advanced() -> dict[str, Any] | None:
+        report = status(watched)
+        return report if _cluster(report, "mnist").get("step", 0) > before["step"] else None
+
+    second = until("status shows mnist's step advancing", 60, advanced)
+    after = _cluster(second, "mnist")
     assert after["state"] == "running", after
     assert after["step"] > before["step"], (before, after)
     assert after["target_steps"] == STEPS

@@ -281,6 +281,14 @@ build_etcd() {
   log "etcd: done"
 }
 
+# module_lock VERSION: k8s.io/kubernetes@VERSION's build module to this (sub)shell alone until it
+# exits: the control plane's and the node's builds share it, and each holds only its own tool's
+# lock, so that a cluster's start (`main`, all built) never waits for the node's build.
+module_lock() {
+  exec 8>"$locks/kubernetes-module-$1.lock"
+  flock 8
+}
+
 # kube_module VERSION: a build module for k8s.io/kubernetes@VERSION (prepared once), on stdout.
 kube_module() {
   local KUBE_VERSION=$1 mod=$work/kubernetes-$1
@@ -331,6 +339,7 @@ build_kube() {
     [ $found = ${#cmds[@]} ] && return
   fi
   log "kubernetes $KUBE_VERSION: building ${cmds[*]} (20-30 min cold)"
+  module_lock "$KUBE_VERSION"
   local mod ld
   mod=$(kube_module "$KUBE_VERSION")
   ld=$(kube_ldflags "$KUBE_VERSION")
@@ -350,17 +359,20 @@ build_kube() {
 build_node() {
   local dest=$tools/kubernetes-node-$KUBE_VERSION c
   if [ ! -x "$dest/kubelet" ] || [ ! -x "$dest/kube-proxy" ]; then
-    log "kubernetes $KUBE_VERSION: building kubelet and kube-proxy (3 min warm)"
-    local mod ld
-    mod=$(kube_module "$KUBE_VERSION")
-    ld=$(kube_ldflags "$KUBE_VERSION")
-    cd "$mod"
-    go get "k8s.io/kubernetes/cmd/kubelet@v$KUBE_VERSION" "k8s.io/kubernetes/cmd/kube-proxy@v$KUBE_VERSION"
-    mkdir -p "$dest.tmp"
-    for c in kubelet kube-proxy; do
-      go build -trimpath -tags selinux,notest,grpcnotrace -ldflags "$ld" -o "$dest.tmp/$c" "k8s.io/kubernetes/cmd/$c"
-    done
-    rm -rf "$dest" && mv "$dest.tmp" "$dest"
+    (
+      log "kubernetes $KUBE_VERSION: building kubelet and kube-proxy (3 min warm)"
+      module_lock "$KUBE_VERSION"
+      local mod ld
+      mod=$(kube_module "$KUBE_VERSION")
+      ld=$(kube_ldflags "$KUBE_VERSION")
+      cd "$mod"
+      go get "k8s.io/kubernetes/cmd/kubelet@v$KUBE_VERSION" "k8s.io/kubernetes/cmd/kube-proxy@v$KUBE_VERSION"
+      mkdir -p "$dest.tmp"
+      for c in kubelet kube-proxy; do
+        go build -trimpath -tags selinux,notest,grpcnotrace -ldflags "$ld" -o "$dest.tmp/$c" "k8s.io/kubernetes/cmd/$c"
+      done
+      rm -rf "$dest" && mv "$dest.tmp" "$dest"
+    )
   fi
   link kubelet "$dest"
   link kube-proxy "$dest"
@@ -422,10 +434,10 @@ build_one() {
     prometheus) once prometheus build_prometheus ;;
     kueue) once kueue build_kueue ;;
     jobset) once jobset build_jobset ;;
-    # One lock per Kubernetes version: the control plane's and the node's builds share its module.
-    kube) once "kubernetes-$KUBE_VERSION" build_kube "$KUBE_VERSION" link ;;
-    kube-legacy) once "kubernetes-$KUBE_LEGACY_VERSION" build_kube "$KUBE_LEGACY_VERSION" ;;
-    node) once "kubernetes-$KUBE_VERSION" build_node ;;
+    # Their shared build module has a lock of its own (module_lock), taken only to build.
+    kube) once kube build_kube "$KUBE_VERSION" link ;;
+    kube-legacy) once kube-legacy build_kube "$KUBE_LEGACY_VERSION" ;;
+    node) once node build_node ;;
   esac
 }
 

@@ -23,7 +23,6 @@ one fixed epoch. An image is never changed in place, so its sources cannot drift
 from __future__ import annotations
 
 import base64
-import contextlib
 import fcntl
 import hashlib
 import io
@@ -34,10 +33,10 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = Path(os.environ.get("TFK8S_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tfk8s")
@@ -181,11 +180,32 @@ def _manifest(archive: Path) -> dict[str, Any]:
 
 
 def _cached(name: str, key: str) -> tuple[Path, Image | None]:
+    """The image `name` under `key` if the cache has it; if not, the cache is this process's to
+    build it in (`_build_lock`), and another process may just have built it: looked for again."""
     archive = IMAGES / f"{name}-{key}.tar"
     tag_file = archive.with_suffix(".tag")
-    if archive.exists() and tag_file.exists():
-        return archive, Image(tag_file.read_text().strip(), archive)
+    for attempt in range(2):
+        if archive.exists() and tag_file.exists():  # the tag is written last
+            return archive, Image(tag_file.read_text().strip(), archive)
+        if attempt == 0:
+            _build_lock()
     return archive, None
+
+
+# The image cache's lock, once this process holds it (until it exits: each build is a process).
+_held: list[IO[str]] = []
+
+
+def _build_lock() -> None:
+    """The image cache to this process alone from now on. Builds at once (`make test` builds the
+    real node's images in the background while a real-node test asks for one) share the layer
+    store, whose unheld layers `_forget_older` removes, another build's new layer among them. A
+    cached image is read without it, so a test waits only for an image it needs that is being built."""
+    if not _held:
+        IMAGES.mkdir(parents=True, exist_ok=True)
+        lock = (IMAGES / ".lock").open("w")
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        _held.append(lock)
 
 
 def pause() -> Image:
@@ -481,23 +501,11 @@ def _layers_of(image: Image) -> list[Path]:
 BUILDERS = {"pause": pause, "python": python, "tensorflow": tensorflow, "jupyter": jupyter, "prometheus": prometheus}
 
 
-@contextlib.contextmanager
-def _builder_lock() -> Iterator[None]:
-    """The image cache to this process alone while it builds: builds run at once (`make test`
-    builds the real node's images in the background while a real-node test asks for one) share the
-    layer store, whose unheld layers `_forget_older` removes, a layer of another build among them."""
-    IMAGES.mkdir(parents=True, exist_ok=True)
-    with (IMAGES / ".lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        yield
-
-
 def main(argv: list[str]) -> int:
     if len(argv) != 2 or argv[0] != "build" or argv[1] not in BUILDERS:
         print(f"usage: images.py build {'|'.join(BUILDERS)}", file=sys.stderr)
         return 2
-    with _builder_lock():
-        image = BUILDERS[argv[1]]()
+    image = BUILDERS[argv[1]]()
     print(json.dumps({"tag": image.tag, "archive": str(image.archive)}))
     return 0
 

@@ -129,7 +129,8 @@ def side_tests() -> list[Step]:
 
 def pytest_run(workers: int, pytest_args: Sequence[str]) -> Step:
     command = (PY, "-m", "pytest", "-n", str(workers), "--dist", "loadgroup", "--durations=40", *pytest_args)
-    return Step(f"test: pytest, {workers} workers", command)
+    # Unbuffered: its progress reaches a log or CI as tests end, not when a buffer fills.
+    return Step(f"test: pytest, {workers} workers", command, env=(("PYTHONUNBUFFERED", "1"),))
 
 
 @dataclass

@@ -6,8 +6,9 @@ Three lanes share the machine's cores:
   need them are sent);
 - the policy pack's tests and the Go modules' tests;
 - one pytest run over every suite, its modules spread over `--workers` processes (pytest-xdist,
-  `--dist loadgroup`): modules that share a machine-wide singleton share a worker, and the units are
-  sent in the order `rank` gives (tests/conftest.py applies both).
+  `--dist loadgroup`, with tests/conftest.py's scheduler): each unit of work (`group_of`: a module,
+  or the modules that share a machine-wide singleton) runs on one worker, and the units are sent
+  in the order `rank` gives.
 
 A test never depends on the background build: it asks for its tool (lab/toolenv.build,
 lab/realnode.py) and waits under the tool's lock if the build is at it, or builds it itself if the
@@ -39,13 +40,13 @@ POLICY_PY = str(ROOT / "policies" / ".venv" / "bin" / "python")
 TOOLS = str(ROOT / "hack" / "tools.sh")
 
 
-# The order pytest's units of work are sent in (tests/conftest.py sorts the collection by `rank`):
-# the real node's modules first, as one group (one node per machine), in the order their tools and
+# The units of pytest's work (`group_of`) and the order they are sent in (tests/conftest.py applies
+# both): the real node's modules first, as one unit (one node per machine), in the order their tools and
 # images come from the background build: they are the longest chain, and the first waits for the
 # node's binaries and images, built first. Then what needs only `make up`'s tools. Last the modules
 # that need a tool only the tests use, to give the background build the time to make it (one sent
 # early still runs: it builds or waits for its tool itself).
-REAL_NODE_GROUP = "real-node"  # tests/e2e/real_node.py's
+REAL_NODE_GROUP = "real-node"
 REAL_NODE_ORDER = (
     "tests/e2e/test_real_node.py",
     "tests/e2e/test_real_training.py",
@@ -67,16 +68,33 @@ LATE = (
 )
 
 
+# The modules that share the session's queueing cluster (tests/e2e/conftest.py `queue_cli`): one
+# worker starts it once and runs them in turn.
+QUEUEING_GROUP = "queueing"
+QUEUEING_MODULES = ("tests/e2e/test_queued_jobsets.py", "tests/e2e/test_queued_experiments.py")
+
+
+def group_of(nodeid: str) -> str:
+    """The unit of work the test `nodeid` belongs to: its module, or the group of modules that
+    share a machine-wide singleton (one worker runs a unit's tests, in order)."""
+    path = module_of(nodeid)
+    if path in REAL_NODE_ORDER:
+        return REAL_NODE_GROUP
+    if path in QUEUEING_MODULES:
+        return QUEUEING_GROUP
+    return path
+
+
 def module_of(nodeid: str) -> str:
     """The test module's path of a pytest node id (`tests/e2e/test_cli.py::test_x` -> its path)."""
     return nodeid.split("::", 1)[0]
 
 
-def rank(nodeid: str, group: str) -> tuple[int, int]:
-    """Where the test `nodeid` of xdist group `group` is sent: lower first."""
+def rank(nodeid: str) -> tuple[int, int]:
+    """Where the test `nodeid` is sent: lower first."""
     path = module_of(nodeid)
-    if group == REAL_NODE_GROUP:
-        return 0, REAL_NODE_ORDER.index(path) if path in REAL_NODE_ORDER else len(REAL_NODE_ORDER)
+    if path in REAL_NODE_ORDER:
+        return 0, REAL_NODE_ORDER.index(path)
     late = [i for i, prefix in enumerate(LATE) if path.startswith(prefix)]
     return (2, late[0]) if late else (1, 0)
 

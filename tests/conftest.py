@@ -1,38 +1,45 @@
 """How the suites share the machine when `make test` runs them in parallel (pytest-xdist,
 `--dist loadgroup`; lab/suite.py).
 
-Each test module is one unit of work, so its module-scoped fixtures (a platform, a cluster of its
-own) are set up once, on one worker. Modules that share a machine-wide singleton name a group of
-their own instead (`pytestmark = pytest.mark.xdist_group(...)`), and a group runs on one worker,
-one module after another: the real node (one per machine: its bridge, pod range and kubelet ports;
-lab/realnode.py also holds a lock while one runs, for whoever else starts one).
+Each unit of work runs on one worker, its tests in order: a test module, so that its
+module-scoped fixtures (a platform, a cluster of its own) are set up once, or the modules that share
+a machine-wide singleton (`suite.group_of`): the real node (one per machine: its bridge, pod range
+and kubelet ports; lab/realnode.py also holds a lock while one runs, for whoever else starts one)
+and the session's queueing cluster. The units are sent in the order `suite.rank` gives: the
+real node's modules first, then what needs only `make up`'s tools, and last the modules whose tools
+the background build makes later.
 
-The units are sent in the order they are collected, so that order is chosen here, by the rank
-lab/suite.py gives (it also decides the background build's order): the real node's modules
-first, then what needs only `make up`'s tools, and last the modules whose tools come later.
+The units come from the node ids here, not from `xdist_group` marks: xdist's loadgroup reads a
+mark by rewriting node ids, which pytest 9.2 ignores (pytest-xdist#1386), and then spreads a
+group's tests over every worker, where they wait on the real node's lock one after another.
 """
 
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import pytest
+from xdist.scheduler import LoadScopeScheduling
 
 import suite
 
 
-def group_of(item: pytest.Item) -> str:
-    marker = item.get_closest_marker("xdist_group")
-    return str(marker.args[0]) if marker else suite.module_of(item.nodeid)
+class UnitScheduling(LoadScopeScheduling):
+    """xdist's load-by-scope scheduling, with `suite.group_of` as the scope of a test."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        return suite.group_of(nodeid)
 
 
-@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> LoadScopeScheduling | None:
+    return UnitScheduling(config, log) if config.getvalue("dist") == "loadgroup" else None
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    # Before xdist's own hook reads the groups; the same order on every worker (a stable sort).
-    for item in items:
-        if item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(group_of(item)))
-    items.sort(key=lambda item: suite.rank(item.nodeid, group_of(item)))
+    # The units are sent in the order their first tests are collected; the same on every worker
+    # (a stable sort).
+    items.sort(key=lambda item: suite.rank(item.nodeid))
 
 
 # What each module cost (its tests' set-up, call and tear-down, summed over whichever worker ran

@@ -32,9 +32,6 @@ PRIORITY_CLASSES = {"urgent": 1000}
 # Each tenant may borrow the whole cohort's GPUs (the default quota's 4 would cap them first).
 TENANT_QUOTA = {"gpus": 8}
 JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
-# The xdist group of the modules that share the session's queueing cluster (tests/conftest.py):
-# one worker starts it once and runs them in turn.
-QUEUEING_GROUP = "queueing"
 REPLICATED_JOB = "jobset.sigs.k8s.io/replicatedjob-name"
 
 

@@ -32,9 +32,6 @@ from realnode import REALNODE as REALNODE
 from realnode import UID as UID
 from realnode import platform_settings as platform_settings
 
-# The xdist group of the modules that use it (tests/conftest.py): one worker runs them, in turn.
-from suite import REAL_NODE_GROUP as REAL_NODE_GROUP
-
 T = TypeVar("T")
 
 

@@ -28,10 +28,7 @@ from typing import Any
 
 import pytest
 from drivers import Cli, Kube, wait_until
-from queueing_env import JOBSET_NAME, NAMESPACES, QUEUEING_GROUP, REPLICATED_JOB, TENANTS, condition, pods_of, workload_of
-
-# The session's queueing cluster is shared with the other queued module: one worker runs both.
-pytestmark = pytest.mark.xdist_group(QUEUEING_GROUP)
+from queueing_env import JOBSET_NAME, NAMESPACES, REPLICATED_JOB, TENANTS, condition, pods_of, workload_of
 
 # One training cluster `train` per experiment: 1 PS and 2 workers of 2 GPUs each (4 GPUs; 0.75 CPU).
 CLUSTER = {

@@ -20,7 +20,6 @@ from queueing_env import (
     LOCAL_QUEUE,
     NAMESPACES,
     PLATFORM,
-    QUEUEING_GROUP,
     apply,
     condition,
     pods_of,
@@ -30,9 +29,6 @@ from queueing_env import (
 )
 
 import toolenv
-
-# The session's queueing cluster is shared with the other queued module: one worker runs both.
-pytestmark = pytest.mark.xdist_group(QUEUEING_GROUP)
 
 NAMESPACE = NAMESPACES["alice"]
 TASK_CPU = "1"

@@ -21,7 +21,6 @@ import pytest
 from drivers import CLUSTER, Cli, Kube
 from policy_matrix import designed, evaluate, short_name
 from real_node import (
-    REAL_NODE_GROUP,
     give_volumes_to_pods,
     import_image,
     node_of,
@@ -33,9 +32,6 @@ from real_node import (
     real_cluster,
     until,
 )
-
-# The real node is one per machine: this module runs on the worker that runs the others (tests/conftest.py).
-pytestmark = pytest.mark.xdist_group(REAL_NODE_GROUP)
 
 TENANTS = ("alice", "bob")
 EXPERIMENT = "net"

@@ -18,13 +18,10 @@ from typing import Any
 
 import pytest
 from drivers import CLUSTER, Kube
-from real_node import REAL_NODE_GROUP, REALNODE, assert_machine_can_run_it, import_image
+from real_node import REALNODE, assert_machine_can_run_it, import_image
 
 import realnode
 import toolenv
-
-# The real node is one per machine: this module runs on the worker that runs the others (tests/conftest.py).
-pytestmark = pytest.mark.xdist_group(REAL_NODE_GROUP)
 
 NAMESPACE = "probe"
 # The pod spec fields the `restricted` level requires, as a training pod of tfk8s carries them.

@@ -37,7 +37,6 @@ import yaml
 from drivers import CLUSTER, ROOT, Cli, Kube
 from real_node import (
     BRIDGE_ADDRESS,
-    REAL_NODE_GROUP,
     REAL_NODE_KEY,
     give_volumes_to_pods,
     http_get,
@@ -53,9 +52,6 @@ from real_node import (
 from tfk8s.specs.monitoring import SCRAPE_FILE, SCRAPE_NAME
 
 import dashboards
-
-# The real node is one per machine: this module runs on the worker that runs the others (tests/conftest.py).
-pytestmark = pytest.mark.xdist_group(REAL_NODE_GROUP)
 
 PLATFORM, TENANT, EXPERIMENT, NAMESPACE = "platform-dev", "tenant-alice", "watch", "tfk8s-alice"
 MONITORING = "tfk8s-monitoring"

@@ -21,7 +21,6 @@ import pytest
 from drivers import CLUSTER, Kube
 from queueing_env import pods_of
 from real_node import (
-    REAL_NODE_GROUP,
     give_volumes_to_pods,
     import_image,
     place_on_real_node,
@@ -32,9 +31,6 @@ from real_node import (
 )
 
 from queue_stacks import edit_stack
-
-# The real node is one per machine: this module runs on the worker that runs the others (tests/conftest.py).
-pytestmark = pytest.mark.xdist_group(REAL_NODE_GROUP)
 
 TENANT, NAMESPACE = "tenant-alice", "tfk8s-alice"
 # One cluster at a time: `slow` asks 1.25 CPUs (a 250m PS, two 500m workers), `urgent` 0.75.

@@ -29,7 +29,6 @@ import pytest
 from drivers import CLUSTER, Kube
 from real_node import (
     BRIDGE_ADDRESS,
-    REAL_NODE_GROUP,
     REAL_NODE_KEY,
     first_answer,
     give_volumes_to_pods,
@@ -42,9 +41,6 @@ from real_node import (
     real_cluster,
     until,
 )
-
-# The real node is one per machine: this module runs on the worker that runs the others (tests/conftest.py).
-pytestmark = pytest.mark.xdist_group(REAL_NODE_GROUP)
 
 TENANT, STACK, NAMESPACE = "tenant-alice", "real-mnist", "tfk8s-alice"
 OLD_USER_NODE = "tfk8s-user-node"

@@ -39,7 +39,6 @@ import pytest
 from drivers import CLUSTER, Cli, Kube, user_kube
 from real_node import (
     BRIDGE_ADDRESS,
-    REAL_NODE_GROUP,
     REAL_NODE_KEY,
     give_volumes_to_pods,
     http_get,
@@ -53,9 +52,6 @@ from real_node import (
     real_cluster,
     until,
 )
-
-# The real node is one per machine: this module runs on the worker that runs the others (tests/conftest.py).
-pytestmark = pytest.mark.xdist_group(REAL_NODE_GROUP)
 
 TENANTS = ("alice", "bob")
 PLATFORM, EXPERIMENT = "platform-dev", "probe"

@@ -4,9 +4,9 @@ builds safe to ask for twice at once (the background build and a test)."""
 
 from __future__ import annotations
 
-import ast
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,32 +18,31 @@ E2E = ROOT / "tests" / "e2e"
 
 
 @pytest.mark.parametrize(
-    ("nodeid", "group", "want"),
+    ("nodeid", "want"),
     [
-        ("tests/e2e/test_real_node.py::test_x", suite.REAL_NODE_GROUP, (0, 0)),
-        ("tests/e2e/test_real_observability.py::test_x", suite.REAL_NODE_GROUP, (0, 5)),
-        ("tests/unit/test_config.py::test_x[a]", "tests/unit/test_config.py", (1, 0)),
-        ("tests/e2e/test_cli.py::test_x", "tests/e2e/test_cli.py", (1, 0)),
-        ("tests/sdk/test_go_sdk.py::test_x", "tests/sdk/test_go_sdk.py", (2, 0)),
-        ("tests/e2e/test_legacy_cluster.py::test_x", "tests/e2e/test_legacy_cluster.py", (2, len(suite.LATE) - 1)),
+        ("tests/e2e/test_real_node.py::test_x", (0, 0)),
+        ("tests/e2e/test_real_observability.py::test_x", (0, 5)),
+        ("tests/unit/test_config.py::test_x[a]", (1, 0)),
+        ("tests/e2e/test_cli.py::test_x", (1, 0)),
+        ("tests/sdk/test_go_sdk.py::test_x", (2, 0)),
+        ("tests/e2e/test_legacy_cluster.py::test_x", (2, len(suite.LATE) - 1)),
     ],
     ids=["real-node-first", "real-node-in-build-order", "unit", "main-tools-e2e", "late-sdk", "late-legacy"],
 )
-def test_rank_sends_the_real_node_first_and_the_late_tools_last(nodeid: str, group: str, want: tuple[int, int]) -> None:
-    assert suite.rank(nodeid, group) == want
+def test_rank_sends_the_real_node_first_and_the_late_tools_last(nodeid: str, want: tuple[int, int]) -> None:
+    assert suite.rank(nodeid) == want
 
 
 def test_a_sort_by_rank_keeps_the_collection_order_within_a_rank() -> None:
     collected = [
-        ("tests/unit/test_b.py::t", "tests/unit/test_b.py"),
-        ("tests/e2e/test_gitops.py::t", "tests/e2e/test_gitops.py"),
-        ("tests/unit/test_a.py::t", "tests/unit/test_a.py"),
-        ("tests/e2e/test_real_training.py::t", suite.REAL_NODE_GROUP),
-        ("tests/e2e/test_network.py::t", "tests/e2e/test_network.py"),
-        ("tests/e2e/test_real_node.py::t", suite.REAL_NODE_GROUP),
+        "tests/unit/test_b.py::t",
+        "tests/e2e/test_gitops.py::t",
+        "tests/unit/test_a.py::t",
+        "tests/e2e/test_real_training.py::t",
+        "tests/e2e/test_network.py::t",
+        "tests/e2e/test_real_node.py::t",
     ]
-    ordered = [nodeid for nodeid, _ in sorted(collected, key=lambda c: suite.rank(*c))]
-    assert ordered == [
+    assert sorted(collected, key=suite.rank) == [
         "tests/e2e/test_real_node.py::t",
         "tests/e2e/test_real_training.py::t",
         "tests/unit/test_b.py::t",
@@ -53,36 +52,80 @@ def test_a_sort_by_rank_keeps_the_collection_order_within_a_rank() -> None:
     ]
 
 
-def module_group(path: Path) -> str | None:
-    """The name a module's `pytestmark = pytest.mark.xdist_group(NAME)` gives, NAME as written."""
-    for node in ast.parse(path.read_text()).body:
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "pytestmark" for t in node.targets):
-            call = node.value
-            if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "xdist_group":
-                (argument,) = call.args
-                return ast.unparse(argument)
-    return None
+@pytest.mark.parametrize(
+    ("nodeid", "want"),
+    [
+        ("tests/unit/test_config.py::test_x[a::b]", "tests/unit/test_config.py"),
+        ("tests/e2e/test_real_user_node.py::test_x", suite.REAL_NODE_GROUP),
+        ("tests/e2e/test_queued_jobsets.py::test_x", suite.QUEUEING_GROUP),
+        ("tests/e2e/test_queued_tenant_boundary.py::test_x", "tests/e2e/test_queued_tenant_boundary.py"),
+    ],
+    ids=["a-module", "the-real-node", "the-queueing-cluster", "a-queued-module-of-its-own"],
+)
+def test_a_unit_of_work_is_a_module_or_the_modules_that_share_a_singleton(nodeid: str, want: str) -> None:
+    assert suite.group_of(nodeid) == want
 
 
-def test_every_module_that_starts_the_real_node_runs_in_its_group_in_a_known_place() -> None:
+def test_every_module_that_starts_the_real_node_is_in_its_unit_in_a_known_place() -> None:
     starters = sorted(
-        path
+        f"tests/e2e/{path.name}"
         for path in E2E.glob("test_*.py")
         if any(call in path.read_text() for call in ("real_cluster(", '[REALNODE, "start"]'))
     )
     assert len(starters) >= 6, starters
-    for path in starters:
-        assert module_group(path) == "REAL_NODE_GROUP", f"{path.name} starts the real node outside its xdist group"
-        assert f"tests/e2e/{path.name}" in suite.REAL_NODE_ORDER, f"{path.name} has no place in suite.REAL_NODE_ORDER"
-    # And no other module claims the node's group.
-    others = [p.name for p in E2E.glob("test_*.py") if p not in starters and module_group(p) == "REAL_NODE_GROUP"]
-    assert not others
+    assert sorted(suite.REAL_NODE_ORDER) == starters
 
 
-def test_the_modules_that_share_the_queueing_cluster_share_a_worker() -> None:
-    sharers = sorted(p.name for p in E2E.glob("test_*.py") if "queue_cli" in p.read_text() or "queue_kube" in p.read_text())
-    assert sharers == ["test_queued_experiments.py", "test_queued_jobsets.py"]
-    assert {module_group(E2E / name) for name in sharers} == {"QUEUEING_GROUP"}
+def test_the_modules_that_share_the_queueing_cluster_share_a_unit() -> None:
+    sharers = sorted(
+        f"tests/e2e/{p.name}" for p in E2E.glob("test_*.py") if "queue_cli" in p.read_text() or "queue_kube" in p.read_text()
+    )
+    assert sharers == sorted(suite.QUEUEING_MODULES)
+
+
+def xdist_run(tmp_path: Path, workers: int) -> list[tuple[str, str]]:
+    """Stand-ins of the real node's two modules and four others, three tests each, run by pytest-xdist
+    with tests/conftest.py's scheduler; (worker, module) of each test, in the order they ran."""
+    tests = tmp_path / "tests"
+    for folder in ("e2e", "unit"):
+        (tests / folder).mkdir(parents=True)
+    (tests / "conftest.py").write_text((ROOT / "tests" / "conftest.py").read_text())
+    record = tmp_path / "ran.log"
+    test = (
+        "def test_INDEX():\n"
+        f"    with open({str(record)!r}, 'a') as out:\n"
+        "        out.write(os.environ['PYTEST_XDIST_WORKER'] + ' ' + __name__ + '\\n')\n"
+        "    time.sleep(0.1)\n"
+    )
+    modules = ["unit/test_a", "e2e/test_real_training", "unit/test_b", "e2e/test_real_node", "unit/test_c", "e2e/test_cli"]
+    for module in modules:
+        (tests / f"{module}.py").write_text("import os, time\n" + "".join(test.replace("INDEX", str(i)) for i in range(3)))
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-n", str(workers), "--dist", "loadgroup", "-p", "no:cacheprovider", "-q", "tests"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "lab")},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    ran = [tuple(line.split()) for line in record.read_text().splitlines()]
+    assert len(ran) == 3 * len(modules)
+    return ran  # type: ignore[return-value]
+
+
+def test_xdist_runs_each_unit_on_one_worker_the_real_nodes_modules_in_order(tmp_path: Path) -> None:
+    ran = xdist_run(tmp_path, workers=3)
+    for module in {m for _, m in ran}:
+        assert len({w for w, m in ran if m == module}) == 1, (module, ran)
+    (worker,) = {w for w, m in ran if m.startswith("test_real_")}
+    assert [m for w, m in ran if w == worker][:6] == ["test_real_node"] * 3 + ["test_real_training"] * 3, ran
+
+
+def test_xdist_sends_the_real_nodes_unit_first_and_the_rest_in_collection_order(tmp_path: Path) -> None:
+    ran = xdist_run(tmp_path, workers=1)
+    modules = [m for _, m in ran[::3]]
+    assert modules == ["test_real_node", "test_real_training", "test_cli", "test_a", "test_b", "test_c"], ran
 
 
 def test_stages_record_each_step_with_its_result_in_the_file_and_the_table(tmp_path: Path) -> None:

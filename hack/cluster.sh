@@ -102,6 +102,19 @@ componentsPatches:
 EOF
 }
 
+# wait_for_ports: until every port kwokctl gave this cluster's components accepts connections
+# (30 s at most): only then may the next creation look for free ports.
+wait_for_ports() {
+  local port deadline=$((SECONDS + 30))
+  for port in $(sed -nE 's/^ *(etcdPeerPort|etcdPort|kubeApiserverPort|kubeControllerManagerPort|kubeSchedulerPort|kwokControllerPort): ([0-9]+)$/\2/p' \
+    "$KWOK_WORKDIR/clusters/$name/kwok.yaml"); do
+    until (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do
+      [ $SECONDS -lt $deadline ] || { log "port $port of cluster $name does not listen"; return 1; }
+      sleep 0.2
+    done
+  done
+}
+
 start() {
   local want=${1:-${KUBE_VERSION%.*}} version kube_bin
   case $want in
@@ -127,14 +140,24 @@ start() {
   kube_bin=$cache/tools/kubernetes-$version
   write_stages
   log "creating kwok cluster $name (Kubernetes $version, binary runtime)"
-  KWOK_KUBE_VERSION=v$version kwokctl create cluster --name "$name" --runtime binary \
-    --config "$stages" --kubeconfig "$kubeconfig" \
-    --kube-apiserver-binary "$kube_bin/kube-apiserver" \
-    --kube-controller-manager-binary "$kube_bin/kube-controller-manager" \
-    --kube-scheduler-binary "$kube_bin/kube-scheduler" \
-    --kwok-controller-binary "$bin/kwok" \
-    --etcd-binary "$bin/etcd" \
-    --wait 2m >&2
+  # One creation at a time on this machine: kwokctl gives each component the first port down from
+  # 32767 that nothing listens on yet, so two clusters created at once (the tests' parallel
+  # workers) get the same ports and one cluster's components cannot bind them. Held until the
+  # cluster is up (--wait), when its ports are taken. kwokctl runs without the lock's descriptor:
+  # the components it leaves running would hold the lock for the cluster's life.
+  mkdir -p "$cache/locks"
+  (
+    flock 9
+    KWOK_KUBE_VERSION=v$version kwokctl create cluster --name "$name" --runtime binary \
+      --config "$stages" --kubeconfig "$kubeconfig" \
+      --kube-apiserver-binary "$kube_bin/kube-apiserver" \
+      --kube-controller-manager-binary "$kube_bin/kube-controller-manager" \
+      --kube-scheduler-binary "$kube_bin/kube-scheduler" \
+      --kwok-controller-binary "$bin/kwok" \
+      --etcd-binary "$bin/etcd" \
+      --wait 2m 9>&- >&2
+    wait_for_ports
+  ) 9>"$cache/locks/kwokctl-create.lock"
   kubectl apply -f "$here/kwok/nodes.yaml" >&2
   kubectl wait --for=condition=Ready node --all --timeout=120s >&2
   log "ready: export KUBECONFIG=$kubeconfig"

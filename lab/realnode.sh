@@ -60,8 +60,9 @@ install() {
   [ "$(id -u)" = 0 ] || { echo "realnode: install needs root" >&2; exit 1; }
   if [ -z "$(why_not)" ]; then return; fi
   log "installing ${packages[*]}"
-  apt-get update -qq >&2
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${packages[@]}" >&2
+  # Without the install lock's descriptor (`main`): a package's scripts may leave a daemon running.
+  apt-get update -qq 9>&- >&2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${packages[@]}" 9>&- >&2
 }
 
 # pid_alive FILE: the process whose pid FILE holds is running.

@@ -31,6 +31,10 @@ kubeconfig=$cache/kwok/$name.kubeconfig
 pki=$cache/kwok/clusters/$name/pki
 dir=$cache/realnode/$name
 active=$cache/realnode/active
+# containerd's images and their unpacked layers, kept from one cluster's node to the next (one node
+# per machine at a time): an image is imported once per machine, not once per cluster (the
+# tensorflow and jupyter images took 37 and 40 s each time). What a cluster's node ran goes with it.
+store=$cache/realnode/store
 node=tfk8s-real-$name
 bridge=tfk8s0
 pod_cidr=10.88.0.0/16
@@ -122,6 +126,15 @@ import() {
   echo "$tag"
 }
 
+# forget_stale_images: the store's images of lab/images.py that its cache no longer holds (an
+# older recipe or older inputs), so that the store keeps one of each, as the cache does.
+forget_stale_images() {
+  local tag
+  for tag in $(ctr images ls -q | grep '^tfk8s\.local/' || true); do
+    grep -qxF "$tag" "$cache"/images/*.tag 2>/dev/null || ctr images rm "$tag" >/dev/null
+  done
+}
+
 start() {
   local reason
   reason=$(why_not)
@@ -138,13 +151,14 @@ start() {
   echo "$name" >"$active"
 
   local pause
-  sed -e "s#@DIR@#$dir#g" "$here/realnode/containerd.toml.in" >"$dir/containerd.toml.tmp"
+  sed -e "s#@DIR@#$dir#g; s#@STORE@#$store#g" "$here/realnode/containerd.toml.in" >"$dir/containerd.toml.tmp"
   log "containerd"
   # The sandbox image is named in containerd's config: build it first, import it once it runs.
   pause=$("$here/../.venv/bin/python" "$here/images.py" build pause | sed -nE 's/.*"tag": "([^"]+)".*/\1/p')
   sed -e "s#@PAUSE@#$pause#" "$dir/containerd.toml.tmp" >"$dir/containerd.toml" && rm "$dir/containerd.toml.tmp"
   run containerd containerd --config "$dir/containerd.toml"
   wait_for containerd 30 ctr version
+  forget_stale_images
   import pause >/dev/null
 
   # The bridge and its gateway address exist before the first pod, so CoreDNS can listen there.

@@ -175,9 +175,20 @@ restart_controller_manager() {
     echo "queueing: $pidfile: pid $pid is not this cluster's kube-controller-manager" >&2
     exit 1
   fi
-  kill "$pid"
-  for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-  kwokctl start cluster --name "$name" >&2
+  # Under hack/cluster.sh's creation lock, until its port listens again: while it is down, its port
+  # looks free to a cluster being created at the same time (the tests' parallel workers).
+  mkdir -p "$cache/locks"
+  (
+    flock 9
+    kill "$pid"
+    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kwokctl start cluster --name "$name" 9>&- >&2
+    local port
+    port=$(sed -nE 's/^ *kubeControllerManagerPort: ([0-9]+)$/\1/p' "$cluster_dir/kwok.yaml")
+    for _ in $(seq 150); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && exit 0; sleep 0.2; done
+    echo "queueing: the controller manager of $name does not listen on $port again" >&2
+    exit 1
+  ) 9>"$cache/locks/kwokctl-create.lock"
 }
 
 # ours PROCESS: the pid of this cluster's PROCESS if it runs (its pid file, and a command line

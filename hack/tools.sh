@@ -124,7 +124,12 @@ build_langhost() {
   mkdir -p "$dest/langhost"
   build_checked_in langhost "$dest/pulumi-language-python" "$dest/langhost/host.sha256"
   # Copied, not linked: the runner must not change under a running CLI when the checkout does.
-  install -m644 "$here/langhost/run_program.py" "$dest/langhost/"
+  # Renamed into place, and only when it changed: every cluster's start runs this while other
+  # stacks' hosts may be starting it (`install` removes the file before it writes the new one).
+  if ! cmp -s "$here/langhost/run_program.py" "$dest/langhost/run_program.py"; then
+    install -m644 "$here/langhost/run_program.py" "$dest/langhost/run_program.py.tmp"
+    mv -f "$dest/langhost/run_program.py.tmp" "$dest/langhost/run_program.py"
+  fi
   # The Python host's files and virtualenv, from before the host was Go.
   rm -f "$dest/langhost/host.py" "$dest/langhost/toolchain.py"
   rm -rf "$tools/langhost-venv-$PULUMI_VERSION"

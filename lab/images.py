@@ -153,7 +153,9 @@ def _archive(out: Path, repository: str, what: str, layers: list[Path], config: 
                 tar.addfile(member(name, layer.stat().st_size), handle)
         tar.addfile(member("manifest.json", len(manifest)), io.BytesIO(manifest))
     scratch.replace(out)
-    out.with_suffix(".tag").write_text(tag)
+    # Written aside and renamed: a reader without the lock (`_cached`) takes the tag's file for done.
+    out.with_suffix(".tag.tmp").write_text(tag)
+    out.with_suffix(".tag.tmp").replace(out.with_suffix(".tag"))
     _forget_older(out)
     return Image(tag, out)
 

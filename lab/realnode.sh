@@ -15,7 +15,8 @@
 # `workers` nodeSelector and tolerations), and kwok leaves it alone
 # (the cluster's kwok controller manages only nodes annotated kwok.x-k8s.io/node=fake). One real
 # node per machine at a time (it owns the bridge, the pod range and the kubelet's ports). Its
-# state lives under $TFK8S_CACHE/realnode/<cluster>; pods reach the cluster's DNS at the bridge's
+# state lives under $TFK8S_CACHE/realnode/<cluster>, containerd's images in the machine's store
+# ($TFK8S_CACHE/realnode/store), which the next cluster's node starts with; pods reach the cluster's DNS at the bridge's
 # address and the API server through the `kubernetes` Service. Pods on it are held to the
 # cluster's NetworkPolicies (kube-router); the DNS server is no pod, so a platform whose tenants
 # run there allows it by address (platform.network.dns.cidrs: [10.88.0.1/32]).
@@ -33,7 +34,8 @@ dir=$cache/realnode/$name
 active=$cache/realnode/active
 # containerd's images and their unpacked layers, kept from one cluster's node to the next (one node
 # per machine at a time): an image is imported once per machine, not once per cluster (the
-# tensorflow and jupyter images took 37 and 40 s each time). What a cluster's node ran goes with it.
+# tensorflow and jupyter images took 37 and 40 s each time). Its containers go with the node
+# (stop_processes), its images stay.
 store=$cache/realnode/store
 node=tfk8s-real-$name
 bridge=tfk8s0
@@ -318,7 +320,7 @@ stop() {
   if [ -f "$kubeconfig" ] && kubectl get --raw /readyz >/dev/null 2>&1; then
     kubectl delete node "$node" --ignore-not-found --wait=false >/dev/null 2>&1 || true
   fi
-  # Images stay cached by content under $TFK8S_CACHE/images; the node's own state goes.
+  # Images stay, cached by content under $TFK8S_CACHE/images and imported in $store; the node's own state goes.
   rm -rf "$dir"
   if [ -f "$active" ] && [ "$(cat "$active")" = "$name" ]; then rm -f "$active"; fi
   log "node $node stopped"

@@ -171,8 +171,11 @@ class Stages:
     def run(self, step: Step) -> bool:
         started = time.time()
         print(f"[suite {time.strftime('%H:%M:%S')}] {step.name}: {shlex.join(step.command)}", flush=True)
-        done = subprocess.run(step.command, cwd=step.cwd, env={**os.environ, **dict(step.env)}, check=False)
-        result = "ok" if done.returncode == 0 else f"exit {done.returncode}"
+        try:
+            returncode = subprocess.run(step.command, cwd=step.cwd, env={**os.environ, **dict(step.env)}, check=False).returncode
+            result = "ok" if returncode == 0 else f"exit {returncode}"
+        except OSError as error:  # a missing interpreter or tool: the step failed, the lane goes on
+            returncode, result = 127, f"could not start: {error}"
         record = Record(step.name, started - self.epoch, time.time() - started, result)
         with self.lock:
             self.records.append(record)
@@ -180,7 +183,7 @@ class Stages:
                 with self.path.open("a") as out:
                     out.write(f"{record.name}\t{record.start:.0f}\t{record.seconds:.0f}\t{record.result}\n")
         print(f"[suite {time.strftime('%H:%M:%S')}] {step.name}: {record.result} in {record.seconds:.0f} s", flush=True)
-        return done.returncode == 0
+        return returncode == 0
 
     def table(self) -> str:
         lines = ["| stage | start (s) | seconds | result |", "|---|---:|---:|---|"]
@@ -198,10 +201,15 @@ def main(argv: Sequence[str]) -> int:
     args = parser.parse_args(argv)
     stages = Stages(args.epoch or time.time(), args.stages)
 
+    tests_ended = threading.Event()
+
     def build() -> None:
         # One after another: a build keeps both cores busy in its compile phases already. A failed
         # build goes on to the next: the tests that need it build it again and fail with its error.
+        # Once pytest's run has ended (a subset, or an early failure), what is left is not needed.
         for step in background_builds(os.geteuid() == 0):
+            if tests_ended.is_set():
+                break
             stages.run(step)
 
     side_ok: list[bool] = []
@@ -214,10 +222,11 @@ def main(argv: Sequence[str]) -> int:
     for lane in lanes:
         lane.start()
     pytest_ok = stages.run(pytest_run(args.workers, args.pytest_args))
+    tests_ended.set()
     for lane in lanes:
         lane.join()
     print(stages.table(), flush=True)
-    return 0 if pytest_ok and all(side_ok) else 1
+    return 0 if pytest_ok and len(side_ok) == len(side_tests()) and all(side_ok) else 1
 
 
 if __name__ == "__main__":

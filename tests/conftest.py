@@ -33,7 +33,12 @@ class UnitScheduling(LoadScopeScheduling):
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> LoadScopeScheduling | None:
-    return UnitScheduling(config, log) if config.getvalue("dist") == "loadgroup" else None
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    # The units in the order `suite.rank` sorted them into, not xdist's largest first (its default
+    # for scopes, `--loadscope-reorder`), which sent the real node's unit after big unit modules.
+    config.option.loadscopereorder = False
+    return UnitScheduling(config, log)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

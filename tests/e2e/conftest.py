@@ -1,7 +1,8 @@
 """A throwaway kwok cluster and an isolated Pulumi project copy for the end-to-end tests.
 
-The cluster (`tfk8s-e2e`, or TFK8S_E2E_CLUSTER to run two sessions side by side) is separate
-from the one `make up` uses, and is deleted when the session ends, also when a test fails. Stack
+The cluster (`tfk8s-e2e`, or TFK8S_E2E_CLUSTER to run two sessions side by side; under
+pytest-xdist each worker's own, `tfk8s-e2e-gw0`, ...: drivers.per_worker) is separate from the one
+`make up` uses, and is deleted when the session ends, also when a test fails. Stack
 state and config live in a temporary directory, so tests that change config never touch stacks/.
 Every Pulumi command is the real CLI with tfk8s's own language host, in the environment
 `hack/env.sh` (`make env`) prints for users.

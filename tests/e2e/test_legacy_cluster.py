@@ -3,7 +3,7 @@
 client) provisions the stack's claims through a real Heketi server (mock executor: the full REST
 API and JWT auth, no GlusterFS bricks). Also: the retry fields a pre-1.29 API server keeps.
 
-A cluster of its own (`tfk8s-e2e-125`, hack/cluster.sh start --kube 1.25) and a project copy
+A cluster of its own (`<e2e cluster>-125`, hack/cluster.sh start --kube 1.25) and a project copy
 of its own; the 1.34 cluster of the other e2e modules is used only to show the refusal there.
 """
 
@@ -26,12 +26,13 @@ from typing import Any
 
 import pytest
 import yaml
+from drivers import CLUSTER as E2E_CLUSTER
 from drivers import ROOT, Cli, Kube, wait_until
 from tfk8s_train.cluster import free_ports
 
 import toolenv
 
-CLUSTER = "tfk8s-e2e-125"
+CLUSTER = f"{E2E_CLUSTER}-125"
 NAMESPACE = "tfk8s-taas"
 
 

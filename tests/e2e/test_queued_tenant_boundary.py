@@ -16,6 +16,7 @@ The session's platform and tenants are not used, and everything made here is del
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 from collections.abc import Iterator
@@ -42,13 +43,16 @@ CRD = "jobsets.jobset.x-k8s.io"
 
 
 def crd_file() -> Path:
-    """JobSet's CRD at the version lab/kueue.sh runs, from the Go module cache (hack/tools.sh jobset fills it)."""
-    toolenv.build("jobset")
-    modules = subprocess.run(["go", "env", "GOMODCACHE"], check=True, capture_output=True, text=True).stdout.strip()
+    """JobSet's CRD at the version hack/queueing.sh runs, from the Go module cache: downloaded here
+    as hack/queueing.sh does (a JobSet binary built earlier can outlive a cleaned module cache)."""
     version = toolenv.pinned("JOBSET_VERSION")
+    # As hack/tools.sh downloads: the checksum database is out of reach here.
+    env = {**os.environ, "GOSUMDB": "off", "GOFLAGS": "-mod=mod"}
+    subprocess.run(["go", "mod", "download", f"sigs.k8s.io/jobset@{version}"], cwd="/tmp", env=env, check=True)
+    modules = subprocess.run(["go", "env", "GOMODCACHE"], check=True, capture_output=True, text=True).stdout.strip()
     found = Path(modules) / f"sigs.k8s.io/jobset@{version}/config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml"
     if not found.is_file():
-        pytest.fail(f"{found}: JobSet {version} is not in the Go module cache: run hack/tools.sh jobset")
+        pytest.fail(f"{found}: JobSet {version}'s module has no such CRD file")
     return found
 
 

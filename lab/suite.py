@@ -1,9 +1,10 @@
 """`make test`: every suite, with the tests' own tools built beside them rather than before them.
 
 Three lanes share the machine's cores:
-- one build after another, what only the tests use (the real node's packages, binaries and images
-  first: its modules are the longest chain; then the other tools, in the order the modules that
-  need them are sent);
+- one build after another, what only the tests use: first, before pytest's run starts, the real
+  node's packages, binaries and images (its modules are the longest chain, and a build starved by
+  the test workers made the whole run wait for it); then, beside the tests, the other tools in the
+  order the modules that need them are sent;
 - the policy pack's tests and the Go modules' tests;
 - one pytest run over every suite, its modules spread over `--workers` processes (pytest-xdist,
   `--dist loadgroup`, with tests/conftest.py's scheduler): each unit of work (`group_of`: a module,
@@ -115,16 +116,24 @@ def image(name: str) -> Step:
     return Step(f"build: image {name}", (PY, str(ROOT / "lab" / "images.py"), "build", name))
 
 
-def background_builds(root: bool) -> list[Step]:
-    """What only the tests use, in the order the modules that need it are sent. Without root there
-    is no real node (nor debootstrap for its images): its tests fail saying why."""
-    real_node = [
+def first_builds(root: bool) -> list[Step]:
+    """The real node's packages, binaries and images: its modules are the longest chain, so these
+    are built before pytest's workers start. Beside them, the workers took most of the two cores,
+    and a cold build of the node took over 24 minutes instead of 8. Without root there is no real
+    node (nor debootstrap for its images): its tests fail saying why."""
+    if not root:
+        return []
+    return [
         Step("build: real node's Debian packages", (str(ROOT / "lab" / "realnode.sh"), "install")),
         tool("node"),
         *(image(name) for name in ("pause", "python", "tensorflow", "jupyter")),
     ]
+
+
+def background_builds(root: bool) -> list[Step]:
+    """What only the tests use besides, in the order the modules that need it are sent, built while
+    the tests run."""
     return [
-        *(real_node if root else [tool("node")]),
         *(tool(name) for name in ("cyclonus", "kueue", "jobset", "prometheus")),
         *([image("prometheus")] if root else []),
         *(tool(name) for name in ("versitygw", "local-kms", "yaml-host", "gensdk", "kube-legacy")),
@@ -213,14 +222,13 @@ def main(argv: Sequence[str]) -> int:
             stages.run(step)
 
     side_ok: list[bool] = []
-    lanes = [
-        threading.Thread(target=build, name="background builds"),
-        # Beside pytest's run rather than before it: its first units (the real node's) are the
-        # longest chain, and these take a minute.
-        threading.Thread(target=lambda: side_ok.extend(stages.run(step) for step in side_tests()), name="side tests"),
-    ]
-    for lane in lanes:
-        lane.start()
+    # The policy pack's and the Go modules' tests take a minute: beside the first builds.
+    side = threading.Thread(target=lambda: side_ok.extend(stages.run(step) for step in side_tests()), name="side tests")
+    side.start()
+    for step in first_builds(os.geteuid() == 0):
+        stages.run(step)  # a failure is the real-node tests' to report: they build it again
+    lanes = [side, threading.Thread(target=build, name="background builds")]
+    lanes[1].start()
     pytest_ok = stages.run(pytest_run(args.workers, args.pytest_args))
     tests_ended.set()
     for lane in lanes:

@@ -407,12 +407,8 @@ build_kube_router() {
 
 # What `make up` needs: the CLI, its language host and provider, and the local cluster.
 build_main() {
-  once pulumi build_pulumi
-  once langhost build_langhost
-  once provider build_provider
-  once kwok build_kwok
-  once etcd build_etcd
-  build_one kube
+  local tool
+  for tool in pulumi provider kwok etcd kube; do build_one "$tool"; done
 }
 # What only the tests and lint use besides: the policy engine, the S3 server, the KMS, the workflow linter,
 # Prometheus, Kueue and JobSet (the queueing e2e test's cluster: hack/cluster.sh start --queueing),

@@ -121,7 +121,7 @@ demo: venv
 # docs/benchmarks.md "Fixed cost"): one key derivation per command instead of two.
 DEMO_SELECT = $(PY) hack/project.py share-salt $(DEMO)/stacks/Pulumi.$(1).yaml >/dev/null && $(DEMO_PULUMI) stack select --create $(1) >/dev/null
 # The experiment is $(EXPERIMENTER)'s: her environment, her state, her credentials. In a subshell
-# where the team's commands follow on one line: env.sh keeps what is already set, hers included.
+# where the team's commands follow on one line: env.sh --tenant sets hers, whatever the team's shell had.
 EXPERIMENTER_PULUMI := eval "$$(hack/env.sh --tenant $(EXPERIMENTER))" && pulumi --cwd $(DEMO)
 
 up: venv tools cluster demo ## `pulumi up` the $(PLATFORM) platform, the $(TENANT) tenant on it, then the $(STACK) experiment (refreshing first: the cluster may be new); print the experiment's outputs

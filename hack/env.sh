@@ -4,7 +4,8 @@
 #   eval "$(make env)"      # or: eval "$(hack/env.sh)"
 #   pulumi stack select dev && pulumi preview
 #
-# - PATH: the toolchain hack/tools.sh builds (pulumi, our pulumi-language-python, kubectl, kwokctl)
+# - PATH: the toolchain hack/tools.sh builds (pulumi, our pulumi-language-python, kubectl, kwokctl),
+#   then this checkout's virtualenv (the `tfk8s` command: status, logs, doctor)
 # - PULUMI_HOME: its plugin cache, where the locally built Kubernetes provider is registered
 # - PULUMI_BACKEND_URL: a local file backend in .state/ of this checkout (unless already set)
 # - the passphrase: kept if PULUMI_CONFIG_PASSPHRASE or PULUMI_CONFIG_PASSPHRASE_FILE is already
@@ -19,8 +20,10 @@
 # `hack/env.sh --tenant alice` is alice's environment for her experiments, which holds nothing of
 # the platform team's or of another tenant (docs/security.md "Security model"): her own state
 # (.state/tenants/alice/backend), her own passphrase ($TFK8S_CACHE/passphrases/alice) and her own
-# kubeconfig (the client certificate `hack/cluster.sh user-kubeconfig alice` mints). The
-# variables already set win here too.
+# kubeconfig (the client certificate `hack/cluster.sh user-kubeconfig alice` mints). Unlike the
+# team's environment, it keeps none of those already set: in a shell that ran `eval "$(make env)"`
+# first they are the team's (state, passphrase, cluster-admin kubeconfig), so they are replaced,
+# and the replaced ones are named on stderr.
 set -euo pipefail
 
 tenant=""
@@ -44,7 +47,18 @@ if [ -n "$tenant" ]; then
   kubeconfig=$cache/kwok/${TFK8S_CLUSTER_NAME:-tfk8s}.user-$tenant.kubeconfig
 fi
 mkdir -p "$state"
-emit PATH "$cache/bin:$PATH"
+emit PATH "$cache/bin:$root/.venv/bin:$PATH"
+if [ -n "$tenant" ]; then
+  replaced=()
+  for name in PULUMI_BACKEND_URL PULUMI_CONFIG_PASSPHRASE PULUMI_CONFIG_PASSPHRASE_FILE KUBECONFIG; do
+    if [ -n "${!name:-}" ]; then replaced+=("$name"); fi
+  done
+  unset PULUMI_BACKEND_URL PULUMI_CONFIG_PASSPHRASE PULUMI_CONFIG_PASSPHRASE_FILE KUBECONFIG
+  echo "unset PULUMI_CONFIG_PASSPHRASE"
+  if [ ${#replaced[@]} -gt 0 ]; then
+    echo "env.sh: --tenant $tenant: replaced ${replaced[*]} (the team's) with $tenant's own" >&2
+  fi
+fi
 pulumi_home=$cache/pulumi-home
 emit PULUMI_HOME "$pulumi_home"
 # Pulumi writes an automatic log of every command under $PULUMI_HOME/logs, and has no switch to

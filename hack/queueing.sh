@@ -82,7 +82,7 @@ configs() {
   #   three sets it accepts (`validStrategySets`, validation.go:313-324). The ClusterQueues' weights and
   #   `reclaimWithinCohort` (tfk8s.specs.queueing) act only with it on.
   # - waitForPodsReady: on when the block is present (pkg/util/waitforpodsready/waitforpodsready.go:21-23).
-  #   timeout (10m, as the schema's platform.queueing.waitForPodsReady default): an admitted training
+  #   timeout (10m): an admitted training
   #   cluster whose pods are not all ready within it is evicted and requeued, so a partly scheduled
   #   cluster (quota is a number; 8 GPUs may sit as 4+4) gives its capacity back within that bound.
   # - recoveryTimeout runs once a ready cluster turns not-ready (a pod failed and its replacement is

@@ -315,6 +315,20 @@ stop_processes() {
   ip link del "$bridge" 2>/dev/null || true
 }
 
+# The node's CNI without NetworkPolicy enforcement, as a cluster whose CNI ignores policies is
+# (tests/e2e/test_real_network.py: `tfk8s doctor` must fail there): kube-router stopped, its rules gone.
+firewall_off() {
+  if pid_alive "$dir/kube-router.pid"; then
+    kill "$(cat "$dir/kube-router.pid")"
+    local waited=0
+    while pid_alive "$dir/kube-router.pid" && [ $waited -lt 20 ]; do sleep 0.5; waited=$((waited + 1)); done
+    pid_alive "$dir/kube-router.pid" && kill -9 "$(cat "$dir/kube-router.pid")"
+  fi
+  rm -f "$dir/kube-router.pid"
+  clean_kube_router
+  log "kube-router stopped: NetworkPolicies are no longer enforced on $node"
+}
+
 stop() {
   stop_processes
   if [ -f "$kubeconfig" ] && kubectl get --raw /readyz >/dev/null 2>&1; then
@@ -346,5 +360,6 @@ case ${1:-status} in
   stop) stop ;;
   status) status ;;
   import) shift; import "$@" ;;
-  *) echo "usage: $0 check|install|start|stop|status|import <image>" >&2; exit 2 ;;
+  firewall-off) firewall_off ;;
+  *) echo "usage: $0 check|install|start|stop|status|import <image>|firewall-off" >&2; exit 2 ;;
 esac

@@ -26,6 +26,7 @@ from typing import Any
 
 import pytest
 import yaml
+from doctor_run import doctor
 from drivers import CLUSTER as E2E_CLUSTER
 from drivers import ROOT, Cli, Kube, wait_until
 from tfk8s_train.cluster import free_ports
@@ -156,6 +157,16 @@ def edit_stack(cli: Cli, stack: str, change: Any) -> None:
     document = yaml.safe_load(path.read_text())
     change(document["config"])
     path.write_text(yaml.safe_dump(document))
+
+
+def test_doctor_says_1_25_is_too_old_for_the_guards(legacy_kube: Kube) -> None:
+    run = doctor(legacy_kube.kubeconfig, "--stack", "platform-dev", "--no-probes")
+    assert run.code == 1, run.stderr
+    version = run.check("version")
+    assert version["verdict"] == "fail" and "Kubernetes 1.25" in version["detail"] and "1.30 or later" in version["fix"]
+    # platform-dev pins 1.34: the file and the server disagree, and the fix names the server's.
+    assert run.check("kubernetes-version")["verdict"] == "fail" and '"1.25"' in run.check("kubernetes-version")["fix"]
+    assert "admission-policies" not in run.verdicts()  # said once, by the version
 
 
 def test_before_1_29_the_retry_budget_is_shared_and_preview_says_so(legacy: Cli, legacy_kube: Kube) -> None:

@@ -9,18 +9,27 @@ with a command that only accepts connections on TensorFlow's port: what is probe
 not TensorFlow (test_real_training.py trains through the same policies). Every pod tries every
 pod's port 2222; this machine, the node itself, reaches them all (kubelet probes and NodePorts
 come from there), so each refusal between pods is the policies'.
+
+Then `tfk8s doctor` on the same cluster: its probes pass here (the firewall enforces, DNS
+resolves, the images run) but sharing a volume across nodes, which one node's hostPath cannot
+prove; and once kube-router is stopped (a CNI that ignores policies), its default-deny check fails.
 """
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from doctor_run import Run, doctor, sandboxes_kept, stack_file
 from drivers import CLUSTER, Cli, Kube
 from policy_matrix import designed, evaluate, short_name
 from real_node import (
+    POD_CIDR,
+    REAL_NODE_KEY,
+    REALNODE,
     give_volumes_to_pods,
     import_image,
     node_of,
@@ -32,6 +41,8 @@ from real_node import (
     real_cluster,
     until,
 )
+
+from realnode import script_env
 
 TENANTS = ("alice", "bob")
 EXPERIMENT = "net"
@@ -131,3 +142,54 @@ def test_the_firewall_lets_through_exactly_the_designed_pairs_and_agrees_with_cy
     assert ("tfk8s-alice/one-worker-0", "tfk8s-alice/two-ps-0") not in reached
     assert not [(s, t) for s, t in reached if s.split("/")[0] != t.split("/")[0]]
     print(f"\n[real network] {len(reached)} of {len(everything)} pairs connect, as designed and as cyclonus computes")
+
+
+# `tfk8s doctor` on this cluster: the probes' pods on the real node (its label and taint), the Python
+# image built here for the probes and the platform's TensorFlow images, and a Jupyter image no node
+# can pull. Run after the firewall's test above, on the same live cluster.
+UNPULLABLE = "registry.invalid/tfk8s/jupyter:none"
+
+
+def _doctor_here(kube: Kube, tmp_path: Path, image: str, *extra: str) -> Run:
+    settings = platform_settings(tmp_path / "volumes")
+    stack = stack_file(
+        tmp_path,
+        {
+            "images": {"tensorflow": image, "tensorboard": image, "jupyter": UNPULLABLE},
+            "network": {
+                "policyEnforced": True,
+                "dns": {"cidrs": [settings["tfk8s:platform.network.dns.cidrs[0]"]]},
+                "podCidrs": [POD_CIDR],
+            },
+        },
+    )
+    placement = ["--node-selector", f"{REAL_NODE_KEY}=true", "--toleration", REAL_NODE_KEY]
+    return doctor(kube.kubeconfig, "--stack", str(stack), *placement, *extra)
+
+
+def test_doctor_proves_the_firewall_dns_and_images_and_says_rwx_is_not_proven(
+    live: tuple[Kube, list[dict[str, Any]]], tmp_path: Path
+) -> None:
+    kube, _ = live
+    run = _doctor_here(kube, tmp_path, import_image(kube, "python"))
+    verdicts = run.verdicts()
+    for check in ("pod-security", "dns", "pod-network", "network-policy-deny", "network-policy-allow", "dns-route", "pod-cidrs"):
+        assert verdicts[check] == "pass", (check, run.check(check))
+    assert verdicts[f"image:{import_image(kube, 'python')}"] == "pass"
+    pull = run.check(f"image:{UNPULLABLE}")
+    assert pull["verdict"] == "fail" and ("ErrImagePull" in pull["detail"] or "ImagePullBackOff" in pull["detail"]), pull
+    # hostPath volumes on one node: sharing across nodes is not proven here, and the doctor says so.
+    assert verdicts["rwx-two-nodes"] == "not proven" and "one node" in run.check("rwx-two-nodes")["detail"]
+    assert run.code == 1 and sandboxes_kept(kube.kubeconfig) == []
+    assert run.report is not None
+    print(f"\n[doctor] {len(verdicts)} checks on the real node in {run.seconds:.1f} s (its own count: {run.report['seconds']} s)")
+
+
+def test_doctor_fails_a_cni_that_does_not_enforce_policies(live: tuple[Kube, list[dict[str, Any]]], tmp_path: Path) -> None:
+    kube, _ = live
+    subprocess.run([REALNODE, "firewall-off"], check=True, env=script_env(kube.cluster or ""))
+    run = _doctor_here(kube, tmp_path, import_image(kube, "python"))
+    deny = run.check("network-policy-deny")
+    assert deny["verdict"] == "fail" and deny["required"] and "not enforced" in deny["detail"], deny
+    assert "Calico" in deny["fix"] and "policyEnforced: false" in deny["fix"]
+    assert run.check("pod-network")["verdict"] == "pass" and run.code == 1

@@ -24,8 +24,14 @@ def printed(cache: Path, *args: str, **mine: str) -> subprocess.CompletedProcess
 
 
 def exports(done: subprocess.CompletedProcess[str]) -> dict[str, str]:
+    """What the printed lines export (an `unset NAME` line: NAME mapped to None)."""
     assert done.returncode == 0, done.stderr
-    return dict(shlex.split(line)[1].split("=", 1) for line in done.stdout.splitlines())
+    found: dict[str, str] = {}
+    for line in done.stdout.splitlines():
+        verb, assignment = shlex.split(line)
+        name, _, value = assignment.partition("=")
+        found[name] = value if verb == "export" else None  # type: ignore[assignment]
+    return found
 
 
 @pytest.fixture
@@ -49,9 +55,26 @@ def test_a_tenants_environment_has_its_own_state_passphrase_and_certificate(cach
     assert Path(tenant["PULUMI_CONFIG_PASSPHRASE_FILE"]).read_text() == theirs  # made once, then kept
 
 
-def test_what_is_already_set_wins(cache: Path) -> None:
-    env = exports(printed(cache, "--tenant", USER, PULUMI_CONFIG_PASSPHRASE="hers", KUBECONFIG="/k"))
-    assert "PULUMI_CONFIG_PASSPHRASE_FILE" not in env and env["KUBECONFIG"] == "/k"
+def test_the_teams_environment_keeps_what_is_already_set(cache: Path) -> None:
+    env = exports(printed(cache, PULUMI_CONFIG_PASSPHRASE="shared", KUBECONFIG="/k", PULUMI_BACKEND_URL="s3://team"))
+    assert "PULUMI_CONFIG_PASSPHRASE_FILE" not in env and env["KUBECONFIG"] == "/k" and env["PULUMI_BACKEND_URL"] == "s3://team"
+    assert env["PATH"].split(":")[:2] == [str(cache / "bin"), str(ROOT / ".venv" / "bin")]  # pulumi, then tfk8s
+
+
+def test_a_tenants_environment_replaces_the_teams_and_says_so(cache: Path) -> None:
+    """As usage.md runs it: `eval "$(make env)"`, then `eval "$(hack/env.sh --tenant alice)"` in the same shell."""
+    team = {"PULUMI_CONFIG_PASSPHRASE": "shared", "KUBECONFIG": "/admin", "PULUMI_BACKEND_URL": "s3://team"}
+    done = printed(cache, "--tenant", USER, **team)
+    env = exports(done)
+    assert env["PULUMI_CONFIG_PASSPHRASE"] is None and env["PULUMI_CONFIG_PASSPHRASE_FILE"] == str(cache / "passphrases" / USER)
+    assert env["KUBECONFIG"] == str(cache / "kwok" / f"tfk8s.user-{USER}.kubeconfig")
+    assert env["PULUMI_BACKEND_URL"] == f"file://{ROOT}/.state/tenants/{USER}/backend"
+    assert "replaced PULUMI_BACKEND_URL PULUMI_CONFIG_PASSPHRASE KUBECONFIG" in done.stderr
+    # Evaluated in a shell that has the team's values, nothing of the team's is left.
+    script = f'eval "$({ENV_SH} --tenant {USER})"; echo "$KUBECONFIG|${{PULUMI_CONFIG_PASSPHRASE:-none}}|$PULUMI_BACKEND_URL"'
+    base = {k: v for k, v in os.environ.items() if k not in MINE} | {"TFK8S_CACHE": str(cache)} | team
+    shell = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=base, check=True)
+    assert shell.stdout.strip() == f"{env['KUBECONFIG']}|none|{env['PULUMI_BACKEND_URL']}"
 
 
 @pytest.mark.parametrize("args", [["--tenant", "../bob"], ["--tenant", "Alice"], ["--tenant", ""], ["--user", "alice"]])

@@ -126,7 +126,8 @@ class KubeApi:
     its exec plugin's: run once, at the first request).
 
     Reads, and the POSTs of reviews that change nothing (tfk8s.checks.access asks what the credentials
-    may do); everything else is the provider's job. Every request of a program run goes over one
+    may do); everything else is the provider's job, except `tfk8s doctor`'s throwaway probe objects
+    (tfk8s.doctor.probes), which it creates and deletes itself. Every request of a program run goes over one
     kept-alive connection with one TLS context, as kubectl's do: a dozen reads before anything is
     declared would otherwise pay a dozen TCP and TLS handshakes and credential loads. Through the
     proxy the environment names for the server (HTTPS_PROXY, NO_PROXY), as kubectl goes.
@@ -158,6 +159,16 @@ class KubeApi:
         """POST `body` as JSON to `path` and return the server's JSON answer (any HTTP error raises)."""
         return self._send("POST", path, {"Content-Type": "application/json"}, json.dumps(body).encode())
 
+    def delete(self, path: str) -> dict[str, Any] | None:
+        """DELETE the object at `path` (its dependents in the background); None when it was already gone."""
+        body = json.dumps({"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}).encode()
+        try:
+            return self._send("DELETE", path, {"Content-Type": "application/json"}, body)
+        except KubeApiError as error:
+            if error.status == 404:
+                return None
+            raise
+
     def _send(self, method: str, path: str, headers: dict[str, str], data: bytes | None = None) -> dict[str, Any]:
         with self._lock:
             try:
@@ -166,7 +177,7 @@ class KubeApi:
             except (OSError, ValueError, ssl.SSLError, http.client.HTTPException) as error:
                 raise KubeApiError(f"{method} {path}: {error}") from None
         if status >= 400:
-            raise KubeApiError(f"{method} {path}: HTTP {status} {reason}", status)
+            raise KubeApiError(f"{method} {path}: HTTP {status} {reason}{_status_message(body)}", status)
         try:
             result: dict[str, Any] = json.loads(body)
         except ValueError as error:
@@ -286,6 +297,15 @@ class KubeApi:
             basic = base64.b64encode(f"{user['username']}:{user.get('password', '')}".encode()).decode()
             headers["Authorization"] = f"Basic {basic}"
         return headers
+
+
+def _status_message(body: bytes) -> str:
+    """The API server's own words in a refusal (its Status object's message), after a colon; none if it gave none."""
+    try:
+        message = json.loads(body).get("message")
+    except (ValueError, AttributeError):
+        return ""
+    return f": {message}" if isinstance(message, str) and message else ""
 
 
 def in_cluster(environ: Mapping[str, str]) -> Cluster:

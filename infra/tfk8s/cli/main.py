@@ -1,8 +1,10 @@
 """`tfk8s status` and `tfk8s logs`: an experiment's training progress and its tasks' logs, read through
-the tenant's TensorBoard gate (docs/guide/status.md).
+the tenant's TensorBoard gate (docs/guide/status.md); `tfk8s doctor`: whether a cluster can run a
+tfk8s platform (tfk8s.cli.doctor, its own exit codes).
 
     tfk8s status --stack dev [--watch] [--interval 2] [--json]
     tfk8s logs --stack dev --cluster mnist --task worker-0 [--run UID] [--tail 100]
+    tfk8s doctor [--stack platform-prod] [--json]
 
 Exit codes: 0; with --watch, 0 once every cluster succeeded and 1 once every cluster finished and
 one failed; 2 when the gate, the stack or the token could not be found (the message says which and
@@ -24,7 +26,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from tfk8s import tenant_gate
-from tfk8s.cli import gate_client, render
+from tfk8s.cli import doctor, gate_client, render
 from tfk8s.cli.discovery import Api, Discovery, DiscoveryError, Run, kube_api, pulumi_runner
 
 
@@ -39,6 +41,7 @@ class World:
     connect: Callable[[Mapping[str, str]], Api] = kube_api
     open_url: tenant_gate.Opener = tenant_gate.opener
     sleep: Callable[[float], None] = time.sleep
+    cluster: doctor.Connect = doctor.connect
     terminal: bool | None = None  # whether `out` is a terminal (None: ask it)
 
     def is_terminal(self) -> bool:
@@ -70,12 +73,18 @@ def parser() -> argparse.ArgumentParser:
     logs.add_argument("--task", required=True, help="<job>-<index>: ps-0, worker-1, chief-0")
     logs.add_argument("--run", help="the run's uid (the latest run by default; `tfk8s status` lists them)")
     logs.add_argument("--tail", type=int, help="the last N lines only (across rotated files)")
+    doctor.add_parser(commands)
     return top
 
 
 def main(argv: Sequence[str] | None = None, world: World | None = None) -> int:
     world = world or World()
     args = parser().parse_args(argv)
+    if args.command == "doctor":
+        try:
+            return doctor.run(args, world.environ, world.out, world.err, world.cluster)
+        except KeyboardInterrupt:
+            return 130
     discovery = Discovery(
         args.stack,
         environ=world.environ,

@@ -282,11 +282,6 @@ class QueueingSettings(Model):
     """WorkloadPriorityClasses experiments may ask for, name -> value, e.g. {urgent: 1000, batch: 10}:
     a higher value is admitted first and preempts a lower one of the same tenant, or what another
     tenant borrowed beyond its fair share."""
-    wait_for_pods_ready: Duration = "10m"
-    """How long an admitted training cluster may take to have all its pods ready before Kueue
-    evicts it and gives its capacity back (Kueue's `waitForPodsReady.timeout`: a setting of Kueue's own
-    configuration, not an object the platform declares; the local cluster's Kueue runs with 10m and
-    does not read it yet)."""
 
     @model_validator(mode="after")
     def _capacity_when_enabled(self) -> QueueingSettings:

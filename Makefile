@@ -19,7 +19,7 @@ PYTEST_ARGS ?=
 
 .PHONY: help env requirements schema docs-reference docs docs-diagrams golden sdk venv policy-venv test-policies tools tools-test tools-legacy real-node-deps cluster cluster-stop cluster-status demo up preview down outputs status logs apply-fleet fleet-base test test-unit test-training test-e2e bench lint wheel clean
 
-help:
+help: ## List the targets you would type, with what each does
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | sort
 
 # The program's own dependencies come from requirements.txt, the file `pulumi install` reads
@@ -114,7 +114,7 @@ PULUMI := eval "$$(hack/env.sh)" && pulumi
 DEMO := .state/demo
 DEMO_PULUMI := $(PULUMI) --cwd $(DEMO)
 
-demo: venv
+demo: venv ## Refresh .state/demo, the copy of the project make up, preview and down run the repository's stacks from
 	@$(PY) hack/project.py project-copy $(DEMO) >/dev/null
 
 # A tenant stack the demo creates shares its platform's salt (hack/project.py share-salt;
@@ -222,5 +222,5 @@ lint: venv ## ruff, mypy, the layers' import contracts (pyproject.toml), gofmt a
 wheel: venv ## Build the tfk8s wheel (the library: docs/guide/library.md) into dist/
 	$(PY) -m pip wheel . --no-deps --no-build-isolation -q -w dist
 
-clean:
+clean: ## Remove the virtualenvs, caches and build outputs of this checkout (not the toolchain's cache)
 	rm -rf $(VENV) $(POLICY_VENV) .pytest_cache .ruff_cache .import_linter_cache build dist

@@ -78,3 +78,18 @@ def test_code_cites_docs_pages_not_readme_headings() -> None:
         if CITATION.search(line)
     ]
     assert not cited, cited
+
+
+def test_make_help_lists_every_target_but_the_internal_guard() -> None:
+    """The docs say `make help` lists every target you would type: each has its `##` line."""
+    targets = re.findall(r"^([a-z][a-z-]*):", (ROOT / "Makefile").read_text(), flags=re.MULTILINE)
+    listed = subprocess.run(["make", "-s", "-C", str(ROOT), "help"], capture_output=True, text=True, check=True).stdout
+    shown = {line.split("\t", 1)[0] for line in listed.splitlines()}
+    assert set(targets) - shown == {"fleet-base"}  # apply-fleet's check of BASE, never typed
+
+
+def test_the_tests_page_counts_every_golden_case() -> None:
+    sys.path.insert(0, str(ROOT / "tests" / "unit"))
+    from test_golden_manifests import CASES
+
+    assert f"Kubernetes 1.25 and 1.34; {len(CASES)} cases)" in (ROOT / "docs" / "tests.md").read_text()

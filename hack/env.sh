@@ -23,7 +23,7 @@
 # kubeconfig (the client certificate `hack/cluster.sh user-kubeconfig alice` mints). Unlike the
 # team's environment, it keeps none of those already set: in a shell that ran `eval "$(make env)"`
 # first they are the team's (state, passphrase, cluster-admin kubeconfig), so they are replaced,
-# and the replaced ones are named on stderr.
+# and the replaced ones are named on stderr. `make env` in that shell later brings the team's back.
 set -euo pipefail
 
 tenant=""
@@ -48,16 +48,38 @@ if [ -n "$tenant" ]; then
 fi
 mkdir -p "$state"
 emit PATH "$cache/bin:$root/.venv/bin:$PATH"
+# Who the shell acts as. A tenant's environment replaces the team's (state, passphrase, kubeconfig)
+# and remembers where the team's were (TFK8S_TEAM_<name>: the backend URL, the passphrase file and
+# the kubeconfig, paths only, never a passphrase), so that `make env` afterwards goes back to them
+# instead of keeping the tenant's as its own.
+personal="PULUMI_BACKEND_URL PULUMI_CONFIG_PASSPHRASE_FILE KUBECONFIG"
 if [ -n "$tenant" ]; then
   replaced=()
-  for name in PULUMI_BACKEND_URL PULUMI_CONFIG_PASSPHRASE PULUMI_CONFIG_PASSPHRASE_FILE KUBECONFIG; do
+  for name in $personal PULUMI_CONFIG_PASSPHRASE; do
     if [ -n "${!name:-}" ]; then replaced+=("$name"); fi
   done
-  unset PULUMI_BACKEND_URL PULUMI_CONFIG_PASSPHRASE PULUMI_CONFIG_PASSPHRASE_FILE KUBECONFIG
+  if [ -z "${TFK8S_TENANT:-}" ]; then  # from the team's environment: remember it
+    for name in $personal; do if [ -n "${!name:-}" ]; then emit "TFK8S_TEAM_$name" "${!name}"; fi; done
+  fi
+  emit TFK8S_TENANT "$tenant"
+  if [ -n "${PULUMI_CONFIG_PASSPHRASE:-}" ]; then
+    echo "env.sh: the team's PULUMI_CONFIG_PASSPHRASE is not kept for $tenant, nor brought back by make env: keep it in a file (PULUMI_CONFIG_PASSPHRASE_FILE)" >&2
+  fi
+  unset $personal PULUMI_CONFIG_PASSPHRASE
   echo "unset PULUMI_CONFIG_PASSPHRASE"
   if [ ${#replaced[@]} -gt 0 ]; then
-    echo "env.sh: --tenant $tenant: replaced ${replaced[*]} (the team's) with $tenant's own" >&2
+    echo "env.sh: --tenant $tenant: replaced ${replaced[*]} (${TFK8S_TENANT:-the team}'s) with $tenant's own" >&2
   fi
+elif [ -n "${TFK8S_TENANT:-}" ]; then  # back from a tenant's environment to the team's it replaced
+  unset PULUMI_CONFIG_PASSPHRASE
+  for name in $personal; do
+    saved=TFK8S_TEAM_$name
+    if [ -n "${!saved:-}" ]; then export "$name=${!saved}"; else unset "$name"; echo "unset $name"; fi
+    echo "unset $saved"
+  done
+  [ -z "${PULUMI_CONFIG_PASSPHRASE_FILE:-}" ] || emit PULUMI_CONFIG_PASSPHRASE_FILE "$PULUMI_CONFIG_PASSPHRASE_FILE"
+  echo "unset TFK8S_TENANT"
+  echo "env.sh: back to the team's environment from ${TFK8S_TENANT}'s" >&2
 fi
 pulumi_home=$cache/pulumi-home
 emit PULUMI_HOME "$pulumi_home"

@@ -1,8 +1,9 @@
-"""The README's "A first experiment of your own" block, run as written: extracted from the Markdown,
-in a fresh shell of its own, as a user types it after `make up` (the platform and alice's tenant
-up), from a checkout of its own. The shell starts with the team's environment (`make env`'s), as
-a user's does who ran it first: `hack/env.sh --tenant alice` must replace it. `set -e`: any
-command that fails fails the test. Confirmation prompts are answered yes
+"""The command blocks a newcomer follows, run as written: the README's "A first experiment of your
+own" and the Usage page's first block, each extracted from the Markdown and run in a fresh shell
+of its own, as a user types it after `make up` (the platform and alice's tenant up), from a
+checkout of its own. The shell starts with the team's environment (`make env`'s), as a user's
+does who ran it first: `hack/env.sh --tenant alice` must replace it, and `make env` bring it back.
+`set -e`: any command that fails fails the test. Confirmation prompts are answered yes
 (PULUMI_SKIP_CONFIRMATIONS, Pulumi's own switch), as in any script."""
 
 from __future__ import annotations
@@ -28,21 +29,38 @@ def block_after(markdown: Path, heading: str) -> str:
 
 def checkout(work: Path) -> Path:
     """A checkout of its own: the project copy (stack files copied, infra and .venv linked) and the
-    scripts the block runs, so its `stack init` writes no file of the repository's."""
+    scripts and Makefile the blocks run, so their `stack init` writes no file of the repository's."""
     toolenv.project_copy(work)
-    (work / "hack").symlink_to(ROOT / "hack")
+    for linked in ("hack", "Makefile"):
+        (work / linked).symlink_to(ROOT / linked)
     return work
+
+
+def run_block(block: str, work: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["bash", "-e", "-o", "pipefail", "-c", block], cwd=work, env=env, capture_output=True, text=True, timeout=900
+    )
+
+
+def team_environment(tmp_path: Path) -> dict[str, str]:
+    """The session's team environment (its backend, the worker's cluster), its passphrase in a file
+    as a team keeps it (env.sh brings a file back after a tenant's environment, never a passphrase)."""
+    passphrase = tmp_path / "team.passphrase"
+    passphrase.write_text(os.environ["PULUMI_CONFIG_PASSPHRASE"])
+    team = {k: v for k, v in os.environ.items() if k != "PULUMI_CONFIG_PASSPHRASE"}
+    return {
+        **team,
+        "PULUMI_CONFIG_PASSPHRASE_FILE": str(passphrase),
+        "TFK8S_CLUSTER_NAME": CLUSTER,
+        "PULUMI_SKIP_CONFIRMATIONS": "true",
+    }
 
 
 def test_the_readmes_first_experiment_runs_as_written(kube: Kube, tenants: dict[str, str], tmp_path: Path) -> None:
     block = block_after(ROOT / "README.md", "A first experiment of your own")
     assert "pulumi up" in block and "hack/env.sh --tenant alice" in block
     work = checkout(tmp_path / "checkout")
-    team = dict(os.environ)  # the session's: `make env`'s team environment, on this worker's cluster
-    env = {**team, "TFK8S_CLUSTER_NAME": CLUSTER, "PULUMI_SKIP_CONFIRMATIONS": "true"}
-    done = subprocess.run(
-        ["bash", "-e", "-o", "pipefail", "-c", block], cwd=work, env=env, capture_output=True, text=True, timeout=900
-    )
+    done = run_block(block, work, team_environment(tmp_path))
     assert done.returncode == 0, f"the README's block failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     # As alice: her state in the checkout's .state, not the team's backend.
     assert (work / ".state" / "tenants" / "alice" / "backend" / ".pulumi" / "stacks").is_dir()
@@ -50,3 +68,27 @@ def test_the_readmes_first_experiment_runs_as_written(kube: Kube, tenants: dict[
     assert "replaced" in done.stderr  # env.sh said it replaced the team's variables
     left = kube.run("get", "all,configmaps", "-n", "tfk8s-alice", "-l", "tfk8s.io/experiment=alice-cifar", "-o", "name")
     assert left.strip() == "", left  # `pulumi destroy` took the experiment away
+
+
+def test_the_usage_pages_first_block_runs_as_written(kube: Kube, tenants: dict[str, str], tmp_path: Path) -> None:
+    text = (ROOT / "docs" / "guide" / "usage.md").read_text()
+    block = re.search(r"```sh\n(.*?)```", text, flags=re.DOTALL)
+    assert block and "pulumi stack init tenant-carol" in block.group(1)
+    work = checkout(tmp_path / "checkout")
+    env = team_environment(tmp_path)
+    try:
+        done = run_block(block.group(1), work, env)
+        assert done.returncode == 0, f"the Usage page's block failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+        # carol read her token with her own certificate: 48 hex characters, printed last but `stack ls`.
+        assert re.search(r"^[0-9a-f]{48}", done.stdout, flags=re.MULTILINE), done.stdout[-2000:]
+        assert "back to the team's environment" in done.stderr
+        # The tenant is the team's: `pulumi stack ls`, back in the team's backend, lists it beside the platform.
+        listed = done.stdout.split("NAME", 1)[-1]
+        assert "tenant-carol" in listed and "platform-dev" in listed and "alice-cifar" not in listed
+    finally:  # the new tenant goes, as the platform team would remove it
+        subprocess.run(
+            ["pulumi", "destroy", "--stack", "tenant-carol", "--yes"], cwd=work, env=env, capture_output=True, text=True
+        )
+        subprocess.run(
+            ["pulumi", "stack", "rm", "--stack", "tenant-carol", "--yes"], cwd=work, env=env, capture_output=True, text=True
+        )

@@ -15,7 +15,17 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 ENV_SH = ROOT / "hack" / "env.sh"
 USER = "envtest-carol"  # no demo tenant's name: the test removes its state directory afterwards
-MINE = ("PULUMI_BACKEND_URL", "PULUMI_CONFIG_PASSPHRASE", "PULUMI_CONFIG_PASSPHRASE_FILE", "KUBECONFIG", "TFK8S_CLUSTER_NAME")
+MINE = (
+    "PULUMI_BACKEND_URL",
+    "PULUMI_CONFIG_PASSPHRASE",
+    "PULUMI_CONFIG_PASSPHRASE_FILE",
+    "KUBECONFIG",
+    "TFK8S_CLUSTER_NAME",
+    "TFK8S_TENANT",
+    "TFK8S_TEAM_PULUMI_BACKEND_URL",
+    "TFK8S_TEAM_PULUMI_CONFIG_PASSPHRASE_FILE",
+    "TFK8S_TEAM_KUBECONFIG",
+)
 
 
 def printed(cache: Path, *args: str, **mine: str) -> subprocess.CompletedProcess[str]:
@@ -28,9 +38,10 @@ def exports(done: subprocess.CompletedProcess[str]) -> dict[str, str]:
     assert done.returncode == 0, done.stderr
     found: dict[str, str] = {}
     for line in done.stdout.splitlines():
-        verb, assignment = shlex.split(line)
-        name, _, value = assignment.partition("=")
-        found[name] = value if verb == "export" else None  # type: ignore[assignment]
+        verb, *assignments = shlex.split(line)
+        for assignment in assignments:
+            name, _, value = assignment.partition("=")
+            found[name] = value if verb == "export" else None  # type: ignore[assignment]
     return found
 
 
@@ -69,7 +80,7 @@ def test_a_tenants_environment_replaces_the_teams_and_says_so(cache: Path) -> No
     assert env["PULUMI_CONFIG_PASSPHRASE"] is None and env["PULUMI_CONFIG_PASSPHRASE_FILE"] == str(cache / "passphrases" / USER)
     assert env["KUBECONFIG"] == str(cache / "kwok" / f"tfk8s.user-{USER}.kubeconfig")
     assert env["PULUMI_BACKEND_URL"] == f"file://{ROOT}/.state/tenants/{USER}/backend"
-    assert "replaced PULUMI_BACKEND_URL PULUMI_CONFIG_PASSPHRASE KUBECONFIG" in done.stderr
+    assert "replaced PULUMI_BACKEND_URL KUBECONFIG PULUMI_CONFIG_PASSPHRASE" in done.stderr
     # Evaluated in a shell that has the team's values, nothing of the team's is left.
     script = f'eval "$({ENV_SH} --tenant {USER})"; echo "$KUBECONFIG|${{PULUMI_CONFIG_PASSPHRASE:-none}}|$PULUMI_BACKEND_URL"'
     base = {k: v for k, v in os.environ.items() if k not in MINE} | {"TFK8S_CACHE": str(cache)} | team
@@ -81,3 +92,20 @@ def test_a_tenants_environment_replaces_the_teams_and_says_so(cache: Path) -> No
 def test_a_bad_tenant_name_or_flag_is_refused(cache: Path, args: list[str]) -> None:
     done = printed(cache, *args)
     assert done.returncode == 2 and done.stdout == "" and ("not a tenant user name" in done.stderr or "usage:" in done.stderr)
+
+
+def test_make_env_after_a_tenants_goes_back_to_the_teams(cache: Path) -> None:
+    """Usage.md's block: `make env`, then alice's, then `make env` again for the platform team's work:
+    the team's backend, passphrase file and kubeconfig come back, nothing of alice's stays."""
+    team = {"PULUMI_CONFIG_PASSPHRASE_FILE": "/team/pass", "KUBECONFIG": "/admin", "PULUMI_BACKEND_URL": "s3://team"}
+    script = (
+        f'eval "$({ENV_SH})"; eval "$({ENV_SH} --tenant {USER})"; echo "$KUBECONFIG|$PULUMI_BACKEND_URL"; '
+        f'eval "$({ENV_SH})"; echo "$KUBECONFIG|$PULUMI_BACKEND_URL|$PULUMI_CONFIG_PASSPHRASE_FILE|${{TFK8S_TENANT:-none}}"; '
+        'env | grep -c "^TFK8S_TEAM_" || true'
+    )
+    base = {k: v for k, v in os.environ.items() if k not in MINE} | {"TFK8S_CACHE": str(cache)} | team
+    shell = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=base, check=True)
+    hers, back, left = shell.stdout.splitlines()
+    assert hers == f"{cache}/kwok/tfk8s.user-{USER}.kubeconfig|file://{ROOT}/.state/tenants/{USER}/backend"
+    assert back == "/admin|s3://team|/team/pass|none" and left == "0"
+    assert "back to the team's environment" in shell.stderr

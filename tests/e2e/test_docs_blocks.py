@@ -42,6 +42,15 @@ def run_block(block: str, work: Path, env: dict[str, str]) -> subprocess.Complet
     )
 
 
+def remove_alices_experiment(work: Path, env: dict[str, str]) -> None:
+    """What a block that failed half way left: alice-cifar, destroyed as alice (nothing, when the block ran)."""
+    script = (
+        'eval "$(hack/env.sh --tenant alice)" && pulumi destroy --stack alice-cifar --yes --skip-preview '
+        "&& pulumi stack rm alice-cifar --yes"
+    )
+    subprocess.run(["bash", "-c", script], cwd=work, env=env, capture_output=True, text=True, timeout=600)
+
+
 def team_environment(tmp_path: Path) -> dict[str, str]:
     """The session's team environment (its backend, the worker's cluster), its passphrase in a file
     as a team keeps it (env.sh brings a file back after a tenant's environment, never a passphrase)."""
@@ -60,7 +69,11 @@ def test_the_readmes_first_experiment_runs_as_written(kube: Kube, tenants: dict[
     block = block_after(ROOT / "README.md", "A first experiment of your own")
     assert "pulumi up" in block and "hack/env.sh --tenant alice" in block
     work = checkout(tmp_path / "checkout")
-    done = run_block(block, work, team_environment(tmp_path))
+    env = team_environment(tmp_path)
+    try:
+        done = run_block(block, work, env)
+    finally:
+        remove_alices_experiment(work, env)
     assert done.returncode == 0, f"the README's block failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     # As alice: her state in the checkout's .state, not the team's backend.
     assert (work / ".state" / "tenants" / "alice" / "backend" / ".pulumi" / "stacks").is_dir()
@@ -86,6 +99,7 @@ def test_the_usage_pages_first_block_runs_as_written(kube: Kube, tenants: dict[s
         listed = done.stdout.split("NAME", 1)[-1]
         assert "tenant-carol" in listed and "platform-dev" in listed and "alice-cifar" not in listed
     finally:  # the new tenant goes, as the platform team would remove it
+        remove_alices_experiment(work, env)
         subprocess.run(
             ["pulumi", "destroy", "--stack", "tenant-carol", "--yes"], cwd=work, env=env, capture_output=True, text=True
         )

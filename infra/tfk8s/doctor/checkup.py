@@ -57,12 +57,17 @@ def _timed(check: Callable[[], list[Finding]], clock: Callable[[], float]) -> li
     return [dataclasses.replace(f, seconds=spent) for f in found]
 
 
-def _guarded(checks: tuple[str, ...], probe: Callable[[], list[Finding]], clock: Callable[[], float]) -> list[Finding]:
-    """A probe's findings; when a request of it fails, its checks are not proven, with the error."""
+def _guarded(checks: tuple[str, ...], check: Callable[[], list[Finding]], clock: Callable[[], float]) -> list[Finding]:
+    """A check's findings; when a request of it fails (a read the credentials may not make, say),
+    its checks are not proven, with the API server's words."""
     try:
-        return _timed(probe, clock)
+        return _timed(check, clock)
     except (KubeApiError, OSError) as error:
-        return [not_proven(check, f"a request of the probe failed: {error}") for check in checks]
+        return [_unread(name, error) for name in checks]
+
+
+def _unread(check: str, error: Exception) -> Finding:
+    return not_proven(check, f"a request failed: {error}", "run the doctor with the platform team's credentials")
 
 
 def checkup(
@@ -77,15 +82,23 @@ def checkup(
     start = clock()
     settings = target.settings
     findings = _timed(lambda: reads.version(version, settings), clock)
-    findings += _timed(lambda: reads.admission(api, version), clock)
-    monitoring, pod_monitors = reads.monitoring_findings(api, settings)
-    findings += _timed(lambda: reads.credentials(api, settings, pod_monitors=pod_monitors), clock)
-    findings += _timed(lambda: reads.storage(api, settings), clock)
-    nodes = reads.list_nodes(api)
-    findings += _timed(lambda: reads.nodes(nodes, settings, options.placement, user_node=target.user_node), clock)
-    findings += _timed(lambda: reads.pod_networks(nodes, settings), clock)
-    findings += _timed(lambda: reads.dns_route(api, settings), clock)
-    findings += _timed(lambda: reads.queueing_findings(api, settings), clock)
+    findings += _guarded(("admission-policies",), lambda: reads.admission(api, version), clock)
+    try:
+        monitoring, pod_monitors = reads.monitoring_findings(api, settings)
+    except KubeApiError as error:
+        monitoring, pod_monitors = [_unread("monitoring", error)], False
+    findings += _guarded(("rights",), lambda: reads.credentials(api, settings, pod_monitors=pod_monitors), clock)
+    findings += _guarded(("storage-class",), lambda: reads.storage(api, settings), clock)
+    try:
+        nodes = reads.list_nodes(api)
+    except KubeApiError as error:
+        nodes = []
+        findings += [_unread(check, error) for check in ("nodes", "user-node", "pod-cidrs")]
+    else:
+        findings += _timed(lambda: reads.nodes(nodes, settings, options.placement, user_node=target.user_node), clock)
+        findings += _timed(lambda: reads.pod_networks(nodes, settings), clock)
+    findings += _guarded(("dns-route",), lambda: reads.dns_route(api, settings), clock)
+    findings += _guarded(("queueing",), lambda: reads.queueing_findings(api, settings), clock)
     findings += monitoring
     if options.probes:
         findings += _probe(api, version or POLICY_SINCE, target, options, nodes, clock)

@@ -4,11 +4,12 @@
 # kube-router's NetworkPolicy firewall, as processes of that cluster, stopped with it
 # (hack/cluster.sh start --real-node | stop).
 #
-# Usage: lab/realnode.sh check | install | start | stop | status | import <image>
+# Usage: lab/realnode.sh check | install | start | stop | status | import <image> | firewall-off
 #
 #   check    says whether this machine can run one, and if not why (root, cgroups, packages)
 #   install  the Debian packages it needs (containerd, runc, CNI plugins, iptables, ipset, debootstrap)
 #   import   builds (lab/images.py) and imports an image into the node's containerd
+#   firewall-off  stops kube-router and removes its rules: a CNI that ignores NetworkPolicies (tests of `tfk8s doctor`)
 #
 # The node is named tfk8s-real-<cluster>, labelled tfk8s.io/real-node=true and tainted
 # tfk8s.io/real-node=true:NoSchedule: only what asks for it lands there (an experiment's `ps` and

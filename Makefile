@@ -148,12 +148,16 @@ outputs: demo ## Print the outputs of the $(STACK) stack (secrets masked)
 EXPERIMENTER_ENV := hack/cluster.sh user-kubeconfig $(EXPERIMENTER) >/dev/null && eval "$$(hack/env.sh --tenant $(EXPERIMENTER))"
 TFK8S_CLI := $(EXPERIMENTER_ENV) && $(PY) -m tfk8s.cli
 
+# Where $(STACK)'s file is: the demo copy for the repository's stacks (their salted files), the
+# checkout for a stack of the user's own (`pulumi stack init` at the root, as docs/guide/usage.md does).
+STACK_CWD = $(if $(wildcard $(DEMO)/stacks/Pulumi.$(STACK).yaml),$(DEMO),.)
+
 status: venv demo ## Progress of the $(STACK) experiment's clusters, as $(EXPERIMENTER): a bar each, step/target, steps/s, ETA (WATCH=1 refreshes until they finish)
-	$(TFK8S_CLI) status --stack $(STACK) --cwd $(DEMO) $(if $(WATCH),--watch)
+	$(TFK8S_CLI) status --stack $(STACK) --cwd $(STACK_CWD) $(if $(WATCH),--watch)
 
 logs: venv demo ## A task's log in the $(STACK) experiment, kept after its pod is gone: CLUSTER=mnist TASK=worker-0 [RUN=<uid>] [TAIL=<lines>]
 	@test -n "$(CLUSTER)" && test -n "$(TASK)" || { echo "make logs: which task? e.g. make logs CLUSTER=mnist TASK=worker-0 (TAIL=100, RUN=<uid> from make status)" >&2; exit 2; }
-	$(TFK8S_CLI) logs --stack $(STACK) --cwd $(DEMO) --cluster $(CLUSTER) --task $(TASK) $(if $(RUN),--run $(RUN)) $(if $(TAIL),--tail $(TAIL))
+	$(TFK8S_CLI) logs --stack $(STACK) --cwd $(STACK_CWD) --cluster $(CLUSTER) --task $(TASK) $(if $(RUN),--run $(RUN)) $(if $(TAIL),--tail $(TAIL))
 
 down: demo ## Destroy the $(STACK) experiment (as $(EXPERIMENTER)), the $(TENANT) tenant, then the $(PLATFORM) platform, and stop the local cluster
 	if hack/cluster.sh status >/dev/null 2>&1; then hack/cluster.sh user-kubeconfig $(EXPERIMENTER) >/dev/null && ($(EXPERIMENTER_PULUMI) destroy --stack $(STACK) --yes) && $(DEMO_PULUMI) destroy --stack $(TENANT) --yes && $(DEMO_PULUMI) destroy --stack $(PLATFORM) --yes; fi

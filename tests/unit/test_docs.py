@@ -93,3 +93,19 @@ def test_the_tests_page_counts_every_golden_case() -> None:
     from test_golden_manifests import CASES
 
     assert f"Kubernetes 1.25 and 1.34; {len(CASES)} cases)" in (ROOT / "docs" / "tests.md").read_text()
+
+
+@pytest.mark.parametrize(("stack", "where"), [("dev", "demo"), ("alice-own", ".")])
+def test_make_status_finds_the_stack_file_where_it_is(tmp_path: Path, stack: str, where: str) -> None:
+    """The repository's stacks run from the demo copy; a user's own stack from the checkout."""
+    demo = tmp_path / "demo"
+    (demo / "stacks").mkdir(parents=True)
+    (demo / "stacks" / "Pulumi.dev.yaml").write_text("config: {}\n")
+    shown = subprocess.run(
+        ["make", "-s", "-n", "-C", str(ROOT), "status", f"STACK={stack}", f"DEMO={demo}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    cwd = str(demo) if where == "demo" else "."
+    assert f"status --stack {stack} --cwd {cwd} " in shown + " ", shown

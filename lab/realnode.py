@@ -86,6 +86,9 @@ def platform_settings(volumes: Path) -> dict[str, str]:
     node's DNS server, which is no pod, allowed by address, and the pod network, kept out of the apps."""
     return {
         "tfk8s:platform.storage.local.hostPathRoot": str(volumes),
+        # TensorFlow pods on a machine whose two cores the tests share start slowly: the default's
+        # wait, not platform-dev's 3 minutes (two modules' `up` timed out on a cold machine).
+        "tfk8s:platform.awaitTimeoutSeconds": "600",
         "tfk8s:platform.network.dns.cidrs[0]": f"{BRIDGE_ADDRESS}/32",
         # The pods' addresses (the bridge's network): the apps refuse them.
         "tfk8s:platform.network.podCidrs[0]": POD_CIDR,

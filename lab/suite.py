@@ -25,6 +25,7 @@ where .ci/run collects the whole run's table.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import shlex
 import subprocess
@@ -106,6 +107,7 @@ class Step:
     command: tuple[str, ...]
     cwd: Path = ROOT
     env: tuple[tuple[str, str], ...] = ()  # set over this process's environment
+    niceness: int = 0  # run under `nice -n`: above 0, the tests beside it come first for the cores
 
 
 def tool(name: str) -> Step:
@@ -130,15 +132,23 @@ def first_builds(root: bool) -> list[Step]:
     ]
 
 
+# How far the background builds yield to the tests. At the same priority, on a cold machine, they
+# took the cores from the real node's pods: a TensorFlow pod not ready within its platform's
+# await timeout failed `pulumi up` (two real-node modules, cold, 2026-11-29).
+BACKGROUND_NICENESS = 10
+
+
 def background_builds(root: bool) -> list[Step]:
     """What only the tests use besides, in the order the modules that need it are sent, built while
-    the tests run."""
-    return [
+    the tests run, yielding the cores to them (a test that needs a tool waits for it: then the
+    build has the cores the waiting test leaves)."""
+    steps = [
         *(tool(name) for name in ("cyclonus", "kueue", "jobset", "prometheus")),
         *([image("prometheus")] if root else []),
         *(tool(name) for name in ("versitygw", "local-kms", "yaml-host", "gensdk", "kube-legacy")),
         Step("build: heketi", (str(ROOT / "lab" / "heketi.sh"), "build")),
     ]
+    return [dataclasses.replace(step, niceness=BACKGROUND_NICENESS) for step in steps]
 
 
 # The Go modules' tests build with the checked-in go.sum, never updating the checkout.
@@ -181,7 +191,8 @@ class Stages:
         started = time.time()
         print(f"[suite {time.strftime('%H:%M:%S')}] {step.name}: {shlex.join(step.command)}", flush=True)
         try:
-            returncode = subprocess.run(step.command, cwd=step.cwd, env={**os.environ, **dict(step.env)}, check=False).returncode
+            command = ("nice", "-n", str(step.niceness), *step.command) if step.niceness else step.command
+            returncode = subprocess.run(command, cwd=step.cwd, env={**os.environ, **dict(step.env)}, check=False).returncode
             result = "ok" if returncode == 0 else f"exit {returncode}"
         except OSError as error:  # a missing interpreter or tool: the step failed, the lane goes on
             returncode, result = 127, f"could not start: {error}"

@@ -136,6 +136,15 @@ def test_xdist_sends_the_real_nodes_unit_first_and_the_rest_in_collection_order(
     assert modules == ["test_real_node", "test_real_training", "test_cli", "test_a", "test_b", "test_c"], ran
 
 
+def test_background_builds_yield_the_cores_to_the_tests(tmp_path: Path) -> None:
+    assert all(step.niceness > 0 for step in suite.background_builds(root=True))
+    assert all(step.niceness == 0 for step in suite.first_builds(root=True))  # the tests wait for these
+    out = tmp_path / "nice"
+    stages = suite.Stages(epoch=0.0, path=None)
+    assert stages.run(suite.Step("niced", ("sh", "-c", f"nice >{out}"), niceness=suite.BACKGROUND_NICENESS))
+    assert int(out.read_text()) >= suite.BACKGROUND_NICENESS  # what the step's process ran at
+
+
 def test_stages_record_each_step_with_its_result_in_the_file_and_the_table(tmp_path: Path) -> None:
     records = tmp_path / "stages.tsv"
     stages = suite.Stages(epoch=0.0, path=records)

@@ -92,11 +92,12 @@ def test_the_usage_pages_first_block_runs_as_written(kube: Kube, tenants: dict[s
     try:
         done = run_block(block.group(1), work, env)
         assert done.returncode == 0, f"the Usage page's block failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
-        # carol read her token with her own certificate: 48 hex characters, printed last but `stack ls`.
-        assert re.search(r"^[0-9a-f]{48}", done.stdout, flags=re.MULTILINE), done.stdout[-2000:]
+        # carol read her token with her own certificate (48 hex characters, no newline), then `pulumi
+        # stack ls`, back in the team's backend, lists the new tenant beside the platform, not alice's stack.
+        token = re.search(r"^[0-9a-f]{48}", done.stdout, flags=re.MULTILINE)
+        assert token, done.stdout[-2000:]
+        listed = done.stdout[token.end() :]
         assert "back to the team's environment" in done.stderr
-        # The tenant is the team's: `pulumi stack ls`, back in the team's backend, lists it beside the platform.
-        listed = done.stdout.split("NAME", 1)[-1]
         assert "tenant-carol" in listed and "platform-dev" in listed and "alice-cifar" not in listed
     finally:  # the new tenant goes, as the platform team would remove it
         remove_alices_experiment(work, env)

@@ -56,7 +56,8 @@ def team_environment(tmp_path: Path) -> dict[str, str]:
     as a team keeps it (env.sh brings a file back after a tenant's environment, never a passphrase)."""
     passphrase = tmp_path / "team.passphrase"
     passphrase.write_text(os.environ["PULUMI_CONFIG_PASSPHRASE"])
-    team = {k: v for k, v in os.environ.items() if k != "PULUMI_CONFIG_PASSPHRASE"}
+    # A fresh shell: nothing of `make test`'s own make (MAKEFLAGS, MAKELEVEL) reaches the block's `make env`.
+    team = {k: v for k, v in os.environ.items() if k != "PULUMI_CONFIG_PASSPHRASE" and not k.startswith(("MAKE", "MFLAGS"))}
     return {
         **team,
         "PULUMI_CONFIG_PASSPHRASE_FILE": str(passphrase),

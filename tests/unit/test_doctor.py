@@ -26,6 +26,7 @@ from tfk8s.doctor.findings import Verdict
 from tfk8s.doctor.sandbox import Sandbox
 from tfk8s.doctor.target import Placement, TargetError, load
 from tfk8s.kube.api_error import KubeApiError
+from tfk8s.kube.api_paths import VALIDATING_ADMISSION_POLICY
 
 GOLDEN = ROOT / "tests" / "unit" / "golden"
 
@@ -329,7 +330,7 @@ class ReadOnlyApi(FakeApi):
     def get(self, path: str, *, metadata_only: bool = False) -> dict[str, Any] | None:
         if path == "/api/v1/nodes":
             return {"items": [kwok_node("tfk8s-user-node"), kwok_node("n2")]}
-        if path == reads.ADMISSION_POLICIES:
+        if path == VALIDATING_ADMISSION_POLICY.root:
             return {"resources": [{"name": "validatingadmissionpolicies"}, {"name": "validatingadmissionpolicybindings"}]}
         if path.startswith("/api/v1/namespaces/kube-system/pods"):
             return {"items": [{"status": {"phase": "Running"}}]}

@@ -20,7 +20,7 @@ from tfk8s.doctor import reads
 from tfk8s.doctor.findings import Finding, failed, not_proven, passed
 from tfk8s.doctor.sandbox import PodOutcome, Sandbox
 from tfk8s.kube.api_error import KubeApiError
-from tfk8s.kube.api_paths import NETWORK_POLICY, PERSISTENT_VOLUME_CLAIM, POD, SERVICE, STORAGE_CLASS
+from tfk8s.kube.api_paths import NETWORK_POLICY, PERSISTENT_VOLUME, PERSISTENT_VOLUME_CLAIM, POD, SERVICE, STORAGE_CLASS
 from tfk8s.schema.platform import PlatformSettings, PodIdentity
 
 PORT = 8080
@@ -355,7 +355,7 @@ def _retain_cleanup(sandbox: Sandbox) -> None:
     claim = sandbox.api.get(PERSISTENT_VOLUME_CLAIM.path("shared", sandbox.namespace)) or {}
     volume = (claim.get("spec") or {}).get("volumeName")
     if volume:
-        sandbox.cluster_objects.append(f"/api/v1/persistentvolumes/{volume}")
+        sandbox.cluster_objects.append(PERSISTENT_VOLUME.path(volume))
 
 
 def _volume_fix(backend: str) -> str:

@@ -21,13 +21,10 @@ from tfk8s.doctor.findings import Finding, advice, failed, not_proven, passed
 from tfk8s.doctor.target import Placement
 from tfk8s.errors import UserNodeTaken
 from tfk8s.kube.api_error import KubeApiError
-from tfk8s.kube.api_paths import NAMESPACE, NODE, STORAGE_CLASS
+from tfk8s.kube.api_paths import CSI_DRIVER, NAMESPACE, NODE, POD, STORAGE_CLASS, VALIDATING_ADMISSION_POLICY
 from tfk8s.schema.platform import PlatformSettings
 from tfk8s.schema.quantities import parse_quantity
 from tfk8s.specs.quota import format_amount
-
-ADMISSION_POLICIES = "/apis/admissionregistration.k8s.io/v1"
-CSI_DRIVERS = "/apis/storage.k8s.io/v1/csidrivers"
 
 
 class Api(Protocol):
@@ -73,7 +70,7 @@ def admission(api: Api, found: tuple[int, int] | None) -> list[Finding]:
     """Whether the server really serves ValidatingAdmissionPolicies (a distribution may turn the API off)."""
     if found is not None and found < POLICY_SINCE:
         return []  # said by `version`
-    listed = api.get(ADMISSION_POLICIES) or {}
+    listed = api.get(VALIDATING_ADMISSION_POLICY.root) or {}
     names = {r.get("name") for r in listed.get("resources") or []}
     if "validatingadmissionpolicies" in names and "validatingadmissionpolicybindings" in names:
         return [
@@ -127,7 +124,7 @@ def storage(api: Api, settings: PlatformSettings) -> list[Finding]:
         return [passed("storage-class", f"storage class {store.class_name!r} exists (provisioner {live.get('provisioner')})")]
     if store.backend == "csi" and store.csi is not None:
         driver = store.csi.provisioner
-        if api.get(f"{CSI_DRIVERS}/{driver}") is None:
+        if api.get(CSI_DRIVER.path(driver)) is None:
             return [
                 failed(
                     "storage-class",
@@ -329,7 +326,7 @@ def monitoring_findings(api: Api, settings: PlatformSettings) -> tuple[list[Find
     if problems:
         return [failed("monitoring", p, "as the message says") for p in problems], served
     selector = ",".join(f"{k}={v}" for k, v in wanted.pod_labels.items())
-    pods = (api.get(f"/api/v1/namespaces/{wanted.namespace}/pods?labelSelector={selector}") or {}).get("items") or []
+    pods = (api.get(POD.list_path(wanted.namespace, dict(wanted.pod_labels))) or {}).get("items") or []
     running = [p for p in pods if (p.get("status") or {}).get("phase") == "Running"]
     if not running:
         return [
@@ -350,7 +347,7 @@ def dns_route(api: Api, settings: PlatformSettings) -> list[Finding]:
     if dns.cidrs:
         return [passed("dns-route", f"{key}.cidrs: tenants' pods may reach DNS at {', '.join(dns.cidrs)}")]
     selector = ",".join(f"{k}={v}" for k, v in dns.pod_labels.items())
-    pods = (api.get(f"/api/v1/namespaces/{dns.namespace}/pods?labelSelector={selector}") or {}).get("items") or []
+    pods = (api.get(POD.list_path(dns.namespace, dict(dns.pod_labels))) or {}).get("items") or []
     if any((p.get("status") or {}).get("phase") == "Running" for p in pods):
         return [passed("dns-route", f"the cluster's DNS runs as pods labelled {selector} in {dns.namespace!r}, as {key} says")]
     return [

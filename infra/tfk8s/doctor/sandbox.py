@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from tfk8s.doctor import reads
 from tfk8s.doctor.target import Placement
 from tfk8s.kube.api_error import KubeApiError
 from tfk8s.kube.api_paths import NAMESPACE, POD, ApiKind
@@ -33,10 +34,8 @@ STUCK = {
 POLL_SECONDS = 0.5
 
 
-class Api(Protocol):
-    def get(self, path: str, *, metadata_only: bool = False) -> dict[str, Any] | None: ...
-
-    def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]: ...
+class Api(reads.Api, Protocol):
+    """What the reads use, and the DELETE of what the sandbox made."""
 
     def delete(self, path: str) -> dict[str, Any] | None: ...
 

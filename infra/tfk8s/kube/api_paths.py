@@ -72,6 +72,16 @@ JOB = ApiKind(kind="Job", api_version="batch/v1", plural="jobs", namespaced=True
 # An experiment's trainer package, named after its content (tfk8s.components.experiment).
 CONFIG_MAP = ApiKind(kind="ConfigMap", api_version="v1", plural="configmaps", namespaced=True)
 STORAGE_CLASS = ApiKind(kind="StorageClass", api_version="storage.k8s.io/v1", plural="storageclasses", namespaced=False)
+# What `tfk8s doctor` reads or cleans up (tfk8s.doctor): a CSI driver by name, the guards' admission
+# API (its discovery document), a volume its probe's claim left behind.
+CSI_DRIVER = ApiKind(kind="CSIDriver", api_version="storage.k8s.io/v1", plural="csidrivers", namespaced=False)
+VALIDATING_ADMISSION_POLICY = ApiKind(
+    kind="ValidatingAdmissionPolicy",
+    api_version="admissionregistration.k8s.io/v1",
+    plural="validatingadmissionpolicies",
+    namespaced=False,
+)
+PERSISTENT_VOLUME = ApiKind(kind="PersistentVolume", api_version="v1", plural="persistentvolumes", namespaced=False)
 CUSTOM_RESOURCE_DEFINITION = ApiKind(
     kind="CustomResourceDefinition", api_version="apiextensions.k8s.io/v1", plural="customresourcedefinitions", namespaced=False
 )

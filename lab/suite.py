@@ -118,18 +118,31 @@ def image(name: str) -> Step:
     return Step(f"build: image {name}", (PY, str(ROOT / "lab" / "images.py"), "build", name))
 
 
-def first_builds(root: bool) -> list[Step]:
+@dataclass(frozen=True)
+class FirstBuilds:
+    """What pytest's workers wait for: `before`, in order, then each of `lanes` beside the others
+    (each lane in order)."""
+
+    before: tuple[Step, ...] = ()
+    lanes: tuple[tuple[Step, ...], ...] = ()
+
+    def steps(self) -> list[Step]:
+        return [*self.before, *(step for lane in self.lanes for step in lane)]
+
+
+def first_builds(root: bool) -> FirstBuilds:
     """The real node's packages, binaries and images: its modules are the longest chain, so these
     are built before pytest's workers start. Beside them, the workers took most of the two cores,
-    and a cold build of the node took over 24 minutes instead of 8. Without root there is no real
-    node (nor debootstrap for its images): its tests fail saying why."""
+    and a cold build of the node took over 24 minutes instead of 8. The images (downloads, pip, a
+    disk's worth of layers) and the node's Go build (the cores) go side by side once the packages
+    (debootstrap among them) are there. Without root there is no real node (nor debootstrap for
+    its images): its tests fail saying why."""
     if not root:
-        return []
-    return [
-        Step("build: real node's Debian packages", (str(ROOT / "lab" / "realnode.sh"), "install")),
-        tool("node"),
-        *(image(name) for name in ("pause", "python", "tensorflow", "jupyter")),
-    ]
+        return FirstBuilds()
+    return FirstBuilds(
+        before=(Step("build: real node's Debian packages", (str(ROOT / "lab" / "realnode.sh"), "install")),),
+        lanes=((tool("node"),), tuple(image(name) for name in ("pause", "python", "tensorflow", "jupyter"))),
+    )
 
 
 # How far the background builds yield to the tests. At the same priority, on a cold machine, they
@@ -205,6 +218,11 @@ class Stages:
         print(f"[suite {time.strftime('%H:%M:%S')}] {step.name}: {record.result} in {record.seconds:.0f} s", flush=True)
         return returncode == 0
 
+    def run_all(self, steps: Sequence[Step]) -> None:
+        """Each step in order, whatever the one before gave."""
+        for step in steps:
+            self.run(step)
+
     def table(self) -> str:
         lines = ["| stage | start (s) | seconds | result |", "|---|---:|---:|---|"]
         for r in sorted(self.records, key=lambda r: r.start):
@@ -236,8 +254,15 @@ def main(argv: Sequence[str]) -> int:
     # The policy pack's and the Go modules' tests take a minute: beside the first builds.
     side = threading.Thread(target=lambda: side_ok.extend(stages.run(step) for step in side_tests()), name="side tests")
     side.start()
-    for step in first_builds(os.geteuid() == 0):
-        stages.run(step)  # a failure is the real-node tests' to report: they build it again
+    # A failure is the real-node tests' to report: they build what failed again.
+    first = first_builds(os.geteuid() == 0)
+    for step in first.before:
+        stages.run(step)
+    first_lanes = [threading.Thread(target=stages.run_all, args=(lane,), name="first builds") for lane in first.lanes]
+    for lane in first_lanes:
+        lane.start()
+    for lane in first_lanes:
+        lane.join()
     lanes = [side, threading.Thread(target=build, name="background builds")]
     lanes[1].start()
     pytest_ok = stages.run(pytest_run(args.workers, args.pytest_args))

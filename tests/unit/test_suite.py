@@ -138,11 +138,20 @@ def test_xdist_sends_the_real_nodes_unit_first_and_the_rest_in_collection_order(
 
 def test_background_builds_yield_the_cores_to_the_tests(tmp_path: Path) -> None:
     assert all(step.niceness > 0 for step in suite.background_builds(root=True))
-    assert all(step.niceness == 0 for step in suite.first_builds(root=True))  # the tests wait for these
+    assert all(step.niceness == 0 for step in suite.first_builds(root=True).steps())  # the tests wait for these
     out = tmp_path / "nice"
     stages = suite.Stages(epoch=0.0, path=None)
     assert stages.run(suite.Step("niced", ("sh", "-c", f"nice >{out}"), niceness=suite.BACKGROUND_NICENESS))
     assert int(out.read_text()) >= suite.BACKGROUND_NICENESS  # what the step's process ran at
+
+
+def test_the_nodes_go_build_and_its_images_go_side_by_side_after_its_packages() -> None:
+    first = suite.first_builds(root=True)
+    assert [step.name for step in first.before] == ["build: real node's Debian packages"]  # debootstrap
+    lanes = [[step.name for step in lane] for lane in first.lanes]
+    assert ["build: node"] in lanes
+    assert ["build: image pause", "build: image python", "build: image tensorflow", "build: image jupyter"] in lanes
+    assert suite.first_builds(root=False).steps() == []  # no real node without root
 
 
 def test_stages_record_each_step_with_its_result_in_the_file_and_the_table(tmp_path: Path) -> None:

@@ -23,8 +23,9 @@ help: ## List the targets you would type, with what each does
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | sort
 
 # The program's own dependencies come from requirements.txt, the file `pulumi install` reads
-# (generated from pyproject.toml); the training and test extras on top.
-$(VENV)/.installed: pyproject.toml requirements.txt
+# (generated from pyproject.toml); the training and test extras on top. Reinstalled when the
+# release changes too (infra/tfk8s/release.py): the installed metadata carries its version.
+$(VENV)/.installed: pyproject.toml requirements.txt infra/tfk8s/release.py
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -r requirements.txt -e '.[training,dev]'

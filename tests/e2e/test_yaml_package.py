@@ -23,6 +23,7 @@ import pytest
 import yaml
 from drivers import Cli, Kube, user_kube
 from package_checkout import ROOT, package_checkout
+from tfk8s.release import VERSION
 
 import toolenv
 from toolenv import langhost_processes
@@ -123,8 +124,8 @@ def mismatches(want: Any, live: Any, where: str = "") -> list[str]:
 def test_package_add_records_the_package_and_its_lock(example: Cli) -> None:
     program = yaml.safe_load((example.cwd / "Pulumi.yaml").read_text())
     assert program["packages"] == {"tfk8s": "../../package"}
-    lock = yaml.safe_load((example.cwd / "sdks" / "tfk8s" / "tfk8s-0.2.0.yaml").read_text())
-    assert lock["name"] == "tfk8s" and lock["version"] == "0.2.0"
+    lock = yaml.safe_load((example.cwd / "sdks" / "tfk8s" / f"tfk8s-{VERSION}.yaml").read_text())
+    assert lock["name"] == "tfk8s" and lock["version"] == VERSION
 
 
 def test_up_declares_a_ready_cluster_as_alice_with_the_golden_objects(example: Cli, kube: Kube) -> None:

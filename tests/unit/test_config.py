@@ -403,6 +403,11 @@ HOSTILE = [
         _set(lambda r: r, "tenantStack", "tenant-alice"),
         r"tfk8s:tenantStack: no longer read: an experiment names its tenant's namespace instead, tfk8s:namespace: ",
     ),
+    (
+        "wait-for-pods-ready-of-an-earlier-tfk8s",
+        _platform("queueing", {"enabled": True, "waitForPodsReady": True}),
+        r"tfk8s:platform\.queueing\.waitForPodsReady: no longer read \(removed in 0\.3\.0\): .*delete the key",
+    ),
     ("namespace-empty", _set(lambda r: r, "namespace", ""), r"tfk8s:namespace: is empty: whose experiment this is"),
     ("platform-stack-empty", _set(lambda r: r, "platformStack", ""), r"tfk8s:platformStack: is empty: the platform stack"),
 ]
@@ -808,6 +813,7 @@ def _target(case_id: str) -> str:
 
 
 PLATFORM_CASES = [
+    "wait-for-pods-ready-of-an-earlier-tfk8s",
     "await-timeout-zero",
     "class-name-upper",
     "container-defaults-cpu-zero",

@@ -162,9 +162,9 @@ def test_the_schema_declares_the_training_cluster_under_the_token_every_experime
 
 
 def test_the_package_version_is_tfk8s_version() -> None:
-    import tomllib
+    from tfk8s import release
 
-    assert tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"] == VERSION
+    assert VERSION is release.VERSION  # tests/unit/test_releases.py: the wheel's and the schema's too
 
 
 def test_the_schema_documents_the_fields_as_the_models_do() -> None:

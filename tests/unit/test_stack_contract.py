@@ -14,6 +14,7 @@ from mocked_program import (
     ROOT,
     TEST_GROUP,
     after,
+    declared_types,
     facts_for,
     facts_with_scratch,
     run_program,
@@ -22,7 +23,7 @@ from mocked_program import (
     tenant_owner,
 )
 from mocks import RecordingMocks
-from tfk8s import program
+from tfk8s import program, release
 from tfk8s.checks import access
 from tfk8s.components import guard
 from tfk8s.errors import ContractUnavailable, OwnershipConflict, StackUnavailable
@@ -549,3 +550,85 @@ def test_a_platform_refuses_to_adopt_either_class_it_would_create(platform_confi
     with pytest.raises(OwnershipConflict) as error:
         run_program(platform_config, read=read)
     assert f"tfk8s:platform.storage.{key}: StorageClass '{taken}' already exists, managed by another tool" in str(error.value)
+
+
+def published_by(facts: dict[str, Any], version: str | None) -> dict[str, Any]:
+    """`facts` as the release `version` published them (None: before releases were recorded)."""
+    found = {k: v for k, v in facts.items() if k != "release"}
+    return found if version is None else {**found, "release": version}
+
+
+def test_every_stacks_facts_say_the_release_that_published_them() -> None:
+    assert PLATFORM_DEV["platform"]["release"] == release.VERSION
+    assert TENANT_ALICE["tenant"]["release"] == release.VERSION
+
+
+@pytest.mark.parametrize("written", [None, release.UNRECORDED, release.VERSION], ids=["unrecorded", "0.2", "this"])
+def test_an_experiment_reads_a_contract_one_release_line_older_or_of_its_own(written: str | None) -> None:
+    contract = alices_contract(
+        **{
+            tenant_contract.TENANT_DATA: json.dumps(published_by(TENANT_ALICE["tenant"], written)),
+            tenant_contract.PLATFORM_DATA: json.dumps(published_by(PLATFORM_DEV["platform"], written)),
+        }
+    )
+    tenant, platform = tenant_contract.read("tfk8s-alice", contract_reader(contract), str)
+    assert tenant.release == platform.release == written
+
+
+def test_an_experiment_reads_a_tenant_upgraded_one_line_before_it() -> None:
+    """The upgrade order (platform, tenants, experiments) has experiments read newer contracts."""
+    newer = f"0.{release.line(release.VERSION)[1] + 1}.0"
+    contract = alices_contract(**{tenant_contract.TENANT_DATA: json.dumps(published_by(TENANT_ALICE["tenant"], newer))})
+    assert tenant_contract.read("tfk8s-alice", contract_reader(contract), str)[0].release == newer
+
+
+@pytest.mark.parametrize(
+    ("data", "written", "message"),
+    [
+        (
+            tenant_contract.TENANT_DATA,
+            "0.1.0",
+            r"^tfk8s:namespace: the tenant's contract in 'tfk8s-alice' was published by tfk8s 0\.1\.0, 2 release lines "
+            r"before this experiment's tfk8s 0\.3\.0; .* Upgrade in order: the tenant stack of 'tfk8s-alice' with a "
+            r"release of tfk8s at most 1 line before 0\.3\.0, then this experiment$",
+        ),
+        (
+            tenant_contract.PLATFORM_DATA,
+            "0.1.0",
+            r"^tfk8s:namespace: the platform's facts in 'tfk8s-alice''s contract was published by tfk8s 0\.1\.0, .* "
+            r"Upgrade in order: the platform stack 'organization/tfk8s/platform-dev', then the tenant stack of 'tfk8s-alice'",
+        ),
+        (
+            tenant_contract.TENANT_DATA,
+            "0.5.0",
+            r"^tfk8s:namespace: the tenant's contract in 'tfk8s-alice' was published by tfk8s 0\.5\.0, 2 release lines "
+            r"after this experiment's tfk8s 0\.3\.0; .* Upgrade this experiment's tfk8s first, to a release at most 1 "
+            r"line before 0\.5\.0$",
+        ),
+        (tenant_contract.TENANT_DATA, "latest", r"published by release 'latest', which is not a tfk8s release"),
+    ],
+    ids=["tenant-too-old", "platform-too-old", "tenant-too-new", "not-a-release"],
+)
+def test_a_contract_outside_the_window_is_refused_naming_both_releases_and_what_to_upgrade_first(
+    data: str, written: str, message: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(release, "VERSION", "0.3.0")  # the messages' numbers, whatever this release is
+    facts = {tenant_contract.TENANT_DATA: TENANT_ALICE["tenant"], tenant_contract.PLATFORM_DATA: PLATFORM_DEV["platform"]}[data]
+    contract = alices_contract(**{data: json.dumps(published_by(facts, written))})
+    with pytest.raises(ContractUnavailable, match=message):
+        tenant_contract.read("tfk8s-alice", contract_reader(contract), str)
+
+
+def test_a_tenant_refuses_a_platform_outside_the_window_before_anything_is_declared() -> None:
+    far = f"0.{release.line(release.VERSION)[1] + 2}.0"
+    pulumi.runtime.set_mocks(RecordingMocks(), project="tfk8s", stack="tenant-alice", organization="organization")
+    old = {"platform": published_by(PLATFORM_DEV["platform"], far)}
+    with pytest.raises(
+        StackUnavailable,
+        match=rf"^tfk8s:platformStack: the platform stack 'organization/tfk8s/p''s facts was published by tfk8s {far}, 2 "
+        r"release lines after this tenant's",
+    ):
+        stack_ref.platform_facts("p", outputs_of({"p": old}))
+    with declared_types() as declared, pytest.raises(StackUnavailable, match="release lines after this tenant's"):
+        run_program(stack_config("tenant-alice"), platform=old["platform"])
+    assert declared == []

@@ -5,6 +5,7 @@ tfk8s platform (tfk8s.cli.doctor, its own exit codes).
     tfk8s status --stack dev [--watch] [--interval 2] [--json]
     tfk8s logs --stack dev --cluster mnist --task worker-0 [--run UID] [--tail 100]
     tfk8s doctor [--stack platform-prod] [--json]
+    tfk8s --version
 
 Exit codes: 0; with --watch, 0 once every cluster succeeded and 1 once every cluster finished and
 one failed; 2 when the gate, the stack or the token could not be found (the message says which and
@@ -28,6 +29,7 @@ from typing import IO, Any
 from tfk8s import tenant_gate
 from tfk8s.cli import doctor, gate_client, render
 from tfk8s.cli.discovery import Api, Discovery, DiscoveryError, Run, kube_api, pulumi_runner
+from tfk8s.release import VERSION
 
 
 @dataclass
@@ -57,6 +59,7 @@ def positive(text: str) -> float:
 
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="tfk8s", description=__doc__.splitlines()[0])
+    top.add_argument("--version", action="version", version=f"tfk8s {VERSION}")
     commands = top.add_subparsers(dest="command", required=True)
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--stack", required=True, help="the experiment stack (its outputs name the experiment, its TensorBoard)")

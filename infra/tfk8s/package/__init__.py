@@ -1,5 +1,7 @@
 """tfk8s's component package: its components as any Pulumi language declares them (package/,
 docs/guide/package.md). `args` is generated from the schema's models (hack/package_args.py);
-`training_cluster` is the component. The package's version is tfk8s's (pyproject.toml)."""
+`training_cluster` is the component. The package's version is tfk8s's (tfk8s.release)."""
 
-VERSION = "0.2.0"
+from tfk8s.release import VERSION
+
+__all__ = ["VERSION"]

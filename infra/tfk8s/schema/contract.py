@@ -47,6 +47,9 @@ class TenantFacts(Facts):
     """The tenant's published contract: what its experiments may rely on, and nothing else."""
 
     schema_version: Literal[1]
+    release: str | None = None
+    """The tfk8s release of the tenant stack that published these facts (tfk8s.release); None: one
+    from before releases were recorded (0.3.0), which did not say."""
     platform_stack: str
     """The platform the tenant lives on, qualified (org/project/stack)."""
     owner: str
@@ -99,6 +102,9 @@ class PlatformFacts(Facts):
     """The platform's published contract: what a tenant or an experiment may rely on, and nothing else."""
 
     schema_version: Literal[1]
+    release: str | None = None
+    """The tfk8s release of the platform stack that published these facts (tfk8s.release); None:
+    one from before releases were recorded (0.3.0), which did not say."""
     owner: str
     """The owner annotation of the platform's objects (tfk8s.specs.ownership)."""
     kubernetes_version: KubeVersion

@@ -58,11 +58,14 @@ def _model_at(model: type[BaseModel], loc: tuple[int | str, ...]) -> type[BaseMo
     return current
 
 
-# Keys an earlier tfk8s read that a newer one replaced: the error says with what.
+# Keys an earlier tfk8s read that a newer one removed or replaced: the error says with what. Kept
+# for at least one release after the one that removed the key (CHANGELOG.md's Migration notes).
 REPLACED_KEYS = {
     "tenantStack": "no longer read: an experiment names its tenant's namespace instead, tfk8s:namespace: "
     "<the platform's namespacePrefix><tenant name> (e.g. tfk8s-alice), and reads its tenant's contract there "
     "with your own credentials",
+    "waitForPodsReady": "no longer read (removed in 0.3.0): tfk8s never passed it to Kueue, whose own "
+    "configuration decides it; delete the key",
 }
 
 

@@ -17,6 +17,7 @@ from tfk8s.schema.experiment import LAUNCHER_PACKAGE, ExperimentStack
 from tfk8s.specs.code import CodeBundle, bundle
 from tfk8s.specs.ownership import Claimed, Owner
 from tfk8s.stacks import progress, queue_status
+from tfk8s.stacks.exports import export_readiness
 
 
 def codes(stack: ExperimentStack, root: Path) -> dict[str, CodeBundle | None]:
@@ -89,8 +90,7 @@ def build(
             read_queue=lambda jobsets, after: queue_status.read(tenant.namespace, jobsets, platform, read_whole, after=after),
         ),
     )
-    pulumi.export("ready", env.readiness.apply(lambda r: r["ready"]))
-    pulumi.export("readiness", env.readiness)
+    export_readiness(env.readiness)
     pulumi.export("experiment", experiment)
     pulumi.export("clusterSpecs", {name: cluster.spec for name, cluster in env.clusters.items()})
     return {"experiment": env, "readiness": env.readiness}

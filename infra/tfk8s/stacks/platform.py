@@ -16,12 +16,14 @@ from tfk8s.components import guard, monitoring, queueing, storage, tenant_admiss
 from tfk8s.components.storage import SharedStorage, SharedStorageArgs
 from tfk8s.components.user_node import UserNode, UserNodeArgs
 from tfk8s.errors import ConfigError
+from tfk8s.release import VERSION
 from tfk8s.schema import NAMESPACE
 from tfk8s.schema.contract import PlatformFacts, UserNodeFacts
 from tfk8s.schema.platform import PlatformSettings, PlatformStack, StorageSettings
 from tfk8s.specs import backends, readiness
 from tfk8s.specs.ownership import Claimed, Owner
 from tfk8s.stacks import config as stack_config
+from tfk8s.stacks.exports import export_readiness
 
 # PlatformFacts.schema_version: Final, so that it types as that Literal.
 SCHEMA_VERSION: Final = 1
@@ -115,8 +117,7 @@ def build(stack: PlatformStack, owner: Owner) -> dict[str, Any]:
     storage_report = shared.class_name.apply(lambda name: {"className": name, "problems": []})
     node_report = user_node.address.apply(lambda address: readiness.node_readiness(platform.user_node.name, address))
     report = pulumi.Output.all(storage_report, node_report).apply(lambda parts: readiness.platform_readiness(parts[0], parts[1]))
-    pulumi.export("ready", report.apply(lambda r: r["ready"]))
-    pulumi.export("readiness", report)
+    export_readiness(report)
     # Built once every value is known: the output is exactly the model, dumped.
     resolved = (shared.class_name, shared.scratch_class_name, user_node.address, platform_guard.experimenter_role)
     platform_output = pulumi.Output.all(*resolved).apply(
@@ -148,6 +149,7 @@ def facts(
     assert platform.kubernetes_version is not None  # resolved by context_checks.check_platform
     return PlatformFacts(
         schema_version=SCHEMA_VERSION,
+        release=VERSION,
         owner=owner,
         kubernetes_version=platform.kubernetes_version,
         storage=platform.storage,

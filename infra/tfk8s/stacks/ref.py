@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from tfk8s import release
 from tfk8s.errors import StackUnavailable
 from tfk8s.schema import NAMESPACE
 from tfk8s.schema.contract import PlatformFacts
@@ -46,10 +47,16 @@ def platform_facts(ref: str, read: ReadOutputs = read_outputs) -> PlatformFacts:
             f"{key}: stack {name!r} has no {PLATFORM_OUTPUT!r} output: it is not a deployed tfk8s platform stack; {deploy}"
         )
     try:
-        return PlatformFacts.model_validate(raw, strict=False)  # outputs carry JSON numbers (2222.0)
+        facts = PlatformFacts.model_validate(raw, strict=False)  # outputs carry JSON numbers (2222.0)
     except ValidationError as error:
         raise StackUnavailable(
             f"{key}: the {PLATFORM_OUTPUT!r} output of {name!r} is not what this tfk8s expects "
             f"({error.error_count()} problem(s), first: {error.errors()[0]['msg']}); `pulumi up` the platform stack "
             "with this version of tfk8s"
         ) from None
+    problem = release.outside_window(
+        "tenant", facts.release, what=f"the platform stack {name!r}'s facts", upgrade_first=f"the platform stack {name!r}"
+    )
+    if problem:
+        raise StackUnavailable(f"{key}: {problem}")
+    return facts

@@ -21,6 +21,7 @@ import pulumi
 from tfk8s.components import guard, queueing, user_env
 from tfk8s.components.user_env import PublishedContract, UserEnvironment, UserEnvironmentArgs
 from tfk8s.kube import objects as kube
+from tfk8s.release import VERSION
 from tfk8s.schema import NAMESPACE
 from tfk8s.schema.contract import PlatformFacts, TenantFacts
 from tfk8s.schema.tenant import TenantSettings, TenantStack
@@ -31,6 +32,7 @@ from tfk8s.specs.code import launcher_bundle
 from tfk8s.specs.labels import labels
 from tfk8s.specs.ownership import Claimed, Owner
 from tfk8s.stacks import tenant_contract
+from tfk8s.stacks.exports import export_readiness
 
 # TenantFacts.schema_version: Final, so that it types as that Literal.
 SCHEMA_VERSION: Final = 1
@@ -130,8 +132,7 @@ def build(
     if guard.policy_supported(platform.version):
         guard.tenant_guard("tenant-guard", namespace, platform.layouts.group, owner, guarded)
     report = env.readiness.apply(readiness.tenant_readiness)
-    pulumi.export("ready", report.apply(lambda r: r["ready"]))
-    pulumi.export("readiness", report)
+    export_readiness(report)
     tenant_output = tenant_facts.apply(TenantFacts.published)
     pulumi.export("tenant", tenant_output)
     # Where the token is, not the token: a stack others read exports nothing secret, so reading it
@@ -152,6 +153,7 @@ def facts(
     """What the tenant's experiments rely on, from resolved values."""
     return TenantFacts(
         schema_version=SCHEMA_VERSION,
+        release=VERSION,
         platform_stack=platform_stack,
         owner=owner,
         name=tenant.name,

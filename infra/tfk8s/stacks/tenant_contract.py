@@ -20,6 +20,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from tfk8s import release
 from tfk8s.errors import ContractUnavailable, unchanged
 from tfk8s.kube import api_paths
 from tfk8s.kube.api_error import KubeApiError
@@ -95,4 +96,16 @@ def read(namespace: str, get: Reader, identity: Callable[[], str]) -> tuple[Tena
             f"{KEY}: the contract in {namespace!r} is tenant {tenant.name!r}'s of namespace {tenant.namespace!r}; "
             "`pulumi up` the tenant stack of this namespace again"
         )
+    tenant_stack = f"the tenant stack of {namespace!r}"
+    for facts, what, upgrade_first in (
+        (tenant, f"the tenant's contract in {namespace!r}", tenant_stack),
+        (
+            platform,
+            f"the platform's facts in {namespace!r}'s contract",
+            f"the platform stack {tenant.platform_stack!r}, then {tenant_stack}",
+        ),
+    ):
+        problem = release.outside_window("experiment", facts.release, what=what, upgrade_first=upgrade_first)
+        if problem:
+            raise ContractUnavailable(f"{KEY}: {problem}")
     return tenant, platform

@@ -64,7 +64,7 @@ docs-diagrams: ## Redraw docs/img/*.svg from docs/img/*.mmd (needs npm and chrom
 	  -c docs/img/mermaid.json -b white -i "$$f" -o "$${f%.mmd}.svg" >/dev/null || exit 1; done
 
 golden: venv ## Regenerate tests/unit/golden/ (every stack's manifests under mocks) after a change meant to change them
-	TFK8S_UPDATE_GOLDEN=1 $(PY) -m pytest tests/unit/test_golden_manifests.py tests/unit/test_package.py -q
+	TFK8S_UPDATE_GOLDEN=1 $(PY) -m pytest tests/unit/test_golden_manifests.py tests/unit/test_package.py tests/unit/test_stateful_identity.py -q
 
 # The component package's typed SDKs are not committed: generated from package/schema.json (itself
 # generated and checked current by a unit test) here and by tests/sdk, so they cannot drift from the

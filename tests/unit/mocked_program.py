@@ -151,11 +151,13 @@ def no_gate(request: Any, timeout: float) -> Any:
 
 @dataclass
 class Deployment:
-    """One program run under mocks: what was created, with which options."""
+    """One program run under mocks: what was created, with which options, as which objects (each
+    keyed `type::name`; their `urn`s resolve under the mocks as the engine would make them)."""
 
     mocks: RecordingMocks
     components: dict[str, Any]
     options: dict[str, pulumi.ResourceOptions] = field(default_factory=dict)
+    declared: dict[str, pulumi.Resource] = field(default_factory=dict)
 
 
 def run_program(
@@ -198,9 +200,11 @@ def run_program(
         {f"tfk8s:{k}": v for k, v in (secrets or {}).items()}, secret_keys=[f"tfk8s:{k}" for k in (secrets or {})]
     )
     options: dict[str, pulumi.ResourceOptions] = {}
+    declared: dict[str, pulumi.Resource] = {}
 
     def record(args: pulumi.ResourceTransformationArgs) -> None:
         options[f"{args.type_}::{args.name}"] = args.opts
+        declared[f"{args.type_}::{args.name}"] = args.resource
         return None
 
     pulumi.runtime.register_stack_transformation(record)
@@ -233,7 +237,7 @@ def run_program(
             post=post,
             open_gate=open_gate or no_gate,
         )
-    return Deployment(mocks=mocks, components=components, options=options)
+    return Deployment(mocks=mocks, components=components, options=options, declared=declared)
 
 
 @contextlib.contextmanager
@@ -262,12 +266,17 @@ def after(d: Deployment, check: Any) -> pulumi.Output[Any]:
     """
 
     async def settle_then_check() -> None:
-        deadline = asyncio.get_running_loop().time() + 10
-        while len(d.mocks.resources) + len(d.mocks.reads) < len(d.options):
-            if asyncio.get_running_loop().time() > deadline:
-                seen = {f"{r.typ}::{r.name}" for r in d.mocks.resources + d.mocks.reads}
-                raise AssertionError(f"declared but never registered: {sorted(set(d.options) - seen)}")
-            await asyncio.sleep(0.01)
+        await settled(d)
         check()
 
     return d.components["readiness"].apply(lambda _: asyncio.ensure_future(settle_then_check()))
+
+
+async def settled(d: Deployment) -> None:
+    """Until every resource declared so far has reached the mocks (10 s at most)."""
+    deadline = asyncio.get_running_loop().time() + 10
+    while len(d.mocks.resources) + len(d.mocks.reads) < len(d.options):
+        if asyncio.get_running_loop().time() > deadline:
+            seen = {f"{r.typ}::{r.name}" for r in d.mocks.resources + d.mocks.reads}
+            raise AssertionError(f"declared but never registered: {sorted(set(d.options) - seen)}")
+        await asyncio.sleep(0.01)

@@ -563,8 +563,14 @@ def test_every_stacks_facts_say_the_release_that_published_them() -> None:
     assert TENANT_ALICE["tenant"]["release"] == release.VERSION
 
 
-@pytest.mark.parametrize("written", [None, release.UNRECORDED, release.VERSION], ids=["unrecorded", "0.2", "this"])
-def test_an_experiment_reads_a_contract_one_release_line_older_or_of_its_own(written: str | None) -> None:
+def one_line(offset: int) -> str:
+    """A release `offset` lines from this one's (0.x: its minor)."""
+    return f"0.{release.line(release.VERSION)[1] + offset}.0"
+
+
+@pytest.mark.parametrize("offset", [-1, 0], ids=["one-line-older", "this-line"])
+def test_an_experiment_reads_a_contract_one_release_line_older_or_of_its_own(offset: int) -> None:
+    written = one_line(offset)
     contract = alices_contract(
         **{
             tenant_contract.TENANT_DATA: json.dumps(published_by(TENANT_ALICE["tenant"], written)),
@@ -575,9 +581,15 @@ def test_an_experiment_reads_a_contract_one_release_line_older_or_of_its_own(wri
     assert tenant.release == platform.release == written
 
 
+def test_0_3_reads_a_contract_from_before_releases_were_recorded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(release, "VERSION", "0.3.0")
+    contract = alices_contract(**{tenant_contract.TENANT_DATA: json.dumps(published_by(TENANT_ALICE["tenant"], None))})
+    assert tenant_contract.read("tfk8s-alice", contract_reader(contract), str)[0].release is None
+
+
 def test_an_experiment_reads_a_tenant_upgraded_one_line_before_it() -> None:
     """The upgrade order (platform, tenants, experiments) has experiments read newer contracts."""
-    newer = f"0.{release.line(release.VERSION)[1] + 1}.0"
+    newer = one_line(1)
     contract = alices_contract(**{tenant_contract.TENANT_DATA: json.dumps(published_by(TENANT_ALICE["tenant"], newer))})
     assert tenant_contract.read("tfk8s-alice", contract_reader(contract), str)[0].release == newer
 
@@ -620,7 +632,7 @@ def test_a_contract_outside_the_window_is_refused_naming_both_releases_and_what_
 
 
 def test_a_tenant_refuses_a_platform_outside_the_window_before_anything_is_declared() -> None:
-    far = f"0.{release.line(release.VERSION)[1] + 2}.0"
+    far = one_line(2)
     pulumi.runtime.set_mocks(RecordingMocks(), project="tfk8s", stack="tenant-alice", organization="organization")
     old = {"platform": published_by(PLATFORM_DEV["platform"], far)}
     with pytest.raises(

@@ -66,6 +66,7 @@ LATE = (
     "tests/e2e/test_queued_jobsets.py",
     "tests/e2e/test_queued_experiments.py",
     "tests/e2e/test_queued_tenant_boundary.py",
+    "tests/training/test_prometheus_limits.py",
     "tests/e2e/test_legacy_cluster.py",
 )
 

@@ -474,3 +474,26 @@ def test_the_pod_monitor_relabels_as_the_scrape_file_does() -> None:
     assert in_file_spelling(endpoint["metricRelabelings"]) == job["metric_relabel_configs"]
     assert endpoint["port"] == "metrics" and endpoint["path"] == "/metrics" and endpoint["interval"] == "30s"
     assert endpoint["honorLabels"] is False
+
+
+def test_each_target_is_bounded_and_only_tfk8s_names_are_kept() -> None:
+    """A task's code shapes what it serves: the scrape keeps tfk8s_* names alone and bounds each
+    target's samples, labels and body (tests/training/test_prometheus_limits.py: by a real Prometheus)."""
+    job = scrape_job()
+    limits = {key: job[key] for key in ("sample_limit", "label_limit", "label_name_length_limit", "label_value_length_limit")}
+    assert limits == {"sample_limit": 500, "label_limit": 30, "label_name_length_limit": 128, "label_value_length_limit": 512}
+    assert job["body_size_limit"] == "1MB"
+    ps = labels("alice", "tensorflow", experiment="dev", cluster="mnist", role="ps", index=0, run="r1")
+    target = discovered_as(ps, "tfk8s-alice", "ps")
+    assert scraped(target, {"__name__": "python_gc_objects_collected_total"}, job) is None
+    assert scraped(target, {"__name__": "tfk8s_loss"}, job) is not None
+    # The PodMonitor's, in the operator's spelling, are the same limits.
+    spec = monitoring_spec.pod_monitor_spec(MonitoringSettings(namespace="monitoring"), "tfk8s-")
+    camel = {"sampleLimit", "labelLimit", "labelNameLengthLimit", "labelValueLengthLimit", "bodySizeLimit"}
+    assert {key: spec[key] for key in camel} == {
+        "sampleLimit": 500,
+        "labelLimit": 30,
+        "labelNameLengthLimit": 128,
+        "labelValueLengthLimit": 512,
+        "bodySizeLimit": "1MB",
+    }

@@ -15,6 +15,10 @@ Prometheus itself would let either side win for every label (`honor_labels`); th
 its default (the target's win, the exposition's kept as `exported_<name>`) undone, for those five
 labels alone, by metric relabelings.
 
+What a task serves is its tenant's code's to shape, so each target is bounded (`TARGET_LIMITS`):
+only `tfk8s_*` names are kept, and a target over the sample, label or body-size limits fails its
+scrape whole (its `up` is 0) while every other target's series stay.
+
 Pure: no Pulumi (tfk8s.components.monitoring declares the objects).
 """
 
@@ -47,6 +51,19 @@ TASK_LABELS = {
     "cluster": tfk8s_labels.CLUSTER,
     "role": tfk8s_labels.ROLE,
     "index": tfk8s_labels.INDEX,
+}
+
+
+# The names a launcher serves (training/tfk8s_train/task_metrics.py): everything else is dropped.
+KEPT_NAMES = "tfk8s_.*"
+# What one target may cost the shared Prometheus, counted after the kept names: a launcher serves one
+# series per name, 13 at most, each with about 10 labels, in a body of a few KB.
+TARGET_LIMITS = {
+    "sample_limit": 500,
+    "label_limit": 30,
+    "label_name_length_limit": 128,
+    "label_value_length_limit": 512,
+    "body_size_limit": "1MB",
 }
 
 
@@ -128,8 +145,14 @@ def metric_relabelings() -> list[Relabel]:
     """The exposition's own tenant, experiment, cluster, role and index win over the pod's: Prometheus
     kept them as `exported_<name>` (its default, `honor_labels: false`); `namespace` and `pod` stay
     discovery's."""
+    kept = Relabel(action="keep", source=("__name__",), regex=KEPT_NAMES)
     restored = [Relabel(source=(f"exported_{name}",), target=name, regex="(.+)") for name in TASK_LABELS]
-    return [*restored, Relabel(action="labeldrop", regex=f"exported_({'|'.join(TASK_LABELS)})")]
+    return [kept, *restored, Relabel(action="labeldrop", regex=f"exported_({'|'.join(TASK_LABELS)})")]
+
+
+def _camel(snake: str) -> str:
+    first, *rest = snake.split("_")
+    return first + "".join(part.title() for part in rest)
 
 
 def pod_monitor_spec(monitoring: MonitoringSettings, namespace_prefix: str) -> Json:
@@ -137,6 +160,8 @@ def pod_monitor_spec(monitoring: MonitoringSettings, namespace_prefix: str) -> J
     return {
         "selector": {"matchLabels": training_pod_labels()},
         "namespaceSelector": {"any": True},
+        # The PodMonitor's per-target limits: the same, in its camelCase (sampleLimit, bodySizeLimit, ...).
+        **{_camel(key): value for key, value in TARGET_LIMITS.items()},
         "podMetricsEndpoints": [
             {
                 "port": METRICS_PORT_NAME,
@@ -161,6 +186,7 @@ def scrape_config(monitoring: MonitoringSettings, namespace_prefix: str) -> Json
                 "scrape_interval": monitoring.interval,
                 "metrics_path": METRICS_PATH,
                 "honor_labels": False,
+                **TARGET_LIMITS,
                 "kubernetes_sd_configs": [{"role": "pod", "selectors": [{"role": "pod", "label": selector}]}],
                 "relabel_configs": [r.rendered(camel=False) for r in target_relabelings(namespace_prefix, operator=False)],
                 "metric_relabel_configs": [r.rendered(camel=False) for r in metric_relabelings()],

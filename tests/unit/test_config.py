@@ -396,6 +396,21 @@ HOSTILE = [
         r"placement\.tolerationKeys\[0\]: 'gpu node' " + KEY,
     ),
     ("tensorboard-image-newline", _platform("images", {"tensorboard": "tf\n"}), r"images\.tensorboard: .*" + IMAGE),
+    (
+        "tensorflow-image-latest",
+        _platform("images", {"tensorflow": "tensorflow/tensorflow:latest"}),
+        r"images\.tensorflow: 'tensorflow/tensorflow:latest' is tagged latest: .*pin a tag other than latest or a digest",
+    ),
+    (
+        "jupyter-image-untagged",
+        _platform("images", {"jupyter": "registry.local:5000/jupyter"}),
+        r"images\.jupyter: 'registry\.local:5000/jupyter' is untagged, which means latest",
+    ),
+    (
+        "user-node-address-not-a-host",
+        _platform("userNode", {"name": "tfk8s-user-node", "address": "http://10.0.0.5/"}),
+        r"userNode\.address: 'http://10\.0\.0\.5/' is neither an IP address nor a host name",
+    ),
     ("api-server-host-bits", _platform("network", {"apiServer": {"cidrs": ["10.0.0.1/8"]}}), r"apiServer\.cidrs\[0\]"),
     ("dns-label-bad", _platform("network", {"dns": {"podLabels": {"k8s-app": "kube dns"}}}), r"dns\.podLabels\.k8s-app: "),
     (
@@ -826,6 +841,9 @@ PLATFORM_CASES = [
     "reclaim-policy-unknown",
     "run-as-root",
     "tensorboard-image-newline",
+    "tensorflow-image-latest",
+    "jupyter-image-untagged",
+    "user-node-address-not-a-host",
     "api-server-host-bits",
     "dns-label-bad",
     "heketi-url-newline",
@@ -946,6 +964,10 @@ def test_bad_config_is_rejected_with_the_key_named(case: str, mutate: Callable[[
 
 # Valid controls: values at the edge of a refusal above, accepted (stack, mutation).
 GOOD = [
+    ("image-by-digest-alone", "platform-dev", _platform("images", {"tensorflow": "tensorflow/tensorflow@sha256:" + "a" * 64})),
+    ("image-registry-port-tagged", "platform-dev", _platform("images", {"jupyter": "registry.local:5000/jupyter:2025-12-01"})),
+    ("user-node-address-ipv6", "platform-dev", _platform("userNode", {"name": "tfk8s-user-node", "address": "fd00::5"})),
+    ("user-node-address-host", "platform-dev", _platform("userNode", {"name": "tfk8s-user-node", "address": "node.example.com"})),
     ("code-url-highest-port", "dev", _code({"source": "url", "url": "http://x:65535/a.py"})),
     ("heketi-url-lowest-port", "platform-dev", _gluster_url("http://heketi:1")),
     ("heketi-url-at-in-path", "platform-dev", _gluster_url("http://heketi:8080/a@b")),

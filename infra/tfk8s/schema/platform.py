@@ -22,6 +22,7 @@ from tfk8s.schema.types import (
     DnsSubdomain,
     Duration,
     HeketiUrl,
+    Host,
     Image,
     KubeVersion,
     LabelKey,
@@ -110,8 +111,9 @@ class UserNodeSettings(Model):
     """The one node that runs (and exposes) the user-facing pods."""
 
     name: DnsSubdomain = Field(description="the name of an existing node to dedicate to Jupyter and TensorBoard")
-    address: str | None = None
-    """Address users reach NodePorts on; when unset, the node's InternalIP from live status."""
+    address: Host | None = None
+    """Address users reach NodePorts on (an IP address or a host name); when unset, the node's
+    InternalIP from live status."""
     taint_key: LabelKey = "tfk8s.io/user-node"
     """The key of the NoSchedule taint and of the label tfk8s puts on the User Node. Its taints must
     be none or only this one (another manager's taints stop `preview`)."""

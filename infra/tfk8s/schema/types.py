@@ -122,6 +122,28 @@ def _image(value: str) -> str:
         raise ValueError(
             f"{value!r} is not an image reference: [registry/]name[:tag][@sha256:digest], e.g. tensorflow/tensorflow:2.21.0"
         )
+    # What the platform's policy pack refuses (no-latest-image), the program refuses too, wherever it runs.
+    last = value.split("@", 1)[0].rsplit("/", 1)[-1]  # a registry's port is no tag
+    tag = last.rpartition(":")[2] if ":" in last else ""
+    if "@sha256:" not in value and tag in ("", "latest"):
+        said = "is untagged, which means latest" if not tag else "is tagged latest"
+        raise ValueError(
+            f"{value!r} {said}: a run would not be reproducible; pin a tag other than latest or a digest, "
+            "e.g. tensorflow/tensorflow:2.21.0"
+        )
+    return value
+
+
+def _host(value: str) -> str:
+    """`value` if it is an IP address or a DNS host name (what users type to reach a node)."""
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        if not is_dns_subdomain(value):
+            raise ValueError(
+                f"{value!r} is neither an IP address nor a host name (lowercase letters, digits, '-' and '.'), "
+                "e.g. 10.0.0.5 or user-node.example.com: users reach the NodePorts there"
+            ) from None
     return value
 
 
@@ -246,6 +268,7 @@ ServiceName = Annotated[str, AfterValidator(service_name)]
 LabelKey = Annotated[str, AfterValidator(_label_key)]
 LabelValue = Annotated[str, AfterValidator(_label_value)]
 Image = Annotated[str, AfterValidator(_image)]
+Host = Annotated[str, AfterValidator(_host)]
 NamespacePrefix = Annotated[str, AfterValidator(_namespace_prefix)]
 Positive = Annotated[int, _at_least(1)]
 NonNegative = Annotated[int, _at_least(0)]

@@ -122,6 +122,19 @@ def platform_of(stack: str) -> str:
     return raw["platformStack"] if raw["kind"] == "tenant" else platform_of(tenant_of(raw["namespace"]))
 
 
+def contract_metadata(namespace: str, owner: str) -> dict[str, Any]:
+    """The contract ConfigMap's metadata as its tenant stack writes it: its labels and owner mark."""
+    from tfk8s.specs import ownership
+    from tfk8s.stacks import tenant_contract
+
+    return {
+        "name": tenant_contract.NAME,
+        "namespace": namespace,
+        "labels": {ownership.STACK_KIND: "tenant"},
+        "annotations": {ownership.OWNER: owner},
+    }
+
+
 def with_contract(namespace: str, tenant: dict[str, Any], platform: dict[str, Any], read_whole: Any) -> Any:
     """`read_whole` (None: the cluster has nothing else) that also answers the tenant's contract
     ConfigMap in `namespace`, as the tenant stack publishes it (tfk8s.stacks.tenant_contract)."""
@@ -133,7 +146,7 @@ def with_contract(namespace: str, tenant: dict[str, Any], platform: dict[str, An
 
     def whole(asked: str) -> Any:
         if asked == path:
-            return {"metadata": {"name": tenant_contract.NAME, "namespace": namespace}, "data": data}
+            return {"metadata": contract_metadata(namespace, tenant["owner"]), "data": data}
         return read_whole(asked) if read_whole is not None else None
 
     return whole

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from typing import Any
 
 import pulumi
@@ -14,6 +15,7 @@ from mocked_program import (
     ROOT,
     TEST_GROUP,
     after,
+    contract_metadata,
     declared_types,
     facts_for,
     facts_with_scratch,
@@ -190,14 +192,18 @@ def outputs_of(stacks: dict[str, Any]) -> Any:
     return read
 
 
-def contract_reader(data: dict[str, str] | None | Exception) -> Any:
-    """The cluster's answer to a GET of alice's contract: its data, no such object (None), or an error."""
+def contract_reader(data: dict[str, str] | None | Exception, **metadata: Any) -> Any:
+    """The cluster's answer to a GET of alice's contract: its data (as her tenant stack writes it,
+    but for `metadata`'s keys), no such object (None), or an error."""
 
     def get(path: str) -> dict[str, Any] | None:
         assert path == CONTRACT_PATH
         if isinstance(data, Exception):
             raise data
-        return None if data is None else {"metadata": {"name": tenant_contract.NAME}, "data": data}
+        if data is None:
+            return None
+        owner = json.loads(data.get(tenant_contract.TENANT_DATA, "{}")).get("owner", "")
+        return {"metadata": {**contract_metadata("tfk8s-alice", owner), **metadata}, "data": data}
 
     return get
 
@@ -364,7 +370,9 @@ def test_what_a_tenant_publishes_is_what_its_experiments_read(
             (contract,) = [c for c in d.mocks.of_type(CONFIG_MAP) if c.inputs["metadata"].get("name") == tenant_contract.NAME]
             assert contract.inputs["metadata"]["namespace"] == "tfk8s-alice"
             assert contract.inputs["metadata"]["labels"]["tfk8s.io/stack-kind"] == "tenant"  # the platform team's alone
-            read_back = tenant_contract.read("tfk8s-alice", lambda _: {"data": contract.inputs["data"]}, str)
+            # Read back as declared, metadata included: what the tenant stack writes is what a reader trusts.
+            declared = {"metadata": contract.inputs["metadata"], "data": contract.inputs["data"]}
+            read_back = tenant_contract.read("tfk8s-alice", lambda _: declared, str)
             assert read_back == (facts, PlatformFacts.model_validate(facts_for(platform_config), strict=False))
 
         return after(d, contract_read_back)
@@ -644,3 +652,29 @@ def test_a_tenant_refuses_a_platform_outside_the_window_before_anything_is_decla
     with declared_types() as declared, pytest.raises(StackUnavailable, match="release lines after this tenant's"):
         run_program(stack_config("tenant-alice"), platform=old["platform"])
     assert declared == []
+
+
+@pytest.mark.parametrize(
+    ("metadata", "said"),
+    [
+        (
+            {"labels": {}, "annotations": {}, "managedFields": [{"manager": "kubectl-create"}]},
+            "another tool, field managers kubectl-create",
+        ),
+        ({"labels": {}}, "it lacks the tenant stack label tfk8s.io/stack-kind: tenant"),
+        (
+            {"annotations": {ownership.OWNER: "organization/tfk8s/tenant-mallory"}},
+            "tfk8s stack organization/tfk8s/tenant-mallory",
+        ),
+    ],
+    ids=["kubectl-made", "unlabelled", "another-stacks"],
+)
+def test_a_contract_its_tenant_stack_did_not_write_is_not_trusted(metadata: dict[str, Any], said: str) -> None:
+    """A ConfigMap named like the contract, written by someone else (a tenant's kubectl where no
+    admission policy stops her, another stack): refused, whatever its data says."""
+    with pytest.raises(
+        ContractUnavailable, match=r"^tfk8s:namespace: the contract in 'tfk8s-alice' was not written by its tenant stack"
+    ):
+        tenant_contract.read("tfk8s-alice", contract_reader(alices_contract(), **metadata), str)
+    with pytest.raises(ContractUnavailable, match=re.escape(said)):
+        tenant_contract.read("tfk8s-alice", contract_reader(alices_contract(), **metadata), str)

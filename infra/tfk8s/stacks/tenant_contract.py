@@ -5,8 +5,9 @@ Why in the cluster and not only in the tenant stack's outputs: an experiment the
 stack's state and needs no other stack's secrets provider. Its experimenter reads the contract with
 her own Kubernetes credentials, which reach her tenant's namespace alone (the experimenter role's
 `get` on ConfigMaps), so each tenant can have its own passphrase and state store, and a kubeconfig
-that reaches one tenant reaches one contract. The ConfigMap carries the tenant stack's labels:
-admission lets only the platform team change it (tfk8s.components.tenant_admission).
+that reaches one tenant reaches one contract. The ConfigMap carries the tenant stack's labels and
+owner mark: admission lets only the platform team create or change such an object
+(tfk8s.components.tenant_admission), and a reader trusts a contract only with both.
 
 The platform's facts are those the tenant's last `up` read: after a platform change, `pulumi up`
 its tenants (GitOps does, in that order) before their experiments rely on it.
@@ -26,6 +27,7 @@ from tfk8s.kube import api_paths
 from tfk8s.kube.api_error import KubeApiError
 from tfk8s.schema import NAMESPACE
 from tfk8s.schema.contract import Facts, PlatformFacts, TenantFacts
+from tfk8s.specs import ownership
 from tfk8s.specs.ownership import Claimed
 
 NAME = "tfk8s-contract"
@@ -91,6 +93,16 @@ def read(namespace: str, get: Reader, identity: Callable[[], str]) -> tuple[Tena
     raw = found.get("data") or {}
     tenant: TenantFacts = _parsed(raw.get(TENANT_DATA), TenantFacts, namespace, "tenant's facts")
     platform: PlatformFacts = _parsed(raw.get(PLATFORM_DATA), PlatformFacts, namespace, "platform's facts")
+    written_by_another = ownership.foreign(found, tenant.owner)
+    kind = ((found.get("metadata") or {}).get("labels") or {}).get(ownership.STACK_KIND)
+    if written_by_another or kind != "tenant":
+        # Admission refuses a tenant's create of an object labelled as the tenant stack's, so the label
+        # and the owner mark the facts name are what only the platform team's `up` could have written.
+        raise ContractUnavailable(
+            f"{KEY}: the contract in {namespace!r} was not written by its tenant stack ({tenant.owner}): "
+            f"{written_by_another or 'it lacks the tenant stack label ' + ownership.STACK_KIND + ': tenant'}. "
+            f"Ask the platform team to delete it and `pulumi up` the tenant stack of {namespace!r}"
+        )
     if tenant.namespace != namespace:
         raise ContractUnavailable(
             f"{KEY}: the contract in {namespace!r} is tenant {tenant.name!r}'s of namespace {tenant.namespace!r}; "

@@ -26,8 +26,19 @@ STATUS = "/tfk8s/status"
 Opener = Callable[[urllib.request.Request, float], Any]  # urlopen's shape: a response with .status, .headers, .read()
 
 
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """A redirect is answered as a refusal, never followed: urllib would send the request's headers,
+    the token's among them, on to wherever the answer points."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+_OPENER = urllib.request.build_opener(_NoRedirect)
+
+
 def opener(request: urllib.request.Request, timeout: float) -> Any:
-    return urllib.request.urlopen(request, timeout=timeout)  # http(s) alone: the callers check the URL
+    return _OPENER.open(request, timeout=timeout)  # http(s) alone: the callers check the URL
 
 
 @dataclass(frozen=True)
@@ -78,6 +89,12 @@ def refusal(gate: Gate, status: int, body: bytes, caller: Caller) -> GateError:
     if status == 401:
         return GateError(
             f"the TensorBoard gate at {gate.url} refused the token (401): it is not this tenant's. {caller.token_refused}",
+            status,
+        )
+    if 300 <= status < 400:
+        return GateError(
+            f"the TensorBoard gate at {gate.url} answered with a redirect ({status}); tfk8s does not follow one with "
+            "the token. Give the gate's own address (--url, or the tenant's tensorboard URL)",
             status,
         )
     if body.startswith(GATE_TEXT):

@@ -15,9 +15,10 @@ from typing import Any
 import pytest
 from fake_gate import FakeGate, cluster, status_json
 from mocked_program import facts_for, stack_config, tenant_facts_for, with_contract
+from tfk8s import tenant_gate
 from tfk8s.checks.preflight import KubeApiError
+from tfk8s.cli import gate_client, render
 from tfk8s.cli import main as cli
-from tfk8s.cli import render
 from tfk8s.cli.discovery import Discovery, DiscoveryError, pulumi_runner
 from tfk8s.kube.api_paths import SECRET
 
@@ -274,3 +275,41 @@ def test_logs_stream_the_tasks_log_and_name_the_run() -> None:
     w = world(FakeGate(b""))
     assert cli.main(["logs", "--stack", "dev", "--cluster", "mnist", "--task", "worker-0", "--tail", "0"], w) == 2
     assert "--tail 0: must be at least 1 line" in said(w)[1]
+
+
+def test_a_redirect_is_refused_and_never_followed_with_the_token() -> None:
+    """Two loopback servers: the gate's address answers 302 to another, which records what reaches it.
+    The real opener (tfk8s.tenant_gate.opener) stops at the redirect: the token goes nowhere else."""
+    import http.server
+    import threading
+
+    reached: list[str | None] = []
+
+    class Elsewhere(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            reached.append(self.headers.get("Authorization"))
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    elsewhere = http.server.HTTPServer(("127.0.0.1", 0), Elsewhere)
+
+    class Redirecting(Elsewhere):
+        def do_GET(self) -> None:  # noqa: N802
+            self.send_response(302)
+            self.send_header("Location", f"http://127.0.0.1:{elsewhere.server_address[1]}/collect")
+            self.end_headers()
+
+    gate_server = http.server.HTTPServer(("127.0.0.1", 0), Redirecting)
+    for server in (elsewhere, gate_server):
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        gate = tenant_gate.Gate(url=f"http://127.0.0.1:{gate_server.server_address[1]}", token=TOKEN, experiment="mnist-exp")
+        with pytest.raises(tenant_gate.GateError, match=r"answered with a redirect \(302\); tfk8s does not follow one") as caught:
+            tenant_gate.status(gate, gate_client.CALLER)
+        assert reached == [] and TOKEN not in str(caught.value)
+    finally:
+        for server in (elsewhere, gate_server):
+            server.shutdown()

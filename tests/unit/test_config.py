@@ -1507,3 +1507,39 @@ def test_training_pods_tolerate_and_select_only_what_the_platform_allows(
         ConfigError, match=rf"tfk8s:clusters\[0\]\.{role}\.\w+(\[0\])?: the platform lets training pods " + refused
     ):
         check_experiment(stack, "dev", facts, ROOT)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("layout", "refused"),
+    [
+        ({"code/train.py": "print(1)", "code/config": ("link", ".git/config")}, r"code/config is a symbolic link"),
+        ({"code/train.py": "print(1)", "code/lib": ("link", "shared")}, r"code/lib is a symbolic link"),
+        ({"code/train.py": "print(1)", "code/.git/config": "[remote]"}, r"code/\.git: a git repository's \.git never ships"),
+        ({"code/train.py": "print(1)", "code/lib/util.py": "x = 1"}, None),
+    ],
+    ids=["link-to-the-checkouts-git-config", "linked-directory", "a-git-directory", "plain-files"],
+)
+def test_a_code_directory_ships_no_link_and_no_git_file(
+    dev_config: Raw, tmp_path: Path, layout: dict[str, Any], refused: str | None
+) -> None:
+    """A CI checkout that persists its credentials keeps its token in .git/config, inside the
+    project: a link to it (or a .git directory) in the code directory would ship it in a ConfigMap."""
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".git" / "config").write_text('[http]\n\textraheader = "AUTHORIZATION: basic c2VjcmV0"\n')
+    (tmp_path / "shared").mkdir()
+    (tmp_path / "shared" / "util.py").write_text("x = 1\n")
+    for name, content in layout.items():
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, tuple):
+            path.symlink_to(tmp_path / content[1])
+        else:
+            path.write_text(content)
+    cluster(dev_config)["code"] = {"source": "configmap", "path": "code"}
+    stack = validate(dev_config)
+    facts = PlatformFacts.model_validate(facts_for(stack_config("platform-dev")), strict=False)
+    if refused is None:
+        check_experiment(stack, "dev", facts, tmp_path)  # type: ignore[arg-type]
+        return
+    with pytest.raises(ConfigError, match=r"tfk8s:clusters\[0\]\.code\.path: " + refused):
+        check_experiment(stack, "dev", facts, tmp_path)  # type: ignore[arg-type]

@@ -56,6 +56,20 @@ def test_nothing_from_the_pull_requests_tree_runs_as_tooling() -> None:
     assert '--policy-pack "$PWD/trusted/policies"' in scripts
 
 
+@pytest.mark.parametrize("name", sorted(p.name for p in WORKFLOWS.glob("*.yml")))
+def test_no_checkout_leaves_its_credentials_in_the_tree(name: str) -> None:
+    """A checkout that persists its credentials writes the job's token into .git/config, inside the
+    project, where a stack's code or a link could reach it (tfk8s.checks.context refuses both too)."""
+    checkouts = [
+        s.get("with") or {}
+        for job in workflow(name)["jobs"].values()
+        for s in job.get("steps", [])
+        if str(s.get("uses", "")).startswith("actions/checkout@")
+    ]
+    assert checkouts, f"{name}: no checkout"
+    assert all(c.get("persist-credentials") is False for c in checkouts), (name, checkouts)
+
+
 def test_the_setup_action_builds_in_the_checkout_it_is_given() -> None:
     action = yaml.safe_load((WORKFLOWS.parent / "actions" / "tfk8s-setup" / "action.yml").read_text())
     assert action["inputs"]["root"]["default"] == "."

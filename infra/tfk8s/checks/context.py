@@ -289,11 +289,21 @@ def _code_problems(code: CodeSettings, key: str, project_root: Path) -> list[str
         return [f"{key}.path: {code.path!r} is outside the project: give a directory of this repository, relative to its root"]
     if not directory.is_dir():
         return [f"{key}.path: {code.path!r} is not a directory of the project ({directory})"]
+    # Inside the project a link can still reach what must never ship: a CI checkout's .git/config holds
+    # its token when the checkout persists credentials. So no link (to a file or a directory, which
+    # would not even ship) and nothing of a .git directory, anywhere in the code directory.
+    for entry in sorted(directory.rglob("*")):
+        name = entry.relative_to(directory).as_posix()
+        if entry.is_symlink():
+            return [f"{key}.path: {code.path}/{name} is a symbolic link: copy the file in, or remove the link"]
+        if ".git" in entry.relative_to(directory).parts:
+            return [
+                f"{key}.path: {code.path}/{name}: a git repository's .git never ships (a checkout's credentials live "
+                "there); keep the code outside it"
+            ]
     size = 0
     for path in code_files(directory):
         name = path.relative_to(directory).as_posix()
-        if not path.resolve().is_relative_to(root):
-            return [f"{key}.path: {code.path}/{name} links outside the project: copy the file in, or remove the link"]
         size += path.stat().st_size
         if size > CONFIGMAP_LIMIT_BYTES * 0.9:
             return [

@@ -113,6 +113,22 @@ ATTACKS = [
         job(tolerations=[{"key": "node-role.kubernetes.io/control-plane", "operator": "Exists"}]),
         "toleration",
     ),
+    # A node its team cordoned, or one short of memory or disk: tolerated by none of a tenant's pods.
+    (
+        "cordoned-node-toleration",
+        job(tolerations=[{"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}]),
+        "a node condition's other than not-ready and unreachable",
+    ),
+    (
+        "memory-pressure-toleration",
+        job(tolerations=[{"key": "node.kubernetes.io/memory-pressure", "operator": "Exists"}]),
+        "a node condition's other than not-ready and unreachable",
+    ),
+    (
+        "not-ready-without-no-execute",
+        job(tolerations=[{"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoSchedule"}]),
+        "a node condition's other than not-ready and unreachable",
+    ),
     ("user-node-selector", job(nodeSelector={USER_NODE_KEY: "true"}), "a nodeSelector on the User Node"),
     ("hostname-selector", job(nodeSelector={"kubernetes.io/hostname": USER_NODE}), "a nodeSelector on the User Node"),
     ("control-plane-selector", job(nodeSelector={"node-role.kubernetes.io/control-plane": ""}), "a nodeSelector"),
@@ -234,6 +250,15 @@ LEGITIMATE = [
         job(
             tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
             affinity=node_affinity(USER_NODE_KEY, "DoesNotExist"),
+        ),
+    ),
+    (
+        "default-toleration-seconds",  # what the DefaultTolerationSeconds admission plugin gives every pod
+        job(
+            tolerations=[
+                {"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
+                for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+            ]
         ),
     ),
     ("cluster-ip-service", service()),

@@ -57,8 +57,11 @@ from tfk8s.specs.queueing import LOCAL_QUEUE_NAME
 # On every tenant namespace, its value the platform's group: the namespaces its policies select.
 TENANT_NAMESPACE = "tfk8s.io/platform"
 CONTROL_PLANE_PREFIX = "node-role.kubernetes.io/"
-# Taints the node lifecycle controller sets, which DefaultTolerationSeconds tolerates for every pod.
+# Taints the node lifecycle controller sets (a cordoned node's, a pressured node's, ...), and the two
+# of them DefaultTolerationSeconds tolerates for every pod (NoExecute, 300 s): a tenant's pod may
+# carry those two alone, so her Jobs never run on a node its team cordoned or that runs short.
 NODE_CONDITION_PREFIX = "node.kubernetes.io/"
+NODE_LIFECYCLE = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
 HOSTNAME = "kubernetes.io/hostname"
 EPHEMERAL = "ephemeral-storage"
 # The workload kinds whose pod template is at spec.template (CronJobs one level deeper).
@@ -134,10 +137,12 @@ def _placement_rules(user_node: UserNodeSettings, placement: PlacementSettings) 
         """`key` (a CEL expression) is the User Node's label or taint, or the control plane's."""
         return f"({key} == {cel(user_node.taint_key)} || {key}.startsWith({cel(CONTROL_PLANE_PREFIX)}))"
 
+    condition_ok = (
+        f" && (!t.key.startsWith({cel(NODE_CONDITION_PREFIX)}) || "
+        f"(t.key in {cel(NODE_LIFECYCLE)} && t.?effect.orValue('') == 'NoExecute'))"
+    )
     allowed_tolerations = (
-        f" && (t.key in {cel(placement.toleration_keys)} || t.key.startsWith({cel(NODE_CONDITION_PREFIX)}))"
-        if placement.toleration_keys
-        else ""
+        f" && (t.key in {cel(placement.toleration_keys)} || t.key in {cel(NODE_LIFECYCLE)})" if placement.toleration_keys else ""
     )
     allowed_selectors = f" && k in {cel(placement.node_selector_keys)}" if placement.node_selector_keys else ""
     # Node affinity: the User Node's and the control plane's keys only as DoesNotExist (how
@@ -155,10 +160,12 @@ def _placement_rules(user_node: UserNodeSettings, placement: PlacementSettings) 
         ),
         (
             lambda spec, terms: (
-                f"{spec}.?tolerations.orValue([]).all(t, t.?key.orValue('') != '' && !{guarded('t.key')}{allowed_tolerations})"
+                f"{spec}.?tolerations.orValue([]).all(t, t.?key.orValue('') != '' && !{guarded('t.key')}"
+                f"{condition_ok}{allowed_tolerations})"
             ),
-            f"a toleration of every taint, of the User Node's ({user_node.taint_key}) or the control plane's "
-            f"({CONTROL_PLANE_PREFIX}*)"
+            f"a toleration of every taint, of the User Node's ({user_node.taint_key}), the control plane's "
+            f"({CONTROL_PLANE_PREFIX}*) or a node condition's other than not-ready and unreachable with NoExecute "
+            "(a cordoned or pressured node)"
             + (" or of a key not in platform.placement.tolerationKeys" if allowed_tolerations else "")
             + " is refused"
             + fix,

@@ -40,6 +40,8 @@ CLAIM = "kubernetes:core/v1:PersistentVolumeClaim"
 NETWORK_POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
 QUOTA = "kubernetes:core/v1:ResourceQuota"
 JOB = "kubernetes:batch/v1:Job"
+# A queued training cluster (tfk8s.specs.jobset): one JobSet of a replicated Job per role.
+JOBSET = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
 
 
 def plain(value: Any) -> Any:
@@ -52,19 +54,26 @@ def plain(value: Any) -> Any:
     return value
 
 
-def pod_spec(resource_type: str, props: Json) -> Json | None:
-    """The pod spec of a workload or pod; None for anything else."""
+def pod_templates(resource_type: str, props: Json) -> list[tuple[str, Json]] | None:
+    """Every pod template of a resource, each with where it is ("" for the only one): a workload's
+    `spec.template`, each of a JobSet's replicated Jobs' (`replicatedJobs[<name>]`), a pod itself.
+    None for a kind that holds no pod (tests/test_policies.py fails when a kind tfk8s declares
+    holds one that this does not find)."""
+    spec = props.get("spec") or {}
     if resource_type in WORKLOADS:
-        return ((props.get("spec") or {}).get("template") or {}).get("spec") or {}
+        return [("", spec.get("template") or {})]
+    if resource_type == JOBSET:
+        return [
+            (f"replicatedJobs[{rj.get('name')}]", ((rj.get("template") or {}).get("spec") or {}).get("template") or {})
+            for rj in spec.get("replicatedJobs") or []
+        ]
     if resource_type == POD:
-        return props.get("spec") or {}
+        return [("", {"metadata": props.get("metadata") or {}, "spec": spec})]
     return None
 
 
-def pod_labels(resource_type: str, props: Json) -> Json:
-    if resource_type in WORKLOADS:
-        return (((props.get("spec") or {}).get("template") or {}).get("metadata") or {}).get("labels") or {}
-    return (props.get("metadata") or {}).get("labels") or {}
+def template_labels(template: Json) -> Json:
+    return (template.get("metadata") or {}).get("labels") or {}
 
 
 def containers(spec: Json) -> Iterator[Json]:
@@ -72,8 +81,8 @@ def containers(spec: Json) -> Iterator[Json]:
     yield from spec.get("containers") or []
 
 
-def is_training(resource_type: str, props: Json) -> bool:
-    return pod_labels(resource_type, props).get("app.kubernetes.io/name") == "tensorflow"
+def is_training(labels: Json) -> bool:
+    return labels.get("app.kubernetes.io/name") == "tensorflow"
 
 
 # --- mandatory: what every pod must be ------------------------------------------------------
@@ -123,9 +132,9 @@ def image_problems(spec: Json) -> list[str]:
     return problems
 
 
-def placement_problems(resource_type: str, props: Json, spec: Json) -> list[str]:
+def placement_problems(labels: Json, spec: Json) -> list[str]:
     """Training pods keep off the User Node: its label must be absent from their node."""
-    if not is_training(resource_type, props):
+    if not is_training(labels):
         return []
     problems = []
     for t in spec.get("tolerations") or []:
@@ -145,14 +154,15 @@ def placement_problems(resource_type: str, props: Json, spec: Json) -> list[str]
     return problems
 
 
-def _pod_rule(check: Callable[[str, Json, Json], list[str]]) -> Callable[[ResourceValidationArgs, ReportViolation], None]:
+def _pod_rule(check: Callable[[Json, Json], list[str]]) -> Callable[[ResourceValidationArgs, ReportViolation], None]:
+    """`check(labels, spec)` on every pod template of a resource."""
+
     def validate(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
-        if pod_spec(args.resource_type, {}) is None:
+        if pod_templates(args.resource_type, {}) is None:
             return
-        props = plain(args.props)
-        spec = pod_spec(args.resource_type, props) or {}
-        for problem in check(args.resource_type, props, spec):
-            report_violation(f"{args.name}: {problem}")
+        for where, template in pod_templates(args.resource_type, plain(args.props)) or []:
+            for problem in check(template_labels(template), template.get("spec") or {}):
+                report_violation(f"{args.name}{f' {where}' if where else ''}: {problem}")
 
     return validate
 
@@ -229,19 +239,20 @@ def isolation_problems(resources: list[tuple[str, str, Json]]) -> list[str]:
         if not [r for r, _, p in resources if r == QUOTA and (p.get("metadata") or {}).get("namespace") == namespace]:
             problems.append(f"namespace {namespace} ({name}) has no ResourceQuota")
     for t, name, props in resources:
-        if pod_spec(t, props) is None:
-            continue
         namespace = (props.get("metadata") or {}).get("namespace")
-        labels = pod_labels(t, props)
-        allowing = [
-            p
-            for p in policies
-            if (p.get("metadata") or {}).get("namespace") == namespace
-            and (p.get("spec") or {}).get("podSelector")
-            and _selects((p.get("spec") or {}).get("podSelector") or {}, labels)
-        ]
-        if not allowing:
-            problems.append(f"{name}: no NetworkPolicy of its stack selects its pods (what may they reach, and who them?)")
+        for where, template in pod_templates(t, props) or []:
+            allowing = [
+                p
+                for p in policies
+                if (p.get("metadata") or {}).get("namespace") == namespace
+                and (p.get("spec") or {}).get("podSelector")
+                and _selects((p.get("spec") or {}).get("podSelector") or {}, template_labels(template))
+            ]
+            if not allowing:
+                problems.append(
+                    f"{name}{f' {where}' if where else ''}: no NetworkPolicy of its stack selects its pods (what may they "
+                    "reach, and who them?)"
+                )
     return problems
 
 
@@ -253,12 +264,13 @@ def user_node_service_problems(resources: list[tuple[str, str, Json]]) -> list[s
         if t != SERVICE or spec.get("type") not in ("NodePort", "LoadBalancer"):
             continue
         selected = [
-            (wt, wp)
+            template
             for wt, _, wp in resources
-            if pod_spec(wt, wp) is not None and _selects({"matchLabels": spec.get("selector") or {}}, pod_labels(wt, wp))
+            for _, template in pod_templates(wt, wp) or []
+            if _selects({"matchLabels": spec.get("selector") or {}}, template_labels(template))
         ]
-        for wt, wp in selected:
-            if USER_NODE_KEY not in ((pod_spec(wt, wp) or {}).get("nodeSelector") or {}):
+        for template in selected:
+            if USER_NODE_KEY not in ((template.get("spec") or {}).get("nodeSelector") or {}):
                 problems.append(f"{name}: a user-facing Service selects pods that are not pinned to the User Node")
     return problems
 
@@ -297,19 +309,19 @@ POLICIES = [
         name="pod-security-restricted",
         description="Every pod passes the restricted Pod Security Standard (non-root, no escalation, no capabilities, seccomp).",
         enforcement_level=MANDATORY,
-        validate=_pod_rule(lambda t, props, spec: pod_security_problems(spec)),
+        validate=_pod_rule(lambda labels, spec: pod_security_problems(spec)),
     ),
     ResourceValidationPolicy(
         name="container-resources",
         description="Every container sets CPU and memory requests and limits (quotas count them; nothing is sized by accident).",
         enforcement_level=MANDATORY,
-        validate=_pod_rule(lambda t, props, spec: resources_problems(spec)),
+        validate=_pod_rule(lambda labels, spec: resources_problems(spec)),
     ),
     ResourceValidationPolicy(
         name="no-latest-image",
         description="Every image is pinned to a tag other than latest, or to a digest (a run is reproducible).",
         enforcement_level=MANDATORY,
-        validate=_pod_rule(lambda t, props, spec: image_problems(spec)),
+        validate=_pod_rule(lambda labels, spec: image_problems(spec)),
     ),
     ResourceValidationPolicy(
         name="training-pods-off-the-user-node",

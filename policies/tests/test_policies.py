@@ -18,7 +18,7 @@ from pulumi_policy import (
     ResourceValidationPolicy,
     StackValidationArgs,
 )
-from tfk8s_policies import POLICIES
+from tfk8s_policies import POLICIES, pod_templates
 
 GOLDEN = Path(__file__).resolve().parents[2] / "tests" / "unit" / "golden"
 BY_NAME = {p.name: p for p in POLICIES}
@@ -163,6 +163,24 @@ def _app_off_the_user_node(rows: list[Row]) -> None:
     _pod(_first(rows, _is(DEPLOYMENT, "tensorboard"))).pop("nodeSelector")
 
 
+JOBSET = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
+
+
+def _jobset_worker(rows: list[Row]) -> dict[str, Any]:
+    jobset = _first(rows, lambda r: r["type"] == JOBSET)
+    worker = next(rj for rj in jobset["inputs"]["spec"]["replicatedJobs"] if rj["name"] == "worker")
+    spec: dict[str, Any] = worker["template"]["spec"]["template"]["spec"]
+    return spec
+
+
+def _jobset_root(rows: list[Row]) -> None:
+    _jobset_worker(rows)["securityContext"] = {"runAsUser": 0}
+
+
+def _jobset_on_the_user_node(rows: list[Row]) -> None:
+    _jobset_worker(rows)["tolerations"] = [{"key": "tfk8s.io/user-node", "operator": "Exists"}]
+
+
 def _no_ttl(rows: list[Row]) -> None:
     _first(rows, _is(JOB))["inputs"]["spec"].pop("ttlSecondsAfterFinished", None)
 
@@ -179,6 +197,8 @@ VIOLATIONS = [
     ("no-latest-image", "dev", _untagged, "runs 'tensorflow/tensorflow': pin a tag"),
     ("training-pods-off-the-user-node", "dev", _tolerates_user_node, "tolerates the User Node taint"),
     ("training-pods-off-the-user-node", "dev", _no_affinity, "does not require its node to lack the label"),
+    ("pod-security-restricted", "dev-queued", _jobset_root, "replicatedJobs[worker]: the pod may run as root"),
+    ("training-pods-off-the-user-node", "dev-queued", _jobset_on_the_user_node, "replicatedJobs[worker]: a training pod"),
     ("namespace-pod-security-labels", "tenant-alice", _no_psa_label, "pod-security.kubernetes.io/enforce is not restricted"),
     (
         "shared-volumes-read-write-many",
@@ -211,3 +231,21 @@ def test_each_rule_catches_what_it_is_for(policy: str, case: str, mutate: Callab
 
 def test_every_rule_has_a_violating_case() -> None:
     assert {v[0] for v in VIOLATIONS} == set(BY_NAME)
+
+
+def _pod_specs_in(value: Any) -> int:
+    """How many pod specs (mappings with `containers`) `value` holds, at any depth."""
+    if isinstance(value, dict):
+        return ("containers" in value) + sum(_pod_specs_in(v) for v in value.values())
+    if isinstance(value, list):
+        return sum(_pod_specs_in(v) for v in value)
+    return 0
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_the_pack_finds_every_pod_template_of_every_kind_tfk8s_declares(case: str) -> None:
+    """A kind tfk8s starts to declare with a pod template the pack cannot find fails here, not in a
+    cluster: every rule on pods would pass it unread."""
+    for row in golden(case):
+        found = pod_templates(row["type"], row["inputs"]) or []
+        assert len(found) == _pod_specs_in(row["inputs"]), (case, row["type"], row["name"])

@@ -156,13 +156,16 @@ def test_rules_render_as_role_rules() -> None:
 _PLURALS = {k.kind: k.plural for k in vars(api_paths).values() if isinstance(k, api_paths.ApiKind)}
 
 
-def _experiment_kinds() -> set[tuple[str, str]]:
-    """(API group, resource) of every Kubernetes object the experiment goldens declare."""
+def _experiment_kinds(*, queued: bool = False) -> set[tuple[str, str]]:
+    """(API group, resource) of every Kubernetes object the experiment goldens declare, those of
+    experiments on a queueing platform (`queued`: each training cluster a JobSet) or the others."""
     kinds = set()
     for path in sorted(GOLDEN.glob("*.jsonl")):
         rows = [json.loads(line) for line in path.read_text().splitlines()]
         if not any(row["type"] == "tfk8s:index:Experiment" for row in rows):
             continue  # a platform stack's manifests
+        if any(row["type"].endswith(":JobSet") for row in rows) is not queued:
+            continue
         for row in rows:
             api_version, kind = row["inputs"].get("apiVersion"), row["inputs"].get("kind")
             if api_version and kind:
@@ -174,11 +177,13 @@ def _experiment_kinds() -> set[tuple[str, str]]:
     return kinds
 
 
-def test_every_kind_an_experiment_creates_can_be_applied_read_and_deleted() -> None:
-    kinds = _experiment_kinds()
-    assert (LAYOUTS.group, LAYOUTS.plural) in kinds and ("apps", "deployments") in kinds
+@pytest.mark.parametrize("queued", [False, True], ids=["jobs-and-deployments", "queued-jobsets"])
+def test_every_kind_an_experiment_creates_can_be_applied_read_and_deleted(queued: bool) -> None:
+    kinds = _experiment_kinds(queued=queued)
+    assert (LAYOUTS.group, LAYOUTS.plural) in kinds
+    assert (("jobset.x-k8s.io", "jobsets") if queued else ("apps", "deployments")) in kinds
     verbs: dict[tuple[str, str], set[str]] = {}
-    for p in TABLE:
+    for p in access.experimenter_rules(LAYOUTS, queueing=queued):
         verbs.setdefault((p.api_group, p.resource), set()).update(p.verbs)
     for kind in sorted(kinds):
         assert {"create", "patch", "get", "delete"} <= verbs.get(kind, set()), kind

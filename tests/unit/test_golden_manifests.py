@@ -52,6 +52,13 @@ def _facts(stack: str, version: str | None = None) -> dict[str, Any]:
     return facts
 
 
+def _queueing() -> dict[str, Any]:
+    """platform-dev with Kueue queueing (its Cohort, flavours and priorities; tenants' queues)."""
+    raw = copy.deepcopy(stack_config("platform-dev"))
+    raw["platform"]["queueing"] = {"enabled": True, "capacity": {"cpu": "64", "memory": "256Gi", "gpus": 8}}
+    return raw
+
+
 def _monitored(scrape: str) -> dict[str, Any]:
     """platform-dev with the platform team's Prometheus in `monitoring`, its scrape declared as `scrape`."""
     raw = copy.deepcopy(stack_config("platform-dev"))
@@ -97,6 +104,10 @@ CASES: dict[str, Case] = {
         {},
     ),
     "dev-k125": (lambda: stack_config("dev"), lambda: _facts("platform-dev", "1.25"), {}),
+    # A queueing platform, a tenant's queues on it, and a training cluster as one JobSet.
+    "platform-queueing": (_queueing, lambda: None, {}),
+    "tenant-alice-queueing": (lambda: stack_config("tenant-alice"), lambda: facts_for(_queueing()), {}),
+    "dev-queued": (lambda: stack_config("dev"), lambda: facts_for(_queueing()), {}),
     # An experiment on a monitored platform: its policies let that Prometheus in on the metrics port.
     "dev-monitoring": (lambda: stack_config("dev"), lambda: facts_for(_monitored("podMonitor")), {}),
 }

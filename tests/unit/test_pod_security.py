@@ -18,12 +18,18 @@ from tfk8s.specs import pod_security
 from tfk8s.stacks.config import validate
 
 NAMESPACE = "kubernetes:core/v1:Namespace"
+JOBSET = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
 ROLE = "kubernetes:rbac.authorization.k8s.io/v1:Role"
 
 
 def pod_templates(d: Any) -> list[tuple[str, dict[str, Any]]]:
-    """(resource name, pod template) of every Deployment and Job the run declared."""
-    return [(r.name, r.inputs["spec"]["template"]) for r in d.mocks.of_type(DEPLOYMENT) + d.mocks.of_type(JOB)]
+    """(resource name, pod template) of every Deployment and Job the run declared, and of each
+    replicated Job of every JobSet (a queued training cluster)."""
+    found = [(r.name, r.inputs["spec"]["template"]) for r in d.mocks.of_type(DEPLOYMENT) + d.mocks.of_type(JOB)]
+    for jobset in d.mocks.of_type(JOBSET):
+        for replicated in jobset.inputs["spec"]["replicatedJobs"]:
+            found.append((f"{jobset.name}/{replicated['name']}", replicated["template"]["spec"]["template"]))
+    return found
 
 
 @pytest.mark.parametrize("case", sorted(CASES))

@@ -72,3 +72,22 @@ def outside_window(reader: str, written: str | None, *, what: str, upgrade_first
         f"most {WINDOW} line apart. Upgrade this {reader}'s tfk8s first, to a release at most {WINDOW} line "
         f"before {published}"
     )
+
+
+# What an upgrade must never replace or delete without saying so (its changelog's Migration notes):
+# the kinds whose objects hold data or identity, by the last part of their Pulumi type. A namespace,
+# a volume claim or volume, a Secret (the tenant's Jupyter token), a StorageClass, the platform's
+# CRDs and their objects (Tenant registrations, Layouts). tests/unit/test_stateful_identity.py
+# guards them in the golden stacks, tests/e2e/test_upgrade.py in a real upgrade.
+STATEFUL_KINDS = frozenset(
+    {
+        "Namespace",
+        "PersistentVolumeClaim",
+        "PersistentVolume",
+        "Secret",
+        "StorageClass",
+        "CustomResourceDefinition",
+        "Tenant",
+        "Layout",
+    }
+)

@@ -28,27 +28,17 @@ from pathlib import Path
 
 import pytest
 from drivers import CLUSTER, Cli, Kube
-from tfk8s.release import VERSION
+from tfk8s.release import STATEFUL_KINDS, VERSION
 
 import toolenv
 
 ROOT = Path(__file__).resolve().parents[2]
 PLATFORM, ALICE, BOB = "platform-dev", "tenant-alice", "tenant-bob"
 ALICE_RUN, BOB_RUN = "alice-between", "bob-in-graph"
-# Steps of `pulumi preview --json` that delete what they touch (Pulumi's OpType), and the kinds
-# they may not touch (tests/unit/test_stateful_identity.py's): a run's Job or trainer ConfigMap may
-# be replaced by a release that changes them, which its preview then shows as a new run.
+# Steps of `pulumi preview --json` that delete what they touch (Pulumi's OpType). They may not touch
+# STATEFUL_KINDS; a run's Job or trainer ConfigMap may be replaced by a release that changes
+# them, which its preview then shows as a new run.
 DESTRUCTIVE = {"delete", "replace", "create-replacement", "delete-replaced", "discard", "remove-pending-replace"}
-STATEFUL = {
-    "Namespace",
-    "PersistentVolumeClaim",
-    "PersistentVolume",
-    "Secret",
-    "StorageClass",
-    "CustomResourceDefinition",
-    "Tenant",
-    "Layout",
-}
 # What holds data or identity, and must keep its uid across the upgrade (kind, namespace or None).
 KEPT = [
     ("namespace", None),
@@ -129,10 +119,10 @@ def uids(kube: Kube) -> dict[str, str]:
             meta = item["metadata"]
             found[f"{kind}/{meta.get('namespace', '')}/{meta['name']}"] = meta["uid"]
     # The platform's Tenant registrations, of its own group (tfk8s.components.guard).
-    for crd in [name for name in (k.split("/")[-1] for k in found if k.startswith("customresourcedefinitions/"))]:
-        if crd.startswith("tenants."):
-            for item in kube.get(crd):
-                found[f"{crd}//{item['metadata']['name']}"] = item["metadata"]["uid"]
+    crds = [key.rsplit("/", 1)[1] for key in found if key.startswith("customresourcedefinitions/")]
+    for crd in (name for name in crds if name.startswith("tenants.")):
+        for item in kube.get(crd):
+            found[f"{crd}//{item['metadata']['name']}"] = item["metadata"]["uid"]
     return found
 
 
@@ -141,11 +131,12 @@ def destructive_steps(team: Cli, stack: str) -> list[str]:
     done = team("preview", "--stack", stack, "--json", flags=False, check=False)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr
     steps = json.loads(done.stdout).get("steps", [])
-    return [
-        f"{s['op']} {s['urn']}"
-        for s in steps
-        if s["op"] in DESTRUCTIVE and s["urn"].split("::")[-2].rsplit(":", 1)[-1] in STATEFUL
-    ]
+    return [f"{s['op']} {s['urn']}" for s in steps if s["op"] in DESTRUCTIVE and kind_in(s["urn"]) in STATEFUL_KINDS]
+
+
+def kind_in(urn: str) -> str:
+    """The Kubernetes kind of a URN (`...::parent$kubernetes:core/v1:Namespace::name` -> Namespace)."""
+    return urn.split("::")[-2].rsplit(":", 1)[-1]
 
 
 def test_an_upgrade_in_order_keeps_every_stateful_object_and_every_stack_ready(
@@ -172,10 +163,8 @@ def test_an_upgrade_in_order_keeps_every_stateful_object_and_every_stack_ready(
     stacks = (PLATFORM, ALICE, BOB, ALICE_RUN, BOB_RUN)
     for stack in stacks:
         outputs = team.outputs(stack)
-        assert outputs["ready"] is True and outputs.get("tfk8sVersion", release["version"]) == release["version"], (
-            stack,
-            outputs,
-        )
+        said = outputs.get("tfk8sVersion", release["version"])  # releases before 0.3.0 did not say
+        assert outputs["ready"] is True and said == release["version"], (stack, outputs)
     before = uids(kube)
     assert any(k.startswith("persistentvolumeclaims/tfk8s-bob/") for k in before), before
 

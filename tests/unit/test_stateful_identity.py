@@ -29,21 +29,11 @@ import pulumi
 import pytest
 from mocked_program import run_program, settled
 from test_golden_manifests import CASES, GOLDEN, UPDATE, _digest
+from tfk8s import release
 
 RECORDS = GOLDEN / "stateful"
 CHANGELOG = Path(__file__).resolve().parents[2] / "CHANGELOG.md"
 
-# The kinds whose replacement loses data or identity (by the last part of the type token).
-STATEFUL = {
-    "Namespace",
-    "PersistentVolumeClaim",
-    "PersistentVolume",
-    "Secret",
-    "StorageClass",
-    "CustomResourceDefinition",
-    "Tenant",
-    "Layout",
-}
 # What the provider replaces an object for, besides metadata.name and metadata.namespace (its
 # forceNew table; a Secret's data too, the provider's enableSecretMutable being off).
 VOLUME_SOURCES = (
@@ -96,7 +86,7 @@ def identities(case: str) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
             await settled(d)
             inputs = {f"{r.typ}::{r.name}": dict(r.inputs) for r in d.mocks.resources}
             for key, resource in d.declared.items():
-                if kind_of(key.split("::")[0]) not in STATEFUL:
+                if kind_of(key.split("::")[0]) not in release.STATEFUL_KINDS:
                     continue
                 urn = within_stack(await resource.urn.future())
                 objects[urn] = forcing(key.split("::")[0], inputs[key])

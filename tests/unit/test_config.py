@@ -419,6 +419,11 @@ HOSTILE = [
         r"tfk8s:tenantStack: no longer read: an experiment names its tenant's namespace instead, tfk8s:namespace: ",
     ),
     (
+        "pod-cidrs-empty-where-policies-are-enforced",
+        _platform("network", {"policyEnforced": True}),
+        r"tfk8s:platform\.network\.podCidrs: is empty while the cluster enforces policies .*another tenant's code",
+    ),
+    (
         "wait-for-pods-ready-of-an-earlier-tfk8s",
         _platform("queueing", {"enabled": True, "waitForPodsReady": True}),
         r"tfk8s:platform\.queueing\.waitForPodsReady: no longer read \(removed in 0\.3\.0\): .*delete the key",
@@ -437,7 +442,8 @@ def _identities(**identities: list[str]) -> Callable[[Raw], None]:
 
 
 def _network(**network: Any) -> Callable[[Raw], None]:
-    return _platform("network", network)
+    """platform.network as given, on a cluster that enforces policies (so with its pod ranges)."""
+    return _platform("network", {"podCidrs": ["10.244.0.0/16"], **network})
 
 
 def _gluster(**settings: Any) -> Callable[[Raw], None]:
@@ -828,6 +834,7 @@ def _target(case_id: str) -> str:
 
 
 PLATFORM_CASES = [
+    "pod-cidrs-empty-where-policies-are-enforced",
     "wait-for-pods-ready-of-an-earlier-tfk8s",
     "await-timeout-zero",
     "class-name-upper",
@@ -1111,7 +1118,9 @@ def test_a_tenants_namespace_is_never_one_the_cluster_or_platform_keeps(
     platform_config: Raw, tenant_config: Raw, prefix: str, name: str, why: str | None
 ) -> None:
     platform_config["platform"].update(
-        namespacePrefix=prefix, network={"dns": {"namespace": "dns"}}, monitoring={"namespace": "team-prom"}
+        namespacePrefix=prefix,
+        network={"dns": {"namespace": "dns"}, "podCidrs": ["10.244.0.0/16"]},
+        monitoring={"namespace": "team-prom"},
     )
     platform_config["platform"].update(kubernetesVersion="1.25")
     platform_config["platform"]["storage"] = {

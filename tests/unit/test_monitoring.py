@@ -163,6 +163,8 @@ DISCOVERY = "/apis/monitoring.coreos.com/v1"
 MONITORING_NS = "/api/v1/namespaces/monitoring"
 USER_NODE = {"metadata": {"name": "tfk8s-user-node"}, "spec": {}, "status": {}}
 API_SERVER = {"cidrs": ["10.0.0.1/32"], "ports": [6443]}
+# The pod network a platform on a cluster that enforces policies names (its apps refuse it).
+POD_CIDRS = ["10.244.0.0/16"]
 
 
 def monitored(platform_config: dict[str, Any], **monitoring: Any) -> dict[str, Any]:
@@ -234,7 +236,7 @@ def test_the_platform_declares_one_scrape_in_the_monitoring_namespace_of_the_kin
 
 def test_a_platform_without_monitoring_declares_no_scrape_and_asks_nothing(platform_config: dict[str, Any]) -> None:
     read_whole, asked = cluster(served=True, namespace=A_NAMESPACE)
-    platform_config["platform"]["network"] = {"apiServer": API_SERVER}
+    platform_config["platform"]["network"] = {"apiServer": API_SERVER, "podCidrs": POD_CIDRS}
 
     @pulumi.runtime.test
     def run() -> pulumi.Output[Any]:

@@ -18,6 +18,8 @@ from tfk8s.stacks.config import validate
 
 POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
 API_SERVER = {"cidrs": ["10.0.0.1/32"], "ports": [6443]}
+# The pod network a platform on a cluster that enforces policies names (its apps refuse it).
+POD_CIDRS = ["10.244.0.0/16"]
 
 
 def selects(selector: dict[str, Any], pod: dict[str, str]) -> bool:
@@ -33,7 +35,7 @@ def policies(d: Any) -> dict[str, dict[str, Any]]:
 def test_a_tenant_namespace_denies_everything_but_dns_and_the_apps_own_ports(
     platform_config: dict[str, Any], tenant_config: dict[str, Any]
 ) -> None:
-    platform_config["platform"]["network"] = {"apiServer": API_SERVER}
+    platform_config["platform"]["network"] = {"apiServer": API_SERVER, "podCidrs": POD_CIDRS}
 
     @pulumi.runtime.test
     def run() -> pulumi.Output[Any]:
@@ -53,9 +55,11 @@ def test_a_tenant_namespace_denies_everything_but_dns_and_the_apps_own_ports(
             assert selects(found["tfk8s-jupyter"]["podSelector"], jupyter)
             assert not selects(found["tfk8s-jupyter"]["podSelector"], tensorboard)
             assert selects(found["tfk8s-tensorboard"]["podSelector"], tensorboard)
-            assert found["tfk8s-tensorboard"]["ingress"] == [{"ports": [{"protocol": "TCP", "port": 6006}]}]
+            # Users come from outside the pod network, which the apps refuse (platform.network.podCidrs).
+            outside = [{"ipBlock": {"cidr": "0.0.0.0/0", "except": POD_CIDRS}}, {"ipBlock": {"cidr": "::/0"}}]
+            assert found["tfk8s-tensorboard"]["ingress"] == [{"from": outside, "ports": [{"protocol": "TCP", "port": 6006}]}]
             assert found["tfk8s-tensorboard"]["policyTypes"] == ["Ingress"]  # no egress but DNS
-            assert found["tfk8s-jupyter"]["ingress"][0] == {"ports": [{"protocol": "TCP", "port": 8888}]}
+            assert found["tfk8s-jupyter"]["ingress"][0] == {"from": outside, "ports": [{"protocol": "TCP", "port": 8888}]}
             # The API server is reachable by Jupyter and by parameter servers, at its addresses alone.
             api = {"to": [{"ipBlock": {"cidr": "10.0.0.1/32"}}], "ports": [{"protocol": "TCP", "port": 6443}]}
             assert api in found["tfk8s-jupyter"]["egress"]
@@ -149,7 +153,7 @@ def test_the_api_server_is_read_from_the_kubernetes_endpoint_slice(platform_conf
     assert resolved.platform.network.api_server.cidrs == ["192.168.1.10/32", "192.168.1.11/32"]
     assert resolved.platform.network.api_server.ports == [6443]
     # Configured addresses win, and nothing is read.
-    platform_config["platform"]["network"] = {"apiServer": API_SERVER}
+    platform_config["platform"]["network"] = {"apiServer": API_SERVER, "podCidrs": POD_CIDRS}
     configured = validate(platform_config)
     assert program.with_api_server(configured, read_whole).platform.network.api_server.cidrs == ["10.0.0.1/32"]  # type: ignore[arg-type]
     assert len(asked) == 1
@@ -185,7 +189,7 @@ def test_dns_outside_the_pod_network_is_asked_by_address(
     platform_config: dict[str, Any], tenant_config: dict[str, Any], cidrs: list[str]
 ) -> None:
     """A resolver no pod selector matches (NodeLocal DNSCache, a node's own): its addresses, besides the DNS pods."""
-    platform_config["platform"]["network"] = {"apiServer": API_SERVER, "dns": {"cidrs": cidrs}}
+    platform_config["platform"]["network"] = {"apiServer": API_SERVER, "dns": {"cidrs": cidrs}, "podCidrs": POD_CIDRS}
 
     @pulumi.runtime.test
     def run() -> pulumi.Output[Any]:

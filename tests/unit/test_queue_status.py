@@ -33,7 +33,7 @@ KUEUE_RULE = {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"], "verb
 def queueing_platform_config() -> dict[str, Any]:
     raw = copy.deepcopy(stack_config("platform-dev"))
     raw["platform"]["queueing"] = {"enabled": True, "capacity": {"cpu": "64", "memory": "256Gi", "gpus": 8}}
-    raw["platform"]["network"] = {"apiServer": API_SERVER}
+    raw["platform"]["network"] = {"apiServer": API_SERVER, "podCidrs": ["10.244.0.0/16"]}
     return raw
 
 

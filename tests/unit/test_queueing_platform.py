@@ -21,6 +21,8 @@ KUEUE_DISCOVERY = "/apis/kueue.x-k8s.io/v1beta2"
 JOBSET_DISCOVERY = "/apis/jobset.x-k8s.io/v1alpha2"
 USER_NODE = {"metadata": {"name": "tfk8s-user-node"}, "spec": {}, "status": {}}
 API_SERVER = {"cidrs": ["10.0.0.1/32"], "ports": [6443]}
+# The pod network a platform on a cluster that enforces policies names (its apps refuse it).
+POD_CIDRS = ["10.244.0.0/16"]
 CAPACITY = {"cpu": "64", "memory": "256Gi", "gpus": 8}
 QUOTA = "kubernetes:core/v1:ResourceQuota"
 
@@ -43,7 +45,7 @@ def cluster(*, kueue: bool, jobset: bool) -> tuple[Any, list[str]]:
 
 def queued(platform_config: dict[str, Any], **queueing: Any) -> dict[str, Any]:
     platform_config["platform"]["queueing"] = {"enabled": True, "capacity": CAPACITY, **queueing}
-    platform_config["platform"]["network"] = {"apiServer": API_SERVER}
+    platform_config["platform"]["network"] = {"apiServer": API_SERVER, "podCidrs": POD_CIDRS}
     return platform_config
 
 
@@ -53,7 +55,7 @@ def kueue_objects(d: Any) -> list[Any]:
 
 def test_a_platform_without_queueing_declares_nothing_of_kueue_and_asks_nothing(platform_config: dict[str, Any]) -> None:
     read_whole, asked = cluster(kueue=True, jobset=True)
-    platform_config["platform"]["network"] = {"apiServer": API_SERVER}
+    platform_config["platform"]["network"] = {"apiServer": API_SERVER, "podCidrs": POD_CIDRS}
 
     @pulumi.runtime.test
     def run() -> pulumi.Output[Any]:

@@ -178,7 +178,8 @@ def kueue_and_jobset_served(path: str) -> Any:
 def test_only_a_queueing_platform_checks_jobsets_and_lets_its_experimenters_apply_them(
     platform_config: dict[str, Any], queueing: bool
 ) -> None:
-    platform_config["platform"]["network"] = {"apiServer": {"cidrs": ["10.0.0.1/32"], "ports": [6443]}}
+    api_server = {"cidrs": ["10.0.0.1/32"], "ports": [6443]}
+    platform_config["platform"]["network"] = {"apiServer": api_server, "podCidrs": ["10.244.0.0/16"]}
     if queueing:
         platform_config["platform"]["queueing"] = QUEUEING
 

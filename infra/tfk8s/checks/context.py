@@ -58,19 +58,30 @@ def check_platform(stack: PlatformStack, server_version: tuple[int, int] | None)
 
 
 def _network_problems(platform: PlatformSettings, key: str) -> list[str]:
-    """The API server's addresses and ports go together: either half alone is a policy that opens nothing."""
+    """The API server's addresses and ports go together: either half alone is a policy that opens
+    nothing. And where policies are enforced, the apps' ingress names the pod network to keep out."""
+    problems = []
     api, api_key = platform.network.api_server, f"{key}.network.apiServer"
     if api.cidrs and not api.ports:
-        return [
+        problems.append(
             f"{api_key}.ports: cidrs are set ({', '.join(api.cidrs)}) but no port, so PS and Jupyter pods could reach none "
             f"of them: set {api_key}.ports too, e.g. [6443]"
-        ]
+        )
     if api.ports and not api.cidrs:
-        return [
+        problems.append(
             f"{api_key}.ports: without cidrs the API server's addresses and ports are both read from the cluster, and "
             f"these would be ignored: set {api_key}.cidrs too, or remove ports"
-        ]
-    return []
+        )
+    if platform.network.policy_enforced and not platform.network.pod_cidrs:
+        # A tenant may write her own policies and open her pods' egress: then only the apps' ingress,
+        # which refuses the pod network, keeps her training code from other tenants' Jupyter.
+        problems.append(
+            f"{key}.network.podCidrs: is empty while the cluster enforces policies (policyEnforced), so every tenant's "
+            "Jupyter and TensorBoard would answer any pod, another tenant's code among them: set the cluster's pod "
+            'ranges, e.g. ["10.244.0.0/16"] (docs/clusters/ says where each kind of cluster keeps them), or '
+            "policyEnforced: false where the CNI enforces no NetworkPolicy"
+        )
+    return problems
 
 
 def _monitoring_problems(platform: PlatformSettings, key: str) -> list[str]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -195,3 +196,40 @@ def test_two_asks_for_one_tool_at_once_build_it_once(tmp_path: Path) -> None:
     installs = [line for line in builds.read_text().splitlines() if line.startswith("install")]
     assert len(installs) == 1, installs
     assert os.access(tmp_path / "cache" / "bin" / "cyclonus", os.X_OK)
+
+
+def test_a_niced_build_someone_waits_for_gets_full_priority_back(tmp_path: Path) -> None:
+    """The background lane builds under `nice` (BACKGROUND_NICENESS); a test that asks for the tool
+    meanwhile waits on its lock, and the build then runs at the waiter's niceness (as root; anyone
+    else may not lower a niceness, and waits as it is). A `go` of our own records its niceness
+    before and after the second asker arrives."""
+    fake = tmp_path / "fakebin"
+    fake.mkdir()
+    seen = tmp_path / "nice.log"
+    (fake / "go").write_text(
+        "#!/bin/sh\n"
+        '[ "$1" = install ] || exit 0\n'
+        f"nice >>{seen}\n"
+        "sleep 3\n"
+        f"nice >>{seen}\n"
+        'mkdir -p "$GOBIN" && printf "#!/bin/sh\\n" >"$GOBIN/cyclonus" && chmod +x "$GOBIN/cyclonus"\n'
+    )
+    (fake / "go").chmod(0o755)
+    env = {
+        **os.environ,
+        "PATH": f"{fake}{os.pathsep}{os.environ['PATH']}",
+        "TFK8S_CACHE": str(tmp_path / "cache"),
+        "GOMODCACHE": str(tmp_path / "modules"),
+    }
+    tools = str(ROOT / "hack" / "tools.sh")
+    lane = subprocess.Popen(["nice", "-n", str(suite.BACKGROUND_NICENESS), tools, "cyclonus"], env=env, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 10
+    while not seen.exists():  # the build has started
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    test = subprocess.run([tools, "cyclonus"], env=env, capture_output=True, text=True, timeout=60)
+    assert lane.wait(timeout=60) == 0 and test.returncode == 0, test.stderr
+    before, after = (int(line) for line in seen.read_text().split())
+    ours = os.nice(0)  # this process's, and so the waiter's
+    assert before == min(ours + suite.BACKGROUND_NICENESS, 19)
+    assert after == (ours if os.geteuid() == 0 else before)

@@ -2,7 +2,7 @@
 
 Semantic versioning: while the major version is 0, a minor release may break, and its changelog
 entry says how (docs/operations/releases.md). Between two releases main carries the next one's
-version with `-dev`.
+version with `-dev.0` (PEP 440 and Pulumi's Python SDKs both read it as X.Y.Z.dev0).
 
 Written once, here: pyproject.toml reads it (the wheel's version), the component package serves it
 (its schema's version), `tfk8s --version` prints it, every stack exports it (`tfk8sVersion`), and
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 
-VERSION = "0.4.0-dev"
+VERSION = "0.4.0-dev.0"
 
 # What facts published before releases were recorded are read as: every such commit said 0.2.0.
 UNRECORDED = "0.2.0"
@@ -33,10 +33,10 @@ _SEMVER = re.compile(r"(\d+)\.(\d+)\.(\d+)(?:-[0-9A-Za-z.-]+)?")
 
 
 def line(version: str) -> tuple[int, int]:
-    """The release line of `version` (`0.4.0-dev` is on 0.4's, `1.2.3` on 1's)."""
+    """The release line of `version` (`0.4.0-dev.0` is on 0.4's, `1.2.3` on 1's)."""
     found = _SEMVER.fullmatch(version)
     if found is None:
-        raise ValueError(f"{version!r} is not a tfk8s release (semantic versioning: 0.3.0, 0.4.0-dev)")
+        raise ValueError(f"{version!r} is not a tfk8s release (semantic versioning: 0.3.0, 0.4.0-dev.0)")
     major, minor = int(found[1]), int(found[2])
     return (0, minor) if major == 0 else (major, 0)
 

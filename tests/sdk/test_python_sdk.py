@@ -126,7 +126,7 @@ def test_the_installed_sdk_imports_as_a_component_of_the_package_version(venv: P
     # pulumi-plugin.json tells the engine which plugin serves tfk8s:index:* resources.
     plugin = {"resource": True, "name": "tfk8s", "version": version}
     installed = json.loads(done.stdout)
-    # The wheel's version in PEP 440's spelling (0.4.0-dev is 0.4.0.dev0), the plugin's as the schema says.
+    # The wheel's version in PEP 440's spelling (0.4.0-dev.0 is 0.4.0.dev0), the plugin's as the schema says.
     assert Version(installed.pop("version")) == Version(version)
     assert installed == {"component": True, "plugin": plugin}
 

@@ -20,8 +20,9 @@ from tfk8s.release import VERSION
 ROOT = Path(__file__).resolve().parents[2]
 RELEASES = tomllib.loads((ROOT / "releases.toml").read_text()).get("release", [])
 CHANGELOG = (ROOT / "CHANGELOG.md").read_text()
-# Semantic versioning, with `-dev` for main between two releases (the next release's version).
-SEMVER = re.compile(r"(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(-dev)?")
+# Semantic versioning, with `-dev.0` for main between two releases (the next release's version).
+DEV = "-dev.0"
+SEMVER = re.compile(r"(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(-dev\.0)?")
 # Keep a Changelog's kinds of change, and ours for what a breaking release asks of its users.
 KINDS = ("Added", "Changed", "Deprecated", "Removed", "Fixed", "Security", "Migration")
 
@@ -52,7 +53,7 @@ def test_tfk8s_version_prints_it() -> None:
 @pytest.mark.parametrize("release", RELEASES, ids=[r["version"] for r in RELEASES])
 def test_each_recorded_release_is_the_version_its_commit_carries(release: dict[str, str]) -> None:
     assert set(release) == {"version", "commit", "date"}, release
-    assert SEMVER.fullmatch(release["version"]) and not release["version"].endswith("-dev"), release
+    assert SEMVER.fullmatch(release["version"]) and not release["version"].endswith(DEV), release
     assert re.fullmatch(r"[0-9a-f]{40}", release["commit"]), release
     shown = subprocess.run(
         ["git", "show", f"{release['commit']}:infra/tfk8s/release.py"], cwd=ROOT, capture_output=True, text=True
@@ -68,8 +69,8 @@ def test_releases_are_recorded_in_order_and_this_version_comes_after_them() -> N
     versions = [Version(r["version"]) for r in RELEASES]
     assert versions == sorted(versions) and len(set(versions)) == len(versions)
     assert [r["date"] for r in RELEASES] == sorted(r["date"] for r in RELEASES)
-    if VERSION.endswith("-dev"):  # main between releases: the next one's version, not yet recorded
-        assert all(Version(VERSION.removesuffix("-dev")) > v for v in versions)
+    if VERSION.endswith(DEV):  # main between releases: the next one's version, not yet recorded
+        assert all(Version(VERSION.removesuffix(DEV)) > v for v in versions)
     else:  # the commit a release is cut from: the newest, or not yet recorded
         assert all(Version(VERSION) >= v for v in versions)
 
@@ -84,7 +85,7 @@ def test_the_changelog_has_an_entry_per_release_newest_first_in_keep_a_changelog
     assert [Version(v) for v, _ in listed] == sorted((Version(v) for v, _ in listed), reverse=True)
     recorded = {(r["version"], r["date"]) for r in RELEASES}
     assert recorded <= set(listed), f"recorded releases without their entry: {recorded - set(listed)}"
-    if not VERSION.endswith("-dev"):
+    if not VERSION.endswith(DEV):
         assert VERSION in {v for v, _ in listed}, f"{VERSION} has no entry"
     for heading, body in entries:
         kinds = re.findall(r"^### (.+)$", body, flags=re.MULTILINE)
@@ -103,8 +104,8 @@ def test_a_release_that_removes_or_changes_something_says_how_to_migrate() -> No
     ("a", "b", "apart"),
     [
         ("0.3.0", "0.3.1", 0),
-        ("0.3.0", "0.4.0-dev", 1),
-        ("0.4.0-dev", "0.2.0", 2),
+        ("0.3.0", "0.4.0-dev.0", 1),
+        ("0.4.0-dev.0", "0.2.0", 2),
         ("0.9.2", "1.0.0", 1),
         ("1.2.0", "1.9.3", 0),
         ("1.0.0", "3.0.0", 2),
@@ -118,7 +119,7 @@ def test_facts_of_no_release_are_read_as_the_unrecorded_0_2(monkeypatch: pytest.
     window = {"what": "facts", "upgrade_first": "the tenant"}
     monkeypatch.setattr(release, "VERSION", "0.3.0")
     assert release.outside_window("experiment", None, **window) is None
-    monkeypatch.setattr(release, "VERSION", "0.4.0-dev")
+    monkeypatch.setattr(release, "VERSION", "0.4.0-dev.0")
     assert "published before tfk8s 0.3.0 (an unrecorded release), 2 release lines before" in str(
         release.outside_window("experiment", None, **window)
     )

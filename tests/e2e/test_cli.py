@@ -34,6 +34,8 @@ PLATFORM_CONFIG = [
     ("tfk8s:platform.storage.className", "tfk8s-cli", None),
     ("tfk8s:platform.kubernetesVersion", "1.34", "string"),
     ("tfk8s:platform.awaitTimeoutSeconds", "180", None),
+    # kwok enforces no NetworkPolicy (a platform on a cluster that does names its pod ranges instead).
+    ("tfk8s:platform.network.policyEnforced", "false", None),
 ]
 TENANT_CONFIG = [
     ("tfk8s:kind", "tenant", None),

@@ -253,6 +253,7 @@ def test_adopting_a_foreign_namespace_class_tenant_or_experiment_name_is_refused
         ("tfk8s:kind", "platform"),
         ("tfk8s:platform.userNode.name", "tfk8s-user-node"),
         ("tfk8s:platform.storage.className", "tfk8s-local"),
+        ("tfk8s:platform.network.policyEnforced", "false"),  # kwok enforces none
     ):
         cli("config", "set", "--stack", "platform-two", "--path", path, value)
     text = refused(cli, "platform-two")

@@ -397,16 +397,6 @@ HOSTILE = [
     ),
     ("tensorboard-image-newline", _platform("images", {"tensorboard": "tf\n"}), r"images\.tensorboard: .*" + IMAGE),
     (
-        "tensorflow-image-latest",
-        _platform("images", {"tensorflow": "tensorflow/tensorflow:latest"}),
-        r"images\.tensorflow: 'tensorflow/tensorflow:latest' is tagged latest: .*pin a tag other than latest or a digest",
-    ),
-    (
-        "jupyter-image-untagged",
-        _platform("images", {"jupyter": "registry.local:5000/jupyter"}),
-        r"images\.jupyter: 'registry\.local:5000/jupyter' is untagged, which means latest",
-    ),
-    (
         "user-node-address-not-a-host",
         _platform("userNode", {"name": "tfk8s-user-node", "address": "http://10.0.0.5/"}),
         r"userNode\.address: 'http://10\.0\.0\.5/' is neither an IP address nor a host name",
@@ -848,8 +838,6 @@ PLATFORM_CASES = [
     "reclaim-policy-unknown",
     "run-as-root",
     "tensorboard-image-newline",
-    "tensorflow-image-latest",
-    "jupyter-image-untagged",
     "user-node-address-not-a-host",
     "api-server-host-bits",
     "dns-label-bad",

@@ -372,3 +372,25 @@ def test_the_report_is_ready_only_when_every_required_check_passed() -> None:
     ]
     assert len(probed) == 7 and all(f.verdict is Verdict.PASSED for f in probed)
     assert any(p.endswith("/namespaces") for p in api.posted) and api.deleted[0].startswith("/api/v1/namespaces/tfk8s-doctor-")
+
+
+def test_a_poll_that_times_out_is_asked_again_until_the_probes_own_deadline() -> None:
+    """On a loaded API server a GET of the probe's pod may time out (CI saw it cold): that poll knows
+    nothing yet, the next may answer. Only the probe's deadline decides."""
+
+    class SlowApi(FakeApi):
+        def __init__(self) -> None:
+            super().__init__(lambda name: finished(0))
+            self.timeouts = 2
+
+        def get(self, path: str, *, metadata_only: bool = False) -> dict[str, Any] | None:
+            if "/pods/" in path and self.timeouts:
+                self.timeouts -= 1
+                raise TimeoutError("The read operation timed out")
+            return super().get(path, metadata_only=metadata_only)
+
+    api = SlowApi()
+    with sandbox(api) as box:
+        identity = load("platform-dev", ROOT).settings.pod_security.tensorflow
+        outcome = box.run_pod(box.pod_body("probe", "img", ["true"], identity), timeout=20)
+    assert api.timeouts == 0 and outcome.exit_code == 0

@@ -158,8 +158,15 @@ class Sandbox:
     def wait_pod(self, name: str, timeout: float, *, until_ready: bool = False) -> PodOutcome:
         deadline = self.clock() + timeout
         path = POD.path(name, self.namespace)
+        pod: Mapping[str, Any] = {}
         while True:
-            pod = self.api.get(path) or {}
+            try:
+                pod = self.api.get(path) or {}
+            except OSError:  # a read that timed out on a loaded API server: the next poll may answer
+                if self.clock() >= deadline:
+                    raise
+                self.sleep(POLL_SECONDS)
+                continue
             outcome = _outcome(pod, until_ready)
             if outcome is not None:
                 return outcome

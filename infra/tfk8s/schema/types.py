@@ -122,15 +122,6 @@ def _image(value: str) -> str:
         raise ValueError(
             f"{value!r} is not an image reference: [registry/]name[:tag][@sha256:digest], e.g. tensorflow/tensorflow:2.21.0"
         )
-    # What the platform's policy pack refuses (no-latest-image), the program refuses too, wherever it runs.
-    last = value.split("@", 1)[0].rsplit("/", 1)[-1]  # a registry's port is no tag
-    tag = last.rpartition(":")[2] if ":" in last else ""
-    if "@sha256:" not in value and tag in ("", "latest"):
-        said = "is untagged, which means latest" if not tag else "is tagged latest"
-        raise ValueError(
-            f"{value!r} {said}: a run would not be reproducible; pin a tag other than latest or a digest, "
-            "e.g. tensorflow/tensorflow:2.21.0"
-        )
     return value
 
 

@@ -167,26 +167,28 @@ def test_stages_record_each_step_with_its_result_in_the_file_and_the_table(tmp_p
     assert "| passes |" in table and "| fails |" in table and "exit 3" in table
 
 
-def test_two_asks_for_one_tool_at_once_build_it_once(tmp_path: Path) -> None:
-    """hack/tools.sh under its per-tool lock: the second asker waits for the first build, then
-    finds the tool cached. A `go` of our own records each build, taking a second over it."""
+def with_fake_go(tmp_path: Path, script: str) -> dict[str, str]:
+    """An environment whose `go` runs `script` (shell), then leaves a cyclonus where `go install`
+    would, and whose tool cache and module cache are the test's own."""
     fake = tmp_path / "fakebin"
     fake.mkdir()
-    builds = tmp_path / "builds.log"
     (fake / "go").write_text(
-        "#!/bin/sh\n"
-        f'echo "$*" >>{builds}\n'
-        '[ "$1" = install ] || exit 0\n'
-        "sleep 1\n"
-        'mkdir -p "$GOBIN" && printf "#!/bin/sh\\n" >"$GOBIN/cyclonus" && chmod +x "$GOBIN/cyclonus"\n'
+        "#!/bin/sh\n" + script + 'mkdir -p "$GOBIN" && printf "#!/bin/sh\\n" >"$GOBIN/cyclonus" && chmod +x "$GOBIN/cyclonus"\n'
     )
     (fake / "go").chmod(0o755)
-    env = {
+    return {
         **os.environ,
         "PATH": f"{fake}{os.pathsep}{os.environ['PATH']}",
         "TFK8S_CACHE": str(tmp_path / "cache"),
         "GOMODCACHE": str(tmp_path / "modules"),
     }
+
+
+def test_two_asks_for_one_tool_at_once_build_it_once(tmp_path: Path) -> None:
+    """hack/tools.sh under its per-tool lock: the second asker waits for the first build, then
+    finds the tool cached. A `go` of our own records each build, taking a second over it."""
+    builds = tmp_path / "builds.log"
+    env = with_fake_go(tmp_path, f'echo "$*" >>{builds}\n[ "$1" = install ] || exit 0\nsleep 1\n')
     askers = [
         subprocess.Popen([str(ROOT / "hack" / "tools.sh"), "cyclonus"], env=env, stderr=subprocess.PIPE, text=True)
         for _ in range(2)
@@ -203,24 +205,8 @@ def test_a_niced_build_someone_waits_for_gets_full_priority_back(tmp_path: Path)
     meanwhile waits on its lock, and the build then runs at the waiter's niceness (as root; anyone
     else may not lower a niceness, and waits as it is). A `go` of our own records its niceness
     before and after the second asker arrives."""
-    fake = tmp_path / "fakebin"
-    fake.mkdir()
     seen = tmp_path / "nice.log"
-    (fake / "go").write_text(
-        "#!/bin/sh\n"
-        '[ "$1" = install ] || exit 0\n'
-        f"nice >>{seen}\n"
-        "sleep 3\n"
-        f"nice >>{seen}\n"
-        'mkdir -p "$GOBIN" && printf "#!/bin/sh\\n" >"$GOBIN/cyclonus" && chmod +x "$GOBIN/cyclonus"\n'
-    )
-    (fake / "go").chmod(0o755)
-    env = {
-        **os.environ,
-        "PATH": f"{fake}{os.pathsep}{os.environ['PATH']}",
-        "TFK8S_CACHE": str(tmp_path / "cache"),
-        "GOMODCACHE": str(tmp_path / "modules"),
-    }
+    env = with_fake_go(tmp_path, f'[ "$1" = install ] || exit 0\nnice >>{seen}\nsleep 3\nnice >>{seen}\n')
     tools = str(ROOT / "hack" / "tools.sh")
     lane = subprocess.Popen(["nice", "-n", str(suite.BACKGROUND_NICENESS), tools, "cyclonus"], env=env, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 10

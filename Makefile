@@ -17,7 +17,7 @@ TENANT ?= tenant-alice
 EXPERIMENTER ?= alice
 PYTEST_ARGS ?=
 
-.PHONY: help env requirements schema docs-reference docs docs-diagrams golden sdk venv policy-venv test-policies tools tools-test tools-legacy real-node-deps cluster cluster-stop cluster-status demo up preview down outputs status logs apply-fleet fleet-base test test-unit test-training test-e2e bench lint wheel clean
+.PHONY: help env requirements schema docs-reference docs docs-diagrams golden sdk venv policy-venv test-policies tools tools-test tools-legacy real-node-deps cluster cluster-stop cluster-status demo up up-real-node preview down outputs status logs apply-fleet fleet-base test test-unit test-training test-e2e bench lint wheel clean
 
 help: ## List the targets you would type, with what each does
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | sort
@@ -136,6 +136,10 @@ up: venv tools cluster demo ## `pulumi up` the $(PLATFORM) platform, the $(TENAN
 	$(EXPERIMENTER_PULUMI) stack output --stack $(STACK) --json
 	@$(EXPERIMENTER_PULUMI) stack output --stack $(STACK) ready | grep -qx true || { echo "stack $(STACK) is not ready (see notReady above)" >&2; exit 3; }
 
+# The real node's packages need root; without them this says what is missing and stops.
+up-real-node: venv tools real-node-deps demo ## As `make up`, with this machine's real node (root) as the User Node and the training node at once: the $(STACK) experiment trains for real and `make status WATCH=1` moves (lab/demo_real_node.py)
+	$(PY) lab/demo_real_node.py
+
 preview: venv tools cluster demo ## Preview the $(STACK) stack, as $(EXPERIMENTER)
 	hack/cluster.sh user-kubeconfig $(EXPERIMENTER) >/dev/null
 	$(EXPERIMENTER_PULUMI) stack select --create $(STACK) >/dev/null
@@ -212,7 +216,7 @@ TOOLS_BIN := $(or $(TFK8S_CACHE),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/tfk8s)/b
 lint: venv ## ruff, mypy, the layers' import contracts (pyproject.toml), gofmt and go vet (the language host, the SDK generator), actionlint on the GitOps workflows, the docs site built strictly
 	$(VENV)/bin/ruff check infra training tests bench hack lab policies examples package
 	$(VENV)/bin/ruff format --check infra tests hack lab policies examples package
-	$(VENV)/bin/mypy hack/langhost hack/requirements.py hack/schema.py hack/package_args.py hack/docs_reference.py hack/project.py lab/toolenv.py lab/realnode.py lab/queue_stacks.py lab/images.py lab/dashboards.py lab/kms.py lab/suite.py
+	$(VENV)/bin/mypy hack/langhost hack/requirements.py hack/schema.py hack/package_args.py hack/docs_reference.py hack/project.py lab/toolenv.py lab/realnode.py lab/queue_stacks.py lab/images.py lab/dashboards.py lab/kms.py lab/suite.py lab/demo_real_node.py
 	cd hack/langhost && test -z "$$(gofmt -l .)" && CGO_ENABLED=0 GOFLAGS=-mod=readonly go vet -trimpath .
 	cd hack/gensdk && test -z "$$(gofmt -l .)" && CGO_ENABLED=0 GOFLAGS=-mod=readonly go vet -trimpath .
 	test -z "$$(gofmt -l hack/coredns)"

@@ -95,6 +95,28 @@ def platform_settings(volumes: Path) -> dict[str, str]:
     }
 
 
+def shared_user_node(node: str) -> dict[str, str]:
+    """What a platform whose User Node is the real node, which also runs the training pods, adds to
+    `platform_settings` (a cluster of one node: platform.userNode.sharedWithTraining): users reach
+    its NodePorts at the bridge's address. The node must have lost its own taint first (`untaint`):
+    the apps tolerate only the User Node's."""
+    return {
+        "tfk8s:platform.userNode.name": node,
+        "tfk8s:platform.userNode.address": BRIDGE_ADDRESS,
+        "tfk8s:platform.userNode.sharedWithTraining": "true",
+    }
+
+
+def untaint(cluster: str) -> None:
+    """The real node without its own taint (idempotent): what asks for its label still lands there,
+    and so do the User Node's apps once the platform names it."""
+    kubeconfig = toolenv.CACHE / "kwok" / f"{cluster}.kubeconfig"
+    command = [toolenv.KUBECTL, "--kubeconfig", str(kubeconfig), "taint", "node", node_name(cluster), f"{REAL_NODE_KEY}-"]
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0 and "not found" not in done.stderr:
+        raise RuntimeError(f"{' '.join(command)}: {done.stderr.strip()}")
+
+
 def placement(cluster: int) -> list[list[str]]:
     """The arguments of each `pulumi config set --stack <experiment>` that puts an experiment's
     cluster's PS and workers on the real node: they tolerate its taint and select its label

@@ -31,6 +31,7 @@ from realnode import REAL_NODE_KEY as REAL_NODE_KEY
 from realnode import REALNODE as REALNODE
 from realnode import UID as UID
 from realnode import platform_settings as platform_settings
+from realnode import shared_user_node as shared_user_node
 
 T = TypeVar("T")
 
@@ -51,6 +52,11 @@ def real_cluster(name: str, *, queueing: bool = False) -> Iterator[Kube]:
 
 def node_of(kube: Kube) -> str:
     return realnode.node_name(kube.cluster or "")
+
+
+def untaint(kube: Kube) -> None:
+    """The real node without its own taint (realnode.untaint): the User Node's apps may land there."""
+    realnode.untaint(kube.cluster or "")
 
 
 def import_image(kube: Kube, what: str) -> str:

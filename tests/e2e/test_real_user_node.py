@@ -2,12 +2,14 @@
 what code in one tenant's training pod, and that tenant's own kubectl, can reach of the other's.
 
 alice and bob each have a tenant on one platform, which names the node's pod network
-(`platform.network.podCidrs`). alice runs an experiment `probe` of two clusters, `probe` and
-`other`, whose PS and workers run on the real node (they select and tolerate it) and serve plain
-HTTP on TensorFlow's port, so whatever reaches them can tell it did. Then the platform team makes the real node the
-User Node, as it would replace one (test_real_training.py does the same): both tenants' Jupyter
-(the Jupyter image built here) and TensorBoard behind its token gate move there, beside alice's
-training pods, under kube-router's firewall and kube-proxy's NodePorts.
+(`platform.network.podCidrs`). The real node is the platform's User Node and its training node
+at once, as on a cluster of one node (platform.userNode.sharedWithTraining): the layout that puts
+a tenant's training code closest to everyone's apps. Both tenants' Jupyter (the Jupyter image
+built here) and TensorBoard behind its token gate run there, under kube-router's firewall and
+kube-proxy's NodePorts; alice runs an experiment `probe` of two clusters, `probe` and `other`,
+whose PS and workers run there too (they select it) and serve plain HTTP on TensorFlow's port, so
+whatever reaches them can tell it did. (test_real_training.py moves a User Node the other way: a
+dedicated one, replaced.)
 
 What is tried, with what the attacker holds:
 * code in alice's training pod connects to every address of every app on the node: the apps'
@@ -39,7 +41,6 @@ import pytest
 from drivers import CLUSTER, Cli, Kube, user_kube
 from real_node import (
     BRIDGE_ADDRESS,
-    REAL_NODE_KEY,
     give_volumes_to_pods,
     http_get,
     import_image,
@@ -50,12 +51,13 @@ from real_node import (
     probe_from_pod,
     project,
     real_cluster,
+    shared_user_node,
+    untaint,
     until,
 )
 
 TENANTS = ("alice", "bob")
 PLATFORM, EXPERIMENT = "platform-dev", "probe"
-OLD_USER_NODE = "tfk8s-user-node"  # stacks/Pulumi.platform-dev.yaml
 GROUP = "tfk8s-users"  # what hack/cluster.sh user-kubeconfig mints alice's certificate into
 TF_PORT = 2222
 APPS = ("jupyter", "tensorboard")
@@ -102,8 +104,11 @@ def user_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UserNode]:
         work = tmp_path_factory.mktemp("real-user-node")
         cli = project(kube, work / "project", "real-user-node-test")
         cli("stack", "select", "--create", PLATFORM)
+        node = node_of(kube)
+        untaint(kube)
         for path, value in {
             **platform_settings(work / "volumes"),
+            **shared_user_node(node),
             "tfk8s:platform.images.jupyter": jupyter,
             # The Jupyter image holds TensorBoard too (it is the TensorFlow image and one layer more).
             "tfk8s:platform.images.tensorboard": jupyter,
@@ -118,7 +123,6 @@ def user_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UserNode]:
             cli("up", "--stack", f"tenant-{user}", "--yes", "--skip-preview")
         give_volumes_to_pods(kube, [f"{EXPERIMENT}/{name}" for name in CLUSTERS])
         _alices_experiment(cli, python)
-        node = node_of(kube)
 
         def training_runs() -> dict[str, dict[str, Any]] | None:
             pods = _running(kube, "tfk8s-alice", node, component="tensorflow")
@@ -126,18 +130,6 @@ def user_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UserNode]:
             return found if len(found) == 2 * len(CLUSTERS) else None
 
         training = until("alice's PS and worker run on the real node", 180, training_runs)
-
-        # The platform team makes the real node the User Node: its own taint off (the platform refuses
-        # a node with another manager's taints), the platform pointed at it, the old one drained.
-        # NoSchedule: alice's training pods stay where they run.
-        kube.run("taint", "node", node, f"{REAL_NODE_KEY}-")
-        cli("config", "set", "--stack", PLATFORM, "--path", "tfk8s:platform.userNode.name", node)
-        cli("config", "set", "--stack", PLATFORM, "--path", "tfk8s:platform.userNode.address", BRIDGE_ADDRESS)
-        cli("up", "--stack", PLATFORM, "--yes", "--skip-preview")
-        kube.run("drain", OLD_USER_NODE, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=120s")
-        for user in TENANTS:
-            done = cli("up", "--stack", f"tenant-{user}", "--yes", "--skip-preview", "--refresh", check=False)
-            assert done.returncode == 0, done.stdout[-3000:] + done.stderr
 
         def apps_run() -> bool:
             return all(len(_running(kube, f"tfk8s-{user}", node, component=None)) == len(APPS) for user in TENANTS)

@@ -294,6 +294,15 @@ def test_reads_of_nodes_the_user_node_capacity_and_pod_networks() -> None:
     assert found["capacity"].verdict is Verdict.ADVICE and "32 cpu" in found["capacity"].detail  # 32 CPUs asked of 4
     missing = {f.check: f for f in reads.nodes([tainted], settings, Placement(), user_node=True)}
     assert missing["nodes"].verdict is Verdict.FAILED and missing["user-node"].verdict is Verdict.FAILED
+    # A cluster of one node whose User Node trains too: its control-plane taint keeps everything off.
+    shared = settings.model_copy(update={"user_node": settings.user_node.model_copy(update={"shared_with_training": True})})
+    kubeadm_taint = {"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}
+    control_plane = kwok_node("tfk8s-user-node", taints=[kubeadm_taint])
+    control_plane["metadata"]["managedFields"] = [{"manager": "kubeadm", "fieldsV1": {"f:spec": {"f:taints": {}}}}]
+    one = {f.check: f for f in reads.nodes([control_plane], shared, Placement(), user_node=True)}
+    assert one["user-node"].verdict is Verdict.FAILED and "sharedWithTraining" in one["user-node"].detail
+    untainted = {f.check: f for f in reads.nodes([kwok_node("tfk8s-user-node")], shared, Placement(), user_node=True)}
+    assert untainted["user-node"].verdict is Verdict.PASSED
     covered = settings.model_copy(update={"network": settings.network.model_copy(update={"pod_cidrs": ("10.244.0.0/16",)})})
     assert reads.pod_networks([tainted], covered)[0].verdict is Verdict.PASSED
     elsewhere = settings.model_copy(update={"network": settings.network.model_copy(update={"pod_cidrs": ("10.88.0.0/16",)})})

@@ -131,6 +131,29 @@ def test_training_pods_keep_off_the_user_node_even_with_tolerations(dev_config: 
 
 
 @pulumi.runtime.test
+def test_on_a_user_node_shared_with_training_the_pods_may_land_there_and_still_never_tolerate_it(
+    dev_config: dict[str, Any],
+) -> None:
+    """A cluster of one node (platform.userNode.sharedWithTraining): no affinity keeps the pods off it,
+    and the pods still carry neither its toleration nor its label (the tenant admission refuses both)."""
+    platform = facts_for(stack_config("platform-dev"))
+    platform["userNode"]["sharedWithTraining"] = True
+    taint_key = platform["userNode"]["taintKey"]
+    d = run_program(dev_config, platform=platform)
+
+    def check() -> None:
+        workloads = tf_workloads(d)
+        assert workloads
+        for workload in workloads:
+            spec = pod_spec(workload)
+            assert "affinity" not in spec, spec.get("affinity")
+            assert not any(t.get("key") == taint_key for t in spec.get("tolerations", []))
+            assert taint_key not in spec.get("nodeSelector", {})
+
+    return after(d, check)
+
+
+@pulumi.runtime.test
 def test_gpu_requests_land_on_workers_only(dev_config: dict[str, Any]) -> None:
     dev_config["clusters"][0]["workers"].update(gpus=2, nodeSelector={"accelerator": "nvidia"})
     d = run_program(dev_config)

@@ -56,6 +56,43 @@ def test_someone_elses_taints_stop_the_run_naming_the_key_the_owner_and_the_fix(
     assert "kubectl taint node gpu-7 nvidia.com/gpu-" in message
 
 
+def test_a_node_shared_with_training_gets_no_taint_and_refuses_anyone_elses_that_would_keep_pods_off() -> None:
+    shared = UserNodeSettings(name="gpu-7", shared_with_training=True)
+    assert checked_taints(shared, node([])) == []
+    assert checked_taints(shared, node(OURS, "pulumi-kubernetes-7f6d523d")) == []  # ours, from before: the patch drops it
+    soft = [{"key": "spot", "value": "true", "effect": "PreferNoSchedule"}]
+    assert checked_taints(shared, node(soft, "kubelet")) == []
+    theirs = [{"key": "node-role.kubernetes.io/control-plane", "value": "", "effect": "NoSchedule"}]
+    with pytest.raises(UserNodeTaken) as caught:
+        checked_taints(shared, node(theirs, "kubeadm"))
+    message = str(caught.value)
+    assert message.startswith("tfk8s:platform.userNode.name: node 'gpu-7' has taints [node-role.kubernetes.io/control-plane=:")
+    assert "sharedWithTraining" in message and "kubectl taint node gpu-7 node-role.kubernetes.io/control-plane-" in message
+
+
+@pulumi.runtime.test
+def test_a_shared_user_node_is_labelled_and_its_patch_claims_no_taints(platform_config: dict[str, Any]) -> None:
+    """The patch names no `.spec.taints` (an empty list would claim the node's one atomic list): the
+    taint of a dedicated User Node from before goes with it, anyone else's soft one stays."""
+    platform_config["platform"]["userNode"]["sharedWithTraining"] = True
+
+    def was_dedicated(typ: str, object_id: str) -> dict[str, Any]:
+        live = node(OURS, "pulumi-kubernetes-7f6d523d")
+        live["spec"]["taints"].append({"key": "spot", "value": "true", "effect": "PreferNoSchedule"})
+        return live
+
+    d = run_program(platform_config, live_hook=was_dedicated)
+
+    def check() -> None:
+        (patch,) = d.mocks.of_type("kubernetes:core/v1:NodePatch")
+        assert patch.inputs["metadata"]["labels"] == {"tfk8s.io/user-node": "true"}
+        assert "spec" not in patch.inputs, patch.inputs.get("spec")
+
+    # Experiments learn it from the platform's facts (and drop the affinity that keeps them off the node).
+    assert facts_for(platform_config)["userNode"]["sharedWithTraining"] is True
+    return after(d, check)
+
+
 def test_a_taken_node_stops_the_program_before_the_patch_and_the_user_environments(platform_config: dict[str, Any]) -> None:
     def taken(typ: str, object_id: str) -> dict[str, Any]:
         return node([{"key": "dedicated", "value": "infra", "effect": "NoExecute"}], "kubelet")

@@ -35,17 +35,31 @@ def foreign_taint_managers(metadata: Any) -> list[str]:
 
 
 def checked_taints(settings: UserNodeSettings, live: Any) -> list[dict[str, str]]:
-    """Our taint list for the patch, or UserNodeTaken before anything is patched.
+    """Our taint list for the patch, or UserNodeTaken before anything is patched; none on a node
+    shared with training (`sharedWithTraining`), whose taints the patch leaves to their managers.
 
     Kubernetes keeps a node's taints as one atomic list: a server-side apply of ours next to
     taints another manager (kubectl taint, kubelet --register-with-taints, a cloud controller)
     set fails with a field conflict, and forcing it would delete theirs. Applying exactly the
     value already there is no conflict (both become owners), so that case passes.
     """
-    ours = [our_taint(settings)]
     live = live or {}
     taints = [{k: t.get(k) for k in ("key", "value", "effect")} for t in (live.get("spec") or {}).get("taints") or []]
     managers = foreign_taint_managers(live.get("metadata"))
+    if settings.shared_with_training:
+        # Ours, from before the node was shared, goes with the patch's next apply; anyone else's
+        # keeps the apps and the training pods off (they tolerate neither).
+        blocking = [t for t in taints if t["effect"] in ("NoSchedule", "NoExecute")]
+        if managers and blocking:
+            shown = ", ".join(f"{t['key']}={t.get('value') or ''}:{t['effect']}" for t in blocking)
+            raise UserNodeTaken(
+                f"tfk8s:platform.userNode.name: node {settings.name!r} has taints [{shown}] set by {', '.join(managers)}; "
+                "on a node shared with training (userNode.sharedWithTraining) neither Jupyter and TensorBoard nor the "
+                f"training pods tolerate them. Remove them (kubectl taint node {settings.name} "
+                f"{' '.join(t['key'] + '-' for t in blocking)}) or choose another node for userNode.name."
+            )
+        return []
+    ours = [our_taint(settings)]
     if managers and taints != ours:
         shown = ", ".join(f"{t['key']}={t.get('value') or ''}:{t['effect']}" for t in taints)
         untaint = " ".join(f"{t['key']}-" for t in taints)
@@ -122,10 +136,12 @@ class UserNode(pulumi.ComponentResource):
         self.checked_taints = pulumi.Output.all(live.metadata, live.spec).apply(
             lambda ms: checked_taints(settings, {"metadata": ms[0], "spec": ms[1]})
         )
+        # A shared node's patch names no taints at all: an empty list would be a claim on the
+        # node's one atomic taint list, in conflict with any other manager's.
         self.patch = kube.NodePatch(
             name,
             metadata={"name": settings.name, "labels": {settings.taint_key: "true"}},
-            spec={"taints": self.checked_taints},
+            spec=None if settings.shared_with_training else {"taints": self.checked_taints},
             opts=pulumi.ResourceOptions(parent=self),
         )
         # Provider output types are dict subclasses, so node_address reads them like plain dicts.

@@ -72,6 +72,8 @@ class UserNodeFacts(Model):
     taint_key: str
     address: str | None = None
     """Where users reach the NodePorts: the configured address, else the node's from live status."""
+    shared_with_training: bool = False
+    """Training pods may run there too (platform.userNode.sharedWithTraining; absent, as from 0.3.0: no)."""
 
 
 class PlatformKind(Model):

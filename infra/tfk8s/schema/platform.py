@@ -117,6 +117,13 @@ class UserNodeSettings(Model):
     taint_key: LabelKey = "tfk8s.io/user-node"
     """The key of the NoSchedule taint and of the label tfk8s puts on the User Node. Its taints must
     be none or only this one (another manager's taints stop `preview`)."""
+    shared_with_training: bool = False
+    """A cluster of one node (k3s, minikube, kind, the local demo's real node): the User Node also
+    runs the experiments' parameter servers and workers. The platform then only labels it (no taint,
+    and another manager's taints are left alone), and training pods no longer require a node
+    without the label. The apps' NetworkPolicies still keep training pods from Jupyter and
+    TensorBoard, and tenants still may not select, tolerate or name the node. Keep it off wherever
+    there is a second node: training code then shares the kernel of the node users log in to."""
 
 
 class ImageSettings(Model):

@@ -308,10 +308,11 @@ def pod_template(
         "securityContext": pod_security.pod_security_context(platform.pod_security.tensorflow),
         "containers": [tf_container(role, cluster_pods, env)],
         "volumes": [*volumes(mounted, cluster_pods.volumes), pod_security.writable_tmp_volume()],
-        "affinity": avoid_user_node(platform.user_node.taint_key),
         # Only a task that scales its own Deployment talks to the API server.
         "automountServiceAccountToken": scale_to_zero is not None,
     }
+    if not platform.user_node.shared_with_training:
+        spec["affinity"] = avoid_user_node(platform.user_node.taint_key)
     if scale_to_zero is not None:
         spec["serviceAccountName"] = scale_to_zero.service_account
     if subdomain:

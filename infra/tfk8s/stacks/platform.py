@@ -155,7 +155,12 @@ def facts(
         storage=platform.storage,
         storage_class=storage_class,
         scratch_storage_class=scratch_storage_class,
-        user_node=UserNodeFacts(name=platform.user_node.name, taint_key=platform.user_node.taint_key, address=user_node_address),
+        user_node=UserNodeFacts(
+            name=platform.user_node.name,
+            taint_key=platform.user_node.taint_key,
+            address=user_node_address,
+            shared_with_training=platform.user_node.shared_with_training,
+        ),
         layouts=guard.layout_kind(group),
         tenants=guard.tenant_kind(group),
         experimenter_role=experimenter_role,

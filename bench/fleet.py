@@ -150,6 +150,17 @@ class Team:
         self.git("commit", "-q", "-m", message)
         return self.git("rev-parse", "HEAD")
 
+    def declare(self, tenants: list[str]) -> str:
+        """The team file's tenants, added to (tfk8s_gitops.repo.TEAM_FILE): the commit a new tenant's
+        stack file must follow to run with the pipeline's credentials."""
+        path = self.repo / "stacks" / "team.yaml"
+        team = yaml.safe_load(path.read_text())
+        team["tenants"] = [*team.get("tenants", []), *tenants]
+        path.write_text(yaml.safe_dump(team, sort_keys=False))
+        self.git("add", "-A")
+        self.git("commit", "-q", "-m", f"the team declares {len(tenants)} new tenants")
+        return self.git("rev-parse", "HEAD")
+
     def apply(self, label: str, base: str, head: str, parallel: int) -> tuple[float, float, int, str]:
         """`hack/gitops.sh apply` of base..head in the repository: wall seconds, CPU seconds of its
         process tree, exit code, summary."""
@@ -203,6 +214,7 @@ def team_repository(scratch: Path, policy_pack: bool) -> Team:
     team.git("init", "-q", "-b", "main")
     team.git("config", "user.email", "platform@example.com")
     team.git("config", "user.name", "platform team")
+    (repo / "stacks" / "team.yaml").write_text(yaml.safe_dump({"platforms": [PLATFORM], "tenants": []}))
     team.commit("the project, and the team's platform", {})
     return team
 
@@ -210,8 +222,8 @@ def team_repository(scratch: Path, policy_pack: bool) -> Team:
 def onboard(team: Team, n: int, parallel: int, settle_limit: float, secrets_kind: str) -> Run:
     """One commit adding N new tenants, applied P at a time once the machine is quiet, each of them
     with `secrets_kind` (passphrase, or the KMS of TFK8S_SECRETS_PROVIDER), as its state must say."""
-    base = team.git("rev-parse", "HEAD")
     users = [f"fleet-{parallel}-{n}-{i}" for i in range(n)]
+    base = team.declare([f"tenant-{user}" for user in users])
     head = team.commit(f"onboard {n} tenants", {f"tenant-{user}": fleet_tenant(user) for user in users})
     waited, fraction = settle(limit=settle_limit)
     print(f"N={n} P={parallel}: settled in {waited:.0f} s, the machine {fraction:.0%} busy", flush=True)

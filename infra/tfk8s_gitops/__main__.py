@@ -25,7 +25,7 @@ from tfk8s.errors import ConfigError
 
 from tfk8s_gitops import operator, pipeline, summary
 from tfk8s_gitops.plan import make_plan
-from tfk8s_gitops.repo import GitError, Repo
+from tfk8s_gitops.repo import GitError, Repo, TeamFileError
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "plan":
             waves = plan.waves()
             steps = [
-                {"stack": s.stack, "action": s.action, "kind": s.kind, "reason": s.reason, "wave": waves[s.stack]}
+                {"stack": s.stack, "action": s.action, "kind": s.kind, "team": s.team, "reason": s.reason, "wave": waves[s.stack]}
                 for s in plan.steps
             ]
             print(json.dumps(steps) if args.json else "\n".join(f"{s.action} {s.stack} ({s.reason})" for s in plan.steps))
@@ -142,5 +142,5 @@ def main(argv: list[str] | None = None) -> int:
 if __name__ == "__main__":
     try:
         sys.exit(main())
-    except (GitError, KeyError, operator.OperatorError, ConfigError) as error:
+    except (GitError, TeamFileError, KeyError, operator.OperatorError, ConfigError) as error:
         sys.exit(f"gitops: {error.args[0] if isinstance(error, KeyError) else error}")

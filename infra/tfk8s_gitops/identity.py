@@ -1,7 +1,8 @@
 """Who a stack acts as on the cluster when GitOps runs it.
 
-Platform and tenant stacks are the platform team's: they create cluster-scoped objects and run with
-the pipeline's own credentials. Every other stack (an experiment, or a file whose kind its own
+The platforms and tenants the team file declares (`repo.TEAM_FILE`, read from the base of a change:
+tfk8s_gitops.plan) are the platform team's: they create cluster-scoped objects and run with the
+pipeline's own credentials. Every other stack (an experiment, or a file whose kind its own
 preview will refuse) acts as a service account of its own, `system:serviceaccount:tfk8s-gitops:
 tfk8s-<stack>`: impersonated by the CLI pipeline (`hack/gitops.sh`), the workspace pod's account
 under the operator. That account has rights only where a tenant lists it among its identities
@@ -21,9 +22,6 @@ from pathlib import Path
 from tfk8s.checks.preflight import IMPERSONATION_KEYS
 from tfk8s.schema.tenant import GITOPS_NAMESPACE, SERVICE_ACCOUNT_PREFIX
 
-# The kinds that run with the pipeline's own credentials.
-TEAM_KINDS = ("platform", "tenant")
-
 
 class ImpersonationError(RuntimeError):
     """The pipeline cannot act as a stack's identity; the message names what to change."""
@@ -36,10 +34,6 @@ def service_account(stack: str) -> str:
 def identity(stack: str, namespace: str = GITOPS_NAMESPACE) -> str:
     """The user name the API server gives the stack: what its tenant must list."""
     return f"{SERVICE_ACCOUNT_PREFIX}{namespace}:{service_account(stack)}"
-
-
-def acts_as_itself(kind: str | None) -> bool:
-    return kind not in TEAM_KINDS
 
 
 def impersonating_kubeconfig(env: Mapping[str, str], stack: str, directory: Path) -> Path:

@@ -3,9 +3,11 @@ reconcile one stack file in-cluster instead of from CI (docs/guide/gitops.md):
 
 - a ServiceAccount for the stack's workspace pod, bound to `system:auth-delegator` (the operator
   authenticates to its workspace agent with the pod's token);
-- its rights: platform and tenant stacks create cluster-scoped objects (namespaces, roles, CRDs,
-  admission policies), so their account is bound to `cluster-admin`, the platform team's; an
-  experiment's account gets nothing here: it must be one of its tenant's identities
+- its rights: the platforms and tenants the team file declares (`repo.TEAM_FILE`, at the
+  checkout's HEAD: the team renders these objects from its own branch) create cluster-scoped
+  objects (namespaces, roles, CRDs, admission policies), so their account is bound to
+  `cluster-admin`, the platform team's; a stack file whose kind disagrees with the team file is
+  refused; an experiment's account gets nothing here: it must be one of its tenant's identities
   (`tfk8s:tenant.identities.users`), so it has exactly the rights a person of that tenant has;
 - the `Stack` itself: the repository, branch and stack, the team's object-store backend, the
   passphrase and the store's keys from Secrets (never inline), `prerequisites` in the plan's order
@@ -27,6 +29,7 @@ from tfk8s.schema.tenant import GITOPS_NAMESPACE, SERVICE_ACCOUNT_PREFIX, Tenant
 from tfk8s.stacks import config as stack_config
 
 from tfk8s_gitops.identity import identity, service_account
+from tfk8s_gitops.plan import disagreement
 from tfk8s_gitops.repo import Repo, StackFile
 
 API_VERSION = "pulumi.com/v1"
@@ -90,6 +93,10 @@ def render(repo: Repo, args: argparse.Namespace) -> list[dict[str, Any]]:
     if args.resync_seconds < 60:
         raise OperatorError(f"--resync-seconds {args.resync_seconds}: the operator requires at least 60")
     file = stacks[args.stack]
+    team = repo.team_stacks("HEAD")
+    why = disagreement(team, file)
+    if why:
+        raise OperatorError(why)
     model = settings(file)
     project, _ = repo.project("HEAD")
     account = service_account(args.stack)
@@ -98,10 +105,10 @@ def render(repo: Repo, args: argparse.Namespace) -> list[dict[str, Any]]:
     objects: list[dict[str, Any]] = [{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta}]
     subject = [{"kind": "ServiceAccount", "name": account, "namespace": args.namespace}]
     roles = ["system:auth-delegator"]
-    if isinstance(model, ExperimentStack):
-        _check_tenant_lists(stacks, file, identity(args.stack, args.namespace))
-    else:
+    if team.kind_of(args.stack) is not None:
         roles.append("cluster-admin")
+    elif isinstance(model, ExperimentStack):
+        _check_tenant_lists(stacks, file, identity(args.stack, args.namespace))
     for role in roles:
         objects.append(
             {

@@ -21,8 +21,10 @@ A removed experiment's destroy leaves its tenant's volumes: they are the tenant 
 (`keepOnDestroy`, docs/guide/tenants.md).
 
 Every command on an experiment runs as the experiment's own identity (`tfk8s_gitops.identity`): the
-pipeline's kubeconfig, impersonating `system:serviceaccount:tfk8s-gitops:tfk8s-<stack>`. Platforms
-and tenants run with the pipeline's credentials.
+pipeline's kubeconfig, impersonating `system:serviceaccount:tfk8s-gitops:tfk8s-<stack>`. The
+platforms and tenants the team file declares run with the pipeline's credentials; a stack file
+whose kind disagrees with it runs with neither (`Plan.refusals`: an apply runs nothing, a preview
+shows why beside the other stacks' previews).
 
 Steps that run at once share the run's workspace and PULUMI_HOME. What each writes is its own: its
 stack file in the workspace (`stack init`'s salt), its impersonating kubeconfig, its event log (a
@@ -41,7 +43,7 @@ from pathlib import Path
 
 from tfk8s_gitops import salts
 from tfk8s_gitops.engine import Pulumi, Result, Workspace
-from tfk8s_gitops.identity import ImpersonationError, acts_as_itself, impersonating_kubeconfig
+from tfk8s_gitops.identity import ImpersonationError, impersonating_kubeconfig
 from tfk8s_gitops.plan import Plan, Step
 from tfk8s_gitops.repo import Repo
 from tfk8s_gitops.schedule import run as run_steps
@@ -59,6 +61,8 @@ class StepReport:
     kind: str | None
     action: str
     reason: str
+    team: bool = False
+    """Runs with the pipeline's own credentials (the team file declares it)."""
     outcome: str = DONE
     result: Result | None = None
     ready: bool | None = None
@@ -146,7 +150,7 @@ class Clis:
     def of(self, entry: StepReport) -> Pulumi | None:
         """The CLI for `entry`'s stack; None, with `entry` failed and why, when the pipeline cannot
         act as the stack."""
-        if not acts_as_itself(entry.kind):
+        if entry.team:
             return self.team
         with self._lock:
             lock = self._locks.setdefault(entry.stack, threading.Lock())
@@ -187,7 +191,12 @@ def _ensure_stack(clis: Clis, cli: Pulumi, options: Options, step: Step) -> Resu
 
 
 def _unconfirmed(plan: Plan, options: Options) -> list[str]:
-    return plan.unconfirmed(options.confirmed_destroys, options.confirmed_config_dir_move)
+    """Why the plan may not run: a stack the team file disagrees with, and what needs a person's word."""
+    return [*plan.refusals.values(), *plan.unconfirmed(options.confirmed_destroys, options.confirmed_config_dir_move)]
+
+
+def _entry(step: Step) -> StepReport:
+    return StepReport(step.stack, step.kind, step.action, step.reason, step.team)
 
 
 def preview(plan: Plan, options: Options) -> Report:
@@ -198,14 +207,19 @@ def preview(plan: Plan, options: Options) -> Report:
     try:
         # In the plan's order too (a new tenant's preview after its new platform's stack exists),
         # but a failed preview skips nothing: every stack's own verdict is shown.
-        report.steps = run_steps(plan, plan.steps, options.parallel, lambda step, _: _preview_step(clis, options, step))
+        report.steps = run_steps(
+            plan, plan.steps, options.parallel, lambda step, _: _preview_step(clis, options, step, plan.refusals)
+        )
     finally:
         workspace.close()
     return report
 
 
-def _preview_step(clis: Clis, options: Options, step: Step) -> StepReport:
-    entry = StepReport(step.stack, step.kind, step.action, step.reason)
+def _preview_step(clis: Clis, options: Options, step: Step, refusals: dict[str, str]) -> StepReport:
+    entry = _entry(step)
+    if step.stack in refusals:  # with neither the team's credentials nor its own identity
+        entry.outcome, entry.note = FAILED, refusals[step.stack]
+        return entry
     cli = clis.of(entry)
     if cli is None:
         return entry
@@ -240,7 +254,7 @@ def apply(plan: Plan, options: Options, only: str | None = None) -> Report:
 
 
 def _apply_step(clis: Clis, options: Options, plan: Plan, step: Step, failed: set[str]) -> StepReport:
-    entry = StepReport(step.stack, step.kind, step.action, step.reason)
+    entry = _entry(step)
     blocker = plan.blocked_by(step, failed)
     if blocker is not None:
         entry.outcome = SKIPPED
@@ -281,7 +295,12 @@ def drift(checkout: Path, options: Options) -> Report:
     repo = Repo(checkout)
     workspace = _workspace(options)
     clis = Clis(workspace, options)
-    entries = [StepReport(name, file.kind, "refresh", "scheduled") for name, file in sorted(repo.stack_files("HEAD").items())]
+    # A refresh runs no program: the team file alone says whose credentials read each stack.
+    team = repo.team_stacks("HEAD")
+    entries = [
+        StepReport(name, file.kind, "refresh", "scheduled", team.kind_of(name) is not None)
+        for name, file in sorted(repo.stack_files("HEAD").items())
+    ]
     try:
         # A refresh changes no state another stack reads: no order; the report in the entries' order.
         with ThreadPoolExecutor(max_workers=options.parallel, thread_name_prefix="tfk8s-drift") as pool:

@@ -9,6 +9,14 @@ From `base` to `head`:
   only through their own `up`), platforms first, then tenants, then experiments;
 - a change of the program itself (`repo.PROGRAM_PATHS`) updates every stack of `head`.
 
+Which credentials a step runs with is the team file's word at `base` (`repo.TEAM_FILE`; at `head`
+for a branch's first push, which is the team's by definition): its platforms and tenants run with
+the pipeline's own, every other stack as its own identity. An added or changed stack file whose
+`tfk8s:kind` disagrees with it (a `tenant` the team file does not declare, a declared tenant whose
+file says `experiment`) is refused before anything runs, as is a new stack file under the name of
+a removed one that would run as its own identity: a tenant may still list that identity, and a
+new file must not inherit it. (A destroy runs no program: the declaration alone says who runs it.)
+
 The steps' order is a line, but what must wait is less: `Plan.after` names, for each step, the
 planned steps it must follow (an update its planned upstreams and every destroy; a destroy the
 destroys of what is built on it), so two tenants of one platform never wait for each other
@@ -18,15 +26,17 @@ destroys of what is built on it), so two tenants of one platform never wait for 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
-from tfk8s_gitops.repo import NO_COMMIT, Repo, StackFile, is_program_path, stack_name
+from tfk8s_gitops.identity import identity
+from tfk8s_gitops.repo import NO_COMMIT, TEAM_KINDS, Repo, StackFile, TeamStacks, is_program_path, stack_name
 
 Action = Literal["destroy", "update"]
-# A destroy of these kinds takes every tenant's data path or a user's namespace with it: a merge
-# alone never runs it; a person names it (`apply --confirm-destroy STACK`).
-CONFIRMED_KINDS = ("platform", "tenant")
+# The destroy of a team stack (a platform or a tenant: `Step.team`) takes every tenant's data path or
+# a user's namespace with it: a merge alone never runs it; a person names it (`apply --confirm-destroy
+# STACK`). An undeclared file that only claims such a kind destroys as its own identity, which can
+# destroy nothing of the team's: no word needed.
 # Creates and updates go down this order; destroys go up it. An unknown kind (the stack's own
 # preview will say what is wrong with it) goes last.
 KIND_ORDER = ("platform", "tenant", "experiment")
@@ -41,6 +51,8 @@ class Step:
     """Why the stack is in the plan: `added`, `changed`, `removed`, `program changed`, `downstream of X`."""
     upstream: str | None
     """The stack this one builds on (in `head` for updates, in `base` for destroys)."""
+    team: bool = False
+    """Runs with the pipeline's own credentials: the team file at `base` declares it."""
 
 
 @dataclass(frozen=True)
@@ -51,6 +63,8 @@ class Plan:
     program_changed: bool
     config_dir_move: tuple[str, str] | None = None
     """Pulumi.yaml's `stackConfigDir` at `base` and at `head`, when it changed."""
+    refusals: dict[str, str] = field(default_factory=dict)
+    """Stack -> why no step of the plan may run while it is in it (the team file's word, a reused name)."""
 
     def unconfirmed(self, destroys: Iterable[str], config_dir_move: bool) -> list[str]:
         """Why the plan may not run without a person's word: each platform or tenant it destroys
@@ -59,7 +73,7 @@ class Plan:
         reasons = [
             f"the removal of {s.stack}'s stack file destroys the {s.kind} {s.stack}: confirm with --confirm-destroy {s.stack}"
             for s in self.steps
-            if s.action == "destroy" and s.kind in CONFIRMED_KINDS and s.stack not in named
+            if s.action == "destroy" and s.team and s.stack not in named
         ]
         if self.config_dir_move is not None and not config_dir_move:
             old, new = self.config_dir_move
@@ -143,10 +157,12 @@ def make_plan(repo: Repo, base: str, head: str) -> Plan:
     if base == NO_COMMIT:  # a branch's first push: every stack file is new
         before: dict[str, StackFile] = {}
         paths = {f.path for f in after.values()}
+        team = repo.team_stacks(head)
     else:
         base = repo.resolve(base)
         before = repo.stack_files(base)
         paths = repo.changed_paths(base, head)
+        team = repo.team_stacks(base)
     program_changed = any(is_program_path(p) for p in paths)
     _, folder = repo.project(head)
     old_folder = repo.project(base)[1] if base != NO_COMMIT else folder
@@ -154,7 +170,7 @@ def make_plan(repo: Repo, base: str, head: str) -> Plan:
     touched = {name for p in paths if (name := stack_name(p, prefix)) is not None}
 
     removed = sorted((before[n] for n in before.keys() - after.keys()), key=lambda f: (-_rank(f.kind), f.name))
-    steps = [Step(f.name, "destroy", f.kind, "removed", f.upstream) for f in removed]
+    steps = [Step(f.name, "destroy", f.kind, "removed", f.upstream, team.kind_of(f.name) is not None) for f in removed]
 
     if program_changed:
         reasons = {name: "program changed" for name in after}
@@ -163,6 +179,41 @@ def make_plan(repo: Repo, base: str, head: str) -> Plan:
         for name, origin in downstream(after, set(reasons)).items():
             reasons[name] = f"downstream of {origin}"
     for name in sorted(reasons, key=lambda n: (_rank(after[n].kind), n)):
-        steps.append(Step(name, "update", after[name].kind, reasons[name], after[name].upstream))
+        steps.append(Step(name, "update", after[name].kind, reasons[name], after[name].upstream, team.kind_of(name) is not None))
     moved = (old_folder, folder) if old_folder != folder else None
-    return Plan(base, head, tuple(steps), program_changed, moved)
+    files = {**before, **after}
+    # A destroy runs no program (the state says what to delete): the team file's word on it is enough.
+    refusals = {s.stack: why for s in steps if s.action == "update" and (why := disagreement(team, files[s.stack]))}
+    if base != NO_COMMIT:
+        for step in steps:
+            if step.stack not in refusals and step.stack not in before and step.action == "update" and not step.team:
+                removal = repo.removal_of(files[step.stack].path, base)
+                if removal is not None:
+                    refusals[step.stack] = _reused(files[step.stack], removal)
+    return Plan(base, head, tuple(steps), program_changed, moved, refusals)
+
+
+def disagreement(team: TeamStacks, file: StackFile) -> str | None:
+    """Why `file`'s kind and the team file disagree, if they do."""
+    declared = team.kind_of(file.name)
+    if declared == file.kind or (declared is None and file.kind not in TEAM_KINDS.values()):
+        return None
+    where = f"{team.path} at {team.commit[:12]}"
+    if declared is None:
+        return (
+            f"{file.path} says tfk8s:kind {file.kind}, but {where} does not declare {file.name} among the team's "
+            f"{file.kind}s, and only a declared stack runs with the pipeline's credentials: declare it there first, in "
+            "a change of its own the platform team reviews, then add its stack file"
+        )
+    return (
+        f"{file.path} says tfk8s:kind {file.kind!r}, but {where} declares {file.name} a {declared}: a team stack's "
+        f"file keeps its kind; remove {file.name} from {team.path} first (a change of its own) to make it another kind"
+    )
+
+
+def _reused(file: StackFile, removal: str) -> str:
+    return (
+        f"{file.path}: a stack named {file.name} was removed at {removal[:12]}; its identity ({identity(file.name)}) may "
+        "still be listed by a tenant (tfk8s:tenant.identities.users), and a new stack file must not inherit what "
+        "that tenant granted the old one: name the new stack differently"
+    )

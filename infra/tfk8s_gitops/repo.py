@@ -28,6 +28,31 @@ class GitError(RuntimeError):
     """A git command failed; the message has git's own words."""
 
 
+# The platform team's declaration of its own stacks, beside the stack files (`stacks/team.yaml`):
+# the platforms and tenants the pipeline runs with its own credentials. Every other stack acts as
+# an identity of its own (tfk8s_gitops.identity). Read from the commit a change is made against,
+# never from the change (tfk8s_gitops.plan): a stack file's own `tfk8s:kind` chooses nothing.
+TEAM_FILE = "team.yaml"
+TEAM_KINDS = {"platforms": "platform", "tenants": "tenant"}
+
+
+class TeamFileError(ValueError):
+    """The team file is not what it must be; the message names the key and the fix."""
+
+
+@dataclass(frozen=True)
+class TeamStacks:
+    """The stacks one commit's team file declares the platform team's, by kind."""
+
+    path: str
+    commit: str
+    kinds: dict[str, str]
+    """stack -> `platform` or `tenant`."""
+
+    def kind_of(self, stack: str) -> str | None:
+        return self.kinds.get(stack)
+
+
 @dataclass(frozen=True)
 class StackFile:
     """One stack file as the plan needs it: its kind and the stack it builds on (None: a platform, a
@@ -63,6 +88,40 @@ class Repo:
         """Paths added, modified or removed from `base` to `head` (a rename is a removal and an addition)."""
         listed = self.git("diff", "--name-only", "--no-renames", "-z", base, head)
         return {p for p in listed.split("\0") if p}
+
+    def team_stacks(self, commit: str) -> TeamStacks:
+        """The team file at `commit` (none there: no team stacks)."""
+        _, folder = self.project(commit)
+        path = TEAM_FILE if folder == "." else f"{folder}/{TEAM_FILE}"
+        if not self.git("ls-tree", "--name-only", commit, "--", path).strip():
+            return TeamStacks(path, commit, {})
+        where = f"{path} at {commit[:12]}"
+        try:
+            document = yaml.safe_load(self.git("show", f"{commit}:{path}"))
+        except yaml.YAMLError as error:
+            raise TeamFileError(f"{where} is not YAML: {error}") from None
+        document = {} if document is None else document
+        if not isinstance(document, dict) or set(document) - set(TEAM_KINDS):
+            extra = sorted(set(document) - set(TEAM_KINDS)) if isinstance(document, dict) else [type(document).__name__]
+            raise TeamFileError(f"{where}: only `platforms` and `tenants` (lists of stack names) belong there, not {extra}")
+        kinds: dict[str, str] = {}
+        for key, kind in TEAM_KINDS.items():
+            names = document.get(key) or []
+            if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
+                raise TeamFileError(f"{where}: `{key}` must be a list of stack names, got {names!r}")
+            for name in names:
+                if kinds.setdefault(name, kind) != kind:
+                    raise TeamFileError(f"{where}: {name} is declared both a platform and a tenant: keep one")
+        return TeamStacks(path, commit, kinds)
+
+    def removal_of(self, path: str, commit: str) -> str | None:
+        """The last commit before or at `commit` that removed `path`, if any; refused on a shallow
+        clone, whose history may hide one."""
+        if self.git("rev-parse", "--is-shallow-repository").strip() == "true":
+            raise GitError(
+                f"the checkout is shallow: whether {path} existed before cannot be told; fetch the whole history (fetch-depth: 0)"
+            )
+        return self.git("log", "-1", "--diff-filter=D", "--format=%H", commit, "--", path).strip() or None
 
     def stack_files(self, commit: str) -> dict[str, StackFile]:
         """Every stack file at `commit`, by stack name."""

@@ -50,6 +50,7 @@ BUCKET = "tfk8s-state"
 PLATFORM, ALICE, BOB, CAROL = "gitops-platform", "tenant-alice", "tenant-bob", "tenant-carol"
 EXP_A, EXP_B, EXP_C = "exp-a", "exp-b", "exp-c"
 INTRUDER = "exp-intruder"  # a stack file that names alice's namespace, which her tenant does not list
+MALLORY = "tenant-mallory"  # a stack file that says it is a tenant, which the team file does not declare
 
 
 @dataclass
@@ -210,6 +211,9 @@ def team(tmp_path_factory: pytest.TempPathFactory, s3: S3, cluster: Kube) -> Tea
     result.git("config", "user.email", "platform@example.com")
     result.git("config", "user.name", "platform team")
     (repo / "stacks" / f"Pulumi.{PLATFORM}.yaml").write_text(_stack_file(team_platform(volumes, "tfk8s-gitops-local")))
+    # The team's own stacks, declared before their files come (tfk8s_gitops.repo.TEAM_FILE).
+    team_file = {"platforms": [PLATFORM], "tenants": [ALICE, BOB, CAROL]}
+    (repo / "stacks" / "team.yaml").write_text(yaml.safe_dump(team_file))
     result.git("add", "-A")
     result.git("commit", "-q", "-m", "the project, and the team's platform")
     return result
@@ -264,6 +268,7 @@ def test_a_team_repository_through_pull_requests_merges_and_a_schedule(
     first = _first_push(team)
     _pull_request_adding_an_experiment_then_its_merge(team, cluster)
     _a_merged_experiment_in_another_users_namespace(team, cluster)
+    _a_merged_file_claiming_to_be_a_tenant(team, cluster)
     _pull_request_changing_a_worker_count(team, cluster)
     _commit_removing_an_experiment(team, cluster)
     _pull_request_adding_a_tenant(team, cluster)
@@ -350,6 +355,25 @@ def _a_merged_experiment_in_another_users_namespace(team: Team, cluster: Kube) -
     removed = team.commit("not alice's", {INTRUDER: None})
     cleaned = team.pipeline("remove-intruder", "apply", "--base", head, "--head", removed)
     assert cleaned.returncode == 0, cleaned.output
+
+
+def _a_merged_file_claiming_to_be_a_tenant(team: Team, cluster: Kube) -> None:
+    """A stack file merged to main that says `tfk8s:kind: tenant`, which the team file at the base
+    does not declare: a tenant runs with the pipeline's cluster-admin credentials, so the whole
+    apply is refused before any command runs, and nothing is made, not even its stack. Its removal
+    runs as the file's own identity, which finds nothing to destroy and needs no person's word."""
+    base = team.git("rev-parse", "HEAD")
+    head = team.commit("mallory makes herself a tenant", {MALLORY: _tenant("mallory")})
+    assert [(s["stack"], s["team"]) for s in team.plan(base)] == [(MALLORY, False)]
+    run = team.pipeline("merge-claimed-tenant", "apply", "--base", base, "--head", head)
+    assert run.returncode == 1, run.output
+    assert "**Refused: nothing was changed.**" in run.summary, run.summary
+    assert f"does not declare {MALLORY} among the team's tenants" in run.summary, run.summary
+    assert "tfk8s-mallory" not in {n["metadata"]["name"] for n in cluster.get("namespaces")}
+    assert MALLORY not in {s["name"] for s in json.loads(team.pulumi("stack", "ls", "--json"))}
+    removed = team.commit("not a tenant", {MALLORY: None})
+    cleaned = team.pipeline("remove-claimed-tenant", "apply", "--base", head, "--head", removed)
+    assert cleaned.returncode == 0 and "never deployed" in cleaned.summary, cleaned.output + cleaned.summary
 
 
 def _pull_request_changing_a_worker_count(team: Team, cluster: Kube) -> None:

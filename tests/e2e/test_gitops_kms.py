@@ -88,6 +88,7 @@ def test_a_team_on_a_kms_key_needs_no_passphrase_and_no_passphrase_opens_its_sta
     volumes.mkdir()
     _stack_file(repo, PLATFORM, team_platform(volumes, "tfk8s-kms-local"))
     _stack_file(repo, TENANT, _tenant([USER]))
+    (repo / "stacks" / "team.yaml").write_text(yaml.safe_dump({"platforms": [PLATFORM], "tenants": [TENANT]}))
     _git(repo, "init", "-q", "-b", "main")
     _git(repo, "config", "user.email", "platform@example.com")
     _git(repo, "config", "user.name", "platform team")

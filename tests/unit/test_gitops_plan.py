@@ -10,9 +10,11 @@ from pathlib import Path
 import pytest
 import yaml
 from tfk8s_gitops.plan import Plan, Step, make_plan
-from tfk8s_gitops.repo import NO_COMMIT, GitError, Repo
+from tfk8s_gitops.repo import NO_COMMIT, GitError, Repo, TeamFileError
 
 PROJECT = {"name": "tfk8s", "runtime": "python", "main": "infra/", "stackConfigDir": "stacks"}
+# The team file (tfk8s_gitops.repo.TEAM_FILE) of the fixture's repository.
+TEAM = {"platforms": ["platform-dev"], "tenants": ["tenant-alice", "tenant-bob"]}
 
 
 def _platform() -> dict[str, object]:
@@ -69,7 +71,12 @@ def repo(tmp_path: Path) -> GitRepo:
             "dev": _experiment("tenant-alice"),
             "big": _experiment("tenant-bob"),
         },
-        {"Pulumi.yaml": yaml.safe_dump(PROJECT), "infra/tfk8s/program.py": "# v1\n", "README.md": "v1\n"},
+        {
+            "Pulumi.yaml": yaml.safe_dump(PROJECT),
+            "stacks/team.yaml": yaml.safe_dump(TEAM),
+            "infra/tfk8s/program.py": "# v1\n",
+            "README.md": "v1\n",
+        },
     )
     return result
 
@@ -345,3 +352,95 @@ def test_an_experiment_builds_on_the_tenant_stack_that_holds_its_namespace(repo:
         "nowhere": None,
         "t-lab": "lab",
     }
+
+
+# --- whose credentials: the team file at the base, never the file being applied ----------------
+
+
+def test_only_the_stacks_the_base_declares_run_with_the_teams_credentials(repo: GitRepo) -> None:
+    plan = make_plan(Repo(repo.root), NO_COMMIT, "HEAD")  # a first push: the team's own file
+    assert {s.stack: s.team for s in plan.steps} == {
+        "platform-dev": True,
+        "tenant-alice": True,
+        "tenant-bob": True,
+        "big": False,
+        "dev": False,
+    }
+    assert plan.refusals == {}
+
+
+def test_a_merged_file_claiming_kind_tenant_is_refused_before_anything_runs(repo: GitRepo) -> None:
+    """Even when the same change declares it: the declaration counts from the commit after it."""
+    base = repo.git("rev-parse", "HEAD")
+    head = repo.commit(
+        {"tenant-mallory": _tenant("platform-dev", "mallory")},
+        {"stacks/team.yaml": yaml.safe_dump({**TEAM, "tenants": [*TEAM["tenants"], "tenant-mallory"]})},
+    )
+    plan = make_plan(Repo(repo.root), base, head)
+    (step,) = [s for s in plan.steps if s.stack == "tenant-mallory"]
+    assert step.team is False
+    (why,) = plan.refusals.values()
+    assert why.startswith("stacks/Pulumi.tenant-mallory.yaml says tfk8s:kind tenant, but stacks/team.yaml at ")
+    assert "declare it there first, in a change of its own" in why
+    # Declared by the commit before it, the same file runs with the team's credentials.
+    again = make_plan(Repo(repo.root), head, repo.commit({"tenant-mallory": _tenant("platform-dev", "mallory2")}))
+    assert again.refusals == {} and again.step("tenant-mallory").team
+
+
+def test_a_declared_tenants_file_that_turns_experiment_keeps_no_credentials(repo: GitRepo) -> None:
+    base = repo.git("rev-parse", "HEAD")
+    head = repo.commit({"tenant-bob": _experiment("tenant-alice")})
+    plan = make_plan(Repo(repo.root), base, head)
+    assert "declares tenant-bob a tenant: a team stack's file keeps its kind" in plan.refusals["tenant-bob"]
+
+
+def test_an_unconfirmed_or_undeclared_apply_refuses_whole(repo: GitRepo, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tfk8s_gitops import pipeline, summary
+
+    base = repo.git("rev-parse", "HEAD")
+    head = repo.commit({"tenant-mallory": _tenant("platform-dev", "mallory"), "dev": _experiment("tenant-alice", 3)})
+    plan = make_plan(Repo(repo.root), base, head)
+    monkeypatch.setattr(pipeline, "_workspace", lambda options: (_ for _ in ()).throw(AssertionError("ran")))
+    for only in (None, "dev"):
+        report = pipeline.apply(plan, pipeline.Options(repo.root, {}, None), only)
+        assert not report.ok and report.steps == []
+        assert "does not declare tenant-mallory" in summary.markdown(report)
+
+
+def test_a_new_stack_under_a_removed_experiments_name_is_refused(repo: GitRepo) -> None:
+    """Its tenant may still list the old identity: a new file must not inherit it."""
+    removed = repo.commit({"dev": None})
+    back = repo.commit({"dev": _experiment("tenant-bob")})
+    why = make_plan(Repo(repo.root), removed, back).refusals["dev"]
+    assert f"a stack named dev was removed at {removed[:12]}" in why
+    assert "system:serviceaccount:tfk8s-gitops:tfk8s-dev" in why and "name the new stack differently" in why
+    fresh = make_plan(Repo(repo.root), removed, repo.commit({"dev2": _experiment("tenant-bob")}))
+    assert "dev2" not in fresh.refusals
+    # A removed tenant that comes back is the team's, declared: no identity of its own to inherit.
+    gone = repo.commit({"tenant-bob": None, "big": None})
+    assert make_plan(Repo(repo.root), gone, repo.commit({"tenant-bob": _tenant("platform-dev", "bob")})).refusals == {}
+
+
+def test_a_shallow_clone_cannot_tell_a_reused_name(repo: GitRepo, tmp_path: Path) -> None:
+    base = repo.git("rev-parse", "HEAD")
+    repo.commit({"exp-new": _experiment("tenant-alice")})
+    shallow = tmp_path / "shallow"
+    subprocess.run(["git", "clone", "-q", "--depth", "2", f"file://{repo.root}", str(shallow)], check=True)
+    with pytest.raises(GitError, match=r"the checkout is shallow: .*fetch-depth: 0"):
+        make_plan(Repo(shallow), base, "HEAD")
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ("platforms: [a]\nadmins: [b]\n", r"only `platforms` and `tenants` .* not \['admins'\]"),
+        ("tenants: tenant-alice\n", r"`tenants` must be a list of stack names, got 'tenant-alice'"),
+        ("platforms: [a]\ntenants: [a]\n", r"a is declared both a platform and a tenant"),
+        ("- a\n", r"only `platforms` and `tenants`"),
+    ],
+    ids=["unknown-key", "not-a-list", "both-kinds", "not-a-mapping"],
+)
+def test_a_malformed_team_file_names_the_key_and_the_fix(repo: GitRepo, text: str, match: str) -> None:
+    head = repo.commit({}, {"stacks/team.yaml": text})
+    with pytest.raises(TeamFileError, match=match):
+        make_plan(Repo(repo.root), head, repo.commit({"dev": _experiment("tenant-alice", 5)}))

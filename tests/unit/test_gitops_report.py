@@ -165,6 +165,14 @@ class StackFiles:
 
     def write(self, name: str, config: dict[str, Any]) -> None:
         (self.root / "stacks" / f"Pulumi.{name}.yaml").write_text(yaml.safe_dump({"config": config}))
+        self.commit()
+
+    def declare(self, team: dict[str, list[str]]) -> None:
+        """The team file (tfk8s_gitops.repo.TEAM_FILE)."""
+        (self.root / "stacks" / "team.yaml").write_text(yaml.safe_dump(team))
+        self.commit()
+
+    def commit(self) -> None:
         for command in (["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@e", "commit", "-q", "-m", "c"]):
             subprocess.run(["git", "-C", str(self.root), *command], check=True, capture_output=True)
 
@@ -184,6 +192,7 @@ WORKSPACE = identity("exp", "tfk8s-gitops")
 @pytest.fixture
 def files(tmp_path: Path) -> StackFiles:
     result = StackFiles(tmp_path)
+    result.declare({"platforms": ["platform-dev"], "tenants": ["tenant-alice"]})
     result.write(
         "platform-dev", {"tfk8s:kind": "platform", "tfk8s:platform": {"userNode": {"name": "n"}, "storage": {"backend": "local"}}}
     )
@@ -222,6 +231,21 @@ def test_scratch_data_keeps_an_experiment_and_a_tenant_follows_keep_on_destroy(f
     assert {b["roleRef"]["name"] for b in tenant["ClusterRoleBinding"]} == {"system:auth-delegator", "cluster-admin"}
     platform = _by_kind(operator.render(Repo(files.root), _args("platform-dev")))["Stack"][0]
     assert platform["spec"]["destroyOnFinalize"] is False and "prerequisites" not in platform["spec"]
+
+
+def test_the_team_file_not_the_stack_files_kind_gives_the_operator_workspace_cluster_admin(files: StackFiles) -> None:
+    """A merged file that says `kind: tenant` gets no cluster-admin unless the team file declares it."""
+    tenant = {"name": "mallory", "identities": {"users": ["mallory"]}}
+    files.write("tenant-mallory", {"tfk8s:kind": "tenant", "tfk8s:platformStack": "platform-dev", "tfk8s:tenant": tenant})
+    with pytest.raises(operator.OperatorError, match=r"does not declare tenant-mallory among the team's tenants"):
+        operator.render(Repo(files.root), _args("tenant-mallory"))
+    # A declared tenant whose file now says experiment keeps no admin either: refused.
+    files.write("tenant-alice", {"tfk8s:kind": "experiment", "tfk8s:namespace": "tfk8s-alice", "tfk8s:clusters": [{"name": "m"}]})
+    with pytest.raises(operator.OperatorError, match=r"declares tenant-alice a tenant: a team stack's file keeps its kind"):
+        operator.render(Repo(files.root), _args("tenant-alice"))
+    files.declare({"platforms": ["platform-dev"], "tenants": ["tenant-mallory"]})
+    bindings = _by_kind(operator.render(Repo(files.root), _args("tenant-mallory")))["ClusterRoleBinding"]
+    assert {b["roleRef"]["name"] for b in bindings} == {"system:auth-delegator", "cluster-admin"}
 
 
 @pytest.mark.parametrize(

@@ -24,7 +24,7 @@ from pathlib import Path
 from tfk8s.errors import ConfigError
 
 from tfk8s_gitops import operator, pipeline, summary
-from tfk8s_gitops.plan import make_plan
+from tfk8s_gitops.plan import NotPlanned, make_plan
 from tfk8s_gitops.repo import GitError, Repo, TeamFileError
 
 
@@ -142,5 +142,6 @@ def main(argv: list[str] | None = None) -> int:
 if __name__ == "__main__":
     try:
         sys.exit(main())
-    except (GitError, TeamFileError, KeyError, operator.OperatorError, ConfigError) as error:
-        sys.exit(f"gitops: {error.args[0] if isinstance(error, KeyError) else error}")
+    # A user's mistake is one line; anything else (a KeyError among them) is a bug, with its traceback.
+    except (GitError, TeamFileError, NotPlanned, operator.OperatorError, ConfigError) as error:
+        sys.exit(f"gitops: {error}")

@@ -33,6 +33,12 @@ from tfk8s_gitops.identity import identity
 from tfk8s_gitops.repo import NO_COMMIT, TEAM_KINDS, Repo, StackFile, TeamStacks, is_program_path, stack_name
 
 Action = Literal["destroy", "update"]
+
+
+class NotPlanned(ValueError):
+    """A stack the command names (`apply --only`) is not in the plan; the message names what is."""
+
+
 # The destroy of a team stack (a platform or a tenant: `Step.team`) takes every tenant's data path or
 # a user's namespace with it: a merge alone never runs it; a person names it (`apply --confirm-destroy
 # STACK`). An undeclared file that only claims such a kind destroys as its own identity, which can
@@ -88,7 +94,7 @@ class Plan:
             if step.stack == stack:
                 return step
         planned = ", ".join(s.stack for s in self.steps) or "none"
-        raise KeyError(f"stack {stack!r} is not in the plan of {self.base[:12]}..{self.head[:12]} (planned: {planned})")
+        raise NotPlanned(f"stack {stack!r} is not in the plan of {self.base[:12]}..{self.head[:12]} (planned: {planned})")
 
     def blocked_by(self, step: Step, failed: Iterable[str]) -> str | None:
         """The failed stack that `step` must not run after, if any: for an update, one it builds on

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from tfk8s_gitops.plan import Plan, Step, make_plan
+from tfk8s_gitops.plan import NotPlanned, Plan, Step, make_plan
 from tfk8s_gitops.repo import NO_COMMIT, GitError, Repo, TeamFileError
 
 PROJECT = {"name": "tfk8s", "runtime": "python", "main": "infra/", "stackConfigDir": "stacks"}
@@ -268,7 +268,7 @@ def test_plan_json_gives_each_step_its_wave(repo: GitRepo, capsys: pytest.Captur
 
 def test_a_stack_not_in_the_plan_names_what_is() -> None:
     plan = _plan(Step("e", "update", "experiment", "changed", None))
-    with pytest.raises(KeyError, match=r"'x' is not in the plan .* \(planned: e\)"):
+    with pytest.raises(NotPlanned, match=r"'x' is not in the plan .* \(planned: e\)"):
         plan.step("x")
 
 

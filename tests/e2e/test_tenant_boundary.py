@@ -244,6 +244,33 @@ def test_every_pod_in_a_tenant_namespace_has_bounded_scratch_whoever_creates_it(
     assert container["resources"]["limits"]["ephemeral-storage"] == "4Gi"
 
 
+def test_of_kube_systems_accounts_only_kubernetes_own_controllers_are_exempt(kube: Kube) -> None:
+    """An add-on's account in kube-system (a CNI's, an operator's), given rights in alice's
+    namespace, is bound by the rules like anyone: its Job onto the User Node is refused; the
+    controller-manager's job-controller, with the same rights, is not (it acts on what others wrote)."""
+    accounts = {"addon": "tfk8s-e2e-addon", "controller": "job-controller"}
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": "tfk8s-e2e-kube-system-accounts", "namespace": ALICE},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
+        "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": "kube-system"} for name in accounts.values()],
+    }
+    applied = subprocess.run(
+        [kube.binary, "--kubeconfig", str(kube.kubeconfig), "apply", "-f", "-"], input=json.dumps(binding), capture_output=True, text=True
+    )
+    assert applied.returncode == 0, applied.stderr
+    try:
+        onto_user_node = job(tolerations=[USER_NODE_TOLERATION], nodeSelector={USER_NODE_KEY: "true"})
+        as_addon = f"--as=system:serviceaccount:kube-system:{accounts['addon']}"
+        refused(attempt(kube, as_addon, "create", manifest=onto_user_node), "toleration")
+        as_controller = f"--as=system:serviceaccount:kube-system:{accounts['controller']}"
+        done = attempt(kube, as_controller, "create", manifest=onto_user_node)
+        assert done.returncode == 0, done.stderr
+    finally:
+        kube.run("delete", "rolebinding", "-n", ALICE, binding["metadata"]["name"], "--ignore-not-found")
+
+
 LEGITIMATE = [
     (
         "training-job-off-the-user-node",

@@ -62,7 +62,9 @@ def test_the_platform_binds_each_policy_with_deny_in_its_own_tenants_namespaces(
                 else:
                     # The platform team: whoever may register this platform's tenants.
                     assert f'authorizer.group("{group}").resource("tenants").check(\'create\')' in conditions
-                    assert "system:serviceaccount:kube-system:" in conditions
+                    # Kubernetes' own controllers by name; no other kube-system account (a CNI's, an add-on's).
+                    assert '"system:serviceaccount:kube-system:job-controller"' in conditions
+                    assert "startsWith" not in conditions and "kube-system:default" not in conditions
                 assert policy.inputs["metadata"]["labels"]["tfk8s.io/stack-kind"] == "platform"
             # The experimenter role, which every tenant binds, goes first on destroy: after it, the policies.
             (role,) = d.mocks.of_type("kubernetes:rbac.authorization.k8s.io/v1:ClusterRole")

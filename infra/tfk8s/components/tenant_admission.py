@@ -29,10 +29,11 @@ namespaces):
 
 Who the rules bind: every request except the platform team's and Kubernetes' own controllers'.
 The platform team is whoever may register tenants (`create` on the platform's Tenant kind), asked of
-the API server's own authorizer; controllers (kube-system's service accounts, the controller-manager
-and scheduler) only act on what someone else wrote: a tenant's Deployment was checked when she
-wrote it, the Jupyter Deployment was written by the platform. The pod-storage rule binds everyone,
-controllers included: it is about the pod itself.
+the API server's own authorizer; controllers (the controller-manager and the scheduler, and each of
+the controller-manager's own controllers by its account in kube-system, `CONTROLLER_ACCOUNTS`; no
+other kube-system account: a CNI's or an add-on's is not exempt) only act on what someone else
+wrote: a tenant's Deployment was checked when she wrote it, the Jupyter Deployment was written by
+the platform. The pod-storage rule binds everyone, controllers included: it is about the pod itself.
 
 Pure: `policies` returns each policy's spec; `TenantAdmission` declares them with their bindings.
 """
@@ -63,6 +64,58 @@ CONTROL_PLANE_PREFIX = "node-role.kubernetes.io/"
 NODE_CONDITION_PREFIX = "node.kubernetes.io/"
 NODE_LIFECYCLE = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
 HOSTNAME = "kubernetes.io/hostname"
+# kube-controller-manager's controllers, as they authenticate with --use-service-account-credentials
+# (kubeadm's default, CIS 1.3.3): each its own account in kube-system, named by Kubernetes' bootstrap
+# RBAC policy (k8s.io/kubernetes plugin/pkg/auth/authorizer/rbac/bootstrappolicy, 1.34.4: every
+# `system:controller:<name>` role of controller_policy.go and namespace_policy.go). Only they, of
+# kube-system's accounts, are exempt: the same process as the controller-manager's own identity.
+CONTROLLER_ACCOUNTS = (
+    "attachdetach-controller",
+    "bootstrap-signer",
+    "certificate-controller",
+    "cloud-provider",
+    "clusterrole-aggregation-controller",
+    "cronjob-controller",
+    "daemon-set-controller",
+    "deployment-controller",
+    "device-taint-eviction-controller",
+    "disruption-controller",
+    "endpoint-controller",
+    "endpointslice-controller",
+    "endpointslicemirroring-controller",
+    "ephemeral-volume-controller",
+    "expand-controller",
+    "generic-garbage-collector",
+    "horizontal-pod-autoscaler",
+    "job-controller",
+    "kube-apiserver-serving-clustertrustbundle-publisher",
+    "legacy-service-account-token-cleaner",
+    "namespace-controller",
+    "node-controller",
+    "persistent-volume-binder",
+    "pod-garbage-collector",
+    "podcertificaterequestcleaner",
+    "pv-protection-controller",
+    "pvc-protection-controller",
+    "replicaset-controller",
+    "replication-controller",
+    "resource-claim-controller",
+    "resourcequota-controller",
+    "root-ca-cert-publisher",
+    "route-controller",
+    "selinux-warning-controller",
+    "service-account-controller",
+    "service-cidrs-controller",
+    "service-controller",
+    "statefulset-controller",
+    "storage-version-garbage-collector",
+    "storage-version-migrator-controller",
+    "token-cleaner",
+    "ttl-after-finished-controller",
+    "ttl-controller",
+    "validatingadmissionpolicy-status-controller",
+    "volumeattributesclass-protection-controller",
+)
 EPHEMERAL = "ephemeral-storage"
 # The workload kinds whose pod template is at spec.template (CronJobs one level deeper).
 TEMPLATE_KINDS = (
@@ -84,17 +137,19 @@ def namespace_labels(group: str) -> dict[str, str]:
 
 def exempt(tenants: PlatformKind) -> list[dict[str, str]]:
     """matchConditions: the request is neither the platform team's nor a controller's."""
-    controllers = cel(["system:kube-controller-manager", "system:kube-scheduler"])
+    controllers = cel(
+        [
+            "system:kube-controller-manager",
+            "system:kube-scheduler",
+            *(f"system:serviceaccount:kube-system:{account}" for account in CONTROLLER_ACCOUNTS),
+        ]
+    )
     return [
         {
             "name": "not-the-platform-team",
             "expression": f"!authorizer.group({cel(tenants.group)}).resource({cel(tenants.plural)}).check('create').allowed()",
         },
-        {
-            "name": "not-a-controller",
-            "expression": "!request.userInfo.username.startsWith('system:serviceaccount:kube-system:') && "
-            f"!(request.userInfo.username in {controllers})",
-        },
+        {"name": "not-a-controller", "expression": f"!(request.userInfo.username in {controllers})"},
     ]
 
 

@@ -256,9 +256,8 @@ def test_of_kube_systems_accounts_only_kubernetes_own_controllers_are_exempt(kub
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
         "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": "kube-system"} for name in accounts.values()],
     }
-    applied = subprocess.run(
-        [kube.binary, "--kubeconfig", str(kube.kubeconfig), "apply", "-f", "-"], input=json.dumps(binding), capture_output=True, text=True
-    )
+    apply = [kube.binary, "--kubeconfig", str(kube.kubeconfig), "apply", "-f", "-"]
+    applied = subprocess.run(apply, input=json.dumps(binding), capture_output=True, text=True)
     assert applied.returncode == 0, applied.stderr
     try:
         onto_user_node = job(tolerations=[USER_NODE_TOLERATION], nodeSelector={USER_NODE_KEY: "true"})

@@ -294,6 +294,42 @@ def test_a_well_formed_jobset_passes_and_keeps_to_the_rules_once_created(kube: K
         kube.run("delete", "jobset", "legit", "-n", NAMESPACE, "--ignore-not-found")
 
 
+KUEUE = "system:serviceaccount:kueue-system:kueue-controller-manager"  # platform.queueing.controller's default
+
+
+def test_only_kueue_resumes_a_suspended_jobset(kube: Kube, quinn: Kube) -> None:
+    """Suspended as Kueue's webhook leaves a queued JobSet: quinn's own resume would start her run
+    beside the queue and is refused; Kueue's account, with the same rights, resumes it."""
+    held = {**jobset(name="held"), "spec": {**jobset()["spec"], "suspend": True}}
+    done = attempt(quinn, "create", manifest=held, dry_run=False)
+    assert done.returncode == 0, done.stderr
+    rights = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": {"name": "e2e-kueue", "namespace": NAMESPACE},
+        "rules": [{"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": ["get", "patch", "update"]}],
+    }
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": "e2e-kueue", "namespace": NAMESPACE},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "e2e-kueue"},
+        "subjects": [{"kind": "ServiceAccount", "name": KUEUE.rsplit(":", 1)[1], "namespace": "kueue-system"}],
+    }
+    apply(kube, rights, binding)
+    try:
+        resume = ["patch", "jobset", "held", "-n", NAMESPACE, "--type", "merge", "-p", '{"spec": {"suspend": false}}']
+        refused(attempt(quinn, *resume), "spec.suspend: only Kueue resumes a suspended JobSet")
+        done = attempt(kube, f"--as={KUEUE}", *resume, dry_run=False)
+        assert done.returncode == 0, done.stderr
+        # Suspending stays hers (Kueue's preemption does it too): nothing runs beside the queue that way.
+        done = attempt(quinn, "patch", "jobset", "held", "-n", NAMESPACE, "--type", "merge", "-p", '{"spec": {"suspend": true}}')
+        assert done.returncode == 0, done.stderr
+    finally:
+        kube.run("delete", "jobset", "held", "-n", NAMESPACE, "--ignore-not-found")
+        kube.run("delete", "rolebinding,role", "e2e-kueue", "-n", NAMESPACE, "--ignore-not-found")
+
+
 def test_quinns_only_workload_is_a_jobset(quinn: Kube) -> None:
     """The queued experimenter table: JobSets applied; Jobs and Deployments (the clusters of before the
     platform queued) read and deleted, never created or changed; no pods of her own, nor roles to bind."""

@@ -226,15 +226,22 @@ def specs_for(*, queueing: bool, **settings: Any) -> dict[str, dict[str, Any]]:
     return tenant_admission.policies("p1.layouts.tfk8s.io", TENANTS, user_node, PlacementSettings(**settings), queueing=queueing)
 
 
-def test_queueing_adds_the_jobset_policy_and_changes_no_other() -> None:
+def test_queueing_adds_the_jobset_policies_and_changes_no_other() -> None:
     without, queued = specs_for(queueing=False), specs_for(queueing=True)
-    assert set(queued) - set(without) == {"jobset-placement"}
-    assert {name: spec for name, spec in queued.items() if name != "jobset-placement"} == without
+    assert set(queued) - set(without) == {"jobset-placement", "jobset-resume"}
+    assert {name: spec for name, spec in queued.items() if not name.startswith("jobset-")} == without
     assert queued["jobset-placement"]["matchConstraints"]["resourceRules"] == [
         {"apiGroups": ["jobset.x-k8s.io"], "apiVersions": ["*"], "resources": ["jobsets"], "operations": ["CREATE", "UPDATE"]}
     ]
-    # Bound like the other placement policies: everyone but the platform team and kube-system's controllers.
+    # Bound like the other placement policies: everyone but the platform team and Kubernetes' controllers.
     assert queued["jobset-placement"]["matchConditions"] == queued["template-placement"]["matchConditions"]
+    # A resume binds Kueue's own account out too, and no one else more.
+    resume = queued["jobset-resume"]
+    assert resume["matchConstraints"]["resourceRules"][0]["operations"] == ["UPDATE"]
+    assert resume["matchConditions"][:-1] == queued["template-placement"]["matchConditions"]
+    assert resume["matchConditions"][-1]["expression"] == (
+        'request.userInfo.username != "system:serviceaccount:kueue-system:kueue-controller-manager"'
+    )
 
 
 @pytest.mark.parametrize(

@@ -50,7 +50,7 @@ import pulumi
 from tfk8s.kube import objects as kube
 from tfk8s.kube.api_paths import JOBSET
 from tfk8s.schema.contract import PlatformKind
-from tfk8s.schema.platform import PlacementSettings, UserNodeSettings
+from tfk8s.schema.platform import PlacementSettings, QueueingSettings, UserNodeSettings
 from tfk8s.specs import jobset
 from tfk8s.specs.ownership import STACK_KIND, Owner
 from tfk8s.specs.queueing import LOCAL_QUEUE_NAME
@@ -323,10 +323,17 @@ def _pod_spec_variables(path: str) -> list[dict[str, str]]:
 
 
 def policies(
-    group: str, tenants: PlatformKind, user_node: UserNodeSettings, placement: PlacementSettings, *, queueing: bool = False
+    group: str,
+    tenants: PlatformKind,
+    user_node: UserNodeSettings,
+    placement: PlacementSettings,
+    *,
+    queueing: bool = False,
+    kueue: str = QueueingSettings.model_fields["controller"].default,
 ) -> dict[str, dict[str, Any]]:
     """Each policy's spec, by a short name (the Pulumi resources' names); `queueing`: the platform's
-    `queueing.enabled`, whose experiments are JobSets (the jobset-placement policy)."""
+    `queueing.enabled`, whose experiments are JobSets (the jobset-placement and jobset-resume
+    policies), `kueue` the user name Kueue's controller acts as (`queueing.controller`)."""
     writes = ("CREATE", "UPDATE")
     conditions = exempt(tenants)
     placement_checks = _placement_validations(user_node, placement)
@@ -438,6 +445,20 @@ def policies(
             _jobset_validations(user_node, placement),
             conditions=conditions,
         )
+        # Kueue suspends a queued JobSet at its creation (its webhook) and resumes it when it admits
+        # the workload; a tenant who resumed her own would run beside the queue's capacity and order.
+        found["jobset-resume"] = _policy(
+            group,
+            [_rule([JOBSET.group], [JOBSET.plural], ("UPDATE",))],
+            [
+                {
+                    "expression": "!(oldObject.?spec.?suspend.orValue(false) && !object.?spec.?suspend.orValue(false))",
+                    "message": "spec.suspend: only Kueue resumes a suspended JobSet in a tfk8s tenant namespace, when "
+                    "it admits the workload (platform.queueing.controller); wait for the queue",
+                }
+            ],
+            conditions=[*conditions, {"name": "not-kueue", "expression": f"request.userInfo.username != {cel(kueue)}"}],
+        )
     return found
 
 
@@ -452,6 +473,8 @@ class TenantAdmissionArgs:
     owner: Owner
     queueing: bool = False
     """The platform's `queueing.enabled`: its experiments' JobSets are checked too."""
+    kueue: str = QueueingSettings.model_fields["controller"].default
+    """The user name Kueue's controller acts as (`queueing.controller`): it alone resumes a JobSet."""
 
 
 class TenantAdmission(pulumi.ComponentResource):
@@ -463,7 +486,8 @@ class TenantAdmission(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         self.policies: dict[str, Any] = {}
         self.bindings: dict[str, Any] = {}
-        for short, spec in policies(args.group, args.tenants, args.user_node, args.placement, queueing=args.queueing).items():
+        shorts = policies(args.group, args.tenants, args.user_node, args.placement, queueing=args.queueing, kueue=args.kueue)
+        for short, spec in shorts.items():
             policy = kube.ValidatingAdmissionPolicy(f"{name}-{short}", metadata=meta, spec=spec, opts=child)
             self.policies[short] = policy
             self.bindings[short] = kube.ValidatingAdmissionPolicyBinding(

@@ -288,6 +288,10 @@ class QueueingSettings(Model):
     tenant's quota. Required when `enabled`."""
     cohort: DnsName = "tfk8s"
     """The name of the Kueue Cohort every tenant's ClusterQueue joins (cluster-scoped: one per platform)."""
+    controller: str = "system:serviceaccount:kueue-system:kueue-controller-manager"
+    """The user name Kueue's controller acts as (its upstream manifests' account by default): it
+    alone may resume a suspended JobSet in a tenant namespace, when it admits the workload; a
+    tenant's own resume would start her run beside the queue."""
     priority_classes: dict[DnsName, PriorityValue] = Field(default_factory=dict)
     """WorkloadPriorityClasses experiments may ask for, name -> value, e.g. {urgent: 1000, batch: 10}:
     a higher value is admitted first and preempts a lower one of the same tenant, or what another

@@ -79,6 +79,7 @@ def build(stack: PlatformStack, owner: Owner) -> dict[str, Any]:
                     placement=platform.placement,
                     owner=owner,
                     queueing=platform.queueing.enabled,
+                    kueue=platform.queueing.controller,
                 ),
             )
         )

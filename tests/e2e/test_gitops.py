@@ -210,7 +210,11 @@ def team(tmp_path_factory: pytest.TempPathFactory, s3: S3, cluster: Kube) -> Tea
     result.git("init", "-q", "-b", "main")
     result.git("config", "user.email", "platform@example.com")
     result.git("config", "user.name", "platform team")
-    (repo / "stacks" / f"Pulumi.{PLATFORM}.yaml").write_text(_stack_file(team_platform(volumes, "tfk8s-gitops-local")))
+    platform = team_platform(volumes, "tfk8s-gitops-local")
+    # This team lets its program run floating images (platform.images.allowLatest): its policy pack's
+    # mandatory no-latest-image is then the gate that stops one, which the `:latest` scenarios prove.
+    platform["tfk8s:platform"]["images"] = {"allowLatest": True}
+    (repo / "stacks" / f"Pulumi.{PLATFORM}.yaml").write_text(_stack_file(platform))
     # The team's own stacks, declared before their files come (tfk8s_gitops.repo.TEAM_FILE).
     team_file = {"platforms": [PLATFORM], "tenants": [ALICE, BOB, CAROL]}
     (repo / "stacks" / "team.yaml").write_text(yaml.safe_dump(team_file))

@@ -1,9 +1,13 @@
 """The tfk8s policy pack (policies/) run by the real CLI, through tfk8s's language host's RunPlugin,
 on all three kinds of stack: the repository's stacks pass every mandatory rule (the advisory ones
-speak), and an experiment that breaks one is stopped before anything changes."""
+speak), and an experiment that breaks one is stopped before anything changes: a rule a team made
+mandatory in its pack's configuration (`--policy-pack-config`). A `:latest` image, which the pack
+refuses too, the program itself refuses first on this platform (`platform.images.allowLatest` off:
+tests/e2e/test_gitops.py has a team that allows it, where the pack is the gate)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -22,8 +26,8 @@ def pack() -> Path:
     return PACK
 
 
-def test_every_kind_of_stack_passes_the_pack_and_a_latest_image_is_stopped(
-    cli: Cli, kube: Kube, platform: str, tenants: dict[str, str], pack: Path
+def test_every_kind_of_stack_passes_the_pack_and_a_rule_made_mandatory_stops_an_up(
+    cli: Cli, kube: Kube, platform: str, tenants: dict[str, str], pack: Path, tmp_path: Path
 ) -> None:
     cli.init_experiment(STACK, tenant=tenants["alice"], settings=SMALL_CLUSTER)
     try:
@@ -39,15 +43,26 @@ def test_every_kind_of_stack_passes_the_pack_and_a_latest_image_is_stopped(
         (job,) = [j for j in kube.get("jobs", "tfk8s-alice") if j["metadata"]["labels"].get("tfk8s.io/stack") == STACK]
         image = job["spec"]["template"]["spec"]["containers"][0]["image"]
 
-        cli("config", "set", "--stack", STACK, "--path", "tfk8s:clusters[0].image", "tensorflow/tensorflow:latest")
-        done = cli("up", "--stack", STACK, "--yes", "--policy-pack", str(pack), check=False)
+        # A team that makes the advisory rule mandatory: the same experiment, with another worker count, is stopped.
+        config = tmp_path / "pack-config.json"
+        config.write_text(json.dumps({"jobs-cleaned-up": "mandatory"}))
+        cli("config", "set", "--stack", STACK, "--path", "tfk8s:clusters[0].workers.count", str(job["spec"]["completions"] + 1))
+        pack_args = ("--policy-pack", str(pack), "--policy-pack-config", str(config))
+        done = cli("up", "--stack", STACK, "--yes", *pack_args, check=False)
         text = done.stdout + done.stderr
         assert done.returncode != 0, text
-        assert "no-latest-image" in text and "mandatory" in text, text
-        assert "runs 'tensorflow/tensorflow:latest': pin a tag other than latest, or a digest" in text, text
+        assert "jobs-cleaned-up" in text and "mandatory" in text, text
         (after,) = [j for j in kube.get("jobs", "tfk8s-alice") if j["metadata"]["labels"].get("tfk8s.io/stack") == STACK]
         assert after["metadata"]["uid"] == job["metadata"]["uid"]  # nothing changed
-        assert after["spec"]["template"]["spec"]["containers"][0]["image"] == image
+        assert after["spec"]["completions"] == job["spec"]["completions"]
+
+        # A floating image: the program refuses it before anything is declared, naming the key.
+        cli("config", "set", "--stack", STACK, "--path", "tfk8s:clusters[0].image", "tensorflow/tensorflow:latest")
+        done = cli("preview", "--stack", STACK, "--policy-pack", str(pack), check=False)
+        text = done.stdout + done.stderr
+        assert done.returncode != 0, text
+        assert "clusters[0].image: 'tensorflow/tensorflow:latest' is tagged latest" in text, text
+        assert "no-latest-image" not in text, text  # the program stopped first: no resource reached the pack
     finally:
         cli("destroy", "--stack", STACK, "--yes")
         cli("stack", "rm", STACK, "--yes")

@@ -397,6 +397,16 @@ HOSTILE = [
     ),
     ("tensorboard-image-newline", _platform("images", {"tensorboard": "tf\n"}), r"images\.tensorboard: .*" + IMAGE),
     (
+        "tensorflow-image-latest",
+        _platform("images", {"tensorflow": "tensorflow/tensorflow:latest"}),
+        r"images\.tensorflow: 'tensorflow/tensorflow:latest' is tagged latest: .*pin a tag other than latest or a digest",
+    ),
+    (
+        "jupyter-image-untagged",
+        _platform("images", {"jupyter": "registry.local:5000/jupyter"}),
+        r"images\.jupyter: 'registry\.local:5000/jupyter' is untagged: .*platform\.images\.allowLatest: true",
+    ),
+    (
         "user-node-address-not-a-host",
         _platform("userNode", {"name": "tfk8s-user-node", "address": "http://10.0.0.5/"}),
         r"userNode\.address: 'http://10\.0\.0\.5/' is neither an IP address nor a host name",
@@ -810,6 +820,11 @@ BAD = [
     ),
     ("scratch-size-bad", _set(cluster, "scratch", {"size": "big"}), r"scratch\.size: 'big' is not a Kubernetes quantity"),
     (
+        "cluster-image-latest",
+        _set(cluster, "image", "tensorflow/tensorflow:latest"),
+        r"clusters\[0\]\.image: 'tensorflow/tensorflow:latest' is tagged latest: .*ask the platform team",
+    ),
+    (
         "bad-k8s-version",
         _set(lambda r: r["platform"], "kubernetesVersion", "v1.34.0"),
         r"kubernetesVersion: must look like '1\.34'",
@@ -838,6 +853,8 @@ PLATFORM_CASES = [
     "reclaim-policy-unknown",
     "run-as-root",
     "tensorboard-image-newline",
+    "tensorflow-image-latest",
+    "jupyter-image-untagged",
     "user-node-address-not-a-host",
     "api-server-host-bits",
     "dns-label-bad",
@@ -1540,3 +1557,34 @@ def test_a_code_directory_ships_no_link_and_no_git_file(
         return
     with pytest.raises(ConfigError, match=r"tfk8s:clusters\[0\]\.code\.path: " + refused):
         check_experiment(stack, "dev", facts, tmp_path)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("image", "floats"),
+    [
+        ("tensorflow/tensorflow:2.21.0", None),
+        ("registry.local:5000/tf:2.21.0", None),
+        ("registry.local:5000/tf", "untagged"),
+        ("tf:latest", "tagged latest"),
+        ("tf:latest@sha256:" + "0" * 64, None),  # a digest pins whatever the tag says
+    ],
+)
+def test_an_image_floats_only_without_a_tag_or_on_latest_and_never_with_a_digest(image: str, floats: str | None) -> None:
+    from tfk8s.schema.types import floating_tag
+
+    assert floating_tag(image) == floats
+
+
+def test_a_platform_that_allows_latest_lets_its_experiments_run_it() -> None:
+    from tfk8s.errors import ConfigError
+    from tfk8s.schema.contract import PlatformFacts
+    from tfk8s.stacks.config import validate
+
+    raw = stack_config("dev")
+    raw["clusters"][0]["image"] = "tensorflow/tensorflow:latest"
+    stack = validate(raw)
+    published = facts_for(stack_config("platform-dev"))
+    with pytest.raises(ConfigError, match=r"is tagged latest"):
+        check_experiment(stack, "dev", PlatformFacts.model_validate(published, strict=False), ROOT)  # type: ignore[arg-type]
+    published["images"]["allowLatest"] = True
+    check_experiment(stack, "dev", PlatformFacts.model_validate(published, strict=False), ROOT)  # type: ignore[arg-type]

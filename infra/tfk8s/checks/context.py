@@ -17,7 +17,7 @@ from tfk8s.schema.contract import PlatformFacts
 from tfk8s.schema.experiment import LAUNCHER_PACKAGE, ClusterSettings, CodeSettings, ExperimentStack, Placement
 from tfk8s.schema.node_keys import CONTROL_PLANE, HOSTNAME_LABEL, KUBERNETES_TAINTS
 from tfk8s.schema.platform import PlatformSettings, PlatformStack, PortSettings
-from tfk8s.schema.types import MAX_NAME_LENGTH, service_name
+from tfk8s.schema.types import MAX_NAME_LENGTH, floating_tag, service_name
 from tfk8s.specs import backends, quota
 from tfk8s.specs import cluster_spec as cs
 from tfk8s.specs.code import code_files
@@ -51,10 +51,26 @@ def check_platform(stack: PlatformStack, server_version: tuple[int, int] | None)
     problems += backends.problems(platform.storage, kube, f"{key}.storage")
     problems += _network_problems(platform, key) + _placement_keys_problems(platform, key) + _quota_problems(platform, key)
     problems += _monitoring_problems(platform, key)
+    if not platform.images.allow_latest:
+        images = {
+            "tensorflow": platform.images.tensorflow,
+            "jupyter": platform.images.jupyter,
+            "tensorboard": platform.images.tensorboard,
+        }
+        problems += [_floating_problem(image, f"{key}.images.{name}") for name, image in images.items() if floating_tag(image)]
     if problems:
         raise ConfigError(problems)
     assert kube is not None
     return stack.model_copy(update={"platform": platform.model_copy(update={"kubernetes_version": f"{kube[0]}.{kube[1]}"})})
+
+
+def _floating_problem(image: str, key: str) -> str:
+    """What the policy pack's no-latest-image refuses in GitOps, refused wherever the program runs."""
+    return (
+        f"{key}: {image!r} is {floating_tag(image)}: a run on it could not be repeated; pin a tag other than latest "
+        f"or a digest (e.g. tensorflow/tensorflow:2.21.0), or ask the platform team to set "
+        f"{NAMESPACE}:platform.images.allowLatest: true"
+    )
 
 
 def _network_problems(platform: PlatformSettings, key: str) -> list[str]:
@@ -168,6 +184,8 @@ def check_experiment(stack: ExperimentStack, stack_name: str, facts: PlatformFac
                 f"storage backend is {backends.scratchless_platforms()}): remove it, or ask the platform "
                 f"team to set {NAMESPACE}:platform.storage.scratchClassName"
             )
+        if c.image is not None and not facts.images.allow_latest and floating_tag(c.image):
+            problems.append(_floating_problem(c.image, f"{key}.image"))
         problems += _code_problems(c.code, f"{key}.code", project_root)
         problems += _code_url_port_problems(c.code, facts.ports, f"{key}.code")
     if problems:

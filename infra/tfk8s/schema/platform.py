@@ -135,6 +135,11 @@ class ImageSettings(Model):
     """Each tenant's Jupyter (a docker-stacks image: see `podSecurity.jupyter`)."""
     tensorboard: Image = "tensorflow/tensorflow:2.21.0"
     """Each tenant's TensorBoard, and its token gate."""
+    allow_latest: bool = False
+    """Whether an image tagged latest, or untagged, may run. Off: every image the platform and its
+    experiments name is pinned (a tag other than latest, or a digest), so a run can be repeated, and
+    `preview`/`up` refuse one that is not, wherever they run (the policy pack's no-latest-image
+    refuses it too, in GitOps)."""
 
 
 class PortSettings(Model):

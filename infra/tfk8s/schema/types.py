@@ -125,6 +125,16 @@ def _image(value: str) -> str:
     return value
 
 
+def floating_tag(image: str) -> str | None:
+    """How `image` floats, if it does: "untagged" (which means latest) or "tagged latest"; None for a
+    pinned tag or a digest. (A registry's port is no tag.)"""
+    if "@sha256:" in image:
+        return None
+    last = image.rsplit("/", 1)[-1]
+    tag = last.rpartition(":")[2] if ":" in last else ""
+    return "untagged" if not tag else "tagged latest" if tag == "latest" else None
+
+
 def _host(value: str) -> str:
     """`value` if it is an IP address or a DNS host name (what users type to reach a node)."""
     try:

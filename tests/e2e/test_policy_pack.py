@@ -41,7 +41,6 @@ def test_every_kind_of_stack_passes_the_pack_and_a_rule_made_mandatory_stops_an_
         # The advisory rules speak (this experiment sets no TTL nor deadline) without stopping it.
         assert "jobs-cleaned-up" in text and "advisory" in text, text
         (job,) = [j for j in kube.get("jobs", "tfk8s-alice") if j["metadata"]["labels"].get("tfk8s.io/stack") == STACK]
-        image = job["spec"]["template"]["spec"]["containers"][0]["image"]
 
         # A team that makes the advisory rule mandatory: the same experiment, with another worker count, is stopped.
         config = tmp_path / "pack-config.json"

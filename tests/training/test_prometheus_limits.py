@@ -15,6 +15,7 @@ import socketserver
 import subprocess
 import threading
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
@@ -95,10 +96,24 @@ def prometheus(tmp_path: Path, targets: dict[str, str]) -> Iterator[str]:
     )
     try:
         toolenv.wait_for_port(server, port, "prometheus")
-        yield f"http://127.0.0.1:{port}"
+        base = f"http://127.0.0.1:{port}"
+        # It listens before its storage is open, answering 503 until then (/-/ready says when).
+        deadline = time.monotonic() + 60
+        while not _ready(base):
+            assert time.monotonic() < deadline and server.poll() is None, (tmp_path / "prometheus.log").read_text()[-3000:]
+            time.sleep(0.2)
+        yield base
     finally:
         server.terminate()
         server.wait(10)
+
+
+def _ready(base: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{base}/-/ready", timeout=5) as response:
+            return response.status == 200
+    except (urllib.error.URLError, OSError):
+        return False
 
 
 def query(base: str, promql: str) -> dict[str, float]:

@@ -70,7 +70,6 @@ write_stages() {
   # - It reaches a real node's kubelet (lab/realnode.sh) at its address, for `kubectl logs`, with
   #   the cluster's admin certificate.
   # - kwok simulates only the nodes annotated as fake (hack/kwok/nodes.yaml), never a real kubelet.
-  # - The controller manager's controllers act as their own accounts (see below).
   # - The scheduler and the controller manager run without leader election: each is the only one of
   #   its kind, and with it a stall of the API server longer than the lease's renew deadline (10 s)
   #   makes it exit for good (kwokctl restarts nothing). CI on 2026-11-25 lost its e2e cluster's
@@ -96,9 +95,6 @@ componentsPatches:
 - name: kube-controller-manager
   extraArgs:
   - {key: leader-elect, value: "false"}
-  # Each controller as its own account in kube-system, as kubeadm runs it (CIS 1.3.3): the tenant
-  # admission exempts those accounts by name (tfk8s.components.tenant_admission.CONTROLLER_ACCOUNTS).
-  - {key: use-service-account-credentials, value: "true"}
 - name: kwok-controller
   extraArgs:
   - {key: manage-all-nodes, value: "false"}

@@ -593,6 +593,7 @@ def test_operator_stacks_of_every_kind_validate_against_the_operators_crds(clust
     repo = tmp_path / "repo"
     (repo / "stacks").mkdir(parents=True)
     shutil.copy(ROOT / "Pulumi.yaml", repo / "Pulumi.yaml")
+    shutil.copy(ROOT / "stacks" / "team.yaml", repo / "stacks")  # whose accounts get cluster-admin
     for stack in ("platform-dev", "tenant-alice", "dev"):
         shutil.copy(ROOT / "stacks" / f"Pulumi.{stack}.yaml", repo / "stacks")
     tenant = yaml.safe_load((repo / "stacks" / "Pulumi.tenant-alice.yaml").read_text())

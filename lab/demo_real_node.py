@@ -129,7 +129,7 @@ def first_step() -> int:
     while time.monotonic() < deadline:
         done = subprocess.run(status, cwd=ROOT, capture_output=True, text=True)
         if done.returncode == 0:
-            cluster = json.loads(done.stdout.splitlines()[-1]).get("clusters", {}).get(DEV_CLUSTER, {})
+            cluster = json.loads(done.stdout).get("clusters", {}).get(DEV_CLUSTER, {})  # one document without --watch
             if cluster.get("step"):
                 return int(cluster["step"])
         time.sleep(2)

@@ -3,9 +3,9 @@ Prometheus, and every task's output after its pod is gone.
 
 alice's experiment `watch` has two clusters on the real node: `mnist`, which trains for real
 (1 PS, 2 workers, the built-in trainer), and `broken`, whose worker fails at once (a script that
-prints and exits 3; no retry). The real node is the platform's User Node too, as on a cluster of
-one node (platform.userNode.sharedWithTraining, `make up-real-node`'s layout): alice's TensorBoard
-and its token gate, which read her log volume, run there beside the training pods. The platform's
+prints and exits 3; no retry). Once both have started, the platform team makes the real node the
+User Node (test_real_user_node.py does the same): alice's TensorBoard and its token gate, which
+read her log volume, move there beside the training pods that keep running. The platform's
 Prometheus (the binary built from its Go module, in an image built here) runs in the platform's
 monitoring namespace with the scrape configuration the platform declares.
 
@@ -36,6 +36,8 @@ import pytest
 import yaml
 from drivers import CLUSTER, ROOT, Cli, Kube
 from real_node import (
+    BRIDGE_ADDRESS,
+    REAL_NODE_KEY,
     give_volumes_to_pods,
     http_get,
     import_image,
@@ -45,8 +47,6 @@ from real_node import (
     probe_from_pod,
     project,
     real_cluster,
-    shared_user_node,
-    untaint,
     until,
 )
 from tfk8s.specs.monitoring import SCRAPE_FILE, SCRAPE_NAME
@@ -55,6 +55,7 @@ import dashboards
 
 PLATFORM, TENANT, EXPERIMENT, NAMESPACE = "platform-dev", "tenant-alice", "watch", "tfk8s-alice"
 MONITORING = "tfk8s-monitoring"
+OLD_USER_NODE = "tfk8s-user-node"
 STEPS = 14000
 METRICS_PORT = 9470
 BROKEN_SAYS = "tfk8s-e2e: broken worker gives up"
@@ -84,11 +85,8 @@ def watched(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Watched]:
         cli = project(kube, work / "project", "real-observability-test")
         kube.run("create", "namespace", MONITORING)  # the platform team's, where its Prometheus runs
         cli("stack", "select", "--create", PLATFORM)
-        node = node_of(kube)
-        untaint(kube)
         for path, value in {
             **platform_settings(work / "volumes"),
-            **shared_user_node(node),
             "tfk8s:platform.images.tensorflow": tensorflow,
             "tfk8s:platform.images.tensorboard": tensorflow,
             "tfk8s:platform.images.jupyter": jupyter,
@@ -104,7 +102,18 @@ def watched(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Watched]:
         cli("up", "--stack", TENANT, "--yes", "--skip-preview")
         give_volumes_to_pods(kube, [f"{EXPERIMENT}/mnist", f"{EXPERIMENT}/broken"])
         _experiment(cli)
+        node = node_of(kube)
         prometheus = _start_prometheus(kube, node, prometheus_image, work)
+
+        # The real node becomes the User Node; the training pods, running, stay (NoSchedule).
+        kube.run("taint", "node", node, f"{REAL_NODE_KEY}-")
+        cli("config", "set", "--stack", PLATFORM, "--path", "tfk8s:platform.userNode.name", node)
+        cli("config", "set", "--stack", PLATFORM, "--path", "tfk8s:platform.userNode.address", BRIDGE_ADDRESS)
+        cli("up", "--stack", PLATFORM, "--yes", "--skip-preview")
+        kube.run("drain", OLD_USER_NODE, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=120s")
+        for stack in (TENANT, EXPERIMENT):  # the experiment's outputs name where its TensorBoard now is
+            done = cli("up", "--stack", stack, "--yes", "--skip-preview", "--refresh", check=False)
+            assert done.returncode == 0, done.stdout[-3000:] + done.stderr
         env = {**(cli.env or {}), "PYTHONPATH": os.pathsep.join(str(ROOT / p) for p in ("infra", "training"))}
         yield Watched(kube, cli, env, prometheus)
 

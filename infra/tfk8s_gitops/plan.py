@@ -39,10 +39,6 @@ class NotPlanned(ValueError):
     """A stack the command names (`apply --only`) is not in the plan; the message names what is."""
 
 
-# The destroy of a team stack (a platform or a tenant: `Step.team`) takes every tenant's data path or
-# a user's namespace with it: a merge alone never runs it; a person names it (`apply --confirm-destroy
-# STACK`). An undeclared file that only claims such a kind destroys as its own identity, which can
-# destroy nothing of the team's: no word needed.
 # Creates and updates go down this order; destroys go up it. An unknown kind (the stack's own
 # preview will say what is wrong with it) goes last.
 KIND_ORDER = ("platform", "tenant", "experiment")
@@ -73,8 +69,11 @@ class Plan:
     """Stack -> why no step of the plan may run while it is in it (the team file's word, a reused name)."""
 
     def unconfirmed(self, destroys: Iterable[str], config_dir_move: bool) -> list[str]:
-        """Why the plan may not run without a person's word: each platform or tenant it destroys
-        that `destroys` does not name, and a moved `stackConfigDir` unless `config_dir_move`."""
+        """Why the plan may not run without a person's word: each team stack (`Step.team`) it destroys
+        that `destroys` does not name (a platform's or tenant's destroy takes every tenant's data path
+        or a user's namespace with it; an undeclared file that only claims such a kind destroys as its
+        own identity, which can destroy nothing of the team's), and a moved `stackConfigDir` unless
+        `config_dir_move`."""
         named = set(destroys)
         reasons = [
             f"the removal of {s.stack}'s stack file destroys the {s.kind} {s.stack}: confirm with --confirm-destroy {s.stack}"

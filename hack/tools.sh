@@ -31,6 +31,17 @@ mkdir -p "$tools" "$bin" "$work"
 export GOSUMDB=off GOFLAGS=-mod=mod GOTOOLCHAIN=auto CGO_ENABLED=0
 export GOMODCACHE=${GOMODCACHE:-$(go env GOMODCACHE)}
 
+# A cold machine spends most of its CI compiling these tools, on both cores, so compile CPU is
+# what the builds below save (docs/tests.md). Measured on etcd with an empty build cache, three
+# runs each: the compiler's collector at GOGC=400 instead of 100 (the compiler allocates much and
+# lives briefly) 15% less CPU; no DWARF (every binary here is stripped by -ldflags "-s -w", so the
+# compiler's debug info was thrown away at link) another 12%. GOMEMLIMIT keeps the largest
+# packages' heaps bounded (a soft limit: the collector runs more often near it). These override
+# what hack/env.sh exports for pulumi's runs: a build is not one. go vet and go test pass the same
+# -gcflags (Makefile lint, lab/suite.py), so they reuse the packages built here.
+export GOGC=400 GOMEMLIMIT=3GiB
+GO_GCFLAGS="all=-dwarf=false"
+
 log() { printf '[tools %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
 # once NAME COMMAND...: COMMAND (a build_* function) holding NAME's lock, in a subshell (the builds
@@ -101,7 +112,7 @@ build_pulumi() {
   pulumi_replaces
   go get "github.com/pulumi/pulumi/pkg/v3@v$PULUMI_VERSION" "github.com/pulumi/pulumi/sdk/v3@v$PULUMI_VERSION"
   mkdir -p "$dest.tmp"
-  go build -trimpath -tags osusergo,grpcnotrace \
+  go build -trimpath -tags osusergo,grpcnotrace -gcflags "$GO_GCFLAGS" \
     -ldflags "-s -w -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=v$PULUMI_VERSION" \
     -o "$dest.tmp/pulumi" github.com/pulumi/pulumi/pkg/v3/cmd/pulumi
   rm -rf "$dest" && mv "$dest.tmp" "$dest"
@@ -122,7 +133,7 @@ build_checked_in() {
   if [ -x "$binary" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$sources" ]; then return; fi
   log "$(basename "$binary"): building hack/$1"
   # The checked-in go.sum, never updated here (a build must not change the checkout).
-  (cd "$module" && GOFLAGS=-mod=readonly go build -trimpath -ldflags "-s -w" -o "$binary.tmp" .)
+  (cd "$module" && GOFLAGS=-mod=readonly go build -trimpath -gcflags "$GO_GCFLAGS" -ldflags "-s -w" -o "$binary.tmp" .)
   mv "$binary.tmp" "$binary"
   printf '%s\n' "$sources" >"$stamp"
 }
@@ -167,7 +178,7 @@ build_yaml_host() {
       go get "github.com/pulumi/pulumi-yaml@$PULUMI_YAML_VERSION" \
         "github.com/pulumi/pulumi/pkg/v3@v$PULUMI_VERSION" "github.com/pulumi/pulumi/sdk/v3@v$PULUMI_VERSION"
       mkdir -p "$dest.tmp"
-      go build -trimpath -tags osusergo,grpcnotrace \
+      go build -trimpath -tags osusergo,grpcnotrace -gcflags "$GO_GCFLAGS" \
         -ldflags "-s -w -X github.com/pulumi/pulumi-yaml/pkg/version.Version=$PULUMI_YAML_VERSION" \
         -o "$dest.tmp/pulumi-language-yaml" github.com/pulumi/pulumi-yaml/cmd/pulumi-language-yaml
     )
@@ -212,9 +223,9 @@ build_provider() {
     go mod edit -replace "github.com/pulumi/pulumi-kubernetes/sdk/v4=github.com/pulumi/pulumi-kubernetes/sdk/v4@v$K8S_PROVIDER_SDK_GO_VERSION"
     # -trimpath as the build below: the generator's 630 packages are the provider's own, compiled
     # once (without it, `go run` compiled them a second time: 66 s on an empty build cache).
-    (cd cmd/pulumi-resource-kubernetes && VERSION=$K8S_PROVIDER_VERSION go run -trimpath generate.go)
+    (cd cmd/pulumi-resource-kubernetes && VERSION=$K8S_PROVIDER_VERSION go run -trimpath -gcflags "$GO_GCFLAGS" generate.go)
     mkdir -p "$dest.tmp"
-    go build -trimpath -ldflags "-s -w -X github.com/pulumi/pulumi-kubernetes/provider/v4/pkg/version.Version=$K8S_PROVIDER_VERSION" \
+    go build -trimpath -gcflags "$GO_GCFLAGS" -ldflags "-s -w -X github.com/pulumi/pulumi-kubernetes/provider/v4/pkg/version.Version=$K8S_PROVIDER_VERSION" \
       -o "$dest.tmp/pulumi-resource-kubernetes" ./cmd/pulumi-resource-kubernetes
     rm -rf "$dest" && mv "$dest.tmp" "$dest"
     log "pulumi-resource-kubernetes: built"
@@ -233,14 +244,16 @@ build_kwok() {
   have_on_path kwokctl "$KWOK_VERSION" && have_on_path kwok "$KWOK_VERSION" && return
   log "kwok $KWOK_VERSION: building kwok and kwokctl"
   mkdir -p "$dest.tmp"
-  GOBIN=$dest.tmp go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION" "sigs.k8s.io/kwok/cmd/kwokctl@$KWOK_VERSION"
+  GOBIN=$dest.tmp go install -trimpath -gcflags "$GO_GCFLAGS" -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION" "sigs.k8s.io/kwok/cmd/kwokctl@$KWOK_VERSION"
   rm -rf "$dest" && mv "$dest.tmp" "$dest"
   link kwok "$dest"; link kwokctl "$dest"
   log "kwok: done"
 }
 
 # cyclonus: a NetworkPolicy engine that computes the allow/deny matrix of live policies offline.
-build_cyclonus() { go_install cyclonus "$CYCLONUS_VERSION" github.com/mattfenwick/cyclonus/cmd/cyclonus; }
+# Built on Kueue's module versions (beside_kueue): Kubernetes' client libraries 0.30 -> 0.35, which
+# it compiles against; 35 packages of its own instead of its whole graph.
+build_cyclonus() { beside_kueue cyclonus "$CYCLONUS_VERSION" github.com/mattfenwick/cyclonus github.com/mattfenwick/cyclonus/cmd/cyclonus; }
 
 # versitygw: an S3 server over a directory, for the GitOps tests' shared state (docs/guide/gitops.md).
 build_versitygw() { go_install versitygw "$VERSITYGW_VERSION" github.com/versity/versitygw/cmd/versitygw; }
@@ -254,19 +267,41 @@ build_actionlint() { go_install actionlint "$ACTIONLINT_VERSION" github.com/rhys
 
 # kueue and jobset: the batch admission of training clusters (issue 38; hack/queueing.sh runs them).
 build_kueue() { go_install kueue "$KUEUE_VERSION" sigs.k8s.io/kueue/cmd/kueue; }
-# JobSet from a scratch module: `go install jobset@version` first reads the module's version list,
-# which the proxy refuses (403) although it serves the version itself.
+# JobSet, built on Kueue's module versions (beside_kueue): Kueue requires this very JobSet. It keeps
+# the controller-runtime it was written for: Kueue's is a minor release ahead and changed a call
+# JobSet makes (ctrl.NewWebhookManagedBy).
 build_jobset() {
-  local dest=$tools/jobset-$JOBSET_VERSION
-  if [ -x "$dest/jobset" ]; then link jobset "$dest"; return; fi
-  log "jobset $JOBSET_VERSION: building"
-  local mod=$work/jobset
+  local runtime
+  runtime=$(go mod download -json "sigs.k8s.io/jobset@$JOBSET_VERSION" | awk -F'"' '$2 == "GoMod" { print $4 }' |
+    xargs awk '$1 == "sigs.k8s.io/controller-runtime" { print $2 }')
+  beside_kueue jobset "$JOBSET_VERSION" sigs.k8s.io/jobset sigs.k8s.io/jobset \
+    "sigs.k8s.io/controller-runtime=sigs.k8s.io/controller-runtime@$runtime"
+}
+
+# beside_kueue NAME VERSION MODULE PACKAGE [REPLACE...]: a test-only tool built from a scratch module
+# that requires MODULE@VERSION and the Kueue the tests run: the build takes Kueue's versions of the
+# modules they share (Kubernetes' libraries, gRPC, OpenTelemetry...), whose packages Kueue's build
+# compiles too, so they are compiled once for all three. JobSet alone compiled about 800 packages,
+# beside Kueue 62. (A scratch module also spares `go install MODULE@VERSION`'s read of the
+# module's version list, which the proxy refuses for JobSet.) The cache's name says so.
+beside_kueue() {
+  local name=$1 version=$2 module=$3 package=$4
+  shift 4
+  local dest=$tools/$name-$version-kueue-$KUEUE_VERSION
+  if [ -x "$dest/$name" ]; then link "$name" "$dest"; return; fi
+  log "$name $version: building on Kueue $KUEUE_VERSION's modules"
+  local mod=$work/$name replace
   scratch_module "$mod"
-  (cd "$mod" && go get "sigs.k8s.io/jobset@$JOBSET_VERSION" && mkdir -p "$dest.tmp" &&
-    go build -trimpath -gcflags "$TEST_TOOL_GCFLAGS" -ldflags "-s -w" -o "$dest.tmp/jobset" sigs.k8s.io/jobset)
+  (
+    cd "$mod"
+    for replace in "$@"; do go mod edit -replace "$replace"; done
+    go get "$module@$version" "sigs.k8s.io/kueue@$KUEUE_VERSION"
+    mkdir -p "$dest.tmp"
+    go build -trimpath -gcflags "$TEST_TOOL_GCFLAGS" -ldflags "-s -w" -o "$dest.tmp/$name" "$package"
+  )
   rm -rf "$dest" && mv "$dest.tmp" "$dest"
-  link jobset "$dest"
-  log "jobset: done"
+  link "$name" "$dest"
+  log "$name: done"
 }
 
 # prometheus: scrapes a real training run on the real node (tests/e2e/test_real_observability.py);
@@ -280,11 +315,11 @@ build_prometheus() {
 }
 
 # The tools only the tests and lint run (cyclonus, versitygw, local-kms, actionlint, Prometheus,
-# Kueue, JobSet), against a handful of objects each, are compiled without optimisation or inlining:
-# a fifth less compiler time (etcd on an empty build cache: 44 s against 54 s), and they build
-# beside the tests on a cold machine. What `make up`, a cluster's API server and the real node run
-# stays optimised.
-TEST_TOOL_GCFLAGS="all=-N -l"
+# Kueue, JobSet, the legacy control plane), against a handful of objects each, are compiled without
+# optimisation or inlining: a fifth less compiler time (etcd on an empty build cache: 44 s against
+# 54 s), and they build beside the tests on a cold machine. What `make up`, the default control
+# plane and the real node run stays optimised (GO_GCFLAGS).
+TEST_TOOL_GCFLAGS="all=-N -l -dwarf=false"
 
 # go_install NAME VERSION PACKAGE [MODULE_VERSION]: one command of a module, cached under VERSION
 # like the others (MODULE_VERSION, when the cache's name says more than the module's version), with
@@ -311,7 +346,7 @@ build_etcd() {
   cd "$mod"
   go get "go.etcd.io/etcd/server/v3@v$ETCD_VERSION"
   mkdir -p "$dest.tmp"
-  go build -trimpath -ldflags "-s -w" -o "$dest.tmp/etcd" go.etcd.io/etcd/server/v3
+  go build -trimpath -gcflags "$GO_GCFLAGS" -ldflags "-s -w" -o "$dest.tmp/etcd" go.etcd.io/etcd/server/v3
   rm -rf "$dest" && mv "$dest.tmp" "$dest"
   link etcd "$dest"
   log "etcd: done"
@@ -357,11 +392,12 @@ kube_ldflags() {
   echo "$ld"
 }
 
-# build_kube VERSION [LINK]: kube-apiserver & co at VERSION; LINK=link exposes them in $bin (the
-# default control plane, with its kubectl), otherwise they stay in $tools/kubernetes-VERSION for
-# cluster.sh --kube, without a kubectl (every script and test uses $bin's, which talks to 1.25 too).
+# build_kube VERSION GCFLAGS [LINK]: kube-apiserver & co at VERSION, compiled with GCFLAGS; LINK=link
+# exposes them in $bin (the default control plane, with its kubectl), otherwise they stay in
+# $tools/kubernetes-VERSION for cluster.sh --kube, without a kubectl (every script and test uses
+# $bin's, which talks to 1.25 too).
 build_kube() {
-  local KUBE_VERSION=$1 expose=${2:-}
+  local KUBE_VERSION=$1 gcflags=$2 expose=${3:-}
   local dest=$tools/kubernetes-$KUBE_VERSION
   local cmds=(kube-apiserver kube-controller-manager kube-scheduler)
   [ "$expose" = link ] && cmds+=(kubectl)
@@ -385,7 +421,7 @@ build_kube() {
   mkdir -p "$dest.tmp"
   for c in "${cmds[@]}"; do
     log "kubernetes: building $c"
-    go build -trimpath -tags selinux,notest,grpcnotrace -ldflags "$ld" -o "$dest.tmp/$c" "k8s.io/kubernetes/cmd/$c"
+    go build -trimpath -tags selinux,notest,grpcnotrace -gcflags "$gcflags" -ldflags "$ld" -o "$dest.tmp/$c" "k8s.io/kubernetes/cmd/$c"
   done
   rm -rf "$dest" && mv "$dest.tmp" "$dest"
   if [ "$expose" = link ]; then for c in "${cmds[@]}"; do link "$c" "$dest"; done; fi
@@ -407,7 +443,7 @@ build_node() {
       go get "k8s.io/kubernetes/cmd/kubelet@v$KUBE_VERSION" "k8s.io/kubernetes/cmd/kube-proxy@v$KUBE_VERSION"
       mkdir -p "$dest.tmp"
       for c in kubelet kube-proxy; do
-        go build -trimpath -tags selinux,notest,grpcnotrace -ldflags "$ld" -o "$dest.tmp/$c" "k8s.io/kubernetes/cmd/$c"
+        go build -trimpath -tags selinux,notest,grpcnotrace -gcflags "$GO_GCFLAGS" -ldflags "$ld" -o "$dest.tmp/$c" "k8s.io/kubernetes/cmd/$c"
       done
       rm -rf "$dest" && mv "$dest.tmp" "$dest"
     )
@@ -431,7 +467,7 @@ build_coredns() {
   scratch_module "$mod"
   cp "$here/coredns/main.go" "$mod/main.go"
   (cd "$mod" && go get "github.com/coredns/coredns@$COREDNS_VERSION" && mkdir -p "$dest.tmp" &&
-    go build -trimpath -ldflags "-s -w" -o "$dest.tmp/coredns" .)
+    go build -trimpath -gcflags "$GO_GCFLAGS" -ldflags "-s -w" -o "$dest.tmp/coredns" .)
   rm -rf "$dest" && mv "$dest.tmp" "$dest"
   link coredns "$dest"
   log "coredns: done"
@@ -451,7 +487,7 @@ build_kube_router() {
   go mod edit -replace "github.com/vishvananda/netlink=github.com/vishvananda/netlink@$KUBE_ROUTER_NETLINK_VERSION"
   go get "$module@$KUBE_ROUTER_VERSION"
   mkdir -p "$dest.tmp"
-  go build -trimpath -ldflags "-s -w -X $module/pkg/version.Version=$version" -o "$dest.tmp/kube-router" "$module/cmd/kube-router"
+  go build -trimpath -gcflags "$GO_GCFLAGS" -ldflags "-s -w -X $module/pkg/version.Version=$version" -o "$dest.tmp/kube-router" "$module/cmd/kube-router"
   rm -rf "$dest" && mv "$dest.tmp" "$dest"
   link kube-router "$dest"
   log "kube-router: done"
@@ -488,8 +524,9 @@ build_one() {
     kueue) once kueue build_kueue ;;
     jobset) once jobset build_jobset ;;
     # Their shared build module has a lock of its own (module_lock), taken only to build.
-    kube) once kube build_kube "$KUBE_VERSION" link ;;
-    kube-legacy) once kube-legacy build_kube "$KUBE_LEGACY_VERSION" ;;
+    kube) once kube build_kube "$KUBE_VERSION" "$GO_GCFLAGS" link ;;
+    # Only the legacy tests start this control plane, against a few objects: a test tool.
+    kube-legacy) once kube-legacy build_kube "$KUBE_LEGACY_VERSION" "$TEST_TOOL_GCFLAGS" ;;
     node) once node build_node ;;
   esac
 }

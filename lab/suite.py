@@ -166,17 +166,18 @@ def background_builds(root: bool) -> list[Step]:
 
 
 # The Go modules' tests build with the checked-in go.sum, never updating the checkout, and with
-# hack/tools.sh's flags (no cgo, -trimpath), so that the packages its builds of the same modules
-# compiled are not compiled again.
+# hack/tools.sh's flags (no cgo, -trimpath, no DWARF), so that the packages its builds of the same
+# modules compiled are not compiled again.
 GO_TEST_ENV = (("GOFLAGS", "-mod=readonly"), ("CGO_ENABLED", "0"))
+GO_TEST = ("go", "test", "-trimpath", "-gcflags=all=-dwarf=false", ".")
 
 
 def side_tests() -> list[Step]:
     """The tests outside pytest's run: the policy pack's (its own virtualenv) and the Go modules'."""
     return [
         Step("test: policy pack", (POLICY_PY, "-m", "pytest", "policies/tests", "-q", "-p", "no:cacheprovider")),
-        Step("test: go test hack/langhost", ("go", "test", "-trimpath", "."), ROOT / "hack" / "langhost", GO_TEST_ENV),
-        Step("test: go test hack/gensdk", ("go", "test", "-trimpath", "."), ROOT / "hack" / "gensdk", GO_TEST_ENV),
+        Step("test: go test hack/langhost", GO_TEST, ROOT / "hack" / "langhost", GO_TEST_ENV),
+        Step("test: go test hack/gensdk", GO_TEST, ROOT / "hack" / "gensdk", GO_TEST_ENV),
     ]
 
 

@@ -231,7 +231,9 @@ def language_host(revision: str) -> Path:
     host = directory / "pulumi-language-python"
     if (sources / "go.mod").exists():
         env = {**os.environ, "GOFLAGS": "-mod=readonly", "CGO_ENABLED": "0"}
-        subprocess.run(["go", "build", "-trimpath", "-o", str(host), "."], cwd=sources, check=True, env=env)
+        # hack/tools.sh's compiler flags today, so that the packages its build compiled are reused.
+        build = ["go", "build", "-trimpath", "-gcflags=all=-dwarf=false", "-o", str(host), "."]
+        subprocess.run(build, cwd=sources, check=True, env=env)
         return directory
     for source in sources.glob("*.py"):
         shutil.copy(source, directory / "langhost" / source.name)

@@ -168,12 +168,12 @@ def test_stages_record_each_step_with_its_result_in_the_file_and_the_table(tmp_p
 
 
 def with_fake_go(tmp_path: Path, script: str) -> dict[str, str]:
-    """An environment whose `go` runs `script` (shell), then leaves a cyclonus where `go install`
+    """An environment whose `go` runs `script` (shell), then leaves a versitygw where `go install`
     would, and whose tool cache and module cache are the test's own."""
     fake = tmp_path / "fakebin"
     fake.mkdir()
     (fake / "go").write_text(
-        "#!/bin/sh\n" + script + 'mkdir -p "$GOBIN" && printf "#!/bin/sh\\n" >"$GOBIN/cyclonus" && chmod +x "$GOBIN/cyclonus"\n'
+        "#!/bin/sh\n" + script + 'mkdir -p "$GOBIN" && printf "#!/bin/sh\\n" >"$GOBIN/versitygw" && chmod +x "$GOBIN/versitygw"\n'
     )
     (fake / "go").chmod(0o755)
     return {
@@ -190,14 +190,14 @@ def test_two_asks_for_one_tool_at_once_build_it_once(tmp_path: Path) -> None:
     builds = tmp_path / "builds.log"
     env = with_fake_go(tmp_path, f'echo "$*" >>{builds}\n[ "$1" = install ] || exit 0\nsleep 1\n')
     askers = [
-        subprocess.Popen([str(ROOT / "hack" / "tools.sh"), "cyclonus"], env=env, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen([str(ROOT / "hack" / "tools.sh"), "versitygw"], env=env, stderr=subprocess.PIPE, text=True)
         for _ in range(2)
     ]
     errors = [asker.communicate(timeout=60)[1] for asker in askers]
     assert [asker.returncode for asker in askers] == [0, 0], errors
     installs = [line for line in builds.read_text().splitlines() if line.startswith("install")]
     assert len(installs) == 1, installs
-    assert os.access(tmp_path / "cache" / "bin" / "cyclonus", os.X_OK)
+    assert os.access(tmp_path / "cache" / "bin" / "versitygw", os.X_OK)
 
 
 def test_a_niced_build_someone_waits_for_gets_full_priority_back(tmp_path: Path) -> None:
@@ -208,12 +208,12 @@ def test_a_niced_build_someone_waits_for_gets_full_priority_back(tmp_path: Path)
     seen = tmp_path / "nice.log"
     env = with_fake_go(tmp_path, f'[ "$1" = install ] || exit 0\nnice >>{seen}\nsleep 3\nnice >>{seen}\n')
     tools = str(ROOT / "hack" / "tools.sh")
-    lane = subprocess.Popen(["nice", "-n", str(suite.BACKGROUND_NICENESS), tools, "cyclonus"], env=env, stderr=subprocess.PIPE)
+    lane = subprocess.Popen(["nice", "-n", str(suite.BACKGROUND_NICENESS), tools, "versitygw"], env=env, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 10
     while not seen.exists():  # the build has started
         assert time.monotonic() < deadline
         time.sleep(0.05)
-    test = subprocess.run([tools, "cyclonus"], env=env, capture_output=True, text=True, timeout=60)
+    test = subprocess.run([tools, "versitygw"], env=env, capture_output=True, text=True, timeout=60)
     assert lane.wait(timeout=60) == 0 and test.returncode == 0, test.stderr
     before, after = (int(line) for line in seen.read_text().split())
     ours = os.nice(0)  # this process's, and so the waiter's

@@ -33,7 +33,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,6 +46,7 @@ from fleet import ready_count  # noqa: E402
 from tenant_scale import PLATFORM, make_room_on_user_node, settle, tenant_config  # noqa: E402
 from tfk8s.release import VERSION  # noqa: E402
 
+import releases  # noqa: E402
 import toolenv  # noqa: E402
 
 CLUSTER = "tfk8s-bench-upgrade"
@@ -65,15 +65,6 @@ class Apply:
     @property
     def ok(self) -> bool:
         return self.returncode == 0 and self.ready == self.stacks
-
-
-def previous_release() -> dict[str, str]:
-    """The newest recorded release before this tree's version (tests/e2e/test_upgrade.py's)."""
-    releases = tomllib.loads((ROOT / "releases.toml").read_text()).get("release", [])
-    older = [r for r in releases if r["version"] != VERSION]
-    if not older:
-        raise SystemExit("releases.toml records no release before this one: nothing to upgrade from")
-    return older[-1]
 
 
 class Team:
@@ -230,7 +221,10 @@ def main() -> None:
     )
     args = parser.parse_args()
     sizes = sorted({int(n) for n in args.sizes.split(",")})
-    release = previous_release()
+    try:
+        release = releases.previous()
+    except LookupError as missing:
+        raise SystemExit(str(missing)) from None
     old, new = archived(release["commit"]), this_tree()
     if old.get("hack/versions.sh") != new.get("hack/versions.sh"):
         raise SystemExit(f"{release['version']} pins another toolchain (hack/versions.sh): not implemented here")

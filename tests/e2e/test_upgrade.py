@@ -22,7 +22,6 @@ import os
 import secrets
 import shutil
 import subprocess
-import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,6 +29,7 @@ import pytest
 from drivers import CLUSTER, Cli, Kube
 from tfk8s.release import STATEFUL_KINDS, VERSION
 
+import releases
 import toolenv
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -52,18 +52,10 @@ KEPT = [
 ]
 
 
-def previous_release() -> dict[str, str]:
-    """The newest recorded release before this tree's version."""
-    releases = tomllib.loads((ROOT / "releases.toml").read_text()).get("release", [])
-    older = [r for r in releases if r["version"] != VERSION]
-    assert older, "releases.toml records no release before this one: nothing to upgrade from"
-    return older[-1]
-
-
 @pytest.fixture(scope="module")
 def previous(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, str], Path, Path]:
     """The previous release, its tree, and the virtualenv its program runs in."""
-    release = previous_release()
+    release = releases.previous()
     tree = tmp_path_factory.mktemp(f"tfk8s-{release['version']}")
     archive = subprocess.run(["git", "archive", release["commit"]], cwd=ROOT, check=True, capture_output=True)
     subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True)

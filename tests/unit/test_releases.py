@@ -17,8 +17,10 @@ from packaging.version import Version
 from tfk8s import release
 from tfk8s.release import VERSION
 
+import releases
+
 ROOT = Path(__file__).resolve().parents[2]
-RELEASES = tomllib.loads((ROOT / "releases.toml").read_text()).get("release", [])
+RELEASES = releases.recorded()
 CHANGELOG = (ROOT / "CHANGELOG.md").read_text()
 # Semantic versioning, with `-dev.0` for main between two releases (the next release's version).
 DEV = "-dev.0"

@@ -17,18 +17,24 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 import realnode
 import toolenv
 
-ROOT = toolenv.ROOT
+# The checkout `make up-real-node` runs this in: its demo project (.state/demo, which `make demo`
+# wrote there), its scripts and state. Not resolved through links: the README's test runs the
+# block from a checkout of its own whose lab/ links to the repository's (tests/e2e/test_real_demo.py).
+ROOT = Path(__file__).absolute().parents[1]
 PY = str(ROOT / ".venv" / "bin" / "python")
 DEMO = ROOT / ".state" / "demo"
-CLUSTER = "tfk8s"  # hack/cluster.sh's default cluster, which `make up` and `make status` use
+# hack/cluster.sh's cluster, which `make up` and `make status` use (TFK8S_CLUSTER_NAME, `tfk8s` unset).
+CLUSTER = os.environ.get("TFK8S_CLUSTER_NAME") or "tfk8s"
 PLATFORM, TENANT, STACK, EXPERIMENTER = "platform-dev", "tenant-alice", "dev", "alice"
 VOLUMES = ROOT / ".state" / "real-node-volumes"
 # The dev experiment's one cluster (stacks/Pulumi.dev.yaml) and what the real node's two cores

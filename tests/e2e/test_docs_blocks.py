@@ -13,33 +13,8 @@ import re
 import subprocess
 from pathlib import Path
 
+from command_blocks import block_after, checkout, run_block
 from drivers import CLUSTER, ROOT, Kube
-
-import toolenv
-
-
-def block_after(markdown: Path, heading: str) -> str:
-    """The first ```sh block after the heading `heading`."""
-    text = markdown.read_text()
-    start = text.index(f"\n## {heading}\n")
-    found = re.search(r"```sh\n(.*?)```", text[start:], flags=re.DOTALL)
-    assert found, f"no sh block after {heading!r} in {markdown}"
-    return found.group(1)
-
-
-def checkout(work: Path) -> Path:
-    """A checkout of its own: the project copy (stack files copied, infra and .venv linked) and the
-    scripts and Makefile the blocks run, so their `stack init` writes no file of the repository's."""
-    toolenv.project_copy(work)
-    for linked in ("hack", "Makefile"):
-        (work / linked).symlink_to(ROOT / linked)
-    return work
-
-
-def run_block(block: str, work: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["bash", "-e", "-o", "pipefail", "-c", block], cwd=work, env=env, capture_output=True, text=True, timeout=900
-    )
 
 
 def remove_alices_experiment(work: Path, env: dict[str, str]) -> None:

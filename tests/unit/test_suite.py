@@ -22,7 +22,7 @@ E2E = ROOT / "tests" / "e2e"
     ("nodeid", "want"),
     [
         ("tests/e2e/test_real_node.py::test_x", (0, 0)),
-        ("tests/e2e/test_real_observability.py::test_x", (0, 5)),
+        ("tests/e2e/test_real_observability.py::test_x", (0, len(suite.REAL_NODE_ORDER) - 1)),
         ("tests/unit/test_config.py::test_x[a]", (1, 0)),
         ("tests/e2e/test_cli.py::test_x", (1, 0)),
         ("tests/sdk/test_go_sdk.py::test_x", (2, 0)),
@@ -71,7 +71,7 @@ def test_every_module_that_starts_the_real_node_is_in_its_unit_in_a_known_place(
     starters = sorted(
         f"tests/e2e/{path.name}"
         for path in E2E.glob("test_*.py")
-        if any(call in path.read_text() for call in ("real_cluster(", '[REALNODE, "start"]'))
+        if any(call in path.read_text() for call in ("real_cluster(", '[REALNODE, "start"]', "make up-real-node"))
     )
     assert len(starters) >= 6, starters
     assert sorted(suite.REAL_NODE_ORDER) == starters

@@ -54,6 +54,23 @@ def node_of(kube: Kube) -> str:
     return realnode.node_name(kube.cluster or "")
 
 
+def node_diagnostics(kube: Kube, namespace: str) -> str:
+    """What explains a pod that never started on the real node (a sandbox that stays
+    ContainerCreating has no log of its own): the namespace's events, and the last lines of the
+    node's kubelet and containerd logs (lab/realnode.sh keeps them beside the node's state)."""
+    events = subprocess.run(
+        [kube.binary, "--kubeconfig", str(kube.kubeconfig), "get", "events", "-n", namespace, "--sort-by=.lastTimestamp"],
+        capture_output=True,
+        text=True,
+    )
+    out = [f"--- events in {namespace}\n{events.stdout[-4000:]}{events.stderr[-500:]}"]
+    for daemon in ("kubelet", "containerd"):
+        log = toolenv.CACHE / "realnode" / (kube.cluster or "") / f"{daemon}.log"
+        tail = log.read_text(errors="replace").splitlines()[-40:] if log.exists() else [f"(no {log})"]
+        out.append(f"--- {daemon}.log\n" + "\n".join(tail))
+    return "\n".join(out)
+
+
 def untaint(kube: Kube) -> None:
     """The real node without its own taint (realnode.untaint): the User Node's apps may land there."""
     realnode.untaint(kube.cluster or "")

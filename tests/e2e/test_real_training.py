@@ -34,6 +34,7 @@ from real_node import (
     give_volumes_to_pods,
     http_get,
     import_image,
+    node_diagnostics,
     node_of,
     place_on_real_node,
     platform_settings,
@@ -202,4 +203,5 @@ def _logs(kube: Kube) -> str:
             text=True,
         )
         out.append(f"--- {name}\n{done.stdout}{done.stderr}")
-    return "\n".join(out) + json.dumps([p["status"] for p in kube.get("pods", NAMESPACE)])[:4000]
+    statuses = json.dumps([p["status"] for p in kube.get("pods", NAMESPACE)])[:4000]
+    return "\n".join(out) + statuses + "\n" + node_diagnostics(kube, NAMESPACE)

@@ -61,8 +61,21 @@ once() {
       flock 9
     fi
     echo "$BASHPID" >"$locks/$name.pid"
+    local start=$SECONDS
     "$@"
+    spent "$name" "$start"
   ) 9>"$locks/$name.lock"
+}
+
+# spent NAME START: when NAME's build took the cores at all, its seconds and CPU-seconds (user and
+# system time of the processes it ran, from `times`): what a cold CI's table cannot say, as builds
+# overlap there (docs/tests.md).
+spent() {
+  local cpu
+  # Into a file: `times` in a command substitution would count that subshell's children, none.
+  times >"$locks/$1.times"
+  cpu=$(awk 'NR == 2 { split($1, u, /[ms]/); split($2, s, /[ms]/); printf "%d", u[1] * 60 + u[2] + s[1] * 60 + s[2] }' "$locks/$1.times")
+  if [ "$cpu" -gt 1 ]; then log "$1: $((SECONDS - $2)) s, $cpu CPU-s"; fi
 }
 
 # hurry PID NICENESS: PID and its descendants at NICENESS (what they start from now on inherits it).

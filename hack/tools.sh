@@ -32,11 +32,11 @@ export GOSUMDB=off GOFLAGS=-mod=mod GOTOOLCHAIN=auto CGO_ENABLED=0
 export GOMODCACHE=${GOMODCACHE:-$(go env GOMODCACHE)}
 
 # A cold machine spends most of its CI compiling these tools, on both cores, so compile CPU is
-# what the builds below save (docs/tests.md). Measured on etcd with an empty build cache, three
-# runs each: the compiler's collector at GOGC=400 instead of 100 (the compiler allocates much and
-# lives briefly) 15% less CPU; no DWARF (every binary here is stripped by -ldflags "-s -w", so the
-# compiler's debug info was thrown away at link) another 12%. GOMEMLIMIT keeps the largest
-# packages' heaps bounded (a soft limit: the collector runs more often near it). These override
+# what the builds below save (docs/tests.md): the compiler's collector at GOGC=400 instead of 100
+# (the compiler allocates much and lives briefly), and no DWARF (every binary here is stripped by
+# -ldflags "-s -w", so the compiler's debug info was thrown away at link). kwok on an empty build
+# cache, side by side: 0.82 of the CPU (bench/compile_flags.sh; docs/benchmarks.md). GOMEMLIMIT
+# keeps the largest packages' heaps bounded (a soft limit: the collector runs more often near it). These override
 # what hack/env.sh exports for pulumi's runs: a build is not one. go vet and go test pass the same
 # -gcflags (Makefile lint, lab/suite.py), so they reuse the packages built here.
 export GOGC=400 GOMEMLIMIT=3GiB
@@ -283,32 +283,30 @@ build_kueue() { go_install kueue "$KUEUE_VERSION" sigs.k8s.io/kueue/cmd/kueue; }
 # JobSet, built on Kueue's module versions (beside_kueue): Kueue requires this very JobSet. It keeps
 # the controller-runtime it was written for: Kueue's is a minor release ahead and changed a call
 # JobSet makes (ctrl.NewWebhookManagedBy).
-build_jobset() {
-  local runtime
-  runtime=$(go mod download -json "sigs.k8s.io/jobset@$JOBSET_VERSION" | awk -F'"' '$2 == "GoMod" { print $4 }' |
-    xargs awk '$1 == "sigs.k8s.io/controller-runtime" { print $2 }')
-  beside_kueue jobset "$JOBSET_VERSION" sigs.k8s.io/jobset sigs.k8s.io/jobset \
-    "sigs.k8s.io/controller-runtime=sigs.k8s.io/controller-runtime@$runtime"
-}
+build_jobset() { beside_kueue jobset "$JOBSET_VERSION" sigs.k8s.io/jobset sigs.k8s.io/jobset sigs.k8s.io/controller-runtime; }
 
-# beside_kueue NAME VERSION MODULE PACKAGE [REPLACE...]: a test-only tool built from a scratch module
+# beside_kueue NAME VERSION MODULE PACKAGE [KEEP...]: a test-only tool built from a scratch module
 # that requires MODULE@VERSION and the Kueue the tests run: the build takes Kueue's versions of the
 # modules they share (Kubernetes' libraries, gRPC, OpenTelemetry...), whose packages Kueue's build
 # compiles too, so they are compiled once for all three. JobSet alone compiled about 800 packages,
-# beside Kueue 62. (A scratch module also spares `go install MODULE@VERSION`'s read of the
-# module's version list, which the proxy refuses for JobSet.) The cache's name says so.
+# beside Kueue 62. Each KEEP module stays at the version MODULE's own go.mod requires. (A scratch
+# module also spares `go install MODULE@VERSION`'s read of the module's version list, which the
+# proxy refuses for JobSet.) The cache's name says so.
 beside_kueue() {
   local name=$1 version=$2 module=$3 package=$4
   shift 4
   local dest=$tools/$name-$version-kueue-$KUEUE_VERSION
   if [ -x "$dest/$name" ]; then link "$name" "$dest"; return; fi
   log "$name $version: building on Kueue $KUEUE_VERSION's modules"
-  local mod=$work/$name replace
+  local mod=$work/$name kept own
   scratch_module "$mod"
   (
     cd "$mod"
-    for replace in "$@"; do go mod edit -replace "$replace"; done
     go get "$module@$version" "sigs.k8s.io/kueue@$KUEUE_VERSION"
+    own=$(go mod download -json "$module@$version" | awk -F'"' '$2 == "GoMod" { print $4 }')
+    for kept in "$@"; do
+      go mod edit -replace "$kept=$kept@$(awk -v m="$kept" '$1 == m { print $2 }' "$own")"
+    done
     mkdir -p "$dest.tmp"
     go build -trimpath -gcflags "$TEST_TOOL_GCFLAGS" -ldflags "-s -w" -o "$dest.tmp/$name" "$package"
   )

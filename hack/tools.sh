@@ -116,19 +116,12 @@ pulumi_replaces() {
 
 build_pulumi() {
   local dest=$tools/pulumi-$PULUMI_VERSION
-  if [ -x "$dest/pulumi" ]; then link pulumi "$dest"; return; fi
+  if from_toolchain "$dest/pulumi"; then link pulumi "$dest"; return; fi
   have_on_path pulumi "v$PULUMI_VERSION" && return
   log "pulumi $PULUMI_VERSION: building the CLI (10-20 min cold)"
-  local mod=$work/pulumi
-  scratch_module "$mod"
-  cd "$mod"
-  pulumi_replaces
-  go get "github.com/pulumi/pulumi/pkg/v3@v$PULUMI_VERSION" "github.com/pulumi/pulumi/sdk/v3@v$PULUMI_VERSION"
-  mkdir -p "$dest.tmp"
-  go build -trimpath -tags osusergo,grpcnotrace -gcflags "$GO_GCFLAGS" \
+  toolchain_build "$dest" pulumi -tags osusergo,grpcnotrace \
     -ldflags "-s -w -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=v$PULUMI_VERSION" \
-    -o "$dest.tmp/pulumi" github.com/pulumi/pulumi/pkg/v3/cmd/pulumi
-  rm -rf "$dest" && mv "$dest.tmp" "$dest"
+    github.com/pulumi/pulumi/pkg/v3/cmd/pulumi
   link pulumi "$dest"
   log "pulumi $PULUMI_VERSION: done"
 }
@@ -175,27 +168,16 @@ build_langhost() {
 }
 
 # The Pulumi YAML language host (issue 39: YAML programs that add tfk8s's component package).
-# Built against the CLI's own pulumi pkg/sdk release, so it reuses the CLI's compiled packages, and
-# linked next to the CLI, where the CLI looks for language hosts. v1.38.1 because `pulumi package
+# Built in the toolchain module, so it reuses the CLI's compiled packages, and linked next to the CLI, where the CLI looks for language hosts. v1.38.1 because `pulumi package
 # add` calls the host's Link, which pulumi-yaml has only since v1.26.2 (the proxy serves v1.38.1
 # by version although its list stops at v1.25.0).
 build_yaml_host() {
   local dest=$tools/pulumi-language-yaml-$PULUMI_YAML_VERSION
-  if [ ! -x "$dest/pulumi-language-yaml" ]; then
+  if ! from_toolchain "$dest/pulumi-language-yaml"; then
     log "pulumi-language-yaml $PULUMI_YAML_VERSION: building (a few minutes after the CLI)"
-    local mod=$work/pulumi-yaml
-    scratch_module "$mod"
-    (
-      cd "$mod"
-      pulumi_replaces
-      go get "github.com/pulumi/pulumi-yaml@$PULUMI_YAML_VERSION" \
-        "github.com/pulumi/pulumi/pkg/v3@v$PULUMI_VERSION" "github.com/pulumi/pulumi/sdk/v3@v$PULUMI_VERSION"
-      mkdir -p "$dest.tmp"
-      go build -trimpath -tags osusergo,grpcnotrace -gcflags "$GO_GCFLAGS" \
-        -ldflags "-s -w -X github.com/pulumi/pulumi-yaml/pkg/version.Version=$PULUMI_YAML_VERSION" \
-        -o "$dest.tmp/pulumi-language-yaml" github.com/pulumi/pulumi-yaml/cmd/pulumi-language-yaml
-    )
-    rm -rf "$dest" && mv "$dest.tmp" "$dest"
+    toolchain_build "$dest" pulumi-language-yaml -tags osusergo,grpcnotrace \
+      -ldflags "-s -w -X github.com/pulumi/pulumi-yaml/pkg/version.Version=$PULUMI_YAML_VERSION" \
+      github.com/pulumi/pulumi-yaml/cmd/pulumi-language-yaml
     log "pulumi-language-yaml: done"
   fi
   # Next to our CLI only: a CLI of the official installers (found on PATH) has its own YAML host.
@@ -224,27 +206,18 @@ build_gensdk() {
 # (with a warning on every command).
 build_provider() {
   local dest=$tools/pulumi-resource-kubernetes-$K8S_PROVIDER_VERSION
-  if [ ! -x "$dest/pulumi-resource-kubernetes" ]; then
+  if ! from_toolchain "$dest/pulumi-resource-kubernetes"; then
     log "pulumi-resource-kubernetes $K8S_PROVIDER_VERSION: building from $K8S_PROVIDER_MODULE_VERSION (10-20 min cold)"
-    local mod=github.com/pulumi/pulumi-kubernetes/provider/v4
-    go mod download "$mod@$K8S_PROVIDER_MODULE_VERSION"
-    local src=$work/provider
-    rm -rf "$src" && cp -r "$GOMODCACHE/$mod@$K8S_PROVIDER_MODULE_VERSION" "$src" && chmod -R u+w "$src"
-    cd "$src"
-    # provider/go.mod points the SDK at ../sdk (a sibling directory in the repository, not in
-    # the module zip); the released SDK module of the same version has the same Go code.
-    go mod edit -replace "github.com/pulumi/pulumi-kubernetes/sdk/v4=github.com/pulumi/pulumi-kubernetes/sdk/v4@v$K8S_PROVIDER_SDK_GO_VERSION"
-    # -trimpath as the build below: the generator's 630 packages are the provider's own, compiled
-    # once (without it, `go run` compiled them a second time: 66 s on an empty build cache).
-    (cd cmd/pulumi-resource-kubernetes && VERSION=$K8S_PROVIDER_VERSION go run -trimpath -gcflags "$GO_GCFLAGS" generate.go)
-    mkdir -p "$dest.tmp"
-    go build -trimpath -gcflags "$GO_GCFLAGS" -ldflags "-s -w -X github.com/pulumi/pulumi-kubernetes/provider/v4/pkg/version.Version=$K8S_PROVIDER_VERSION" \
-      -o "$dest.tmp/pulumi-resource-kubernetes" ./cmd/pulumi-resource-kubernetes
-    rm -rf "$dest" && mv "$dest.tmp" "$dest"
+    toolchain_build "$dest" pulumi-resource-kubernetes \
+      -ldflags "-s -w -X github.com/pulumi/pulumi-kubernetes/provider/v4/pkg/version.Version=$K8S_PROVIDER_VERSION" \
+      github.com/pulumi/pulumi-kubernetes/provider/v4/cmd/pulumi-resource-kubernetes
     log "pulumi-resource-kubernetes: built"
   fi
   rm -f "$bin/pulumi-resource-kubernetes"
-  if [ ! -x "$pulumi_home/plugins/resource-kubernetes-v$K8S_PROVIDER_VERSION/pulumi-resource-kubernetes" ]; then
+  local plugin=$pulumi_home/plugins/resource-kubernetes-v$K8S_PROVIDER_VERSION
+  if ! cmp -s "$dest/pulumi-resource-kubernetes" "$plugin/pulumi-resource-kubernetes"; then
+    # A provider built from another toolchain module is replaced, not kept beside the new one.
+    rm -rf "$plugin" "$plugin.lock" "$plugin.lastused"
     PULUMI_HOME=$pulumi_home PULUMI_SKIP_UPDATE_CHECK=true "$bin/pulumi" plugin install resource kubernetes \
       "$K8S_PROVIDER_VERSION" --file "$dest/pulumi-resource-kubernetes" >&2
     log "pulumi-resource-kubernetes: registered in $pulumi_home"
@@ -349,43 +322,118 @@ go_install() {
 
 build_etcd() {
   local dest=$tools/etcd-$ETCD_VERSION
-  if [ -x "$dest/etcd" ]; then link etcd "$dest"; return; fi
+  if from_toolchain "$dest/etcd"; then link etcd "$dest"; return; fi
   have_on_path etcd "$ETCD_VERSION" && return
   log "etcd $ETCD_VERSION: building"
-  local mod=$work/etcd
-  scratch_module "$mod"
-  cd "$mod"
-  go get "go.etcd.io/etcd/server/v3@v$ETCD_VERSION"
-  mkdir -p "$dest.tmp"
-  go build -trimpath -gcflags "$GO_GCFLAGS" -ldflags "-s -w" -o "$dest.tmp/etcd" go.etcd.io/etcd/server/v3
-  rm -rf "$dest" && mv "$dest.tmp" "$dest"
+  toolchain_build "$dest" etcd -ldflags "-s -w" go.etcd.io/etcd/server/v3
   link etcd "$dest"
   log "etcd: done"
 }
 
-# module_lock VERSION: k8s.io/kubernetes@VERSION's build module to this (sub)shell alone until it
-# exits: the control plane's and the node's builds share it, and each holds only its own tool's
-# lock, so that a cluster's start (`main`, all built) never waits for the node's build.
+# module_lock NAME: the build module NAME to this (sub)shell alone until it exits: the tools built
+# from one module (the toolchain's, or an older Kubernetes') take turns in it, and each holds only
+# its own tool's lock besides, so that a cluster's start (`main`, all built) never waits for the
+# node's build.
 module_lock() {
-  exec 8>"$locks/kubernetes-module-$1.lock"
+  exec 8>"$locks/module-$1.lock"
   flock 8
 }
 
-# kube_module VERSION: a build module for k8s.io/kubernetes@VERSION (prepared once), on stdout.
+# staging_replaces VERSION: in the module of the current directory, k8s.io/kubernetes@VERSION's
+# staging modules at their published v0.N.M (k8s.io/kubernetes requires them at v0.0.0 and replaces
+# them with ./staging, which its module zip does not have).
+staging_replaces() {
+  local version=$1
+  go mod download "k8s.io/kubernetes@v$version"
+  sed -nE 's#^\s*(k8s\.io/[^ ]+) => \./staging/.*#\1#p' \
+    "$GOMODCACHE/cache/download/k8s.io/kubernetes/@v/v$version.mod" |
+    while read -r m; do go mod edit -replace "$m=$m@v0.${version#1.}"; done
+}
+
+# The toolchain module: one Go module that every optimised tool of `make up` and of the real node is
+# built from (the CLI and its YAML host, the provider, etcd, the control plane, kubelet, kube-proxy
+# and kube-router). Built from modules of their own, each resolved the libraries they share to
+# versions of its own (Kubernetes' 0.33 to 0.36, gRPC 1.71 to 1.83, Pulumi's SDK 3.215 and
+# 3.259...) and compiled them again: here each has one version, compiled once, a third fewer
+# packages (go list -deps: 4,243 against 6,558). The shared versions are the highest any of them
+# requires, except Kubernetes' libraries, which stay at the control plane's own (its staging
+# replaces). kwok (Kubernetes' libraries 0.36) and CoreDNS (0.35) need newer ones than the control
+# plane's and build in modules of their own.
+#
+# The provider's source is a copy (its generator writes the schema it embeds into its tree),
+# required through a replace; at the CLI's Pulumi SDK its schema's Provider field is a pointer, which
+# its one literal of that field is edited to take (the only change it needs to compile).
+# Bump when toolchain_module's recipe changes: the key names the module and stamps what it built.
+toolchain_recipe=1
+toolchain_key() {
+  printf '%s\n' "$toolchain_recipe" "$PULUMI_VERSION" "$PULUMI_YAML_VERSION" "$K8S_PROVIDER_MODULE_VERSION" \
+    "$K8S_PROVIDER_VERSION" "$K8S_PROVIDER_SDK_GO_VERSION" "$KUBE_VERSION" "$ETCD_VERSION" \
+    "$KUBE_ROUTER_VERSION" "$KUBE_ROUTER_NETLINK_VERSION" | sha256sum | cut -c1-12
+}
+
+# toolchain_module DIR: prepares the toolchain module in DIR (the caller holds module_lock toolchain).
+toolchain_module() {
+  local mod=$1
+  log "toolchain module: preparing $mod"
+  scratch_module "$mod"
+  cd "$mod"
+  staging_replaces "$KUBE_VERSION"
+  pulumi_replaces
+  # kube-router pins a netlink pseudo-version the proxy refuses: its newest release instead.
+  go mod edit -replace "github.com/vishvananda/netlink=github.com/vishvananda/netlink@$KUBE_ROUTER_NETLINK_VERSION"
+  local provider=github.com/pulumi/pulumi-kubernetes/provider/v4 sdk=github.com/pulumi/pulumi-kubernetes/sdk/v4
+  go mod download "$provider@$K8S_PROVIDER_MODULE_VERSION"
+  cp -r "$GOMODCACHE/$provider@$K8S_PROVIDER_MODULE_VERSION" provider && chmod -R u+w provider
+  perl -pi -e 's/^(\t\tProvider: )(pschema\.ResourceSpec\{)/$1&$2/' provider/pkg/gen/schema.go
+  if ! grep -q 'Provider: &pschema.ResourceSpec{' provider/pkg/gen/schema.go; then
+    log "the provider's schema literal moved: edit toolchain_module"
+    return 1
+  fi
+  # provider/go.mod points the SDK at ../sdk (a sibling directory in the repository, not in the
+  # module zip); the released SDK module of the same version has the same Go code.
+  (cd provider && go mod edit -replace "$sdk=$sdk@v$K8S_PROVIDER_SDK_GO_VERSION")
+  go mod edit -require "$provider@v4.0.0" -replace "$provider=./provider" -replace "$sdk=$sdk@v$K8S_PROVIDER_SDK_GO_VERSION"
+  go get "github.com/pulumi/pulumi/pkg/v3@v$PULUMI_VERSION" "github.com/pulumi/pulumi/sdk/v3@v$PULUMI_VERSION" \
+    "github.com/pulumi/pulumi-yaml@$PULUMI_YAML_VERSION" "go.etcd.io/etcd/server/v3@v$ETCD_VERSION" \
+    "k8s.io/kubernetes@v$KUBE_VERSION" "github.com/cloudnativelabs/kube-router/v2@$KUBE_ROUTER_VERSION"
+  # The generator, compiled here, takes the toolchain's versions of Pulumi's codegen (the CLI's).
+  local generate=provider/cmd/pulumi-resource-kubernetes
+  go build -trimpath -gcflags "$GO_GCFLAGS" -o generate "./$generate/generate.go"
+  (cd "$generate" && VERSION=$K8S_PROVIDER_VERSION "$mod/generate")
+  touch "$mod/.ready"
+}
+
+# from_toolchain BINARY: true if BINARY was built from the current toolchain module (its stamp).
+from_toolchain() {
+  [ -x "$1" ] && [ "$(cat "$(dirname "$1")/.$(basename "$1").toolchain" 2>/dev/null)" = "$(toolchain_key)" ]
+}
+
+# toolchain_build DEST NAME GO_BUILD_ARGS...: DEST/NAME built in the toolchain module (optimised,
+# GO_GCFLAGS) and stamped with its key; the other files of DEST stay. In a subshell: it holds the
+# module's lock only while it builds.
+toolchain_build() {
+  local dest=$1 name=$2
+  shift 2
+  (
+    module_lock toolchain
+    local mod
+    mod=$work/toolchain-$(toolchain_key)
+    if [ ! -f "$mod/.ready" ]; then toolchain_module "$mod" >&2; fi
+    mkdir -p "$dest"
+    cd "$mod"
+    go build -trimpath -gcflags "$GO_GCFLAGS" -o "$dest/$name.tmp" "$@"
+    mv "$dest/$name.tmp" "$dest/$name"
+    toolchain_key >"$dest/.$name.toolchain"
+  )
+}
+
+# kube_module VERSION: a build module for an older k8s.io/kubernetes@VERSION than the toolchain's
+# (prepared once), on stdout.
 kube_module() {
-  local KUBE_VERSION=$1 mod=$work/kubernetes-$1
+  local version=$1 mod=$work/kubernetes-$1
   if [ ! -f "$mod/.ready" ]; then
     scratch_module "$mod"
-    (
-      cd "$mod"
-      go mod download "k8s.io/kubernetes@v$KUBE_VERSION"
-      # k8s.io/kubernetes requires its staging modules at v0.0.0 and replaces them with ./staging:
-      # point each at its published v0.N.M instead.
-      sed -nE 's#^\s*(k8s\.io/[^ ]+) => \./staging/.*#\1#p' \
-        "$GOMODCACHE/cache/download/k8s.io/kubernetes/@v/v$KUBE_VERSION.mod" |
-        while read -r m; do go mod edit -replace "$m=$m@v0.${KUBE_VERSION#1.}"; done
-      go get "k8s.io/kubernetes@v$KUBE_VERSION"
-    ) >&2
+    (cd "$mod" && staging_replaces "$version" && go get "k8s.io/kubernetes@v$version") >&2
     touch "$mod/.ready"
   fi
   echo "$mod"
@@ -403,64 +451,64 @@ kube_ldflags() {
   echo "$ld"
 }
 
-# build_kube VERSION GCFLAGS [LINK]: kube-apiserver & co at VERSION, compiled with GCFLAGS; LINK=link
-# exposes them in $bin (the default control plane, with its kubectl), otherwise they stay in
-# $tools/kubernetes-VERSION for cluster.sh --kube, without a kubectl (every script and test uses
-# $bin's, which talks to 1.25 too).
+# build_kube: kube-apiserver & co at KUBE_VERSION, from the toolchain module, exposed in $bin with
+# their kubectl (the default control plane).
 build_kube() {
-  local KUBE_VERSION=$1 gcflags=$2 expose=${3:-}
-  local dest=$tools/kubernetes-$KUBE_VERSION
-  local cmds=(kube-apiserver kube-controller-manager kube-scheduler)
-  [ "$expose" = link ] && cmds+=(kubectl)
-  local missing=0 c
-  for c in "${cmds[@]}"; do [ -x "$dest/$c" ] || missing=1; done
-  if [ $missing = 0 ]; then
-    if [ "$expose" = link ]; then for c in "${cmds[@]}"; do link "$c" "$dest"; done; fi
-    return
-  fi
-  if [ "$expose" = link ]; then
+  local dest=$tools/kubernetes-$KUBE_VERSION c ld
+  local cmds=(kube-apiserver kube-controller-manager kube-scheduler kubectl) missing=()
+  for c in "${cmds[@]}"; do from_toolchain "$dest/$c" || missing+=("$c"); done
+  if [ ${#missing[@]} -gt 0 ]; then
     local found=0
     for c in "${cmds[@]}"; do have_on_path "$c" "v$KUBE_VERSION" && found=$((found + 1)); done
     [ $found = ${#cmds[@]} ] && return
+    log "kubernetes $KUBE_VERSION: building ${missing[*]} (20-30 min cold)"
+    ld=$(kube_ldflags "$KUBE_VERSION")
+    for c in "${missing[@]}"; do
+      log "kubernetes: building $c"
+      toolchain_build "$dest" "$c" -tags selinux,notest,grpcnotrace -ldflags "$ld" "k8s.io/kubernetes/cmd/$c"
+    done
+    log "kubernetes $KUBE_VERSION: done"
   fi
-  log "kubernetes $KUBE_VERSION: building ${cmds[*]} (20-30 min cold)"
-  module_lock "$KUBE_VERSION"
+  for c in "${cmds[@]}"; do link "$c" "$dest"; done
+}
+
+# build_kube_legacy: the Kubernetes 1.25 control plane of the legacy tests (hack/cluster.sh --kube),
+# in a module of its own, left in $tools/kubernetes-VERSION without a kubectl (every script and
+# test uses $bin's, which talks to 1.25 too). Only they start it, against a few objects: a test
+# tool, compiled without optimisation (TEST_TOOL_GCFLAGS).
+build_kube_legacy() {
+  local version=$KUBE_LEGACY_VERSION dest=$tools/kubernetes-$KUBE_LEGACY_VERSION c
+  local cmds=(kube-apiserver kube-controller-manager kube-scheduler) missing=0
+  for c in "${cmds[@]}"; do [ -x "$dest/$c" ] || missing=1; done
+  [ $missing = 0 ] && return
+  log "kubernetes $version: building ${cmds[*]} (10 min cold)"
+  module_lock "kubernetes-$version"
   local mod ld
-  mod=$(kube_module "$KUBE_VERSION")
-  ld=$(kube_ldflags "$KUBE_VERSION")
+  mod=$(kube_module "$version")
+  ld=$(kube_ldflags "$version")
   cd "$mod"
   mkdir -p "$dest.tmp"
   for c in "${cmds[@]}"; do
     log "kubernetes: building $c"
-    go build -trimpath -tags selinux,notest,grpcnotrace -gcflags "$gcflags" -ldflags "$ld" -o "$dest.tmp/$c" "k8s.io/kubernetes/cmd/$c"
+    go build -trimpath -tags selinux,notest,grpcnotrace -gcflags "$TEST_TOOL_GCFLAGS" -ldflags "$ld" -o "$dest.tmp/$c" "k8s.io/kubernetes/cmd/$c"
   done
   rm -rf "$dest" && mv "$dest.tmp" "$dest"
-  if [ "$expose" = link ]; then for c in "${cmds[@]}"; do link "$c" "$dest"; done; fi
-  log "kubernetes $KUBE_VERSION: done"
+  log "kubernetes $version: done"
 }
 
 # build_node: what a real node runs (lab/realnode.sh): kubelet and kube-proxy of the control
-# plane's version, CoreDNS for the cluster's DNS and kube-router for its NetworkPolicies.
+# plane's version (from the toolchain module), CoreDNS for the cluster's DNS and kube-router for
+# its NetworkPolicies.
 build_node() {
-  local dest=$tools/kubernetes-node-$KUBE_VERSION c
-  if [ ! -x "$dest/kubelet" ] || [ ! -x "$dest/kube-proxy" ]; then
-    (
-      log "kubernetes $KUBE_VERSION: building kubelet and kube-proxy (3 min warm)"
-      module_lock "$KUBE_VERSION"
-      local mod ld
-      mod=$(kube_module "$KUBE_VERSION")
+  local dest=$tools/kubernetes-node-$KUBE_VERSION c ld
+  for c in kubelet kube-proxy; do
+    if ! from_toolchain "$dest/$c"; then
+      log "kubernetes $KUBE_VERSION: building $c (2 min warm)"
       ld=$(kube_ldflags "$KUBE_VERSION")
-      cd "$mod"
-      go get "k8s.io/kubernetes/cmd/kubelet@v$KUBE_VERSION" "k8s.io/kubernetes/cmd/kube-proxy@v$KUBE_VERSION"
-      mkdir -p "$dest.tmp"
-      for c in kubelet kube-proxy; do
-        go build -trimpath -tags selinux,notest,grpcnotrace -gcflags "$GO_GCFLAGS" -ldflags "$ld" -o "$dest.tmp/$c" "k8s.io/kubernetes/cmd/$c"
-      done
-      rm -rf "$dest" && mv "$dest.tmp" "$dest"
-    )
-  fi
-  link kubelet "$dest"
-  link kube-proxy "$dest"
+      toolchain_build "$dest" "$c" -tags selinux,notest,grpcnotrace -ldflags "$ld" "k8s.io/kubernetes/cmd/$c"
+    fi
+    link "$c" "$dest"
+  done
   build_coredns
   build_kube_router
 }
@@ -485,23 +533,17 @@ build_coredns() {
 }
 
 # kube-router: the real node's NetworkPolicy enforcer (iptables and ipsets; its router and service
-# proxy stay off). Its go.mod pins a netlink pseudo-version the proxy refuses: a scratch module
-# replaces it with a released netlink, and the binary's version says so.
+# proxy stay off), from the toolchain module. Its go.mod pins a netlink pseudo-version the proxy
+# refuses: the toolchain replaces it with a released netlink, and the binary's version says so.
 build_kube_router() {
   local version=$KUBE_ROUTER_VERSION+netlink-$KUBE_ROUTER_NETLINK_VERSION
-  local dest=$tools/kube-router-$version
-  if [ -x "$dest/kube-router" ]; then link kube-router "$dest"; return; fi
-  log "kube-router $version: building (2 min cold)"
-  local mod=$work/kube-router module=github.com/cloudnativelabs/kube-router/v2
-  scratch_module "$mod"
-  cd "$mod"
-  go mod edit -replace "github.com/vishvananda/netlink=github.com/vishvananda/netlink@$KUBE_ROUTER_NETLINK_VERSION"
-  go get "$module@$KUBE_ROUTER_VERSION"
-  mkdir -p "$dest.tmp"
-  go build -trimpath -gcflags "$GO_GCFLAGS" -ldflags "-s -w -X $module/pkg/version.Version=$version" -o "$dest.tmp/kube-router" "$module/cmd/kube-router"
-  rm -rf "$dest" && mv "$dest.tmp" "$dest"
+  local dest=$tools/kube-router-$version module=github.com/cloudnativelabs/kube-router/v2
+  if ! from_toolchain "$dest/kube-router"; then
+    log "kube-router $version: building (2 min cold)"
+    toolchain_build "$dest" kube-router -ldflags "-s -w -X $module/pkg/version.Version=$version" "$module/cmd/kube-router"
+    log "kube-router: done"
+  fi
   link kube-router "$dest"
-  log "kube-router: done"
 }
 
 # What `make up` needs: the CLI, its language host and provider, and the local cluster.
@@ -534,10 +576,9 @@ build_one() {
     prometheus) once prometheus build_prometheus ;;
     kueue) once kueue build_kueue ;;
     jobset) once jobset build_jobset ;;
-    # Their shared build module has a lock of its own (module_lock), taken only to build.
-    kube) once kube build_kube "$KUBE_VERSION" "$GO_GCFLAGS" link ;;
-    # Only the legacy tests start this control plane, against a few objects: a test tool.
-    kube-legacy) once kube-legacy build_kube "$KUBE_LEGACY_VERSION" "$TEST_TOOL_GCFLAGS" ;;
+    # The toolchain module has a lock of its own (module_lock), taken only to build.
+    kube) once kube build_kube ;;
+    kube-legacy) once kube-legacy build_kube_legacy ;;
     node) once node build_node ;;
   esac
 }

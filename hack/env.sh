@@ -9,8 +9,10 @@
 # - PULUMI_HOME: its plugin cache, where the locally built Kubernetes provider is registered
 # - PULUMI_BACKEND_URL: a local file backend in .state/ of this checkout (unless already set)
 # - the passphrase: kept if PULUMI_CONFIG_PASSPHRASE or PULUMI_CONFIG_PASSPHRASE_FILE is already
-#   set (a team's shared passphrase); otherwise a file generated once per machine (see
-#   docs/guide/usage.md "Secrets and the passphrase")
+#   set (a team's shared passphrase); otherwise a file generated once, beside the state it opens
+#   (.state/passphrase: a cache can be emptied, the key to the state's secrets must not go with it;
+#   one kept in the cache by earlier versions is carried over; docs/guide/usage.md "Secrets and the
+#   passphrase")
 # - PULUMI_PARALLEL_DIFF: the engine diffs resources in parallel
 # - GOGC, GOMEMLIMIT: Go's collector runs less often in pulumi and its plugins (unless already set)
 # - PULUMI_FALLBACK_TO_STATE_SECRETS_MANAGER: a stack file without a salt reuses its state's
@@ -19,7 +21,7 @@
 #
 # `hack/env.sh --tenant alice` is alice's environment for her experiments, which holds nothing of
 # the platform team's or of another tenant (docs/security.md "Security model"): her own state
-# (.state/tenants/alice/backend), her own passphrase ($TFK8S_CACHE/passphrases/alice) and her own
+# (.state/tenants/alice/backend), her own passphrase (.state/tenants/alice/passphrase) and her own
 # kubeconfig (the client certificate `hack/cluster.sh user-kubeconfig alice` mints). Unlike the
 # team's environment, it keeps none of those already set: in a shell that ran `eval "$(make env)"`
 # first they are the team's (state, passphrase, cluster-admin kubeconfig), so they are replaced,
@@ -41,9 +43,12 @@ cache=${TFK8S_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tfk8s}
 quote() { printf '%q' "$1"; }
 emit() { printf 'export %s=%s\n' "$1" "$(quote "$2")"; }
 
-state=$root/.state/backend passphrase=$cache/passphrase kubeconfig=$cache/kwok/${TFK8S_CLUSTER_NAME:-tfk8s}.kubeconfig
+state=$root/.state/backend passphrase=$root/.state/passphrase kubeconfig=$cache/kwok/${TFK8S_CLUSTER_NAME:-tfk8s}.kubeconfig
+# Where versions before 0.4 generated it: in the cache, which `rm -rf ~/.cache` takes away.
+cached_passphrase=$cache/passphrase
 if [ -n "$tenant" ]; then
-  state=$root/.state/tenants/$tenant/backend passphrase=$cache/passphrases/$tenant
+  state=$root/.state/tenants/$tenant/backend passphrase=$root/.state/tenants/$tenant/passphrase
+  cached_passphrase=$cache/passphrases/$tenant
   kubeconfig=$cache/kwok/${TFK8S_CLUSTER_NAME:-tfk8s}.user-$tenant.kubeconfig
 fi
 mkdir -p "$state"
@@ -131,8 +136,13 @@ if [ -z "${PULUMI_CONFIG_PASSPHRASE:-}" ] && [ -z "${PULUMI_CONFIG_PASSPHRASE_FI
   if [ ! -s "$passphrase" ]; then
     mkdir -p "$(dirname "$passphrase")"
     # Written aside and moved in without replacing: of two shells that generate it at once (the
-    # tests' parallel workers), the first one's stays and both use it.
-    (umask 077 && head -c 32 /dev/urandom | base64 | tr -d '\n=' >"$passphrase.$$")
+    # tests' parallel workers), the first one's stays and both use it. A passphrase the cache kept
+    # is copied, not moved: another checkout's state may need it too.
+    if [ -s "$cached_passphrase" ]; then
+      (umask 077 && cp "$cached_passphrase" "$passphrase.$$")
+    else
+      (umask 077 && head -c 32 /dev/urandom | base64 | tr -d '\n=' >"$passphrase.$$")
+    fi
     mv -n "$passphrase.$$" "$passphrase" || true
     rm -f "$passphrase.$$"
   fi

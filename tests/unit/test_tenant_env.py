@@ -56,14 +56,29 @@ def test_a_tenants_environment_has_its_own_state_passphrase_and_certificate(cach
     assert team["PULUMI_BACKEND_URL"] == f"file://{ROOT}/.state/backend"
     assert tenant["PULUMI_BACKEND_URL"] == f"file://{ROOT}/.state/tenants/{USER}/backend"
     assert (ROOT / ".state" / "tenants" / USER / "backend").is_dir()
-    assert team["PULUMI_CONFIG_PASSPHRASE_FILE"] == str(cache / "passphrase")
-    assert tenant["PULUMI_CONFIG_PASSPHRASE_FILE"] == str(cache / "passphrases" / USER)
+    assert team["PULUMI_CONFIG_PASSPHRASE_FILE"] == str(ROOT / ".state" / "passphrase")
+    assert tenant["PULUMI_CONFIG_PASSPHRASE_FILE"] == str(ROOT / ".state" / "tenants" / USER / "passphrase")
     ours, theirs = (Path(env["PULUMI_CONFIG_PASSPHRASE_FILE"]).read_text() for env in (team, tenant))
     assert ours != theirs and len(theirs) >= 40
     assert Path(tenant["PULUMI_CONFIG_PASSPHRASE_FILE"]).stat().st_mode & 0o077 == 0  # hers alone
     assert tenant["KUBECONFIG"] == str(cache / "kwok" / f"tfk8s.user-{USER}.kubeconfig")  # hack/cluster.sh user-kubeconfig
     assert exports(printed(cache, "--tenant", USER))["PULUMI_CONFIG_PASSPHRASE_FILE"] == tenant["PULUMI_CONFIG_PASSPHRASE_FILE"]
     assert Path(tenant["PULUMI_CONFIG_PASSPHRASE_FILE"]).read_text() == theirs  # made once, then kept
+
+
+def test_the_passphrase_outlives_the_cache_and_an_older_cached_one_is_carried_over(cache: Path) -> None:
+    """The passphrase opens the state's secrets: it lives beside the state, not in the tool cache that
+    `rm -rf ~/.cache` empties; one an earlier version kept in the cache is the one used (copied)."""
+    (cache / "passphrases").mkdir()
+    (cache / "passphrases" / USER).write_text("an-older-passphrase")
+    first = exports(printed(cache, "--tenant", USER))["PULUMI_CONFIG_PASSPHRASE_FILE"]
+    assert Path(first).read_text() == "an-older-passphrase"
+    assert Path(first).stat().st_mode & 0o077 == 0
+    assert (cache / "passphrases" / USER).exists()  # copied: another checkout's state may need it
+    shutil.rmtree(cache)
+    cache.mkdir()
+    again = exports(printed(cache, "--tenant", USER))["PULUMI_CONFIG_PASSPHRASE_FILE"]
+    assert again == first and Path(again).read_text() == "an-older-passphrase"
 
 
 def test_the_teams_environment_keeps_what_is_already_set(cache: Path) -> None:
@@ -77,7 +92,8 @@ def test_a_tenants_environment_replaces_the_teams_and_says_so(cache: Path) -> No
     team = {"PULUMI_CONFIG_PASSPHRASE": "shared", "KUBECONFIG": "/admin", "PULUMI_BACKEND_URL": "s3://team"}
     done = printed(cache, "--tenant", USER, **team)
     env = exports(done)
-    assert env["PULUMI_CONFIG_PASSPHRASE"] is None and env["PULUMI_CONFIG_PASSPHRASE_FILE"] == str(cache / "passphrases" / USER)
+    assert env["PULUMI_CONFIG_PASSPHRASE"] is None
+    assert env["PULUMI_CONFIG_PASSPHRASE_FILE"] == str(ROOT / ".state" / "tenants" / USER / "passphrase")
     assert env["KUBECONFIG"] == str(cache / "kwok" / f"tfk8s.user-{USER}.kubeconfig")
     assert env["PULUMI_BACKEND_URL"] == f"file://{ROOT}/.state/tenants/{USER}/backend"
     assert "replaced PULUMI_BACKEND_URL KUBECONFIG PULUMI_CONFIG_PASSPHRASE" in done.stderr

@@ -236,6 +236,26 @@ def checkpointed_mid_run(cluster: LocalCluster, step: int, timeout: float = 90) 
     return _latest_checkpoint_step(checkpoints)
 
 
+def _kept_checkpoint_steps(checkpoint_dir: Path) -> list[int]:
+    state = (checkpoint_dir / "checkpoint").read_text()
+    return sorted({int(m) for m in re.findall(r'^all_model_checkpoint_paths: ".*-(\d+)"', state, re.M)})
+
+
+@pytest.mark.parametrize("mode", ["between-graph", "in-graph"])
+def test_the_chief_checkpoints_by_time_when_steps_are_far_apart(tmp_path: Path, digits_tfrecords: Path, mode: str) -> None:
+    """--checkpoint-seconds bounds the training a lost task costs whatever a step costs: with a step
+    count no run reaches, only the clock can save a checkpoint between the first and the last."""
+    steps = 1500
+    command = train_command(mode, "--checkpoint-steps", "1000000", "--checkpoint-seconds", "1", "--log-every", "25", steps=steps)
+    cluster, codes = run_cluster(tmp_path, digits_tfrecords, command, num_ps=1, num_workers=1, chief=mode == "in-graph")
+    client = "chief-0" if mode == "in-graph" else "worker-0"
+    assert_clean_finish(cluster, codes, clients=[client])
+    kept = _kept_checkpoint_steps(cluster.run_log_dir / "checkpoints")
+    assert kept[-1] == steps, kept  # the last one, at the end
+    between = [step for step in kept if 0 < step < steps]
+    assert between, f"no checkpoint between the first and the last: {kept}"
+
+
 def test_killed_ps_restarts_and_training_resumes_from_the_checkpoint(tmp_path: Path, digits_tfrecords: Path) -> None:
     steps, every = 2000, 100
     command = train_command("between-graph", "--checkpoint-steps", str(every), "--log-every", "50", steps=steps)

@@ -135,8 +135,18 @@ def test_training_mode_resolution(mode: str, environ: dict[str, str], tf_config_
         (["--mode", "between-graph"], {"TF_CONFIG": tf_config("chief", 0, {**CLUSTER, "chief": ["c:1"]})}, "no chief job"),
         (["--ps_hosts", "p:1", "--worker_hosts", "w:1", "--job_name", "worker", "--task_index", "3"], {}, "out of range"),
         (["--steps", "0"], {}, "--steps must be positive"),
+        (["--checkpoint-seconds", "0"], {}, "--checkpoint-seconds must be positive"),
+        ([], {"TFK8S_CHECKPOINT_SECONDS": "soon"}, "TFK8S_CHECKPOINT_SECONDS='soon': expected a number of seconds"),
     ],
-    ids=["in-graph-without-cluster", "local-with-cluster", "between-graph-chief", "flag-index-range", "zero-steps"],
+    ids=[
+        "in-graph-without-cluster",
+        "local-with-cluster",
+        "between-graph-chief",
+        "flag-index-range",
+        "zero-steps",
+        "zero-checkpoint-seconds",
+        "checkpoint-seconds-variable-not-a-number",
+    ],
 )
 def test_train_command_rejects_bad_setups_before_training(
     argv: list[str], environ: dict[str, str], message: str, capsys: pytest.CaptureFixture[str]
@@ -145,6 +155,24 @@ def test_train_command_rejects_bad_setups_before_training(
 
     assert main(["train", *argv], environ) == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "environ", "seconds"),
+    [
+        ([], {}, 60.0),
+        ([], {"TFK8S_CHECKPOINT_SECONDS": "20"}, 20.0),
+        (["--checkpoint-seconds", "5"], {"TFK8S_CHECKPOINT_SECONDS": "20"}, 5.0),
+    ],
+    ids=["default", "from-the-experiment", "flag-wins"],
+)
+def test_the_checkpoint_interval_comes_from_the_flag_then_the_experiment_then_the_default(
+    argv: list[str], environ: dict[str, str], seconds: float
+) -> None:
+    from tfk8s_train.cli import build_parser, config_from_args
+
+    args = build_parser().parse_args(["train", *argv])
+    assert config_from_args(args, environ).checkpoint_seconds == seconds
 
 
 def test_train_module_alias_reports_errors_with_exit_code_2(training_env: dict[str, str]) -> None:

@@ -271,6 +271,8 @@ HOSTILE = [
     ("args-not-strings", _set(cluster, "args", [1, 2]), r"clusters\[0\]\.args\[0\]: must be str"),
     ("run-number-negative", _set(cluster, "run", {"number": -1}), r"run\.number: must be 0 or more"),
     ("run-deadline-zero", _set(cluster, "run", {"activeDeadlineSeconds": 0}), r"run\.activeDeadlineSeconds: must be at least 1"),
+    ("run-checkpoint-zero", _set(cluster, "run", {"checkpointSeconds": 0}), r"run\.checkpointSeconds: must be at least 1"),
+    ("run-checkpoint-text", _set(cluster, "run", {"checkpointSeconds": "soon"}), r"run\.checkpointSeconds: must be int"),
     (
         "run-ttl-negative",
         _set(cluster, "run", {"ttlSecondsAfterFinished": -5}),

@@ -336,6 +336,30 @@ def test_sync_training_reaches_our_trainer_as_a_flag(dev_config: dict[str, Any],
     run()
 
 
+@pytest.mark.parametrize("seconds", [None, 20])
+def test_every_task_learns_a_checkpoint_interval_that_is_set_and_a_default_one_changes_no_pod(
+    dev_config: dict[str, Any], seconds: int | None
+) -> None:
+    """run.checkpointSeconds reaches every task (the trainer and a user script read
+    TFK8S_CHECKPOINT_SECONDS); left at its default, no pod template gains a variable, so an
+    upgrade replaces no running experiment's Job."""
+    dev_config["clusters"][0].update(replication="in-graph")
+    if seconds is not None:
+        dev_config["clusters"][0]["run"] = {"checkpointSeconds": seconds}
+
+    @pulumi.runtime.test
+    def run() -> pulumi.Output[Any]:
+        d = run_program(dev_config)
+
+        def check() -> None:
+            for workload in tf_workloads(d):
+                assert env_of(workload).get("TFK8S_CHECKPOINT_SECONDS") == (str(seconds) if seconds else None)
+
+        return after(d, check)
+
+    run()
+
+
 @pulumi.runtime.test
 def test_a_notebook_client_learns_to_train_synchronously(dev_config: dict[str, Any]) -> None:
     dev_config["clusters"][0].update(replication="in-graph", inGraphClient="notebook", training="sync")

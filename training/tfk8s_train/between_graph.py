@@ -88,6 +88,11 @@ def _session(
     if not role.is_chief:
         creator = _WorkerSessionCreator(master, config)
         return tf.compat.v1.train.MonitoredSession(session_creator=creator, hooks=hooks, stop_grace_period_secs=2)
+    # Every checkpoint_steps global steps (MonitoredTrainingSession's own saver hook) and at least
+    # every checkpoint_seconds (a second one: a hook's timer counts steps or seconds, not both), so
+    # that a lost task costs at most that much training however long a step takes. Both save
+    # through the scaffold's one Saver, into the same directory.
+    timed = tf.compat.v1.train.CheckpointSaverHook(str(checkpoint_dir(cfg.log_dir)), save_secs=cfg.checkpoint_seconds)
     return tf.compat.v1.train.MonitoredTrainingSession(
         master=master,
         is_chief=True,
@@ -97,7 +102,7 @@ def _session(
         save_summaries_steps=None,
         save_summaries_secs=None,
         log_step_count_steps=None,
-        hooks=hooks,
+        hooks=[*hooks, timed],
         config=config,
         stop_grace_period_secs=2,
     )

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from tfk8s_train.config import MODES, TrainConfig, default_data_dir, default_log_dir
+from tfk8s_train.config import MODES, TrainConfig, default_checkpoint_seconds, default_data_dir, default_log_dir
 from tfk8s_train.role import ClusterRole, RoleError, parse_role
 
 DEFAULTS = TrainConfig()
@@ -39,6 +39,12 @@ def _train_parser(sub: Any) -> None:
     p.add_argument("--batch-size", type=int, default=DEFAULTS.batch_size, help="per worker and step")
     p.add_argument("--learning-rate", type=float, default=DEFAULTS.learning_rate)
     p.add_argument("--checkpoint-steps", type=int, default=DEFAULTS.checkpoint_steps)
+    p.add_argument(
+        "--checkpoint-seconds",
+        type=float,
+        default=None,
+        help="the chief also checkpoints at least this often; default $TFK8S_CHECKPOINT_SECONDS or 60",
+    )
     p.add_argument("--log-every", type=int, default=DEFAULTS.log_every)
     p.add_argument("--seed", type=int, default=DEFAULTS.seed)
     p.add_argument("--no-export", action="store_true", help="skip the chief's SavedModel export")
@@ -91,6 +97,7 @@ def config_from_args(args: argparse.Namespace, environ: Mapping[str, str]) -> Tr
         batch_size=args.batch_size,
         learning_rate=args.learning_rate,
         checkpoint_steps=args.checkpoint_steps,
+        checkpoint_seconds=default_checkpoint_seconds(environ) if args.checkpoint_seconds is None else args.checkpoint_seconds,
         log_every=args.log_every,
         data_dir=args.data_dir or default_data_dir(environ),
         log_dir=args.log_dir or default_log_dir(environ),

@@ -20,6 +20,9 @@ class TrainConfig:
     batch_size: int = 64  # per worker and step
     learning_rate: float = 0.005  # Adam
     checkpoint_steps: int = 100  # chief checkpoints every N global steps (and at the end)
+    # ... and at least every N seconds: the training a lost task costs is bounded in time, whatever
+    # a step costs ($TFK8S_CHECKPOINT_SECONDS, the experiment's run.checkpointSeconds).
+    checkpoint_seconds: float = 60.0
     log_every: int = 25  # progress line + TensorBoard point every N local steps
     data_dir: str | None = None  # None: $TFK8S_DATA_DIR, else /data; missing dir: sklearn digits
     log_dir: str = ""  # "": $TFK8S_LOG_DIR, else /log
@@ -32,6 +35,8 @@ class TrainConfig:
         for name in ("steps", "batch_size", "checkpoint_steps", "log_every"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"--{name.replace('_', '-')} must be positive, got {getattr(self, name)}")
+        if self.checkpoint_seconds <= 0:
+            raise ValueError(f"--checkpoint-seconds must be positive, got {self.checkpoint_seconds}")
         if self.learning_rate <= 0:
             raise ValueError(f"--learning-rate must be positive, got {self.learning_rate}")
 
@@ -42,3 +47,14 @@ def default_data_dir(environ: Mapping[str, str] = os.environ) -> str:
 
 def default_log_dir(environ: Mapping[str, str] = os.environ) -> str:
     return environ.get("TFK8S_LOG_DIR") or "/log"
+
+
+def default_checkpoint_seconds(environ: Mapping[str, str] = os.environ) -> float:
+    """$TFK8S_CHECKPOINT_SECONDS (what the experiment's run.checkpointSeconds sets), else 60."""
+    given = environ.get("TFK8S_CHECKPOINT_SECONDS")
+    if not given:
+        return TrainConfig.checkpoint_seconds
+    try:
+        return float(given)
+    except ValueError:
+        raise ValueError(f"TFK8S_CHECKPOINT_SECONDS={given!r}: expected a number of seconds, e.g. 60") from None

@@ -17,6 +17,7 @@ ParameterServerStrategy; its slots are plain variables, placed on the PS like th
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -151,7 +152,7 @@ def train_in_graph(cfg: TrainConfig, role: ClusterRole, data: TrainingData) -> d
     write, close = v2_scalar_writer(tensorboard_dir(cfg.log_dir, role.task))
     # Examples per global step: one batch async, one batch per worker sync.
     progress = Progress(role.task, cfg.batch_size * (role.num_workers if cfg.sync else 1), write, target=cfg.steps)
-    step, last_saved = first_step, first_step
+    step, last_saved, saved_at = first_step, first_step, time.monotonic()
     while step < cfg.steps:
         # One step first: when it happened is what the launcher reports (first_step_at).
         chunk = min(1 if step == first_step else cfg.log_every, cfg.steps - step)
@@ -159,9 +160,11 @@ def train_in_graph(cfg: TrainConfig, role: ClusterRole, data: TrainingData) -> d
         progress.steps_done(chunk)
         step = int(global_step.numpy())
         progress.report(step, loss_v, acc_v)
-        if step - last_saved >= cfg.checkpoint_steps:
+        # Every checkpoint_steps global steps, and at least every checkpoint_seconds: a lost PS or
+        # chief costs at most that much training, however long a step takes.
+        if step - last_saved >= cfg.checkpoint_steps or time.monotonic() - saved_at >= cfg.checkpoint_seconds:
             manager.save(checkpoint_number=step)
-            last_saved = step
+            last_saved, saved_at = step, time.monotonic()
     if step != last_saved:
         manager.save(checkpoint_number=step)
     close()

@@ -106,6 +106,8 @@ class Run(TypedDict):
     """Kubernetes fails the worker (and chief) Job this many seconds after it starts; None: never."""
     ttl_seconds_after_finished: NotRequired[int]
     """Finished worker/chief Jobs and their pods (and the run's PS, which the Job owns) are deleted this long after they end; None: kept. Logs live on the log volume, not in the pods, so nothing of them is lost; `pulumi up --refresh` afterwards starts a new run."""
+    checkpoint_seconds: NotRequired[int]
+    """The most training a lost task may cost: the built-in trainer's chief checkpoints at least this often on the log volume (besides every `--checkpoint-steps` global steps), and a task that comes back resumes from the newest checkpoint. Set to another value, every task gets it as TFK8S_CHECKPOINT_SECONDS, for a script of one's own to do the same (docs/guide/faults.md). Default: 60."""
     priority: NotRequired[str]
     """On a queueing platform, the WorkloadPriorityClass the run waits at: one of the platform's `queueing.priorityClasses` (e.g. urgent). A higher one is admitted first and may preempt a lower run of this tenant, or what another tenant borrowed beyond its fair share; the preempted run resumes from its checkpoint once admitted again. None: the platform's default (0). No new run when it changes (tfk8s.specs.cluster_spec.run_id leaves it out)."""
 

@@ -38,6 +38,8 @@ InGraphClient = Literal["chief", "notebook"]
 LAUNCHER_PACKAGE = "training/tfk8s_train"
 # Our trainer, shipped with the launcher; any other command is a user script.
 DEFAULT_TRAINER = ("python", "-m", "tfk8s_train", "train")
+# The trainer's own default too (tfk8s_train.config.TrainConfig.checkpoint_seconds).
+DEFAULT_CHECKPOINT_SECONDS = 60
 
 
 class Resources(Model):
@@ -133,6 +135,11 @@ class RunSettings(Model):
     """Finished worker/chief Jobs and their pods (and the run's PS, which the Job owns) are deleted
     this long after they end; None: kept. Logs live on the log volume, not in the pods, so
     nothing of them is lost; `pulumi up --refresh` afterwards starts a new run."""
+    checkpoint_seconds: Positive = DEFAULT_CHECKPOINT_SECONDS
+    """The most training a lost task may cost: the built-in trainer's chief checkpoints at least this
+    often on the log volume (besides every `--checkpoint-steps` global steps), and a task that comes
+    back resumes from the newest checkpoint. Set to another value, every task gets it as
+    TFK8S_CHECKPOINT_SECONDS, for a script of one's own to do the same (docs/guide/faults.md)."""
     priority: DnsName | None = None
     """On a queueing platform, the WorkloadPriorityClass the run waits at: one of the platform's
     `queueing.priorityClasses` (e.g. urgent). A higher one is admitted first and may preempt a lower

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tfk8s.schema.contract import PlatformFacts
-from tfk8s.schema.experiment import DEFAULT_TRAINER, ClusterSettings, Resources
+from tfk8s.schema.experiment import DEFAULT_CHECKPOINT_SECONDS, DEFAULT_TRAINER, ClusterSettings, Resources
 from tfk8s.specs import cluster_spec as cs
 from tfk8s.specs import pod_security
 from tfk8s.specs.roles import Role, Volume
@@ -111,6 +111,10 @@ def task_env(cluster: ClusterSettings, spec: dict[str, list[str]], job: str, ind
         {"name": "PYTHONPATH", "value": f"{TRAINER_PATH}:{CODE_DIR}"},
         {"name": "PYTHONUNBUFFERED", "value": "1"},
     ]
+    if cluster.run.checkpoint_seconds != DEFAULT_CHECKPOINT_SECONDS:
+        # Only when set: a variable every running experiment's pods gained on an upgrade would
+        # replace their Jobs (templates are immutable), restarting runs for a default the trainer has.
+        env.append({"name": "TFK8S_CHECKPOINT_SECONDS", "value": str(cluster.run.checkpoint_seconds)})
     if index is not None:
         env.append({"name": "TFK8S_TASK_INDEX", "value": str(index)})
     return env

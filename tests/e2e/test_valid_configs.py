@@ -35,6 +35,7 @@ EDGES = {
         "tfk8s:clusters[0].image": "registry.example.com:5000/ml/tf-gpu__v2:2.21.0-gpu@sha256:" + "a" * 64,
         "tfk8s:clusters[0].code.source": "url",
         "tfk8s:clusters[0].code.url": "https://code.example.com:8443/a/train.py?ref=v1",
+        "tfk8s:clusters[0].code.addresses[0]": "203.0.113.7/32",
         "tfk8s:clusters[0].dataSubPath": "sets/mnist-v2",
         "tfk8s:clusters[0].dataWritable": "true",
     },

@@ -36,7 +36,7 @@ mnist = tfk8s.TrainingCluster(
             "memory": "1Gi",
             "tolerations": [{"key": "tfk8s.io/user-node", "operator": tfk8s.TolerationOperator.EXISTS}],
         },
-        "code": {"source": tfk8s.CodeSource.URL, "url": "https://example.com/trainer.tar.gz"},
+        "code": {"source": tfk8s.CodeSource.URL, "url": "https://example.com/trainer.tar.gz", "addresses": ["203.0.113.7/32"]},
     },
 )
 typed = tfk8s.TrainingCluster(

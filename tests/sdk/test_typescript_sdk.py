@@ -35,7 +35,7 @@ const mnist = new tfk8s.TrainingCluster("mnist", {
             memory: "1Gi",
             tolerations: [{ key: "tfk8s.io/user-node", operator: tfk8s.TolerationOperator.Exists }],
         },
-        code: { source: tfk8s.CodeSource.Url, url: "https://example.com/trainer.tar.gz" },
+        code: { source: tfk8s.CodeSource.Url, url: "https://example.com/trainer.tar.gz", addresses: ["203.0.113.7/32"] },
     },
 });
 export const ready: pulumi.Output<boolean> = mnist.ready;

@@ -101,6 +101,32 @@ HOSTILE = [
     ("code-url-space", _code({"source": "url", "url": "http://x/a b.py"}), r"code\.url: must be an http\(s\) URL without"),
     ("code-url-no-host", _code({"source": "url", "url": "http:///a.py"}), r"code\.url: must be an http\(s\) URL"),
     ("code-url-file", _code({"source": "url", "url": "file:///etc/passwd"}), r"code\.url: must be an http\(s\) URL"),
+    # A host name opens nothing by itself: NetworkPolicies name addresses, so the stack names them.
+    (
+        "code-url-name-without-addresses",
+        _code({"source": "url", "url": "https://code.example.com/train.py"}),
+        r"code: .*'code\.example\.com' is a name.*code\.addresses",
+    ),
+    (
+        "code-url-metadata-service",
+        _code({"source": "url", "url": "http://169.254.169.254/latest/user-data"}),
+        r"code: 169\.254\.169\.254/32 is a link-local",
+    ),
+    (
+        "code-addresses-metadata-service",
+        _code({"source": "url", "url": "https://code.example.com/t.py", "addresses": ["169.254.169.254/32"]}),
+        r"code: 169\.254\.169\.254/32 is a link-local",
+    ),
+    (
+        "code-addresses-the-world",
+        _code({"source": "url", "url": "https://code.example.com/t.py", "addresses": ["0.0.0.0/0"]}),
+        r"code\.addresses\[0\]: '0\.0\.0\.0/0' is wider than",
+    ),
+    (
+        "code-addresses-without-url",
+        _code({"source": "configmap", "addresses": ["10.0.0.1/32"]}),
+        r"code: addresses apply to source: url alone",
+    ),
     ("code-unknown-source", _code({"source": "git"}), r"code\.source: must be one of 'configmap', 'url', 'image'"),
     ("cluster-name-dash", _set(cluster, "name", "-mnist"), r"clusters\[0\]\.name: .*DNS-1123"),
     ("cluster-name-empty", _set(cluster, "name", ""), r"clusters\[0\]\.name: .*DNS-1123"),

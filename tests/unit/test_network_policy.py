@@ -13,6 +13,8 @@ import pytest
 from mocked_program import DEPLOYMENT, JOB, after, facts_for, pod_labels, run_program
 from tfk8s import program
 from tfk8s.errors import ConfigError
+from tfk8s.schema.experiment import ClusterSettings
+from tfk8s.schema.platform import MonitoringSettings, PortSettings
 from tfk8s.specs import network_policy
 from tfk8s.stacks.config import validate
 
@@ -81,7 +83,8 @@ def _two_clusters(dev_config: dict[str, Any]) -> dict[str, Any]:
     second.pop("ps", None)
     second["ps"] = {"count": 1}
     third = copy.deepcopy(dev_config["clusters"][0])
-    third.update(name="fetched", code={"source": "url", "url": "https://code.example.com:8443/train.py"})
+    fetched = {"source": "url", "url": "https://code.example.com:8443/train.py", "addresses": ["203.0.113.7/32"]}
+    third.update(name="fetched", code=fetched)
     dev_config["clusters"] += [second, third]
     return dev_config
 
@@ -113,8 +116,9 @@ def test_each_cluster_talks_grpc_with_its_own_pods_and_its_notebook_client_alone
                 assert any(selects(peer, jupyter) for peer in peers) == (cluster == "notebook"), name
                 assert spec["egress"][0] == {"to": ingress["from"], "ports": ingress["ports"]}
                 fetch = [rule for rule in spec["egress"][1:]]
-                if cluster == "fetched":  # the init container fetches the code: its URL's port, any address
-                    assert fetch == [{"to": list(network_policy.ANYWHERE), "ports": [{"protocol": "TCP", "port": 8443}]}]
+                if cluster == "fetched":  # the init container fetches the code: its URL's port, its host's address
+                    host = [{"ipBlock": {"cidr": "203.0.113.7/32"}}]
+                    assert fetch == [{"to": host, "ports": [{"protocol": "TCP", "port": 8443}]}]
                 else:
                     assert fetch == []
             # Every Job and every PS Deployment waits for its cluster's policy: no gRPC server before it.
@@ -133,6 +137,26 @@ def test_each_cluster_talks_grpc_with_its_own_pods_and_its_notebook_client_alone
 @pytest.mark.parametrize(("url", "port"), [("https://h/x.py", 443), ("http://h/x.py", 80), ("http://h:8080/x.py", 8080)])
 def test_the_code_url_port(url: str, port: int) -> None:
     assert network_policy.code_url_port(url) == port
+
+
+@pytest.mark.parametrize(
+    ("code", "opened"),
+    [
+        ({"url": "http://10.1.2.3:8080/train.py"}, ["10.1.2.3/32"]),
+        ({"url": "http://[fd00::7]/train.py"}, ["fd00::7/128"]),
+        (
+            {"url": "https://code.example.com/train.py", "addresses": ["203.0.113.7/32", "2001:db8::7/128"]},
+            ["203.0.113.7/32", "2001:db8::7/128"],
+        ),
+    ],
+    ids=["ipv4-host", "ipv6-host", "named-host-and-its-addresses"],
+)
+def test_a_code_url_opens_its_hosts_addresses_alone_never_the_world(code: dict[str, Any], opened: list[str]) -> None:
+    cluster = ClusterSettings.model_validate({"name": "fetched", "code": {"source": "url", **code}}, strict=False)
+    policy = network_policy.cluster_policy("alice", "dev", cluster, PortSettings(), MonitoringSettings(), notebook_client=False)
+    (fetch,) = policy["egress"][1:]
+    assert [peer["ipBlock"]["cidr"] for peer in fetch["to"]] == opened
+    assert all(set(peer) == {"ipBlock"} and "except" not in peer["ipBlock"] for peer in fetch["to"])
 
 
 def test_the_api_server_is_read_from_the_kubernetes_endpoint_slice(platform_config: dict[str, Any]) -> None:

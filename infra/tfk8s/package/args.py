@@ -95,6 +95,8 @@ class Code(TypedDict):
     """How the user's code reaches the pods: configmap (none: the trainer package alone, always shipped), url (`url`) or image (already in `image`). Default: configmap."""
     url: NotRequired[str]
     """url: fetched by an init container before the task starts (the seed's curl)."""
+    addresses: NotRequired[list[str]]
+    """url: the addresses the URL's host resolves to, as CIDRs (e.g. 203.0.113.7/32): where the training pods may fetch from, on the URL's port, and nowhere else (a NetworkPolicy names no hosts). Needed when the host is a name; a host that is an IP address opens that address."""
 
 
 class Run(TypedDict):

@@ -9,12 +9,15 @@ build these models without an engine.
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Literal
+from urllib.parse import urlsplit
 
 from pydantic import Field, model_validator
 
 from tfk8s.schema.types import (
     Bytes,
+    Cidr,
     CodeUrl,
     DnsName,
     Image,
@@ -113,6 +116,15 @@ class WorkerSettings(Placement, Resources):
         return Resources(cpu=self.cpu, memory=self.memory, gpus=self.gpus)
 
 
+def url_address(url: str) -> str | None:
+    """The CIDR of the URL's host when it is an IP address (a /32 or /128), else None."""
+    try:
+        address = ipaddress.ip_address(urlsplit(url).hostname or "")
+    except ValueError:
+        return None
+    return f"{address}/{address.max_prefixlen}"
+
+
 class CodeSettings(Model):
     source: CodeSource = "configmap"
     """How the code reaches the pods: configmap (`path`), url (`url`) or image (already in `image`)."""
@@ -120,6 +132,31 @@ class CodeSettings(Model):
     """configmap: a directory of this repository, shipped as a ConfigMap (1 MiB limit)."""
     url: CodeUrl | None = None
     """url: fetched by an init container before the task starts (the seed's curl)."""
+    addresses: tuple[Cidr, ...] = ()
+    """url: the addresses the URL's host resolves to, as CIDRs (e.g. 203.0.113.7/32): where the
+    training pods may fetch from, on the URL's port, and nowhere else (a NetworkPolicy names no
+    hosts). Needed when the host is a name; a host that is an IP address opens that address."""
+
+    @model_validator(mode="after")
+    def _opens_the_host_alone(self) -> CodeSettings:
+        if self.addresses and self.source != "url":
+            raise ValueError(f"addresses apply to source: url alone (this code is source: {self.source}): remove them")
+        for cidr in (*self.addresses, *filter(None, [url_address(self.url or "")])):
+            network = ipaddress.ip_network(cidr)
+            if network.is_link_local or network.is_loopback or network.is_multicast or network.is_unspecified:
+                # 169.254.169.254 is a cloud's metadata service: node credentials, for any pod let through.
+                raise ValueError(
+                    f"{cidr} is a link-local, loopback or multicast address, which no training pod may reach (a cloud's "
+                    "metadata service answers at 169.254.169.254): serve the code from an address of your network"
+                )
+        if self.source == "url" and self.url and not self.addresses and url_address(self.url) is None:
+            host = urlsplit(self.url).hostname
+            raise ValueError(
+                f"the url's host {host!r} is a name, and a NetworkPolicy opens addresses alone: list the addresses "
+                "it resolves to from the cluster under code.addresses, e.g. addresses: [203.0.113.7/32], or use an "
+                "IP address in the url"
+            )
+        return self
 
 
 class RunSettings(Model):

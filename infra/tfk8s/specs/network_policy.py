@@ -8,7 +8,8 @@ training servers and every other pod of the cluster. The design, enforced by the
   * every pod may ask the cluster DNS (and nothing else outside the namespace by default);
   * a training cluster's pods talk gRPC with the pods of that same cluster alone, and with the
     tenant's Jupyter when Jupyter is its in-graph client; with a `code.url`, their init container
-    may fetch from any address on that URL's port (NetworkPolicy knows no host names);
+    may fetch from the URL's host alone, on its port: its IP address, or the addresses the stack
+    lists for a host name (`code.addresses`: NetworkPolicy knows no host names);
   * a training pod's metrics port answers the platform's Prometheus alone (the pods
     `platform.monitoring.podLabels` selects in its namespace), and nobody when the platform has
     none: no pod of any tenant, the tenant's own Jupyter included, reads a task's metrics;
@@ -28,7 +29,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-from tfk8s.schema.experiment import ClusterSettings
+from tfk8s.schema.experiment import ClusterSettings, url_address
 from tfk8s.schema.platform import ApiServerSettings, MonitoringSettings, NetworkSettings, PortSettings
 from tfk8s.specs.labels import labels, selector_of
 
@@ -136,6 +137,14 @@ def code_url_port(url: str) -> int:
     return parts.port or (443 if parts.scheme == "https" else 80)
 
 
+def code_url_addresses(cluster: ClusterSettings) -> tuple[str, ...]:
+    """Where a cluster's init container may fetch its code.url from: the addresses the stack names,
+    else the URL's own IP address (the schema refuses a host name without addresses)."""
+    assert cluster.code.url is not None
+    own = url_address(cluster.code.url)
+    return cluster.code.addresses or ((own,) if own else ())
+
+
 def scrape_rule(monitoring: MonitoringSettings, ports: PortSettings) -> list[Json]:
     """Ingress to the metrics port from the platform's Prometheus pods; none without monitoring."""
     if monitoring.namespace is None:
@@ -167,7 +176,8 @@ def cluster_policy(
     grpc = [_tcp(ports.tensorflow)]
     egress: list[Json] = [{"to": peers, "ports": grpc}]
     if cluster.code.source == "url" and cluster.code.url:
-        egress.append({"to": list(ANYWHERE), "ports": [_tcp(code_url_port(cluster.code.url))]})
+        host = [{"ipBlock": {"cidr": c}} for c in code_url_addresses(cluster)]
+        egress.append({"to": host, "ports": [_tcp(code_url_port(cluster.code.url))]})
     return {
         "podSelector": own,
         "policyTypes": ["Ingress", "Egress"],

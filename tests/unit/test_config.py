@@ -694,13 +694,13 @@ HOSTILE_SUITE = [
     # A code URL opens its port to every address: never the port every tenant's apps answer on.
     (
         "code-url-on-jupyters-port",
-        _code({"source": "url", "url": "http://code.example:8888/train.py"}),
+        _code({"source": "url", "url": "http://code.example:8888/train.py", "addresses": ["203.0.113.7/32"]}),
         r"code\.url: its port 8888 is where every tenant's Jupyter answers.*serve the code on another port, or set "
         r"tfk8s:clusters\[0\]\.code\.source: configmap or image",
     ),
     (
         "code-url-on-tensorboards-port",
-        _code({"source": "url", "url": "http://code.example:6006/train.py"}),
+        _code({"source": "url", "url": "http://code.example:6006/train.py", "addresses": ["203.0.113.7/32"]}),
         r"code\.url: its port 6006 is where every tenant's TensorBoard answers",
     ),
     (
@@ -710,7 +710,7 @@ HOSTILE_SUITE = [
     ),
     (
         "code-path-with-url",
-        _code({"source": "url", "url": "http://x/a.py", "path": "training"}),
+        _code({"source": "url", "url": "http://10.0.0.9/a.py", "path": "training"}),
         r"code\.path: applies to source 'configmap' alone, and the source is 'url'",
     ),
     (
@@ -1008,7 +1008,7 @@ GOOD = [
     ("image-registry-port-tagged", "platform-dev", _platform("images", {"jupyter": "registry.local:5000/jupyter:2025-12-01"})),
     ("user-node-address-ipv6", "platform-dev", _platform("userNode", {"name": "tfk8s-user-node", "address": "fd00::5"})),
     ("user-node-address-host", "platform-dev", _platform("userNode", {"name": "tfk8s-user-node", "address": "node.example.com"})),
-    ("code-url-highest-port", "dev", _code({"source": "url", "url": "http://x:65535/a.py"})),
+    ("code-url-highest-port", "dev", _code({"source": "url", "url": "http://10.0.0.9:65535/a.py"})),
     ("heketi-url-lowest-port", "platform-dev", _gluster_url("http://heketi:1")),
     ("heketi-url-at-in-path", "platform-dev", _gluster_url("http://heketi:8080/a@b")),
     ("identity-own-account", "tenant-alice", _identities(users=["system:serviceaccount:tfk8s-alice:ci.runner"])),
@@ -1044,7 +1044,7 @@ GOOD = [
         lambda r: r["platform"].update(tensorboardRequiresToken=False, defaultQuota={"cpu": "2", "memory": "4Gi"}),
     ),
     ("code-image-alone", "dev", _code({"source": "image"})),
-    ("code-url-alone", "dev", _code({"source": "url", "url": "http://x/a.py"})),
+    ("code-url-alone", "dev", _code({"source": "url", "url": "http://10.0.0.9/a.py"})),
     ("code-path-null-with-image", "dev", _code({"source": "image", "path": None})),
     ("in-graph-client-with-in-graph", "dev", lambda r: cluster(r).update(replication="in-graph", inGraphClient="notebook")),
     ("cluster-name-digit", "dev", _set(cluster, "name", "1mnist")),

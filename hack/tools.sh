@@ -355,7 +355,8 @@ staging_replaces() {
 # and kube-router). Built from modules of their own, each resolved the libraries they share to
 # versions of its own (Kubernetes' 0.33 to 0.36, gRPC 1.71 to 1.83, Pulumi's SDK 3.215 and
 # 3.259...) and compiled them again: here each has one version, compiled once, a third fewer
-# packages (go list -deps: 4,243 against 6,558). The shared versions are the highest any of them
+# packages (go list -deps: 4,243 against 6,558), and `main` then `node` on an empty build cache took
+# 0.69 of the CPU (bench/toolchain_module.sh; docs/benchmarks.md). The shared versions are the highest any of them
 # requires, except Kubernetes' libraries, which stay at the control plane's own (its staging
 # replaces). kwok (Kubernetes' libraries 0.36) and CoreDNS (0.35) need newer ones than the control
 # plane's and build in modules of their own.

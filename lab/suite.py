@@ -54,6 +54,7 @@ REAL_NODE_GROUP = "real-node"
 REAL_NODE_ORDER = (
     "tests/e2e/test_real_node.py",
     "tests/e2e/test_real_training.py",
+    "tests/e2e/test_real_faults.py",
     "tests/e2e/test_real_demo.py",
     "tests/e2e/test_real_network.py",
     "tests/e2e/test_real_user_node.py",

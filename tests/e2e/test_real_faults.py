@@ -1,0 +1,179 @@
+"""A lost task on real pods (issue 56): a between-graph run of the built-in trainer on the real node
+loses its parameter server mid-run (its pod deleted at once, no grace) and still reaches its
+target: the PS Deployment brings a new pod behind the same Service, the workers recreate their
+sessions, the chief restores the newest checkpoint (never step 0), the run ends, the PS retire, and
+readiness says Succeeded. The seconds from the fault to training past the step the run had reached
+are printed: what `bench/recovery.py` will tabulate for every mode and fault.
+
+The fault is injected while the run trains, on its own progress (the run's checkpoint and the
+chief's progress file on the log volume, read from this machine), never on a timer.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from drivers import CLUSTER, Kube
+from real_node import (
+    give_volumes_to_pods,
+    import_image,
+    node_diagnostics,
+    place_on_real_node,
+    platform_settings,
+    project,
+    real_cluster,
+    until,
+)
+
+TENANT, STACK, NAMESPACE = "tenant-alice", "real-faults", "tfk8s-alice"
+STEPS, CHECKPOINT_STEPS = 4000, 100
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Kube]:
+    with real_cluster(f"{CLUSTER}-faults") as kube:
+        yield kube
+
+
+def run_directory(volumes: Path) -> Path | None:
+    """The run's directory on the log volume (`<experiment>/<cluster>/run-<job uid>`), once it exists."""
+    found = sorted(volumes.glob(f"*/{STACK}/mnist/run-*"))
+    return found[-1] if found else None
+
+
+def checkpoint_step(run: Path) -> int:
+    """The newest checkpoint's global step (-1: none yet)."""
+    state = run / "checkpoints" / "checkpoint"
+    if not state.is_file():
+        return -1
+    first = state.read_text().splitlines()[0]  # model_checkpoint_path: ".../model.ckpt-<step>"
+    return int(first.rstrip('"').rsplit("-", 1)[1])
+
+
+def chief_step(run: Path) -> int:
+    """The chief's global step in its progress file (rewritten every 5 s; -1: none yet)."""
+    progress = run / ".tfk8s" / "progress" / "worker-0.json"
+    try:
+        return int(json.loads(progress.read_text()).get("step") or -1)
+    except (FileNotFoundError, json.JSONDecodeError):
+        return -1
+
+
+def test_a_ps_lost_mid_run_costs_a_resume_from_the_checkpoint_not_the_run(cluster: Kube, tmp_path: Path) -> None:
+    image = import_image(cluster, "tensorflow")
+    volumes = tmp_path / "volumes"
+    cli = project(cluster, tmp_path / "project", "real-faults-test")
+    platform = "platform-dev"
+    cli("stack", "select", "--create", platform)
+    for path, value in {**platform_settings(volumes), "tfk8s:platform.images.tensorflow": image}.items():
+        cli("config", "set", "--stack", platform, "--path", path, value)
+    cli("up", "--stack", platform, "--yes", "--skip-preview")
+    cli("stack", "select", "--create", TENANT)
+    cli("up", "--stack", TENANT, "--yes", "--skip-preview")
+    give_volumes_to_pods(cluster, [f"{STACK}/mnist"])
+    cli.init_experiment(
+        STACK,
+        tenant=TENANT,
+        settings={
+            "tfk8s:clusters[0].name": "mnist",
+            "tfk8s:clusters[0].ps.cpu": "250m",
+            "tfk8s:clusters[0].ps.memory": "1Gi",
+            "tfk8s:clusters[0].workers.count": "2",
+            "tfk8s:clusters[0].workers.cpu": "500m",
+            "tfk8s:clusters[0].workers.memory": "1500Mi",
+        },
+    )
+    place_on_real_node(cli, STACK, 0)
+    cli.set_value(STACK, "tfk8s:clusters[0].args[0]", f"--steps={STEPS}")
+    cli.set_value(STACK, "tfk8s:clusters[0].args[1]", f"--checkpoint-steps={CHECKPOINT_STEPS}")
+    done = cli("up", "--stack", STACK, "--yes", "--skip-preview", check=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr + _logs(cluster)
+
+    run = until("the run's directory on the log volume", 300, lambda: run_directory(volumes))
+    saved = until(
+        f"a checkpoint at step {2 * CHECKPOINT_STEPS} or later, mid-run",
+        600,
+        lambda: checkpoint_step(run) if checkpoint_step(run) >= 2 * CHECKPOINT_STEPS else None,
+    )
+    (ps,) = [p for p in _pods(cluster) if p["metadata"]["labels"].get("app.kubernetes.io/component") == "ps"]
+    reached = max(chief_step(run), saved)
+    assert reached < STEPS, f"the run ended before the fault (step {reached}): give it more steps"
+    faulted = time.monotonic()
+    cluster.run("delete", "pod", "-n", NAMESPACE, ps["metadata"]["name"], "--grace-period=0", "--force", "--wait=false")
+
+    def training_again() -> int | None:
+        step = chief_step(run)
+        return step if step > reached else None
+
+    try:
+        until(f"the chief past step {reached} again", 300, training_again)
+    except AssertionError as error:
+        raise AssertionError(f"{error}\n{_logs(cluster)}") from None
+    recovered = time.monotonic() - faulted
+
+    def job_done() -> dict[str, Any] | None:
+        (job,) = [j for j in cluster.get("jobs", NAMESPACE) if j["metadata"]["labels"].get("tfk8s.io/stack") == STACK]
+        status = job.get("status", {})
+        failed = [c for c in status.get("conditions", []) if c["type"] == "Failed" and c["status"] == "True"]
+        assert not failed, f"{failed}\n{_logs(cluster)}"
+        return job if status.get("succeeded") == 2 else None
+
+    until("the workers' Job completes after the fault", 900, job_done)
+
+    def ps_retired() -> bool:
+        deployments = [d for d in cluster.get("deployments", NAMESPACE) if d["metadata"]["labels"].get("tfk8s.io/stack") == STACK]
+        return bool(deployments) and all(d["spec"]["replicas"] == 0 for d in deployments)
+
+    until("the PS scale their own Deployment to zero", 120, ps_retired)
+    cli("up", "--stack", STACK, "--yes", "--skip-preview", "--refresh")
+    assert cli.outputs(STACK)["readiness"]["clusters"]["mnist"]["phase"] == "Succeeded"
+
+    chief = json.loads((run / "results" / "worker-0.json").read_text())
+    assert chief["global_step"] >= STEPS, chief
+    recoveries = chief.get("recoveries") or []
+    assert recoveries, f"the chief recreated no session after its PS was lost: {chief}"
+    restored = recoveries[-1]["checkpoint"]
+    assert restored, f"the chief resumed without a checkpoint (from a re-initialised PS): {recoveries}"
+    restored_step = int(restored.rsplit("-", 1)[1])
+    assert restored_step >= saved, (restored_step, saved)  # the newest checkpoint, never step 0
+    lost = reached - restored_step
+    print(
+        f"\n[real node faults] between-graph, PS pod deleted at step {reached}: resumed from checkpoint "
+        f"{restored_step} ({lost} steps lost), training past step {reached} again {recovered:.1f} s after the fault; "
+        f"test accuracy {chief.get('test_accuracy')}"
+    )
+    cli("destroy", "--stack", STACK, "--yes")
+
+
+def _pods(kube: Kube) -> list[dict[str, Any]]:
+    return [p for p in kube.get("pods", NAMESPACE) if p["metadata"]["labels"].get("tfk8s.io/stack") == STACK]
+
+
+def _logs(kube: Kube) -> str:
+    out = []
+    for pod in _pods(kube):
+        name = pod["metadata"]["name"]
+        done = subprocess.run(
+            [
+                kube.binary,
+                "--kubeconfig",
+                str(kube.kubeconfig),
+                "logs",
+                "-n",
+                NAMESPACE,
+                name,
+                "--all-containers",
+                "--tail",
+                "30",
+            ],
+            capture_output=True,
+            text=True,
+        )
+        out.append(f"--- {name}\n{done.stdout}{done.stderr}")
+    return "\n".join(out) + "\n" + node_diagnostics(kube, NAMESPACE)

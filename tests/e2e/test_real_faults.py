@@ -32,7 +32,7 @@ from real_node import (
 )
 
 TENANT, STACK, NAMESPACE = "tenant-alice", "real-faults", "tfk8s-alice"
-STEPS, CHECKPOINT_STEPS = 4000, 100
+STEPS, CHECKPOINT_STEPS = 1500, 100
 
 
 @pytest.fixture(scope="module")

@@ -43,7 +43,7 @@ def cluster() -> Iterator[Kube]:
 
 def run_directory(volumes: Path) -> Path | None:
     """The run's directory on the log volume (`<experiment>/<cluster>/run-<job uid>`), once it exists."""
-    found = sorted(volumes.glob(f"*/{STACK}/mnist/run-*"))
+    found = sorted(volumes.glob(f"**/{STACK}/mnist/run-*"))
     return found[-1] if found else None
 
 

@@ -71,6 +71,23 @@ def node_diagnostics(kube: Kube, namespace: str) -> str:
     return "\n".join(out)
 
 
+def failure_report(kube: Kube, namespace: str) -> str:
+    """Why pods of `namespace` on the real node did not do what a test waited for: each pod's last
+    log lines, their statuses, then node_diagnostics (events, kubelet and containerd)."""
+    out = []
+    pods = kube.get("pods", namespace)
+    for pod in pods:
+        name = pod["metadata"]["name"]
+        logs = subprocess.run(
+            [kube.binary, "--kubeconfig", str(kube.kubeconfig), "logs", "-n", namespace, name, "--all-containers", "--tail=30"],
+            capture_output=True,
+            text=True,
+        )
+        out.append(f"--- {name}\n{logs.stdout}{logs.stderr}")
+    statuses = json.dumps([p["status"] for p in pods])[:4000]
+    return "\n".join(out) + statuses + "\n" + node_diagnostics(kube, namespace)
+
+
 def untaint(kube: Kube) -> None:
     """The real node without its own taint (realnode.untaint): the User Node's apps may land there."""
     realnode.untaint(kube.cluster or "")

@@ -12,7 +12,6 @@ chief's progress file on the log volume, read from this machine), never on a tim
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,9 +20,9 @@ from typing import Any
 import pytest
 from drivers import CLUSTER, Kube
 from real_node import (
+    failure_report,
     give_volumes_to_pods,
     import_image,
-    node_diagnostics,
     place_on_real_node,
     platform_settings,
     project,
@@ -156,24 +155,4 @@ def _pods(kube: Kube) -> list[dict[str, Any]]:
 
 
 def _logs(kube: Kube) -> str:
-    out = []
-    for pod in _pods(kube):
-        name = pod["metadata"]["name"]
-        done = subprocess.run(
-            [
-                kube.binary,
-                "--kubeconfig",
-                str(kube.kubeconfig),
-                "logs",
-                "-n",
-                NAMESPACE,
-                name,
-                "--all-containers",
-                "--tail",
-                "30",
-            ],
-            capture_output=True,
-            text=True,
-        )
-        out.append(f"--- {name}\n{done.stdout}{done.stderr}")
-    return "\n".join(out) + "\n" + node_diagnostics(kube, NAMESPACE)
+    return failure_report(kube, NAMESPACE)

@@ -38,6 +38,7 @@ from drivers import CLUSTER, ROOT, Cli, Kube
 from real_node import (
     BRIDGE_ADDRESS,
     REAL_NODE_KEY,
+    failure_report,
     give_volumes_to_pods,
     http_get,
     import_image,
@@ -101,7 +102,7 @@ def watched(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Watched]:
         cli("stack", "select", "--create", TENANT)
         cli("up", "--stack", TENANT, "--yes", "--skip-preview")
         give_volumes_to_pods(kube, [f"{EXPERIMENT}/mnist", f"{EXPERIMENT}/broken"])
-        _experiment(cli)
+        _experiment(cli, kube)
         node = node_of(kube)
         prometheus = _start_prometheus(kube, node, prometheus_image, work)
 
@@ -118,7 +119,7 @@ def watched(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Watched]:
         yield Watched(kube, cli, env, prometheus)
 
 
-def _experiment(cli: Cli) -> None:
+def _experiment(cli: Cli, kube: Kube) -> None:
     settings = {
         "tfk8s:clusters[0].name": "mnist",
         "tfk8s:clusters[0].ps.cpu": "200m",
@@ -143,7 +144,7 @@ def _experiment(cli: Cli) -> None:
     for position, word in enumerate(["python", "-c", BROKEN]):
         cli.set_value(EXPERIMENT, f"tfk8s:clusters[1].command[{position}]", word)
     done = cli("up", "--stack", EXPERIMENT, "--yes", "--skip-preview", check=False)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr + failure_report(kube, NAMESPACE)
 
 
 def _start_prometheus(kube: Kube, node: str, image: str, work: Path) -> str:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import base64
 import json
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,11 +29,11 @@ from drivers import CLUSTER, Kube
 from real_node import (
     BRIDGE_ADDRESS,
     REAL_NODE_KEY,
+    failure_report,
     first_answer,
     give_volumes_to_pods,
     http_get,
     import_image,
-    node_diagnostics,
     node_of,
     place_on_real_node,
     platform_settings,
@@ -183,25 +182,4 @@ def test_pulumi_up_trains_for_real_and_the_ps_retire_themselves(cluster: Kube, t
 
 
 def _logs(kube: Kube) -> str:
-    out = []
-    for pod in kube.get("pods", NAMESPACE):
-        name = pod["metadata"]["name"]
-        done = subprocess.run(
-            [
-                kube.binary,
-                "--kubeconfig",
-                str(kube.kubeconfig),
-                "logs",
-                "-n",
-                NAMESPACE,
-                name,
-                "--all-containers",
-                "--tail",
-                "30",
-            ],
-            capture_output=True,
-            text=True,
-        )
-        out.append(f"--- {name}\n{done.stdout}{done.stderr}")
-    statuses = json.dumps([p["status"] for p in kube.get("pods", NAMESPACE)])[:4000]
-    return "\n".join(out) + statuses + "\n" + node_diagnostics(kube, NAMESPACE)
+    return failure_report(kube, NAMESPACE)

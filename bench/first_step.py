@@ -66,12 +66,7 @@ PLATFORM, TENANT, EXPERIMENT = "platform-dev", "tenant-alice", "first-step"
 SETTINGS = {
     "tfk8s:kind": "experiment",
     "tfk8s:namespace": "tfk8s-alice",
-    "tfk8s:clusters[0].name": "mnist",
-    "tfk8s:clusters[0].ps.cpu": "250m",
-    "tfk8s:clusters[0].ps.memory": "1Gi",
-    "tfk8s:clusters[0].workers.count": "2",
-    "tfk8s:clusters[0].workers.cpu": "500m",
-    "tfk8s:clusters[0].workers.memory": "1500Mi",
+    **realnode.MNIST_ON_THE_NODE,
     # Enough steps that the run still trains when it is measured and removed.
     "tfk8s:clusters[0].args[0]": "--steps=500",
 }

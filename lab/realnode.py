@@ -95,6 +95,18 @@ def platform_settings(volumes: Path) -> dict[str, str]:
     }
 
 
+# The digits experiment of the real-node tests and benches: one PS and two workers sized for the
+# node's 2 cores, beside the platform's apps (config paths of its first cluster).
+MNIST_ON_THE_NODE = {
+    "tfk8s:clusters[0].name": "mnist",
+    "tfk8s:clusters[0].ps.cpu": "250m",
+    "tfk8s:clusters[0].ps.memory": "1Gi",
+    "tfk8s:clusters[0].workers.count": "2",
+    "tfk8s:clusters[0].workers.cpu": "500m",
+    "tfk8s:clusters[0].workers.memory": "1500Mi",
+}
+
+
 def shared_user_node(node: str) -> dict[str, str]:
     """What a platform whose User Node is the real node, which also runs the training pods, adds to
     `platform_settings` (a cluster of one node: platform.userNode.sharedWithTraining): users reach

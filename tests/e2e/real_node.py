@@ -26,6 +26,7 @@ from drivers import Cli, Kube
 import realnode
 import toolenv
 from realnode import BRIDGE_ADDRESS as BRIDGE_ADDRESS
+from realnode import MNIST_ON_THE_NODE as MNIST_ON_THE_NODE
 from realnode import POD_CIDR as POD_CIDR
 from realnode import REAL_NODE_KEY as REAL_NODE_KEY
 from realnode import REALNODE as REALNODE

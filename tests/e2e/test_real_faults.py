@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from drivers import CLUSTER, Kube
 from real_node import (
+    MNIST_ON_THE_NODE,
     failure_report,
     give_volumes_to_pods,
     import_image,
@@ -79,14 +80,7 @@ def test_a_ps_lost_mid_run_costs_a_resume_from_the_checkpoint_not_the_run(cluste
     cli.init_experiment(
         STACK,
         tenant=TENANT,
-        settings={
-            "tfk8s:clusters[0].name": "mnist",
-            "tfk8s:clusters[0].ps.cpu": "250m",
-            "tfk8s:clusters[0].ps.memory": "1Gi",
-            "tfk8s:clusters[0].workers.count": "2",
-            "tfk8s:clusters[0].workers.cpu": "500m",
-            "tfk8s:clusters[0].workers.memory": "1500Mi",
-        },
+        settings=MNIST_ON_THE_NODE,
     )
     place_on_real_node(cli, STACK, 0)
     cli.set_value(STACK, "tfk8s:clusters[0].args[0]", f"--steps={STEPS}")

@@ -28,6 +28,7 @@ import pytest
 from drivers import CLUSTER, Kube
 from real_node import (
     BRIDGE_ADDRESS,
+    MNIST_ON_THE_NODE,
     REAL_NODE_KEY,
     failure_report,
     first_answer,
@@ -82,14 +83,7 @@ def test_pulumi_up_trains_for_real_and_the_ps_retire_themselves(cluster: Kube, t
     cli.init_experiment(
         STACK,
         tenant=TENANT,
-        settings={
-            "tfk8s:clusters[0].name": "mnist",
-            "tfk8s:clusters[0].ps.cpu": "250m",
-            "tfk8s:clusters[0].ps.memory": "1Gi",
-            "tfk8s:clusters[0].workers.count": "2",
-            "tfk8s:clusters[0].workers.cpu": "500m",
-            "tfk8s:clusters[0].workers.memory": "1500Mi",
-        },
+        settings=MNIST_ON_THE_NODE,
     )
     # On the real node, which keeps its taint: PS and workers ask for it.
     place_on_real_node(cli, STACK, 0)

@@ -213,14 +213,12 @@ bench: venv ## The benchmarks that need no cluster (see docs/benchmarks.md)
 # Where hack/tools.sh keeps the toolchain (the same default as hack/env.sh).
 TOOLS_BIN := $(or $(TFK8S_CACHE),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/tfk8s)/bin
 
-# hack/tools.sh's compiler flags (hack/versions.sh): go vet then reuses the packages its builds compiled.
-GO_GCFLAGS := $(shell . hack/versions.sh && echo "$$GO_GCFLAGS")
 lint: venv ## ruff, mypy, the layers' import contracts (pyproject.toml), gofmt and go vet (the language host, the SDK generator), actionlint on the GitOps workflows, the docs site built strictly
 	$(VENV)/bin/ruff check infra training tests bench hack lab policies examples package
 	$(VENV)/bin/ruff format --check infra tests hack lab policies examples package
 	$(VENV)/bin/mypy hack/langhost hack/requirements.py hack/schema.py hack/package_args.py hack/docs_reference.py hack/project.py lab/toolenv.py lab/realnode.py lab/queue_stacks.py lab/images.py lab/dashboards.py lab/kms.py lab/suite.py lab/demo_real_node.py
-	cd hack/langhost && test -z "$$(gofmt -l .)" && CGO_ENABLED=0 GOFLAGS=-mod=readonly go vet -trimpath -gcflags=$(GO_GCFLAGS) .
-	cd hack/gensdk && test -z "$$(gofmt -l .)" && CGO_ENABLED=0 GOFLAGS=-mod=readonly go vet -trimpath -gcflags=$(GO_GCFLAGS) .
+	cd hack/langhost && test -z "$$(gofmt -l .)" && CGO_ENABLED=0 GOFLAGS=-mod=readonly go vet -trimpath -gcflags=all=-dwarf=false .
+	cd hack/gensdk && test -z "$$(gofmt -l .)" && CGO_ENABLED=0 GOFLAGS=-mod=readonly go vet -trimpath -gcflags=all=-dwarf=false .
 	test -z "$$(gofmt -l hack/coredns)"
 	# The launcher and what it imports run in TF 1.x images: Python 3.6 and newer.
 	$(VENV)/bin/vermin --target=3.6- --no-tips --violations --eval-annotations $(addprefix training/tfk8s_train/,$(LAUNCHER_MODULES))

@@ -35,12 +35,12 @@ export GOMODCACHE=${GOMODCACHE:-$(go env GOMODCACHE)}
 # what the builds below save (docs/tests.md): the compiler's collector at GOGC=400 instead of 100
 # (the compiler allocates much and lives briefly), and no DWARF (every binary here is stripped by
 # -ldflags "-s -w", so the compiler's debug info was thrown away at link). kwok on an empty build
-# cache, side by side: 0.82 of the CPU (bench/compile_flags.sh; docs/benchmarks.md); the flags are
-# hack/versions.sh's GO_GCFLAGS. GOMEMLIMIT
+# cache, side by side: 0.82 of the CPU (bench/compile_flags.sh; docs/benchmarks.md). GOMEMLIMIT
 # keeps the largest packages' heaps bounded (a soft limit: the collector runs more often near it). These override
 # what hack/env.sh exports for pulumi's runs: a build is not one. go vet and go test pass the same
 # -gcflags (Makefile lint, lab/suite.py), so they reuse the packages built here.
 export GOGC=400 GOMEMLIMIT=3GiB
+GO_GCFLAGS="all=-dwarf=false"
 
 log() { printf '[tools %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
@@ -303,7 +303,7 @@ build_prometheus() {
 # optimisation or inlining: a fifth less compiler time (etcd on an empty build cache: 44 s against
 # 54 s), and they build beside the tests on a cold machine. What `make up`, the default control
 # plane and the real node run stays optimised (GO_GCFLAGS).
-TEST_TOOL_GCFLAGS="$GO_GCFLAGS -N -l"
+TEST_TOOL_GCFLAGS="all=-N -l -dwarf=false"
 
 # go_install NAME VERSION PACKAGE [MODULE_VERSION]: one command of a module, cached under VERSION
 # like the others (MODULE_VERSION, when the cache's name says more than the module's version), with

@@ -43,9 +43,3 @@ COREDNS_VERSION=v1.14.7
 # newest netlink release the proxy has (hack/tools.sh build_kube_router).
 KUBE_ROUTER_VERSION=v2.10.0
 KUBE_ROUTER_NETLINK_VERSION=v1.3.1
-
-# The compiler flags every Go build of the toolchain uses (hack/tools.sh): no DWARF, as every
-# binary is stripped at link (docs/benchmarks.md "Compiling the toolchain"). `go vet` (make lint),
-# `go test` (lab/suite.py) and a language host built from an older revision (lab/toolenv.py) pass
-# the same, so that they reuse the packages the toolchain's builds compiled.
-GO_GCFLAGS=all=-dwarf=false

@@ -36,8 +36,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from toolenv import pinned
-
 ROOT = Path(__file__).resolve().parents[1]
 PY = str(ROOT / ".venv" / "bin" / "python")
 POLICY_PY = str(ROOT / "policies" / ".venv" / "bin" / "python")
@@ -173,7 +171,7 @@ def background_builds(root: bool) -> list[Step]:
 # hack/tools.sh's flags (no cgo, -trimpath, no DWARF), so that the packages its builds of the same
 # modules compiled are not compiled again.
 GO_TEST_ENV = (("GOFLAGS", "-mod=readonly"), ("CGO_ENABLED", "0"))
-GO_TEST = ("go", "test", "-trimpath", f"-gcflags={pinned('GO_GCFLAGS')}", ".")
+GO_TEST = ("go", "test", "-trimpath", "-gcflags=all=-dwarf=false", ".")
 
 
 def side_tests() -> list[Step]:

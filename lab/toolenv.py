@@ -232,7 +232,7 @@ def language_host(revision: str) -> Path:
     if (sources / "go.mod").exists():
         env = {**os.environ, "GOFLAGS": "-mod=readonly", "CGO_ENABLED": "0"}
         # hack/tools.sh's compiler flags today, so that the packages its build compiled are reused.
-        build = ["go", "build", "-trimpath", f"-gcflags={pinned('GO_GCFLAGS')}", "-o", str(host), "."]
+        build = ["go", "build", "-trimpath", "-gcflags=all=-dwarf=false", "-o", str(host), "."]
         subprocess.run(build, cwd=sources, check=True, env=env)
         return directory
     for source in sources.glob("*.py"):

@@ -168,7 +168,8 @@ build_langhost() {
 }
 
 # The Pulumi YAML language host (issue 39: YAML programs that add tfk8s's component package).
-# Built in the toolchain module, so it reuses the CLI's compiled packages, and linked next to the CLI, where the CLI looks for language hosts. v1.38.1 because `pulumi package
+# Built in the toolchain module, so it reuses the CLI's compiled packages, and linked next to the
+# CLI, where the CLI looks for language hosts. v1.38.1 because `pulumi package
 # add` calls the host's Link, which pulumi-yaml has only since v1.26.2 (the proxy serves v1.38.1
 # by version although its list stops at v1.25.0).
 build_yaml_host() {

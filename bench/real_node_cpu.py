@@ -14,7 +14,8 @@ the CPU time the node's containers used (their group's cpuacct.usage) over `--se
 each busy phase at the group's weight as the node started it and at `--shares`.
 Cores = CPU seconds / wall seconds. The pod cannot pass 1.5 (its CFS quota), whatever its weight.
 
-    make tools real-node-deps && .venv/bin/python bench/real_node_cpu.py [--seconds 20] [--load 2] [--sessions 1 4] [--shares 10240]
+    make tools real-node-deps
+    .venv/bin/python bench/real_node_cpu.py [--seconds 20] [--load 2] [--sessions 1 4] [--shares 10240]
 
 cgroup v1 (the cpu and cpuacct controllers) only: on cgroup v2 it says so and stops.
 """

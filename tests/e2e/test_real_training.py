@@ -1,31 +1,43 @@
-"""The mission on a real node: `pulumi up` of a platform, a tenant and an experiment whose PS and
+"""The mission on a real node: `pulumi up` of a platform, a tenant and experiments whose PS and
 workers run the real trainer in containers (the training image built here), find each other
-through cluster DNS, train, and end: the workers' Job completes, the PS retire themselves through
-the API from inside their pods, and readiness says the run succeeded; `destroy` leaves the
-tenant's volumes, with the run's TensorBoard events on the log volume.
+through cluster DNS and train, on one platform and tenant brought up once for the module.
 
-The real node keeps its taint: the experiment places its PS and workers there itself
+* A run that loses its parameter server mid-run (issue 56) still reaches its target: the PS pod is
+  deleted at once, no grace, once a checkpoint of the run is on the log volume; the PS Deployment
+  brings a new pod behind the same Service, the workers recreate their sessions, the chief
+  restores the newest checkpoint (never step 0), the run ends, the PS retire, and readiness says
+  Succeeded. The seconds from the fault to the chief's new session, and to training past the step
+  the run had reached, are printed. The fault is injected on the run's own progress (its
+  checkpoint and the chief's progress file on the log volume, read from this machine), never on a
+  timer.
+* A run to its end: the workers' Job completes, the PS retire themselves through the API from
+  inside their pods, and readiness says the run succeeded; `destroy` leaves the tenant's volumes,
+  with the run's TensorBoard events on the log volume.
+
+The real node keeps its taint: the experiments place their PS and workers there themselves
 (`ps`/`workers` `nodeSelector` and `tolerations`), the tenant's Jupyter and TensorBoard start on
 the simulated User Node. The node's firewall (kube-router) enforces the tenant's and the
-experiment's NetworkPolicies all along: the run trains through them, its PS reach the API server
-through them. Then the platform team makes the real node the User Node, as it would retire one:
+experiments' NetworkPolicies all along: the runs train through them, their PS reach the API server
+through them. Last, the platform team makes the real node the User Node, as it would retire one:
 untaint it, point `userNode` at it, `pulumi up`, drain the old one. Jupyter (the Jupyter image
 built here) and TensorBoard then run for real: Jupyter answers on its NodePort only with the
 tenant's token, and TensorBoard's HTTP API, behind its token gate, lists the finished run from the
-log volume.
+log volume. That move comes last: the apps then take the node's cores a run needs.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import re
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from drivers import CLUSTER, Kube
+from drivers import CLUSTER, Cli, Kube
 from real_node import (
     BRIDGE_ADDRESS,
     MNIST_ON_THE_NODE,
@@ -43,41 +55,147 @@ from real_node import (
     until,
 )
 
-TENANT, STACK, NAMESPACE = "tenant-alice", "real-mnist", "tfk8s-alice"
+TENANT, PLATFORM, NAMESPACE = "tenant-alice", "platform-dev", "tfk8s-alice"
+STACK = "real-mnist"  # the run to its end
+FAULTS, FAULT_STEPS, CHECKPOINT_STEPS = "real-faults", 1500, 100  # the run that loses its PS
 OLD_USER_NODE = "tfk8s-user-node"
 
 
+@dataclass(frozen=True)
+class Alice:
+    """The module's cluster with the real node, its project, and alice's tenant on platform-dev."""
+
+    cluster: Kube
+    cli: Cli
+    volumes: Path  # the platform's volumes on this machine (hostPath)
+    imported: dict[str, float]  # seconds each image took to import
+
+
 @pytest.fixture(scope="module")
-def cluster() -> Iterator[Kube]:
-    with real_cluster(f"{CLUSTER}-train") as kube:
-        yield kube
+def alice(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Alice]:
+    with real_cluster(f"{CLUSTER}-train") as cluster:
+        imported = {}
+        images = {}
+        for what in ("tensorflow", "jupyter"):
+            start = time.monotonic()
+            images[what] = import_image(cluster, what)
+            imported[what] = time.monotonic() - start
+        work = tmp_path_factory.mktemp("real-training")
+        volumes = work / "volumes"
+        cli = project(cluster, work / "project", "real-node-test")
+        cli("stack", "select", "--create", PLATFORM)
+        for path, value in {
+            **platform_settings(volumes),
+            "tfk8s:platform.images.tensorflow": images["tensorflow"],
+            "tfk8s:platform.images.tensorboard": images["tensorflow"],
+            "tfk8s:platform.images.jupyter": images["jupyter"],
+            # Jupyter and TensorBoard (with its gate) on the real node's 2 cores, once it is the User Node.
+            "tfk8s:platform.containerDefaults.cpu": "500m",
+            "tfk8s:platform.containerDefaults.memory": "1536Mi",
+        }.items():
+            cli("config", "set", "--stack", PLATFORM, "--path", path, value)
+        cli("up", "--stack", PLATFORM, "--yes", "--skip-preview")
+        cli("stack", "select", "--create", TENANT)
+        cli("up", "--stack", TENANT, "--yes", "--skip-preview")
+        yield Alice(cluster, cli, volumes, imported)
 
 
-def test_pulumi_up_trains_for_real_and_the_ps_retire_themselves(cluster: Kube, tmp_path: Path) -> None:
-    start = time.monotonic()
-    image = import_image(cluster, "tensorflow")
-    imported = time.monotonic() - start
-    start = time.monotonic()
-    jupyter_image = import_image(cluster, "jupyter")
-    jupyter_imported = time.monotonic() - start
+def run_directory(volumes: Path, stack: str) -> Path | None:
+    """The run's directory on the log volume (`<experiment>/<cluster>/run-<job uid>`), once it exists."""
+    found = sorted(volumes.glob(f"**/{stack}/mnist/run-*"))
+    return found[-1] if found else None
+
+
+def checkpoint_step(run: Path) -> int:
+    """The newest checkpoint's global step (-1: none yet)."""
+    state = run / "checkpoints" / "checkpoint"
+    if not state.is_file():
+        return -1
+    first = state.read_text().splitlines()[0]  # model_checkpoint_path: ".../model.ckpt-<step>"
+    return int(first.rstrip('"').rsplit("-", 1)[1])
+
+
+def chief_step(run: Path) -> int:
+    """The chief's global step in its progress file (rewritten every 5 s; -1: none yet)."""
+    progress = run / ".tfk8s" / "progress" / "worker-0.json"
+    try:
+        return int(json.loads(progress.read_text()).get("step") or -1)
+    except (FileNotFoundError, json.JSONDecodeError):
+        return -1
+
+
+def session_recreated(run: Path) -> tuple[int, int] | None:
+    """(step resumed at, step seen before) from the chief's log line, once it recreated its session."""
+    log = run / "logs" / "worker-0.log"
+    text = log.read_text(errors="replace") if log.exists() else ""
+    found = re.search(r"session recreated at global step (\d+) \(had seen (\d+)", text)
+    return (int(found[1]), int(found[2])) if found else None
+
+
+def test_a_ps_lost_mid_run_costs_a_resume_from_the_checkpoint_not_the_run(alice: Alice) -> None:
+    cluster, cli, volumes = alice.cluster, alice.cli, alice.volumes
+    # Its two workers and PS need 1.25 of the node's 2 cores: the apps are not there yet.
+    assert _still_tainted(cluster), "the real node is the User Node already: run this module's tests in file order"
+    give_volumes_to_pods(cluster, [f"{FAULTS}/mnist"])
+    cli.init_experiment(
+        FAULTS,
+        tenant=TENANT,
+        settings=MNIST_ON_THE_NODE,
+    )
+    place_on_real_node(cli, FAULTS, 0)
+    cli.set_value(FAULTS, "tfk8s:clusters[0].args[0]", f"--steps={FAULT_STEPS}")
+    cli.set_value(FAULTS, "tfk8s:clusters[0].args[1]", f"--checkpoint-steps={CHECKPOINT_STEPS}")
+    done = cli("up", "--stack", FAULTS, "--yes", "--skip-preview", check=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr + _logs(cluster)
+
+    run = until("the run's directory on the log volume", 300, lambda: run_directory(volumes, FAULTS))
+    saved = until(
+        f"a checkpoint at step {2 * CHECKPOINT_STEPS} or later, mid-run",
+        600,
+        lambda: checkpoint_step(run) if checkpoint_step(run) >= 2 * CHECKPOINT_STEPS else None,
+    )
+    (ps,) = [p for p in _pods(cluster, FAULTS) if p["metadata"]["labels"].get("app.kubernetes.io/component") == "ps"]
+    assert chief_step(run) < FAULT_STEPS, f"the run ended before the fault (step {chief_step(run)}): give it more steps"
+    faulted = time.monotonic()
+    cluster.run("delete", "pod", "-n", NAMESPACE, ps["metadata"]["name"], "--grace-period=0", "--force", "--wait=false")
+
+    # The chief says when it recreated its session, at which step, after seeing which: the step the
+    # run had reached (its progress file lags by up to 5 s, so it cannot tell that).
+    recreated = until("the chief recreates its session after the fault", 300, lambda: session_recreated(run))
+    resumed, seen = recreated
+    recreated_after = time.monotonic() - faulted
+    try:
+        until(f"the chief past step {seen} again", 300, lambda: chief_step(run) if chief_step(run) > seen else None)
+    except AssertionError as error:
+        raise AssertionError(f"{error}\n{_logs(cluster)}") from None
+    again_after = time.monotonic() - faulted
+    assert 0 < saved <= resumed <= seen, (saved, resumed, seen)  # the newest checkpoint, never step 0
+
+    until("the workers' Job completes after the fault", 900, lambda: _job_done(cluster, FAULTS))
+    until("the PS scale their own Deployment to zero", 120, lambda: _ps_retired(cluster, FAULTS))
+    cli("up", "--stack", FAULTS, "--yes", "--skip-preview", "--refresh")
+    assert cli.outputs(FAULTS)["readiness"]["clusters"]["mnist"]["phase"] == "Succeeded"
+
+    chief = json.loads((run / "results" / "worker-0.json").read_text())
+    assert chief["global_step"] >= FAULT_STEPS, chief
+    recoveries = chief.get("recoveries") or []
+    assert recoveries, f"the chief recreated no session after its PS was lost: {chief}"
+    restored = recoveries[-1]["checkpoint"]
+    assert restored and int(restored.rsplit("-", 1)[1]) == resumed, recoveries  # resumed from that checkpoint
+    print(
+        f"\n[real node faults] between-graph, PS pod deleted at step {seen}: resumed from checkpoint {resumed} "
+        f"({seen - resumed} steps lost); session recreated {recreated_after:.1f} s after the fault, training past "
+        f"step {seen} again within {again_after:.1f} s (progress files: 5 s resolution); "
+        f"test accuracy {chief.get('test_accuracy')}"
+    )
+    cli("destroy", "--stack", FAULTS, "--yes")
+
+
+def test_pulumi_up_trains_for_real_and_the_ps_retire_themselves(alice: Alice) -> None:
+    cluster, cli, volumes = alice.cluster, alice.cli, alice.volumes
     node = node_of(cluster)
-    volumes = tmp_path / "volumes"
-    cli = project(cluster, tmp_path / "project", "real-node-test")
-    platform = "platform-dev"
-    cli("stack", "select", "--create", platform)
-    for path, value in {
-        **platform_settings(volumes),
-        "tfk8s:platform.images.tensorflow": image,
-        "tfk8s:platform.images.tensorboard": image,
-        "tfk8s:platform.images.jupyter": jupyter_image,
-        # Jupyter and TensorBoard (with its gate) on the real node's 2 cores.
-        "tfk8s:platform.containerDefaults.cpu": "500m",
-        "tfk8s:platform.containerDefaults.memory": "1536Mi",
-    }.items():
-        cli("config", "set", "--stack", platform, "--path", path, value)
-    cli("up", "--stack", platform, "--yes", "--skip-preview")
-    cli("stack", "select", "--create", TENANT)
-    cli("up", "--stack", TENANT, "--yes", "--skip-preview")
+    platform = PLATFORM
+    assert _still_tainted(cluster), "the real node is the User Node already"
     give_volumes_to_pods(cluster, [f"{STACK}/mnist"])
 
     cli.init_experiment(
@@ -98,23 +216,11 @@ def test_pulumi_up_trains_for_real_and_the_ps_retire_themselves(cluster: Kube, t
         (p["metadata"]["name"], p["spec"].get("nodeName")) for p in pods
     ]
 
-    def job_done() -> dict[str, Any] | None:
-        (job,) = [j for j in cluster.get("jobs", NAMESPACE) if j["metadata"]["labels"].get("tfk8s.io/stack") == STACK]
-        status = job.get("status", {})
-        # A worker pod may fail and be retried (backoffLimitPerIndex): the run fails with the Job alone.
-        failed = [c for c in status.get("conditions", []) if c["type"] == "Failed" and c["status"] == "True"]
-        assert not failed, f"{failed}\n{_logs(cluster)}"
-        return job if status.get("succeeded") == 2 else None
-
-    job = until("the workers' Job completes", 600, job_done)
+    job = until("the workers' Job completes", 600, lambda: _job_done(cluster, STACK))
     trained = time.monotonic() - up_started
 
-    def ps_retired() -> bool:
-        deployments = [d for d in cluster.get("deployments", NAMESPACE) if d["metadata"]["labels"].get("tfk8s.io/stack") == STACK]
-        return bool(deployments) and all(d["spec"]["replicas"] == 0 for d in deployments)
-
     try:
-        until("the PS scale their own Deployment to zero", 120, ps_retired)
+        until("the PS scale their own Deployment to zero", 120, lambda: _ps_retired(cluster, STACK))
     except AssertionError as error:
         raise AssertionError(f"{error}\n{_logs(cluster)}") from None
     cli("up", "--stack", STACK, "--yes", "--skip-preview", "--refresh")
@@ -123,7 +229,8 @@ def test_pulumi_up_trains_for_real_and_the_ps_retire_themselves(cluster: Kube, t
     events = list(volumes.rglob("events.out.tfevents.*"))
     assert events, f"no TensorBoard events under {volumes}"
     print(
-        f"\n[real node] image import {imported:.1f} s (jupyter {jupyter_imported:.1f} s); `pulumi up` {up_seconds:.1f} s; "
+        f"\n[real node] image import {alice.imported['tensorflow']:.1f} s (jupyter {alice.imported['jupyter']:.1f} s); "
+        f"`pulumi up` {up_seconds:.1f} s; "
         f"up to a finished run {trained:.1f} s (Job {job['metadata']['name']}, {job['status'].get('failed', 0)} pods retried); "
         f"{len(events)} event files"
     )
@@ -177,3 +284,29 @@ def test_pulumi_up_trains_for_real_and_the_ps_retire_themselves(cluster: Kube, t
 
 def _logs(kube: Kube) -> str:
     return failure_report(kube, NAMESPACE)
+
+
+def _pods(kube: Kube, stack: str) -> list[dict[str, Any]]:
+    return [p for p in kube.get("pods", NAMESPACE) if p["metadata"]["labels"].get("tfk8s.io/stack") == stack]
+
+
+def _still_tainted(kube: Kube) -> bool:
+    """The real node keeps its own taint: it is not the User Node yet (the last test makes it one)."""
+    taints = kube.get("node", name=node_of(kube))["spec"].get("taints") or []
+    return any(t["key"] == REAL_NODE_KEY for t in taints)
+
+
+def _job_done(kube: Kube, stack: str) -> dict[str, Any] | None:
+    """The experiment's workers' Job once both workers succeeded; fails at once if the Job failed.
+    (A worker pod may fail and be retried, backoffLimitPerIndex: the run fails with the Job alone.)"""
+    (job,) = [j for j in kube.get("jobs", NAMESPACE) if j["metadata"]["labels"].get("tfk8s.io/stack") == stack]
+    status = job.get("status", {})
+    failed = [c for c in status.get("conditions", []) if c["type"] == "Failed" and c["status"] == "True"]
+    assert not failed, f"{failed}\n{_logs(kube)}"
+    return job if status.get("succeeded") == 2 else None
+
+
+def _ps_retired(kube: Kube, stack: str) -> bool:
+    """Each PS of the experiment scaled its own Deployment to zero."""
+    deployments = [d for d in kube.get("deployments", NAMESPACE) if d["metadata"]["labels"].get("tfk8s.io/stack") == stack]
+    return bool(deployments) and all(d["spec"]["replicas"] == 0 for d in deployments)

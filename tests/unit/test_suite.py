@@ -22,7 +22,7 @@ E2E = ROOT / "tests" / "e2e"
     ("nodeid", "want"),
     [
         ("tests/e2e/test_real_node.py::test_x", (0, 0)),
-        ("tests/e2e/test_real_observability.py::test_x", (0, len(suite.REAL_NODE_ORDER) - 1)),
+        ("tests/e2e/test_real_queueing.py::test_x", (0, len(suite.REAL_NODE_ORDER) - 1)),
         ("tests/unit/test_config.py::test_x[a]", (1, 0)),
         ("tests/e2e/test_cli.py::test_x", (1, 0)),
         ("tests/sdk/test_go_sdk.py::test_x", (2, 0)),

@@ -16,7 +16,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -111,6 +111,16 @@ def project(kube: Kube, work: Path, passphrase: str) -> Cli:
     env.pop("PULUMI_CONFIG_PASSPHRASE_FILE", None)
     env.update(toolenv.exported(env))
     return Cli(work, env)
+
+
+def platform_and_tenant(cli: Cli, settings: Mapping[str, str], *, platform: str, tenant: str) -> None:
+    """`pulumi up` of `platform` with `settings` (config paths to values), then of `tenant`."""
+    cli("stack", "select", "--create", platform)
+    for path, value in settings.items():
+        cli("config", "set", "--stack", platform, "--path", path, value)
+    cli("up", "--stack", platform, "--yes", "--skip-preview")
+    cli("stack", "select", "--create", tenant)
+    cli("up", "--stack", tenant, "--yes", "--skip-preview")
 
 
 def place_on_real_node(cli: Cli, stack: str, cluster: int) -> None:

@@ -44,6 +44,7 @@ from real_node import (
     import_image,
     node_of,
     place_on_real_node,
+    platform_and_tenant,
     platform_settings,
     probe_from_pod,
     project,
@@ -85,8 +86,7 @@ def watched(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Watched]:
         work = tmp_path_factory.mktemp("real-observability")
         cli = project(kube, work / "project", "real-observability-test")
         kube.run("create", "namespace", MONITORING)  # the platform team's, where its Prometheus runs
-        cli("stack", "select", "--create", PLATFORM)
-        for path, value in {
+        settings = {
             **platform_settings(work / "volumes"),
             "tfk8s:platform.images.tensorflow": tensorflow,
             "tfk8s:platform.images.tensorboard": tensorflow,
@@ -96,11 +96,8 @@ def watched(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Watched]:
             "tfk8s:platform.monitoring.namespace": MONITORING,
             "tfk8s:platform.monitoring.scrape": "scrapeConfig",
             "tfk8s:platform.monitoring.interval": "2s",
-        }.items():
-            cli("config", "set", "--stack", PLATFORM, "--path", path, value)
-        cli("up", "--stack", PLATFORM, "--yes", "--skip-preview")
-        cli("stack", "select", "--create", TENANT)
-        cli("up", "--stack", TENANT, "--yes", "--skip-preview")
+        }
+        platform_and_tenant(cli, settings, platform=PLATFORM, tenant=TENANT)
         give_volumes_to_pods(kube, [f"{EXPERIMENT}/mnist", f"{EXPERIMENT}/broken"])
         _experiment(cli, kube)
         node = node_of(kube)

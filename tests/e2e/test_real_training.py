@@ -49,6 +49,7 @@ from real_node import (
     import_image,
     node_of,
     place_on_real_node,
+    platform_and_tenant,
     platform_settings,
     project,
     real_cluster,
@@ -83,8 +84,7 @@ def alice(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Alice]:
         work = tmp_path_factory.mktemp("real-training")
         volumes = work / "volumes"
         cli = project(cluster, work / "project", "real-node-test")
-        cli("stack", "select", "--create", PLATFORM)
-        for path, value in {
+        settings = {
             **platform_settings(volumes),
             "tfk8s:platform.images.tensorflow": images["tensorflow"],
             "tfk8s:platform.images.tensorboard": images["tensorflow"],
@@ -92,11 +92,8 @@ def alice(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Alice]:
             # Jupyter and TensorBoard (with its gate) on the real node's 2 cores, once it is the User Node.
             "tfk8s:platform.containerDefaults.cpu": "500m",
             "tfk8s:platform.containerDefaults.memory": "1536Mi",
-        }.items():
-            cli("config", "set", "--stack", PLATFORM, "--path", path, value)
-        cli("up", "--stack", PLATFORM, "--yes", "--skip-preview")
-        cli("stack", "select", "--create", TENANT)
-        cli("up", "--stack", TENANT, "--yes", "--skip-preview")
+        }
+        platform_and_tenant(cli, settings, platform=PLATFORM, tenant=TENANT)
         yield Alice(cluster, cli, volumes, imported)
 
 
@@ -136,17 +133,7 @@ def test_a_ps_lost_mid_run_costs_a_resume_from_the_checkpoint_not_the_run(alice:
     cluster, cli, volumes = alice.cluster, alice.cli, alice.volumes
     # Its two workers and PS need 1.25 of the node's 2 cores: the apps are not there yet.
     assert _still_tainted(cluster), "the real node is the User Node already: run this module's tests in file order"
-    give_volumes_to_pods(cluster, [f"{FAULTS}/mnist"])
-    cli.init_experiment(
-        FAULTS,
-        tenant=TENANT,
-        settings=MNIST_ON_THE_NODE,
-    )
-    place_on_real_node(cli, FAULTS, 0)
-    cli.set_value(FAULTS, "tfk8s:clusters[0].args[0]", f"--steps={FAULT_STEPS}")
-    cli.set_value(FAULTS, "tfk8s:clusters[0].args[1]", f"--checkpoint-steps={CHECKPOINT_STEPS}")
-    done = cli("up", "--stack", FAULTS, "--yes", "--skip-preview", check=False)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr + _logs(cluster)
+    _mnist_up(alice, FAULTS, f"--steps={FAULT_STEPS}", f"--checkpoint-steps={CHECKPOINT_STEPS}")
 
     run = until("the run's directory on the log volume", 300, lambda: run_directory(volumes, FAULTS))
     saved = until(
@@ -196,20 +183,8 @@ def test_pulumi_up_trains_for_real_and_the_ps_retire_themselves(alice: Alice) ->
     node = node_of(cluster)
     platform = PLATFORM
     assert _still_tainted(cluster), "the real node is the User Node already"
-    give_volumes_to_pods(cluster, [f"{STACK}/mnist"])
-
-    cli.init_experiment(
-        STACK,
-        tenant=TENANT,
-        settings=MNIST_ON_THE_NODE,
-    )
-    # On the real node, which keeps its taint: PS and workers ask for it.
-    place_on_real_node(cli, STACK, 0)
-    # A short run (the trainer's own flag).
-    cli.set_value(STACK, "tfk8s:clusters[0].args[0]", "--steps=60")
     up_started = time.monotonic()
-    done = cli("up", "--stack", STACK, "--yes", "--skip-preview", check=False)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr + _logs(cluster)
+    _mnist_up(alice, STACK, "--steps=60")  # a short run (the trainer's own flag)
     up_seconds = time.monotonic() - up_started
     pods = [p for p in cluster.get("pods", NAMESPACE) if p["metadata"]["labels"].get("tfk8s.io/stack") == STACK]
     assert pods and all(p["spec"]["nodeName"] == node for p in pods), [
@@ -280,6 +255,18 @@ def test_pulumi_up_trains_for_real_and_the_ps_retire_themselves(alice: Alice) ->
 
     listed = until("TensorBoard lists the finished run", 120, runs)
     print(f"[real node] Jupyter and TensorBoard up on the real User Node in {apps_seconds:.1f} s; runs {listed}")
+
+
+def _mnist_up(alice: Alice, stack: str, *args: str) -> None:
+    """`pulumi up` of alice's experiment `stack`: one cluster `mnist` of the built-in trainer with
+    `args`, its PS and workers on the real node, which keeps its taint (they ask for it)."""
+    give_volumes_to_pods(alice.cluster, [f"{stack}/mnist"])
+    alice.cli.init_experiment(stack, tenant=TENANT, settings=MNIST_ON_THE_NODE)
+    place_on_real_node(alice.cli, stack, 0)
+    for position, arg in enumerate(args):
+        alice.cli.set_value(stack, f"tfk8s:clusters[0].args[{position}]", arg)
+    done = alice.cli("up", "--stack", stack, "--yes", "--skip-preview", check=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr + _logs(alice.cluster)
 
 
 def _logs(kube: Kube) -> str:

@@ -204,6 +204,14 @@ enforceNodeAllocatable: []
 failCgroupV1: false
 failSwapOn: false
 evictionHard: {}
+# The node's images are built and imported here (lab/images.py, then this script's import), never
+# pulled: the kubelet must never collect them. Its image collection weighs the disk's use against the
+# filesystem's size, which on this kind of VM is far above what it can hold (252 GB, of which 92
+# usable): after a cold CI's builds it read 88%, past the default 85%, and removed every image no
+# container used, the sandbox image among them, so the next pods never started (a cold CI, 2026-11-29).
+# 100: only a full disk.
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
 containerRuntimeEndpoint: unix://$dir/containerd.sock
 clusterDNS: [$gateway]
 clusterDomain: cluster.local

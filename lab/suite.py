@@ -147,9 +147,11 @@ def first_builds(root: bool) -> FirstBuilds:
     )
 
 
-# How far the background builds yield to the tests. At the same priority, on a cold machine, they
-# took the cores from the real node's pods: a TensorFlow pod not ready within its platform's
-# await timeout failed `pulumi up` (two real-node modules, cold, 2026-11-29).
+# How far the background builds yield to the tests. Set when two real-node modules failed a cold
+# run with TensorFlow pods never ready, put down to builds taking the pods' cores; the likelier cause
+# was found later (the kubelet's image collection, docs/tests.md "Cold a sixth time"), and a pod on
+# the node gets its limit beside busy loops at any priority (bench/real_node_cpu.py). It stays until
+# a cold run measures the lane without it.
 BACKGROUND_NICENESS = 10
 
 

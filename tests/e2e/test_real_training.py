@@ -168,10 +168,15 @@ def test_a_ps_lost_mid_run_costs_a_resume_from_the_checkpoint_not_the_run(alice:
     recoveries = chief.get("recoveries") or []
     assert recoveries, f"the chief recreated no session after its PS was lost: {chief}"
     restored = recoveries[-1]["checkpoint"]
-    assert restored and int(restored.rsplit("-", 1)[1]) == resumed, recoveries  # resumed from that checkpoint
+    restored_step = int(restored.rsplit("-", 1)[1]) if restored else 0
+    # Restored from the newest checkpoint at the fault (at least the one seen before it), never from
+    # step 0. The chief reads the global step once its new session is up, and by then the other
+    # worker, training asynchronously, may have gone past the checkpoint (203 restored, 211 read: a
+    # warm run of the suite).
+    assert saved <= restored_step <= resumed, (saved, resumed, recoveries)
     print(
-        f"\n[real node faults] between-graph, PS pod deleted at step {seen}: resumed from checkpoint {resumed} "
-        f"({seen - resumed} steps lost); session recreated {recreated_after:.1f} s after the fault, training past "
+        f"\n[real node faults] between-graph, PS pod deleted at step {seen}: restored checkpoint {restored_step} "
+        f"({seen - restored_step} steps lost); session recreated {recreated_after:.1f} s after the fault, training past "
         f"step {seen} again within {again_after:.1f} s (progress files: 5 s resolution); "
         f"test accuracy {chief.get('test_accuracy')}"
     )

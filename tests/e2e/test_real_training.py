@@ -186,12 +186,11 @@ def test_a_ps_lost_mid_run_costs_a_resume_from_the_checkpoint_not_the_run(alice:
 def test_pulumi_up_trains_for_real_and_the_ps_retire_themselves(alice: Alice) -> None:
     cluster, cli, volumes = alice.cluster, alice.cli, alice.volumes
     node = node_of(cluster)
-    platform = PLATFORM
     assert _still_tainted(cluster), "the real node is the User Node already"
     up_started = time.monotonic()
     _mnist_up(alice, STACK, "--steps=60")  # a short run (the trainer's own flag)
     up_seconds = time.monotonic() - up_started
-    pods = [p for p in cluster.get("pods", NAMESPACE) if p["metadata"]["labels"].get("tfk8s.io/stack") == STACK]
+    pods = _pods(cluster, STACK)
     assert pods and all(p["spec"]["nodeName"] == node for p in pods), [
         (p["metadata"]["name"], p["spec"].get("nodeName")) for p in pods
     ]
@@ -221,9 +220,9 @@ def test_pulumi_up_trains_for_real_and_the_ps_retire_themselves(alice: Alice) ->
     # The platform team makes the real node the User Node: its own taint off (the platform refuses a
     # node with another manager's taints, and says so), the platform pointed at it, the old one drained.
     cluster.run("taint", "node", node, f"{REAL_NODE_KEY}-")
-    cli("config", "set", "--stack", platform, "--path", "tfk8s:platform.userNode.name", node)
-    cli("config", "set", "--stack", platform, "--path", "tfk8s:platform.userNode.address", BRIDGE_ADDRESS)
-    cli("up", "--stack", platform, "--yes", "--skip-preview")
+    cli("config", "set", "--stack", PLATFORM, "--path", "tfk8s:platform.userNode.name", node)
+    cli("config", "set", "--stack", PLATFORM, "--path", "tfk8s:platform.userNode.address", BRIDGE_ADDRESS)
+    cli("up", "--stack", PLATFORM, "--yes", "--skip-preview")
     cluster.run("drain", OLD_USER_NODE, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=120s")
     moved = time.monotonic()
     done = cli("up", "--stack", TENANT, "--yes", "--skip-preview", "--refresh", check=False)

@@ -150,6 +150,9 @@ def throwaway_cluster(name: str, kube: str | None = None, *, queueing: bool = Fa
     env = {**os.environ, "TFK8S_CLUSTER_NAME": name}
     script = str(ROOT / "hack" / "cluster.sh")
     flags = [*(["--kube", kube] if kube else []), *(["--queueing"] if queueing else [])]
+    # `start` reuses a running cluster of the name (what `make up` wants); one left running by a
+    # session killed before its clean-up would hand this one its objects, so it goes first.
+    subprocess.run([script, "stop"], check=False, env=env)
     try:  # a start that fails half way (Kueue not ready) leaves a cluster to stop too
         subprocess.run([script, "start", *flags], check=True, env=env)
         found = subprocess.run([script, "kubeconfig"], check=True, env=env, capture_output=True, text=True)

@@ -81,13 +81,18 @@ class _SessionStarts(tf.compat.v1.train.SessionRunHook):
 
 
 def _session(
-    cfg: TrainConfig, role: ClusterRole, master: str, config: Any, hooks: list[tf.compat.v1.train.SessionRunHook]
+    cfg: TrainConfig,
+    role: ClusterRole,
+    master: str,
+    config: Any,
+    starts: _SessionStarts,
+    hooks: list[tf.compat.v1.train.SessionRunHook],
 ) -> tf.compat.v1.train.MonitoredSession:
     # Short grace: at the end of a sync run the chief's token queue runner may block on a
     # gradient that never comes; closing the session cancels it instead of waiting 120 s.
     if not role.is_chief:
         creator = _WorkerSessionCreator(master, config)
-        return tf.compat.v1.train.MonitoredSession(session_creator=creator, hooks=hooks, stop_grace_period_secs=2)
+        return tf.compat.v1.train.MonitoredSession(session_creator=creator, hooks=[*hooks, starts], stop_grace_period_secs=2)
     # Every checkpoint_steps global steps (MonitoredTrainingSession's own saver hook) and at least
     # every checkpoint_seconds (a second one: a hook's timer counts steps or seconds, not both), so
     # that a lost task costs at most that much training however long a step takes. Both save
@@ -103,6 +108,9 @@ def _session(
         save_summaries_secs=None,
         log_step_count_steps=None,
         hooks=[*hooks, timed],
+        # `starts` sees a new session before the saver hooks do: theirs saves a checkpoint at the
+        # step the session starts at, and `starts` names the one the session restored.
+        chief_only_hooks=[starts],
         config=config,
         stop_grace_period_secs=2,
     )
@@ -136,16 +144,17 @@ def train_between_graph(cfg: TrainConfig, role: ClusterRole, data: TrainingData)
                 hooks.append(optimizer.make_session_run_hook(role.is_chief))
             train_op = optimizer.minimize(loss, global_step=global_step)
             starts = _SessionStarts(global_step, str(checkpoint_dir(cfg.log_dir)) if role.is_chief else None)
-            hooks.append(starts)
             with tf.control_dependencies([train_op]):
                 step_after = tf.identity(global_step.read_value())
         placement = {name: v.device for name, v in params.items()}
         write, close = v1_scalar_writer(tensorboard_dir(cfg.log_dir, role.task))
         progress = Progress(role.task, cfg.batch_size, write, target=cfg.steps)
-        with _session(cfg, role, master, config, hooks) as sess:
+        with _session(cfg, role, master, config, starts, hooks) as sess:
             step = first_step = int(sess.run(global_step))
             phase("cluster_ready")
-            print(f"tfk8s: {role.task} starts at global step {step}; variables on {placement}", flush=True)
+            # A chief that replaces a lost one says which checkpoint it restored (None: a new run).
+            restored = f" (restored: {starts.starts[0]['checkpoint']})" if role.is_chief else ""
+            print(f"tfk8s: {role.task} starts at global step {step}{restored}; variables on {placement}", flush=True)
             placement_line(placement)
             while step < cfg.steps:
                 _, step, loss_v, acc_v = sess.run([train_op, step_after, loss, accuracy])

@@ -60,7 +60,10 @@ from real_node import (
 
 TENANT, PLATFORM, NAMESPACE = "tenant-alice", "platform-dev", "tfk8s-alice"
 STACK = "real-mnist"  # the run to its end
-FAULTS, FAULT_STEPS, CHECKPOINT_STEPS = "real-faults", 3000, 100  # the run that loses its PS, its chief, a worker
+# The run that loses its PS, its chief, a worker. Its steps: the chief, alone at about 40 steps/s
+# while the worker's new pod starts (20-30 s alone, longer in the suite), must not reach the target
+# before that pod trains.
+FAULTS, FAULT_STEPS, CHECKPOINT_STEPS = "real-faults", 4000, 100
 CHIEF, WORKER = "worker-0", "worker-1"  # its tasks, as their logs name them
 OLD_USER_NODE = "tfk8s-user-node"
 
@@ -244,6 +247,10 @@ def test_a_run_that_loses_its_ps_its_chief_and_a_worker_resumes_each_time_and_re
     # The newest checkpoint at the fault: at least the one seen before it (the chief may have saved
     # one more after its last progress line).
     assert chief.restored is not None and newer <= chief.restored <= chief.started_at, (chief, newer, fault)
+    # What `tfk8s status` shows of it, from the task's progress file (written every 5 s).
+    cost = until(f"{CHIEF}'s progress file says where it resumed", 60, lambda: _resumed(run, CHIEF))
+    # The step it had reached is its last report, up to 5 s before the fault.
+    assert cost["after_step"] > 0 and cost["at_step"] >= chief.restored and 0 < cost["seconds"] < 300, cost
     report.append(
         f"{fault.what} at step {fault.at_step}: its next pod restored checkpoint {chief.restored} "
         f"(about {fault.at_step - chief.restored} steps lost) in {back:.1f} s, "
@@ -254,6 +261,8 @@ def test_a_run_that_loses_its_ps_its_chief_and_a_worker_resumes_each_time_and_re
     fault = _delete_pod(cluster, run, WORKER)
     again = until(f"{WORKER} trains again", 300, lambda: _trained_again(run, WORKER))
     assert again.started_at > fault.at_step, (again, fault)
+    cost = until(f"{WORKER}'s progress file says where it resumed", 60, lambda: _resumed(run, WORKER))
+    assert cost["at_step"] >= again.started_at and cost["steps_lost"] == 0 and 0 < cost["seconds"] < 300, cost
     report.append(
         f"{fault.what} at step {fault.at_step}: its next pod joined at step {again.started_at}, training in {fault.since():.1f} s"
     )
@@ -268,6 +277,15 @@ def test_a_run_that_loses_its_ps_its_chief_and_a_worker_resumes_each_time_and_re
     report.append(f"test accuracy {result['test_accuracy']:.3f}")
     print("\n[real node faults] " + "\n  ".join(report))
     cli("destroy", "--stack", FAULTS, "--yes")
+
+
+def _resumed(run: Path, task: str) -> dict[str, Any] | None:
+    """The task's progress file's `last_resume` once its latest start trains (task_progress.Resume)."""
+    try:
+        resume = json.loads((run / ".tfk8s" / "progress" / f"{task}.json").read_text()).get("last_resume")
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+    return resume if resume and resume.get("at_step") is not None else None
 
 
 def _trained_again(run: Path, task: str) -> TaskRun | None:

@@ -100,6 +100,18 @@ def test_restarts_are_counted_per_task_and_for_the_cluster(tmp_path: Path) -> No
     assert {t["task"]: t["starts"] for t in found["tasks"]} == {"worker-0": 3, "worker-1": 1, "ps-0": 2}
 
 
+def test_a_restarted_task_carries_what_its_restart_cost_and_garbage_there_reads_as_none(tmp_path: Path) -> None:
+    resume = {"after_step": 1218, "at_step": 1205, "steps_lost": 13, "seconds": 31.2}
+    write_progress(tmp_path, "r1", "worker-0", starts=2, step=1230, last_resume=resume)
+    write_progress(tmp_path, "r1", "worker-1", starts=2, step=1230, last_resume={"after_step": 1218, "at_step": None})
+    write_progress(tmp_path, "r1", "worker-2", starts=2, step=1230, last_resume={"after_step": "1218"})
+    write_progress(tmp_path, "r1", "ps-0")
+    tasks = {t["task"]: t["resumed"] for t in mnist(tmp_path)["tasks"]}
+    assert tasks["worker-0"] == resume
+    assert tasks["worker-1"] == {"after_step": 1218, "at_step": None, "steps_lost": None, "seconds": None}
+    assert tasks["worker-2"] is None and tasks["ps-0"] is None
+
+
 def test_a_cluster_whose_tasks_stopped_writing_is_stale(tmp_path: Path) -> None:
     write_progress(tmp_path, "r1", "worker-0", updated_at=NOW - STALE_SECONDS - 1)
     write_progress(tmp_path, "r1", "ps-0", state="retired", updated_at=NOW - 600)

@@ -37,8 +37,9 @@ def progress(tmp_path: Path, task: str) -> dict[str, Any]:
     return json.loads((Path(progress_dir(str(run_dir(tmp_path)))) / f"{task}.json").read_text())
 
 
-def trainer_lines(steps: int, *, every: float = 0.1, code: int = 0, target: int = 40) -> str:
-    """A child that reports like the built-in trainer, `steps` reports apart by `every` seconds."""
+def trainer_lines(steps: int, *, every: float = 0.1, code: int = 0, target: int = 40, first: int = 10) -> str:
+    """A child that reports like the built-in trainer, `steps` reports apart by `every` seconds, at
+    global steps `first`, `first` + 10, ..."""
     return textwrap.dedent(f"""
         import sys, time
         print("tfk8s-phase tensorflow_imported", flush=True)
@@ -46,7 +47,7 @@ def trainer_lines(steps: int, *, every: float = 0.1, code: int = 0, target: int 
         print("tfk8s-placement ps-0=3 ps-1=2", flush=True)
         for i in range(1, {steps} + 1):
             time.sleep({every})
-            fields = f"step={{i * 10}} loss={{1 / i:.4f}} accuracy=0.5 examples_per_sec=640.0 target={target}"
+            fields = f"step={{{first} + (i - 1) * 10}} loss={{1 / i:.4f}} accuracy=0.5 examples_per_sec=640.0 target={target}"
             print("tfk8s-progress task=worker-0 " + fields, flush=True)
         sys.exit({code})
     """)
@@ -89,10 +90,15 @@ def test_the_progress_file_follows_the_trainer_and_ends_with_the_exit(tmp_path: 
 def test_a_restarted_task_counts_its_starts_and_keeps_the_runs_first_step(tmp_path: Path, launcher_python: str) -> None:
     assert _launch(tmp_path, "worker", 0, trainer_lines(2, code=1), python=launcher_python).wait(60) == 1
     first = progress(tmp_path, "worker-0")
-    assert _launch(tmp_path, "worker", 0, trainer_lines(2), python=launcher_python).wait(60) == 0
+    assert first["last_resume"] is None  # a first start resumes nothing
+    # The second start trains again from step 15 (a chief's restored checkpoint) after step 20.
+    assert _launch(tmp_path, "worker", 0, trainer_lines(2, first=15), python=launcher_python).wait(60) == 0
     second = progress(tmp_path, "worker-0")
     assert (second["starts"], second["state"], second["exit_code"]) == (2, "succeeded", 0)
     assert second["first_step_at"] == first["first_step_at"]
+    resume = second["last_resume"]
+    assert (resume["after_step"], resume["at_step"], resume["steps_lost"]) == (20, 15, 5), resume
+    assert 0 < resume["seconds"] < 60, resume  # from the first start's last write to the second's first step
     log = (run_dir(tmp_path) / "logs" / "worker-0.log").read_text()
     assert "=== tfk8s-launch: worker-0 start 1 at" in log and "=== tfk8s-launch: worker-0 start 2 at" in log
 
@@ -232,6 +238,34 @@ def test_the_target_comes_from_the_scripts_own_flags(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert progress(tmp_path, "worker-0")["target_steps"] == 200
+
+
+@pytest.mark.training
+@pytest.mark.parametrize("started", [30, -30], ids=["events-before-the-start", "events-since-the-start"])
+def test_a_restart_resumes_at_its_own_first_step_after_its_last_report(tmp_path: Path, started: float) -> None:
+    """The run's event files are read first: older ones (the starts before) never count, and newer
+    ones (another task's) do not either for a task that reported through the trainer's lines. The
+    previous start's last report counts, not its highest step: a chief's restore sent the global
+    step back after it."""
+    import tensorflow as tf
+    from tfk8s_train.task_progress import Tracker, progress_dir
+
+    run = tmp_path / "run"
+    with tf.summary.create_file_writer(str(run / "tensorboard" / "worker-0")).as_default():
+        for step in range(1, 4):
+            tf.summary.scalar("loss", 1.0 / step, step=step)
+    start = time.time() + started
+    earlier = Path(progress_dir(str(run))) / "worker-0.json"
+    earlier.parent.mkdir(parents=True)
+    earlier.write_text(json.dumps({"starts": 1, "step": 2407, "last_step": 357, "source": "trainer", "updated_at": start - 30}))
+    tracker = Tracker(task="worker-0", run=RUN, run_dir=str(run), target=None, read_events=True, clock=lambda: start)
+    tracker.poll()
+    tracker.on_line("tfk8s-progress task=worker-0 step=305 loss=0.1 accuracy=0.9 examples_per_sec=10.0 target=4000")
+    tracker.on_line("tfk8s-progress task=worker-0 step=311 loss=0.1 accuracy=0.9 examples_per_sec=10.0 target=4000")
+    resume = tracker.snapshot()["last_resume"]
+    assert (resume["after_step"], resume["at_step"], resume["steps_lost"]) == (357, 305, 52), resume
+    assert resume["seconds"] == pytest.approx(30), resume
+    assert tracker.snapshot()["last_step"] == 311
 
 
 @pytest.mark.training

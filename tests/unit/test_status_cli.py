@@ -125,6 +125,19 @@ def test_unknowns_show_as_such_and_a_stale_or_failed_cluster_says_so() -> None:
     assert render.render("e", None) == ["e: no run on the log volume yet (its tasks write progress once they start)"]
 
 
+def test_a_restarted_task_says_where_it_resumed_and_what_its_restart_cost() -> None:
+    resumed = {"after_step": 1218, "at_step": 1205, "steps_lost": 13, "seconds": 31.2}
+    tasks = [
+        {"task": "worker-0", "state": "running", "step": 1230, "starts": 2, "resumed": resumed},
+        {"task": "worker-1", "state": "running", "step": 1230, "starts": 2, "resumed": {**resumed, "at_step": None}},
+        {"task": "ps-0", "state": "running", "step": None, "starts": 1, "resumed": None},
+    ]
+    lines = render.render("e", {"clusters": {"c": cluster(tasks=tasks)}, "now": 1000.0})
+    assert "starts 2  resumed at step 1205 after 1218 (13 lost, 31s out)" in lines[2], lines
+    assert "restarted after step 1218, not training yet" in lines[3], lines
+    assert "resumed" not in lines[4] and "restarted" not in lines[4], lines
+
+
 def test_the_gate_and_token_come_from_the_stacks_outputs_and_the_tenants_secret() -> None:
     api = FakeApi({SECRET_PATH: token_secret()})
     run = pulumi_of()

@@ -13,7 +13,9 @@ progress directory's) modification time, whichever is later. Of that run, each t
   * state: `succeeded` once the chief succeeded (without a chief: every worker seen; or every task
     succeeded or retired), else `failed` if any task's latest launch failed, else `running`,
     `starting`, or `unknown` with no progress yet;
-  * stale: running, but no task wrote for STALE_SECONDS (its pod may be gone without a last word).
+  * stale: running, but no task wrote for STALE_SECONDS (its pod may be gone without a last word);
+  * per task, what its latest restart cost (`resumed`): the step it had reached, the step it trains
+    from again, the steps lost and the seconds out.
 
 A task with no progress file but a done marker (`.tfk8s/done/<task>`) counts as succeeded. Whatever
 cannot be read (a missing, partial, oversized or garbled file, an unexpected name, a link) is
@@ -121,6 +123,20 @@ def task_row(task: str, record: dict[str, Any], now: float) -> dict[str, Any]:
         "age_seconds": age,
         "stale": state in ("starting", "running") and (age is None or age > STALE_SECONDS),
         "pod": record.get("pod") if isinstance(record.get("pod"), str) else None,
+        "resumed": resumed(record.get("last_resume")),
+    }
+
+
+def resumed(value: Any) -> dict[str, Any] | None:
+    """What the task's latest start cost (task_progress.Resume): the step its previous start had
+    reached, the step it trains from, the steps lost and the seconds out; None if it never resumed."""
+    if not isinstance(value, dict) or integer(value.get("after_step")) is None:
+        return None
+    return {
+        "after_step": value["after_step"],
+        "at_step": integer(value.get("at_step")),
+        "steps_lost": integer(value.get("steps_lost")),
+        "seconds": number(value.get("seconds")),
     }
 
 

@@ -93,6 +93,41 @@ def memory_bytes(pid: Optional[int]) -> Optional[int]:
     return None
 
 
+class Resume:
+    """What this start of a task cost the run: the step its previous start had reached, the step
+    this one trains from (a chief's restored checkpoint, or where a worker joins), and the seconds
+    in between. The previous start's figures are its progress file's last write, so the steps lost
+    may be short, and the seconds long, by up to a write interval (5 s)."""
+
+    def __init__(self, after_step: int, out_since: float, source: str) -> None:
+        self.after_step, self.out_since, self.source = after_step, out_since, source
+        self.at_step: Optional[int] = None
+        self.training_at: Optional[float] = None
+
+    def observe(self, step: int, at: float, source: str) -> None:
+        """A step this start saw; the first counts. A task whose previous start reported through the
+        trainer's lines waits for its own first line: the run's event files, read before it, may be
+        another task's."""
+        if self.at_step is None and (source == "trainer" or self.source != "trainer"):
+            self.at_step, self.training_at = step, at
+
+    @classmethod
+    def after(cls, earlier: Dict[str, Any]) -> "Optional[Resume]":
+        """None when the previous start never trained a step (nothing to resume)."""
+        # The step of its last report, not its highest: the global step goes back when a chief
+        # restores a checkpoint, and the other tasks then train on from there.
+        step, updated = earlier.get("last_step"), earlier.get("updated_at")
+        step = step if isinstance(step, int) else earlier.get("step")  # a file of an older tfk8s
+        if not isinstance(step, int) or isinstance(step, bool) or not isinstance(updated, (int, float)):
+            return None
+        return cls(step, float(updated), str(earlier.get("source")))
+
+    def as_dict(self) -> Dict[str, Any]:
+        lost = None if self.at_step is None else max(0, self.after_step - self.at_step)
+        seconds = None if self.training_at is None else max(0.0, self.training_at - self.out_since)
+        return {"after_step": self.after_step, "at_step": self.at_step, "steps_lost": lost, "seconds": seconds}
+
+
 class Tracker:
     """One task's progress; fed by the output pump's thread, read by the writer and the metrics."""
 
@@ -109,6 +144,7 @@ class Tracker:
         self.starts = int(earlier.get("starts") or 0) + 1
         self.first_step_at: Optional[float] = earlier.get("first_step_at")
         self.step: Optional[int] = earlier.get("step")
+        self.last_step: Optional[int] = earlier.get("last_step")
         self.target = target
         self.loss: Optional[float] = None
         self.examples_per_second: Optional[float] = None
@@ -118,6 +154,7 @@ class Tracker:
         self.phases: Dict[str, float] = {}
         self.placement: Dict[str, int] = {}
         self.checkpoint: Optional[Dict[str, Any]] = earlier.get("last_checkpoint")
+        self.resume = Resume.after(earlier) if self.starts > 1 else None
         self.samples: Deque[Tuple[float, int]] = deque()
         self.events = EventDirectory(run_dir) if read_events else None
         self.pid: Optional[int] = None
@@ -147,7 +184,7 @@ class Tracker:
                 self.loss = _number(fields.get("loss"))
                 self.examples_per_second = _number(fields.get("examples_per_sec"))
                 if step is not None:
-                    self._observe(int(step), now)
+                    self._observe(int(step), now, "trainer")
         elif line.startswith(PHASE_PREFIX):
             name = line[len(PHASE_PREFIX) :].split()
             if name:
@@ -168,14 +205,17 @@ class Tracker:
                     loss = next((event.scalars[tag] for tag in LOSS_TAGS if tag in event.scalars), None)
                     self.loss = loss if loss is not None else self.loss
                     if event.scalars and event.step > 0:
-                        self._observe(event.step, event.wall_time or self.clock())
+                        self._observe(event.step, event.wall_time or self.clock(), "events")
         if self.job != "ps":
             found = self._newest_checkpoint()
             if found is not None:
                 with self.lock:
                     self.checkpoint = found
 
-    def _observe(self, step: int, at: float) -> None:
+    def _observe(self, step: int, at: float, source: str) -> None:
+        self.last_step = step
+        if self.resume is not None and at >= self.started_at:
+            self.resume.observe(step, at, source)
         if step > 0 and self.first_step_at is None:
             self.first_step_at = at
         if self.step is None or step >= self.step:
@@ -221,12 +261,14 @@ class Tracker:
                 "updated_at": self.clock(),
                 "first_step_at": self.first_step_at,
                 "step": self.step,
+                "last_step": self.last_step,
                 "target_steps": self.target,
                 "steps_per_second": self.steps_per_second(),
                 "examples_per_second": self.examples_per_second,
                 "loss": self.loss,
                 "source": self.source,
                 "last_checkpoint": self.checkpoint,
+                "last_resume": self.resume.as_dict() if self.resume is not None else None,
                 "memory_bytes": memory_bytes(self.pid),
                 "phases": dict(self.phases),
                 "placement": dict(self.placement),

@@ -3,6 +3,7 @@
     dev/mnist  [############------------------]  40%  120/300  4.20 steps/s  ETA 43s  running
       run 6f1c2d  512 examples/s  loss 0.310  first step after 12s  checkpoint at step 100 (30s ago)
       worker-0   running    step 120     starts 1  updated 2s ago
+      worker-1   running    step 118     starts 2  resumed at step 96 after 102 (6 lost, 31s out)  updated 3s ago
 
 A figure not known yet is `-`; a target not known yet draws no bar (`[?]`) and no percentage.
 """
@@ -83,11 +84,23 @@ def task_line(task: Mapping[str, Any]) -> str:
     parts = [f"{task['task']:<10} {task.get('state', 'unknown'):<9} step {step!s:<8}", f"starts {task.get('starts') or '-'}"]
     if task.get("exit_code") is not None:
         parts.append(f"exit code {task['exit_code']}")
+    parts += resumed_text(task.get("resumed"))
     if task.get("age_seconds") is not None:
         parts.append(f"updated {duration(task['age_seconds'])} ago{' (stale)' if task.get('stale') else ''}")
     elif task.get("done_marker"):
         parts.append("done marker only")
     return "  ".join(parts)
+
+
+def resumed_text(resumed: Mapping[str, Any] | None) -> list[str]:
+    """`resumed at step 1905 after 1940 (35 lost, 31s out)`; `restarted after step 1940, not training yet`."""
+    if not resumed:
+        return []
+    if resumed.get("at_step") is None:
+        return [f"restarted after step {resumed['after_step']}, not training yet"]
+    lost = "-" if resumed.get("steps_lost") is None else resumed["steps_lost"]
+    out = duration(resumed.get("seconds"))
+    return [f"resumed at step {resumed['at_step']} after {resumed['after_step']} ({lost} lost, {out} out)"]
 
 
 def render(experiment: str, found: Mapping[str, Any] | None, tasks: bool = True) -> list[str]:

@@ -115,7 +115,7 @@ def checkpoint_step(run: Path) -> int:
     if not state.is_file():
         return -1
     first = state.read_text().splitlines()[0]  # model_checkpoint_path: ".../model.ckpt-<step>"
-    return int(first.rstrip('"').rsplit("-", 1)[1])
+    return _checkpoint_of(first.rstrip('"'))
 
 
 def session_recreated(run: Path) -> tuple[int, int, int] | None:

@@ -1,24 +1,18 @@
 """The command blocks of the README and the guides, run as a user types them: each extracted from
 the Markdown, in a fresh shell of its own (`set -e`: a command that fails fails the block), from a
-checkout of its own (tests/e2e/test_docs_blocks.py, tests/e2e/test_real_demo.py)."""
+checkout of its own (tests/e2e/test_docs_blocks.py, tests/e2e/test_real_demo.py,
+tests/e2e/test_yaml_package.py). Which block each runs, and why the others run nowhere:
+tests/unit/test_docs_blocks_accounted.py."""
 
 from __future__ import annotations
 
-import re
 import subprocess
 from pathlib import Path
 
 import toolenv
+from doc_blocks import block_after
 
-
-def block_after(markdown: Path, heading: str, *, containing: str = "") -> str:
-    """The first ```sh block after the heading `heading` that contains `containing`."""
-    text = markdown.read_text()
-    start = text.index(f"\n## {heading}\n")
-    for found in re.finditer(r"```sh\n(.*?)```", text[start:], flags=re.DOTALL):
-        if containing in found.group(1):
-            return found.group(1)
-    raise AssertionError(f"no sh block with {containing!r} after {heading!r} in {markdown}")
+__all__ = ["block_after", "checkout", "run_block"]
 
 
 def checkout(work: Path, *linked: str) -> Path:

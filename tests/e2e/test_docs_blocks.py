@@ -1,5 +1,5 @@
 """The command blocks a newcomer follows, run as written: the README's "A first experiment of your
-own" and the Usage page's first block, each extracted from the Markdown and run in a fresh shell
+own" and the Usage page's block (usage.md), each extracted from the Markdown and run in a fresh shell
 of its own, as a user types it after `make up` (the platform and alice's tenant up), from a
 checkout of its own. The shell starts with the team's environment (`make env`'s), as a user's
 does who ran it first: `hack/env.sh --tenant alice` must replace it, and `make env` bring it back.
@@ -15,6 +15,8 @@ from pathlib import Path
 
 from command_blocks import block_after, checkout, run_block
 from drivers import CLUSTER, ROOT, Kube
+
+from doc_blocks import shell_blocks
 
 
 def remove_alices_experiment(work: Path, env: dict[str, str]) -> None:
@@ -60,13 +62,12 @@ def test_the_readmes_first_experiment_runs_as_written(kube: Kube, tenants: dict[
 
 
 def test_the_usage_pages_first_block_runs_as_written(kube: Kube, tenants: dict[str, str], tmp_path: Path) -> None:
-    text = (ROOT / "docs" / "guide" / "usage.md").read_text()
-    block = re.search(r"```sh\n(.*?)```", text, flags=re.DOTALL)
-    assert block and "pulumi stack init tenant-carol" in block.group(1)
+    block = shell_blocks(ROOT / "docs" / "guide" / "usage.md")[0].text
+    assert "pulumi stack init tenant-carol" in block
     work = checkout(tmp_path / "checkout")
     env = team_environment(tmp_path)
     try:
-        done = run_block(block.group(1), work, env)
+        done = run_block(block, work, env)
         assert done.returncode == 0, f"the Usage page's block failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
         # carol read her token with her own certificate (48 hex characters, no newline), then `pulumi
         # stack ls`, back in the team's backend, lists the new tenant beside the platform, not alice's stack.

@@ -1,4 +1,5 @@
-"""examples/yaml-training-cluster for real: a Pulumi YAML program adds tfk8s's component package
+"""examples/yaml-training-cluster for real, as the Pulumi YAML page (docs/guide/package.md) says to
+run it, its block extracted from the Markdown: a Pulumi YAML program adds tfk8s's component package
 with `pulumi package add`, then `pulumi up` declares a tfk8s:index:TrainingCluster in tenant alice's
 namespace with alice's own credentials, through the Pulumi YAML language host and our Python host
 running the package's provider. Its outputs report readiness from live status, its live objects
@@ -14,14 +15,15 @@ from __future__ import annotations
 import json
 import os
 import re
-import secrets
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from drivers import Cli, Kube, user_kube
+from command_blocks import block_after, run_block
+from drivers import CLUSTER, Cli, Kube
 from package_checkout import ROOT, package_checkout
 from tfk8s.release import VERSION
 
@@ -32,7 +34,6 @@ EXAMPLE = "yaml-training-cluster"
 STACK = "alice-mnist"
 NAMESPACE = "tfk8s-alice"
 EXPERIMENT = "yaml"  # the example's `experiment` property
-GROUP = "tfk8s-users"
 GOLDEN = ROOT / "tests" / "unit" / "golden" / "package" / f"{EXAMPLE}.jsonl"
 # Kinds whose API group is the platform's own (tfk8s.components.guard.platform_group): the golden
 # file has the unit tests' platform's group.
@@ -47,32 +48,42 @@ def without_packages(program: Path) -> None:
     program.write_text(yaml.safe_dump(document, sort_keys=False))
 
 
+def alices_environment(checkout: Path, env: dict[str, str]) -> dict[str, str]:
+    """What `eval "$(hack/env.sh --tenant alice)"` makes of `env` in `checkout`: the environment the
+    page's block ran its `pulumi` commands in (her state, passphrase and kubeconfig)."""
+    script = 'eval "$(hack/env.sh --tenant alice)" && env -0'
+    done = subprocess.run(["bash", "-c", script], cwd=checkout, env=env, capture_output=True, text=True, check=True)
+    return dict(entry.split("=", 1) for entry in done.stdout.split("\0") if "=" in entry)
+
+
 @pytest.fixture(scope="module")
 def example(tmp_path_factory: pytest.TempPathFactory, kube: Kube, tenants: dict[str, str]) -> Iterator[Cli]:
-    """The example in a throwaway checkout, as alice runs it: her kubeconfig, a state backend and
-    passphrase of her own, and no package index (pip finds the provider's dependencies installed).
-    Destroyed afterwards whatever the tests did."""
-    toolenv.build("yaml-host")  # the Pulumi YAML language host, beside the CLI
+    """The Pulumi YAML page's block (docs/guide/package.md), run as written in a fresh shell in a
+    throwaway checkout, as alice after `make up`: the YAML host, her certificate and environment,
+    `package add`, `stack init`, `pulumi up`, and `stack output ready` printing true. The shell
+    starts from the team's environment (the session's), which env.sh --tenant must replace; no
+    package index (pip finds the provider's dependencies installed). The tests then drive her
+    stack in the environment the block made. Destroyed afterwards whatever the tests did."""
+    toolenv.build("yaml-host")  # what the block's first command builds, outside its timeout
+    block = block_after(ROOT / "docs" / "guide" / "package.md", "Pulumi YAML", containing="pulumi package add")
     checkout = package_checkout(tmp_path_factory.mktemp("checkout") / "tfk8s", examples=(EXAMPLE,))
+    (checkout / "hack").symlink_to(ROOT / "hack", target_is_directory=True)
     program = checkout / "examples" / EXAMPLE
     without_packages(program / "Pulumi.yaml")
-    state = tmp_path_factory.mktemp("yaml-state")
-    alice = user_kube(kube, "alice", [GROUP])
-    env = {
-        **os.environ,  # the e2e environment: the toolchain's pulumi on PATH, its plugins
-        "PULUMI_BACKEND_URL": f"file://{state}",
-        "PULUMI_CONFIG_PASSPHRASE": secrets.token_urlsafe(24),
-        "KUBECONFIG": str(alice.kubeconfig),
-        "PIP_NO_INDEX": "1",
-    }
-    cli = Cli(program, env=env)
-    cli("package", "add", "../../package")
-    cli("stack", "init", STACK)
+    team = {k: v for k, v in os.environ.items() if not k.startswith(("MAKE", "MFLAGS"))}
+    env = {**team, "TFK8S_CLUSTER_NAME": CLUSTER, "PIP_NO_INDEX": "1", "PULUMI_SKIP_CONFIRMATIONS": "true"}
+    done = run_block(block, checkout, env)
+    alice = alices_environment(checkout, env)
+    cli = Cli(program, env=alice)
     try:
+        said = f"stdout:\n{done.stdout[-3000:]}\nstderr:\n{done.stderr[-3000:]}"
+        assert done.returncode == 0, f"the Pulumi YAML page's block failed:\n{said}"
+        assert done.stdout.split()[-1] == "true", said  # `pulumi stack output ready`
+        assert alice["PULUMI_BACKEND_URL"] != os.environ["PULUMI_BACKEND_URL"]  # her state, not the team's
         yield cli
     finally:
         cli("destroy", "--stack", STACK, "--yes", "--skip-preview", check=False)
-        left = langhost_processes(env["PULUMI_BACKEND_URL"], plugins=[checkout / "package"])
+        left = langhost_processes(alice["PULUMI_BACKEND_URL"], plugins=[checkout / "package"])
         assert not left, f"the host or the provider outlived the CLI: {left}"
 
 
@@ -128,11 +139,11 @@ def test_package_add_records_the_package_and_its_lock(example: Cli) -> None:
     assert lock["name"] == "tfk8s" and lock["version"] == VERSION
 
 
-def test_up_declares_a_ready_cluster_as_alice_with_the_golden_objects(example: Cli, kube: Kube) -> None:
-    preview = example("preview", "--stack", STACK, "--diff")
-    assert "tfk8s:index:TrainingCluster" in preview.stdout, preview.stdout
-    done = example("up", "--stack", STACK, "--yes", "--skip-preview", check=False)
-    assert done.returncode == 0, f"pulumi up exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
+def test_the_pages_up_declared_a_ready_cluster_as_alice_with_the_golden_objects(example: Cli, kube: Kube) -> None:
+    # What the page's `pulumi up` declared is what its program says: a preview after it changes nothing.
+    example("preview", "--stack", STACK, "--diff", "--expect-no-changes")
+    state = json.loads(example("stack", "export", "--stack", STACK).stdout)
+    assert "tfk8s:index:TrainingCluster" in [r["type"] for r in state["deployment"]["resources"]]
 
     outputs = example.outputs(STACK)
     assert outputs["ready"] is True, outputs["readiness"]

@@ -260,6 +260,8 @@ def test_a_restart_resumes_at_its_own_first_step_after_its_last_report(tmp_path:
     earlier.write_text(json.dumps({"starts": 1, "step": 2407, "last_step": 357, "source": "trainer", "updated_at": start - 30}))
     tracker = Tracker(task="worker-0", run=RUN, run_dir=str(run), target=None, read_events=True, clock=lambda: start)
     tracker.poll()
+    # What a start that dies now leaves for the next one's "after": its own steps only, else the last start's.
+    assert tracker.snapshot()["last_step"] == (357 if started > 0 else 3)
     tracker.on_line("tfk8s-progress task=worker-0 step=305 loss=0.1 accuracy=0.9 examples_per_sec=10.0 target=4000")
     tracker.on_line("tfk8s-progress task=worker-0 step=311 loss=0.1 accuracy=0.9 examples_per_sec=10.0 target=4000")
     resume = tracker.snapshot()["last_resume"]

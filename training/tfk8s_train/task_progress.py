@@ -213,9 +213,10 @@ class Tracker:
                     self.checkpoint = found
 
     def _observe(self, step: int, at: float, source: str) -> None:
-        self.last_step = step
-        if self.resume is not None and at >= self.started_at:
-            self.resume.observe(step, at, source)
+        if at >= self.started_at:  # a step of this start: the run's older event files are read first
+            self.last_step = step
+            if self.resume is not None:
+                self.resume.observe(step, at, source)
         if step > 0 and self.first_step_at is None:
             self.first_step_at = at
         if self.step is None or step >= self.step:

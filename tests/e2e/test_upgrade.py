@@ -5,8 +5,9 @@ tree upgrades them in the documented order (docs/operations/releases.md): the pl
 experiment, bob's experiment while his tenant is still on the previous release (inside the window),
 then bob. Each `preview` comes first and must show no replacement or deletion of anything stateful;
 afterwards every namespace, claim, volume, token Secret, StorageClass, CRD and Tenant has the uid it
-had, and every stack is ready and says this release. Last, a contract outside the window (bob's,
-edited to say an old release) is refused by an experiment's preview, naming both releases.
+had, and every stack is ready and says this release. Then a contract outside the window (bob's,
+edited to say an old release) is refused by an experiment's preview, naming both releases. Last,
+the way back: the previous release's code again, in the same order, with the same checks.
 
 The team's project is one directory whose `infra` (Pulumi.yaml's main) and `.venv` lead to the
 previous release's, then to this tree's: as a team's repository moves to a new tfk8s, its stack files
@@ -98,8 +99,9 @@ def team(tmp_path_factory: pytest.TempPathFactory, previous: tuple[dict[str, str
     return Cli(work, env=env | toolenv.exported(mine, tree=old))
 
 
-def upgrade_to_this_tree(team: Cli) -> None:
-    for linked, target in (("infra", ROOT / "infra"), (".venv", ROOT / ".venv")):
+def run_release(team: Cli, tree: Path, venv: Path) -> None:
+    """The team's project runs the program of `tree` in `venv` from now on: its stack files and state stay."""
+    for linked, target in (("infra", tree / "infra"), (".venv", venv)):
         (team.cwd / linked).unlink()
         (team.cwd / linked).symlink_to(target)
 
@@ -160,7 +162,7 @@ def test_an_upgrade_in_order_keeps_every_stateful_object_and_every_stack_ready(
     before = uids(kube)
     assert any(k.startswith("persistentvolumeclaims/tfk8s-bob/") for k in before), before
 
-    upgrade_to_this_tree(team)
+    run_release(team, ROOT, ROOT / ".venv")
     # The documented order, bob's experiment before his tenant: a stack reads facts one line apart.
     for stack in (PLATFORM, ALICE, ALICE_RUN, BOB_RUN, BOB):
         assert destructive_steps(team, stack) == [], f"{stack}: the upgrade's preview deletes or replaces"
@@ -183,9 +185,34 @@ def test_an_experiment_refuses_a_contract_outside_the_window_and_changes_nothing
     patch = {"data": {"tenant.json": json.dumps({**tenant, "release": old})}}
     kube.run("patch", "configmap", "tfk8s-contract", "-n", "tfk8s-bob", "--type", "merge", "-p", json.dumps(patch))
     before = uids(kube)
-    done = team("preview", "--stack", BOB_RUN, check=False)
+    try:
+        done = team("preview", "--stack", BOB_RUN, check=False)
+    finally:  # bob's contract as his tenant stack wrote it, for the test after this one
+        restored = json.dumps({"data": contract["data"]})
+        kube.run("patch", "configmap", "tfk8s-contract", "-n", "tfk8s-bob", "--type", "merge", "-p", restored)
     assert done.returncode != 0
     said = done.stdout + done.stderr
     assert f"published by tfk8s {old}" in said and f"this experiment's tfk8s {VERSION}" in said, said[-2000:]
     assert "Upgrade in order: the tenant stack of 'tfk8s-bob'" in said, said[-2000:]
     assert uids(kube) == before
+
+
+def test_going_back_a_release_in_order_keeps_every_stateful_object_and_every_stack_ready(
+    team: Cli, kube: Kube, previous: tuple[dict[str, str], Path, Path]
+) -> None:
+    """docs/operations/releases.md "Going back": the previous release's code again, stack by stack,
+    in the upgrade's order (the platform, each tenant, then its experiments): a reader of 0.3.x
+    refuses facts with keys it does not know, so each stack goes back after what it reads. Each
+    preview deletes or replaces nothing stateful; afterwards every object has the uid it had, and
+    every stack is ready and says the previous release."""
+    release, tree, venv = previous
+    before = uids(kube)
+    run_release(team, tree, venv)
+    for stack in (PLATFORM, ALICE, BOB, ALICE_RUN, BOB_RUN):
+        assert destructive_steps(team, stack) == [], f"{stack}: going back, the preview deletes or replaces"
+        team("up", "--stack", stack, "--yes", "--skip-preview")
+    after = uids(kube)
+    assert {k: after.get(k) for k in before} == before, "an object lost its identity going back"
+    for stack in (PLATFORM, ALICE, BOB, ALICE_RUN, BOB_RUN):
+        outputs = team.outputs(stack)
+        assert outputs["ready"] is True and outputs.get("tfk8sVersion") == release["version"], (stack, outputs)

@@ -290,6 +290,44 @@ def test_the_contract_an_experiment_reads_parses_back_to_what_its_tenant_publish
     assert platform == PlatformFacts.model_validate(PLATFORM_DEV["platform"], strict=False)
 
 
+# Mappings whose keys are the user's (labels, a driver's parameters, class names), not the schema's.
+USERS_MAPPINGS = {"parameters", "podLabels", "monitorLabels", "priorityClasses"}
+
+
+def with_a_new_key_at_every_depth(facts: Any) -> Any:
+    """`facts` as a newer release might publish them: a key this release does not know in every
+    mapping of the schema's."""
+    if isinstance(facts, dict):
+        kept = {k: v if k in USERS_MAPPINGS else with_a_new_key_at_every_depth(v) for k, v in facts.items()}
+        return {**kept, "addedByANewerRelease": {"x": 1}}
+    if isinstance(facts, list):
+        return [with_a_new_key_at_every_depth(item) for item in facts]
+    return facts
+
+
+def test_facts_of_a_newer_release_parse_with_the_keys_this_one_does_not_know_ignored_at_every_depth() -> None:
+    """The window (docs/operations/releases.md): a reader takes facts one release line newer. The
+    settings nested in them are the stack files' models, which refuse unknown keys; 0.3.0's readers
+    refused a 0.4 platform's facts so (tests/e2e/test_upgrade.py found it going back)."""
+    platform, tenant = PLATFORM_DEV["platform"], TENANT_ALICE["tenant"]
+    newer = with_a_new_key_at_every_depth(platform)
+    assert newer["network"]["addedByANewerRelease"] and newer["userNode"]["addedByANewerRelease"]
+    assert PlatformFacts.model_validate(newer, strict=False) == PlatformFacts.model_validate(platform, strict=False)
+    newer_tenant = with_a_new_key_at_every_depth(tenant)
+    assert TenantFacts.model_validate(newer_tenant, strict=False) == TenantFacts.model_validate(tenant, strict=False)
+    # Read from the tenant's contract ConfigMap, as an experiment reads them.
+    contract = {name: json.dumps(with_a_new_key_at_every_depth(json.loads(text))) for name, text in alices_contract().items()}
+    read_tenant, read_platform = tenant_contract.read("tfk8s-alice", contract_reader(contract), str)
+    assert read_platform == PlatformFacts.model_validate(platform, strict=False) and read_tenant.name == "alice"
+
+
+def test_a_stack_file_still_refuses_an_unknown_key_in_the_settings_facts_share(platform_config: dict[str, Any]) -> None:
+    config = copy.deepcopy(platform_config)
+    config["platform"].setdefault("network", {})["addedByANewerRelease"] = True
+    with pytest.raises(ValueError, match=r"platform\.network\.addedByANewerRelease: unknown key"):
+        validate(config)
+
+
 def test_a_tenants_platform_is_named_with_its_own_key() -> None:
     pulumi.runtime.set_mocks(RecordingMocks(), project="tfk8s", stack="tenant-alice", organization="organization")
     with pytest.raises(StackUnavailable, match=r"^tfk8s:platformStack: stack 'organization/tfk8s/p' has no 'platform'"):

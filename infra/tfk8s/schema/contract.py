@@ -10,9 +10,10 @@ rely on these facts and on nothing else of the stack it reads. Nothing here touc
 
 from __future__ import annotations
 
+import typing
 from typing import Any, Literal
 
-from pydantic import ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 from pydantic.alias_generators import to_camel
 
 from tfk8s.kube.api_paths import ApiKind
@@ -33,9 +34,17 @@ from tfk8s.schema.types import KubeVersion, Model, Positive, version_tuple
 
 class Facts(Model):
     """Parsed leniently (`strict=False`): stack outputs travel as JSON numbers (2222.0); keys this
-    version does not know are ignored."""
+    version does not know are ignored, at every depth (docs/operations/releases.md, the window)."""
 
     model_config = ConfigDict(frozen=True, extra="ignore", alias_generator=to_camel, populate_by_name=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_keys_only(cls, data: Any) -> Any:
+        # The settings nested here are the stack files' models, which refuse an unknown key (a typo in
+        # a stack file must be an error). In facts a newer release published, it is a key this
+        # release does not know: 0.3.0's readers refused a 0.4 platform's that way.
+        return known_keys(cls, data)
 
     def published(self) -> dict[str, Any]:
         """The facts as a stack publishes them (an output, the tenant's contract ConfigMap): their
@@ -154,3 +163,32 @@ class PlatformFacts(Facts):
         if self.queueing == QueueingSettings():
             out.pop("queueing")
         return out
+
+
+def known_keys(model: type[BaseModel], data: Any) -> Any:
+    """`data` with only the keys `model` declares (by alias or name), and so on down its nested
+    models: what a reader keeps of facts that a newer release published."""
+    if not isinstance(data, dict):
+        return data
+    kept = {}
+    for name, field in model.model_fields.items():
+        for key in (field.alias or name, name):
+            if key in data:
+                kept[key] = _known_in(field.annotation, data[key])
+                break
+    return kept
+
+
+def _known_in(annotation: Any, value: Any) -> Any:
+    """`value` of a field typed `annotation`, its models' unknown keys dropped: a model, an optional
+    model, or a tuple, list or dict of them. A union of several models is left to validation."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return known_keys(annotation, value)
+    args = [arg for arg in typing.get_args(annotation) if arg is not Ellipsis]
+    origin = typing.get_origin(annotation)
+    if origin in (list, tuple) and isinstance(value, list) and len(set(args)) == 1:
+        return [_known_in(args[0], item) for item in value]
+    if origin is dict and isinstance(value, dict) and args:
+        return {key: _known_in(args[-1], item) for key, item in value.items()}
+    models = [arg for arg in args if isinstance(arg, type) and issubclass(arg, BaseModel)]
+    return known_keys(models[0], value) if len(models) == 1 else value

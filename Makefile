@@ -216,7 +216,7 @@ TOOLS_BIN := $(or $(TFK8S_CACHE),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/tfk8s)/b
 lint: venv ## ruff, mypy, the layers' import contracts (pyproject.toml), gofmt and go vet (the language host, the SDK generator), actionlint on the GitOps workflows, the docs site built strictly
 	$(VENV)/bin/ruff check infra training tests bench hack lab policies examples package
 	$(VENV)/bin/ruff format --check infra tests hack lab policies examples package
-	$(VENV)/bin/mypy hack/langhost hack/requirements.py hack/schema.py hack/package_args.py hack/docs_reference.py hack/project.py lab/toolenv.py lab/realnode.py lab/queue_stacks.py lab/images.py lab/dashboards.py lab/kms.py lab/suite.py lab/demo_real_node.py
+	$(VENV)/bin/mypy hack/langhost hack/requirements.py hack/schema.py hack/package_args.py hack/docs_reference.py hack/project.py lab/toolenv.py lab/realnode.py lab/queue_stacks.py lab/images.py lab/dashboards.py lab/kms.py lab/suite.py lab/demo_real_node.py lab/doc_blocks.py
 	cd hack/langhost && test -z "$$(gofmt -l .)" && CGO_ENABLED=0 GOFLAGS=-mod=readonly go vet -trimpath -gcflags=all=-dwarf=false .
 	cd hack/gensdk && test -z "$$(gofmt -l .)" && CGO_ENABLED=0 GOFLAGS=-mod=readonly go vet -trimpath -gcflags=all=-dwarf=false .
 	test -z "$$(gofmt -l hack/coredns)"

@@ -48,7 +48,11 @@ def doctor(kubeconfig: Path, *args: str, timeout: float = 600) -> Run:
     )
     seconds = time.monotonic() - start
     report = json.loads(done.stdout) if done.stdout.strip() else None
-    return Run(done.returncode, report, done.stderr, seconds)
+    run = Run(done.returncode, report, done.stderr, seconds)
+    # Each case's verdicts in the output of `pytest -s`, for the closing note's table.
+    verdicts = ", ".join(f"{check} {verdict}" for check, verdict in run.verdicts().items()) or done.stderr.strip()
+    print(f"\n[doctor] {' '.join(args)}: exit {run.code} in {seconds:.1f} s: {verdicts}")
+    return run
 
 
 def stack_file(directory: Path, platform: dict[str, Any], base: str = "platform-dev") -> Path:

@@ -20,6 +20,7 @@ The test prints its timeline (seconds since its start) for the issue's closing n
 
 from __future__ import annotations
 
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -172,10 +173,16 @@ def finish_workers(kube: Kube, tenant: str, experiment: str, phase: str = "Succe
     """What a kubelet reports when both workers' trainers exit (kwok's pods never end by themselves)."""
     for pod in pods_of(kube, NAMESPACES[tenant], jobset(experiment)):
         if pod["metadata"]["labels"].get(REPLICATED_JOB) == "worker":
-            kube.run(
-                "patch", "pod", "-n", NAMESPACES[tenant], pod["metadata"]["name"], "--subresource=status", "--type=merge",
-                "-p", f'{{"status": {{"phase": "{phase}"}}}}',
-            )  # fmt: skip
+            try:
+                kube.run(
+                    "patch", "pod", "-n", NAMESPACES[tenant], pod["metadata"]["name"], "--subresource=status",
+                    "--type=merge", "-p", f'{{"status": {{"phase": "{phase}"}}}}',
+                )  # fmt: skip
+            except subprocess.CalledProcessError as error:
+                # The first failed worker can end the run before the loop reaches the second
+                # (backoffLimitPerIndex 0): the JobSet deletes its other pods (CI, 2026-11-30).
+                if "NotFound" not in error.stderr:
+                    raise
 
 
 def test_two_tenants_past_the_gpus_are_admitted_whole_in_fair_shares_and_by_priority(

@@ -271,6 +271,32 @@ def test_a_restart_resumes_at_its_own_first_step_after_its_last_report(tmp_path:
 
 
 @pytest.mark.training
+def test_a_workers_first_step_is_its_own_line_not_another_workers_event(tmp_path: Path) -> None:
+    """The run's event files hold every task's: worker-0 steps (and writes events) while worker-1
+    still forms its cluster. Worker-1's first step is its own first trainer line (CI, 2026-11-30:
+    first_step_at came before its cluster_ready)."""
+    import tensorflow as tf
+    from tfk8s_train.task_progress import Tracker
+
+    run = tmp_path / "run"
+    now = [time.time()]
+    tracker = Tracker(task="worker-1", run=RUN, run_dir=str(run), target=None, read_events=True, clock=lambda: now[0])
+    with tf.summary.create_file_writer(str(run / "tensorboard" / "worker-0")).as_default():
+        for step in range(1, 4):
+            tf.summary.scalar("loss", 1.0 / step, step=step)
+    now[0] += 5
+    tracker.poll()
+    assert tracker.snapshot()["source"] == "events"
+    now[0] += 5
+    tracker.on_line("tfk8s-phase cluster_ready")
+    now[0] += 1
+    tracker.on_line("tfk8s-progress task=worker-1 step=4 loss=0.1 accuracy=0.9 examples_per_sec=10.0 target=300")
+    report = tracker.snapshot()
+    assert report["source"] == "trainer"
+    assert report["phases"]["cluster_ready_at"] < report["first_step_at"] == now[0], report
+
+
+@pytest.mark.training
 def test_a_half_written_event_file_is_read_again_from_where_its_last_whole_record_ended(tmp_path: Path) -> None:
     import tensorflow as tf
     from tfk8s_train.event_files import EventFile

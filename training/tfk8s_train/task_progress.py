@@ -143,6 +143,9 @@ class Tracker:
         self.started_at = clock()
         self.starts = int(earlier.get("starts") or 0) + 1
         self.first_step_at: Optional[float] = earlier.get("first_step_at")
+        # Who set first_step_at: the run's event files hold every task's events, so a trainer's own
+        # line outranks them (another worker may step while this one still forms its cluster).
+        self.first_step_source: Optional[str] = "earlier start" if self.first_step_at is not None else None
         self.step: Optional[int] = earlier.get("step")
         self.last_step: Optional[int] = earlier.get("last_step")
         self.target = target
@@ -178,6 +181,8 @@ class Tracker:
             fields = _fields(line, PROGRESS_PREFIX)
             step = _number(fields.get("step"))
             with self.lock:
+                if self.source == "events":  # the rate so far was the run's, read from every task's events
+                    self.samples.clear()
                 self.source = "trainer"
                 target = _number(fields.get("target"))
                 self.target = int(target) if target is not None else self.target
@@ -217,8 +222,8 @@ class Tracker:
             self.last_step = step
             if self.resume is not None:
                 self.resume.observe(step, at, source)
-        if step > 0 and self.first_step_at is None:
-            self.first_step_at = at
+        if step > 0 and (self.first_step_at is None or (self.first_step_source, source) == ("events", "trainer")):
+            self.first_step_at, self.first_step_source = at, source
         if self.step is None or step >= self.step:
             self.step = step
             self.samples.append((at, step))

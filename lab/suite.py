@@ -67,6 +67,7 @@ LATE = (
     "tests/e2e/test_queued_jobsets.py",
     "tests/e2e/test_queued_experiments.py",
     "tests/e2e/test_queued_tenant_boundary.py",
+    "tests/e2e/test_upgrade_queued.py",
     "tests/training/test_prometheus_limits.py",
     "tests/e2e/test_legacy_cluster.py",
 )

@@ -64,6 +64,7 @@ LATE = (
     "tests/e2e/test_gitops.py",
     "tests/e2e/test_gitops_kms.py",
     "tests/e2e/test_yaml_package.py",
+    "tests/e2e/test_upgrade_yaml.py",
     "tests/e2e/test_queued_jobsets.py",
     "tests/e2e/test_queued_experiments.py",
     "tests/e2e/test_queued_tenant_boundary.py",

@@ -10,8 +10,9 @@ edited to say an old release) is refused by an experiment's preview, naming both
 the way back: the previous release's code again, in the same order, with the same checks.
 
 The team's project and the checks are tests/e2e/upgrade_env.py's; a queued experiment's upgrade is
-test_upgrade_queued.py's. Not here yet: experiments training on the real node with checkpoints, the
-Pulumi YAML shape, and a toolchain that changed between releases (upgrade_env.previous_release).
+test_upgrade_queued.py's, a Pulumi YAML program's test_upgrade_yaml.py's. Not here yet: experiments
+training on the real node with checkpoints, and a toolchain that changed between releases
+(upgrade_env.previous_release).
 """
 
 from __future__ import annotations

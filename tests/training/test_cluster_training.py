@@ -38,9 +38,14 @@ def run_cluster(
     num_workers: int = 2,
     chief: bool = False,
     timeout: float = 150,
+    extra_env: dict[str, str] | None = None,
 ) -> tuple[LocalCluster, dict[str, int | None]]:
     cluster = LocalCluster(
-        spec=make_spec(num_ps, num_workers, chief), command=command, log_dir=str(log_dir), data_dir=str(data_dir)
+        spec=make_spec(num_ps, num_workers, chief),
+        command=command,
+        log_dir=str(log_dir),
+        data_dir=str(data_dir),
+        extra_env=extra_env,
     )
     with cluster:
         codes = cluster.wait(timeout)
@@ -254,6 +259,33 @@ def test_the_chief_checkpoints_by_time_when_steps_are_far_apart(tmp_path: Path, 
     assert kept[-1] == steps, kept  # the last one, at the end
     between = [step for step in kept if 0 < step < steps]
     assert between, f"no checkpoint between the first and the last: {kept}"
+
+
+@pytest.mark.parametrize("mode", ["between-graph", "in-graph"])
+def test_a_new_run_of_an_interrupted_training_continues_from_its_checkpoint(
+    tmp_path: Path, digits_tfrecords: Path, mode: str
+) -> None:
+    """What an upgrade of tfk8s does to a run in progress: its Job is replaced, a new run (a new
+    uid) of the same lineage (TFK8S_LINEAGE, the same settings and code). The first run is stopped
+    mid-run, every task at once; the second's chief restores the first's newest checkpoint and
+    trains from there to the target."""
+    steps = 800
+    command = train_command(mode, "--checkpoint-steps", "100", "--log-every", "50", steps=steps)
+    lineage, chief = {"TFK8S_LINEAGE": "a1b2c3d4e5f6"}, mode == "in-graph"
+    client = "chief-0" if chief else "worker-0"
+    first = LocalCluster(
+        spec=make_spec(1, 1, chief), command=command, log_dir=str(tmp_path), data_dir=str(digits_tfrecords), extra_env=lineage
+    )
+    with first:
+        saved = checkpointed_mid_run(first, 200)
+    second, codes = run_cluster(tmp_path, digits_tfrecords, command, num_ps=1, num_workers=1, chief=chief, extra_env=lineage)
+    assert_clean_finish(second, codes, clients=[client])
+    assert second.run_uid != first.run_uid and not done_dir(first.run_log_dir).exists()
+    said = [line for line in second.tasks[client].lines if "continues run-" in line]
+    assert said and f"continues run-{first.run_uid}" in said[0], said
+    continued = result(second, client)
+    assert saved <= continued["first_step"] < steps <= continued["global_step"], continued
+    assert continued["test_accuracy"] >= 0.90
 
 
 def test_killed_ps_restarts_and_training_resumes_from_the_checkpoint(tmp_path: Path, digits_tfrecords: Path) -> None:

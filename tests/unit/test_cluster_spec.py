@@ -3,7 +3,7 @@ flags, is the launcher's: tests/training/test_launch.py tests it on this spec.)"
 
 from __future__ import annotations
 
-from tfk8s.schema.experiment import ClusterSettings, PsSettings, WorkerSettings
+from tfk8s.schema.experiment import ClusterSettings, PsSettings, RunSettings, WorkerSettings
 from tfk8s.specs import cluster_spec as cs
 
 CLUSTER = ClusterSettings(name="mnist", ps=PsSettings(count=2), workers=WorkerSettings(count=3))
@@ -45,6 +45,24 @@ def test_run_id_counts_settings_as_written_not_their_defaults() -> None:
     placed = CLUSTER.model_copy(update=dict(ps=PsSettings(count=2, nodeSelector={"pool": "cpu"})))
     assert cs.run_id(placed, spec, "tf:2", "code1") != base
     assert cs.run_id(newer.model_copy(update=dict(another_new_knob="set")), spec, "tf:2", "code1") != base
+
+
+def test_a_lineage_is_what_the_user_decides_of_a_run_not_what_tfk8s_does() -> None:
+    """tfk8s's changes (its trainer, the platform's image, the host names: each a new run id) keep a
+    run's lineage, so an upgrade's new run continues the interrupted one; the user's own changes
+    (settings, run.number, code) start a new lineage, from step 0."""
+    spec = cs.cluster_spec(CLUSTER, 2222)
+    base = cs.lineage(CLUSTER, "code1")
+    assert cs.run_id(CLUSTER, spec, "tf:2", "trainer1code1") != cs.run_id(CLUSTER, spec, "tf:3", "trainer2code1")
+    assert cs.lineage(CLUSTER, "code1") == base  # whatever the trainer and the image were
+    assert cs.lineage(CLUSTER.model_copy(update=dict(run=RunSettings(priority="urgent"))), "code1") == base
+    changed = {
+        cs.lineage(CLUSTER, "code2"),
+        cs.lineage(CLUSTER.model_copy(update=dict(run=RunSettings(number=1))), "code1"),
+        cs.lineage(CLUSTER.model_copy(update=dict(training="sync")), "code1"),
+        cs.lineage(CLUSTER.model_copy(update=dict(image="example.com/tf:2.21.0")), "code1"),
+    }
+    assert base not in changed and len(changed) == 4
 
 
 def test_experiments_prefix_names_unless_the_cluster_is_named_like_the_experiment() -> None:

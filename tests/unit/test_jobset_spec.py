@@ -58,6 +58,7 @@ def cluster_pods(cluster: ClusterSettings) -> pods.ClusterPods:
             scratch_claim="scratch" if cluster.scratch else None,
         ),
         log_sub_path=f"{EXPERIMENT}/{cluster.name}",
+        lineage=cs.lineage(cluster, ""),
     )
 
 

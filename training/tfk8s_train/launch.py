@@ -21,6 +21,9 @@ Contract (environment, written by the infra code and by ``tfk8s_train.runner``):
     TFK8S_WATCH_JOB_RUN instead of TFK8S_RUN_UID, with TFK8S_WATCH_JOB (a PS): the run id the
                         watched Job is labelled with (tfk8s.io/run). The launcher waits until
                         that Job exists with that label and takes its uid as TFK8S_RUN_UID
+    TFK8S_LINEAGE       optional: what the run trains, apart from tfk8s's own changes (a digest the
+                        program computes); a new run's chief continues an earlier run of the same
+                        lineage that did not end, from its newest checkpoint (run_lineage.py)
     TFK8S_CLASSIC_FLAGS "true" (default) appends --ps_hosts --worker_hosts --job_name
                         --task_index --data_dir --log_path to CMD; "false" does not
     TFK8S_DONE_WHEN     "workers" or "chief"; default: "chief" if the spec has a chief
@@ -60,7 +63,9 @@ Why markers belong to a Job's uid, not to the config: the log volume outlives ex
 an experiment destroyed and brought up again with the same settings, or a Job that a TTL
 clean-up deleted and `pulumi up --refresh` re-created, would find the earlier run's markers and
 retire its new parameter servers before they served. A new Job has a new uid: a new run directory,
-no markers, no checkpoint to restore, its own TensorBoard runs beside the earlier ones.
+no markers, no checkpoint of its own, its own TensorBoard runs beside the earlier ones. A run of the
+same training (TFK8S_LINEAGE) whose Job was replaced before it ended, as an upgrade of tfk8s does,
+is continued: the new run's chief starts from its newest checkpoint (``run_lineage.py``).
 
 Why a PS reads its run's uid from the Job rather than being given it: a PS Deployment created
 with the uid as a value could only be created once the Job existed, and `pulumi up` learns a
@@ -88,10 +93,12 @@ from pathlib import Path
 from typing import Dict, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple, Union
 
 try:  # a module of the package: python -m tfk8s_train.launch, or PYTHONPATH=/opt/tfk8s as in pods
+    from tfk8s_train import run_lineage
     from tfk8s_train.job_watch import RunEnd
     from tfk8s_train.kube_retire import api_server, retire_deployment, run_job_uid
     from tfk8s_train.task_watch import TaskWatch
 except ImportError:  # a plain script without the package on the path: the sibling file
+    import run_lineage  # type: ignore[no-redef]
     from job_watch import RunEnd  # type: ignore[no-redef]
     from kube_retire import api_server, retire_deployment, run_job_uid  # type: ignore[no-redef]
     from task_watch import TaskWatch  # type: ignore[no-redef]
@@ -378,9 +385,27 @@ def run(spec: LaunchSpec, cmd: Sequence[str], environ: Mapping[str, str]) -> int
     watch = TaskWatch(task=spec.task, run=spec.run_uid, run_dir=spec.run_log_dir, cmd=argv, environ=environ)
     _LOG_COPIES.append(watch)
     try:
+        _continue_interrupted_run(spec, environ)
         return _supervise(spec, argv, environ, watch)
     finally:
         _LOG_COPIES.remove(watch)
+
+
+def _continue_interrupted_run(spec: LaunchSpec, environ: Mapping[str, str]) -> None:
+    """With TFK8S_LINEAGE: record the run's lineage, and as the task that checkpoints, start a new run
+    from the newest checkpoint of an earlier run of the same training that did not end (an upgrade
+    replaced its Job mid-run: run_lineage.py)."""
+    lineage = environ.get("TFK8S_LINEAGE", "").strip()
+    if not lineage:
+        return
+    run_lineage.record(spec.run_log_dir, lineage)
+    task = run_lineage.checkpointing_task(dict(spec.cluster))
+    if spec.task != task:
+        return
+    continued = run_lineage.continue_run(spec.run_log_dir, lineage, task)
+    if continued is not None:
+        earlier, checkpoint = continued["run"], continued["checkpoint"]
+        _log(f"{spec.task}: run {spec.run_uid} continues {earlier}, which did not end: from its checkpoint {checkpoint}")
 
 
 def _supervise(spec: LaunchSpec, argv: Sequence[str], environ: Mapping[str, str], watch: TaskWatch) -> int:

@@ -276,6 +276,7 @@ class TrainingClusterBody(pulumi.ComponentResource):
                 scratch_claim=scratch.name if scratch else None,
             ),
             log_sub_path=self.log_sub_path,
+            lineage=cs.lineage(args.cluster, args.code.digest if args.code else ""),
         )
 
     def _build_trainer(self, name: str, config_map: str) -> kube.ConfigMap:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
+from typing import Any
 
 from tfk8s.schema.experiment import ClusterSettings
 
@@ -106,9 +107,24 @@ def run_id(cluster: ClusterSettings, spec: dict[str, list[str]], image: str, cod
     says them, without their defaults: a setting a newer tfk8s adds, left at its default, is no
     new run of every experiment running when the platform team upgrades.
     """
+    material = {"cluster": _as_written(cluster), "spec": spec, "image": image, "code": code_digest}
+    return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def lineage(cluster: ClusterSettings, user_code_digest: str) -> str:
+    """What a run trains as its user decides it: the cluster's settings as the stack file says them
+    and the user's own code, not what tfk8s decides (its trainer, the platform's default image, the
+    host names). Runs of one lineage are one training: a new run whose Job an upgrade of tfk8s
+    replaced continues the interrupted one from its checkpoint (tfk8s_train.run_lineage). A change
+    of the user's (other settings, a bumped `run.number`, other code) is a new lineage, from step 0."""
+    material = {"cluster": _as_written(cluster), "code": user_code_digest}
+    return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def _as_written(cluster: ClusterSettings) -> dict[str, Any]:
+    """The cluster's settings without their defaults, and without the priority: a run that waits, or
+    preempts, at another priority is the same run."""
     settings = cluster.model_dump(mode="json", exclude_defaults=True, exclude={"run": {"priority"}})
-    # Not the priority: a run that waits, or preempts, at another priority is the same run.
     if settings.get("run") == {}:
         del settings["run"]
-    material = json.dumps({"cluster": settings, "spec": spec, "image": image, "code": code_digest}, sort_keys=True)
-    return hashlib.sha256(material.encode()).hexdigest()[:12]
+    return settings

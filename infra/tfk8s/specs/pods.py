@@ -202,6 +202,7 @@ class ClusterPods:
     spec: dict[str, list[str]]  # the TF cluster spec (tfk8s.specs.cluster_spec)
     volumes: VolumeSources
     log_sub_path: str  # the cluster's directory on the user's log volume (tfk8s.specs.layout_document)
+    lineage: str  # what its runs train, as the user decides it (tfk8s.specs.cluster_spec.lineage)
 
 
 def tf_container(role: Role, cluster_pods: ClusterPods, env: list[Json]) -> Json:
@@ -303,6 +304,7 @@ def pod_template(
     mounted = role.mounts(cluster)
     env = task_env(cluster, cluster_pods.spec, role.name, index, run_uid)
     env += identity_env(cluster_pods.tenant, cluster_pods.experiment, cluster, platform.ports.metrics)
+    env.append({"name": "TFK8S_LINEAGE", "value": cluster_pods.lineage})
     if "scratch" in mounted:
         env.append({"name": "TFK8S_SCRATCH_DIR", "value": cs.SCRATCH_DIR})
     if scale_to_zero is not None:

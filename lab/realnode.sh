@@ -297,12 +297,27 @@ clean_kube_router() {
     while read -r set; do ipset destroy "$set" 2>/dev/null || true; done
 }
 
+# The names under /var/run/netns of the network namespaces this node's running tasks are in.
+pod_network_namespaces() {
+  local pid inode file
+  { ctr tasks ls 2>/dev/null || true; } | awk 'NR > 1 { print $2 }' | while read -r pid; do
+    inode=$(stat -L -c %i "/proc/$pid/ns/net" 2>/dev/null) || continue
+    for file in /var/run/netns/*; do
+      [ -e "$file" ] && [ "$(stat -L -c %i "$file" 2>/dev/null)" = "$inode" ] && basename "$file"
+    done
+  done | sort -u
+}
+
 # Everything the node started, in reverse order; what its pods left (containers, mounts, rules).
 stop_processes() {
-  local what
+  local what netns=""
   if pid_alive "$dir/containerd.pid"; then
     for what in kubelet kube-router kube-proxy coredns; do pid_alive "$dir/$what.pid" && kill "$(cat "$dir/$what.pid")"; done
     sleep 1
+    # The pods' network namespaces, found from their tasks' processes before they die: no CNI DEL
+    # runs for a sandbox killed here, so each namespace (a bind mount under /var/run/netns) and its
+    # veth would outlive the node, one pair per pod per run. Only this node's namespaces go.
+    netns=$(pod_network_namespaces)
     # The pods' containers and sandboxes: runc processes outlive the kubelet otherwise.
     # (Each listing may fail or find nothing: neither stops the clean-up.)
     { ctr tasks ls -q 2>/dev/null || true; } | while read -r task; do ctr tasks kill -s SIGKILL "$task" >/dev/null 2>&1 || true; done
@@ -310,6 +325,7 @@ stop_processes() {
     { ctr tasks ls -q 2>/dev/null || true; } | while read -r task; do ctr tasks rm -f "$task" >/dev/null 2>&1 || true; done
     { ctr containers ls -q 2>/dev/null || true; } | while read -r c; do ctr containers rm "$c" >/dev/null 2>&1 || true; done
     kill "$(cat "$dir/containerd.pid")" 2>/dev/null || true
+    for what in $netns; do ip netns delete "$what" 2>/dev/null || true; done
   fi
   for what in kubelet kube-router kube-proxy coredns containerd; do
     if pid_alive "$dir/$what.pid"; then

@@ -12,6 +12,9 @@ through cluster DNS and train, on one platform and tenant brought up once for th
   train again are printed. Each fault is injected on the run's own progress (its checkpoints and
   the chief's progress lines in its log on the log volume, read from this machine), never on a
   timer.
+* A run whose release changes mid-run (issue 55): the next release's trainer replaces its Job, a
+  new run that the preview shows; the new run continues the interrupted one from its newest
+  checkpoint (the same lineage) and reaches its target.
 * A run to its end: the workers' Job completes, the PS retire themselves through the API from
   inside their pods, and readiness says the run succeeded; `destroy` leaves the tenant's volumes,
   with the run's TensorBoard events on the log volume.
@@ -32,6 +35,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+import shutil
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -57,6 +61,7 @@ from real_node import (
     real_cluster,
     until,
 )
+from upgrade_env import destructive, kind_in, preview_steps
 
 TENANT, PLATFORM, NAMESPACE = "tenant-alice", "platform-dev", "tfk8s-alice"
 STACK = "real-mnist"  # the run to its end
@@ -65,6 +70,10 @@ STACK = "real-mnist"  # the run to its end
 # before that pod trains.
 FAULTS, FAULT_STEPS, CHECKPOINT_STEPS = "real-faults", 4000, 100
 CHIEF, WORKER = "worker-0", "worker-1"  # its tasks, as their logs name them
+# The run an upgrade interrupts: enough steps that it is still training when its Job is replaced
+# (the preview and the `up` take 20-40 s, at 40-60 steps/s).
+UPGRADED, UPGRADE_STEPS = "real-upgrade", 4000
+ROOT = Path(__file__).resolve().parents[2]
 OLD_USER_NODE = "tfk8s-user-node"
 
 
@@ -292,6 +301,66 @@ def _trained_again(run: Path, task: str) -> TaskRun | None:
     """`task`'s second start, once it has trained a step."""
     again = task_runs(run, task)[1:]
     return again[0] if again and again[0].steps else None
+
+
+def test_a_run_whose_release_changes_mid_run_continues_from_its_checkpoint(
+    alice: Alice, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """What an upgrade of tfk8s does to a run in progress (issue 55): the next release ships another
+    trainer, so the experiment's `preview` shows its Job replaced, a new run. The new run, of the
+    same lineage (the same settings), starts from the interrupted run's newest checkpoint, not from
+    step 0, and reaches its target; the interrupted run's files stay on the log volume. The next
+    release is this tree with one trainer module changed, run from a copy of its own."""
+    cluster, cli, volumes = alice.cluster, alice.cli, alice.volumes
+    assert _still_tainted(cluster), "the real node is the User Node already: run this module's tests in file order"
+    _mnist_up(alice, UPGRADED, f"--steps={UPGRADE_STEPS}", f"--checkpoint-steps={CHECKPOINT_STEPS}", "--log-every=5")
+    first = until("the run's directory on the log volume", 300, lambda: run_directory(volumes, UPGRADED))
+    saved = _checkpoint_at_least(first, CHECKPOINT_STEPS)
+    release = _next_release(tmp_path_factory.mktemp("next-release"))
+    program = cli.cwd / "infra"
+    program.unlink()
+    program.symlink_to(release / "infra")
+    try:  # the team's project on the next release from here on, until the experiment is destroyed
+        shown = preview_steps(cli, UPGRADED)
+        assert destructive(shown) == [], "the upgrade's preview deletes or replaces something stateful"
+        assert [kind_in(urn) for op, urn in shown if op == "replace" and kind_in(urn) == "Job"] == ["Job"], shown
+        cli("up", "--stack", UPGRADED, "--yes", "--skip-preview")
+        second = until("the new run's directory", 300, lambda: next(iter(_other_runs(volumes, UPGRADED, first)), None))
+        chief = until(f"{CHIEF} of the new run starts", 300, lambda: task_runs(second, CHIEF))[0]
+        # The newest checkpoint when the Job was replaced: the interrupted run trained on meanwhile.
+        assert chief.restored is not None and saved <= chief.restored <= chief.started_at, (chief, saved)
+        continued = json.loads((second / ".tfk8s" / "continued.json").read_text())
+        assert (continued["run"], continued["checkpoint"]) == (first.name, f"model.ckpt-{chief.restored}"), continued
+        until("the new run's workers' Job completes", 900, lambda: _job_done(cluster, UPGRADED))
+        until("the new run's PS scale their own Deployment to zero", 120, lambda: _ps_retired(cluster, UPGRADED))
+        cli("up", "--stack", UPGRADED, "--yes", "--skip-preview", "--refresh")
+        assert cli.outputs(UPGRADED)["readiness"]["clusters"]["mnist"]["phase"] == "Succeeded"
+        result = json.loads((second / "results" / f"{CHIEF}.json").read_text())
+        assert result["first_step"] == chief.started_at and result["global_step"] >= UPGRADE_STEPS, result
+        assert result["test_accuracy"] >= 0.9, result
+        assert checkpoint_step(first) >= chief.restored  # the interrupted run's checkpoints are still there
+        print(
+            f"\n[real node upgrade] the run replaced at checkpoint {saved} or later; the new run continued "
+            f"{first.name} from checkpoint {chief.restored}, test accuracy {result['test_accuracy']:.3f}"
+        )
+        cli("destroy", "--stack", UPGRADED, "--yes")
+    finally:
+        program.unlink()
+        program.symlink_to(ROOT / "infra")
+
+
+def _next_release(where: Path) -> Path:
+    """This tree's program and trainer, copied, with one trainer module changed: another trainer
+    digest, so every experiment it runs gets a new run id, as a release that changes the trainer."""
+    for part in ("infra", "training"):
+        shutil.copytree(ROOT / part, where / part, ignore=shutil.ignore_patterns("__pycache__"))
+    module = where / "training" / "tfk8s_train" / "__init__.py"
+    module.write_text(module.read_text() + "\n# the next release\n")
+    return where
+
+
+def _other_runs(volumes: Path, stack: str, first: Path) -> list[Path]:
+    return [d for d in volumes.glob(f"**/{stack}/mnist/run-*") if d != first]
 
 
 def test_pulumi_up_trains_for_real_and_the_ps_retire_themselves(alice: Alice) -> None:

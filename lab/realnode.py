@@ -71,6 +71,12 @@ def one_at_a_time() -> Iterator[None]:
         yield
 
 
+def kill_container(cluster: str, container_id: str) -> None:
+    """SIGKILL to every process of a container on the node (a pod's status names it
+    `containerd://<id>`): the container dies in place and the kubelet restarts it in its pod."""
+    subprocess.run([REALNODE, "kill-container", container_id.removeprefix("containerd://")], check=True, env=script_env(cluster))
+
+
 def node_name(cluster: str) -> str:
     return f"tfk8s-real-{cluster}"
 

@@ -5,11 +5,14 @@
 # (hack/cluster.sh start --real-node | stop).
 #
 # Usage: lab/realnode.sh check | install | start | stop | status | import <image> | firewall-off
+#        | kill-container <id>
 #
 #   check    says whether this machine can run one, and if not why (root, cgroups, packages)
 #   install  the Debian packages it needs (containerd, runc, CNI plugins, iptables, ipset, debootstrap)
 #   import   builds (lab/images.py) and imports an image into the node's containerd
 #   firewall-off  stops kube-router and removes its rules: a CNI that ignores NetworkPolicies (tests of `tfk8s doctor`)
+#   kill-container  SIGKILL to a container's processes (its id from the pod's status, without
+#            containerd://): the container dies in place, and the kubelet restarts it in its pod
 #
 # The node is named tfk8s-real-<cluster>, labelled tfk8s.io/real-node=true and tainted
 # tfk8s.io/real-node=true:NoSchedule: only what asks for it lands there (an experiment's `ps` and
@@ -389,5 +392,6 @@ case ${1:-status} in
   status) status ;;
   import) shift; import "$@" ;;
   firewall-off) firewall_off ;;
-  *) echo "usage: $0 check|install|start|stop|status|import <image>|firewall-off" >&2; exit 2 ;;
+  kill-container) ctr tasks kill --all -s SIGKILL "${2:?kill-container needs a container id}" ;;
+  *) echo "usage: $0 check|install|start|stop|status|import <image>|firewall-off|kill-container <id>" >&2; exit 2 ;;
 esac

@@ -89,6 +89,13 @@ def failure_report(kube: Kube, namespace: str) -> str:
     return "\n".join(out) + statuses + "\n" + node_diagnostics(kube, namespace)
 
 
+def kill_container(kube: Kube, pod: dict[str, Any]) -> None:
+    """The pod's one container killed in place, its processes SIGKILLed on the node
+    (realnode.kill_container): the kubelet restarts it in the same pod, at the same address."""
+    (status,) = pod["status"]["containerStatuses"]
+    realnode.kill_container(kube.cluster or "", status["containerID"])
+
+
 def untaint(kube: Kube) -> None:
     """The real node without its own taint (realnode.untaint): the User Node's apps may land there."""
     realnode.untaint(kube.cluster or "")

@@ -2,16 +2,17 @@
 workers run the real trainer in containers (the training image built here), find each other
 through cluster DNS and train, on one platform and tenant brought up once for the module.
 
-* A run that loses its parameter server, then its chief, then a worker, mid-run (issue 56), still
-  reaches its target at the accuracy it reaches without faults. Each pod is deleted at once, no
-  grace. The PS's Deployment brings a new pod behind the same Service, the workers recreate their
-  sessions and the chief restores the newest checkpoint (never step 0). The Job's next pod for the
-  chief's index restores the newest checkpoint, one written after the PS came back. The Job's next
-  pod for the worker's index joins the run at the step it has reached and trains. Then the run
-  ends, the PS retire, and readiness says Succeeded. Per fault, the steps lost and the seconds to
-  train again are printed. Each fault is injected on the run's own progress (its checkpoints and
-  the chief's progress lines in its log on the log volume, read from this machine), never on a
-  timer.
+* A run that loses its parameter server, then its chief, then a worker, then its parameter server's
+  container (killed in place) mid-run (issue 56), still reaches its target at the accuracy it
+  reaches without faults. Each pod is deleted at once, no grace. The PS's Deployment brings a new
+  pod behind the same Service, the workers recreate their sessions and the chief restores the
+  newest checkpoint (never step 0). The Job's next pod for the chief's index restores the newest
+  checkpoint, one written after the PS came back. The Job's next pod for the worker's index joins
+  the run at the step it has reached and trains. The PS's container killed in place comes back in
+  the same pod, and the chief restores the newest checkpoint again. Then the run ends, the PS
+  retire, and readiness says Succeeded. Per fault, the steps lost and the seconds to train again
+  are printed. Each fault is injected on the run's own progress (its checkpoints and the chief's
+  progress lines in its log on the log volume, read from this machine), never on a timer.
 * A run whose release changes mid-run (issue 55): the next release's trainer replaces its Job, a
   new run that the preview shows; the new run continues the interrupted one from its newest
   checkpoint (the same lineage) and reaches its target.
@@ -53,6 +54,7 @@ from real_node import (
     give_volumes_to_pods,
     http_get,
     import_image,
+    kill_container,
     node_of,
     place_on_real_node,
     platform_and_tenant,
@@ -68,7 +70,7 @@ STACK = "real-mnist"  # the run to its end
 # The run that loses its PS, its chief, a worker. Its steps: the chief, alone at about 40 steps/s
 # while the worker's new pod starts (20-30 s alone, longer in the suite), must not reach the target
 # before that pod trains.
-FAULTS, FAULT_STEPS, CHECKPOINT_STEPS = "real-faults", 4000, 100
+FAULTS, FAULT_STEPS, CHECKPOINT_STEPS = "real-faults", 5000, 100
 CHIEF, WORKER = "worker-0", "worker-1"  # its tasks, as their logs name them
 # The run an upgrade interrupts: enough steps that it is still training when its Job is replaced
 # (the preview and the `up` take 20-40 s, at 40-60 steps/s).
@@ -127,12 +129,14 @@ def checkpoint_step(run: Path) -> int:
     return _checkpoint_of(first.rstrip('"'))
 
 
-def session_recreated(run: Path) -> tuple[int, int, int] | None:
-    """(step resumed at, step seen before, checkpoint step restored) from the chief's log line, once
-    it recreated its session after its PS came back."""
-    text = _task_log(run, CHIEF)
-    found = re.search(r"session recreated at global step (\d+) \(had seen (\d+); chief restores ([^)]*)\)", text)
-    return (int(found[1]), int(found[2]), _checkpoint_of(found[3])) if found else None
+RECREATED = re.compile(r"session recreated at global step (\d+) \(had seen (\d+); chief restores ([^)]*)\)")
+
+
+def sessions_recreated(run: Path) -> list[tuple[int, int, int]]:
+    """(step resumed at, step seen before, checkpoint step restored) of each time the chief recreated
+    its session after its PS came back, from its log lines."""
+    found = RECREATED.findall(_task_log(run, CHIEF))
+    return [(int(resumed), int(seen), _checkpoint_of(restored)) for resumed, seen, restored in found]
 
 
 @dataclass(frozen=True)
@@ -188,11 +192,32 @@ class Fault:
 
 
 def _delete_pod(cluster: Kube, run: Path, task: str) -> Fault:
-    """Deletes the running pod of the FAULTS run's `task` (`ps-<i>`: its Deployment's one pod;
-    `worker-<i>`: the Job's completion index i, 0 the chief)."""
-    role, index = task.rsplit("-", 1)
+    """Deletes the running pod of the FAULTS run's `task` at once, no grace."""
+    pod, step = _pod_of(cluster, task), _step_before_a_fault(run)
+    fault = Fault(f"{task}'s pod deleted", step, time.monotonic())
+    cluster.run("delete", "pod", "-n", NAMESPACE, pod["metadata"]["name"], "--grace-period=0", "--force", "--wait=false")
+    return fault
+
+
+def _kill_container(cluster: Kube, run: Path, task: str) -> tuple[Fault, dict[str, Any]]:
+    """Kills the container of the FAULTS run's `task` in place (its processes, not its pod); the
+    fault and the pod as it was."""
+    pod, step = _pod_of(cluster, task), _step_before_a_fault(run)
+    fault = Fault(f"{task}'s container killed in place", step, time.monotonic())
+    kill_container(cluster, pod)
+    return fault, pod
+
+
+def _step_before_a_fault(run: Path) -> int:
     step = chief_step(run)
     assert step < FAULT_STEPS - 500, f"the run is at step {step} of {FAULT_STEPS} before a fault: give it more steps"
+    return step
+
+
+def _pod_of(cluster: Kube, task: str) -> dict[str, Any]:
+    """The running pod of the FAULTS run's `task` (`ps-<i>`: its Deployment's one pod; `worker-<i>`:
+    the Job's completion index i, 0 the chief)."""
+    role, index = task.rsplit("-", 1)
     label = "tfk8s.io/index" if role == "ps" else "batch.kubernetes.io/job-completion-index"
     (pod,) = [
         p
@@ -201,9 +226,7 @@ def _delete_pod(cluster: Kube, run: Path, task: str) -> Fault:
         and p["metadata"]["labels"].get(label) == index
         and "deletionTimestamp" not in p["metadata"]
     ]
-    fault = Fault(f"{task}'s pod deleted", step, time.monotonic())
-    cluster.run("delete", "pod", "-n", NAMESPACE, pod["metadata"]["name"], "--grace-period=0", "--force", "--wait=false")
-    return fault
+    return pod
 
 
 def _checkpoint_at_least(run: Path, step: int) -> int:
@@ -234,7 +257,8 @@ def test_a_run_that_loses_its_ps_its_chief_and_a_worker_resumes_each_time_and_re
     # sessions and the chief restores the newest checkpoint, never step 0.
     saved = _checkpoint_at_least(run, 2 * CHECKPOINT_STEPS)
     fault = _delete_pod(cluster, run, "ps-0")
-    resumed, seen, restored = until("the chief recreates its session after the PS's fault", 300, lambda: session_recreated(run))
+    recreated = until("the chief recreates its session after the PS's fault", 300, lambda: sessions_recreated(run))
+    resumed, seen, restored = recreated[0]
     back = fault.since()
     _past(cluster, run, seen)
     # Restored from the newest checkpoint at the fault (at least the one seen before it). The chief
@@ -274,6 +298,28 @@ def test_a_run_that_loses_its_ps_its_chief_and_a_worker_resumes_each_time_and_re
     assert cost["at_step"] >= again.started_at and cost["steps_lost"] == 0 and 0 < cost["seconds"] < 300, cost
     report.append(
         f"{fault.what} at step {fault.at_step}: its next pod joined at step {again.started_at}, training in {fault.since():.1f} s"
+    )
+
+    # The PS again, its container killed in place: the kubelet restarts it in the same pod, at the
+    # same address; the chief recreates its session once more and restores the newest checkpoint.
+    newest, recreated = checkpoint_step(run), len(sessions_recreated(run))
+    fault, pod = _kill_container(cluster, run, "ps-0")
+    resumed, seen, restored = until(
+        "the chief recreates its session after the PS's container restarted", 300, lambda: sessions_recreated(run)[recreated:]
+    )[0]
+    back = fault.since()
+    _past(cluster, run, seen)
+    # Not `restored <= seen`: the chief's last step seen comes before its saver's hook reads the
+    # global step, which the other worker, training asynchronously, may have moved on (1117 restored
+    # after 1116 seen: the run on 2026-11-30).
+    assert 0 < newest <= restored <= resumed, (newest, restored, resumed, seen)
+    restarted = cluster.get("pod", NAMESPACE, pod["metadata"]["name"])  # the same pod, not a new one
+    assert restarted["metadata"]["uid"] == pod["metadata"]["uid"]
+    restarts = [p["status"]["containerStatuses"][0]["restartCount"] for p in (pod, restarted)]
+    assert restarts[1] == restarts[0] + 1, restarts
+    report.append(
+        f"{fault.what} at step {seen}: checkpoint {restored} restored ({max(0, seen - restored)} steps lost); "
+        f"the chief's new session in {back:.1f} s, past step {seen} again in {fault.since():.1f} s"
     )
 
     until("the workers' Job completes after the faults", 900, lambda: _job_done(cluster, FAULTS))

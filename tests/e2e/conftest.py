@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import queueing_env
+import upgrade_env
 from drivers import CLUSTER, Cli, Kube
 
 import toolenv
@@ -136,3 +137,15 @@ def queue_cli(tmp_path_factory: pytest.TempPathFactory, queue_kube: Kube) -> Cli
     for stack in (queueing_env.PLATFORM, *queueing_env.TENANTS.values()):
         assert cli.outputs(stack)["ready"] is True, cli.outputs(stack)
     return cli
+
+
+@pytest.fixture(scope="module")
+def previous(tmp_path_factory: pytest.TempPathFactory) -> upgrade_env.Release:
+    """The release before this tree, extracted, with its virtualenv (tests/e2e/upgrade_env.py)."""
+    return upgrade_env.previous_release(tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def upgrade_team(tmp_path_factory: pytest.TempPathFactory, previous: upgrade_env.Release, kube: Kube) -> Cli:
+    """A team's project on the previous release, on the module's `kube` (an upgrade test's own cluster)."""
+    return upgrade_env.team_project(tmp_path_factory.mktemp("team"), previous, kube.kubeconfig)

@@ -31,6 +31,17 @@ CAPACITY = {"cpu": "4", "memory": "16Gi", "gpus": 8}
 PRIORITY_CLASSES = {"urgent": 1000}
 # Each tenant may borrow the whole cohort's GPUs (the default quota's 4 would cap them first).
 TENANT_QUOTA = {"gpus": 8}
+# One training cluster `train` per experiment: 1 PS and 2 workers of 2 GPUs each (4 GPUs; 0.75 CPU).
+GPU_CLUSTER = {
+    "tfk8s:clusters[0].name": "train",
+    "tfk8s:clusters[0].ps.cpu": "250m",
+    "tfk8s:clusters[0].ps.memory": "512Mi",
+    "tfk8s:clusters[0].workers.count": "2",
+    "tfk8s:clusters[0].workers.cpu": "250m",
+    "tfk8s:clusters[0].workers.memory": "512Mi",
+    "tfk8s:clusters[0].workers.gpus": "2",
+}
+GPU_CLUSTER_PODS = 3
 JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
 REPLICATED_JOB = "jobset.sigs.k8s.io/replicatedjob-name"
 

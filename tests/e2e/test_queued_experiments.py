@@ -29,19 +29,19 @@ from typing import Any
 
 import pytest
 from drivers import Cli, Kube, wait_until
-from queueing_env import JOBSET_NAME, NAMESPACES, REPLICATED_JOB, TENANTS, condition, pods_of, workload_of
+from queueing_env import (
+    GPU_CLUSTER,
+    GPU_CLUSTER_PODS,
+    JOBSET_NAME,
+    NAMESPACES,
+    REPLICATED_JOB,
+    TENANTS,
+    condition,
+    pods_of,
+    workload_of,
+)
 
-# One training cluster `train` per experiment: 1 PS and 2 workers of 2 GPUs each (4 GPUs; 0.75 CPU).
-CLUSTER = {
-    "tfk8s:clusters[0].name": "train",
-    "tfk8s:clusters[0].ps.cpu": "250m",
-    "tfk8s:clusters[0].ps.memory": "512Mi",
-    "tfk8s:clusters[0].workers.count": "2",
-    "tfk8s:clusters[0].workers.cpu": "250m",
-    "tfk8s:clusters[0].workers.memory": "512Mi",
-    "tfk8s:clusters[0].workers.gpus": "2",
-}
-PODS = 3
+CLUSTER, PODS = GPU_CLUSTER, GPU_CLUSTER_PODS
 ADMITTED_WITHIN = 30.0
 # An admitted cluster's pods all exist within this of its first (the Job controller makes them in
 # one sync; kwok runs them at once).

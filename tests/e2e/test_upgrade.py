@@ -23,28 +23,13 @@ from collections.abc import Iterator
 import pytest
 from drivers import CLUSTER, Cli, Kube
 from tfk8s.release import VERSION
-from upgrade_env import THIS_TREE, Release, destructive_steps, previous_release, run_release, team_project, uids
+from upgrade_env import THIS_TREE, Release, destructive_steps, kept, run_release, uids
 
 import toolenv
 
 PLATFORM, ALICE, BOB = "platform-dev", "tenant-alice", "tenant-bob"
 ALICE_RUN, BOB_RUN = "alice-between", "bob-in-graph"
-# What holds data or identity, and must keep its uid across the upgrade (kind, namespace or None).
-KEPT = [
-    ("namespace", None),
-    ("persistentvolumeclaims", "tfk8s-alice"),
-    ("persistentvolumeclaims", "tfk8s-bob"),
-    ("persistentvolumes", None),
-    ("secrets", "tfk8s-alice"),
-    ("secrets", "tfk8s-bob"),
-    ("storageclasses", None),
-    ("customresourcedefinitions", None),
-]
-
-
-@pytest.fixture(scope="module")
-def previous(tmp_path_factory: pytest.TempPathFactory) -> Release:
-    return previous_release(tmp_path_factory)
+KEPT = kept("tfk8s-alice", "tfk8s-bob")
 
 
 @pytest.fixture(scope="module")
@@ -53,20 +38,16 @@ def kube() -> Iterator[Kube]:
         yield Kube(kubeconfig)
 
 
-@pytest.fixture(scope="module")
-def team(tmp_path_factory: pytest.TempPathFactory, previous: Release, kube: Kube) -> Cli:
-    """The team's project on the previous release."""
-    return team_project(tmp_path_factory.mktemp("team"), previous, kube.kubeconfig)
-
-
-def test_an_upgrade_in_order_keeps_every_stateful_object_and_every_stack_ready(team: Cli, kube: Kube, previous: Release) -> None:
-    team("stack", "init", PLATFORM)
-    team("up", "--stack", PLATFORM, "--yes", "--skip-preview")
+def test_an_upgrade_in_order_keeps_every_stateful_object_and_every_stack_ready(
+    upgrade_team: Cli, kube: Kube, previous: Release
+) -> None:
+    upgrade_team("stack", "init", PLATFORM)
+    upgrade_team("up", "--stack", PLATFORM, "--yes", "--skip-preview")
     for tenant in (ALICE, BOB):
-        team("stack", "init", tenant)
-        team("up", "--stack", tenant, "--yes", "--skip-preview")
-    team.init_experiment(ALICE_RUN, tenant=ALICE, settings={"tfk8s:clusters[0].name": "mnist"})
-    team.init_experiment(
+        upgrade_team("stack", "init", tenant)
+        upgrade_team("up", "--stack", tenant, "--yes", "--skip-preview")
+    upgrade_team.init_experiment(ALICE_RUN, tenant=ALICE, settings={"tfk8s:clusters[0].name": "mnist"})
+    upgrade_team.init_experiment(
         BOB_RUN,
         tenant=BOB,
         settings={
@@ -76,30 +57,30 @@ def test_an_upgrade_in_order_keeps_every_stateful_object_and_every_stack_ready(t
         },
     )
     for run in (ALICE_RUN, BOB_RUN):
-        team("up", "--stack", run, "--yes", "--skip-preview")
+        upgrade_team("up", "--stack", run, "--yes", "--skip-preview")
     stacks = (PLATFORM, ALICE, BOB, ALICE_RUN, BOB_RUN)
     for stack in stacks:
-        outputs = team.outputs(stack)
+        outputs = upgrade_team.outputs(stack)
         said = outputs.get("tfk8sVersion", previous.version)  # releases before 0.3.0 did not say
         assert outputs["ready"] is True and said == previous.version, (stack, outputs)
     before = uids(kube, KEPT)
     assert any(k.startswith("persistentvolumeclaims/tfk8s-bob/") for k in before), before
 
-    run_release(team, THIS_TREE)
+    run_release(upgrade_team, THIS_TREE)
     # The documented order, bob's experiment before his tenant: a stack reads facts one line apart.
     for stack in (PLATFORM, ALICE, ALICE_RUN, BOB_RUN, BOB):
-        assert destructive_steps(team, stack) == [], f"{stack}: the upgrade's preview deletes or replaces"
-        team("up", "--stack", stack, "--yes", "--skip-preview")
+        assert destructive_steps(upgrade_team, stack) == [], f"{stack}: the upgrade's preview deletes or replaces"
+        upgrade_team("up", "--stack", stack, "--yes", "--skip-preview")
     after = uids(kube, KEPT)
     assert {k: after.get(k) for k in before} == before, "an object of the previous release lost its identity"
     for stack in stacks:
-        outputs = team.outputs(stack)
+        outputs = upgrade_team.outputs(stack)
         assert outputs["ready"] is True and outputs["tfk8sVersion"] == VERSION, (stack, outputs)
     (contract,) = [c for c in kube.get("configmaps", "tfk8s-bob") if c["metadata"]["name"] == "tfk8s-contract"]
     assert json.loads(contract["data"]["tenant.json"])["release"] == VERSION
 
 
-def test_an_experiment_refuses_a_contract_outside_the_window_and_changes_nothing(team: Cli, kube: Kube) -> None:
+def test_an_experiment_refuses_a_contract_outside_the_window_and_changes_nothing(upgrade_team: Cli, kube: Kube) -> None:
     """Bob's contract edited (as the platform team could) to say a release two lines before this one."""
     (contract,) = [c for c in kube.get("configmaps", "tfk8s-bob") if c["metadata"]["name"] == "tfk8s-contract"]
     tenant = json.loads(contract["data"]["tenant.json"])
@@ -109,7 +90,7 @@ def test_an_experiment_refuses_a_contract_outside_the_window_and_changes_nothing
     kube.run("patch", "configmap", "tfk8s-contract", "-n", "tfk8s-bob", "--type", "merge", "-p", json.dumps(patch))
     before = uids(kube, KEPT)
     try:
-        done = team("preview", "--stack", BOB_RUN, check=False)
+        done = upgrade_team("preview", "--stack", BOB_RUN, check=False)
     finally:  # bob's contract as his tenant stack wrote it, for the test after this one
         restored = json.dumps({"data": contract["data"]})
         kube.run("patch", "configmap", "tfk8s-contract", "-n", "tfk8s-bob", "--type", "merge", "-p", restored)
@@ -121,7 +102,7 @@ def test_an_experiment_refuses_a_contract_outside_the_window_and_changes_nothing
 
 
 def test_going_back_a_release_in_order_keeps_every_stateful_object_and_every_stack_ready(
-    team: Cli, kube: Kube, previous: Release
+    upgrade_team: Cli, kube: Kube, previous: Release
 ) -> None:
     """docs/operations/releases.md "Going back": the previous release's code again, stack by stack,
     in the upgrade's order (the platform, each tenant, then its experiments): a reader of 0.3.x
@@ -129,12 +110,12 @@ def test_going_back_a_release_in_order_keeps_every_stateful_object_and_every_sta
     preview deletes or replaces nothing stateful; afterwards every object has the uid it had, and
     every stack is ready and says the previous release."""
     before = uids(kube, KEPT)
-    run_release(team, previous)
+    run_release(upgrade_team, previous)
     for stack in (PLATFORM, ALICE, BOB, ALICE_RUN, BOB_RUN):
-        assert destructive_steps(team, stack) == [], f"{stack}: going back, the preview deletes or replaces"
-        team("up", "--stack", stack, "--yes", "--skip-preview")
+        assert destructive_steps(upgrade_team, stack) == [], f"{stack}: going back, the preview deletes or replaces"
+        upgrade_team("up", "--stack", stack, "--yes", "--skip-preview")
     after = uids(kube, KEPT)
     assert {k: after.get(k) for k in before} == before, "an object lost its identity going back"
     for stack in (PLATFORM, ALICE, BOB, ALICE_RUN, BOB_RUN):
-        outputs = team.outputs(stack)
+        outputs = upgrade_team.outputs(stack)
         assert outputs["ready"] is True and outputs.get("tfk8sVersion") == previous.version, (stack, outputs)

@@ -20,18 +20,17 @@ from typing import Any
 
 import pytest
 from drivers import Cli, Kube, per_worker, wait_until
-from queueing_env import CAPACITY, JOBSET_NAME, TENANT_QUOTA, condition, pods_of, workload_of
+from queueing_env import CAPACITY, GPU_CLUSTER, GPU_CLUSTER_PODS, JOBSET_NAME, TENANT_QUOTA, condition, pods_of, workload_of
 from tfk8s.release import VERSION
 from upgrade_env import (
     DESTRUCTIVE,
     THIS_TREE,
     Release,
     destructive,
+    kept,
     kind_in,
     preview_steps,
-    previous_release,
     run_release,
-    team_project,
     uids,
 )
 
@@ -41,25 +40,9 @@ import toolenv
 PLATFORM, TENANT, RUN = "platform-dev", "tenant-alice", "alice-queued"
 NAMESPACE = "tfk8s-alice"
 JOBSET = f"{RUN}-train"
-# One training cluster `train`: 1 PS and 2 workers of 2 GPUs each, within the cohort's 8.
-SETTINGS = {
-    "tfk8s:clusters[0].name": "train",
-    "tfk8s:clusters[0].ps.cpu": "250m",
-    "tfk8s:clusters[0].ps.memory": "512Mi",
-    "tfk8s:clusters[0].workers.count": "2",
-    "tfk8s:clusters[0].workers.cpu": "250m",
-    "tfk8s:clusters[0].workers.memory": "512Mi",
-    "tfk8s:clusters[0].workers.gpus": "2",
-}
-PODS = 3
 ADMITTED_WITHIN = 60.0
 KEPT = [
-    ("namespace", None),
-    ("persistentvolumeclaims", NAMESPACE),
-    ("persistentvolumes", None),
-    ("secrets", NAMESPACE),
-    ("storageclasses", None),
-    ("customresourcedefinitions", None),
+    *kept(NAMESPACE),
     ("clusterqueues.kueue.x-k8s.io", None),
     ("localqueues.kueue.x-k8s.io", NAMESPACE),
     ("resourceflavors.kueue.x-k8s.io", None),
@@ -67,20 +50,10 @@ KEPT = [
 
 
 @pytest.fixture(scope="module")
-def previous(tmp_path_factory: pytest.TempPathFactory) -> Release:
-    return previous_release(tmp_path_factory)
-
-
-@pytest.fixture(scope="module")
 def kube() -> Iterator[Kube]:
     name = per_worker("tfk8s-e2e-upgrade-queue")
     with toolenv.throwaway_cluster(name, queueing=True) as kubeconfig:
         yield Kube(kubeconfig, cluster=name)
-
-
-@pytest.fixture(scope="module")
-def team(tmp_path_factory: pytest.TempPathFactory, previous: Release, kube: Kube) -> Cli:
-    return team_project(tmp_path_factory.mktemp("team"), previous, kube.kubeconfig)
 
 
 def the_jobset(kube: Kube) -> dict[str, Any]:
@@ -91,32 +64,32 @@ def running(kube: Kube) -> bool:
     """Whether the run is admitted and all of its pods run, and the JobSet counts every Job ready
     (what the experiment's readiness reads)."""
     pods = pods_of(kube, NAMESPACE, JOBSET)
-    if len(pods) != PODS or any(p["status"].get("phase") != "Running" for p in pods):
+    if len(pods) != GPU_CLUSTER_PODS or any(p["status"].get("phase") != "Running" for p in pods):
         return False
     live = the_jobset(kube)
     ready = {r["name"]: r.get("ready", 0) for r in live.get("status", {}).get("replicatedJobsStatus", [])}
     return all(ready.get(r["name"], 0) >= r.get("replicas", 1) for r in live["spec"]["replicatedJobs"])
 
 
-def readiness(team: Cli) -> dict[str, Any]:
+def readiness(upgrade_team: Cli) -> dict[str, Any]:
     """The experiment's outputs after `pulumi up --refresh` (its readiness reads the live status)."""
-    team("up", "--stack", RUN, "--refresh", "--yes", "--skip-preview")
-    return team.outputs(RUN)
+    upgrade_team("up", "--stack", RUN, "--refresh", "--yes", "--skip-preview")
+    return upgrade_team.outputs(RUN)
 
 
 def test_a_queued_run_keeps_its_admission_and_every_stateful_object_across_an_upgrade(
-    team: Cli, kube: Kube, previous: Release, tmp_path_factory: pytest.TempPathFactory
+    upgrade_team: Cli, kube: Kube, previous: Release, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    team("stack", "init", PLATFORM)
-    queue_stacks.configure_platform(team.cwd, tmp_path_factory.mktemp("volumes"), {"capacity": CAPACITY})
-    team("up", "--stack", PLATFORM, "--yes", "--skip-preview")
-    team("stack", "init", TENANT)
-    queue_stacks.configure_tenant_quota(team.cwd, TENANT, TENANT_QUOTA)
-    team("up", "--stack", TENANT, "--yes", "--skip-preview")
-    team.init_experiment(RUN, tenant=TENANT, settings=SETTINGS)
-    team("up", "--stack", RUN, "--yes", "--skip-preview")
+    upgrade_team("stack", "init", PLATFORM)
+    queue_stacks.configure_platform(upgrade_team.cwd, tmp_path_factory.mktemp("volumes"), {"capacity": CAPACITY})
+    upgrade_team("up", "--stack", PLATFORM, "--yes", "--skip-preview")
+    upgrade_team("stack", "init", TENANT)
+    queue_stacks.configure_tenant_quota(upgrade_team.cwd, TENANT, TENANT_QUOTA)
+    upgrade_team("up", "--stack", TENANT, "--yes", "--skip-preview")
+    upgrade_team.init_experiment(RUN, tenant=TENANT, settings=GPU_CLUSTER)
+    upgrade_team("up", "--stack", RUN, "--yes", "--skip-preview")
     wait_until(lambda: running(kube), f"{JOBSET} admitted and running", ADMITTED_WITHIN)
-    outputs = readiness(team)
+    outputs = readiness(upgrade_team)
     train = outputs["readiness"]["clusters"]["train"]
     assert (outputs["ready"], train["queue"]["state"]) == (True, "Running"), train
     assert outputs.get("tfk8sVersion") == previous.version
@@ -125,12 +98,12 @@ def test_a_queued_run_keeps_its_admission_and_every_stateful_object_across_an_up
     jobset_uid = the_jobset(kube)["metadata"]["uid"]
     workload_uid = (workload_of(kube, NAMESPACE, JOBSET) or {})["metadata"]["uid"]
 
-    run_release(team, THIS_TREE)
+    run_release(upgrade_team, THIS_TREE)
     shown: dict[str, list[tuple[str, str]]] = {}
     for stack in (PLATFORM, TENANT, RUN):
-        shown[stack] = preview_steps(team, stack)
+        shown[stack] = preview_steps(upgrade_team, stack)
         assert destructive(shown[stack]) == [], f"{stack}: the upgrade's preview deletes or replaces"
-        team("up", "--stack", stack, "--yes", "--skip-preview")
+        upgrade_team("up", "--stack", stack, "--yes", "--skip-preview")
     after = uids(kube, KEPT)
     assert {k: after.get(k) for k in before} == before, "an object of the previous release lost its identity"
 
@@ -149,8 +122,8 @@ def test_a_queued_run_keeps_its_admission_and_every_stateful_object_across_an_up
             + json.dumps([s for s in shown[RUN] if s[0] != "update"])
         )
     assert all(p["metadata"]["labels"][JOBSET_NAME] == JOBSET for p in pods_of(kube, NAMESPACE, JOBSET))
-    outputs = readiness(team)
+    outputs = readiness(upgrade_team)
     train = outputs["readiness"]["clusters"]["train"]
     assert (outputs["ready"], train["queue"]["state"]) == (True, "Running"), train
     for stack in (PLATFORM, TENANT, RUN):
-        assert team.outputs(stack)["tfk8sVersion"] == VERSION, stack
+        assert upgrade_team.outputs(stack)["tfk8sVersion"] == VERSION, stack

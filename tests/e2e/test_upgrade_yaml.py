@@ -28,11 +28,10 @@ from upgrade_env import (
     Release,
     destructive,
     destructive_steps,
+    kept,
     kind_in,
     preview_steps,
-    previous_release,
     run_release,
-    team_project,
     uids,
 )
 
@@ -43,20 +42,8 @@ PLATFORM, TENANT, STACK = "platform-dev", "tenant-alice", "alice-mnist"
 NAMESPACE = "tfk8s-alice"
 EXAMPLE = "yaml-training-cluster"
 JOB = "yaml-mnist-worker"  # the example's experiment `yaml`, cluster `mnist`
-KEPT = [
-    ("namespace", None),
-    ("persistentvolumeclaims", NAMESPACE),
-    ("persistentvolumes", None),
-    ("secrets", NAMESPACE),
-    ("storageclasses", None),
-    ("customresourcedefinitions", None),
-]
+KEPT = kept(NAMESPACE)
 READY_WITHIN = 60.0
-
-
-@pytest.fixture(scope="module")
-def previous(tmp_path_factory: pytest.TempPathFactory) -> Release:
-    return previous_release(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
@@ -66,12 +53,7 @@ def kube() -> Iterator[Kube]:
         yield Kube(kubeconfig, cluster=name)
 
 
-@pytest.fixture(scope="module")
-def team(tmp_path_factory: pytest.TempPathFactory, previous: Release, kube: Kube) -> Cli:
-    return team_project(tmp_path_factory.mktemp("team"), previous, kube.kubeconfig)
-
-
-def the_program(work: Path, release: Release, team: Cli) -> Cli:
+def the_program(work: Path, release: Release, upgrade_team: Cli) -> Cli:
     """The release's YAML example as a team's own project at `work`: before `package add` (no
     `packages:` entry), run in the team's environment (its state and passphrase, the cluster's
     admin kubeconfig), with no package index (the provider's virtualenv finds what it needs)."""
@@ -79,7 +61,7 @@ def the_program(work: Path, release: Release, team: Cli) -> Cli:
     document = yaml.safe_load((work / "Pulumi.yaml").read_text())
     document.pop("packages", None)
     (work / "Pulumi.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
-    return Cli(work, env={**(team.env or {}), "PIP_NO_INDEX": "1"})
+    return Cli(work, env={**(upgrade_team.env or {}), "PIP_NO_INDEX": "1"})
 
 
 def job_uid(kube: Kube) -> str:
@@ -93,15 +75,15 @@ def ready(program: Cli) -> bool:
 
 
 def test_a_yaml_programs_cluster_keeps_every_stateful_object_across_an_upgrade(
-    team: Cli, kube: Kube, previous: Release, tmp_path_factory: pytest.TempPathFactory
+    upgrade_team: Cli, kube: Kube, previous: Release, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     toolenv.build("yaml-host")
     for stack in (PLATFORM, TENANT):
-        team("stack", "init", stack)
-        team("up", "--stack", stack, "--yes", "--skip-preview")
+        upgrade_team("stack", "init", stack)
+        upgrade_team("up", "--stack", stack, "--yes", "--skip-preview")
     # The previous release's package, as a checkout of it is: its provider's virtualenv made there.
     toolenv.linked_venv(previous.tree / "package" / "venv")
-    program = the_program(tmp_path_factory.mktemp("yaml") / EXAMPLE, previous, team)
+    program = the_program(tmp_path_factory.mktemp("yaml") / EXAMPLE, previous, upgrade_team)
     program("package", "add", str(previous.tree / "package"), flags=False)
     assert (program.cwd / "sdks" / "tfk8s" / f"tfk8s-{previous.version}.yaml").exists()
     program("stack", "init", STACK)
@@ -109,10 +91,10 @@ def test_a_yaml_programs_cluster_keeps_every_stateful_object_across_an_upgrade(
     wait_until(lambda: ready(program), "the YAML program's cluster ready", READY_WITHIN)
     before, job_before = uids(kube, KEPT), job_uid(kube)
 
-    run_release(team, THIS_TREE)
+    run_release(upgrade_team, THIS_TREE)
     for stack in (PLATFORM, TENANT):
-        assert destructive_steps(team, stack) == [], f"{stack}: the upgrade's preview deletes or replaces"
-        team("up", "--stack", stack, "--yes", "--skip-preview")
+        assert destructive_steps(upgrade_team, stack) == [], f"{stack}: the upgrade's preview deletes or replaces"
+        upgrade_team("up", "--stack", stack, "--yes", "--skip-preview")
     # The program moves to this tree's package: a checkout of it (its provider's virtualenv made).
     checkout = package_checkout(tmp_path_factory.mktemp("checkout") / "tfk8s")
     program("package", "add", str(checkout / "package"), flags=False)
@@ -127,6 +109,6 @@ def test_a_yaml_programs_cluster_keeps_every_stateful_object_across_an_upgrade(
     replaced = any(op in DESTRUCTIVE and kind_in(urn) == "Job" for op, urn in steps)
     assert (job_uid(kube) != job_before) == replaced, "the run was replaced, or not, unlike its preview said"
     wait_until(lambda: ready(program), "the YAML program's cluster ready after the upgrade", READY_WITHIN)
-    backend = (team.env or {})["PULUMI_BACKEND_URL"]
+    backend = (upgrade_team.env or {})["PULUMI_BACKEND_URL"]
     left = langhost_processes(backend, plugins=[previous.tree / "package", checkout / "package"])
     assert not left, f"a language host or a provider outlived the CLI: {left}"

@@ -111,6 +111,19 @@ def kind_in(urn: str) -> str:
     return urn.split("::")[-2].rsplit(":", 1)[-1]
 
 
+def kept(*namespaces: str) -> list[tuple[str, str | None]]:
+    """What holds data or identity, and must keep its uid across an upgrade, as (kind, namespace or
+    None): the namespaces, the tenants' volume claims and Secrets (the Jupyter token) in
+    `namespaces`, the volumes, StorageClasses and CRDs."""
+    return [
+        ("namespace", None),
+        *((kind, namespace) for kind in ("persistentvolumeclaims", "secrets") for namespace in namespaces),
+        ("persistentvolumes", None),
+        ("storageclasses", None),
+        ("customresourcedefinitions", None),
+    ]
+
+
 def uids(kube: Kube, kept: Iterable[tuple[str, str | None]]) -> dict[str, str]:
     """`kind/namespace/name` -> uid of every object of the (kind, namespace or None) in `kept`, and
     of the platform's Tenant registrations (of its own group, tfk8s.components.guard)."""

@@ -301,14 +301,15 @@ clean_kube_router() {
 }
 
 # The names under /var/run/netns of the network namespaces this node's running tasks are in.
+# Never fails (stop runs under `set -e`, and a failure here would leave containerd running).
 pod_network_namespaces() {
   local pid inode file
   { ctr tasks ls 2>/dev/null || true; } | awk 'NR > 1 { print $2 }' | while read -r pid; do
     inode=$(stat -L -c %i "/proc/$pid/ns/net" 2>/dev/null) || continue
     for file in /var/run/netns/*; do
-      [ -e "$file" ] && [ "$(stat -L -c %i "$file" 2>/dev/null)" = "$inode" ] && basename "$file"
+      if [ -e "$file" ] && [ "$(stat -L -c %i "$file" 2>/dev/null || true)" = "$inode" ]; then basename "$file"; fi
     done
-  done | sort -u
+  done | sort -u || true
 }
 
 # Everything the node started, in reverse order; what its pods left (containers, mounts, rules).
@@ -320,7 +321,7 @@ stop_processes() {
     # The pods' network namespaces, found from their tasks' processes before they die: no CNI DEL
     # runs for a sandbox killed here, so each namespace (a bind mount under /var/run/netns) and its
     # veth would outlive the node, one pair per pod per run. Only this node's namespaces go.
-    netns=$(pod_network_namespaces)
+    netns=$(pod_network_namespaces || true)
     # The pods' containers and sandboxes: runc processes outlive the kubelet otherwise.
     # (Each listing may fail or find nothing: neither stops the clean-up.)
     { ctr tasks ls -q 2>/dev/null || true; } | while read -r task; do ctr tasks kill -s SIGKILL "$task" >/dev/null 2>&1 || true; done

@@ -99,6 +99,16 @@ def live_object(kube: Kube, logical: str, want: dict[str, Any]) -> dict[str, Any
     """The live object `want` declared: by its name, or for an object Pulumi names (`<logical>-<random>`),
     the one object of its kind so named."""
     kind = want["kind"]
+    if kind in PLATFORM_KINDS:  # one CRD of the kind per platform on the cluster: the session's has the object
+        groups = [c["spec"] for c in kube.get("customresourcedefinitions") if c["spec"]["names"]["kind"] == kind]
+        found = [
+            o
+            for g in groups
+            for o in kube.get(f"{g['names']['plural']}.{g['group']}", NAMESPACE)
+            if o["metadata"]["name"] == want["metadata"]["name"]
+        ]
+        assert len(found) == 1, (kind, want["metadata"]["name"], [g["group"] for g in groups])
+        return found[0]
     if "name" in want["metadata"]:
         return kube.get(kind, NAMESPACE, want["metadata"]["name"])
     (found,) = [o for o in kube.get(kind, NAMESPACE) if o["metadata"]["name"].startswith(f"{logical}-")]

@@ -103,7 +103,7 @@ class Run(TypedDict):
     """What TFJob users call the run policy, per training cluster."""
 
     number: NotRequired[int]
-    """Bump to start a fresh run after a failed one: re-applying an unchanged failed Job does nothing (pulumi-kubernetes#856); a new number is a new run id, so a new Job and new PS. Running again after `destroy` or a TTL clean-up needs no bump: a new Job is a new run. Default: 0."""
+    """Bump to start a fresh run from step 0 after a failed one: re-applying an unchanged failed Job does nothing (pulumi-kubernetes#856); a new number is a new run id and a new lineage, so a new Job, new PS and no checkpoint taken over. Running again after `destroy` or a TTL clean-up needs no bump: a new Job is a new run, which continues from the newest checkpoint of an earlier run of the same settings and code that did not end (docs/guide/faults.md), and else starts from step 0. Default: 0."""
     active_deadline_seconds: NotRequired[int]
     """Kubernetes fails the worker (and chief) Job this many seconds after it starts; None: never."""
     ttl_seconds_after_finished: NotRequired[int]

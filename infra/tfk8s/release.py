@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 
-VERSION = "0.4.0"
+VERSION = "0.5.0-dev.0"
 
 # What facts published before releases were recorded are read as: every such commit said 0.2.0.
 UNRECORDED = "0.2.0"

@@ -627,9 +627,19 @@ def test_an_experiment_reads_a_contract_one_release_line_older_or_of_its_own(off
     assert tenant.release == platform.release == written
 
 
+def contract_of(version: str | None) -> dict[str, str]:
+    """Alice's contract with the tenant's and the platform's facts as release `version` published them."""
+    return alices_contract(
+        **{
+            tenant_contract.TENANT_DATA: json.dumps(published_by(TENANT_ALICE["tenant"], version)),
+            tenant_contract.PLATFORM_DATA: json.dumps(published_by(PLATFORM_DEV["platform"], version)),
+        }
+    )
+
+
 def test_0_3_reads_a_contract_from_before_releases_were_recorded(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(release, "VERSION", "0.3.0")
-    contract = alices_contract(**{tenant_contract.TENANT_DATA: json.dumps(published_by(TENANT_ALICE["tenant"], None))})
+    contract = contract_of(None)
     assert tenant_contract.read("tfk8s-alice", contract_reader(contract), str)[0].release is None
 
 
@@ -672,7 +682,8 @@ def test_a_contract_outside_the_window_is_refused_naming_both_releases_and_what_
 ) -> None:
     monkeypatch.setattr(release, "VERSION", "0.3.0")  # the messages' numbers, whatever this release is
     facts = {tenant_contract.TENANT_DATA: TENANT_ALICE["tenant"], tenant_contract.PLATFORM_DATA: PLATFORM_DEV["platform"]}[data]
-    contract = alices_contract(**{data: json.dumps(published_by(facts, written))})
+    # The other facts of the contract published by 0.3.0 too: only `data` is outside the window.
+    contract = {**contract_of("0.3.0"), data: json.dumps(published_by(facts, written))}
     with pytest.raises(ContractUnavailable, match=message):
         tenant_contract.read("tfk8s-alice", contract_reader(contract), str)
 

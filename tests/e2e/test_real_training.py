@@ -72,6 +72,8 @@ STACK = "real-mnist"  # the run to its end
 # before that pod trains.
 FAULTS, FAULT_STEPS, CHECKPOINT_STEPS = "real-faults", 5000, 100
 CHIEF, WORKER = "worker-0", "worker-1"  # its tasks, as their logs name them
+# The in-graph run that loses its PS, and its client's task.
+IN_GRAPH, IN_GRAPH_STEPS, IN_GRAPH_CHIEF = "real-in-graph", 3000, "chief-0"
 # The run an upgrade interrupts: enough steps that it is still training when its Job is replaced
 # (the preview and the `up` take 20-40 s, at 40-60 steps/s).
 UPGRADED, UPGRADE_STEPS = "real-upgrade", 4000
@@ -349,6 +351,76 @@ def _trained_again(run: Path, task: str) -> TaskRun | None:
     return again[0] if again and again[0].steps else None
 
 
+def test_an_in_graph_run_whose_ps_is_lost_starts_its_chief_again_from_the_checkpoint(alice: Alice) -> None:
+    """In-graph from a chief (ParameterServerStrategy, ClusterCoordinator), one PS and one worker:
+    the PS's pod deleted at once mid-run. TensorFlow's coordinator cannot go on without its PS: the
+    chief exits with tfk8s_train.in_graph.PS_LOST_EXIT, which its Job ignores (podFailurePolicy):
+    the Job's next pod, no retry spent, restores the newest checkpoint, with the PS's new pod, and
+    the run reaches its target; then its PS retire and readiness says Succeeded."""
+    cluster, cli, volumes = alice.cluster, alice.cli, alice.volumes
+    assert _still_tainted(cluster), "the real node is the User Node already: run this module's tests in file order"
+    in_graph = {"replication": "in-graph", "inGraphClient": "chief", "workers.count": "1"}
+    _mnist_up(
+        alice,
+        IN_GRAPH,
+        f"--steps={IN_GRAPH_STEPS}",
+        f"--checkpoint-steps={CHECKPOINT_STEPS}",
+        "--log-every=5",
+        settings={f"tfk8s:clusters[0].{key}": value for key, value in in_graph.items()},
+    )
+    run = until("the run's directory on the log volume", 300, lambda: run_directory(volumes, IN_GRAPH))
+    saved = _checkpoint_at_least(run, 2 * CHECKPOINT_STEPS)
+    step = _client_step(run, IN_GRAPH_CHIEF)
+    assert step < IN_GRAPH_STEPS - 500, f"the run is at step {step} of {IN_GRAPH_STEPS} before the fault"
+    (ps,) = [p for p in _running(cluster, IN_GRAPH) if p["metadata"]["labels"].get("app.kubernetes.io/component") == "ps"]
+    fault = Fault("ps-0's pod deleted", step, time.monotonic())
+    cluster.run("delete", "pod", "-n", NAMESPACE, ps["metadata"]["name"], "--grace-period=0", "--force", "--wait=false")
+    chief = until(f"{IN_GRAPH_CHIEF} starts again", 300, lambda: task_runs(run, IN_GRAPH_CHIEF)[1:])[0]
+    back = fault.since()
+    said = [line for line in _task_log(run, IN_GRAPH_CHIEF).splitlines() if "lost a parameter server" in line]
+    assert said and "exiting with 75" in said[0], _task_log(run, IN_GRAPH_CHIEF)[-3000:]
+    # The newest checkpoint at the fault, or one the chief saved after its last progress line.
+    assert chief.restored is not None and saved <= chief.restored <= chief.started_at, (chief, saved)
+    until(f"{IN_GRAPH_CHIEF} past step {fault.at_step}", 300, lambda: _client_step(run, IN_GRAPH_CHIEF) > fault.at_step)
+    again = fault.since()
+    cost = until(f"{IN_GRAPH_CHIEF}'s progress file says where it resumed", 60, lambda: _resumed(run, IN_GRAPH_CHIEF))
+    assert cost["at_step"] >= chief.restored and 0 < cost["seconds"] < 300, cost
+    (job,) = [j for j in cluster.get("jobs", NAMESPACE) if j["metadata"]["name"].endswith("-chief")]
+    assert job["status"].get("failed", 0) == 0, job["status"]  # the lost PS cost the chief no retry
+
+    until("the chief's Job completes", 900, lambda: _chief_done(cluster, job["metadata"]["name"]))
+    until("the PS scale their own Deployment to zero", 120, lambda: _ps_retired(cluster, IN_GRAPH))
+    cli("up", "--stack", IN_GRAPH, "--yes", "--skip-preview", "--refresh")
+    assert cli.outputs(IN_GRAPH)["readiness"]["clusters"]["mnist"]["phase"] == "Succeeded"
+    result = json.loads((run / "results" / f"{IN_GRAPH_CHIEF}.json").read_text())
+    assert result["first_step"] == chief.started_at and result["global_step"] >= IN_GRAPH_STEPS, result
+    assert result["test_accuracy"] >= 0.9, result
+    print(
+        f"\n[real node faults] in-graph from a chief, {IN_GRAPH_STEPS} steps: {fault.what} at step {fault.at_step}: "
+        f"the chief's next pod restored checkpoint {chief.restored} ({max(0, fault.at_step - chief.restored)} steps lost) "
+        f"in {back:.1f} s, past step {fault.at_step} again in {again:.1f} s; test accuracy {result['test_accuracy']:.3f}"
+    )
+    cli("destroy", "--stack", IN_GRAPH, "--yes")
+
+
+def _client_step(run: Path, task: str) -> int:
+    """The global step of `task`'s last progress line (-1: none yet)."""
+    runs = task_runs(run, task)
+    return runs[-1].steps[-1] if runs and runs[-1].steps else -1
+
+
+def _running(kube: Kube, stack: str) -> list[dict[str, Any]]:
+    return [p for p in _pods(kube, stack) if "deletionTimestamp" not in p["metadata"] and p["status"].get("phase") == "Running"]
+
+
+def _chief_done(kube: Kube, name: str) -> bool:
+    """The chief's Job succeeded; fails at once if it failed."""
+    status = kube.get("job", NAMESPACE, name).get("status", {})
+    failed = [c for c in status.get("conditions", []) if c["type"] == "Failed" and c["status"] == "True"]
+    assert not failed, f"{failed}\n{_logs(kube)}"
+    return status.get("succeeded") == 1
+
+
 def test_a_run_whose_release_changes_mid_run_continues_from_its_checkpoint(
     alice: Alice, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
@@ -487,11 +559,12 @@ def test_pulumi_up_trains_for_real_and_the_ps_retire_themselves(alice: Alice) ->
     print(f"[real node] Jupyter and TensorBoard up on the real User Node in {apps_seconds:.1f} s; runs {listed}")
 
 
-def _mnist_up(alice: Alice, stack: str, *args: str) -> None:
+def _mnist_up(alice: Alice, stack: str, *args: str, settings: dict[str, str] | None = None) -> None:
     """`pulumi up` of alice's experiment `stack`: one cluster `mnist` of the built-in trainer with
-    `args`, its PS and workers on the real node, which keeps its taint (they ask for it)."""
+    `args` (and `settings` over MNIST_ON_THE_NODE), its PS and workers on the real node, which keeps
+    its taint (they ask for it)."""
     give_volumes_to_pods(alice.cluster, [f"{stack}/mnist"])
-    alice.cli.init_experiment(stack, tenant=TENANT, settings=MNIST_ON_THE_NODE)
+    alice.cli.init_experiment(stack, tenant=TENANT, settings={**MNIST_ON_THE_NODE, **(settings or {})})
     place_on_real_node(alice.cli, stack, 0)
     for position, arg in enumerate(args):
         alice.cli.set_value(stack, f"tfk8s:clusters[0].args[{position}]", arg)

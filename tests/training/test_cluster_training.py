@@ -308,6 +308,48 @@ def test_killed_ps_restarts_and_training_resumes_from_the_checkpoint(tmp_path: P
     assert result(cluster, "worker-1")["recoveries"], "worker-1 did not survive the PS restart"
 
 
+def exited(cluster: LocalCluster, task: str, timeout: float) -> int:
+    """Wait until `task`'s process exits while the others run on; its exit code."""
+    deadline = time.monotonic() + timeout
+    while (code := cluster.returncodes()[task]) is None:
+        assert time.monotonic() < deadline, f"{task} still runs {timeout:.0f} s on"
+        time.sleep(0.1)
+    return code
+
+
+@pytest.mark.parametrize("training", ["async", "sync"])
+def test_an_in_graph_chief_that_loses_its_ps_starts_again_from_the_checkpoint(
+    tmp_path: Path, digits_tfrecords: Path, training: str
+) -> None:
+    """In-graph from a chief (ParameterServerStrategy, ClusterCoordinator): the PS killed mid-run
+    and started again at its address, as its Deployment does. TensorFlow's coordinator cannot go on
+    without it: the chief says so and exits with PS_LOST_EXIT, which its Job does not count as a
+    failure; started again, as the Job does, it restores the newest checkpoint (not step 0) and
+    reaches the target at an uninterrupted run's accuracy, the workers serving throughout."""
+    from tfk8s.specs.run_policy import RESTART_EXIT_CODE
+    from tfk8s_train.in_graph import PS_LOST_EXIT
+
+    assert PS_LOST_EXIT == RESTART_EXIT_CODE  # what the chief's Job ignores
+    steps, every = 1200, 100
+    flags = ["--checkpoint-steps", str(every), "--log-every", "20", *(["--sync"] if training == "sync" else [])]
+    command = train_command("in-graph", *flags, steps=steps)
+    cluster = LocalCluster(spec=make_spec(1, 2, True), command=command, log_dir=str(tmp_path), data_dir=str(digits_tfrecords))
+    with cluster:
+        saved = checkpointed_mid_run(cluster, 2 * every)
+        cluster.signal_task("ps-0", signal.SIGKILL)  # every variable is gone with it
+        cluster.start_task("ps-0")
+        assert exited(cluster, "chief-0", 120) == PS_LOST_EXIT, list(cluster.tasks["chief-0"].lines)[-20:]
+        said = [line for line in cluster.tasks["chief-0"].lines if "lost a parameter server" in line]
+        assert said and f"exiting with {PS_LOST_EXIT}" in said[0], said
+        cluster.start_task("chief-0")  # the chief Job's new pod
+        codes = cluster.wait(240)
+    assert_clean_finish(cluster, codes, clients=["chief-0"])
+    assert cluster.tasks["chief-0"].starts == 2 and cluster.tasks["worker-0"].starts == 1
+    chief = result(cluster, "chief-0")
+    assert saved <= chief["first_step"] < steps <= chief["global_step"], chief  # resumed, not from step 0
+    assert chief["test_accuracy"] >= 0.90, chief
+
+
 def written_scalars(run_dir: Path, tag: str) -> list[tuple[int, float]]:
     """(step, value) of one tag as written to a run's event files, read without TensorBoard."""
     import tensorflow as tf

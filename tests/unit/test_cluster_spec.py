@@ -5,22 +5,29 @@ from __future__ import annotations
 
 from tfk8s.schema.experiment import ClusterSettings, PsSettings, RunSettings, WorkerSettings
 from tfk8s.specs import cluster_spec as cs
+from tfk8s.specs import run_policy
 
 CLUSTER = ClusterSettings(name="mnist", ps=PsSettings(count=2), workers=WorkerSettings(count=3))
+# The Jobs' immutable fields on today's Kubernetes (tests/unit/test_run_policy.py changes them).
+JOBS = run_policy.immutable_fields(CLUSTER, (1, 34))
+
+
+def run_id(cluster: ClusterSettings, spec: dict[str, list[str]], image: str, code: str) -> str:
+    return cs.run_id(cluster, spec, image, code, JOBS)
 
 
 def test_run_id_is_stable_and_changes_with_what_runs() -> None:
     spec = cs.cluster_spec(CLUSTER, 2222)
-    base = cs.run_id(CLUSTER, spec, "tf:2", "code1")
-    assert base == cs.run_id(CLUSTER, spec, "tf:2", "code1")
+    base = run_id(CLUSTER, spec, "tf:2", "code1")
+    assert base == run_id(CLUSTER, spec, "tf:2", "code1")
     more_workers = CLUSTER.model_copy(update=dict(workers=WorkerSettings(count=4)))
     variants = {
-        cs.run_id(CLUSTER, spec, "tf:3", "code1"),
-        cs.run_id(CLUSTER, spec, "tf:2", "code2"),
-        cs.run_id(more_workers, cs.cluster_spec(more_workers, 2222), "tf:2", "code1"),
-        cs.run_id(CLUSTER.model_copy(update=dict(training="sync")), spec, "tf:2", "code1"),
+        run_id(CLUSTER, spec, "tf:3", "code1"),
+        run_id(CLUSTER, spec, "tf:2", "code2"),
+        run_id(more_workers, cs.cluster_spec(more_workers, 2222), "tf:2", "code1"),
+        run_id(CLUSTER.model_copy(update=dict(training="sync")), spec, "tf:2", "code1"),
         # Same layout, GPUs added: the Job is replaced, so it is a new run too.
-        cs.run_id(CLUSTER.model_copy(update=dict(workers=WorkerSettings(count=3, gpus=1))), spec, "tf:2", "code1"),
+        run_id(CLUSTER.model_copy(update=dict(workers=WorkerSettings(count=3, gpus=1))), spec, "tf:2", "code1"),
     }
     assert base not in variants and len(variants) == 5
 
@@ -29,7 +36,7 @@ def test_run_id_counts_settings_as_written_not_their_defaults() -> None:
     """A setting a newer tfk8s adds, at its default, starts no new run of a running experiment; a
     default written out is the same run; a value set is a new one."""
     spec = cs.cluster_spec(CLUSTER, 2222)
-    base = cs.run_id(CLUSTER, spec, "tf:2", "code1")
+    base = run_id(CLUSTER, spec, "tf:2", "code1")
 
     class NewerPsSettings(PsSettings):
         a_new_knob: int = 7
@@ -39,12 +46,12 @@ def test_run_id_counts_settings_as_written_not_their_defaults() -> None:
         another_new_knob: str = "default"
 
     newer = NewerClusterSettings.model_validate(CLUSTER.model_dump())
-    assert cs.run_id(newer, spec, "tf:2", "code1") == base
+    assert run_id(newer, spec, "tf:2", "code1") == base
     written_out = CLUSTER.model_copy(update=dict(ps=PsSettings(count=2, memory="1Gi", nodeSelector={})))
-    assert cs.run_id(written_out, spec, "tf:2", "code1") == base
+    assert run_id(written_out, spec, "tf:2", "code1") == base
     placed = CLUSTER.model_copy(update=dict(ps=PsSettings(count=2, nodeSelector={"pool": "cpu"})))
-    assert cs.run_id(placed, spec, "tf:2", "code1") != base
-    assert cs.run_id(newer.model_copy(update=dict(another_new_knob="set")), spec, "tf:2", "code1") != base
+    assert run_id(placed, spec, "tf:2", "code1") != base
+    assert run_id(newer.model_copy(update=dict(another_new_knob="set")), spec, "tf:2", "code1") != base
 
 
 def test_a_lineage_is_what_the_user_decides_of_a_run_not_what_tfk8s_does() -> None:
@@ -53,7 +60,7 @@ def test_a_lineage_is_what_the_user_decides_of_a_run_not_what_tfk8s_does() -> No
     (settings, run.number, code) start a new lineage, from step 0."""
     spec = cs.cluster_spec(CLUSTER, 2222)
     base = cs.lineage(CLUSTER, "code1")
-    assert cs.run_id(CLUSTER, spec, "tf:2", "trainer1code1") != cs.run_id(CLUSTER, spec, "tf:3", "trainer2code1")
+    assert run_id(CLUSTER, spec, "tf:2", "trainer1code1") != run_id(CLUSTER, spec, "tf:3", "trainer2code1")
     assert cs.lineage(CLUSTER, "code1") == base  # whatever the trainer and the image were
     assert cs.lineage(CLUSTER.model_copy(update=dict(run=RunSettings(priority="urgent"))), "code1") == base
     changed = {

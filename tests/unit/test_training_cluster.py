@@ -27,6 +27,7 @@ from mocked_program import (
     stack_config,
 )
 from tfk8s.specs import cluster_spec as cs
+from tfk8s.specs import run_policy
 from tfk8s.stacks.config import validate
 
 
@@ -187,6 +188,25 @@ def test_each_role_is_placed_by_its_own_settings(dev_config: dict[str, Any]) -> 
             selector, tolerations = placed["ps" if pod_labels(workload)["tfk8s.io/role"] == "ps" else "workers"]
             assert pod_spec(workload)["nodeSelector"] == selector, workload.name
             assert pod_spec(workload)["tolerations"] == tolerations, workload.name
+
+    return after(d, check)
+
+
+@pulumi.runtime.test
+def test_an_in_graph_chief_goes_where_the_ps_go(dev_config: dict[str, Any]) -> None:
+    """The chief needs CPU, as the PS do: their pool, not the workers' GPU pool."""
+    cluster = dev_config["clusters"][0]
+    cluster.update(replication="in-graph", inGraphClient="chief")
+    cluster["ps"].update(
+        nodeSelector={"example.com/pool": "cpu"}, tolerations=[{"key": "example.com/cpu-pool", "operator": "Exists"}]
+    )
+    cluster["workers"].update(nodeSelector={"accelerator": "nvidia"})
+    d = run_program(dev_config)
+
+    def check() -> None:
+        (chief,) = [job for job in d.mocks.of_type(JOB) if pod_labels(job)["tfk8s.io/role"] == "chief"]
+        assert pod_spec(chief)["nodeSelector"] == {"example.com/pool": "cpu"}
+        assert pod_spec(chief)["tolerations"] == [{"key": "example.com/cpu-pool", "operator": "Exists"}]
 
     return after(d, check)
 
@@ -423,7 +443,7 @@ ROLE = "kubernetes:rbac.authorization.k8s.io/v1:Role"
         ("1.34", {"backoffLimitPerIndex": 3, "maxFailedIndexes": 0}, {"backoffLimit"}),
         ("1.29", {"backoffLimitPerIndex": 3, "maxFailedIndexes": 0}, {"backoffLimit"}),
         ("1.28", {"backoffLimit": 6}, {"backoffLimitPerIndex", "maxFailedIndexes"}),
-        ("1.25", {"backoffLimit": 6}, {"backoffLimitPerIndex", "maxFailedIndexes"}),
+        ("1.25", {"backoffLimit": 6}, {"backoffLimitPerIndex", "maxFailedIndexes", "podFailurePolicy"}),
     ],
     ids=["1.34", "1.29", "1.28", "1.25"],
 )
@@ -468,8 +488,9 @@ def test_run_policy_sets_deadline_and_ttl_and_a_new_run_number_is_a_new_run(dev_
         spec = json.loads(env_of(job)["TFK8S_CLUSTER_SPEC"])
         image = settings.image or "tensorflow/tensorflow:2.21.0"
         bumped = settings.model_copy(update={"run": settings.run.model_copy(update={"number": 2})})
-        again = cs.run_id(bumped, spec, image, "")
-        assert again != cs.run_id(settings, spec, image, "")  # bumping the number is a fresh run
+        jobs = run_policy.immutable_fields(settings, (1, 34))
+        again = cs.run_id(bumped, spec, image, "", jobs)
+        assert again != cs.run_id(settings, spec, image, "", jobs)  # bumping the number is a fresh run
 
     return after(d, check)
 

@@ -13,13 +13,20 @@ launcher's done-marker barrier.
 
 The optimizer is a small hand-written Adam because Keras 3 optimizers do not support
 ParameterServerStrategy; its slots are plain variables, placed on the PS like the weights.
+
+A lost worker is the coordinator's to handle: it runs the worker's steps elsewhere and takes the
+worker back when its pod returns. A lost PS is not: the coordinator raises, and the client must
+start anew, with the PS back, from its checkpoint. The chief then exits with ``PS_LOST_EXIT``,
+which its Job does not count as a failure (tfk8s.specs.run_policy) and answers with a new pod.
 """
 
 from __future__ import annotations
 
+import os
+import sys
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 import tensorflow as tf
@@ -29,6 +36,28 @@ from tfk8s_train.model import create_variables, forward, init_params, loss_and_a
 from tfk8s_train.pipeline import TrainingData, make_dataset
 from tfk8s_train.reporting import Progress, checkpoint_dir, phase, placement_line, run_result, tensorboard_dir, v2_scalar_writer
 from tfk8s_train.role import ClusterRole
+
+# The chief's exit status when its coordinator lost a parameter server: EX_TEMPFAIL (sysexits.h), a
+# failure outside the task, worth a new start. The chief's Job ignores it (podFailurePolicy), so a
+# lost PS uses none of its retries; tfk8s.specs.run_policy.RESTART_EXIT_CODE says the same number.
+PS_LOST_EXIT = 75
+
+
+def lost_parameter_server(error: BaseException) -> bool:
+    """Whether `error` is TensorFlow's word that a parameter server is gone, as ClusterCoordinator
+    itself decides it (cluster_coordinator._is_ps_failure, private): an Unavailable or Aborted error
+    from a remote /job:ps, possibly wrapped in a closure's error, or an unknown device or tensor on a
+    PS that restarted before any RPC noticed."""
+    if type(error).__name__ == "PSUnavailableError":  # the coordinator's own verdict
+        return True
+    error = getattr(error, "original_exception", None) or error
+    said = str(error)
+    if "/job:ps" not in said:
+        return False
+    if isinstance(error, (tf.errors.UnavailableError, tf.errors.AbortedError)):
+        return True
+    restarted = "unknown device" in said.lower() or "Unable to find the relevant tensor remote_handle" in said
+    return isinstance(error, tf.errors.InvalidArgumentError) and restarted
 
 
 def serve(role: ClusterRole) -> None:
@@ -83,9 +112,19 @@ def make_strategy(role: ClusterRole) -> tf.distribute.ParameterServerStrategy:
 
 
 def train_in_graph(cfg: TrainConfig, role: ClusterRole, data: TrainingData) -> dict[str, Any]:
-    """Drive the cluster from this client until the global step reaches ``cfg.steps``."""
+    """Drive the cluster from this client until the global step reaches ``cfg.steps``; with a PS
+    lost at any point (its variables read, restored or trained), exit with PS_LOST_EXIT."""
     if not role.has_chief or role.job_name != "chief":
         raise ValueError(f"in-graph training runs on the chief (the client); got {role.task}")
+    try:
+        return _drive(cfg, role, data)
+    except Exception as error:
+        if not lost_parameter_server(error):
+            raise
+        _start_anew(role, tf.train.latest_checkpoint(str(checkpoint_dir(cfg.log_dir))), error)
+
+
+def _drive(cfg: TrainConfig, role: ClusterRole, data: TrainingData) -> dict[str, Any]:
     strategy = make_strategy(role)
     coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
     with strategy.scope():
@@ -153,21 +192,23 @@ def train_in_graph(cfg: TrainConfig, role: ClusterRole, data: TrainingData) -> d
     # Examples per global step: one batch async, one batch per worker sync.
     progress = Progress(role.task, cfg.batch_size * (role.num_workers if cfg.sync else 1), write, target=cfg.steps)
     step, last_saved, saved_at = first_step, first_step, time.monotonic()
-    while step < cfg.steps:
-        # One step first: when it happened is what the launcher reports (first_step_at).
-        chunk = min(1 if step == first_step else cfg.log_every, cfg.steps - step)
-        loss_v, acc_v = (sync_steps if cfg.sync else async_steps)(chunk)
-        progress.steps_done(chunk)
-        step = int(global_step.numpy())
-        progress.report(step, loss_v, acc_v)
-        # Every checkpoint_steps global steps, and at least every checkpoint_seconds: a lost PS or
-        # chief costs at most that much training, however long a step takes.
-        if step - last_saved >= cfg.checkpoint_steps or time.monotonic() - saved_at >= cfg.checkpoint_seconds:
+    try:
+        while step < cfg.steps:
+            # One step first: when it happened is what the launcher reports (first_step_at).
+            chunk = min(1 if step == first_step else cfg.log_every, cfg.steps - step)
+            loss_v, acc_v = (sync_steps if cfg.sync else async_steps)(chunk)
+            progress.steps_done(chunk)
+            step = int(global_step.numpy())
+            progress.report(step, loss_v, acc_v)
+            # Every checkpoint_steps global steps, and at least every checkpoint_seconds: a lost PS or
+            # chief costs at most that much training, however long a step takes.
+            if step - last_saved >= cfg.checkpoint_steps or time.monotonic() - saved_at >= cfg.checkpoint_seconds:
+                manager.save(checkpoint_number=step)
+                last_saved, saved_at = step, time.monotonic()
+        if step != last_saved:
             manager.save(checkpoint_number=step)
-            last_saved, saved_at = step, time.monotonic()
-    if step != last_saved:
-        manager.save(checkpoint_number=step)
-    close()
+    finally:
+        close()
     result = run_result(
         task=role.task,
         mode="in-graph",
@@ -179,3 +220,17 @@ def train_in_graph(cfg: TrainConfig, role: ClusterRole, data: TrainingData) -> d
         recoveries=[],
     )
     return {**result, "weights": {k: v.numpy() for k, v in params.items()}}
+
+
+def _start_anew(role: ClusterRole, checkpoint: str | None, error: BaseException) -> NoReturn:
+    """Exit with PS_LOST_EXIT, for the chief's Job to start it again once the PS is back."""
+    said = str(getattr(error, "original_exception", None) or error).strip().splitlines()[0][:300]
+    print(
+        f"tfk8s: {role.task} lost a parameter server ({type(error).__name__}: {said}); "
+        f"exiting with {PS_LOST_EXIT} to start again from {checkpoint or 'step 0: no checkpoint yet'}",
+        flush=True,
+    )
+    sys.stdout.flush()
+    # Not sys.exit: the coordinator's threads, stopped by its failure, can hold the interpreter's
+    # exit; nothing of this process is left to save (the checkpoints are on the log volume).
+    os._exit(PS_LOST_EXIT)

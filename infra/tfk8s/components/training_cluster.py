@@ -130,8 +130,9 @@ class TrainingClusterBody(pulumi.ComponentResource):
         self.training = c.training  # an in-graph client (the notebook) must train the same way
         image = c.image or platform.images.tensorflow
         code_digest = args.launcher.digest + (args.code.digest if args.code else "")
-        self.run_id = cs.run_id(c, self.spec, image, code_digest)
         self.kubernetes_version = platform.version
+        job_policy = run_policy.immutable_fields(c, self.kubernetes_version)
+        self.run_id = cs.run_id(c, self.spec, image, code_digest, job_policy)
         self.log_sub_path = layout_document.log_sub_path(args.experiment, c.name)
         child = pulumi.ResourceOptions(parent=self)
         self.trainer_config = None

@@ -83,7 +83,7 @@ class Toleration(Model):
 
 class Placement(Model):
     """Where a role's pods may run, as Kubernetes places pods: what the platform allows of it is
-    `platform.placement` (tfk8s.checks.context). The in-graph chief has none of the workers'."""
+    `platform.placement` (tfk8s.checks.context). The in-graph chief is placed as the PS are."""
 
     node_selector: dict[LabelKey, LabelValue] = Field(default_factory=dict)
     """Node labels the pods must run on, e.g. {"example.com/gpu": "a100"}."""

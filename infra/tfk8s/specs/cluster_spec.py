@@ -98,16 +98,18 @@ def cluster_spec(
     return spec
 
 
-def run_id(cluster: ClusterSettings, spec: dict[str, list[str]], image: str, code_digest: str) -> str:
+def run_id(cluster: ClusterSettings, spec: dict[str, list[str]], image: str, code_digest: str, job_policy: dict[str, Any]) -> str:
     """Identifies one training run: changes whenever anything the tasks' pods run with changes.
 
     Anything that replaces the worker Job must be a new run: done markers of the old run would
     otherwise retire the new run's parameter servers at once (the spec carries the experiment).
     Deterministic, so a no-op `pulumi up` changes nothing. The settings count as the stack file
     says them, without their defaults: a setting a newer tfk8s adds, left at its default, is no
-    new run of every experiment running when the platform team upgrades.
+    new run of every experiment running when the platform team upgrades. `job_policy` is what of the
+    Jobs the API server will not change in place (tfk8s.specs.run_policy.immutable_fields): a change
+    of it replaces the Jobs, so it is a new run too.
     """
-    material = {"cluster": _as_written(cluster), "spec": spec, "image": image, "code": code_digest}
+    material = {"cluster": _as_written(cluster), "spec": spec, "image": image, "code": code_digest, "jobs": job_policy}
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()[:12]
 
 

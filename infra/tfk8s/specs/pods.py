@@ -18,7 +18,7 @@ from tfk8s.schema.contract import PlatformFacts
 from tfk8s.schema.experiment import DEFAULT_CHECKPOINT_SECONDS, DEFAULT_TRAINER, ClusterSettings, Resources
 from tfk8s.specs import cluster_spec as cs
 from tfk8s.specs import pod_security
-from tfk8s.specs.roles import Role, Volume
+from tfk8s.specs.roles import TASK_CONTAINER, Role, Volume
 
 LAUNCHER_DIR = "/opt/tfk8s"
 CODE_DIR = f"{LAUNCHER_DIR}/code"
@@ -227,7 +227,7 @@ def tf_container(role: Role, cluster_pods: ClusterPods, env: list[Json]) -> Json
     ]
     mounted = role.mounts(cluster)
     container: Json = {
-        "name": "tensorflow",
+        "name": TASK_CONTAINER,
         "image": cluster.image or platform.images.tensorflow,
         "command": ["python", "-m", LAUNCH_MODULE, "--", *cluster.command],
         "args": task_args(cluster),

@@ -29,6 +29,8 @@ Volume = Literal["data", "log", "launcher", "code", "scratch"]
 #   jobset:        its JobSet deletes its Job once the run succeeds or fails (tfk8s.specs.jobset):
 #                  nothing to scale, so no service account.
 Retirement = Literal["scale-to-zero", "exit", "jobset"]
+# The container every role's pod runs its task in (beside init containers that fetch its code).
+TASK_CONTAINER = "tensorflow"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -108,7 +110,10 @@ WORKER_ROLE = Role(
 )
 
 # The in-graph chief Job only coordinates: a client nobody connects to, with a worker's CPU and
-# memory but no GPU, and none of the workers' node placement.
+# memory but no GPU. It goes where the PS go (their nodeSelector and tolerations): like them it
+# needs CPU and memory, never an accelerator, and the PS's pool is where a platform keeps those; a
+# GPU pool's node, the workers' placement, would idle its GPUs under it. Unplaced, it could land on
+# no node at all where every pool is tainted.
 CHIEF_ROLE = Role(
     name=CHIEF,
     restart_policy="Never",
@@ -116,7 +121,7 @@ CHIEF_ROLE = Role(
     serves=False,
     sized_by="workers",
     gets_gpus=False,
-    placed_by=None,
+    placed_by="ps",
     one_task=True,
     retirement="exit",
 )

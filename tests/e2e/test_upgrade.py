@@ -23,7 +23,7 @@ from collections.abc import Iterator
 import pytest
 from drivers import CLUSTER, Cli, Kube
 from tfk8s.release import VERSION
-from upgrade_env import THIS_TREE, Release, destructive_steps, kept, run_release, uids
+from upgrade_env import THIS_TREE, Release, assert_kept, destructive_steps, kept, run_release, uids
 
 import toolenv
 
@@ -72,7 +72,7 @@ def test_an_upgrade_in_order_keeps_every_stateful_object_and_every_stack_ready(
         assert destructive_steps(upgrade_team, stack) == [], f"{stack}: the upgrade's preview deletes or replaces"
         upgrade_team("up", "--stack", stack, "--yes", "--skip-preview")
     after = uids(kube, KEPT)
-    assert {k: after.get(k) for k in before} == before, "an object of the previous release lost its identity"
+    assert_kept(before, after, "the upgrade")
     for stack in stacks:
         outputs = upgrade_team.outputs(stack)
         assert outputs["ready"] is True and outputs["tfk8sVersion"] == VERSION, (stack, outputs)
@@ -115,7 +115,7 @@ def test_going_back_a_release_in_order_keeps_every_stateful_object_and_every_sta
         assert destructive_steps(upgrade_team, stack) == [], f"{stack}: going back, the preview deletes or replaces"
         upgrade_team("up", "--stack", stack, "--yes", "--skip-preview")
     after = uids(kube, KEPT)
-    assert {k: after.get(k) for k in before} == before, "an object lost its identity going back"
+    assert_kept(before, after, "going back")
     for stack in (PLATFORM, ALICE, BOB, ALICE_RUN, BOB_RUN):
         outputs = upgrade_team.outputs(stack)
         assert outputs["ready"] is True and outputs.get("tfk8sVersion") == previous.version, (stack, outputs)

@@ -26,6 +26,7 @@ from upgrade_env import (
     DESTRUCTIVE,
     THIS_TREE,
     Release,
+    assert_kept,
     destructive,
     kept,
     kind_in,
@@ -105,7 +106,7 @@ def test_a_queued_run_keeps_its_admission_and_every_stateful_object_across_an_up
         assert destructive(shown[stack]) == [], f"{stack}: the upgrade's preview deletes or replaces"
         upgrade_team("up", "--stack", stack, "--yes", "--skip-preview")
     after = uids(kube, KEPT)
-    assert {k: after.get(k) for k in before} == before, "an object of the previous release lost its identity"
+    assert_kept(before, after, "the queued upgrade")
 
     # The run: untouched, or a new run its preview announced (the JobSet replaced), admitted anew.
     replaced = any(op in DESTRUCTIVE and kind_in(urn) == "JobSet" for op, urn in shown[RUN])

@@ -26,6 +26,7 @@ from upgrade_env import (
     DESTRUCTIVE,
     THIS_TREE,
     Release,
+    assert_kept,
     destructive,
     destructive_steps,
     kept,
@@ -105,7 +106,7 @@ def test_a_yaml_programs_cluster_keeps_every_stateful_object_across_an_upgrade(
     program("up", "--stack", STACK, "--yes", "--skip-preview")
 
     after = uids(kube, KEPT)
-    assert {k: after.get(k) for k in before} == before, "an object of the previous release lost its identity"
+    assert_kept(before, after, "the YAML program's upgrade")
     replaced = any(op in DESTRUCTIVE and kind_in(urn) == "Job" for op, urn in steps)
     assert (job_uid(kube) != job_before) == replaced, "the run was replaced, or not, unlike its preview said"
     wait_until(lambda: ready(program), "the YAML program's cluster ready after the upgrade", READY_WITHIN)

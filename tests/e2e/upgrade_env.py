@@ -15,6 +15,7 @@ import os
 import secrets
 import shutil
 import subprocess
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -137,3 +138,13 @@ def uids(kube: Kube, kept: Iterable[tuple[str, str | None]]) -> dict[str, str]:
         for item in kube.get(crd):
             found[f"{crd}//{item['metadata']['name']}"] = item["metadata"]["uid"]
     return found
+
+
+def assert_kept(before: dict[str, str], after: dict[str, str], stage: str) -> None:
+    """Every object of `before` (`uids`) has the same uid in `after`; says how many of each kind
+    kept theirs through `stage` (the upgrade, the way back)."""
+    lost = {key: (uid, after.get(key)) for key, uid in before.items() if after.get(key) != uid}
+    assert not lost, f"{stage}: objects lost their identity (uid before, after): {lost}"
+    kinds = Counter(key.split("/", 1)[0] for key in before)
+    said = ", ".join(f"{count} {kind}" for kind, count in sorted(kinds.items()))
+    print(f"[upgrade] {stage}: {len(before)} objects kept their uid ({said})", flush=True)

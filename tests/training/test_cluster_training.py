@@ -350,6 +350,25 @@ def test_an_in_graph_chief_that_loses_its_ps_starts_again_from_the_checkpoint(
     assert chief["test_accuracy"] >= 0.90, chief
 
 
+def test_an_in_graph_cluster_that_loses_a_worker_goes_on_with_the_same_chief(tmp_path: Path, digits_tfrecords: Path) -> None:
+    """In-graph from a chief, 1 PS x 2 workers: worker-1 killed mid-run and started again at its
+    address, as its Job does. TensorFlow's coordinator runs the lost worker's steps on the other one
+    and takes it back once it serves again: the chief never restarts, and the run reaches its target."""
+    steps, every = 1200, 100
+    command = train_command("in-graph", "--checkpoint-steps", str(every), "--log-every", "20", steps=steps)
+    cluster = LocalCluster(spec=make_spec(1, 2, True), command=command, log_dir=str(tmp_path), data_dir=str(digits_tfrecords))
+    with cluster:
+        checkpointed_mid_run(cluster, 2 * every)
+        cluster.signal_task("worker-1", signal.SIGKILL)
+        cluster.start_task("worker-1")  # its Job's next pod, at the same address
+        codes = cluster.wait(240)
+    assert_clean_finish(cluster, codes, clients=["chief-0"])
+    assert (cluster.tasks["chief-0"].starts, cluster.tasks["worker-1"].starts) == (1, 2)
+    assert sum("serving at" in line for line in cluster.tasks["worker-1"].lines) == 2  # it served again
+    chief = result(cluster, "chief-0")
+    assert chief["first_step"] == 0 and chief["global_step"] >= steps and chief["test_accuracy"] >= 0.90, chief
+
+
 def written_scalars(run_dir: Path, tag: str) -> list[tuple[int, float]]:
     """(step, value) of one tag as written to a run's event files, read without TensorBoard."""
     import tensorflow as tf

@@ -157,6 +157,8 @@ def test_the_jobset_succeeds_when_the_runs_driver_does(cluster: ClusterSettings,
     jobset = build(cluster)
     assert list(replicated(jobset)) == jobs
     assert jobset["spec"]["successPolicy"] == {"operator": "All", "targetReplicatedJobs": target}
+    # A task's fault is its own Job's to restart; a Job failed for good ends the run, no gang restart.
+    assert jobset["spec"]["failurePolicy"] == {"maxRestarts": 0}
 
 
 def test_the_jobset_names_its_queue_and_priority_and_never_suspend() -> None:

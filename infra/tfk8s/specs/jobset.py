@@ -158,6 +158,8 @@ def jobset(
         # Done when the run's driver is: the workers, or the chief that drives them. JobSet then
         # deletes the PS Job (the PS's retirement) and Kueue releases the quota.
         "successPolicy": {"operator": "All", "targetReplicatedJobs": [target.name]},
+        # Each Job restarts its own tasks; one that fails for good fails the run (run_policy).
+        "failurePolicy": dict(run_policy.JOBSET_FAILURE_POLICY),
         # tfk8s's own Services name the tasks (task_services): JobSet's headless Service would be
         # one more name per cluster, and its subdomain would override nothing we use.
         "network": {"enableDNSHostnames": False},

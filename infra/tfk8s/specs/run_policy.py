@@ -34,6 +34,12 @@ POD_FAILURE_POLICY_SINCE = (1, 26)
 # EX_TEMPFAIL (sysexits.h): the task failed for a reason outside itself and a new start is the cure.
 # tfk8s_train.in_graph.PS_LOST_EXIT is the same number; a script of one's own may exit with it too.
 RESTART_EXIT_CODE = 75
+# A queued cluster's JobSet (tfk8s.specs.jobset): each of its Jobs restarts its own tasks, the PS in
+# place, a worker or the chief per index, and without spending a retry a pod the cluster took away
+# or a chief that lost its PS; a Job that fails for good, a worker out of retries, fails the run.
+# No restart of the whole JobSet: it would recreate every Job, the PS's variables and every
+# worker's progress with them, to cure what one task's restart cures.
+JOBSET_FAILURE_POLICY = {"maxRestarts": 0}
 
 
 def job_fields(cluster: ClusterSettings, tasks: int, kubernetes_version: tuple[int, int]) -> dict[str, Any]:
@@ -67,10 +73,14 @@ def pod_failure_policy() -> dict[str, Any]:
 
 
 def immutable_fields(cluster: ClusterSettings, kubernetes_version: tuple[int, int]) -> dict[str, Any]:
-    """What of a Job's run policy the API server refuses to change in place: its retries and failure
-    policy, as this Kubernetes version sets them (a platform moving to 1.26 or 1.29 changes them)."""
+    """What of a run's policy cannot change in place: its Jobs' retries and failure policy, as this
+    Kubernetes version sets them (a platform moving to 1.26 or 1.29 changes them), and a queued
+    cluster's JobSet failure policy."""
     fields = job_fields(cluster, 1, kubernetes_version)
-    return {key: fields[key] for key in ("backoffLimitPerIndex", "maxFailedIndexes", "podFailurePolicy") if key in fields}
+    kept: dict[str, Any] = {
+        key: fields[key] for key in ("backoffLimitPerIndex", "maxFailedIndexes", "podFailurePolicy") if key in fields
+    }
+    return {**kept, "jobSetFailurePolicy": JOBSET_FAILURE_POLICY}
 
 
 def shared_retries_warning(cluster: ClusterSettings, tasks: int, kubernetes_version: tuple[int, int]) -> str | None:

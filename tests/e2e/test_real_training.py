@@ -73,7 +73,7 @@ STACK = "real-mnist"  # the run to its end
 FAULTS, FAULT_STEPS, CHECKPOINT_STEPS = "real-faults", 5000, 100
 CHIEF, WORKER = "worker-0", "worker-1"  # its tasks, as their logs name them
 # The in-graph run that loses its PS, and its client's task.
-IN_GRAPH, IN_GRAPH_STEPS, IN_GRAPH_CHIEF = "real-in-graph", 3000, "chief-0"
+IN_GRAPH, IN_GRAPH_STEPS, IN_GRAPH_CHIEF = "real-in-graph", 4000, "chief-0"
 # The run an upgrade interrupts: enough steps that it is still training when its Job is replaced
 # (the preview and the `up` take 20-40 s, at 40-60 steps/s).
 UPGRADED, UPGRADE_STEPS = "real-upgrade", 4000
@@ -355,8 +355,9 @@ def test_an_in_graph_run_whose_ps_is_lost_starts_its_chief_again_from_the_checkp
     """In-graph from a chief (ParameterServerStrategy, ClusterCoordinator), one PS and one worker:
     the PS's pod deleted at once mid-run. TensorFlow's coordinator cannot go on without its PS: the
     chief exits with tfk8s_train.in_graph.PS_LOST_EXIT, which its Job ignores (podFailurePolicy):
-    the Job's next pod, no retry spent, restores the newest checkpoint, with the PS's new pod, and
-    the run reaches its target; then its PS retire and readiness says Succeeded."""
+    the Job's next pod, no retry spent, restores the newest checkpoint, with the PS's new pod. Then
+    its worker's pod deleted: the coordinator takes the Job's next pod back, and the same chief
+    trains on. The run reaches its target; its PS retire and readiness says Succeeded."""
     cluster, cli, volumes = alice.cluster, alice.cli, alice.volumes
     assert _still_tainted(cluster), "the real node is the User Node already: run this module's tests in file order"
     in_graph = {"replication": "in-graph", "inGraphClient": "chief", "workers.count": "1"}
@@ -385,8 +386,20 @@ def test_an_in_graph_run_whose_ps_is_lost_starts_its_chief_again_from_the_checkp
     again = fault.since()
     cost = until(f"{IN_GRAPH_CHIEF}'s progress file says where it resumed", 60, lambda: _resumed(run, IN_GRAPH_CHIEF))
     assert cost["at_step"] >= chief.restored and 0 < cost["seconds"] < 300, cost
-    (job,) = [j for j in cluster.get("jobs", NAMESPACE) if j["metadata"]["name"].endswith("-chief")]
+    (job,) = [j for j in _jobs(cluster, IN_GRAPH) if j["metadata"]["name"].endswith("-chief")]
     assert job["status"].get("failed", 0) == 0, job["status"]  # the lost PS cost the chief no retry
+
+    # Its worker: the coordinator holds the worker's steps until the Job's next pod serves at the
+    # task's address, and takes it back; the chief goes on, not started again.
+    step = _client_step(run, IN_GRAPH_CHIEF)
+    assert step < IN_GRAPH_STEPS - 500, f"the run is at step {step} of {IN_GRAPH_STEPS} before the worker's fault"
+    (worker,) = [p for p in _running(cluster, IN_GRAPH) if p["metadata"]["labels"].get("app.kubernetes.io/component") == "worker"]
+    lost = Fault("worker-0's pod deleted", step, time.monotonic())
+    cluster.run("delete", "pod", "-n", NAMESPACE, worker["metadata"]["name"], "--grace-period=0", "--force", "--wait=false")
+    until("worker-0's next pod serves", 300, lambda: _task_log(run, "worker-0").count(" serving at ") >= 2)
+    serving, at = lost.since(), _client_step(run, IN_GRAPH_CHIEF)
+    until(f"{IN_GRAPH_CHIEF} trains again", 300, lambda: _client_step(run, IN_GRAPH_CHIEF) > at)
+    assert len(task_runs(run, IN_GRAPH_CHIEF)) == 2, "the chief started again over a lost worker"
 
     until("the chief's Job completes", 900, lambda: _chief_done(cluster, job["metadata"]["name"]))
     until("the PS scale their own Deployment to zero", 120, lambda: _ps_retired(cluster, IN_GRAPH))
@@ -398,7 +411,9 @@ def test_an_in_graph_run_whose_ps_is_lost_starts_its_chief_again_from_the_checkp
     print(
         f"\n[real node faults] in-graph from a chief, {IN_GRAPH_STEPS} steps: {fault.what} at step {fault.at_step}: "
         f"the chief's next pod restored checkpoint {chief.restored} ({max(0, fault.at_step - chief.restored)} steps lost) "
-        f"in {back:.1f} s, past step {fault.at_step} again in {again:.1f} s; test accuracy {result['test_accuracy']:.3f}"
+        f"in {back:.1f} s, past step {fault.at_step} again in {again:.1f} s; {lost.what} at step {lost.at_step}: its "
+        f"next pod served in {serving:.1f} s, the same chief training again in {lost.since():.1f} s; "
+        f"test accuracy {result['test_accuracy']:.3f}"
     )
     cli("destroy", "--stack", IN_GRAPH, "--yes")
 
@@ -407,6 +422,10 @@ def _client_step(run: Path, task: str) -> int:
     """The global step of `task`'s last progress line (-1: none yet)."""
     runs = task_runs(run, task)
     return runs[-1].steps[-1] if runs and runs[-1].steps else -1
+
+
+def _jobs(kube: Kube, stack: str) -> list[dict[str, Any]]:
+    return [j for j in kube.get("jobs", NAMESPACE) if j["metadata"]["labels"].get("tfk8s.io/stack") == stack]
 
 
 def _running(kube: Kube, stack: str) -> list[dict[str, Any]]:

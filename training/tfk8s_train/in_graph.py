@@ -231,6 +231,7 @@ def _start_anew(role: ClusterRole, checkpoint: str | None, error: BaseException)
         flush=True,
     )
     sys.stdout.flush()
-    # Not sys.exit: the coordinator's threads, stopped by its failure, can hold the interpreter's
-    # exit; nothing of this process is left to save (the checkpoints are on the log volume).
+    # Not sys.exit: the process ends here with this status whatever TensorFlow's clean-up at the
+    # interpreter's exit would do with remote contexts that name a lost task. Nothing of it is left
+    # to save: the checkpoints are on the log volume, the summary writer is closed.
     os._exit(PS_LOST_EXIT)

@@ -308,28 +308,21 @@ def test_killed_ps_restarts_and_training_resumes_from_the_checkpoint(tmp_path: P
     assert result(cluster, "worker-1")["recoveries"], "worker-1 did not survive the PS restart"
 
 
-def exited(cluster: LocalCluster, task: str, timeout: float) -> int:
-    """Wait until `task`'s process exits while the others run on; its exit code."""
-    deadline = time.monotonic() + timeout
-    while (code := cluster.returncodes()[task]) is None:
-        assert time.monotonic() < deadline, f"{task} still runs {timeout:.0f} s on"
-        time.sleep(0.1)
-    return code
-
-
 @pytest.mark.parametrize("training", ["async", "sync"])
 def test_an_in_graph_chief_that_loses_its_ps_starts_again_from_the_checkpoint(
     tmp_path: Path, digits_tfrecords: Path, training: str
 ) -> None:
     """In-graph from a chief (ParameterServerStrategy, ClusterCoordinator): the PS killed mid-run
     and started again at its address, as its Deployment does. TensorFlow's coordinator cannot go on
-    without it: the chief says so and exits with PS_LOST_EXIT, which its Job does not count as a
-    failure; started again, as the Job does, it restores the newest checkpoint (not step 0) and
-    reaches the target at an uninterrupted run's accuracy, the workers serving throughout."""
+    without it: the chief says so and exits with PS_LOST_EXIT, and its launcher starts it again at
+    once, itself still running (the same pod: no Job backoff, no retry spent). The new chief
+    restores the newest checkpoint (not step 0) and reaches the target at an uninterrupted run's
+    accuracy, the workers serving throughout."""
     from tfk8s.specs.run_policy import RESTART_EXIT_CODE
     from tfk8s_train.in_graph import PS_LOST_EXIT
+    from tfk8s_train.launch import RESTART_EXIT_CODE as STARTS_AGAIN_IN_PLACE
 
-    assert PS_LOST_EXIT == RESTART_EXIT_CODE  # what the chief's Job ignores
+    assert PS_LOST_EXIT == STARTS_AGAIN_IN_PLACE == RESTART_EXIT_CODE  # what its launcher and its Job make of it
     steps, every = 1200, 100
     flags = ["--checkpoint-steps", str(every), "--log-every", "20", *(["--sync"] if training == "sync" else [])]
     command = train_command("in-graph", *flags, steps=steps)
@@ -338,13 +331,14 @@ def test_an_in_graph_chief_that_loses_its_ps_starts_again_from_the_checkpoint(
         saved = checkpointed_mid_run(cluster, 2 * every)
         cluster.signal_task("ps-0", signal.SIGKILL)  # every variable is gone with it
         cluster.start_task("ps-0")
-        assert exited(cluster, "chief-0", 120) == PS_LOST_EXIT, list(cluster.tasks["chief-0"].lines)[-20:]
-        said = [line for line in cluster.tasks["chief-0"].lines if "lost a parameter server" in line]
-        assert said and f"exiting with {PS_LOST_EXIT}" in said[0], said
-        cluster.start_task("chief-0")  # the chief Job's new pod
         codes = cluster.wait(240)
     assert_clean_finish(cluster, codes, clients=["chief-0"])
-    assert cluster.tasks["chief-0"].starts == 2 and cluster.tasks["worker-0"].starts == 1
+    # One launcher per task: the chief's started its trainer twice.
+    assert cluster.tasks["chief-0"].starts == 1 and cluster.tasks["worker-0"].starts == 1
+    lines = list(cluster.tasks["chief-0"].lines)
+    said = [line for line in lines if "lost a parameter server" in line]
+    assert said and f"exiting with {PS_LOST_EXIT}" in said[0], lines[-20:]
+    assert any("starting it again in this pod" in line for line in lines), lines[-20:]
     chief = result(cluster, "chief-0")
     assert saved <= chief["first_step"] < steps <= chief["global_step"], chief  # resumed, not from step 0
     assert chief["test_accuracy"] >= 0.90, chief

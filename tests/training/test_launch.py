@@ -638,3 +638,65 @@ def test_a_ps_told_to_read_its_run_uid_outside_a_pod_says_how_to_fix_it(tmp_path
                  TFK8S_WATCH_JOB_RUN="r1")  # fmt: skip
     assert ps.wait(30) == 2
     assert "TFK8S_WATCH_JOB_RUN needs the Kubernetes API" in (ps.stdout.read() if ps.stdout else "")
+
+
+# A child that asks to start anew once: the first start leaves a file beside the run's directory.
+ASKS_ONCE = (
+    "import os, sys\n"
+    "first = os.path.join(os.environ['TFK8S_LOG_DIR'], '..', 'asked')\n"
+    "if not os.path.exists(first):\n"
+    "    open(first, 'w').close()\n"
+    "    sys.exit(75)\n"
+    "print('started again', flush=True)"
+)
+
+
+def _progress(tmp_path: Path, task: str) -> dict[str, Any]:
+    path = Path(launch.run_log_dir(tmp_path, "run")) / ".tfk8s" / "progress" / f"{task}.json"
+    found: dict[str, Any] = json.loads(path.read_text())
+    return found
+
+
+def test_a_child_that_asks_to_start_anew_starts_again_in_the_same_launcher(tmp_path: Path, launcher_python: str) -> None:
+    """Exit 75 (an in-graph chief that lost its PS): the launcher starts the child again at once,
+    itself still running (the same pod, no Job backoff), and the task's progress file and log count
+    two starts; the second one ends the task as any does (its done marker)."""
+    proc = _launch(tmp_path, "chief", 0, ASKS_ONCE, spec=CHIEF_SPEC, python=launcher_python)
+    assert proc.wait(60) == 0
+    assert proc.stdout is not None
+    said = proc.stdout.read()
+    assert "asks to start anew (75): starting it again in this pod" in said and "started again" in said, said
+    progress = _progress(tmp_path, "chief-0")
+    assert (progress["starts"], progress["state"], progress["exit_code"]) == (2, "succeeded", 0), progress
+    assert (launch.done_dir(launch.run_log_dir(tmp_path, "run")) / "chief-0").exists()
+    log = (Path(launch.run_log_dir(tmp_path, "run")) / "logs" / "chief-0.log").read_text()
+    assert "=== tfk8s-launch: chief-0 start 1 " in log and "=== tfk8s-launch: chief-0 start 2 " in log
+
+
+def test_a_child_that_keeps_asking_to_start_anew_is_left_to_a_new_pod(tmp_path: Path, launcher_python: str) -> None:
+    """Started MAX_STARTS_IN_PLACE times, the launcher exits with 75 itself: the Job's next pod."""
+    proc = _launch(tmp_path, "worker", 0, "import sys; sys.exit(75)", python=launcher_python)
+    assert proc.wait(120) == launch.RESTART_EXIT_CODE
+    assert _progress(tmp_path, "worker-0")["starts"] == launch.MAX_STARTS_IN_PLACE
+    assert not launch.done_dir(launch.run_log_dir(tmp_path, "run")).exists()
+
+
+def test_a_server_or_a_stopped_task_is_not_started_again(tmp_path: Path, launcher_python: str) -> None:
+    """A PS's 75 is its exit code, nothing more; nor does a task told to stop (SIGTERM) start again,
+    whatever its child exits with."""
+    assert _launch(tmp_path, "ps", 0, "import sys; sys.exit(75)", python=launcher_python).wait(60) == 75
+    assert _progress(tmp_path, "ps-0")["starts"] == 1
+    code = (
+        "import signal, sys, time\n"
+        "signal.signal(signal.SIGTERM, lambda *_: sys.exit(75))\n"
+        "print('ready', flush=True)\nwhile True: time.sleep(0.05)"
+    )
+    proc = _launch(tmp_path, "worker", 1, code, python=launcher_python)
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.strip() == "ready":
+            break
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(30) == 75
+    assert "starting it again" not in proc.stdout.read()
+    assert _progress(tmp_path, "worker-1")["starts"] == 1

@@ -17,13 +17,13 @@ ParameterServerStrategy; its slots are plain variables, placed on the PS like th
 A lost worker is the coordinator's to handle: it runs the worker's steps elsewhere and takes the
 worker back when its pod returns. A lost PS is not: the coordinator raises, and the client must
 start anew, with the PS back, from its checkpoint. The chief then exits with ``PS_LOST_EXIT``,
-which its Job does not count as a failure (tfk8s.specs.run_policy) and answers with a new pod.
+and its launcher starts it again at once in the same pod (tfk8s_train.launch); should the Job see
+it, it does not count it as a failure (tfk8s.specs.run_policy).
 """
 
 from __future__ import annotations
 
 import os
-import sys
 import time
 from collections.abc import Mapping
 from typing import Any, NoReturn
@@ -38,8 +38,9 @@ from tfk8s_train.reporting import Progress, checkpoint_dir, phase, placement_lin
 from tfk8s_train.role import ClusterRole
 
 # The chief's exit status when its coordinator lost a parameter server: EX_TEMPFAIL (sysexits.h), a
-# failure outside the task, worth a new start. The chief's Job ignores it (podFailurePolicy), so a
-# lost PS uses none of its retries; tfk8s.specs.run_policy.RESTART_EXIT_CODE says the same number.
+# failure outside the task, worth a new start. Its launcher starts it again in place
+# (launch.RESTART_EXIT_CODE); the chief's Job ignores it (podFailurePolicy), so a lost PS uses none
+# of its retries; tfk8s.specs.run_policy.RESTART_EXIT_CODE says the same number.
 PS_LOST_EXIT = 75
 
 
@@ -223,14 +224,13 @@ def _drive(cfg: TrainConfig, role: ClusterRole, data: TrainingData) -> dict[str,
 
 
 def _start_anew(role: ClusterRole, checkpoint: str | None, error: BaseException) -> NoReturn:
-    """Exit with PS_LOST_EXIT, for the chief's Job to start it again once the PS is back."""
+    """Exit with PS_LOST_EXIT, for the chief's launcher to start it again with the PS back."""
     said = str(getattr(error, "original_exception", None) or error).strip().splitlines()[0][:300]
     print(
         f"tfk8s: {role.task} lost a parameter server ({type(error).__name__}: {said}); "
         f"exiting with {PS_LOST_EXIT} to start again from {checkpoint or 'step 0: no checkpoint yet'}",
         flush=True,
     )
-    sys.stdout.flush()
     # Not sys.exit: the process ends here with this status whatever TensorFlow's clean-up at the
     # interpreter's exit would do with remote contexts that name a lost task. Nothing of it is left
     # to save: the checkpoints are on the log volume, the summary writer is closed.

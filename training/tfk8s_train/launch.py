@@ -44,7 +44,10 @@ with vermin, so no dataclasses, no `from __future__ import annotations`, no `X |
 
 The child always gets TF_CONFIG = {"cluster": spec, "task": {"type": job, "index": i}}.
 SIGTERM and SIGINT are forwarded to the child; the launcher exits with the child's code
-(128 + N if the child died of signal N).
+(128 + N if the child died of signal N). A worker's or chief's child that exits with
+RESTART_EXIT_CODE (75, EX_TEMPFAIL) is started again at once, in the same pod, unless the launcher
+was told to stop: an in-graph chief whose parameter server was lost must start its coordinator
+anew, and a new pod would first wait out the Job's pod-failure backoff.
 
 Why a done-marker barrier: a TensorFlow PS (and an in-graph worker) runs ``server.join()``
 and never returns, so a finished job leaves its PS running forever (kubeflow/trainer#657,
@@ -370,6 +373,33 @@ def _stop(child: "subprocess.Popen[bytes]", grace: float) -> None:
         child.wait()
 
 
+# A child's word that it must start anew (EX_TEMPFAIL, sysexits.h): tfk8s_train.in_graph.PS_LOST_EXIT,
+# and tfk8s.specs.run_policy.RESTART_EXIT_CODE, which the Job ignores. Started again here, a task
+# costs its child's start; as a new pod, it would also wait for the Job's pod-failure backoff, 10 s
+# doubling with each failure of its index, those its failure policy ignores included
+# (kubernetes/kubernetes#119434): an in-graph run that lost its PS five times would wait 5 min.
+RESTART_EXIT_CODE = 75
+# Then the launcher exits with it, and the Job starts a new pod: a task that keeps asking may
+# need what a new pod brings (another node, a fresh container).
+MAX_STARTS_IN_PLACE = 10
+
+
+class _Forward:
+    """SIGTERM and SIGINT, for the child of the moment; once one came, no child starts again."""
+
+    def __init__(self) -> None:
+        self.child: Optional[subprocess.Popen[bytes]] = None
+        self.received: Optional[int] = None
+        signal.signal(signal.SIGTERM, self)
+        signal.signal(signal.SIGINT, self)
+
+    def __call__(self, signum: int, _frame: object) -> None:
+        self.received = signum
+        child = self.child
+        if child is not None and child.poll() is None:
+            child.send_signal(signum)
+
+
 def _exit_code(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
@@ -382,13 +412,23 @@ def run(spec: LaunchSpec, cmd: Sequence[str], environ: Mapping[str, str]) -> int
         return 0
     argv = child_command(spec, cmd)
     os.makedirs(spec.run_log_dir, exist_ok=True)
-    watch = TaskWatch(task=spec.task, run=spec.run_uid, run_dir=spec.run_log_dir, cmd=argv, environ=environ)
-    _LOG_COPIES.append(watch)
-    try:
-        _continue_interrupted_run(spec, environ)
-        return _supervise(spec, argv, environ, watch)
-    finally:
-        _LOG_COPIES.remove(watch)
+    signals = _Forward()
+    for start in range(1, MAX_STARTS_IN_PLACE + 1):
+        # A TaskWatch per start: the task's log and progress file count it as one (`starts`).
+        watch = TaskWatch(task=spec.task, run=spec.run_uid, run_dir=spec.run_log_dir, cmd=argv, environ=environ)
+        _LOG_COPIES.append(watch)
+        try:
+            if start == 1:
+                _continue_interrupted_run(spec, environ)
+            code = _supervise(spec, argv, environ, watch, signals)
+        finally:
+            _LOG_COPIES.remove(watch)
+        if code != RESTART_EXIT_CODE or spec.serves or signals.received is not None:
+            return code
+        if start < MAX_STARTS_IN_PLACE:
+            _log(f"{spec.task}: its child asks to start anew ({code}): starting it again in this pod")
+    _log(f"{spec.task}: started {MAX_STARTS_IN_PLACE} times in this pod; exiting with {code} for a new one")
+    return code
 
 
 def _continue_interrupted_run(spec: LaunchSpec, environ: Mapping[str, str]) -> None:
@@ -408,7 +448,7 @@ def _continue_interrupted_run(spec: LaunchSpec, environ: Mapping[str, str]) -> N
         _log(f"{spec.task}: run {spec.run_uid} continues {earlier}, which did not end: from its checkpoint {checkpoint}")
 
 
-def _supervise(spec: LaunchSpec, argv: Sequence[str], environ: Mapping[str, str], watch: TaskWatch) -> int:
+def _supervise(spec: LaunchSpec, argv: Sequence[str], environ: Mapping[str, str], watch: TaskWatch, signals: _Forward) -> int:
     """Start the child, copy its output, and stop it when its run is over (a server) or wait for it."""
     _log(f"{spec.task}: starting {' '.join(argv)}")
     # One stream, through the launcher (TaskWatch): the container's log and the log volume's file.
@@ -417,13 +457,9 @@ def _supervise(spec: LaunchSpec, argv: Sequence[str], environ: Mapping[str, str]
     child = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     assert child.stdout is not None
     watch.attach(child.pid, child.stdout)
-
-    def forward(signum: int, _frame: object) -> None:
-        if child.poll() is None:
-            child.send_signal(signum)
-
-    signal.signal(signal.SIGTERM, forward)
-    signal.signal(signal.SIGINT, forward)
+    signals.child = child
+    if signals.received is not None:  # came while this child was starting
+        signals(signals.received, None)
     if spec.serves:
         # Woken by the child's exit and by the run's end (the Job's watch), at once; the markers,
         # files on the log volume, are read every poll_seconds.

@@ -99,8 +99,9 @@ class TaskWatch:
         self.tracker.child_ended(state, exit_code)
         self._write()
         self.pump.close()
-        if self.server is not None:
+        if self.server is not None:  # its port free again, for the launcher's next start of the child
             self.server[0].shutdown()
+            self.server[0].server_close()
 
     def _report(self) -> None:
         while not self.stopped.wait(self.interval):

@@ -4,14 +4,16 @@ training cluster at a time. Alice's long run `slow` trains (the real trainer in 
 built here) and checkpoints; her `urgent` run, at the platform's priority class `urgent`, makes
 Kueue preempt it: its pods go, the urgent one trains to its end, and `slow` is admitted again as
 the same JobSet, so in its own run directory, where its chief finds the checkpoint and goes on
-from its step, not from zero. Readiness says each state on `pulumi up --refresh`.
+from its step, not from zero. Readiness says each state on `pulumi up --refresh`. Then (issue 56)
+the admitted JobSet loses its parameter server's pod and a worker's, each deleted at once: each
+replicated Job starts its own task again, the chief restores the newest checkpoint, and the JobSet
+neither restarts nor leaves the queue.
 
 Prints the run's timeline (seconds since `slow`'s `pulumi up`) for the issue's closing note.
 """
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +21,7 @@ from typing import Any
 
 import pytest
 from drivers import CLUSTER, Kube
+from fault_record import Fault
 from queueing_env import pods_of
 from real_node import (
     give_volumes_to_pods,
@@ -29,6 +32,7 @@ from real_node import (
     real_cluster,
     until,
 )
+from run_logs import TaskRun, checkpoint_step, last_step, sessions_recreated, task_runs
 
 from queue_stacks import edit_stack
 
@@ -43,8 +47,7 @@ CLUSTER_SETTINGS = {
     "tfk8s:clusters[0].workers.memory": "1500Mi",
 }
 CHECKPOINT_STEPS = 20
-STEP = re.compile(r"tfk8s-progress task=worker-0 step=(\d+)")
-START = re.compile(r"=== tfk8s-launch: worker-0 start (\d+) ")
+CHIEF, WORKER = "worker-0", "worker-1"
 
 
 @pytest.fixture(scope="module")
@@ -58,24 +61,32 @@ def run_dir(volumes: Path, experiment: str, uid: str) -> Path | None:
     return found[0] if found else None
 
 
-def checkpointed_step(run: Path) -> int | None:
-    """The step of the run's latest checkpoint (TensorFlow's `checkpoint` index file), if any."""
-    index = run / "checkpoints" / "checkpoint"
-    if not index.exists():
-        return None
-    found = re.search(r'model_checkpoint_path: ".*?-(\d+)"', index.read_text())
-    return int(found.group(1)) if found else None
+def task_pod(kube: Kube, role: str, index: int) -> dict[str, Any]:
+    """The running pod of slow's task `<role>-<index>` (its Job's completion index)."""
+    (pod,) = [
+        p
+        for p in pods_of(kube, NAMESPACE, "slow-mnist")
+        if p["metadata"]["labels"].get("app.kubernetes.io/component") == role
+        and p["metadata"]["labels"].get("batch.kubernetes.io/job-completion-index") == str(index)
+        and p["status"].get("phase") == "Running"
+    ]
+    return pod
 
 
-def sessions(log: Path) -> list[list[int]]:
-    """The steps worker-0 reported, per start of its launcher."""
-    found: list[list[int]] = []
-    for line in log.read_text(errors="replace").splitlines():
-        if START.search(line):
-            found.append([])
-        elif (step := STEP.search(line)) and found:
-            found[-1].append(int(step.group(1)))
-    return found
+def delete_now(kube: Kube, pod: dict[str, Any]) -> None:
+    kube.run("delete", "pod", "-n", NAMESPACE, pod["metadata"]["name"], "--grace-period=0", "--force", "--wait=false")
+
+
+def checkpointed(run: Path) -> int | None:
+    """The step of the run's newest checkpoint, once there is one."""
+    step = checkpoint_step(run)
+    return step if step >= 0 else None
+
+
+def _trained_again(run: Path, task: str) -> TaskRun | None:
+    """`task`'s latest start after its first, once it has trained a step."""
+    runs = task_runs(run, task)
+    return runs[-1] if len(runs) > 1 and runs[-1].steps else None
 
 
 def test_a_preempted_run_resumes_from_its_checkpoint_on_the_real_node(cluster: Kube, tmp_path: Path) -> None:
@@ -117,7 +128,7 @@ def test_a_preempted_run_resumes_from_its_checkpoint_on_the_real_node(cluster: K
         submit("slow", ["--steps=100000", f"--checkpoint-steps={CHECKPOINT_STEPS}"])
         uid = cluster.get("jobsets.jobset.x-k8s.io", NAMESPACE, "slow-mnist")["metadata"]["uid"]
         run = until("slow's run directory", 300, lambda: run_dir(volumes, "slow", uid))
-        before = until("slow's first checkpoint", 600, lambda: checkpointed_step(run))
+        before = until("slow's first checkpoint", 600, lambda: checkpointed(run))
         mark(f"slow trains and checkpointed step {before}")
         # Admitted until every task is ready: its chief trains (asynchronous) while the other
         # worker may still be importing TensorFlow.
@@ -130,7 +141,7 @@ def test_a_preempted_run_resumes_from_its_checkpoint_on_the_real_node(cluster: K
             **{"tfk8s:clusters[0].workers.count": "1", "tfk8s:clusters[0].run.priority": "urgent"},
         )
         until("slow's pods to go (preempted)", 120, lambda: not pods_of(cluster, NAMESPACE, "slow-mnist"))
-        preempted_at = checkpointed_step(run) or before
+        preempted_at = checkpointed(run) or before
         mark(f"slow preempted by urgent (its last checkpoint: step {preempted_at})")
         report = readiness("slow")
         assert report["queue"]["state"] == "Preempted", report
@@ -144,18 +155,40 @@ def test_a_preempted_run_resumes_from_its_checkpoint_on_the_real_node(cluster: K
         mark("urgent succeeded; its PS gone with it")
         assert not [p for p in pods_of(cluster, NAMESPACE, "urgent-mnist") if p["status"].get("phase") == "Running"]
 
-        log = run / "logs" / "worker-0.log"
+        def resumed() -> TaskRun | None:
+            again = task_runs(run, CHIEF)[1:]
+            return again[0] if again and again[0].steps else None
 
-        def resumed() -> list[int] | None:
-            found = sessions(log) if log.exists() else []
-            return found[1] if len(found) >= 2 and found[1] else None
-
-        steps = until("slow's chief to report steps again", 600, resumed)
-        mark(f"slow admitted again and trains from step {steps[0]}")
+        chief = until("slow's chief to report steps again", 600, resumed)
+        mark(f"slow admitted again and trains from step {chief.started_at}")
         assert cluster.get("jobsets.jobset.x-k8s.io", NAMESPACE, "slow-mnist")["metadata"]["uid"] == uid
-        assert steps[0] >= preempted_at, (steps, preempted_at)  # from its checkpoint, not from zero
+        assert chief.started_at >= preempted_at, (chief, preempted_at)  # from its checkpoint, not from zero
         until("slow's readiness to say Running again", 180, lambda: readiness("slow")["queue"]["state"] == "Running")
         mark("slow's readiness: Running")
+
+        # Faults on the admitted JobSet (issue 56): its PS's pod, then a worker's, deleted at once.
+        # Each replicated Job starts its own task again (the PS Job's next pod behind the same
+        # Service, its retries as good as endless; the workers' Job's next pod for the index, one of
+        # its retries spent); the JobSet itself never restarts (failurePolicy.maxRestarts 0) and
+        # stays admitted, and the chief restores the newest checkpoint once the PS is back.
+        seen = last_step(run, CHIEF)
+        fault = Fault.now("ps-0's pod deleted", seen)
+        delete_now(cluster, task_pod(cluster, "ps", 0))
+        restored_after_ps = until(
+            "slow's chief recreates its session after the PS's fault", 300, lambda: sessions_recreated(run, CHIEF)
+        )[0][2]
+        until(f"slow's chief past step {seen}", 300, lambda: last_step(run, CHIEF) > seen)
+        mark(f"{fault.what} at step {seen}: checkpoint {restored_after_ps} restored, past it again in {fault.since():.1f} s")
+        assert 0 < preempted_at <= restored_after_ps <= seen, (preempted_at, restored_after_ps, seen)
+
+        seen = last_step(run, CHIEF)
+        fault = Fault.now(f"{WORKER}'s pod deleted", seen)
+        delete_now(cluster, task_pod(cluster, "worker", 1))
+        joined = until(f"slow's {WORKER} trains again", 300, lambda: _trained_again(run, WORKER))
+        mark(f"{fault.what} at step {seen}: its next pod joined at step {joined.started_at}, training in {fault.since():.1f} s")
+        jobset = cluster.get("jobsets.jobset.x-k8s.io", NAMESPACE, "slow-mnist")
+        assert jobset["metadata"]["uid"] == uid and jobset["status"].get("restarts", 0) == 0, jobset["status"]
+        assert readiness("slow")["queue"]["state"] == "Running"
     finally:
         print("\n[real node, queueing]\n" + "\n".join(timeline))
         for stack in ("urgent", "slow"):

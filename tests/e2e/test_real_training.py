@@ -13,6 +13,10 @@ through cluster DNS and train, on one platform and tenant brought up once for th
   retire, and readiness says Succeeded. Per fault, the steps lost and the seconds to train again
   are printed. Each fault is injected on the run's own progress (its checkpoints and the chief's
   progress lines in its log on the log volume, read from this machine), never on a timer.
+* A seed-era script of one's own (examples/seed-era: classic flags, `MonitoredTrainingSession`, its
+  checkpoints on the log volume as often as `run.checkpointSeconds` says) loses its parameter
+  server's pod mid-run: TensorFlow's own session recovery restores the newest checkpoint, and the
+  run reaches its target; the launcher retires the PS the script would serve forever.
 * A run whose release changes mid-run (issue 55): the next release's trainer replaces its Job, a
   new run that the preview shows; the new run continues the interrupted one from its newest
   checkpoint (the same lineage) and reaches its target.
@@ -45,6 +49,7 @@ from typing import Any
 
 import pytest
 from drivers import CLUSTER, Cli, Kube
+from fault_record import Fault, record, started_again
 from real_node import (
     BRIDGE_ADDRESS,
     MNIST_ON_THE_NODE,
@@ -63,6 +68,7 @@ from real_node import (
     real_cluster,
     until,
 )
+from run_logs import TaskRun, checkpoint_step, last_step, sessions_recreated, task_log, task_runs
 from upgrade_env import destructive, kind_in, preview_steps
 
 TENANT, PLATFORM, NAMESPACE = "tenant-alice", "platform-dev", "tfk8s-alice"
@@ -74,6 +80,11 @@ FAULTS, FAULT_STEPS, CHECKPOINT_STEPS = "real-faults", 5000, 100
 CHIEF, WORKER = "worker-0", "worker-1"  # its tasks, as their logs name them
 # The in-graph run that loses its PS, and its client's task.
 IN_GRAPH, IN_GRAPH_STEPS, IN_GRAPH_CHIEF = "real-in-graph", 4000, "chief-0"
+# The seed-era script (examples/seed-era) that loses its PS: 110 steps/s on this machine's loopback
+# (less on the node's CPU limits), so mid-run at the fault, with a checkpoint every few seconds.
+SEED_ERA, SEED_STEPS, SEED_CHECKPOINT_SECONDS = "real-seed-era", 6000, 5
+# The modes, as bench/recovery.py reports them.
+BETWEEN_GRAPH, IN_GRAPH_MODE, SEED_MODE = "between-graph", "in-graph, chief", "between-graph, a seed-era script"
 # The run an upgrade interrupts: enough steps that it is still training when its Job is replaced
 # (the preview and the `up` take 20-40 s, at 40-60 steps/s).
 UPGRADED, UPGRADE_STEPS = "real-upgrade", 4000
@@ -122,81 +133,15 @@ def run_directory(volumes: Path, stack: str) -> Path | None:
     return found[-1] if found else None
 
 
-def checkpoint_step(run: Path) -> int:
-    """The newest checkpoint's global step (-1: none yet)."""
-    state = run / "checkpoints" / "checkpoint"
-    if not state.is_file():
-        return -1
-    first = state.read_text().splitlines()[0]  # model_checkpoint_path: ".../model.ckpt-<step>"
-    return _checkpoint_of(first.rstrip('"'))
-
-
-RECREATED = re.compile(r"session recreated at global step (\d+) \(had seen (\d+); chief restores ([^)]*)\)")
-
-
-def sessions_recreated(run: Path) -> list[tuple[int, int, int]]:
-    """(step resumed at, step seen before, checkpoint step restored) of each time the chief recreated
-    its session after its PS came back, from its log lines."""
-    found = RECREATED.findall(_task_log(run, CHIEF))
-    return [(int(resumed), int(seen), _checkpoint_of(restored)) for resumed, seen, restored in found]
-
-
-@dataclass(frozen=True)
-class TaskRun:
-    """One start of a task's trainer, as its log on the log volume tells it."""
-
-    started_at: int  # the global step it started at
-    restored: int | None  # a chief's: the checkpoint's step it restored (0: none, a new run)
-    steps: list[int]  # the global steps of its progress lines (every --log-every of its own steps)
-
-
-START = re.compile(r"tfk8s: (\S+) starts at global step (\d+)(?: \(restored: ([^)]*)\))?;")
-PROGRESS = re.compile(r"tfk8s-progress task=\S+ step=(\d+) ")
-
-
-def task_runs(run: Path, task: str) -> list[TaskRun]:
-    """Each start of `task`'s trainer, in order: each pod of the task appends to the task's log."""
-    runs: list[TaskRun] = []
-    for line in _task_log(run, task).splitlines():
-        if (start := START.match(line)) and start[1] == task:
-            runs.append(TaskRun(int(start[2]), _checkpoint_of(start[3]) if start[3] else None, []))
-        elif runs and (progress := PROGRESS.match(line)):
-            runs[-1].steps.append(int(progress[1]))
-    return runs
-
-
 def chief_step(run: Path) -> int:
-    """The global step of the chief's last progress line (-1: none yet): a fraction of a second old."""
-    runs = task_runs(run, CHIEF)
-    return runs[-1].steps[-1] if runs and runs[-1].steps else -1
-
-
-def _task_log(run: Path, task: str) -> str:
-    log = run / "logs" / f"{task}.log"
-    return log.read_text(errors="replace") if log.exists() else ""
-
-
-def _checkpoint_of(path: str) -> int:
-    """The step of a checkpoint path (`.../model.ckpt-<step>`); 0 for `None`, no checkpoint."""
-    return int(path.rsplit("-", 1)[1]) if path != "None" else 0
-
-
-@dataclass(frozen=True)
-class Fault:
-    """A pod of the run deleted at once (no grace) mid-run, and when."""
-
-    what: str
-    at_step: int  # the chief's global step then
-    at: float  # time.monotonic()
-
-    def since(self) -> float:
-        return time.monotonic() - self.at
+    """The global step of the chief's last progress line (-1: none yet)."""
+    return last_step(run, CHIEF)
 
 
 def _delete_pod(cluster: Kube, run: Path, task: str) -> Fault:
     """Deletes the running pod of the FAULTS run's `task` at once, no grace."""
     pod, step = _pod_of(cluster, task), _step_before_a_fault(run)
-    fault = Fault(f"{task}'s pod deleted", step, time.monotonic())
+    fault = Fault.now(f"{task}'s pod deleted", step)
     cluster.run("delete", "pod", "-n", NAMESPACE, pod["metadata"]["name"], "--grace-period=0", "--force", "--wait=false")
     return fault
 
@@ -205,7 +150,7 @@ def _kill_container(cluster: Kube, run: Path, task: str) -> tuple[Fault, dict[st
     """Kills the container of the FAULTS run's `task` in place (its processes, not its pod); the
     fault and the pod as it was."""
     pod, step = _pod_of(cluster, task), _step_before_a_fault(run)
-    fault = Fault(f"{task}'s container killed in place", step, time.monotonic())
+    fault = Fault.now(f"{task}'s container killed in place", step)
     kill_container(cluster, pod)
     return fault, pod
 
@@ -216,14 +161,14 @@ def _step_before_a_fault(run: Path) -> int:
     return step
 
 
-def _pod_of(cluster: Kube, task: str) -> dict[str, Any]:
-    """The running pod of the FAULTS run's `task` (`ps-<i>`: its Deployment's one pod; `worker-<i>`:
+def _pod_of(cluster: Kube, task: str, stack: str = FAULTS) -> dict[str, Any]:
+    """The running pod of the `stack` run's `task` (`ps-<i>`: its Deployment's one pod; `worker-<i>`:
     the Job's completion index i, 0 the chief)."""
     role, index = task.rsplit("-", 1)
     label = "tfk8s.io/index" if role == "ps" else "batch.kubernetes.io/job-completion-index"
     (pod,) = [
         p
-        for p in _pods(cluster, FAULTS)
+        for p in _pods(cluster, stack)
         if p["metadata"]["labels"].get("app.kubernetes.io/component") == role
         and p["metadata"]["labels"].get(label) == index
         and "deletionTimestamp" not in p["metadata"]
@@ -259,14 +204,15 @@ def test_a_run_that_loses_its_ps_its_chief_and_a_worker_resumes_each_time_and_re
     # sessions and the chief restores the newest checkpoint, never step 0.
     saved = _checkpoint_at_least(run, 2 * CHECKPOINT_STEPS)
     fault = _delete_pod(cluster, run, "ps-0")
-    recreated = until("the chief recreates its session after the PS's fault", 300, lambda: sessions_recreated(run))
-    resumed, seen, restored = recreated[0]
+    first = until("the chief recreates its session after the PS's fault", 300, lambda: sessions_recreated(run, CHIEF))
+    resumed, seen, restored = first[0]
     back = fault.since()
     _past(cluster, run, seen)
     # Restored from the newest checkpoint at the fault (at least the one seen before it). The chief
     # reads the global step once its new session is up, and by then the other worker, training
     # asynchronously, may have gone past the checkpoint (203 restored, 211 read: a warm run).
     assert 0 < saved <= restored <= resumed <= seen, (saved, restored, resumed, seen)
+    _record(BETWEEN_GRAPH, fault, run, "ps-0", resumed_from=restored, steps_lost=seen - restored, training_again=fault.since())
     report.append(
         f"{fault.what} at step {seen}: checkpoint {restored} restored ({seen - restored} steps lost); "
         f"the chief's new session in {back:.1f} s, past step {seen} again in {fault.since():.1f} s"
@@ -279,6 +225,7 @@ def test_a_run_that_loses_its_ps_its_chief_and_a_worker_resumes_each_time_and_re
     chief = until(f"{CHIEF} starts again", 300, lambda: task_runs(run, CHIEF)[1:])[0]
     back = fault.since()
     _past(cluster, run, fault.at_step)
+    again = fault.since()
     # The newest checkpoint at the fault: at least the one seen before it (the chief may have saved
     # one more after its last progress line).
     assert chief.restored is not None and newer <= chief.restored <= chief.started_at, (chief, newer, fault)
@@ -286,28 +233,34 @@ def test_a_run_that_loses_its_ps_its_chief_and_a_worker_resumes_each_time_and_re
     cost = until(f"{CHIEF}'s progress file says where it resumed", 60, lambda: _resumed(run, CHIEF))
     # The step it had reached is its last report, up to 5 s before the fault.
     assert cost["after_step"] > 0 and cost["at_step"] >= chief.restored and 0 < cost["seconds"] < 300, cost
+    lost = fault.at_step - chief.restored
+    _record(BETWEEN_GRAPH, fault, run, CHIEF, resumed_from=chief.restored, steps_lost=lost, training_again=again)
     report.append(
         f"{fault.what} at step {fault.at_step}: its next pod restored checkpoint {chief.restored} "
-        f"(about {fault.at_step - chief.restored} steps lost) in {back:.1f} s, "
-        f"past step {fault.at_step} again in {fault.since():.1f} s"
+        f"(about {lost} steps lost) in {back:.1f} s, "
+        f"past step {fault.at_step} again in {again:.1f} s"
     )
 
     # A worker, not the chief: the Job's next pod for its index joins the run where it is, and trains.
     fault = _delete_pod(cluster, run, WORKER)
-    again = until(f"{WORKER} trains again", 300, lambda: _trained_again(run, WORKER))
-    assert again.started_at > fault.at_step, (again, fault)
+    joined = until(f"{WORKER} trains again", 300, lambda: _trained_again(run, WORKER))
+    again = fault.since()
+    assert joined.started_at > fault.at_step, (joined, fault)
     cost = until(f"{WORKER}'s progress file says where it resumed", 60, lambda: _resumed(run, WORKER))
-    assert cost["at_step"] >= again.started_at and cost["steps_lost"] == 0 and 0 < cost["seconds"] < 300, cost
+    assert cost["at_step"] >= joined.started_at and cost["steps_lost"] == 0 and 0 < cost["seconds"] < 300, cost
+    _record(BETWEEN_GRAPH, fault, run, WORKER, resumed_from=joined.started_at, steps_lost=0, training_again=again)
     report.append(
-        f"{fault.what} at step {fault.at_step}: its next pod joined at step {again.started_at}, training in {fault.since():.1f} s"
+        f"{fault.what} at step {fault.at_step}: its next pod joined at step {joined.started_at}, training in {again:.1f} s"
     )
 
     # The PS again, its container killed in place: the kubelet restarts it in the same pod, at the
     # same address; the chief recreates its session once more and restores the newest checkpoint.
-    newest, recreated = checkpoint_step(run), len(sessions_recreated(run))
+    newest, recreated = checkpoint_step(run), len(sessions_recreated(run, CHIEF))
     fault, pod = _kill_container(cluster, run, "ps-0")
     resumed, seen, restored = until(
-        "the chief recreates its session after the PS's container restarted", 300, lambda: sessions_recreated(run)[recreated:]
+        "the chief recreates its session after the PS's container restarted",
+        300,
+        lambda: sessions_recreated(run, CHIEF)[recreated:],
     )[0]
     back = fault.since()
     _past(cluster, run, seen)
@@ -319,8 +272,10 @@ def test_a_run_that_loses_its_ps_its_chief_and_a_worker_resumes_each_time_and_re
     assert restarted["metadata"]["uid"] == pod["metadata"]["uid"]
     restarts = [p["status"]["containerStatuses"][0]["restartCount"] for p in (pod, restarted)]
     assert restarts[1] == restarts[0] + 1, restarts
+    lost = max(0, seen - restored)
+    _record(BETWEEN_GRAPH, fault, run, "ps-0", resumed_from=restored, steps_lost=lost, training_again=fault.since())
     report.append(
-        f"{fault.what} at step {seen}: checkpoint {restored} restored ({max(0, seen - restored)} steps lost); "
+        f"{fault.what} at step {seen}: checkpoint {restored} restored ({lost} steps lost); "
         f"the chief's new session in {back:.1f} s, past step {seen} again in {fault.since():.1f} s"
     )
 
@@ -334,6 +289,75 @@ def test_a_run_that_loses_its_ps_its_chief_and_a_worker_resumes_each_time_and_re
     report.append(f"test accuracy {result['test_accuracy']:.3f}")
     print("\n[real node faults] " + "\n  ".join(report))
     cli("destroy", "--stack", FAULTS, "--yes")
+
+
+def _record(mode: str, fault: Fault, run: Path, task: str, *, resumed_from: int, steps_lost: int, training_again: float) -> None:
+    """What the fault cost, for bench/recovery.py (fault_record.record), with the phases of `task`'s
+    start after it: a task that only serves (a PS, an in-graph worker) until TensorFlow is
+    imported, a trainer until its cluster formed (a script of one's own: until its launcher started)."""
+    serves = task.startswith("ps-") or (mode == IN_GRAPH_MODE and task != IN_GRAPH_CHIEF)  # forms no session of its own
+    # A script of one's own says none of the trainer's phases: its launcher's start alone.
+    phase = None if mode == SEED_MODE else "tensorflow_imported" if serves else "cluster_ready"
+    start = until(f"{task}'s progress file after {fault.what}", 60, lambda: started_again(run, task, fault, phase=phase))
+    record(mode, fault, task=task, start=start, resumed_from=resumed_from, steps_lost=steps_lost, training_again=training_again)
+
+
+SEED_LINE = re.compile(r"job : worker/0 step : (\d+) ")
+RESTORING = re.compile(r"Restoring parameters from \S*model\.ckpt-(\d+)")
+
+
+def _seed_step(run: Path) -> int:
+    """The global step of the seed-era chief's last progress line (-1: none yet)."""
+    found = SEED_LINE.findall(task_log(run, CHIEF))
+    return int(found[-1]) if found else -1
+
+
+def test_a_seed_era_script_that_loses_its_ps_restores_its_checkpoint_and_reaches_its_target(alice: Alice) -> None:
+    """A script of the seeds' era, unchanged but for where and how often it checkpoints
+    (examples/seed-era: classic flags, `replica_device_setter`, `MonitoredTrainingSession`), one PS
+    and two workers: the PS's pod deleted at once mid-run. TensorFlow's own recovery does the rest:
+    the workers' sessions fail, `MonitoredSession` recreates them, and the chief restores the newest
+    checkpoint (TensorFlow's log line says which), never a re-initialised model. The run reaches
+    its target at the accuracy it reaches without faults, and the launcher retires the PS, which
+    the script itself would serve forever."""
+    cluster, cli, volumes = alice.cluster, alice.cli, alice.volumes
+    assert _still_tainted(cluster), "the real node is the User Node already: run this module's tests in file order"
+    shutil.copytree(ROOT / "examples" / "seed-era", cli.cwd / "seed-era", dirs_exist_ok=True)
+    settings = {
+        "tfk8s:clusters[0].code.path": "seed-era",
+        "tfk8s:clusters[0].command[0]": "python",
+        "tfk8s:clusters[0].command[1]": "mnist_replica.py",
+        "tfk8s:clusters[0].run.checkpointSeconds": str(SEED_CHECKPOINT_SECONDS),
+    }
+    _mnist_up(alice, SEED_ERA, f"--train_steps={SEED_STEPS}", settings=settings)
+    run = until("the run's directory on the log volume", 300, lambda: run_directory(volumes, SEED_ERA))
+    saved = _checkpoint_at_least(run, 1)
+    seen = _seed_step(run)
+    assert seen < SEED_STEPS * 0.7, f"the run is at step {seen} of {SEED_STEPS} before the fault: give it more steps"
+    restored_before = len(RESTORING.findall(task_log(run, CHIEF)))
+    fault = Fault.now("ps-0's pod deleted", seen)
+    ps = _pod_of(cluster, "ps-0", SEED_ERA)["metadata"]["name"]
+    cluster.run("delete", "pod", "-n", NAMESPACE, ps, "--grace-period=0", "--force", "--wait=false")
+    restored = until(
+        "the seed-era chief restores a checkpoint after the PS's fault",
+        300,
+        lambda: [int(s) for s in RESTORING.findall(task_log(run, CHIEF))[restored_before:]],
+    )[0]
+    until(f"the seed-era chief past step {seen}", 300, lambda: _seed_step(run) > seen)
+    again = fault.since()
+    assert saved <= restored <= seen, (saved, restored, seen)  # the newest checkpoint, not step 0
+    _record(SEED_MODE, fault, run, "ps-0", resumed_from=restored, steps_lost=seen - restored, training_again=again)
+
+    until("the workers' Job completes after the fault", 900, lambda: _job_done(cluster, SEED_ERA))
+    until("the launcher retires the PS", 120, lambda: _ps_retired(cluster, SEED_ERA))
+    done = re.search(r"job : worker/0 done at step (\d+), test accuracy : ([\d.]+)", task_log(run, CHIEF))
+    assert done and int(done[1]) >= SEED_STEPS and float(done[2]) >= 0.9, task_log(run, CHIEF)[-3000:]
+    print(
+        f"\n[real node faults] a seed-era script, {SEED_STEPS} steps, a checkpoint every {SEED_CHECKPOINT_SECONDS} s: "
+        f"{fault.what} at step {seen}: checkpoint {restored} restored ({seen - restored} steps lost), past step {seen} "
+        f"again in {again:.1f} s; test accuracy {float(done[2]):.3f}"
+    )
+    cli("destroy", "--stack", SEED_ERA, "--yes")
 
 
 def _resumed(run: Path, task: str) -> dict[str, Any] | None:
@@ -354,10 +378,11 @@ def _trained_again(run: Path, task: str) -> TaskRun | None:
 def test_an_in_graph_run_whose_ps_is_lost_starts_its_chief_again_from_the_checkpoint(alice: Alice) -> None:
     """In-graph from a chief (ParameterServerStrategy, ClusterCoordinator), one PS and one worker:
     the PS's pod deleted at once mid-run. TensorFlow's coordinator cannot go on without its PS: the
-    chief exits with tfk8s_train.in_graph.PS_LOST_EXIT, which its Job ignores (podFailurePolicy):
-    the Job's next pod, no retry spent, restores the newest checkpoint, with the PS's new pod. Then
-    its worker's pod deleted: the coordinator takes the Job's next pod back, and the same chief
-    trains on. The run reaches its target; its PS retire and readiness says Succeeded."""
+    chief exits with tfk8s_train.in_graph.PS_LOST_EXIT, and its launcher starts it again at once in
+    the same pod (no Job backoff, no retry spent); it restores the newest checkpoint, with the PS's
+    new pod. Then its worker's pod deleted: the coordinator takes the Job's next pod back, and the
+    same chief trains on. Then the chief's own pod deleted: the Job's next pod restores the newest
+    checkpoint. The run reaches its target; its PS retire and readiness says Succeeded."""
     cluster, cli, volumes = alice.cluster, alice.cli, alice.volumes
     assert _still_tainted(cluster), "the real node is the User Node already: run this module's tests in file order"
     in_graph = {"replication": "in-graph", "inGraphClient": "chief", "workers.count": "1"}
@@ -371,57 +396,77 @@ def test_an_in_graph_run_whose_ps_is_lost_starts_its_chief_again_from_the_checkp
     )
     run = until("the run's directory on the log volume", 300, lambda: run_directory(volumes, IN_GRAPH))
     saved = _checkpoint_at_least(run, 2 * CHECKPOINT_STEPS)
-    step = _client_step(run, IN_GRAPH_CHIEF)
+    step = last_step(run, IN_GRAPH_CHIEF)
     assert step < IN_GRAPH_STEPS - 500, f"the run is at step {step} of {IN_GRAPH_STEPS} before the fault"
     (ps,) = [p for p in _running(cluster, IN_GRAPH) if p["metadata"]["labels"].get("app.kubernetes.io/component") == "ps"]
-    fault = Fault("ps-0's pod deleted", step, time.monotonic())
+    (client,) = [p for p in _running(cluster, IN_GRAPH) if p["metadata"]["labels"].get("app.kubernetes.io/component") == "chief"]
+    fault = Fault.now("ps-0's pod deleted", step)
     cluster.run("delete", "pod", "-n", NAMESPACE, ps["metadata"]["name"], "--grace-period=0", "--force", "--wait=false")
     chief = until(f"{IN_GRAPH_CHIEF} starts again", 300, lambda: task_runs(run, IN_GRAPH_CHIEF)[1:])[0]
     back = fault.since()
-    said = [line for line in _task_log(run, IN_GRAPH_CHIEF).splitlines() if "lost a parameter server" in line]
-    assert said and "exiting with 75" in said[0], _task_log(run, IN_GRAPH_CHIEF)[-3000:]
+    said = [line for line in task_log(run, IN_GRAPH_CHIEF).splitlines() if "lost a parameter server" in line]
+    assert said and "exiting with 75" in said[0], task_log(run, IN_GRAPH_CHIEF)[-3000:]
     # The newest checkpoint at the fault, or one the chief saved after its last progress line.
     assert chief.restored is not None and saved <= chief.restored <= chief.started_at, (chief, saved)
-    until(f"{IN_GRAPH_CHIEF} past step {fault.at_step}", 300, lambda: _client_step(run, IN_GRAPH_CHIEF) > fault.at_step)
+    until(f"{IN_GRAPH_CHIEF} past step {fault.at_step}", 300, lambda: last_step(run, IN_GRAPH_CHIEF) > fault.at_step)
     again = fault.since()
     cost = until(f"{IN_GRAPH_CHIEF}'s progress file says where it resumed", 60, lambda: _resumed(run, IN_GRAPH_CHIEF))
     assert cost["at_step"] >= chief.restored and 0 < cost["seconds"] < 300, cost
+    lost_steps = max(0, fault.at_step - chief.restored)
+    _record(IN_GRAPH_MODE, fault, run, IN_GRAPH_CHIEF, resumed_from=chief.restored, steps_lost=lost_steps, training_again=again)
     (job,) = [j for j in _jobs(cluster, IN_GRAPH) if j["metadata"]["name"].endswith("-chief")]
     assert job["status"].get("failed", 0) == 0, job["status"]  # the lost PS cost the chief no retry
+    restarted = cluster.get("pod", NAMESPACE, client["metadata"]["name"])  # and no new pod: its launcher started it
+    assert restarted["metadata"]["uid"] == client["metadata"]["uid"] and "deletionTimestamp" not in restarted["metadata"]
 
     # Its worker: the coordinator holds the worker's steps until the Job's next pod serves at the
     # task's address, and takes it back; the chief goes on, not started again.
-    step = _client_step(run, IN_GRAPH_CHIEF)
+    step = last_step(run, IN_GRAPH_CHIEF)
     assert step < IN_GRAPH_STEPS - 500, f"the run is at step {step} of {IN_GRAPH_STEPS} before the worker's fault"
     (worker,) = [p for p in _running(cluster, IN_GRAPH) if p["metadata"]["labels"].get("app.kubernetes.io/component") == "worker"]
-    lost = Fault("worker-0's pod deleted", step, time.monotonic())
+    lost = Fault.now("worker-0's pod deleted", step)
     cluster.run("delete", "pod", "-n", NAMESPACE, worker["metadata"]["name"], "--grace-period=0", "--force", "--wait=false")
-    until("worker-0's next pod serves", 300, lambda: _task_log(run, "worker-0").count(" serving at ") >= 2)
-    serving, at = lost.since(), _client_step(run, IN_GRAPH_CHIEF)
-    until(f"{IN_GRAPH_CHIEF} trains again", 300, lambda: _client_step(run, IN_GRAPH_CHIEF) > at)
+    until("worker-0's next pod serves", 300, lambda: task_log(run, "worker-0").count(" serving at ") >= 2)
+    serving, at = lost.since(), last_step(run, IN_GRAPH_CHIEF)
+    until(f"{IN_GRAPH_CHIEF} trains again", 300, lambda: last_step(run, IN_GRAPH_CHIEF) > at)
+    trained = lost.since()
     assert len(task_runs(run, IN_GRAPH_CHIEF)) == 2, "the chief started again over a lost worker"
+    # Its closures are retried on the new pod: the run loses no step.
+    _record(IN_GRAPH_MODE, lost, run, "worker-0", resumed_from=at, steps_lost=0, training_again=trained)
+
+    # The chief itself: the Job's next pod (a retry spent: a pod deleted is the task's failure as far
+    # as the Job can tell) restores the newest checkpoint and drives the same PS and worker on.
+    saved = _checkpoint_at_least(run, at + CHECKPOINT_STEPS)
+    step = last_step(run, IN_GRAPH_CHIEF)
+    assert step < IN_GRAPH_STEPS - 500, f"the run is at step {step} of {IN_GRAPH_STEPS} before the chief's fault"
+    gone = Fault.now(f"{IN_GRAPH_CHIEF}'s pod deleted", step)
+    cluster.run("delete", "pod", "-n", NAMESPACE, client["metadata"]["name"], "--grace-period=0", "--force", "--wait=false")
+    third = until(f"{IN_GRAPH_CHIEF} starts a third time", 300, lambda: task_runs(run, IN_GRAPH_CHIEF)[2:])[0]
+    assert third.restored is not None and saved <= third.restored <= third.started_at, (third, saved)
+    until(f"{IN_GRAPH_CHIEF} past step {gone.at_step}", 300, lambda: last_step(run, IN_GRAPH_CHIEF) > gone.at_step)
+    chief_again, chief_lost = gone.since(), max(0, gone.at_step - third.restored)
+    _record(
+        IN_GRAPH_MODE, gone, run, IN_GRAPH_CHIEF, resumed_from=third.restored, steps_lost=chief_lost, training_again=chief_again
+    )
 
     until("the chief's Job completes", 900, lambda: _chief_done(cluster, job["metadata"]["name"]))
+    retries = cluster.get("job", NAMESPACE, job["metadata"]["name"])["status"].get("failed", 0)
     until("the PS scale their own Deployment to zero", 120, lambda: _ps_retired(cluster, IN_GRAPH))
     cli("up", "--stack", IN_GRAPH, "--yes", "--skip-preview", "--refresh")
     assert cli.outputs(IN_GRAPH)["readiness"]["clusters"]["mnist"]["phase"] == "Succeeded"
     result = json.loads((run / "results" / f"{IN_GRAPH_CHIEF}.json").read_text())
-    assert result["first_step"] == chief.started_at and result["global_step"] >= IN_GRAPH_STEPS, result
+    assert result["first_step"] == third.started_at and result["global_step"] >= IN_GRAPH_STEPS, result
     assert result["test_accuracy"] >= 0.9, result
     print(
         f"\n[real node faults] in-graph from a chief, {IN_GRAPH_STEPS} steps: {fault.what} at step {fault.at_step}: "
-        f"the chief's next pod restored checkpoint {chief.restored} ({max(0, fault.at_step - chief.restored)} steps lost) "
+        f"the chief's next pod restored checkpoint {chief.restored} ({lost_steps} steps lost) "
         f"in {back:.1f} s, past step {fault.at_step} again in {again:.1f} s; {lost.what} at step {lost.at_step}: its "
-        f"next pod served in {serving:.1f} s, the same chief training again in {lost.since():.1f} s; "
+        f"next pod served in {serving:.1f} s, the same chief training again in {trained:.1f} s; {gone.what} at step "
+        f"{gone.at_step}: its next pod restored checkpoint {third.restored} ({chief_lost} steps lost), past step "
+        f"{gone.at_step} again in {chief_again:.1f} s ({retries} retries spent); "
         f"test accuracy {result['test_accuracy']:.3f}"
     )
     cli("destroy", "--stack", IN_GRAPH, "--yes")
-
-
-def _client_step(run: Path, task: str) -> int:
-    """The global step of `task`'s last progress line (-1: none yet)."""
-    runs = task_runs(run, task)
-    return runs[-1].steps[-1] if runs and runs[-1].steps else -1
 
 
 def _jobs(kube: Kube, stack: str) -> list[dict[str, Any]]:

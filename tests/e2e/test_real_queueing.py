@@ -83,10 +83,10 @@ def checkpointed(run: Path) -> int | None:
     return step if step >= 0 else None
 
 
-def _trained_again(run: Path, task: str) -> TaskRun | None:
-    """`task`'s latest start after its first, once it has trained a step."""
-    runs = task_runs(run, task)
-    return runs[-1] if len(runs) > 1 and runs[-1].steps else None
+def _trained_after(run: Path, task: str, starts: int) -> TaskRun | None:
+    """`task`'s first start after its first `starts`, once it has trained a step."""
+    runs = task_runs(run, task)[starts:]
+    return runs[0] if runs and runs[0].steps else None
 
 
 def test_a_preempted_run_resumes_from_its_checkpoint_on_the_real_node(cluster: Kube, tmp_path: Path) -> None:
@@ -171,20 +171,20 @@ def test_a_preempted_run_resumes_from_its_checkpoint_on_the_real_node(cluster: K
         # Service, its retries as good as endless; the workers' Job's next pod for the index, one of
         # its retries spent); the JobSet itself never restarts (failurePolicy.maxRestarts 0) and
         # stays admitted, and the chief restores the newest checkpoint once the PS is back.
-        seen = last_step(run, CHIEF)
+        seen, recreated = last_step(run, CHIEF), len(sessions_recreated(run, CHIEF))
         fault = Fault.now("ps-0's pod deleted", seen)
         delete_now(cluster, task_pod(cluster, "ps", 0))
         restored_after_ps = until(
-            "slow's chief recreates its session after the PS's fault", 300, lambda: sessions_recreated(run, CHIEF)
+            "slow's chief recreates its session after the PS's fault", 300, lambda: sessions_recreated(run, CHIEF)[recreated:]
         )[0][2]
         until(f"slow's chief past step {seen}", 300, lambda: last_step(run, CHIEF) > seen)
         mark(f"{fault.what} at step {seen}: checkpoint {restored_after_ps} restored, past it again in {fault.since():.1f} s")
         assert 0 < preempted_at <= restored_after_ps <= seen, (preempted_at, restored_after_ps, seen)
 
-        seen = last_step(run, CHIEF)
+        seen, starts = last_step(run, CHIEF), len(task_runs(run, WORKER))
         fault = Fault.now(f"{WORKER}'s pod deleted", seen)
         delete_now(cluster, task_pod(cluster, "worker", 1))
-        joined = until(f"slow's {WORKER} trains again", 300, lambda: _trained_again(run, WORKER))
+        joined = until(f"slow's {WORKER} trains again", 300, lambda: _trained_after(run, WORKER, starts))
         mark(f"{fault.what} at step {seen}: its next pod joined at step {joined.started_at}, training in {fault.since():.1f} s")
         jobset = cluster.get("jobsets.jobset.x-k8s.io", NAMESPACE, "slow-mnist")
         assert jobset["metadata"]["uid"] == uid and jobset["status"].get("restarts", 0) == 0, jobset["status"]

@@ -95,16 +95,16 @@ def table(records: list[dict[str, Any]]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--keep", type=Path, help="also write the raw records (JSON lines) here")
+    parser.add_argument("--records", type=Path, help="where the runs' records go (JSON lines; default: a scratch file)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="tfk8s-recovery-") as scratch:
-        records = Path(scratch) / "records.jsonl"
+        # Written as each fault is measured: a run that fails keeps what the earlier ones measured.
+        records = args.records or Path(scratch) / "records.jsonl"
+        records.write_text("")
         for repeat in range(args.repeat):
             seconds = run_tests(records)
             print(f"run {repeat + 1} of {args.repeat}: {seconds:.0f} s", file=sys.stderr, flush=True)
         found = [json.loads(line) for line in records.read_text().splitlines()]
-        if args.keep:
-            args.keep.write_text(records.read_text())
     print(table(found))
 
 

@@ -13,6 +13,10 @@ through cluster DNS and train, on one platform and tenant brought up once for th
   retire, and readiness says Succeeded. Per fault, the steps lost and the seconds to train again
   are printed. Each fault is injected on the run's own progress (its checkpoints and the chief's
   progress lines in its log on the log volume, read from this machine), never on a timer.
+* An in-graph run driven by a chief (ParameterServerStrategy) loses its parameter server's pod (the
+  chief exits with 75 and its launcher starts it again in the same pod, from the newest
+  checkpoint), then its worker's (the same chief takes the worker's next pod back), then the
+  chief's own (the Job's next pod restores the newest checkpoint), and reaches its target.
 * A seed-era script of one's own (examples/seed-era: classic flags, `MonitoredTrainingSession`, its
   checkpoints on the log volume as often as `run.checkpointSeconds` says) loses its parameter
   server's pod mid-run: TensorFlow's own session recovery restores the newest checkpoint, and the
@@ -322,9 +326,8 @@ def test_a_seed_era_script_that_loses_its_ps_restores_its_checkpoint_and_reaches
     the script itself would serve forever."""
     cluster, cli, volumes = alice.cluster, alice.cli, alice.volumes
     assert _still_tainted(cluster), "the real node is the User Node already: run this module's tests in file order"
-    shutil.copytree(ROOT / "examples" / "seed-era", cli.cwd / "seed-era", dirs_exist_ok=True)
     settings = {
-        "tfk8s:clusters[0].code.path": "seed-era",
+        "tfk8s:clusters[0].code.path": "examples/seed-era",
         "tfk8s:clusters[0].command[0]": "python",
         "tfk8s:clusters[0].command[1]": "mnist_replica.py",
         "tfk8s:clusters[0].run.checkpointSeconds": str(SEED_CHECKPOINT_SECONDS),

@@ -96,11 +96,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--records", type=Path, help="where the runs' records go (JSON lines; default: a scratch file)")
+    parser.add_argument("--append", action="store_true", help="add to --records' earlier runs, and count them too")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="tfk8s-recovery-") as scratch:
         # Written as each fault is measured: a run that fails keeps what the earlier ones measured.
         records = args.records or Path(scratch) / "records.jsonl"
-        records.write_text("")
+        if not (args.append and records.exists()):
+            records.write_text("")
         for repeat in range(args.repeat):
             seconds = run_tests(records)
             print(f"run {repeat + 1} of {args.repeat}: {seconds:.0f} s", file=sys.stderr, flush=True)

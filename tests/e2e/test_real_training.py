@@ -348,8 +348,12 @@ def test_a_seed_era_script_that_loses_its_ps_restores_its_checkpoint_and_reaches
     )[0]
     until(f"the seed-era chief past step {seen}", 300, lambda: _seed_step(run) > seen)
     again = fault.since()
-    assert saved <= restored <= seen, (saved, restored, seen)  # the newest checkpoint, not step 0
-    _record(SEED_MODE, fault, run, "ps-0", resumed_from=restored, steps_lost=seen - restored, training_again=again)
+    # The newest checkpoint, not step 0: at least the one there before the fault. The script prints
+    # every 50 of its own steps, so its chief may have saved one past its last line (242 restored
+    # after step 204 printed, on 2026-11-30): the steps lost are a bound, not a count.
+    assert saved <= restored, (saved, restored, seen)
+    lost = max(0, seen - restored)
+    _record(SEED_MODE, fault, run, "ps-0", resumed_from=restored, steps_lost=lost, training_again=again)
 
     until("the workers' Job completes after the fault", 900, lambda: _job_done(cluster, SEED_ERA))
     until("the launcher retires the PS", 120, lambda: _ps_retired(cluster, SEED_ERA))
@@ -357,7 +361,7 @@ def test_a_seed_era_script_that_loses_its_ps_restores_its_checkpoint_and_reaches
     assert done and int(done[1]) >= SEED_STEPS and float(done[2]) >= 0.9, task_log(run, CHIEF)[-3000:]
     print(
         f"\n[real node faults] a seed-era script, {SEED_STEPS} steps, a checkpoint every {SEED_CHECKPOINT_SECONDS} s: "
-        f"{fault.what} at step {seen}: checkpoint {restored} restored ({seen - restored} steps lost), past step {seen} "
+        f"{fault.what} at step {seen}: checkpoint {restored} restored (about {lost} steps lost), past step {seen} "
         f"again in {again:.1f} s; test accuracy {float(done[2]):.3f}"
     )
     cli("destroy", "--stack", SEED_ERA, "--yes")

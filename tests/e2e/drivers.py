@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import subprocess
 import time
 from collections.abc import Callable, Sequence
@@ -149,6 +150,19 @@ class Cli:
     def outputs(self, stack: str, *, show_secrets: bool = False) -> dict[str, Any]:
         flags = ["--show-secrets"] if show_secrets else []
         return json.loads(self("stack", "output", "--stack", stack, "--json", *flags).stdout)
+
+
+def cli_of_its_own(work: Path, kubeconfig: Path, *, tree: Path = ROOT) -> Cli:
+    """The plain CLI on the project copy at `work` with a state and a passphrase of its own, against
+    `kubeconfig` (a module's cluster of its own), with the environment `tree`'s hack/env.sh gives
+    (this checkout, or a release's)."""
+    mine = {
+        "PULUMI_BACKEND_URL": f"file://{work / 'state'}",
+        "KUBECONFIG": str(kubeconfig),
+        "PULUMI_CONFIG_PASSPHRASE": secrets.token_urlsafe(16),
+    }
+    env = {k: v for k, v in os.environ.items() if k != "PULUMI_CONFIG_PASSPHRASE_FILE"} | mine
+    return Cli(work, env=env | toolenv.exported(mine, tree=tree))
 
 
 def team_platform(volumes: Path, storage_class: str) -> dict[str, Any]:

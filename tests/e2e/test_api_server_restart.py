@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import signal
 import subprocess
 import time
@@ -31,7 +30,7 @@ from typing import Any
 import pytest
 import yaml
 from drivers import CLUSTER as E2E_CLUSTER
-from drivers import Cli, Kube, wait_until
+from drivers import Cli, Kube, cli_of_its_own, wait_until
 
 import toolenv
 
@@ -64,14 +63,7 @@ def kube() -> Iterator[Kube]:
 
 @pytest.fixture(scope="module")
 def cli(tmp_path_factory: pytest.TempPathFactory, kube: Kube) -> Cli:
-    work = toolenv.project_copy(tmp_path_factory.mktemp("restart"))
-    mine = {
-        "PULUMI_BACKEND_URL": f"file://{work / 'state'}",
-        "KUBECONFIG": str(kube.kubeconfig),
-        "PULUMI_CONFIG_PASSPHRASE": secrets.token_urlsafe(16),
-    }
-    env = {k: v for k, v in os.environ.items() if k != "PULUMI_CONFIG_PASSPHRASE_FILE"} | mine
-    return Cli(work, env=env | toolenv.exported(mine))
+    return cli_of_its_own(toolenv.project_copy(tmp_path_factory.mktemp("restart")), kube.kubeconfig)
 
 
 def api_server_pid(cluster: str) -> int:

@@ -28,7 +28,7 @@ import pytest
 import yaml
 from doctor_run import doctor
 from drivers import CLUSTER as E2E_CLUSTER
-from drivers import ROOT, Cli, Kube, wait_until
+from drivers import ROOT, Cli, Kube, cli_of_its_own, wait_until
 from tfk8s_train.cluster import free_ports
 
 import toolenv
@@ -142,14 +142,7 @@ def legacy_kube() -> Iterator[Kube]:
 @pytest.fixture(scope="module")
 def legacy(tmp_path_factory: pytest.TempPathFactory, legacy_kube: Kube) -> Cli:
     """The plain CLI on a project copy of its own, pointed at the 1.25 cluster."""
-    work = toolenv.project_copy(tmp_path_factory.mktemp("legacy"))
-    mine = {
-        "PULUMI_BACKEND_URL": f"file://{work / 'state'}",
-        "KUBECONFIG": str(legacy_kube.kubeconfig),
-        "PULUMI_CONFIG_PASSPHRASE": secrets.token_urlsafe(16),
-    }
-    env = {k: v for k, v in os.environ.items() if k != "PULUMI_CONFIG_PASSPHRASE_FILE"} | mine
-    return Cli(work, env=env | toolenv.exported(mine))
+    return cli_of_its_own(toolenv.project_copy(tmp_path_factory.mktemp("legacy")), legacy_kube.kubeconfig)
 
 
 def edit_stack(cli: Cli, stack: str, change: Any) -> None:

@@ -11,8 +11,6 @@ and state staying where they are.
 from __future__ import annotations
 
 import json
-import os
-import secrets
 import shutil
 import subprocess
 from collections import Counter
@@ -21,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from drivers import Cli, Kube
+from drivers import Cli, Kube, cli_of_its_own
 from tfk8s.release import STATEFUL_KINDS
 
 import releases
@@ -74,13 +72,7 @@ def team_project(work: Path, release: Release, kubeconfig: Path) -> Cli:
     (work / "infra").symlink_to(release.tree / "infra")
     (work / ".venv").symlink_to(release.venv)
     (work / "state").mkdir()
-    mine = {
-        "PULUMI_BACKEND_URL": f"file://{work / 'state'}",
-        "KUBECONFIG": str(kubeconfig),
-        "PULUMI_CONFIG_PASSPHRASE": secrets.token_urlsafe(16),
-    }
-    env = {k: v for k, v in os.environ.items() if k != "PULUMI_CONFIG_PASSPHRASE_FILE"} | mine
-    return Cli(work, env=env | toolenv.exported(mine, tree=release.tree))
+    return cli_of_its_own(work, kubeconfig, tree=release.tree)
 
 
 def run_release(team: Cli, release: Release) -> None:

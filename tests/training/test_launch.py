@@ -18,7 +18,7 @@ import time
 import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pytest
 from tfk8s.schema.experiment import ClusterSettings, PsSettings, WorkerSettings
@@ -227,6 +227,16 @@ def _launch(
 SERVER = "import time\nwhile True: time.sleep(0.05)"
 
 
+def _until_ready(proc: subprocess.Popen[str]) -> IO[str]:
+    """Reads the launcher's output until its child says `ready` (it has set its signal handlers);
+    the rest of the output."""
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.strip() == "ready":
+            return proc.stdout
+    raise AssertionError("the launcher's output ended before its child was ready")
+
+
 def test_ps_launcher_stops_its_server_once_all_workers_are_done(tmp_path: Path, launcher_python: str) -> None:
     ps = _launch(tmp_path, "ps", 0, SERVER, python=launcher_python)
     worker0 = _launch(
@@ -273,13 +283,10 @@ def test_sigterm_is_forwarded_to_the_child(tmp_path: Path, launcher_python: str)
         "print('ready', flush=True)\nwhile True: time.sleep(0.05)"
     )
     proc = _launch(tmp_path, "worker", 0, code, python=launcher_python)
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        if line.strip() == "ready":
-            break
+    output = _until_ready(proc)
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(30) == 0
-    assert "child got SIGTERM" in proc.stdout.read()
+    assert "child got SIGTERM" in output.read()
 
 
 def test_launcher_runs_as_module_and_reports_usage_errors(tmp_path: Path) -> None:
@@ -692,11 +699,8 @@ def test_a_server_or_a_stopped_task_is_not_started_again(tmp_path: Path, launche
         "print('ready', flush=True)\nwhile True: time.sleep(0.05)"
     )
     proc = _launch(tmp_path, "worker", 1, code, python=launcher_python)
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        if line.strip() == "ready":
-            break
+    output = _until_ready(proc)
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(30) == 75
-    assert "starting it again" not in proc.stdout.read()
+    assert "starting it again" not in output.read()
     assert _progress(tmp_path, "worker-1")["starts"] == 1

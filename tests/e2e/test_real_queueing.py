@@ -179,7 +179,9 @@ def test_a_preempted_run_resumes_from_its_checkpoint_on_the_real_node(cluster: K
         )[0][2]
         until(f"slow's chief past step {seen}", 300, lambda: last_step(run, CHIEF) > seen)
         mark(f"{fault.what} at step {seen}: checkpoint {restored_after_ps} restored, past it again in {fault.since():.1f} s")
-        assert 0 < preempted_at <= restored_after_ps <= seen, (preempted_at, restored_after_ps, seen)
+        # At least the checkpoint it was admitted again from; its chief may have saved one past its
+        # last progress line (1218 restored after step 1203 printed: 2026-11-30).
+        assert 0 < preempted_at <= restored_after_ps, (preempted_at, restored_after_ps, seen)
 
         seen, starts = last_step(run, CHIEF), len(task_runs(run, WORKER))
         fault = Fault.now(f"{WORKER}'s pod deleted", seen)

@@ -704,3 +704,12 @@ def test_a_server_or_a_stopped_task_is_not_started_again(tmp_path: Path, launche
     assert proc.wait(30) == 75
     assert "starting it again" not in output.read()
     assert _progress(tmp_path, "worker-1")["starts"] == 1
+
+
+def test_the_child_re_resolves_its_peers_names_within_a_second_unless_told_otherwise() -> None:
+    """A peer's next pod comes back at a new address behind the same name: gRPC's default of one
+    resolution per 30 s kept a lost worker out that long. The task's own value stands."""
+    spec = parse_env(env())
+    assert launch.child_env(spec, {})["TF_GRPC_DEFAULT_OPTIONS"] == "grpc.dns_min_time_between_resolutions_ms=1000"
+    own = {"TF_GRPC_DEFAULT_OPTIONS": "grpc.keepalive_time_ms=10000"}
+    assert launch.child_env(spec, own)["TF_GRPC_DEFAULT_OPTIONS"] == "grpc.keepalive_time_ms=10000"

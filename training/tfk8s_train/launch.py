@@ -300,8 +300,16 @@ def child_command(spec: LaunchSpec, cmd: Sequence[str]) -> List[str]:
     return [*cmd, *classic_flags(spec)] if spec.classic_flags else list(cmd)
 
 
+# gRPC resolves a name again at most every 30 s by default (grpc.dns_min_time_between_resolutions_ms):
+# a task whose peer came back at a new address (a worker's next pod behind its headless Service's
+# name) kept dialing the old one that long. On the real node a lost worker trained again 31 s after
+# its pod was deleted, every time, 8 s after its next pod served. TensorFlow hands
+# TF_GRPC_DEFAULT_OPTIONS to every channel it makes; a value of the task's own environment stands.
+GRPC_OPTIONS = "grpc.dns_min_time_between_resolutions_ms=1000"
+
+
 def child_env(spec: LaunchSpec, environ: Mapping[str, str]) -> Dict[str, str]:
-    return {**environ, "TF_CONFIG": tf_config(spec), "TFK8S_LOG_DIR": spec.run_log_dir}
+    return {"TF_GRPC_DEFAULT_OPTIONS": GRPC_OPTIONS, **environ, "TF_CONFIG": tf_config(spec), "TFK8S_LOG_DIR": spec.run_log_dir}
 
 
 def run_log_dir(log_dir: Union[str, Path], run_uid: str) -> str:

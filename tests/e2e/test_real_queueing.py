@@ -190,7 +190,8 @@ def test_a_preempted_run_resumes_from_its_checkpoint_on_the_real_node(cluster: K
         mark(f"{fault.what} at step {seen}: its next pod joined at step {joined.started_at}, training in {fault.since():.1f} s")
         jobset = cluster.get("jobsets.jobset.x-k8s.io", NAMESPACE, "slow-mnist")
         assert jobset["metadata"]["uid"] == uid and jobset["status"].get("restarts", 0) == 0, jobset["status"]
-        assert readiness("slow")["queue"]["state"] == "Running"
+        # Running again once the worker's next pod is ready (the kubelet probes its port every few seconds).
+        until("slow's readiness to say Running after the faults", 180, lambda: readiness("slow")["queue"]["state"] == "Running")
     finally:
         print("\n[real node, queueing]\n" + "\n".join(timeline))
         for stack in ("urgent", "slow"):

@@ -469,7 +469,7 @@ def test_an_in_graph_run_whose_ps_is_lost_starts_its_chief_again_from_the_checkp
     assert result["test_accuracy"] >= 0.9, result
     print(
         f"\n[real node faults] in-graph from a chief, {IN_GRAPH_STEPS} steps: {fault.what} at step {fault.at_step}: "
-        f"the chief's next pod restored checkpoint {chief.restored} ({lost_steps} steps lost) "
+        f"the chief, started again in its pod, restored checkpoint {chief.restored} ({lost_steps} steps lost) "
         f"in {back:.1f} s, past step {fault.at_step} again in {again:.1f} s; {lost.what} at step {lost.at_step}: its "
         f"next pod served in {serving:.1f} s, the same chief training again in {trained:.1f} s; {gone.what} at step "
         f"{gone.at_step}: its next pod restored checkpoint {third.restored} ({chief_lost} steps lost), past step "

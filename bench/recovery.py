@@ -2,8 +2,9 @@
 
 Runs the real node's fault tests (tests/e2e/test_real_training.py: the between-graph run that loses
 its parameter server's pod, its chief's, a worker's, then the parameter server's container killed
-in place; the in-graph run, driven by a chief, that loses its parameter server's pod, then its
-worker's) `--repeat` times, each a whole pytest run with its own throwaway cluster and real node.
+in place; the seed-era script that loses its parameter server's pod; the in-graph run, driven by a
+chief, that loses its parameter server's pod, then its worker's, then the chief's) `--repeat` times,
+each a whole pytest run with its own throwaway cluster and real node.
 Each fault is injected on the run's progress, never on a timer, and each test records what it
 cost (tests/e2e/fault_record.py): the seconds from the fault until the run trains past the step it had
 reached (a joining worker: until it trained a step), the step it resumed from, the steps lost, and

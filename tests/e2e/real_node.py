@@ -96,6 +96,13 @@ def kill_container(kube: Kube, pod: dict[str, Any]) -> None:
     realnode.kill_container(kube.cluster or "", status["containerID"])
 
 
+def delete_at_once(kube: Kube, pod: dict[str, Any]) -> None:
+    """The pod deleted at once, no grace, as a task is lost: the API object goes now, the kubelet
+    kills what is left of it."""
+    meta = pod["metadata"]
+    kube.run("delete", "pod", "-n", meta["namespace"], meta["name"], "--grace-period=0", "--force", "--wait=false")
+
+
 def untaint(kube: Kube) -> None:
     """The real node without its own taint (realnode.untaint): the User Node's apps may land there."""
     realnode.untaint(kube.cluster or "")

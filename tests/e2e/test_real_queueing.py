@@ -24,6 +24,7 @@ from drivers import CLUSTER, Kube
 from fault_record import Fault
 from queueing_env import pods_of
 from real_node import (
+    delete_at_once,
     give_volumes_to_pods,
     import_image,
     place_on_real_node,
@@ -71,10 +72,6 @@ def task_pod(kube: Kube, role: str, index: int) -> dict[str, Any]:
         and p["status"].get("phase") == "Running"
     ]
     return pod
-
-
-def delete_now(kube: Kube, pod: dict[str, Any]) -> None:
-    kube.run("delete", "pod", "-n", NAMESPACE, pod["metadata"]["name"], "--grace-period=0", "--force", "--wait=false")
 
 
 def checkpointed(run: Path) -> int | None:
@@ -173,7 +170,7 @@ def test_a_preempted_run_resumes_from_its_checkpoint_on_the_real_node(cluster: K
         # stays admitted, and the chief restores the newest checkpoint once the PS is back.
         seen, recreated = last_step(run, CHIEF), len(sessions_recreated(run, CHIEF))
         fault = Fault.now("ps-0's pod deleted", seen)
-        delete_now(cluster, task_pod(cluster, "ps", 0))
+        delete_at_once(cluster, task_pod(cluster, "ps", 0))
         restored_after_ps = until(
             "slow's chief recreates its session after the PS's fault", 300, lambda: sessions_recreated(run, CHIEF)[recreated:]
         )[0][2]
@@ -185,7 +182,7 @@ def test_a_preempted_run_resumes_from_its_checkpoint_on_the_real_node(cluster: K
 
         seen, starts = last_step(run, CHIEF), len(task_runs(run, WORKER))
         fault = Fault.now(f"{WORKER}'s pod deleted", seen)
-        delete_now(cluster, task_pod(cluster, "worker", 1))
+        delete_at_once(cluster, task_pod(cluster, "worker", 1))
         joined = until(f"slow's {WORKER} trains again", 300, lambda: _trained_after(run, WORKER, starts))
         mark(f"{fault.what} at step {seen}: its next pod joined at step {joined.started_at}, training in {fault.since():.1f} s")
         jobset = cluster.get("jobsets.jobset.x-k8s.io", NAMESPACE, "slow-mnist")

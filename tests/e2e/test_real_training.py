@@ -53,11 +53,12 @@ from typing import Any
 
 import pytest
 from drivers import CLUSTER, Cli, Kube
-from fault_record import Fault, record, started_again
+from fault_record import Fault, progress, record, started_again
 from real_node import (
     BRIDGE_ADDRESS,
     MNIST_ON_THE_NODE,
     REAL_NODE_KEY,
+    delete_at_once,
     failure_report,
     first_answer,
     give_volumes_to_pods,
@@ -146,7 +147,7 @@ def _delete_pod(cluster: Kube, run: Path, task: str) -> Fault:
     """Deletes the running pod of the FAULTS run's `task` at once, no grace."""
     pod, step = _pod_of(cluster, task), _step_before_a_fault(run)
     fault = Fault.now(f"{task}'s pod deleted", step)
-    cluster.run("delete", "pod", "-n", NAMESPACE, pod["metadata"]["name"], "--grace-period=0", "--force", "--wait=false")
+    delete_at_once(cluster, pod)
     return fault
 
 
@@ -339,8 +340,7 @@ def test_a_seed_era_script_that_loses_its_ps_restores_its_checkpoint_and_reaches
     assert seen < SEED_STEPS * 0.7, f"the run is at step {seen} of {SEED_STEPS} before the fault: give it more steps"
     restored_before = len(RESTORING.findall(task_log(run, CHIEF)))
     fault = Fault.now("ps-0's pod deleted", seen)
-    ps = _pod_of(cluster, "ps-0", SEED_ERA)["metadata"]["name"]
-    cluster.run("delete", "pod", "-n", NAMESPACE, ps, "--grace-period=0", "--force", "--wait=false")
+    delete_at_once(cluster, _pod_of(cluster, "ps-0", SEED_ERA))
     restored = until(
         "the seed-era chief restores a checkpoint after the PS's fault",
         300,
@@ -372,10 +372,7 @@ def test_a_seed_era_script_that_loses_its_ps_restores_its_checkpoint_and_reaches
 
 def _resumed(run: Path, task: str) -> dict[str, Any] | None:
     """The task's progress file's `last_resume` once its latest start trains (task_progress.Resume)."""
-    try:
-        resume = json.loads((run / ".tfk8s" / "progress" / f"{task}.json").read_text()).get("last_resume")
-    except (FileNotFoundError, json.JSONDecodeError):
-        return None
+    resume = progress(run, task).get("last_resume")
     return resume if resume and resume.get("at_step") is not None else None
 
 
@@ -411,7 +408,7 @@ def test_an_in_graph_run_whose_ps_is_lost_starts_its_chief_again_from_the_checkp
     (ps,) = [p for p in _running(cluster, IN_GRAPH) if p["metadata"]["labels"].get("app.kubernetes.io/component") == "ps"]
     (client,) = [p for p in _running(cluster, IN_GRAPH) if p["metadata"]["labels"].get("app.kubernetes.io/component") == "chief"]
     fault = Fault.now("ps-0's pod deleted", step)
-    cluster.run("delete", "pod", "-n", NAMESPACE, ps["metadata"]["name"], "--grace-period=0", "--force", "--wait=false")
+    delete_at_once(cluster, ps)
     chief = until(f"{IN_GRAPH_CHIEF} starts again", 300, lambda: task_runs(run, IN_GRAPH_CHIEF)[1:])[0]
     back = fault.since()
     said = [line for line in task_log(run, IN_GRAPH_CHIEF).splitlines() if "lost a parameter server" in line]
@@ -435,7 +432,7 @@ def test_an_in_graph_run_whose_ps_is_lost_starts_its_chief_again_from_the_checkp
     assert step < IN_GRAPH_STEPS - 500, f"the run is at step {step} of {IN_GRAPH_STEPS} before the worker's fault"
     (worker,) = [p for p in _running(cluster, IN_GRAPH) if p["metadata"]["labels"].get("app.kubernetes.io/component") == "worker"]
     lost = Fault.now("worker-0's pod deleted", step)
-    cluster.run("delete", "pod", "-n", NAMESPACE, worker["metadata"]["name"], "--grace-period=0", "--force", "--wait=false")
+    delete_at_once(cluster, worker)
     until("worker-0's next pod serves", 300, lambda: task_log(run, "worker-0").count(" serving at ") >= 2)
     serving, at = lost.since(), last_step(run, IN_GRAPH_CHIEF)
     until(f"{IN_GRAPH_CHIEF} trains again", 300, lambda: last_step(run, IN_GRAPH_CHIEF) > at)
@@ -450,7 +447,7 @@ def test_an_in_graph_run_whose_ps_is_lost_starts_its_chief_again_from_the_checkp
     step = last_step(run, IN_GRAPH_CHIEF)
     assert step < IN_GRAPH_STEPS - 500, f"the run is at step {step} of {IN_GRAPH_STEPS} before the chief's fault"
     gone = Fault.now(f"{IN_GRAPH_CHIEF}'s pod deleted", step)
-    cluster.run("delete", "pod", "-n", NAMESPACE, client["metadata"]["name"], "--grace-period=0", "--force", "--wait=false")
+    delete_at_once(cluster, client)
     third = until(f"{IN_GRAPH_CHIEF} starts a third time", 300, lambda: task_runs(run, IN_GRAPH_CHIEF)[2:])[0]
     assert third.restored is not None and saved <= third.restored <= third.started_at, (third, saved)
     until(f"{IN_GRAPH_CHIEF} past step {gone.at_step}", 300, lambda: last_step(run, IN_GRAPH_CHIEF) > gone.at_step)

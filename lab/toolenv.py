@@ -9,6 +9,7 @@ runs); they are re-exported here for the tests.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import secrets
 import shlex
@@ -159,6 +160,22 @@ def throwaway_cluster(name: str, kube: str | None = None, *, queueing: bool = Fa
         yield Path(found.stdout.strip())
     finally:
         subprocess.run([script, "stop"], check=False, env=env)
+
+
+@contextlib.contextmanager
+def no_cluster_created() -> Iterator[None]:
+    """Holds hack/cluster.sh's creation lock: no local cluster is created meanwhile. kwokctl gives
+    a new cluster's components the first ports down from 32767 that nothing listens on, so a test
+    that stops one of its cluster's components for a while (its API server) holds this until the
+    component is back, or another test's cluster takes the port and one of the two cannot bind."""
+    locks = CACHE / "locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    with (locks / "kwokctl-create.lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 # What tfk8s's language host runs as (hack/langhost): its executable, and the program runner it starts.

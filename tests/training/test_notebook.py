@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import re
+import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -75,3 +78,76 @@ def test_notebook_trains_against_servers_started_by_the_runner(
             runner.terminate()  # the runner stops every process group it started
             runner.wait(30)
         runner_log.close()
+
+
+def _latest_checkpoint_step(checkpoints: Path) -> int:
+    state = checkpoints / "checkpoint"
+    match = re.search(r'^model_checkpoint_path: ".*-(\d+)"', state.read_text(), re.M) if state.is_file() else None
+    return int(match[1]) if match else -1
+
+
+def test_notebook_whose_ps_is_lost_mid_run_keeps_its_kernel_and_resumes_from_the_checkpoint(
+    tmp_path: Path, digits_tfrecords: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The notebook as the in-graph client, its PS killed mid-run (every variable gone with it) and
+    started again at its address 2 s later, as its Deployment's next pod would be. The kernel is the
+    user's: it must not exit (the chief's client does, for its launcher to start it again). The
+    training cell waits for the PS, restores the newest checkpoint in the same kernel, and the
+    notebook runs to its last cell: the run at its target and an uninterrupted run's accuracy, one
+    recovery in the result, the servers retired by the done marker."""
+    from tfk8s_train.cluster import LocalCluster, make_spec
+    from tfk8s_train.runner import client_env, trainer_command
+
+    steps = 1000
+    servers_log = (tmp_path / "servers.log").open("w")
+    cluster = LocalCluster(
+        spec=make_spec(1, 2, True),
+        command=trainer_command("in-graph", "mlp", steps),  # PS and workers only serve
+        log_dir=str(tmp_path / "log"),
+        data_dir=str(digits_tfrecords),
+        jobs=["ps", "worker"],
+        output=servers_log,
+    )
+    checkpoints = cluster.run_log_dir / "checkpoints"
+    fault: dict[str, float] = {}
+
+    def lose_the_ps() -> None:  # once the run has a checkpoint past its start
+        deadline = time.monotonic() + 240
+        while _latest_checkpoint_step(checkpoints) < 200 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        fault["checkpoint"] = _latest_checkpoint_step(checkpoints)
+        fault["at"] = time.time()
+        cluster.signal_task("ps-0", signal.SIGKILL)
+        time.sleep(2)
+        cluster.start_task("ps-0")
+
+    with cluster:
+        for key, value in client_env(cluster).items():
+            monkeypatch.setenv(key, value)
+        monkeypatch.setenv("TFK8S_STEPS", str(steps))
+        monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "2")
+        killer = threading.Thread(target=lose_the_ps, daemon=True)
+        killer.start()
+        notebook = nbformat.read(TRAINING_DIR / "master_client.ipynb", as_version=4)
+        NotebookClient(
+            notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(TRAINING_DIR)}}
+        ).execute()  # raises CellExecutionError should a cell fail, DeadKernelError should the kernel exit
+        killer.join(5)
+        codes = cluster.wait(60)
+
+    text = "".join(out.get("text", "") for cell in notebook.cells for out in cell.get("outputs", []))
+    assert fault.get("checkpoint", -1) >= 200, f"the PS was never lost mid-run: {fault}"
+    assert "chief-0 lost a parameter server" in text and "waiting for every PS to answer" in text, text[-3000:]
+    result = json.loads((cluster.run_log_dir / "results" / "chief-0.json").read_text())
+    [recovery] = result["recoveries"]
+    restored = int(recovery["checkpoint"].rsplit("-", 1)[1])
+    assert restored >= fault["checkpoint"], (recovery, fault)  # the newest checkpoint, not an older one
+    assert recovery["resumed_at"] == restored == result["first_step"] > 0, (recovery, result)
+    assert recovery["seen"] >= restored and recovery["lost_at"] >= fault["at"], (recovery, fault)
+    assert result["global_step"] >= steps and result["test_accuracy"] >= 0.90, result
+    assert codes == {"ps-0": 0, "worker-0": 0, "worker-1": 0}, (tmp_path / "servers.log").read_text()[-3000:]
+    waited, lost = recovery["ps_back_at"] - recovery["lost_at"], recovery["seen"] - restored
+    print(
+        f"\n[notebook] PS lost at checkpoint {fault['checkpoint']}; the kernel waited {waited:.1f} s for it, "
+        f"restored step {restored}, lost {lost} steps, finished {result['finished_at'] - fault['at']:.1f} s after the fault"
+    )

@@ -16,22 +16,27 @@ ParameterServerStrategy; its slots are plain variables, placed on the PS like th
 
 A lost worker is the coordinator's to handle: it runs the worker's steps elsewhere and takes the
 worker back when its pod returns. A lost PS is not: the coordinator raises, and the client must
-start anew, with the PS back, from its checkpoint. The chief then exits with ``PS_LOST_EXIT``,
-and its launcher starts it again at once in the same pod (tfk8s_train.launch); should the Job see
-it, it does not count it as a failure (tfk8s.specs.run_policy).
+start anew, with the PS back, from its checkpoint. The chief (``train_in_graph``) then exits with
+``PS_LOST_EXIT``, and its launcher starts it again at once in the same pod (tfk8s_train.launch);
+should the Job see it, it does not count it as a failure (tfk8s.specs.run_policy). A notebook
+(``train_in_graph_here``) has no launcher, and its kernel holds the user's work: it starts anew
+in its own process, with a new strategy and coordinator, once every PS answers again.
 """
 
 from __future__ import annotations
 
 import os
+import socket
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, NoReturn
 
 import numpy as np
 import tensorflow as tf
 
 from tfk8s_train.config import TrainConfig
+from tfk8s_train.launch import GRPC_OPTIONS
 from tfk8s_train.model import create_variables, forward, init_params, loss_and_accuracy
 from tfk8s_train.pipeline import TrainingData, make_dataset
 from tfk8s_train.reporting import Progress, checkpoint_dir, phase, placement_line, run_result, tensorboard_dir, v2_scalar_writer
@@ -112,20 +117,90 @@ def make_strategy(role: ClusterRole) -> tf.distribute.ParameterServerStrategy:
     return tf.distribute.ParameterServerStrategy(resolver)
 
 
+@dataclass
+class _Start:
+    """One start of the client: the last global step it saw (what a PS lost then cost)."""
+
+    step: int = 0
+
+
 def train_in_graph(cfg: TrainConfig, role: ClusterRole, data: TrainingData) -> dict[str, Any]:
-    """Drive the cluster from this client until the global step reaches ``cfg.steps``; with a PS
-    lost at any point (its variables read, restored or trained), exit with PS_LOST_EXIT."""
-    if not role.has_chief or role.job_name != "chief":
-        raise ValueError(f"in-graph training runs on the chief (the client); got {role.task}")
+    """The chief's client: drive the cluster until the global step reaches ``cfg.steps``; with a
+    PS lost at any point (its variables read, restored or trained), exit with PS_LOST_EXIT."""
+    _check_client(role)
     try:
-        return _drive(cfg, role, data)
+        return _drive(cfg, role, data, _Start(), recoveries=[])
     except Exception as error:
         if not lost_parameter_server(error):
             raise
         _start_anew(role, tf.train.latest_checkpoint(str(checkpoint_dir(cfg.log_dir))), error)
 
 
-def _drive(cfg: TrainConfig, role: ClusterRole, data: TrainingData) -> dict[str, Any]:
+# How often the notebook's client starts anew after a lost PS before it gives up, and how long it
+# waits for every PS to answer again each time (a PS's next pod imports TensorFlow first: 20-odd
+# seconds on a small CPU limit; longer when its node must pull the image or is gone).
+NOTEBOOK_STARTS = 10
+PS_BACK_SECONDS = 600.0
+
+
+def train_in_graph_here(
+    cfg: TrainConfig,
+    role: ClusterRole,
+    data: TrainingData,
+    *,
+    starts: int = NOTEBOOK_STARTS,
+    ps_back_seconds: float = PS_BACK_SECONDS,
+) -> dict[str, Any]:
+    """The notebook's client: as ``train_in_graph``, but a lost PS does not end this process (the
+    user's kernel). Once every PS answers at its address again, a new strategy and coordinator
+    restore the newest checkpoint and train on, up to ``starts`` times; each start anew is one of
+    the result's ``recoveries``."""
+    _check_client(role)
+    # The peers' names resolve again within a second, as the launcher's tasks do (launch.GRPC_OPTIONS):
+    # TensorFlow reads this when it makes its first channel, so it holds from this kernel's first run.
+    os.environ.setdefault("TF_GRPC_DEFAULT_OPTIONS", GRPC_OPTIONS)
+    recoveries: list[dict[str, Any]] = []
+    while True:
+        start = _Start()
+        try:
+            return _drive(cfg, role, data, start, recoveries)
+        except Exception as error:
+            if not lost_parameter_server(error) or len(recoveries) + 1 >= starts:
+                raise
+            lost_at = time.time()
+            said = _first_line(error)
+            print(f"tfk8s: {role.task} lost a parameter server ({said}); waiting for every PS to answer", flush=True)
+            _wait_for_parameter_servers(role, ps_back_seconds)
+            recoveries.append({"seen": start.step, "lost_at": lost_at, "ps_back_at": time.time()})
+
+
+def _check_client(role: ClusterRole) -> None:
+    if not role.has_chief or role.job_name != "chief":
+        raise ValueError(f"in-graph training runs on the chief (the client); got {role.task}")
+
+
+def _wait_for_parameter_servers(role: ClusterRole, within: float) -> None:
+    """Until every PS accepts a connection at its address (its Service's name: the next pod's
+    server listens only once its TensorFlow is loaded); TimeoutError after ``within`` seconds."""
+    deadline = time.monotonic() + within
+    for address in role.cluster_dict()["ps"]:
+        host, _, port = address.rpartition(":")
+        while True:
+            try:
+                socket.create_connection((host, int(port)), timeout=2).close()
+                break
+            except OSError as error:
+                if time.monotonic() > deadline:
+                    said = f"parameter server {address} did not answer again within {within:.0f} s: {error}"
+                    raise TimeoutError(said) from error
+                time.sleep(0.5)
+
+
+def _drive(
+    cfg: TrainConfig, role: ClusterRole, data: TrainingData, start: _Start, recoveries: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """One start of the client; ``recoveries``: the earlier starts' losses, each completed by the
+    next start with the step it resumed at and the checkpoint it restored."""
     strategy = make_strategy(role)
     coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
     with strategy.scope():
@@ -137,6 +212,9 @@ def _drive(cfg: TrainConfig, role: ClusterRole, data: TrainingData) -> dict[str,
     manager = tf.train.CheckpointManager(checkpoint, str(checkpoint_dir(cfg.log_dir)), max_to_keep=3)
     restored = manager.restore_or_initialize()
     first_step = int(global_step.numpy())
+    start.step = first_step
+    if recoveries:
+        recoveries[-1].update(resumed_at=first_step, checkpoint=restored)
     phase("cluster_ready")
     print(f"tfk8s: {role.task} starts at global step {first_step} (restored: {restored}); variables on {placement}", flush=True)
     placement_line(placement)
@@ -199,7 +277,7 @@ def _drive(cfg: TrainConfig, role: ClusterRole, data: TrainingData) -> dict[str,
             chunk = min(1 if step == first_step else cfg.log_every, cfg.steps - step)
             loss_v, acc_v = (sync_steps if cfg.sync else async_steps)(chunk)
             progress.steps_done(chunk)
-            step = int(global_step.numpy())
+            step = start.step = int(global_step.numpy())
             progress.report(step, loss_v, acc_v)
             # Every checkpoint_steps global steps, and at least every checkpoint_seconds: a lost PS or
             # chief costs at most that much training, however long a step takes.
@@ -218,16 +296,15 @@ def _drive(cfg: TrainConfig, role: ClusterRole, data: TrainingData) -> dict[str,
         global_step=step,
         progress=progress,
         variable_devices=placement,
-        recoveries=[],
+        recoveries=recoveries,
     )
     return {**result, "weights": {k: v.numpy() for k, v in params.items()}}
 
 
 def _start_anew(role: ClusterRole, checkpoint: str | None, error: BaseException) -> NoReturn:
     """Exit with PS_LOST_EXIT, for the chief's launcher to start it again with the PS back."""
-    said = str(getattr(error, "original_exception", None) or error).strip().splitlines()[0][:300]
     print(
-        f"tfk8s: {role.task} lost a parameter server ({type(error).__name__}: {said}); "
+        f"tfk8s: {role.task} lost a parameter server ({_first_line(error)}); "
         f"exiting with {PS_LOST_EXIT} to start again from {checkpoint or 'step 0: no checkpoint yet'}",
         flush=True,
     )
@@ -235,3 +312,9 @@ def _start_anew(role: ClusterRole, checkpoint: str | None, error: BaseException)
     # interpreter's exit would do with remote contexts that name a lost task. Nothing of it is left
     # to save: the checkpoints are on the log volume, the summary writer is closed.
     os._exit(PS_LOST_EXIT)
+
+
+def _first_line(error: BaseException) -> str:
+    """`Type: first line` of the error, the line of the one a closure's error wraps."""
+    said = str(getattr(error, "original_exception", None) or error).strip().splitlines() or [""]
+    return f"{type(error).__name__}: {said[0][:300]}"

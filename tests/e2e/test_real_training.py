@@ -389,7 +389,8 @@ def test_an_in_graph_run_whose_ps_is_lost_starts_its_chief_again_from_the_checkp
     the same pod (no Job backoff, no retry spent); it restores the newest checkpoint, with the PS's
     new pod. Then its worker's pod deleted: the coordinator takes the Job's next pod back, and the
     same chief trains on. Then the chief's own pod deleted: the Job's next pod restores the newest
-    checkpoint. The run reaches its target; its PS retire and readiness says Succeeded."""
+    checkpoint. Then the PS's container killed in place (its process, not its pod): the chief starts
+    again in its pod once more. The run reaches its target; its PS retire and readiness says Succeeded."""
     cluster, cli, volumes = alice.cluster, alice.cli, alice.volumes
     assert _still_tainted(cluster), "the real node is the User Node already: run this module's tests in file order"
     in_graph = {"replication": "in-graph", "inGraphClient": "chief", "workers.count": "1"}
@@ -456,13 +457,41 @@ def test_an_in_graph_run_whose_ps_is_lost_starts_its_chief_again_from_the_checkp
         IN_GRAPH_MODE, gone, run, IN_GRAPH_CHIEF, resumed_from=third.restored, steps_lost=chief_lost, training_again=chief_again
     )
 
+    # The PS once more, its container killed in place: the kubelet starts it again in the same pod,
+    # at the same address, its variables gone; the chief starts again in its own pod, as above.
+    saved = _checkpoint_at_least(run, gone.at_step + CHECKPOINT_STEPS)
+    step = last_step(run, IN_GRAPH_CHIEF)
+    assert step < IN_GRAPH_STEPS - 500, f"the run is at step {step} of {IN_GRAPH_STEPS} before the PS's container is killed"
+    (ps,) = [p for p in _running(cluster, IN_GRAPH) if p["metadata"]["labels"].get("app.kubernetes.io/component") == "ps"]
+    (client,) = [p for p in _running(cluster, IN_GRAPH) if p["metadata"]["labels"].get("app.kubernetes.io/component") == "chief"]
+    killed = Fault.now("ps-0's container killed in place", step)
+    kill_container(cluster, ps)
+    fourth = until(f"{IN_GRAPH_CHIEF} starts a fourth time", 300, lambda: task_runs(run, IN_GRAPH_CHIEF)[3:])[0]
+    assert fourth.restored is not None and saved <= fourth.restored <= fourth.started_at, (fourth, saved)
+    until(f"{IN_GRAPH_CHIEF} past step {killed.at_step}", 300, lambda: last_step(run, IN_GRAPH_CHIEF) > killed.at_step)
+    killed_again, killed_lost = killed.since(), max(0, killed.at_step - fourth.restored)
+    _record(
+        IN_GRAPH_MODE,
+        killed,
+        run,
+        IN_GRAPH_CHIEF,
+        resumed_from=fourth.restored,
+        steps_lost=killed_lost,
+        training_again=killed_again,
+    )
+    ps_now, client_now = (cluster.get("pod", NAMESPACE, p["metadata"]["name"]) for p in (ps, client))
+    for before, now in ((ps, ps_now), (client, client_now)):  # the same pods, neither deleted
+        assert now["metadata"]["uid"] == before["metadata"]["uid"] and "deletionTimestamp" not in now["metadata"], now["metadata"]
+    restarts = [p["status"]["containerStatuses"][0]["restartCount"] for p in (ps, ps_now)]
+    assert restarts[1] == restarts[0] + 1, restarts
+
     until("the chief's Job completes", 900, lambda: _chief_done(cluster, job["metadata"]["name"]))
     retries = cluster.get("job", NAMESPACE, job["metadata"]["name"])["status"].get("failed", 0)
     until("the PS scale their own Deployment to zero", 120, lambda: _ps_retired(cluster, IN_GRAPH))
     cli("up", "--stack", IN_GRAPH, "--yes", "--skip-preview", "--refresh")
     assert cli.outputs(IN_GRAPH)["readiness"]["clusters"]["mnist"]["phase"] == "Succeeded"
     result = json.loads((run / "results" / f"{IN_GRAPH_CHIEF}.json").read_text())
-    assert result["first_step"] == third.started_at and result["global_step"] >= IN_GRAPH_STEPS, result
+    assert result["first_step"] == fourth.started_at and result["global_step"] >= IN_GRAPH_STEPS, result
     assert result["test_accuracy"] >= 0.9, result
     print(
         f"\n[real node faults] in-graph from a chief, {IN_GRAPH_STEPS} steps: {fault.what} at step {fault.at_step}: "
@@ -470,8 +499,9 @@ def test_an_in_graph_run_whose_ps_is_lost_starts_its_chief_again_from_the_checkp
         f"in {back:.1f} s, past step {fault.at_step} again in {again:.1f} s; {lost.what} at step {lost.at_step}: its "
         f"next pod served in {serving:.1f} s, the same chief training again in {trained:.1f} s; {gone.what} at step "
         f"{gone.at_step}: its next pod restored checkpoint {third.restored} ({chief_lost} steps lost), past step "
-        f"{gone.at_step} again in {chief_again:.1f} s ({retries} retries spent); "
-        f"test accuracy {result['test_accuracy']:.3f}"
+        f"{gone.at_step} again in {chief_again:.1f} s ({retries} retries spent); {killed.what} at step {killed.at_step}: "
+        f"the chief, started again in its pod, restored checkpoint {fourth.restored} ({killed_lost} steps lost), past step "
+        f"{killed.at_step} again in {killed_again:.1f} s; test accuracy {result['test_accuracy']:.3f}"
     )
     cli("destroy", "--stack", IN_GRAPH, "--yes")
 

@@ -63,6 +63,10 @@ def test_a_lineage_is_what_the_user_decides_of_a_run_not_what_tfk8s_does() -> No
     assert run_id(CLUSTER, spec, "tf:2", "trainer1code1") != run_id(CLUSTER, spec, "tf:3", "trainer2code1")
     assert cs.lineage(CLUSTER, "code1") == base  # whatever the trainer and the image were
     assert cs.lineage(CLUSTER.model_copy(update=dict(run=RunSettings(priority="urgent"))), "code1") == base
+    # How long its pods wait for a lost node: other pods, so a new run, of the same training.
+    waits = CLUSTER.model_copy(update=dict(run=RunSettings(node_lost_seconds=20)))
+    assert cs.lineage(waits, "code1") == base
+    assert run_id(waits, spec, "tf:2", "code1") != run_id(CLUSTER, spec, "tf:2", "code1")
     changed = {
         cs.lineage(CLUSTER, "code2"),
         cs.lineage(CLUSTER.model_copy(update=dict(run=RunSettings(number=1))), "code1"),

@@ -212,6 +212,47 @@ def test_an_in_graph_chief_goes_where_the_ps_go(dev_config: dict[str, Any]) -> N
 
 
 @pulumi.runtime.test
+def test_run_node_lost_seconds_is_how_long_every_training_pod_waits_for_a_node_that_stopped_answering(
+    dev_config: dict[str, Any],
+) -> None:
+    """Every role's pods, the chief's too, tolerate the two taints of a lost node for that long,
+    beside the stack file's own tolerations; left unset, they say nothing of them (Kubernetes gives
+    300 s)."""
+    cluster = dev_config["clusters"][0]
+    cluster.update(replication="in-graph", inGraphClient="chief")
+    own = [{"key": "example.com/cpu-pool", "operator": "Exists"}]
+    cluster["ps"].update(tolerations=own)
+    cluster["run"] = {"nodeLostSeconds": 20}
+    d = run_program(dev_config)
+
+    def check() -> None:
+        lost = [
+            {"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 20}
+            for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+        ]
+        workloads = [*d.mocks.of_type(DEPLOYMENT), *d.mocks.of_type(JOB)]
+        roles = {
+            pod_labels(w)["tfk8s.io/role"]: pod_spec(w).get("tolerations") for w in workloads if "tfk8s.io/role" in pod_labels(w)
+        }
+        assert roles == {"ps": own + lost, "chief": own + lost, "worker": lost}, roles
+
+    return after(d, check)
+
+
+@pulumi.runtime.test
+def test_without_node_lost_seconds_the_pods_leave_a_lost_node_to_kubernetes_defaults(dev_config: dict[str, Any]) -> None:
+    d = run_program(dev_config)
+
+    def check() -> None:
+        for workload in tf_workloads(d):
+            assert not any(t["key"].startswith("node.kubernetes.io/") for t in pod_spec(workload).get("tolerations", [])), (
+                workload.name
+            )
+
+    return after(d, check)
+
+
+@pulumi.runtime.test
 def test_tasks_learn_the_layout_both_ways(dev_config: dict[str, Any]) -> None:
     d = run_program(dev_config)
 

@@ -50,6 +50,7 @@ import pulumi
 from tfk8s.kube import objects as kube
 from tfk8s.kube.api_paths import JOBSET
 from tfk8s.schema.contract import PlatformKind
+from tfk8s.schema.node_keys import NODE_LOST_TAINTS
 from tfk8s.schema.platform import PlacementSettings, QueueingSettings, UserNodeSettings
 from tfk8s.specs import jobset
 from tfk8s.specs.ownership import STACK_KIND, Owner
@@ -58,11 +59,10 @@ from tfk8s.specs.queueing import LOCAL_QUEUE_NAME
 # On every tenant namespace, its value the platform's group: the namespaces its policies select.
 TENANT_NAMESPACE = "tfk8s.io/platform"
 CONTROL_PLANE_PREFIX = "node-role.kubernetes.io/"
-# Taints the node lifecycle controller sets (a cordoned node's, a pressured node's, ...), and the two
-# of them DefaultTolerationSeconds tolerates for every pod (NoExecute, 300 s): a tenant's pod may
-# carry those two alone, so her Jobs never run on a node its team cordoned or that runs short.
+# Taints the node lifecycle controller sets (a cordoned node's, a pressured node's, ...): a tenant's
+# pod may tolerate only the two of a node that stopped answering (NODE_LOST_TAINTS, NoExecute: how
+# long it waits for it), so her Jobs never run on a node its team cordoned or that runs short.
 NODE_CONDITION_PREFIX = "node.kubernetes.io/"
-NODE_LIFECYCLE = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
 HOSTNAME = "kubernetes.io/hostname"
 # kube-controller-manager's controllers, as they authenticate with --use-service-account-credentials
 # (kubeadm's default, CIS 1.3.3): each its own account in kube-system, named by Kubernetes' bootstrap
@@ -194,10 +194,12 @@ def _placement_rules(user_node: UserNodeSettings, placement: PlacementSettings) 
 
     condition_ok = (
         f" && (!t.key.startsWith({cel(NODE_CONDITION_PREFIX)}) || "
-        f"(t.key in {cel(NODE_LIFECYCLE)} && t.?effect.orValue('') == 'NoExecute'))"
+        f"(t.key in {cel(NODE_LOST_TAINTS)} && t.?effect.orValue('') == 'NoExecute'))"
     )
     allowed_tolerations = (
-        f" && (t.key in {cel(placement.toleration_keys)} || t.key in {cel(NODE_LIFECYCLE)})" if placement.toleration_keys else ""
+        f" && (t.key in {cel(placement.toleration_keys)} || t.key in {cel(NODE_LOST_TAINTS)})"
+        if placement.toleration_keys
+        else ""
     )
     allowed_selectors = f" && k in {cel(placement.node_selector_keys)}" if placement.node_selector_keys else ""
     # Node affinity: the User Node's and the control plane's keys only as DoesNotExist (how

@@ -179,6 +179,14 @@ class RunSettings(Model):
     often on the log volume (besides every `--checkpoint-steps` global steps), and a task that comes
     back resumes from the newest checkpoint. Set to another value, every task gets it as
     TFK8S_CHECKPOINT_SECONDS, for a script of one's own to do the same (docs/guide/faults.md)."""
+    node_lost_seconds: NonNegative | None = None
+    """How long a task's pod waits for its node when the node stops answering (NotReady or
+    unreachable) before Kubernetes evicts it and its task starts again on another node, from the
+    newest checkpoint: the `tolerationSeconds` of every training pod's tolerations of
+    node.kubernetes.io/not-ready and node.kubernetes.io/unreachable. The node's own grace comes
+    first (kube-controller-manager's --node-monitor-grace-period, 50 s by default). None:
+    Kubernetes' default, 300 s. A change is a new run, which continues the training from its
+    newest checkpoint."""
     priority: DnsName | None = None
     """On a queueing platform, the WorkloadPriorityClass the run waits at: one of the platform's
     `queueing.priorityClasses` (e.g. urgent). A higher one is admitted first and may preempt a lower

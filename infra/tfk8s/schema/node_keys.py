@@ -8,6 +8,10 @@ from __future__ import annotations
 # Taints Kubernetes itself puts on nodes: the control plane's, and a node's conditions (cordoned,
 # not ready, under pressure, not yet initialized by its cloud).
 KUBERNETES_TAINTS = ("node-role.kubernetes.io/", "node.kubernetes.io/", "node.cloudprovider.kubernetes.io/")
+# The two a node that stopped answering gets (NoExecute): every pod tolerates them for 300 s unless
+# it says otherwise (the DefaultTolerationSeconds admission plugin); an experiment's
+# `run.nodeLostSeconds` says otherwise for its training pods.
+NODE_LOST_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
 # node-role.kubernetes.io/control-plane (and the older /master): the control plane's nodes, as taint and label.
 CONTROL_PLANE = "node-role.kubernetes.io/"
 # One node by its name: selecting on it picks nodes, not a pool (the User Node among them).

@@ -119,14 +119,20 @@ def lineage(cluster: ClusterSettings, user_code_digest: str) -> str:
     host names). Runs of one lineage are one training: a new run whose Job an upgrade of tfk8s
     replaced continues the interrupted one from its checkpoint (tfk8s_train.run_lineage). A change
     of the user's (other settings, a bumped `run.number`, other code) is a new lineage, from step 0."""
-    material = {"cluster": _as_written(cluster), "code": user_code_digest}
+    material = {"cluster": _as_written(cluster, exclude_run=RUN_NOT_TRAINING), "code": user_code_digest}
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()[:12]
 
 
-def _as_written(cluster: ClusterSettings) -> dict[str, Any]:
-    """The cluster's settings without their defaults, and without the priority: a run that waits, or
-    preempts, at another priority is the same run."""
-    settings = cluster.model_dump(mode="json", exclude_defaults=True, exclude={"run": {"priority"}})
+# Run settings that say how Kubernetes handles the run's pods, not what it trains: a change of one
+# changes the Jobs' pod templates, so it is a new run, of the same lineage (it continues from the
+# newest checkpoint).
+RUN_NOT_TRAINING = frozenset({"node_lost_seconds"})
+
+
+def _as_written(cluster: ClusterSettings, exclude_run: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """The cluster's settings without their defaults, without the priority (a run that waits, or
+    preempts, at another priority is the same run) and without the run settings `exclude_run`."""
+    settings = cluster.model_dump(mode="json", exclude_defaults=True, exclude={"run": {"priority", *exclude_run}})
     if settings.get("run") == {}:
         del settings["run"]
     return settings

@@ -16,6 +16,7 @@ from typing import Any
 
 from tfk8s.schema.contract import PlatformFacts
 from tfk8s.schema.experiment import DEFAULT_CHECKPOINT_SECONDS, DEFAULT_TRAINER, ClusterSettings, Resources
+from tfk8s.schema.node_keys import NODE_LOST_TAINTS
 from tfk8s.specs import cluster_spec as cs
 from tfk8s.specs import pod_security
 from tfk8s.specs.roles import TASK_CONTAINER, Role, Volume
@@ -52,6 +53,11 @@ def user_node_toleration(taint_key: str) -> Json:
 def user_node_placement(taint_key: str) -> Json:
     """Pin a pod to the User Node: select its label and tolerate its taint."""
     return {"nodeSelector": {taint_key: "true"}, "tolerations": [user_node_toleration(taint_key)]}
+
+
+def node_lost_tolerations(seconds: int) -> list[Json]:
+    """A task's pod waits `seconds` for a node that stopped answering (run.nodeLostSeconds)."""
+    return [{"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": seconds} for key in NODE_LOST_TAINTS]
 
 
 def avoid_user_node(taint_key: str) -> Json:
@@ -326,10 +332,15 @@ def pod_template(
     if cluster.code.source == "url":
         spec["initContainers"] = [url_fetcher(cluster, platform, role.resources(cluster))]
     placement = role.placement(cluster)
+    tolerations: list[Json] = []
     if placement is not None:
         if placement.node_selector:
             spec["nodeSelector"] = dict(placement.node_selector)
-        if placement.tolerations:
-            # As written in the stack file: Kubernetes' own defaults apply to what it leaves out.
-            spec["tolerations"] = [t.model_dump(by_alias=True, exclude_unset=True) for t in placement.tolerations]
+        # As written in the stack file: Kubernetes' own defaults apply to what it leaves out.
+        tolerations += [t.model_dump(by_alias=True, exclude_unset=True) for t in placement.tolerations]
+    if cluster.run.node_lost_seconds is not None:
+        # Beside any of the stack file's own: of several tolerations of a taint, the shortest time holds.
+        tolerations += node_lost_tolerations(cluster.run.node_lost_seconds)
+    if tolerations:
+        spec["tolerations"] = tolerations
     return {"metadata": {"labels": labels}, "spec": spec}

@@ -11,7 +11,7 @@
 #
 # --real-node adds, beside the simulated nodes, a real one with a container runtime, a kubelet,
 # kube-proxy, cluster DNS and a NetworkPolicy firewall (lab/realnode.sh; root and a few Debian
-# packages; `stop` stops it).
+# packages; `stop` stops it), and gives the cluster Kubernetes' own node timings (below).
 #
 # --kube picks the control plane: 1.34 (the default, $KUBE_VERSION) or 1.25 ($KUBE_LEGACY_VERSION,
 # the last with the in-tree GlusterFS provisioner; hack/tools.sh kube-legacy builds it). Name the
@@ -148,8 +148,12 @@ start() {
   mkdir -p "$cache/locks"
   (
     flock 9
+    # With a real node, Kubernetes' own node timings (a node's lease of 40 s, the controller
+    # manager's --node-monitor-grace-period of 40 s), not kwokctl's five times those for simulated
+    # nodes: a real kubelet that stops answering makes its node NotReady, and its pods evicted, as
+    # on any cluster, not after 3m20s.
     KWOK_KUBE_VERSION=v$version kwokctl create cluster --name "$name" --runtime binary \
-      --config "$stages" --kubeconfig "$kubeconfig" \
+      ${real_node:+--heartbeat-factor 1} --config "$stages" --kubeconfig "$kubeconfig" \
       --kube-apiserver-binary "$kube_bin/kube-apiserver" \
       --kube-controller-manager-binary "$kube_bin/kube-controller-manager" \
       --kube-scheduler-binary "$kube_bin/kube-scheduler" \

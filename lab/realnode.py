@@ -54,8 +54,7 @@ def real_cluster(name: str, *, queueing: bool = False) -> Iterator[Path]:
     reason = why_not(name)
     if reason:
         raise RuntimeError(f"this machine cannot run a real node: {reason}")
-    with one_at_a_time(), toolenv.throwaway_cluster(name, queueing=queueing) as kubeconfig:
-        subprocess.run([REALNODE, "start"], check=True, env=script_env(name))
+    with one_at_a_time(), toolenv.throwaway_cluster(name, queueing=queueing, real_node=True) as kubeconfig:
         yield kubeconfig
 
 
@@ -75,6 +74,16 @@ def kill_container(cluster: str, container_id: str) -> None:
     """SIGKILL to every process of a container on the node (a pod's status names it
     `containerd://<id>`): the container dies in place and the kubelet restarts it in its pod."""
     subprocess.run([REALNODE, "kill-container", container_id.removeprefix("containerd://")], check=True, env=script_env(cluster))
+
+
+def stop_kubelet(cluster: str) -> None:
+    """The node's kubelet stopped, its pods' containers left running: a node that stops answering."""
+    subprocess.run([REALNODE, "kubelet-stop"], check=True, env=script_env(cluster))
+
+
+def start_kubelet(cluster: str) -> None:
+    """The node's kubelet started again, as it was; returns once the node is Ready."""
+    subprocess.run([REALNODE, "kubelet-start"], check=True, env=script_env(cluster))
 
 
 def node_name(cluster: str) -> str:

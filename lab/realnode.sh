@@ -5,7 +5,7 @@
 # (hack/cluster.sh start --real-node | stop).
 #
 # Usage: lab/realnode.sh check | install | start | stop | status | import <image> | firewall-off
-#        | kill-container <id>
+#        | kill-container <id> | kubelet-stop | kubelet-start
 #
 #   check    says whether this machine can run one, and if not why (root, cgroups, packages)
 #   install  the Debian packages it needs (containerd, runc, CNI plugins, iptables, ipset, debootstrap)
@@ -13,6 +13,8 @@
 #   firewall-off  stops kube-router and removes its rules: a CNI that ignores NetworkPolicies (tests of `tfk8s doctor`)
 #   kill-container  SIGKILL to a container's processes (its id from the pod's status, without
 #            containerd://): the container dies in place, and the kubelet restarts it in its pod
+#   kubelet-stop / kubelet-start  the kubelet alone, its containers left running: a node that stops
+#            answering, and comes back
 #
 # The node is named tfk8s-real-<cluster>, labelled tfk8s.io/real-node=true and tainted
 # tfk8s.io/real-node=true:NoSchedule: only what asks for it lands there (an experiment's `ps` and
@@ -141,6 +143,23 @@ forget_stale_images() {
   done
 }
 
+# start_kubelet: the node's kubelet with the configuration start() wrote, until the node is Ready.
+start_kubelet() {
+  run kubelet "$bin/kubelet" --config "$dir/kubelet.yaml" --kubeconfig "$dir/kubelet.kubeconfig" \
+    --root-dir "$dir/kubelet" --hostname-override "$node" --node-ip "$(cat "$dir/node-ip")" \
+    --node-labels "tfk8s.io/real-node=true" --v 1
+  wait_for kubelet 120 kubectl wait --for=condition=Ready "node/$node" --timeout=2s
+}
+
+# stop_kubelet: the kubelet alone, as a node that stops answering: its pods' containers run on
+# (containerd keeps them), the node's status goes stale, and the control plane marks it NotReady.
+stop_kubelet() {
+  pid_alive "$dir/kubelet.pid" || { log "no kubelet running for node $node"; return 1; }
+  kill "$(cat "$dir/kubelet.pid")"
+  for _ in $(seq 100); do pid_alive "$dir/kubelet.pid" || break; sleep 0.1; done
+  log "kubelet of node $node stopped"
+}
+
 start() {
   local reason
   reason=$(why_not)
@@ -229,10 +248,8 @@ authentication:
 authorization: {mode: Webhook}
 EOF
   printf 'registerWithTaints:\n- {key: tfk8s.io/real-node, value: "true", effect: NoSchedule}\n' >>"$dir/kubelet.yaml"
-  run kubelet "$bin/kubelet" --config "$dir/kubelet.yaml" --kubeconfig "$dir/kubelet.kubeconfig" \
-    --root-dir "$dir/kubelet" --hostname-override "$node" --node-ip "$node_ip" \
-    --node-labels "tfk8s.io/real-node=true" --v 1
-  wait_for kubelet 120 kubectl wait --for=condition=Ready "node/$node" --timeout=2s
+  echo "$node_ip" >"$dir/node-ip"
+  start_kubelet
 
   log "kube-proxy (iptables)"
   cat >"$dir/kube-proxy.yaml" <<EOF
@@ -394,5 +411,7 @@ case ${1:-status} in
   import) shift; import "$@" ;;
   firewall-off) firewall_off ;;
   kill-container) ctr tasks kill --all -s SIGKILL "${2:?kill-container needs a container id}" ;;
-  *) echo "usage: $0 check|install|start|stop|status|import <image>|firewall-off|kill-container <id>" >&2; exit 2 ;;
+  kubelet-stop) stop_kubelet ;;
+  kubelet-start) start_kubelet ;;
+  *) echo "usage: $0 check|install|start|stop|status|import <image>|firewall-off|kill-container <id>|kubelet-stop|kubelet-start" >&2; exit 2 ;;
 esac

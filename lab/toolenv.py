@@ -145,12 +145,13 @@ def linked_venv(venv: Path) -> Path:
 
 
 @contextlib.contextmanager
-def throwaway_cluster(name: str, kube: str | None = None, *, queueing: bool = False) -> Iterator[Path]:
-    """A kwok cluster of its own (hack/cluster.sh start [--kube X] [--queueing]: with Kueue and
-    JobSet), deleted afterwards whatever happens; yields its kubeconfig."""
+def throwaway_cluster(name: str, kube: str | None = None, *, queueing: bool = False, real_node: bool = False) -> Iterator[Path]:
+    """A kwok cluster of its own (hack/cluster.sh start [--kube X] [--real-node] [--queueing]: with
+    this machine's real node, with Kueue and JobSet), deleted afterwards whatever happens (its real
+    node with it); yields its kubeconfig."""
     env = {**os.environ, "TFK8S_CLUSTER_NAME": name}
     script = str(ROOT / "hack" / "cluster.sh")
-    flags = [*(["--kube", kube] if kube else []), *(["--queueing"] if queueing else [])]
+    flags = [*(["--kube", kube] if kube else []), *(["--real-node"] if real_node else []), *(["--queueing"] if queueing else [])]
     # `start` reuses a running cluster of the name (what `make up` wants); one left running by a
     # session killed before its clean-up would hand this one its objects, so it goes first.
     subprocess.run([script, "stop"], check=False, env=env)

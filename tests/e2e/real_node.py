@@ -96,6 +96,17 @@ def kill_container(kube: Kube, pod: dict[str, Any]) -> None:
     realnode.kill_container(kube.cluster or "", status["containerID"])
 
 
+@contextlib.contextmanager
+def kubelet_stopped(kube: Kube) -> Iterator[None]:
+    """The node's kubelet stopped for the block (realnode.stop_kubelet: its pods' containers run on)
+    and started again after it, whatever happens: a node that stops answering and comes back."""
+    realnode.stop_kubelet(kube.cluster or "")
+    try:
+        yield
+    finally:
+        realnode.start_kubelet(kube.cluster or "")
+
+
 def delete_at_once(kube: Kube, pod: dict[str, Any]) -> None:
     """The pod deleted at once, no grace, as a task is lost: the API object goes now, the kubelet
     kills what is left of it."""

@@ -5,9 +5,10 @@ built here) and checkpoints; her `urgent` run, at the platform's priority class 
 Kueue preempt it: its pods go, the urgent one trains to its end, and `slow` is admitted again as
 the same JobSet, so in its own run directory, where its chief finds the checkpoint and goes on
 from its step, not from zero. Readiness says each state on `pulumi up --refresh`. Then (issue 56)
-the admitted JobSet loses its parameter server's pod and a worker's, each deleted at once: each
-replicated Job starts its own task again, the chief restores the newest checkpoint, and the JobSet
-neither restarts nor leaves the queue.
+the admitted JobSet loses its parameter server's pod, a worker's and the chief's, each deleted at
+once, then its parameter server's container, killed in place: each replicated Job starts its own
+task again, the chief restores the newest checkpoint, and the JobSet neither restarts nor leaves
+the queue.
 
 Prints the run's timeline (seconds since `slow`'s `pulumi up`) for the issue's closing note.
 """
@@ -27,6 +28,7 @@ from real_node import (
     delete_at_once,
     give_volumes_to_pods,
     import_image,
+    kill_container,
     place_on_real_node,
     platform_settings,
     project,
@@ -163,7 +165,8 @@ def test_a_preempted_run_resumes_from_its_checkpoint_on_the_real_node(cluster: K
         until("slow's readiness to say Running again", 180, lambda: readiness("slow")["queue"]["state"] == "Running")
         mark("slow's readiness: Running")
 
-        # Faults on the admitted JobSet (issue 56): its PS's pod, then a worker's, deleted at once.
+        # Faults on the admitted JobSet (issue 56): its PS's pod, then a worker's, then the chief's,
+        # deleted at once, then the PS's container killed in place.
         # Each replicated Job starts its own task again (the PS Job's next pod behind the same
         # Service, its retries as good as endless; the workers' Job's next pod for the index, one of
         # its retries spent); the JobSet itself never restarts (failurePolicy.maxRestarts 0) and
@@ -185,6 +188,35 @@ def test_a_preempted_run_resumes_from_its_checkpoint_on_the_real_node(cluster: K
         delete_at_once(cluster, task_pod(cluster, "worker", 1))
         joined = until(f"slow's {WORKER} trains again", 300, lambda: _trained_after(run, WORKER, starts))
         mark(f"{fault.what} at step {seen}: its next pod joined at step {joined.started_at}, training in {fault.since():.1f} s")
+
+        # The chief's pod: the workers' Job's next pod for index 0 restores the newest checkpoint.
+        seen, starts, newest = last_step(run, CHIEF), len(task_runs(run, CHIEF)), checkpointed(run) or 0
+        fault = Fault.now(f"{CHIEF}'s pod deleted", seen)
+        delete_at_once(cluster, task_pod(cluster, "worker", 0))
+        chief = until(f"slow's {CHIEF} trains again", 300, lambda: _trained_after(run, CHIEF, starts))
+        assert chief.restored is not None and newest <= chief.restored <= chief.started_at, (chief, newest)
+        until(f"slow's chief past step {seen}", 300, lambda: last_step(run, CHIEF) > seen)
+        mark(f"{fault.what} at step {seen}: its next pod restored checkpoint {chief.restored}, past it in {fault.since():.1f} s")
+
+        # The PS's container killed in place: its Job restarts it in the same pod (OnFailure), at the
+        # same address, its variables gone; the chief recreates its session from the newest checkpoint.
+        ps = task_pod(cluster, "ps", 0)
+        seen, recreated, newest = last_step(run, CHIEF), len(sessions_recreated(run, CHIEF)), checkpointed(run) or 0
+        fault = Fault.now("ps-0's container killed in place", seen)
+        kill_container(cluster, ps)
+        restored = until(
+            "slow's chief recreates its session after the PS's container restarted",
+            300,
+            lambda: sessions_recreated(run, CHIEF)[recreated:],
+        )[0][2]
+        until(f"slow's chief past step {seen}", 300, lambda: last_step(run, CHIEF) > seen)
+        mark(f"{fault.what} at step {seen}: checkpoint {restored} restored, past it again in {fault.since():.1f} s")
+        assert 0 < newest <= restored, (newest, restored, seen)
+        again = cluster.get("pod", NAMESPACE, ps["metadata"]["name"])
+        assert again["metadata"]["uid"] == ps["metadata"]["uid"], "the PS's container came back in a new pod"
+        restarts = [p["status"]["containerStatuses"][0]["restartCount"] for p in (ps, again)]
+        assert restarts[1] == restarts[0] + 1, restarts
+
         jobset = cluster.get("jobsets.jobset.x-k8s.io", NAMESPACE, "slow-mnist")
         assert jobset["metadata"]["uid"] == uid and jobset["status"].get("restarts", 0) == 0, jobset["status"]
         # Running again once the worker's next pod is ready (the kubelet probes its port every few seconds).

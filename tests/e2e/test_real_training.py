@@ -9,14 +9,18 @@ through cluster DNS and train, on one platform and tenant brought up once for th
   newest checkpoint (never step 0). The Job's next pod for the chief's index restores the newest
   checkpoint, one written after the PS came back. The Job's next pod for the worker's index joins
   the run at the step it has reached and trains. The PS's container killed in place comes back in
-  the same pod, and the chief restores the newest checkpoint again. Then the run ends, the PS
+  the same pod, and the chief restores the newest checkpoint again. Then the node stops answering
+  (its kubelet stopped, the containers left running) until the control plane has evicted every
+  pod of the run (its grace, then `run.nodeLostSeconds`); the kubelet back, the run's next pods
+  restore the newest checkpoint, and the evictions cost no retry. Then the run ends, the PS
   retire, and readiness says Succeeded. Per fault, the steps lost and the seconds to train again
   are printed. Each fault is injected on the run's own progress (its checkpoints and the chief's
   progress lines in its log on the log volume, read from this machine), never on a timer.
 * An in-graph run driven by a chief (ParameterServerStrategy) loses its parameter server's pod (the
   chief exits with 75 and its launcher starts it again in the same pod, from the newest
   checkpoint), then its worker's (the same chief takes the worker's next pod back), then the
-  chief's own (the Job's next pod restores the newest checkpoint), and reaches its target.
+  chief's own (the Job's next pod restores the newest checkpoint), then its parameter server's
+  container killed in place (the chief starts again in its pod once more), and reaches its target.
 * A seed-era script of one's own (examples/seed-era: classic flags, `MonitoredTrainingSession`, its
   checkpoints on the log volume as often as `run.checkpointSeconds` says) loses its parameter
   server's pod mid-run: TensorFlow's own session recovery restores the newest checkpoint, and the
@@ -65,6 +69,7 @@ from real_node import (
     http_get,
     import_image,
     kill_container,
+    kubelet_stopped,
     node_of,
     place_on_real_node,
     platform_and_tenant,
@@ -82,9 +87,13 @@ STACK = "real-mnist"  # the run to its end
 # while the worker's new pod starts (20-30 s alone, longer in the suite), must not reach the target
 # before that pod trains.
 FAULTS, FAULT_STEPS, CHECKPOINT_STEPS = "real-faults", 5000, 100
+# How long its pods wait for a node that stopped answering (run.nodeLostSeconds), after the control
+# plane's own grace (kube-controller-manager's --node-monitor-grace-period: 40 s on a local cluster
+# with a real node, hack/cluster.sh).
+NODE_LOST_SECONDS = 10
 CHIEF, WORKER = "worker-0", "worker-1"  # its tasks, as their logs name them
 # The in-graph run that loses its PS, and its client's task.
-IN_GRAPH, IN_GRAPH_STEPS, IN_GRAPH_CHIEF = "real-in-graph", 4000, "chief-0"
+IN_GRAPH, IN_GRAPH_STEPS, IN_GRAPH_CHIEF = "real-in-graph", 3000, "chief-0"
 # The seed-era script (examples/seed-era) that loses its PS: 110 steps/s on this machine's loopback
 # (less on the node's CPU limits), so mid-run at the fault, with a checkpoint every few seconds.
 SEED_ERA, SEED_STEPS, SEED_CHECKPOINT_SECONDS = "real-seed-era", 6000, 5
@@ -201,7 +210,14 @@ def test_a_run_that_loses_its_ps_its_chief_and_a_worker_resumes_each_time_and_re
     # Its two workers and PS need 1.25 of the node's 2 cores: the apps are not there yet.
     assert _still_tainted(cluster), "the real node is the User Node already: run this module's tests in file order"
     # A progress line every 5 of a task's steps, not 25: the step a fault struck at, to 10 or so.
-    _mnist_up(alice, FAULTS, f"--steps={FAULT_STEPS}", f"--checkpoint-steps={CHECKPOINT_STEPS}", "--log-every=5")
+    _mnist_up(
+        alice,
+        FAULTS,
+        f"--steps={FAULT_STEPS}",
+        f"--checkpoint-steps={CHECKPOINT_STEPS}",
+        "--log-every=5",
+        settings={"tfk8s:clusters[0].run.nodeLostSeconds": str(NODE_LOST_SECONDS)},
+    )
     run = until("the run's directory on the log volume", 300, lambda: run_directory(volumes, FAULTS))
     report = [f"between-graph, {FAULT_STEPS} steps, a checkpoint every {CHECKPOINT_STEPS}"]
 
@@ -282,6 +298,40 @@ def test_a_run_that_loses_its_ps_its_chief_and_a_worker_resumes_each_time_and_re
     report.append(
         f"{fault.what} at step {seen}: checkpoint {restored} restored ({lost} steps lost); "
         f"the chief's new session in {back:.1f} s, past step {seen} again in {fault.since():.1f} s"
+    )
+
+    # The node itself stops answering: its kubelet stopped, the containers training on without it.
+    # The control plane marks the node NotReady after its grace and evicts the run's pods
+    # NODE_LOST_SECONDS later; nothing can end them while the kubelet is away, and a Job starts a
+    # task's next pod only once the last has ended. The kubelet back, it stops the evicted pods; the
+    # PS's Deployment and the Job start new ones, and the chief restores the newest checkpoint. An
+    # eviction is the cluster's doing (DisruptionTarget): it costs no retry.
+    (job,) = _jobs(cluster, FAULTS)
+    failed = job["status"].get("failed", 0)
+    before = {p["metadata"]["uid"] for p in _running(cluster, FAULTS)}
+    starts, step = len(task_runs(run, CHIEF)), _step_before_a_fault(run)
+    fault = Fault.now("the node's kubelet stopped past run.nodeLostSeconds", step)
+    with kubelet_stopped(cluster):
+        until(
+            "the node NotReady and every pod of the run evicted",
+            300,
+            lambda: all("deletionTimestamp" in p["metadata"] for p in _pods(cluster, FAULTS) if p["metadata"]["uid"] in before),
+        )
+        evicted, newest = fault.since(), checkpoint_step(run)  # the run trained on meanwhile
+    runs = until(f"{CHIEF} starts again on the node back", 300, lambda: task_runs(run, CHIEF)[starts:] and task_runs(run, CHIEF))
+    chief, reached = runs[starts], max(runs[starts - 1].steps, default=step)  # and where its evicted pod stopped
+    assert chief.restored is not None and newest <= chief.restored <= chief.started_at, (chief, newest)
+    _past(cluster, run, reached)
+    lost_node, lost_steps = fault.since(), max(0, reached - chief.restored)
+    (job,) = _jobs(cluster, FAULTS)
+    assert job["status"].get("failed", 0) == failed, job["status"]  # evictions spent no retry
+    assert not before & {p["metadata"]["uid"] for p in _pods(cluster, FAULTS)}, "an evicted pod is still there"
+    _record(BETWEEN_GRAPH, fault, run, CHIEF, resumed_from=chief.restored, steps_lost=lost_steps, training_again=lost_node)
+    report.append(
+        f"{fault.what} at step {step}: the run's pods evicted {evicted:.1f} s later (the node's grace and "
+        f"{NODE_LOST_SECONDS} s), the kubelet started again; the chief, stopped at step {reached}, restored checkpoint "
+        f"{chief.restored} in its next pod ({lost_steps} steps lost), past step {reached} {lost_node:.1f} s after the "
+        "kubelet stopped"
     )
 
     until("the workers' Job completes after the faults", 900, lambda: _job_done(cluster, FAULTS))

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from checkpoints import latest_checkpoint_step
 from tfk8s_train.cluster import LocalCluster, make_spec
 from tfk8s_train.launch import done_dir
 from tfk8s_train.task_progress import read_progress
@@ -222,23 +223,15 @@ def test_the_same_run_twice_on_the_same_log_dir_trains_twice(
         assert {p.name for p in done_dir(run).iterdir()} == {"worker-0", "worker-1"}
 
 
-def _latest_checkpoint_step(checkpoint_dir: Path) -> int:
-    state = checkpoint_dir / "checkpoint"
-    if not state.is_file():
-        return -1
-    match = re.search(r'^model_checkpoint_path: ".*-(\d+)"', state.read_text(), re.M)
-    return int(match[1]) if match else -1
-
-
 def checkpointed_mid_run(cluster: LocalCluster, step: int, timeout: float = 90) -> int:
     """Wait, with every task still running, until a checkpoint at `step` or later exists; its step."""
     checkpoints = cluster.run_log_dir / "checkpoints"
     deadline = time.monotonic() + timeout
-    while _latest_checkpoint_step(checkpoints) < step:
+    while latest_checkpoint_step(checkpoints) < step:
         assert time.monotonic() < deadline, f"no checkpoint at step {step} within {timeout:.0f} s"
         assert all(code is None for code in cluster.returncodes().values()), cluster.returncodes()
         time.sleep(0.1)
-    return _latest_checkpoint_step(checkpoints)
+    return latest_checkpoint_step(checkpoints)
 
 
 def _kept_checkpoint_steps(checkpoint_dir: Path) -> list[int]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 import signal
 import subprocess
 import sys
@@ -13,6 +12,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from checkpoints import latest_checkpoint_step
 from nbclient import NotebookClient
 
 pytestmark = pytest.mark.training
@@ -80,12 +80,6 @@ def test_notebook_trains_against_servers_started_by_the_runner(
         runner_log.close()
 
 
-def _latest_checkpoint_step(checkpoints: Path) -> int:
-    state = checkpoints / "checkpoint"
-    match = re.search(r'^model_checkpoint_path: ".*-(\d+)"', state.read_text(), re.M) if state.is_file() else None
-    return int(match[1]) if match else -1
-
-
 def test_notebook_whose_ps_is_lost_mid_run_keeps_its_kernel_and_resumes_from_the_checkpoint(
     tmp_path: Path, digits_tfrecords: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -113,9 +107,9 @@ def test_notebook_whose_ps_is_lost_mid_run_keeps_its_kernel_and_resumes_from_the
 
     def lose_the_ps() -> None:  # once the run has a checkpoint past its start
         deadline = time.monotonic() + 240
-        while _latest_checkpoint_step(checkpoints) < 200 and time.monotonic() < deadline:
+        while latest_checkpoint_step(checkpoints) < 200 and time.monotonic() < deadline:
             time.sleep(0.1)
-        fault["checkpoint"] = _latest_checkpoint_step(checkpoints)
+        fault["checkpoint"] = latest_checkpoint_step(checkpoints)
         fault["at"] = time.time()
         cluster.signal_task("ps-0", signal.SIGKILL)
         time.sleep(2)

@@ -24,6 +24,9 @@ from tfk8s_train.task_progress import read_progress
 
 pytestmark = pytest.mark.training
 TESTS_DIR = Path(__file__).resolve().parent
+# How long a cluster may take to end by itself: a guard against a hang, never a speed check. The
+# suite's load slows a run two to three times (a cold CI: 151 s for a run of about 60 s alone).
+RUN_TIMEOUT = 480
 
 
 def train_command(mode: str, *extra: str, steps: int = 300) -> list[str]:
@@ -38,7 +41,7 @@ def run_cluster(
     num_ps: int = 2,
     num_workers: int = 2,
     chief: bool = False,
-    timeout: float = 150,
+    timeout: float = RUN_TIMEOUT,
     extra_env: dict[str, str] | None = None,
 ) -> tuple[LocalCluster, dict[str, int | None]]:
     cluster = LocalCluster(
@@ -223,7 +226,7 @@ def test_the_same_run_twice_on_the_same_log_dir_trains_twice(
         assert {p.name for p in done_dir(run).iterdir()} == {"worker-0", "worker-1"}
 
 
-def checkpointed_mid_run(cluster: LocalCluster, step: int, timeout: float = 90) -> int:
+def checkpointed_mid_run(cluster: LocalCluster, step: int, timeout: float = 240) -> int:
     """Wait, with every task still running, until a checkpoint at `step` or later exists; its step."""
     checkpoints = cluster.run_log_dir / "checkpoints"
     deadline = time.monotonic() + timeout
@@ -243,7 +246,7 @@ def _kept_checkpoint_steps(checkpoint_dir: Path) -> list[int]:
 def test_the_chief_checkpoints_by_time_when_steps_are_far_apart(tmp_path: Path, digits_tfrecords: Path, mode: str) -> None:
     """--checkpoint-seconds bounds the training a lost task costs whatever a step costs: with a step
     count no run reaches, only the clock can save a checkpoint between the first and the last."""
-    steps = 1500
+    steps = 600  # 20 s or more of training: checkpoints every second
     command = train_command(mode, "--checkpoint-steps", "1000000", "--checkpoint-seconds", "1", "--log-every", "25", steps=steps)
     cluster, codes = run_cluster(tmp_path, digits_tfrecords, command, num_ps=1, num_workers=1, chief=mode == "in-graph")
     client = "chief-0" if mode == "in-graph" else "worker-0"
@@ -289,7 +292,7 @@ def test_killed_ps_restarts_and_training_resumes_from_the_checkpoint(tmp_path: P
         saved_before_kill = checkpointed_mid_run(cluster, 2 * every)
         cluster.signal_task("ps-0", signal.SIGKILL)  # the PS and all variables on it are gone
         cluster.start_task("ps-0")  # as Kubernetes would restart it, at the same address
-        codes = cluster.wait(150)
+        codes = cluster.wait(RUN_TIMEOUT)
     assert_clean_finish(cluster, codes, clients=["worker-0", "worker-1"])
     chief = result(cluster, "worker-0")
     assert chief["global_step"] >= steps and chief["test_accuracy"] >= 0.90
@@ -324,7 +327,7 @@ def test_an_in_graph_chief_that_loses_its_ps_starts_again_from_the_checkpoint(
         saved = checkpointed_mid_run(cluster, 2 * every)
         cluster.signal_task("ps-0", signal.SIGKILL)  # every variable is gone with it
         cluster.start_task("ps-0")
-        codes = cluster.wait(240)
+        codes = cluster.wait(RUN_TIMEOUT)
     assert_clean_finish(cluster, codes, clients=["chief-0"])
     # One launcher per task: the chief's started its trainer twice.
     assert cluster.tasks["chief-0"].starts == 1 and cluster.tasks["worker-0"].starts == 1
@@ -348,7 +351,7 @@ def test_an_in_graph_cluster_that_loses_a_worker_goes_on_with_the_same_chief(tmp
         checkpointed_mid_run(cluster, 2 * every)
         cluster.signal_task("worker-1", signal.SIGKILL)
         cluster.start_task("worker-1")  # its Job's next pod, at the same address
-        codes = cluster.wait(240)
+        codes = cluster.wait(RUN_TIMEOUT)
     assert_clean_finish(cluster, codes, clients=["chief-0"])
     assert (cluster.tasks["chief-0"].starts, cluster.tasks["worker-1"].starts) == (1, 2)
     assert sum("serving at" in line for line in cluster.tasks["worker-1"].lines) == 2  # it served again
@@ -460,7 +463,7 @@ def test_killed_worker_is_retried_and_the_run_ends_as_an_uninterrupted_one(tmp_p
         killed_at = checkpointed_mid_run(cluster, 3 * every)
         cluster.signal_task("worker-1", signal.SIGKILL)  # the worker and its launcher die at once
         cluster.start_task("worker-1")  # the Job's retry of index 1: same pod name, same address
-        codes = cluster.wait(150)
+        codes = cluster.wait(RUN_TIMEOUT)
     assert_clean_finish(cluster, codes, clients=["worker-0", "worker-1"])
     assert cluster.tasks["worker-1"].starts == 2
     chief, retried = result(cluster, "worker-0"), result(cluster, "worker-1")

@@ -42,7 +42,7 @@ def test_notebook_trains_against_servers_started_by_the_runner(
             "--log-dir",
             str(log_dir),
             "--timeout",
-            "150",
+            "400",
         ],
         stdout=runner_log,
         stderr=subprocess.STDOUT,
@@ -61,7 +61,7 @@ def test_notebook_trains_against_servers_started_by_the_runner(
 
         notebook = nbformat.read(TRAINING_DIR / "master_client.ipynb", as_version=4)
         NotebookClient(
-            notebook, timeout=150, kernel_name="python3", resources={"metadata": {"path": str(TRAINING_DIR)}}
+            notebook, timeout=400, kernel_name="python3", resources={"metadata": {"path": str(TRAINING_DIR)}}
         ).execute()
 
         text = "".join(out.get("text", "") for cell in notebook.cells for out in cell.get("outputs", []))
@@ -124,7 +124,7 @@ def test_notebook_whose_ps_is_lost_mid_run_keeps_its_kernel_and_resumes_from_the
         killer.start()
         notebook = nbformat.read(TRAINING_DIR / "master_client.ipynb", as_version=4)
         NotebookClient(
-            notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(TRAINING_DIR)}}
+            notebook, timeout=480, kernel_name="python3", resources={"metadata": {"path": str(TRAINING_DIR)}}
         ).execute()  # raises CellExecutionError should a cell fail, DeadKernelError should the kernel exit
         killer.join(5)
         codes = cluster.wait(60)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import zlib
 from collections.abc import Callable
 from typing import Any
 
@@ -48,6 +49,9 @@ def through_the_engine(value: Any) -> Any:
     return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
 
 
+NODE_PORTS = range(30000, 32768)  # the API server's default --service-node-port-range
+
+
 class RecordingMocks(pulumi.runtime.Mocks):
     """Records every resource; `status_hook` decides the live status each one reports."""
 
@@ -56,7 +60,7 @@ class RecordingMocks(pulumi.runtime.Mocks):
         self.reads: list[pulumi.runtime.MockResourceArgs] = []  # Resource.get of existing objects
         self.status_hook = status_hook
         self.live_hook = live_hook
-        self._node_ports = iter(range(30000, 32768))
+        self._node_ports: set[int] = set()
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
         if args.resource_id:  # a read of something that exists, not a resource the program creates
@@ -69,11 +73,20 @@ class RecordingMocks(pulumi.runtime.Mocks):
         metadata.setdefault("uid", f"{args.name}-uid")  # the API server's, unique per object
         if args.typ == "kubernetes:core/v1:Service" and state.get("spec", {}).get("type") == "NodePort":
             for port in state["spec"]["ports"]:
-                port.setdefault("nodePort", next(self._node_ports))
+                port.setdefault("nodePort", self._node_port(f"{args.name}/{port.get('name') or port.get('port')}"))
         status = self.status_hook(args.typ, args.name, state)
         if status is not None:
             state["status"] = status
         return f"{args.name}-id", through_the_engine(state)
+
+    def _node_port(self, key: str) -> int:
+        """A NodePort chosen from the Service and port, as the API server would pick a free one: not
+        in the order registrations reach the mocks, which the runtime does not fix (under load the
+        TensorBoard's Service came first, and the tenant's published URLs changed between runs)."""
+        first = NODE_PORTS.start + zlib.crc32(key.encode()) % len(NODE_PORTS)
+        port = next(p for p in (*range(first, NODE_PORTS.stop), *range(NODE_PORTS.start, first)) if p not in self._node_ports)
+        self._node_ports.add(port)
+        return port
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
         return {}

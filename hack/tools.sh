@@ -7,7 +7,7 @@
 # $TFK8S_CACHE/bin; a second run only re-links. A tool already on PATH at the pinned version is
 # used as it is.
 #
-# Usage: hack/tools.sh [main|test|all|pulumi|langhost|yaml-host|gensdk|provider|kwok|etcd|kube|kube-legacy|node|cyclonus|versitygw|local-kms|actionlint|prometheus|kueue|jobset]   (default: all)
+# Usage: hack/tools.sh [main|test|all|toolchain-module|pulumi|langhost|yaml-host|gensdk|provider|kwok|etcd|kube|kube-legacy|node|cyclonus|versitygw|local-kms|actionlint|prometheus|kueue|jobset]   (default: all)
 # `main` is what `make up` needs; `test`, `kube-legacy` and `node` only the workshop (lab/README.md):
 # the tests' and lint's tools, the Kubernetes 1.25 of the legacy tests (beside lab/heketi.sh), and
 # what the real node runs (lab/realnode.sh). `kueue` and `jobset` are built by
@@ -588,6 +588,14 @@ build_one() {
 main() {
   local what=${1:-all} start=$SECONDS
   case $what in
+    # The toolchain module's directory, once prepared (its go.mod has the versions every optimised
+    # tool was built with): a Go module of the tests that requires the same versions compiles none
+    # of those packages again (tests/sdk/test_go_sdk.py).
+    toolchain-module)
+      local mod
+      mod=$work/toolchain-$(toolchain_key)
+      [ -f "$mod/.ready" ] && echo "$mod"
+      return ;;
     main) build_main ;;
     test) build_test ;;
     all) build_main; build_test ;;

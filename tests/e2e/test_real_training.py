@@ -92,8 +92,10 @@ FAULTS, FAULT_STEPS, CHECKPOINT_STEPS = "real-faults", 5000, 100
 # with a real node, hack/cluster.sh).
 NODE_LOST_SECONDS = 10
 CHIEF, WORKER = "worker-0", "worker-1"  # its tasks, as their logs name them
-# The in-graph run that loses its PS, and its client's task.
-IN_GRAPH, IN_GRAPH_STEPS, IN_GRAPH_CHIEF = "real-in-graph", 3000, "chief-0"
+# The in-graph run that loses its PS, and its client's task. Its four faults come by step 700 or so,
+# each on a checkpoint after the last recovery (its one worker: training waits out each fault), and
+# each must leave 500 steps to go (faults at 211, 347, 528 and 714 of 1,500 on 2026-11-30).
+IN_GRAPH, IN_GRAPH_STEPS, IN_GRAPH_CHIEF = "real-in-graph", 1800, "chief-0"
 # The seed-era script (examples/seed-era) that loses its PS: 110 steps/s on this machine's loopback
 # (less on the node's CPU limits), so mid-run at the fault, with a checkpoint every few seconds.
 SEED_ERA, SEED_STEPS, SEED_CHECKPOINT_SECONDS = "real-seed-era", 6000, 5

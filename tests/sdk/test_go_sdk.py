@@ -4,6 +4,7 @@ Go SDK (sdk/go/pulumi) takes about 45 s the first time on a machine, then the bu
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -65,12 +66,35 @@ def module(gensdk: Path, tmp_path: Path) -> Path:
     (module / "main.go").write_text("package main\n")
     # go.sum from the module cache (hack/tools.sh's builds filled it), written here, not in the checkout.
     subprocess.run(["go", "mod", "tidy"], cwd=module, env=go_env(), check=True, timeout=600)
+    align_with_the_toolchain(module)
     return module
 
 
+def requirements(module: Path) -> dict[str, str]:
+    edit = subprocess.run(["go", "mod", "edit", "-json"], cwd=module, env=go_env(), check=True, capture_output=True, text=True)
+    return {r["Path"]: r["Version"] for r in json.loads(edit.stdout).get("Require") or []}
+
+
+def align_with_the_toolchain(module: Path) -> None:
+    """Every module the program needs at the version hack/tools.sh built the CLI and the provider
+    with: their packages (the Pulumi SDK, gRPC, protobuf...) are in the build cache already, so a
+    cold machine compiles the generated SDK alone, not the Pulumi SDK's graph a second time."""
+    toolchain = subprocess.run([str(ROOT / "hack" / "tools.sh"), "toolchain-module"], capture_output=True, text=True)
+    if toolchain.returncode != 0 or not toolchain.stdout.strip():
+        return  # no toolchain built here (a PATH install of the CLI): the versions tidy chose
+    built = requirements(Path(toolchain.stdout.strip()))
+    ours = requirements(module)
+    edits = [f"-require={path}@{built[path]}" for path, version in ours.items() if built.get(path, version) != version]
+    if edits:
+        subprocess.run(["go", "mod", "edit", *edits], cwd=module, env=go_env(), check=True)
+        subprocess.run(["go", "mod", "tidy"], cwd=module, env=go_env(), check=True, timeout=600)
+
+
 def go_env() -> dict[str, str]:
-    # As hack/tools.sh builds: no checksum database (some pinned modules have no entry), no cgo.
-    return {**os.environ, "GOFLAGS": "-mod=mod", "GOSUMDB": "off", "CGO_ENABLED": "0"}
+    # As hack/tools.sh builds: no checksum database (some pinned modules have no entry), no cgo, and
+    # its compiler flags, which the build cache's keys include (-trimpath, no DWARF).
+    flags = "-mod=mod -trimpath -gcflags=all=-dwarf=false"
+    return {**os.environ, "GOFLAGS": flags, "GOSUMDB": "off", "CGO_ENABLED": "0"}
 
 
 def vet(module: Path, program: str) -> subprocess.CompletedProcess[str]:

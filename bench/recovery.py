@@ -1,10 +1,13 @@
 """What a lost task costs a run on the real node, per mode and fault: medians of `--repeat` runs.
 
-Runs the real node's fault tests (tests/e2e/test_real_training.py: the between-graph run that loses
-its parameter server's pod, its chief's, a worker's, then the parameter server's container killed
-in place; the seed-era script that loses its parameter server's pod; the in-graph run, driven by a
-chief, that loses its parameter server's pod, then its worker's, then the chief's) `--repeat` times,
-each a whole pytest run with its own throwaway cluster and real node.
+Runs the real node's fault tests `--repeat` times, each a whole pytest run with its own throwaway
+clusters and real node: tests/e2e/test_real_training.py's between-graph run that loses its parameter
+server's pod, its chief's, a worker's, its parameter server's container killed in place, then its
+node; its seed-era script that loses its parameter server's pod; its in-graph run, driven by a
+chief, that loses its parameter server's pod, its worker's, the chief's, then its parameter server's
+container; and tests/e2e/test_real_queueing.py's run queued as a JobSet on a queueing platform
+(preempted and admitted again first), which loses its parameter server's pod, a worker's, the
+chief's, then its parameter server's container.
 Each fault is injected on the run's progress, never on a timer, and each test records what it
 cost (tests/e2e/fault_record.py): the seconds from the fault until the run trains past the step it had
 reached (a joining worker: until it trained a step), the step it resumed from, the steps lost, and
@@ -17,7 +20,7 @@ again over the median of that goal; at most 1.0 meets it.
 
     make tools real-node-deps && .venv/bin/python bench/recovery.py [--repeat 3]
 
-Needs root (a real kubelet and containerd; `lab/realnode.sh check` says why not). About 12 minutes
+Needs root (a real kubelet and containerd; `lab/realnode.sh check` says why not). About 17 minutes
 a repeat.
 """
 
@@ -40,7 +43,12 @@ sys.path[:0] = [str(ROOT / "tests" / "e2e")]
 
 from fault_record import RECORD_ENV  # noqa: E402
 
-TESTS = ["tests/e2e/test_real_training.py", "-k", "loses_its_ps or ps_is_lost"]
+TESTS = [
+    "tests/e2e/test_real_training.py",
+    "tests/e2e/test_real_queueing.py",
+    "-k",
+    "loses_its_ps or ps_is_lost or preempted_run",
+]
 GOAL_SECONDS = 30.0  # plus the start's own TensorFlow import
 PHASES = ("pod_back", "trainer_started", "tensorflow_import", "cluster_formed")
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 from drivers import CLUSTER, Kube
-from fault_record import Fault
+from fault_record import Fault, record
 from queueing_env import pods_of
 from real_node import (
     delete_at_once,
@@ -51,6 +51,8 @@ CLUSTER_SETTINGS = {
 }
 CHECKPOINT_STEPS = 20
 CHIEF, WORKER = "worker-0", "worker-1"
+# Its mode, as bench/recovery.py reports it: between-graph, the built-in trainer, as one JobSet.
+QUEUED_MODE = "between-graph, queued (a JobSet)"
 
 
 @pytest.fixture(scope="module")
@@ -171,6 +173,15 @@ def test_a_preempted_run_resumes_from_its_checkpoint_on_the_real_node(cluster: K
         # Service, its retries as good as endless; the workers' Job's next pod for the index, one of
         # its retries spent); the JobSet itself never restarts (failurePolicy.maxRestarts 0) and
         # stays admitted, and the chief restores the newest checkpoint once the PS is back.
+        def cost(fault: Fault, task: str, seen: int, resumed_from: int, how: str) -> None:
+            """The fault on the timeline, and what it cost for bench/recovery.py: `task` started again
+            (a PS only serves: until TensorFlow is imported; a worker: until its cluster formed)."""
+            again = fault.since()
+            mark(f"{fault.what} at step {seen}: {how}, training again in {again:.1f} s")
+            phase = "tensorflow_imported" if task.startswith("ps-") else "cluster_ready"
+            lost = max(0, seen - resumed_from)  # a worker that joins loses none
+            record(QUEUED_MODE, fault, run, task, phase=phase, resumed_from=resumed_from, steps_lost=lost, training_again=again)
+
         seen, recreated = last_step(run, CHIEF), len(sessions_recreated(run, CHIEF))
         fault = Fault.now("ps-0's pod deleted", seen)
         delete_at_once(cluster, task_pod(cluster, "ps", 0))
@@ -178,7 +189,7 @@ def test_a_preempted_run_resumes_from_its_checkpoint_on_the_real_node(cluster: K
             "slow's chief recreates its session after the PS's fault", 300, lambda: sessions_recreated(run, CHIEF)[recreated:]
         )[0][2]
         until(f"slow's chief past step {seen}", 300, lambda: last_step(run, CHIEF) > seen)
-        mark(f"{fault.what} at step {seen}: checkpoint {restored_after_ps} restored, past it again in {fault.since():.1f} s")
+        cost(fault, "ps-0", seen, restored_after_ps, f"checkpoint {restored_after_ps} restored")
         # At least the checkpoint it was admitted again from; its chief may have saved one past its
         # last progress line (1218 restored after step 1203 printed: 2026-11-30).
         assert 0 < preempted_at <= restored_after_ps, (preempted_at, restored_after_ps, seen)
@@ -187,7 +198,7 @@ def test_a_preempted_run_resumes_from_its_checkpoint_on_the_real_node(cluster: K
         fault = Fault.now(f"{WORKER}'s pod deleted", seen)
         delete_at_once(cluster, task_pod(cluster, "worker", 1))
         joined = until(f"slow's {WORKER} trains again", 300, lambda: _trained_after(run, WORKER, starts))
-        mark(f"{fault.what} at step {seen}: its next pod joined at step {joined.started_at}, training in {fault.since():.1f} s")
+        cost(fault, WORKER, seen, joined.started_at, f"its next pod joined at step {joined.started_at}")
 
         # The chief's pod: the workers' Job's next pod for index 0 restores the newest checkpoint.
         seen, starts, newest = last_step(run, CHIEF), len(task_runs(run, CHIEF)), checkpointed(run) or 0
@@ -196,7 +207,7 @@ def test_a_preempted_run_resumes_from_its_checkpoint_on_the_real_node(cluster: K
         chief = until(f"slow's {CHIEF} trains again", 300, lambda: _trained_after(run, CHIEF, starts))
         assert chief.restored is not None and newest <= chief.restored <= chief.started_at, (chief, newest)
         until(f"slow's chief past step {seen}", 300, lambda: last_step(run, CHIEF) > seen)
-        mark(f"{fault.what} at step {seen}: its next pod restored checkpoint {chief.restored}, past it in {fault.since():.1f} s")
+        cost(fault, CHIEF, seen, chief.restored, f"its next pod restored checkpoint {chief.restored}")
 
         # The PS's container killed in place: its Job restarts it in the same pod (OnFailure), at the
         # same address, its variables gone; the chief recreates its session from the newest checkpoint.
@@ -210,7 +221,7 @@ def test_a_preempted_run_resumes_from_its_checkpoint_on_the_real_node(cluster: K
             lambda: sessions_recreated(run, CHIEF)[recreated:],
         )[0][2]
         until(f"slow's chief past step {seen}", 300, lambda: last_step(run, CHIEF) > seen)
-        mark(f"{fault.what} at step {seen}: checkpoint {restored} restored, past it again in {fault.since():.1f} s")
+        cost(fault, "ps-0", seen, restored, f"checkpoint {restored} restored")
         assert 0 < newest <= restored, (newest, restored, seen)
         again = cluster.get("pod", NAMESPACE, ps["metadata"]["name"])
         assert again["metadata"]["uid"] == ps["metadata"]["uid"], "the PS's container came back in a new pod"

@@ -10,7 +10,11 @@ root stack's `pulumi:pulumi:Stack` resource reports them as its outputs at the e
 
 Stack locks: on a shared backend (S3) two pipelines may reach one stack at once. The CLI refuses
 the second with "the stack is currently locked"; the runner waits for the lock (up to `lock_wait`
-seconds, polling) and then runs, so nothing is lost and nothing runs twice at the same time.
+seconds, polling) and then runs, so nothing is lost and nothing runs twice at the same time. At
+the handoff an S3 server over a directory (versitygw's posix backend) can refuse the next holder's
+lock with 409 ExistingObjectIsDirectory: the previous holder's lock, deleted at that instant, takes
+the emptied directory with it between the new lock's mkdir and link. The CLI stops before its
+engine starts (no event log at all), so nothing ran; the runner tries again, a few times only.
 
 A refusal that is the API server's and not the stack's: an object created while the namespace's
 quota controller writes the quota's status can be refused with "Operation cannot be fulfilled on
@@ -40,6 +44,8 @@ from pulumi.automation.events import EngineEvent, OpType
 from tfk8s_gitops.repo import STACK_FILE_PREFIX, STACK_FILE_SUFFIX, stack_name
 
 LOCKED = "currently locked"
+LOCK_HANDOFF = "ExistingObjectIsDirectory"  # versitygw's refusal of a lock written at the handoff
+LOCK_HANDOFF_TRIES = 3
 QUOTA_STATUS_CONFLICT = "Operation cannot be fulfilled on resourcequotas"
 UPDATE_FAILED = "update failed"  # the engine's error on the stack after any resource's
 RAN_AGAIN = "\n--- the API server refused an object for its quota's status; ran again ---\n"
@@ -160,15 +166,19 @@ class Pulumi:
 
     def _run_waiting_for_lock(self, stack: str, args: Sequence[str], start: float) -> Result:
         """One command, run again while another run holds the stack's lock, until `lock_wait`
-        seconds after `start`."""
-        began, waited = time.monotonic(), 0.0
+        seconds after `start`, and when its lock was refused at the handoff (LOCK_HANDOFF_TRIES)."""
+        began, waited, handoffs = time.monotonic(), 0.0, 0
         while True:
             with tempfile.TemporaryDirectory(prefix="tfk8s-events-") as scratch:
                 log = Path(scratch) / "events.jsonl"
                 done = self._cli(*args, "--stack", stack, "--event-log", str(log))
                 events = _events(log)
             output = done.stdout + done.stderr
-            if done.returncode != 0 and LOCKED in output and time.monotonic() - start < self.lock_wait:
+            locked = LOCKED in output and time.monotonic() - start < self.lock_wait
+            handoff = not events and LOCK_HANDOFF in output and handoffs < LOCK_HANDOFF_TRIES
+            if done.returncode != 0 and (locked or handoff):
+                if not locked:
+                    handoffs += 1
                 # Jittered: two runs that locked at the same instant both back off (the backend
                 # writes its lock, then re-reads; each sees the other's), and must not collide again.
                 time.sleep(self.poll * random.uniform(0.5, 1.5))

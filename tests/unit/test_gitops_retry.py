@@ -1,7 +1,8 @@
 """The GitOps runner (tfk8s_gitops.engine.Pulumi) with a fake `pulumi` on PATH: an `up` the API
 server refused only because the namespace's quota controller had just written the quota's status
 runs once more with the same arguments, and its result counts both runs' changes; an `up` that
-also failed for anything else, and any other command, runs once (docs/concepts/quotas.md)."""
+also failed for anything else, and any other command, runs once (docs/concepts/quotas.md). A lock
+refused at the handoff from another run before the engine started is tried again, a few times."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from tfk8s_gitops import summary
-from tfk8s_gitops.engine import QUOTA_STATUS_CONFLICT, Pulumi, Workspace
+from tfk8s_gitops.engine import LOCK_HANDOFF, LOCK_HANDOFF_TRIES, QUOTA_STATUS_CONFLICT, Pulumi, Workspace
 from tfk8s_gitops.pipeline import DONE, Report, StepReport
 from tfk8s_gitops.plan import Plan, Step
 
@@ -26,7 +27,8 @@ POLICY = "resource violates mandatory policy no-latest-image"
 
 # Each call appends its arguments to calls.txt and answers with the first line of answers.txt not
 # yet used: "<exit code> <resources created> <error>|<error>...", each error a diagnostic event of
-# its own (and printed), followed by the engine's "update failed" when the code is not 0.
+# its own (and printed), followed by the engine's "update failed" when the code is not 0; "-" for
+# the resources created: the CLI stopped before its engine started (the errors printed, no event log).
 FAKE = """#!/usr/bin/env python3
 import json, sys
 from pathlib import Path
@@ -36,6 +38,9 @@ n = len(calls.read_text().splitlines()) if calls.exists() else 0
 with calls.open("a") as f:
     f.write(" ".join(sys.argv[1:]).replace(sys.argv[sys.argv.index("--event-log") + 1], "LOG") + "\\n")
 code, created, errors = (here / "answers.txt").read_text().splitlines()[n].split(" ", 2)
+if created == "-":  # stopped before the engine started: no event log at all
+    sys.stderr.write("".join(f"error: {e}\\n" for e in errors.split("|") if e))
+    sys.exit(int(code))
 errors = [e for e in errors.split("|") if e] + (["update failed"] if code != "0" else [])
 events = [{"preludeEvent": {"config": {}}}]
 for i in range(int(created)):
@@ -58,7 +63,7 @@ def workspace(tmp_path: Path) -> Iterator[Workspace]:
     made.close()
 
 
-def runner(tmp_path: Path, workspace: Workspace, answers: list[str]) -> tuple[Pulumi, Path]:
+def runner(tmp_path: Path, workspace: Workspace, answers: list[str], poll: float = 2.0) -> tuple[Pulumi, Path]:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     fake = bin_dir / "pulumi"
@@ -66,7 +71,7 @@ def runner(tmp_path: Path, workspace: Workspace, answers: list[str]) -> tuple[Pu
     fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
     (bin_dir / "answers.txt").write_text("\n".join(answers) + "\n")
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
-    return Pulumi(workspace, env), bin_dir / "calls.txt"
+    return Pulumi(workspace, env, poll=poll), bin_dir / "calls.txt"
 
 
 def test_an_up_refused_for_the_quota_status_runs_again_and_counts_both_runs(tmp_path: Path, workspace: Workspace) -> None:
@@ -108,3 +113,31 @@ def test_an_up_refused_twice_fails_with_both_runs_changes(tmp_path: Path, worksp
     assert not result.ok and result.retried == "t-data" and result.applied
     assert result.changes == {"create": 3}  # what both runs made, though the stack is not done
     assert result.output.count(QUOTA_STATUS_CONFLICT) == 2
+
+
+HANDOFF = (
+    f"operation error S3: PutObject, https response error StatusCode: 409, api error {LOCK_HANDOFF}: "
+    "Existing Object is a directory."
+)
+
+
+def test_a_lock_refused_at_the_handoff_before_the_engine_started_is_tried_again(tmp_path: Path, workspace: Workspace) -> None:
+    """versitygw refused the lock of an `up` that had waited for another run's (a cold CI,
+    2026-11-30): nothing ran, so the runner tries again, and the second try's result is the run's."""
+    cli, calls = runner(tmp_path, workspace, [f"1 - {HANDOFF}", "0 2 "], poll=0.01)
+    result = cli.run("t", "up", "--yes")
+    assert len(calls.read_text().splitlines()) == 2
+    assert result.ok and result.changes.get("create") == 2, result.output
+
+
+def test_the_same_refusal_after_the_engine_started_or_past_its_tries_fails(tmp_path: Path, workspace: Workspace) -> None:
+    """Once the engine has started (its event log written) the refusal may have come mid-update:
+    not tried again. Before it, tried LOCK_HANDOFF_TRIES more times, then the run fails with it."""
+    cli, calls = runner(tmp_path, workspace, [f"1 0 {HANDOFF}"], poll=0.01)
+    assert not cli.run("t", "up", "--yes").ok and len(calls.read_text().splitlines()) == 1
+    other = tmp_path / "again"
+    other.mkdir()
+    cli, calls = runner(other, workspace, [f"1 - {HANDOFF}"] * (LOCK_HANDOFF_TRIES + 2), poll=0.01)
+    result = cli.run("t", "up", "--yes")
+    assert not result.ok and LOCK_HANDOFF in result.output
+    assert len(calls.read_text().splitlines()) == LOCK_HANDOFF_TRIES + 1

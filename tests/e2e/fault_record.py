@@ -72,36 +72,19 @@ def phases(start: dict[str, Any], fault: Fault) -> dict[str, float | None]:
     }
 
 
-def start_after(run: Path, task: str, fault: Fault, *, phase: str | None, timeout: float = 60) -> dict[str, Any]:
-    """`task`'s progress file once a start after the fault reached `phase` (started_again), waited
-    for: the file is rewritten every 5 s."""
-    deadline = time.monotonic() + timeout
-    while (found := started_again(run, task, fault, phase=phase)) is None:
-        if time.monotonic() > deadline:
-            raise AssertionError(
-                f"{task}'s progress file shows no start after {fault.what} that reached {phase}: {progress(run, task)}"
-            )
-        time.sleep(1)
-    return found
-
-
 def record(
     mode: str,
     fault: Fault,
-    run: Path,
-    task: str,
     *,
-    phase: str | None,
+    task: str,
+    start: dict[str, Any],
     resumed_from: int,
     steps_lost: int,
     training_again: float,
 ) -> None:
-    """What the fault cost: waits for `task`, the task that started again, to say in its progress
-    file that its start after the fault reached `phase` (a task that only serves: `tensorflow_imported`;
-    a trainer: `cluster_ready`; a script that says no phase: None), then appends the record to
-    RECORD_ENV's file, when set. `training_again` is the seconds from the fault until the run trained
-    past the step it had reached (for a worker that joins, until it trained a step)."""
-    start = start_after(run, task, fault, phase=phase)
+    """Appends what the fault cost to RECORD_ENV's file, when set. `task` is the task that started
+    again (`start` its progress file); `training_again` the seconds from the fault until the run
+    trained past the step it had reached (for a worker that joins, until it trained a step)."""
     path = os.environ.get(RECORD_ENV)
     if not path:
         return

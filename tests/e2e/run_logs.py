@@ -8,6 +8,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from checkpoints import latest_checkpoint_step
+
 START = re.compile(r"tfk8s: (\S+) starts at global step (\d+)(?: \(restored: ([^)]*)\))?;")
 PROGRESS = re.compile(r"tfk8s-progress task=\S+ step=(\d+) ")
 RECREATED = re.compile(r"session recreated at global step (\d+) \(had seen (\d+); chief restores ([^)]*)\)")
@@ -24,12 +26,8 @@ def checkpoint_of(path: str) -> int:
 
 
 def checkpoint_step(run: Path) -> int:
-    """The newest checkpoint's global step (-1: none yet)."""
-    state = run / "checkpoints" / "checkpoint"
-    if not state.is_file():
-        return -1
-    first = state.read_text().splitlines()[0]  # model_checkpoint_path: ".../model.ckpt-<step>"
-    return checkpoint_of(first.rstrip('"'))
+    """The newest checkpoint's global step in the run's directory (-1: none yet)."""
+    return latest_checkpoint_step(run / "checkpoints")
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 from drivers import CLUSTER, Kube
-from fault_record import Fault, record
+from fault_record import Fault, record, started_again
 from queueing_env import pods_of
 from real_node import (
     delete_at_once,
@@ -179,8 +179,9 @@ def test_a_preempted_run_resumes_from_its_checkpoint_on_the_real_node(cluster: K
             again = fault.since()
             mark(f"{fault.what} at step {seen}: {how}, training again in {again:.1f} s")
             phase = "tensorflow_imported" if task.startswith("ps-") else "cluster_ready"
+            start = until(f"{task}'s progress file after {fault.what}", 60, lambda: started_again(run, task, fault, phase=phase))
             lost = max(0, seen - resumed_from)  # a worker that joins loses none
-            record(QUEUED_MODE, fault, run, task, phase=phase, resumed_from=resumed_from, steps_lost=lost, training_again=again)
+            record(QUEUED_MODE, fault, task=task, start=start, resumed_from=resumed_from, steps_lost=lost, training_again=again)
 
         seen, recreated = last_step(run, CHIEF), len(sessions_recreated(run, CHIEF))
         fault = Fault.now("ps-0's pod deleted", seen)

@@ -57,7 +57,7 @@ from typing import Any
 
 import pytest
 from drivers import CLUSTER, Cli, Kube
-from fault_record import Fault, progress, record
+from fault_record import Fault, progress, record, started_again
 from real_node import (
     BRIDGE_ADDRESS,
     MNIST_ON_THE_NODE,
@@ -355,7 +355,8 @@ def _record(mode: str, fault: Fault, run: Path, task: str, *, resumed_from: int,
     serves = task.startswith("ps-") or (mode == IN_GRAPH_MODE and task != IN_GRAPH_CHIEF)  # forms no session of its own
     # A script of one's own says none of the trainer's phases: its launcher's start alone.
     phase = None if mode == SEED_MODE else "tensorflow_imported" if serves else "cluster_ready"
-    record(mode, fault, run, task, phase=phase, resumed_from=resumed_from, steps_lost=steps_lost, training_again=training_again)
+    start = until(f"{task}'s progress file after {fault.what}", 60, lambda: started_again(run, task, fault, phase=phase))
+    record(mode, fault, task=task, start=start, resumed_from=resumed_from, steps_lost=steps_lost, training_again=training_again)
 
 
 SEED_LINE = re.compile(r"job : worker/0 step : (\d+) ")

@@ -1,4 +1,5 @@
-"""A run's checkpoint state as the training tests read it: without importing TensorFlow."""
+"""A run's newest checkpoint as the tests read it (the loopback runs' and the real node's), from
+TensorFlow's `checkpoint` state file, without importing TensorFlow."""
 
 from __future__ import annotations
 

@@ -23,6 +23,9 @@
 # re-run replaces it). The API server authorizes with RBAC, so such a user may do nothing until a
 # binding says so: how tenants are tested without a second cluster or an identity provider.
 #
+# status prints the nodes, or fails naming each control-plane component whose port is closed, with
+# the end of its log (a cluster whose scheduler exited still answers /readyz).
+#
 # It only ever touches its own cluster: state under $TFK8S_CACHE/kwok, its own kubeconfig file
 # ($TFK8S_CACHE/kwok/<name>.kubeconfig), never ~/.kube/config.
 set -euo pipefail
@@ -102,21 +105,66 @@ componentsPatches:
 EOF
 }
 
-# wait_for_ports: until every port kwokctl gave this cluster's components accepts connections
-# (30 s at most): only then may the next creation look for free ports.
+# component_ports: "<component> <port>" for each port kwokctl gave this cluster's components.
+component_ports() {
+  sed -nE 's/^ *(etcdPeerPort|etcdPort|kubeApiserverPort|kubeControllerManagerPort|kubeSchedulerPort|kwokControllerPort): ([0-9]+)$/\1 \2/p' \
+    "$KWOK_WORKDIR/clusters/$name/kwok.yaml" | sed -E 's/^etcd(Peer)?Port /etcd /; s/^kubeApiserverPort /kube-apiserver /;
+      s/^kubeControllerManagerPort /kube-controller-manager /; s/^kubeSchedulerPort /kube-scheduler /;
+      s/^kwokControllerPort /kwok-controller /'
+}
+
+# component_state <component> <port>: "listening", "exited" (its process is gone) or "starting".
+component_state() {
+  local pid
+  if (exec 3<>"/dev/tcp/127.0.0.1/$2") 2>/dev/null; then echo listening; return; fi
+  pid=$(cat "$KWOK_WORKDIR/clusters/$name/pids/$1.pid" 2>/dev/null || true)
+  if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then echo starting; else echo exited; fi
+}
+
+# tell_component <component> <port> <what>: says what became of it, and its log's last lines.
+tell_component() {
+  log "$1 of cluster $name $3 (port $2); its log ends:"
+  tail -n 15 "$KWOK_WORKDIR/clusters/$name/logs/$1.log" >&2 || true
+}
+
+# wait_for_ports: until every port kwokctl gave this cluster's components accepts connections: only
+# then may the next creation look for free ports. A component whose process is gone, or whose port
+# is still closed after 90 s (the 2-core CI at full load once took longer than 30 s), fails the wait
+# with its name and its log's last lines: CI on 2026-11-30 lost a 1.25 cluster with only "port
+# 32738 does not listen" to go on.
 wait_for_ports() {
-  local port deadline=$((SECONDS + 30))
-  for port in $(sed -nE 's/^ *(etcdPeerPort|etcdPort|kubeApiserverPort|kubeControllerManagerPort|kubeSchedulerPort|kwokControllerPort): ([0-9]+)$/\2/p' \
-    "$KWOK_WORKDIR/clusters/$name/kwok.yaml"); do
-    until (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do
-      [ $SECONDS -lt $deadline ] || { log "port $port of cluster $name does not listen"; return 1; }
+  local component port state deadline=$((SECONDS + 90))
+  [ -f "$KWOK_WORKDIR/clusters/$name/kwok.yaml" ] || { log "kwokctl left no kwok.yaml for $name"; return 1; }
+  while read -r component port; do
+    while state=$(component_state "$component" "$port") && [ "$state" != listening ]; do
+      if [ "$state" = exited ]; then tell_component "$component" "$port" "exited before it listened"; return 1; fi
+      if [ $SECONDS -ge $deadline ]; then tell_component "$component" "$port" "does not listen after 90 s"; return 1; fi
       sleep 0.2
     done
-  done
+  done < <(component_ports)
+}
+
+# create: one kwokctl creation, until its components listen. (Its callers test its status, which
+# turns `set -e` off inside it: every failure returns explicitly.)
+create() {
+  local kube_bin=$cache/tools/kubernetes-$1
+  # With a real node, Kubernetes' own node timings (a node's lease of 40 s, the controller
+  # manager's --node-monitor-grace-period of 40 s), not kwokctl's five times those for simulated
+  # nodes: a real kubelet that stops answering makes its node NotReady, and its pods evicted, as
+  # on any cluster, not after 3m20s.
+  KWOK_KUBE_VERSION=v$1 kwokctl create cluster --name "$name" --runtime binary \
+    ${real_node:+--heartbeat-factor 1} --config "$stages" --kubeconfig "$kubeconfig" \
+    --kube-apiserver-binary "$kube_bin/kube-apiserver" \
+    --kube-controller-manager-binary "$kube_bin/kube-controller-manager" \
+    --kube-scheduler-binary "$kube_bin/kube-scheduler" \
+    --kwok-controller-binary "$bin/kwok" \
+    --etcd-binary "$bin/etcd" \
+    --wait 2m 9>&- >&2 || return 1
+  wait_for_ports
 }
 
 start() {
-  local want=${1:-${KUBE_VERSION%.*}} version kube_bin
+  local want=${1:-${KUBE_VERSION%.*}} version
   case $want in
     "${KUBE_VERSION%.*}") version=$KUBE_VERSION ;;
     "${KUBE_LEGACY_VERSION%.*}") version=$KUBE_LEGACY_VERSION ;;
@@ -137,7 +185,6 @@ start() {
   fi
   "$here/tools.sh" main >&2
   [ "$version" = "$KUBE_VERSION" ] || "$here/tools.sh" kube-legacy >&2
-  kube_bin=$cache/tools/kubernetes-$version
   write_stages
   log "creating kwok cluster $name (Kubernetes $version, binary runtime)"
   # One creation at a time on this machine: kwokctl gives each component the first port down from
@@ -148,19 +195,13 @@ start() {
   mkdir -p "$cache/locks"
   (
     flock 9
-    # With a real node, Kubernetes' own node timings (a node's lease of 40 s, the controller
-    # manager's --node-monitor-grace-period of 40 s), not kwokctl's five times those for simulated
-    # nodes: a real kubelet that stops answering makes its node NotReady, and its pods evicted, as
-    # on any cluster, not after 3m20s.
-    KWOK_KUBE_VERSION=v$version kwokctl create cluster --name "$name" --runtime binary \
-      ${real_node:+--heartbeat-factor 1} --config "$stages" --kubeconfig "$kubeconfig" \
-      --kube-apiserver-binary "$kube_bin/kube-apiserver" \
-      --kube-controller-manager-binary "$kube_bin/kube-controller-manager" \
-      --kube-scheduler-binary "$kube_bin/kube-scheduler" \
-      --kwok-controller-binary "$bin/kwok" \
-      --etcd-binary "$bin/etcd" \
-      --wait 2m 9>&- >&2
-    wait_for_ports
+    # A simulated cluster holds nothing yet: one whose component never listened is deleted and
+    # created once more (on new ports, if another process took the first ones), said in the log.
+    create "$version" || {
+      log "cluster $name did not come up: deleting it and creating it once more"
+      kwokctl delete cluster --name "$name" --kubeconfig "$kubeconfig" 9>&- >&2 || true
+      create "$version"
+    }
   ) 9>"$cache/locks/kwokctl-create.lock"
   kubectl apply -f "$here/kwok/nodes.yaml" >&2
   kubectl wait --for=condition=Ready node --all --timeout=120s >&2
@@ -178,8 +219,18 @@ stop() {
   log "cluster $name stopped"
 }
 
+# status: the nodes, or which of the control plane's components is down (a cluster whose scheduler
+# exited still answers /readyz, and every new pod stays Pending).
 status() {
+  local component port down=0
   if running; then
+    while read -r component port; do
+      if [ "$(component_state "$component" "$port")" != listening ]; then
+        tell_component "$component" "$port" "is down"
+        down=1
+      fi
+    done < <(component_ports)
+    [ $down = 0 ] || { echo "cluster $name is running without all of its components: hack/cluster.sh stop, then start"; return 1; }
     kubectl get nodes -o wide
     if [ -d "$KWOK_WORKDIR/clusters/$name/queueing" ]; then "$here/queueing.sh" status; fi
   else

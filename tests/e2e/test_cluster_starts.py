@@ -8,7 +8,11 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
+import signal
+import socket
+import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -21,9 +25,22 @@ PORTS = re.compile(
 )
 
 
+def kwok_config(name: str) -> str:
+    return (toolenv.CACHE / "kwok" / "clusters" / name / "kwok.yaml").read_text()
+
+
 def ports_of(name: str) -> set[int]:
-    config = (toolenv.CACHE / "kwok" / "clusters" / name / "kwok.yaml").read_text()
-    return {int(port) for _, port in PORTS.findall(config)}
+    return {int(port) for _, port in PORTS.findall(kwok_config(name))}
+
+
+def listens(port: int) -> bool:
+    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
+        return True
+    return False
+
+
+def component_pid(name: str, component: str) -> int:
+    return int((toolenv.CACHE / "kwok" / "clusters" / name / "pids" / f"{component}.pid").read_text())
 
 
 def volume(name: str) -> dict[str, object]:
@@ -51,3 +68,24 @@ def test_two_clusters_started_at_once_get_ports_of_their_own_and_working_control
             wait_until(
                 lambda kube=kube: kube.get("pv", name="probe")["status"].get("phase") == "Available", f"{name}'s volume Available"
             )
+
+
+def test_status_names_a_component_that_exited_and_ends_with_its_log() -> None:
+    name = f"{CLUSTER}-lost-scheduler"
+    env = {**os.environ, "TFK8S_CLUSTER_NAME": name}
+    status = [str(toolenv.ROOT / "hack" / "cluster.sh"), "status"]
+    with toolenv.throwaway_cluster(name):
+        healthy = subprocess.run(status, env=env, capture_output=True, text=True)
+        assert healthy.returncode == 0, healthy.stderr
+        [scheduler_port] = (int(port) for key, port in PORTS.findall(kwok_config(name)) if key == "kubeSchedulerPort")
+        # Held while the scheduler's port is free: no other test's cluster may take it meanwhile.
+        with toolenv.no_cluster_created():
+            os.kill(component_pid(name, "kube-scheduler"), signal.SIGTERM)
+            wait_until(lambda: not listens(scheduler_port), "the scheduler's port closed")
+            broken = subprocess.run(status, env=env, capture_output=True, text=True)
+    # The API server still answers /readyz without a scheduler: only the components' own ports tell.
+    assert broken.returncode == 1, broken.stdout + broken.stderr
+    assert "without all of its components" in broken.stdout, broken.stdout
+    assert f"kube-scheduler of cluster {name} is down" in broken.stderr, broken.stderr
+    assert "Serving securely" in broken.stderr, "the scheduler's own log, to tell why"
+    assert "kube-apiserver of cluster" not in broken.stderr, "only what is down is named"

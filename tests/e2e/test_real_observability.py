@@ -17,7 +17,11 @@ What a user sees, with what a user holds:
   repository answers with the run's series;
 * `tfk8s logs`: the output of `mnist`'s PS, retired and scaled to zero, and of `broken`'s failed
   worker, read from the log volume after their pods are gone;
-* her own Jupyter cannot connect to her workers' metrics port: only the monitoring namespace can.
+* her own Jupyter cannot connect to her workers' metrics port: only the monitoring namespace can;
+* with her own certificate she opens her pods' egress to everything (her policies are hers), and
+  her worker still reaches nothing in the monitoring namespace: the platform's fence there
+  (tfk8s.specs.network_policy.tenants_kept_out) keeps tenants' namespaces out, and it alone (the
+  control: the platform team removes it, and her worker reaches Prometheus).
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from typing import Any
 
 import pytest
 import yaml
-from drivers import CLUSTER, ROOT, Cli, Kube
+from drivers import CLUSTER, ROOT, Cli, Kube, user_kube
 from real_node import (
     BRIDGE_ADDRESS,
     REAL_NODE_KEY,
@@ -54,11 +58,13 @@ from real_node import (
     until,
 )
 from tfk8s.specs.monitoring import SCRAPE_FILE, SCRAPE_NAME
+from tfk8s.specs.network_policy import TENANTS_KEPT_OUT
 
 import dashboards
 
 PLATFORM, TENANT, EXPERIMENT, NAMESPACE = "platform-dev", "tenant-alice", "watch", "tfk8s-alice"
 MONITORING = "tfk8s-monitoring"
+GROUP = "tfk8s-users"  # what hack/cluster.sh user-kubeconfig mints alice's certificate into
 OLD_USER_NODE = "tfk8s-user-node"
 # 2-3 minutes at 55-75 steps/s: past the set-up (slower in the suite) and the tests that need the
 # run in progress; every step more is time the last test waits for.
@@ -316,6 +322,64 @@ def test_only_the_monitoring_namespace_reaches_the_metrics_port(watched: Watched
     # The control: Prometheus, in the monitoring namespace, scrapes each of them.
     up = query(watched, f'up{{namespace="{NAMESPACE}"}} == 1')
     assert {r["metric"]["pod"] for r in up} >= {p["metadata"]["name"] for p in workers}, up
+
+
+def test_a_tenant_who_opens_her_egress_still_reaches_nothing_in_the_monitoring_namespace(watched: Watched) -> None:
+    kube = watched.kube
+    alice = user_kube(kube, "alice", [GROUP])
+    (worker, *_) = [
+        p
+        for p in kube.get("pods", NAMESPACE)
+        if _labels(p).get("tfk8s.io/cluster") == "mnist"
+        and _labels(p).get("tfk8s.io/role") == "worker"
+        and p["status"].get("phase") == "Running"
+    ]
+    prometheus = {"prometheus": watched.prometheus.removeprefix("http://")}
+    assert not any(probe_from_pod(kube, worker, prometheus).values()), "her worker reaches Prometheus before she opens anything"
+    fence = kube.get("networkpolicy", MONITORING, TENANTS_KEPT_OUT)
+    opened = {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": "egress-open", "namespace": NAMESPACE},
+        "spec": {"podSelector": {}, "policyTypes": ["Egress"], "egress": [{}]},
+    }
+    made = subprocess.run(
+        [alice.binary, "--kubeconfig", str(alice.kubeconfig), "create", "-f", "-"],
+        input=json.dumps(opened),
+        capture_output=True,
+        text=True,
+    )
+    assert made.returncode == 0, made.stderr  # her own certificate: NetworkPolicies are hers to manage
+    try:
+        # The control: the platform team takes its fence away, and her open egress reaches Prometheus.
+        kube.run("delete", "networkpolicy", "-n", MONITORING, TENANTS_KEPT_OUT)
+        try:
+            until(
+                "without the fence her worker reaches Prometheus",
+                60,
+                lambda: all(probe_from_pod(kube, worker, prometheus).values()),
+            )
+        finally:
+            kept = {k: fence["metadata"][k] for k in ("name", "namespace", "labels", "annotations")}
+            again = {"apiVersion": fence["apiVersion"], "kind": fence["kind"], "metadata": kept, "spec": fence["spec"]}
+            manifest = json.dumps(again)
+            subprocess.run(
+                [kube.binary, "--kubeconfig", str(kube.kubeconfig), "create", "-f", "-"],
+                input=manifest,
+                check=True,
+                capture_output=True,
+                text=True,
+            )
+        until(
+            "with the fence back her worker reaches Prometheus no more",
+            60,
+            lambda: not any(probe_from_pod(kube, worker, prometheus).values()),
+        )
+    finally:
+        kube.run("delete", "networkpolicy", "-n", NAMESPACE, "egress-open")
+    # The node (this machine, whence kubelet probes and the team's browsers come) reaches it throughout.
+    assert http_get(f"{watched.prometheus}/-/ready").status == 200
+    print("[real observability] alice's egress opened: Prometheus refused her worker, and reached it only without the fence")
 
 
 def test_promql_over_a_real_prometheus_returns_the_runs_step_rate(watched: Watched) -> None:

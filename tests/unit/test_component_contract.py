@@ -48,6 +48,7 @@ def output_attributes(component: type) -> set[str]:
 def test_every_component_is_found() -> None:
     assert [c.__name__ for c in COMPONENTS] == [
         "Experiment",
+        "MonitoringFence",
         "PlatformGuard",
         "QueueingPlatform",
         "SharedStorage",
@@ -139,9 +140,11 @@ def test_no_component_creates_a_child_after_registering_its_outputs(stack: str) 
 
 
 def monitored_platform() -> dict[str, Any]:
-    """platform-dev with a Prometheus to scrape for (its TrainingScrape exists only then)."""
+    """platform-dev with a Prometheus to scrape for (its TrainingScrape exists only then) and its pod
+    network named (its MonitoringFence exists only then)."""
     raw = stack_config("platform-dev")
     raw["platform"]["monitoring"] = {"namespace": "monitoring", "scrape": "scrapeConfig"}
+    raw["platform"]["network"]["podCidrs"] = ["10.244.0.0/16"]
     return raw
 
 
@@ -165,7 +168,7 @@ def test_a_queueing_platforms_components_follow_the_contract() -> None:
 
 def test_a_monitored_platforms_components_follow_the_contract() -> None:
     d, events = run_recording(monitored_platform())
-    assert "TrainingScrape" in check_contract(events)
+    assert {"TrainingScrape", "MonitoringFence"} <= check_contract(events)
 
     @pulumi.runtime.test
     def settled() -> pulumi.Output[Any]:

@@ -30,6 +30,7 @@ from tfk8s.schema.contract import PlatformFacts
 from tfk8s.schema.platform import MonitoringSettings
 from tfk8s.specs import monitoring as monitoring_spec
 from tfk8s.specs.labels import labels
+from tfk8s.specs.network_policy import tenants_kept_out
 
 TRAINING_ENV = ("TFK8S_TENANT", "TFK8S_EXPERIMENT", "TFK8S_CLUSTER", "TFK8S_METRICS_PORT")
 
@@ -499,3 +500,88 @@ def test_each_target_is_bounded_and_only_tfk8s_names_are_kept() -> None:
         "labelValueLengthLimit": 512,
         "bodySizeLimit": "1MB",
     }
+
+
+NETWORK_POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
+
+
+def namespace_selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    """A namespaceSelector of matchExpressions with Exists and DoesNotExist alone (all the fence writes)."""
+    assert set(selector) == {"matchExpressions"}, selector
+    operators = {"Exists": lambda key: key in labels, "DoesNotExist": lambda key: key not in labels}
+    return all(operators[e["operator"]](e["key"]) for e in selector["matchExpressions"])
+
+
+def test_the_monitoring_namespace_takes_nothing_from_a_tenants_namespace(
+    platform_config: dict[str, Any], tenant_config: dict[str, Any]
+) -> None:
+    read_whole, _ = cluster(served=False, namespace=A_NAMESPACE)
+    config = monitored(platform_config)
+    config["platform"]["network"]["podCidrs"] = [*POD_CIDRS, "fd00:10:244::/56"]
+
+    @pulumi.runtime.test
+    def run() -> pulumi.Output[Any]:
+        d = run_program(config, read_whole=read_whole)
+
+        def check() -> None:
+            (fence,) = d.mocks.of_type(NETWORK_POLICY)
+            meta, spec = fence.inputs["metadata"], fence.inputs["spec"]
+            assert (meta["name"], meta["namespace"]) == ("tfk8s-tenants-kept-out", "monitoring")
+            assert meta["labels"]["tfk8s.io/stack-kind"] == "platform"
+            # Every pod of the team's namespace, ingress alone: Prometheus still scrapes out of it.
+            assert spec["podSelector"] == {} and spec["policyTypes"] == ["Ingress"]
+            (rule,) = spec["ingress"]
+            assert "ports" not in rule, "every port: the fence is by source alone"
+            namespaces = [p["namespaceSelector"] for p in rule["from"] if "namespaceSelector" in p]
+            blocks = [p["ipBlock"] for p in rule["from"] if "ipBlock" in p]
+            assert all(set(p) in ({"namespaceSelector"}, {"ipBlock"}) for p in rule["from"]), rule
+            # The team's own namespaces come in; every address but the pod network's (nodes, whence
+            # kubelet probes come, the control plane, users' browsers) too.
+            assert any(namespace_selects(s, A_NAMESPACE["metadata"]["labels"]) for s in namespaces)
+            assert any(namespace_selects(s, {"kubernetes.io/metadata.name": "kube-system"}) for s in namespaces)
+            assert blocks == [
+                {"cidr": "0.0.0.0/0", "except": POD_CIDRS},
+                {"cidr": "::/0", "except": ["fd00:10:244::/56"]},
+            ]
+
+        return after(d, check)
+
+    run()
+
+    # The namespace the tenant stack declares is one the fence keeps out.
+    @pulumi.runtime.test
+    def tenant() -> pulumi.Output[Any]:
+        d = run_program(tenant_config, platform=facts_for(config))
+
+        def check() -> None:
+            (namespace,) = d.mocks.of_type("kubernetes:core/v1:Namespace")
+            labels = namespace.inputs["metadata"]["labels"]
+            fence = tenants_kept_out(POD_CIDRS)
+            selectors = [p["namespaceSelector"] for p in fence["ingress"][0]["from"] if "namespaceSelector" in p]
+            assert selectors and not any(namespace_selects(s, labels) for s in selectors), labels
+
+        return after(d, check)
+
+    tenant()
+
+
+def test_without_the_pod_network_the_monitoring_namespace_is_not_fenced(platform_config: dict[str, Any]) -> None:
+    """A node's address, whence kubelet probes come, cannot be told from a pod's: no fence (a platform
+    whose CNI enforces policies must name its pod network anyway)."""
+    read_whole, _ = cluster(served=False, namespace=A_NAMESPACE)
+
+    @pulumi.runtime.test
+    def run() -> pulumi.Output[Any]:
+        d = run_program(monitored(platform_config), read_whole=read_whole)
+
+        def check() -> None:
+            assert not d.mocks.of_type(NETWORK_POLICY)
+            assert [
+                r.inputs["metadata"]["name"]
+                for r in d.mocks.of_type(CONFIG_MAP)
+                if r.inputs["metadata"].get("namespace") == "monitoring"
+            ] == ["tfk8s-training"]
+
+        return after(d, check)
+
+    run()

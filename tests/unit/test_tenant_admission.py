@@ -18,6 +18,7 @@ from tfk8s.checks import access
 from tfk8s.components import guard, tenant_admission
 from tfk8s.schema.contract import PlatformKind
 from tfk8s.schema.platform import PlacementSettings, UserNodeSettings
+from tfk8s.specs.labels import TENANT_NAMESPACE
 
 VAP = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy"
 BINDING = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding"
@@ -53,9 +54,7 @@ def test_the_platform_binds_each_policy_with_deny_in_its_own_tenants_namespaces(
                 assert bound[f"{policy.name}-auto"] == {"policyName": f"{policy.name}-auto", "validationActions": ["Deny"]}
                 assert spec["failurePolicy"] == "Fail"
                 # Only namespaces labelled with this platform's group: a second platform's tenants are its own.
-                assert spec["matchConstraints"]["namespaceSelector"] == {
-                    "matchLabels": {tenant_admission.TENANT_NAMESPACE: group}
-                }
+                assert spec["matchConstraints"]["namespaceSelector"] == {"matchLabels": {TENANT_NAMESPACE: group}}
                 conditions = "\n".join(c["expression"] for c in spec["matchConditions"])
                 if policy.name.endswith(tuple(EVERYONE_BOUND)):
                     assert conditions == ""
@@ -105,7 +104,7 @@ def test_a_tenants_namespace_is_labelled_for_its_platforms_policies(
 
         def check() -> None:
             (namespace,) = d.mocks.of_type(NAMESPACE)
-            assert namespace.inputs["metadata"]["labels"][tenant_admission.TENANT_NAMESPACE] == facts["layouts"]["group"]
+            assert namespace.inputs["metadata"]["labels"][TENANT_NAMESPACE] == facts["layouts"]["group"]
 
         return after(d, check)
 

@@ -53,11 +53,10 @@ from tfk8s.schema.contract import PlatformKind
 from tfk8s.schema.node_keys import NODE_LOST_TAINTS
 from tfk8s.schema.platform import PlacementSettings, QueueingSettings, UserNodeSettings
 from tfk8s.specs import jobset
+from tfk8s.specs.labels import TENANT_NAMESPACE
 from tfk8s.specs.ownership import STACK_KIND, Owner
 from tfk8s.specs.queueing import LOCAL_QUEUE_NAME
 
-# On every tenant namespace, its value the platform's group: the namespaces its policies select.
-TENANT_NAMESPACE = "tfk8s.io/platform"
 CONTROL_PLANE_PREFIX = "node-role.kubernetes.io/"
 # Taints the node lifecycle controller sets (a cordoned node's, a pressured node's, ...): a tenant's
 # pod may tolerate only the two of a node that stopped answering (NODE_LOST_TAINTS, NoExecute: how

@@ -12,6 +12,9 @@ INDEX = "tfk8s.io/index"
 # run, so new workers can never reach a PS of an earlier run that has not stopped yet; on worker and
 # chief pods it makes a new run id a new Job template, so the Job is replaced.
 RUN = "tfk8s.io/run"
+# On every tenant namespace, its value the platform's group: the namespaces the platform's admission
+# policies select, and those its monitoring namespace keeps out (tfk8s.specs.network_policy).
+TENANT_NAMESPACE = "tfk8s.io/platform"
 
 
 def of_component(component: str) -> dict[str, str]:

@@ -17,7 +17,9 @@ training servers and every other pod of the cluster. The design, enforced by the
     server's addresses (as pods see them after the `kubernetes` Service's translation);
   * Jupyter and TensorBoard answer on their own HTTP ports, from anywhere but the pod network when
     the platform names it (users come through the User Node's NodePorts; both ask for the tenant's
-    token, TensorBoard through its token gate; another tenant's pod may open its own egress).
+    token, TensorBoard through its token gate; another tenant's pod may open its own egress);
+  * the monitoring namespace, the platform team's, takes nothing from a tenant's namespace, whatever
+    egress a tenant opens for her own pods.
 
 The tenant stack declares the namespace-wide policies, each experiment its clusters'. Selectors are
 built from the labels of what they select (tfk8s.specs.labels). Specs only: nothing here touches Pulumi.
@@ -31,7 +33,7 @@ from urllib.parse import urlsplit
 
 from tfk8s.schema.experiment import ClusterSettings, url_address
 from tfk8s.schema.platform import ApiServerSettings, MonitoringSettings, NetworkSettings, PortSettings
-from tfk8s.specs.labels import labels, selector_of
+from tfk8s.specs.labels import TENANT_NAMESPACE, labels, selector_of
 
 Json = dict[str, Any]
 
@@ -40,6 +42,7 @@ DNS = "tfk8s-dns"
 JUPYTER = "tfk8s-jupyter"
 TENSORBOARD = "tfk8s-tensorboard"
 PS_API = "tfk8s-ps-api"
+TENANTS_KEPT_OUT = "tfk8s-tenants-kept-out"  # in the monitoring namespace
 TRAINING_COMPONENT = "tensorflow"
 ANYWHERE = ({"ipBlock": {"cidr": "0.0.0.0/0"}}, {"ipBlock": {"cidr": "::/0"}})
 
@@ -65,18 +68,45 @@ def api_server_rule(api: ApiServerSettings) -> list[Json]:
     return [{"to": [{"ipBlock": {"cidr": c}} for c in api.cidrs], "ports": [_tcp(p) for p in api.ports]}]
 
 
-def users_rule(port: int, pod_cidrs: list[str]) -> Json:
-    """Ingress to an app's port from anywhere but the pod network (`platform.network.podCidrs`):
-    from every address when the pod addresses are not given."""
-    if not pod_cidrs:
-        return {"ports": [_tcp(port)]}
+def outside_the_pod_network(pod_cidrs: list[str]) -> list[Json]:
+    """Peers: every address but the pod network's (`platform.network.podCidrs`, not empty): nodes,
+    the control plane, users' machines."""
     v6 = [c for c in pod_cidrs if ":" in c]
     v4 = [c for c in pod_cidrs if ":" not in c]
-    peers = [
+    return [
         {"ipBlock": {"cidr": block["ipBlock"]["cidr"], **({"except": excepted} if excepted else {})}}
         for block, excepted in zip(ANYWHERE, (v4, v6), strict=True)
     ]
-    return {"from": peers, "ports": [_tcp(port)]}
+
+
+def users_rule(port: int, pod_cidrs: list[str]) -> Json:
+    """Ingress to an app's port from anywhere but the pod network: from every address when the pod
+    addresses are not given."""
+    if not pod_cidrs:
+        return {"ports": [_tcp(port)]}
+    return {"from": outside_the_pod_network(pod_cidrs), "ports": [_tcp(port)]}
+
+
+def tenants_kept_out(pod_cidrs: list[str]) -> Json:
+    """The monitoring namespace's policy (the platform's, in the team's namespace): every pod there
+    (Prometheus, and whatever else the team runs beside it) takes connections from any namespace but
+    a tenant's, and from any address outside the pod network. A tenant may open her own pods' egress
+    (her policies are hers), never this: her code cannot query Prometheus for every tenant's
+    experiments and losses, nor flood it. Policies add up, so one of the team's own that lets tenants
+    in (to a Pushgateway, say) still does. Only with `pod_cidrs`: without them a node's address, where
+    kubelet probes come from, cannot be told from a pod's."""
+    return {
+        "podSelector": {},
+        "policyTypes": ["Ingress"],
+        "ingress": [
+            {
+                "from": [
+                    {"namespaceSelector": {"matchExpressions": [{"key": TENANT_NAMESPACE, "operator": "DoesNotExist"}]}},
+                    *outside_the_pod_network(pod_cidrs),
+                ]
+            }
+        ],
+    }
 
 
 def deny_all() -> Json:

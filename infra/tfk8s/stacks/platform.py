@@ -52,7 +52,9 @@ def claimed(stack: PlatformStack, owner: Owner) -> list[Claimed]:
     return [
         *guard.fixed_objects(guard.platform_group(owner), f"{NAMESPACE}:kind"),
         *storage.fixed_objects(stack.platform.storage, f"{NAMESPACE}:platform.storage"),
-        *monitoring.fixed_objects(stack.platform.monitoring, f"{NAMESPACE}:platform.monitoring"),
+        *monitoring.fixed_objects(
+            stack.platform.monitoring, stack.platform.network.pod_cidrs, f"{NAMESPACE}:platform.monitoring"
+        ),
         *queueing.fixed_objects(stack.platform.queueing, f"{NAMESPACE}:platform.queueing"),
     ]
 
@@ -96,6 +98,11 @@ def build(stack: PlatformStack, owner: Owner) -> dict[str, Any]:
             monitoring=platform.monitoring, namespace_prefix=platform.namespace_prefix, owner=owner
         )
         scrapes.append(monitoring.TrainingScrape("training-scrape", scrape_args))
+        if platform.network.pod_cidrs:
+            fence_args = monitoring.MonitoringFenceArgs(
+                namespace=platform.monitoring.namespace, pod_cidrs=platform.network.pod_cidrs, owner=owner
+            )
+            scrapes.append(monitoring.MonitoringFence("monitoring-fence", fence_args))
     queues: list[pulumi.Resource] = []
     if platform.queueing.enabled:  # Kueue and JobSet served: tfk8s.checks.queueing
         queues.append(

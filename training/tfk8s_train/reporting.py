@@ -22,13 +22,14 @@ from typing import Any
 
 import tensorflow as tf
 
+from tfk8s_train.task_progress import PHASE_PREFIX, PLACEMENT_PREFIX, PROGRESS_PREFIX
+
 ScalarWriter = Callable[[str, float, int], None]
-PROGRESS_PREFIX = "tfk8s-progress"
 
 
 def phase(name: str) -> None:
     """Mark a phase of the task's start (``tensorflow_imported``, ``cluster_ready``) for the launcher."""
-    print(f"tfk8s-phase {name}", flush=True)
+    print(f"{PHASE_PREFIX}{name}", flush=True)
 
 
 def placement_line(variable_devices: dict[str, str]) -> None:
@@ -41,7 +42,7 @@ def placement_line(variable_devices: dict[str, str]) -> None:
             name = f"{job[1]}-{task[1]}"
             counts[name] = counts.get(name, 0) + 1
     if counts:
-        print("tfk8s-placement " + " ".join(f"{name}={count}" for name, count in sorted(counts.items())), flush=True)
+        print(PLACEMENT_PREFIX + " ".join(f"{name}={count}" for name, count in sorted(counts.items())), flush=True)
 
 
 def tensorboard_dir(log_dir: str, task: str) -> Path:
@@ -100,7 +101,7 @@ class Progress:
         self.write("examples_per_sec", rate, step)
         target = f" target={self.target}" if self.target is not None else ""
         fields = f"step={step} loss={loss:.4f} accuracy={accuracy:.4f} examples_per_sec={rate:.1f}{target}"
-        print(f"{PROGRESS_PREFIX} task={self.task} {fields}", flush=True)
+        print(f"{PROGRESS_PREFIX}task={self.task} {fields}", flush=True)
         return rate
 
     def overall_rate(self) -> float:

@@ -30,6 +30,7 @@ except ImportError:  # beside launch.py as plain files
     from event_files import EventDirectory  # type: ignore[no-redef]
 
 SCHEMA = 1
+# The lines a trainer prints for its launcher (tfk8s_train.reporting writes them with these).
 PROGRESS_PREFIX = "tfk8s-progress "
 PHASE_PREFIX = "tfk8s-phase "
 PLACEMENT_PREFIX = "tfk8s-placement "

@@ -23,8 +23,9 @@
 # re-run replaces it). The API server authorizes with RBAC, so such a user may do nothing until a
 # binding says so: how tenants are tested without a second cluster or an identity provider.
 #
-# status prints the nodes, or fails naming each control-plane component whose port is closed, with
-# the end of its log (a cluster whose scheduler exited still answers /readyz).
+# status prints the nodes, or fails naming each component whose port is closed (the scheduler, the
+# controller manager, kwok: a cluster without them still answers /readyz), with the end of its log.
+# Without an API server to answer, it says the cluster is not running.
 #
 # It only ever touches its own cluster: state under $TFK8S_CACHE/kwok, its own kubeconfig file
 # ($TFK8S_CACHE/kwok/<name>.kubeconfig), never ~/.kube/config.
@@ -105,6 +106,9 @@ componentsPatches:
 EOF
 }
 
+# COMPONENT_PORTS: how many ports kwokctl gives a cluster's components (etcd two, the others one each).
+COMPONENT_PORTS=6
+
 # component_ports: "<component> <port>" for each port kwokctl gave this cluster's components.
 component_ports() {
   sed -nE 's/^ *(etcdPeerPort|etcdPort|kubeApiserverPort|kubeControllerManagerPort|kubeSchedulerPort|kwokControllerPort): ([0-9]+)$/\1 \2/p' \
@@ -113,18 +117,35 @@ component_ports() {
       s/^kwokControllerPort /kwok-controller /'
 }
 
-# component_state <component> <port>: "listening", "exited" (its process is gone) or "starting".
+# component_state <component> <port>: "listening", "exited" (its process gone, or a zombie nobody
+# reaped) or "starting".
 component_state() {
   local pid
   if (exec 3<>"/dev/tcp/127.0.0.1/$2") 2>/dev/null; then echo listening; return; fi
   pid=$(cat "$KWOK_WORKDIR/clusters/$name/pids/$1.pid" 2>/dev/null || true)
-  if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then echo starting; else echo exited; fi
+  # /proc/PID/stat's third field is the state; past the command's parentheses, which may hold spaces.
+  if [ -n "$pid" ] && [ -r "/proc/$pid/stat" ] && [ "$(sed -E 's/.*\) ([A-Za-z]).*/\1/' "/proc/$pid/stat")" != Z ]; then
+    echo starting
+  else
+    echo exited
+  fi
 }
 
-# tell_component <component> <port> <what>: says what became of it, and its log's last lines.
-tell_component() {
+# report_component <component> <port> <what>: says what became of it, and its log's last lines.
+report_component() {
   log "$1 of cluster $name $3 (port $2); its log ends:"
   tail -n 15 "$KWOK_WORKDIR/clusters/$name/logs/$1.log" >&2 || true
+}
+
+# report_closed_ports: every component whose port is closed, with its log (before a cluster that did
+# not come up is deleted, and its logs with it).
+report_closed_ports() {
+  local component port state
+  [ -f "$KWOK_WORKDIR/clusters/$name/kwok.yaml" ] || { log "kwokctl left no kwok.yaml for $name"; return; }
+  while read -r component port; do
+    state=$(component_state "$component" "$port")
+    [ "$state" = listening ] || report_component "$component" "$port" "is $state, not listening"
+  done < <(component_ports)
 }
 
 # wait_for_ports: until every port kwokctl gave this cluster's components accepts connections: only
@@ -133,33 +154,40 @@ tell_component() {
 # with its name and its log's last lines: CI on 2026-11-30 lost a 1.25 cluster with only "port
 # 32738 does not listen" to go on.
 wait_for_ports() {
-  local component port state deadline=$((SECONDS + 90))
+  local component port state seen=0 deadline=$((SECONDS + 90))
   [ -f "$KWOK_WORKDIR/clusters/$name/kwok.yaml" ] || { log "kwokctl left no kwok.yaml for $name"; return 1; }
   while read -r component port; do
+    seen=$((seen + 1))
     while state=$(component_state "$component" "$port") && [ "$state" != listening ]; do
-      if [ "$state" = exited ]; then tell_component "$component" "$port" "exited before it listened"; return 1; fi
-      if [ $SECONDS -ge $deadline ]; then tell_component "$component" "$port" "does not listen after 90 s"; return 1; fi
+      if [ "$state" = exited ]; then report_component "$component" "$port" "exited before it listened"; return 1; fi
+      if [ $SECONDS -ge $deadline ]; then report_component "$component" "$port" "does not listen after 90 s"; return 1; fi
       sleep 0.2
     done
   done < <(component_ports)
+  # kwok.yaml in another shape (a new kwokctl) would leave nothing to wait for: say so, not pass.
+  [ $seen = $COMPONENT_PORTS ] || { log "found $seen of $COMPONENT_PORTS component ports in $name's kwok.yaml"; return 1; }
 }
 
-# create: one kwokctl creation, until its components listen. (Its callers test its status, which
-# turns `set -e` off inside it: every failure returns explicitly.)
-create() {
+# create_once VERSION: one kwokctl creation, until its components listen; on failure, every
+# component whose port is closed is named with its log. Its caller tests its status, which turns
+# `set -e` off inside it: every failure returns explicitly.
+create_once() {
   local kube_bin=$cache/tools/kubernetes-$1
   # With a real node, Kubernetes' own node timings (a node's lease of 40 s, the controller
   # manager's --node-monitor-grace-period of 40 s), not kwokctl's five times those for simulated
   # nodes: a real kubelet that stops answering makes its node NotReady, and its pods evicted, as
   # on any cluster, not after 3m20s.
-  KWOK_KUBE_VERSION=v$1 kwokctl create cluster --name "$name" --runtime binary \
+  if ! KWOK_KUBE_VERSION=v$1 kwokctl create cluster --name "$name" --runtime binary \
     ${real_node:+--heartbeat-factor 1} --config "$stages" --kubeconfig "$kubeconfig" \
     --kube-apiserver-binary "$kube_bin/kube-apiserver" \
     --kube-controller-manager-binary "$kube_bin/kube-controller-manager" \
     --kube-scheduler-binary "$kube_bin/kube-scheduler" \
     --kwok-controller-binary "$bin/kwok" \
     --etcd-binary "$bin/etcd" \
-    --wait 2m 9>&- >&2 || return 1
+    --wait 2m 9>&- >&2; then
+    report_closed_ports
+    return 1
+  fi
   wait_for_ports
 }
 
@@ -197,10 +225,10 @@ start() {
     flock 9
     # A simulated cluster holds nothing yet: one whose component never listened is deleted and
     # created once more (on new ports, if another process took the first ones), said in the log.
-    create "$version" || {
+    create_once "$version" || {
       log "cluster $name did not come up: deleting it and creating it once more"
       kwokctl delete cluster --name "$name" --kubeconfig "$kubeconfig" 9>&- >&2 || true
-      create "$version"
+      create_once "$version"
     }
   ) 9>"$cache/locks/kwokctl-create.lock"
   kubectl apply -f "$here/kwok/nodes.yaml" >&2
@@ -226,7 +254,7 @@ status() {
   if running; then
     while read -r component port; do
       if [ "$(component_state "$component" "$port")" != listening ]; then
-        tell_component "$component" "$port" "is down"
+        report_component "$component" "$port" "is down"
         down=1
       fi
     done < <(component_ports)

@@ -71,6 +71,14 @@ EXISTING = {"backend": "existing", "className": "standard-rwx", "scratchClassNam
 
 # name -> (raw stack config, the platform output an experiment reads, secrets)
 Case = tuple[Callable[[], dict[str, Any]], Callable[[], dict[str, Any] | None], dict[str, str]]
+
+
+def _fenced(raw: dict[str, Any]) -> dict[str, Any]:
+    """A platform that names its pod network (required where policies are enforced)."""
+    raw["platform"]["network"]["podCidrs"] = ["10.244.0.0/16"]
+    return raw
+
+
 CASES: dict[str, Case] = {
     # The repository's stack files as they are.
     "platform-dev": (lambda: stack_config("platform-dev"), lambda: None, {}),
@@ -91,6 +99,8 @@ CASES: dict[str, Case] = {
     # The scrape of training tasks by the platform's Prometheus, as each kind of object.
     "platform-monitoring-pod-monitor": (lambda: _monitored("podMonitor"), lambda: None, {}),
     "platform-monitoring-scrape-config": (lambda: _monitored("scrapeConfig"), lambda: None, {}),
+    # Its pod network named: the monitoring namespace fenced against tenants' pods.
+    "platform-monitoring-fenced": (lambda: _fenced(_monitored("scrapeConfig")), lambda: None, {}),
     # Experiments: scratch, each replication mode and client, and a 1.25 platform.
     "dev-scratch": (lambda: _cluster(scratch={"size": "2Gi"}), facts_with_scratch, {}),
     "dev-in-graph-chief-scratch": (

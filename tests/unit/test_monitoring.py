@@ -518,6 +518,7 @@ def test_the_monitoring_namespace_takes_nothing_from_a_tenants_namespace(
     read_whole, _ = cluster(served=False, namespace=A_NAMESPACE)
     config = monitored(platform_config)
     config["platform"]["network"]["podCidrs"] = [*POD_CIDRS, "fd00:10:244::/56"]
+    declared: list[dict[str, Any]] = []
 
     @pulumi.runtime.test
     def run() -> pulumi.Output[Any]:
@@ -526,6 +527,7 @@ def test_the_monitoring_namespace_takes_nothing_from_a_tenants_namespace(
         def check() -> None:
             (fence,) = d.mocks.of_type(NETWORK_POLICY)
             meta, spec = fence.inputs["metadata"], fence.inputs["spec"]
+            declared.append(spec)
             assert (meta["name"], meta["namespace"]) == ("tfk8s-tenants-kept-out", "monitoring")
             assert meta["labels"]["tfk8s.io/stack-kind"] == "platform"
             # Every pod of the team's namespace, ingress alone: Prometheus still scrapes out of it.
@@ -556,7 +558,7 @@ def test_the_monitoring_namespace_takes_nothing_from_a_tenants_namespace(
         def check() -> None:
             (namespace,) = d.mocks.of_type("kubernetes:core/v1:Namespace")
             labels = namespace.inputs["metadata"]["labels"]
-            fence = tenants_kept_out(POD_CIDRS)
+            (fence,) = declared
             selectors = [p["namespaceSelector"] for p in fence["ingress"][0]["from"] if "namespaceSelector" in p]
             assert selectors and not any(namespace_selects(s, labels) for s in selectors), labels
 
@@ -583,5 +585,44 @@ def test_without_the_pod_network_the_monitoring_namespace_is_not_fenced(platform
             ] == ["tfk8s-training"]
 
         return after(d, check)
+
+    run()
+
+
+def test_the_fence_needs_the_pod_network() -> None:
+    with pytest.raises(ValueError, match="pod network"):
+        tenants_kept_out([])
+
+
+@pytest.mark.parametrize("namespace", ["kube-system", "default", "coredns"])
+def test_a_fenced_monitoring_namespace_the_cluster_shares_is_refused_naming_the_key(
+    platform_config: dict[str, Any], namespace: str
+) -> None:
+    """The fence takes every pod of the namespace: in kube-system, or the DNS's, it would cut every
+    tenant off the cluster's DNS. Refused before anything is declared; without a pod network (no
+    fence) the same namespace is the team's choice."""
+    live = {"metadata": {"name": namespace, "labels": {"kubernetes.io/metadata.name": namespace}}}
+    config = monitored(platform_config, scrape="scrapeConfig")
+    config["platform"]["monitoring"]["namespace"] = namespace
+    config["platform"]["network"]["dns"] = {"namespace": "coredns"}
+    config["platform"]["network"]["podCidrs"] = POD_CIDRS
+    objects = {"/api/v1/nodes/tfk8s-user-node": USER_NODE, f"/api/v1/namespaces/{namespace}": live}
+
+    def read_whole(path: str) -> Any:
+        return objects.get(path)
+
+    message = (
+        rf"tfk8s:platform\.monitoring\.namespace: '{namespace}' is one of the cluster's own namespaces.*a namespace of its own"
+    )
+    with declared_types() as declared, pytest.raises(ConfigError, match=message):
+        run_program(config, read_whole=read_whole)
+    assert [t for t in declared if t.startswith("kubernetes:")] == []
+    del config["platform"]["network"]["podCidrs"]
+    unfenced = copy.deepcopy(config)
+
+    @pulumi.runtime.test
+    def run() -> pulumi.Output[Any]:
+        d = run_program(unfenced, read_whole=read_whole)
+        return after(d, lambda: None if not d.mocks.of_type(NETWORK_POLICY) else pytest.fail("a fence without a pod network"))
 
     run()

@@ -24,10 +24,11 @@ from pathlib import Path
 from typing import TextIO
 
 from tfk8s_train.launch import run_log_dir
+from tfk8s_train.task_progress import PROGRESS_PREFIX
 
 TRAINING_DIR = Path(__file__).resolve().parent.parent
 LAUNCH_PY = Path(__file__).resolve().parent / "launch.py"
-PROGRESS = re.compile(r"tfk8s-progress task=(\S+) step=(\d+) loss=(\S+) accuracy=(\S+) examples_per_sec=(\S+)")
+PROGRESS = re.compile(re.escape(PROGRESS_PREFIX) + r"task=(\S+) step=(\d+) loss=(\S+) accuracy=(\S+) examples_per_sec=(\S+)")
 SCRUBBED = ("TF_CONFIG", "JOB_COMPLETION_INDEX")
 
 

@@ -3,7 +3,8 @@ namespace to declare it in, is it the platform team's, and which kind does the c
 
 tfk8s runs no Prometheus and creates no namespace for one: the platform team runs it in a namespace
 of its own (`platform.monitoring.namespace`), which must exist before the platform's `up`, and must
-be no tenant's (its pods, matching `podLabels`, would read every tenant's metrics). `scrape: auto`
+be no tenant's (its pods, matching `podLabels`, would read every tenant's metrics) nor, where the
+platform fences it, one the cluster shares (kube-system, the DNS's). `scrape: auto`
 becomes `podMonitor` where the API serves the Prometheus Operator's
 monitoring.coreos.com/v1 podmonitors (the group version's discovery document lists them), else
 `scrapeConfig`; an explicit `podMonitor` on a cluster without that kind is refused here, not by the
@@ -25,6 +26,27 @@ from tfk8s.specs.ownership import STACK, STACK_KIND
 
 Reader = Callable[[str], Mapping[str, Any] | None]
 KEY = f"{NAMESPACE}:platform.monitoring"
+# Namespaces of the cluster's own: Kubernetes', and (with the DNS namespace) what every pod needs.
+CLUSTER_NAMESPACES = frozenset({"kube-system", "kube-public", "kube-node-lease", "default"})
+
+
+def fence_problems(stack: PlatformStack) -> list[str]:
+    """Where the platform fences its monitoring namespace against tenants' pods (it names its pod
+    network: tfk8s.components.monitoring.MonitoringFence), that namespace is Prometheus's own: the
+    fence takes every pod there, and in a namespace the cluster shares (the DNS's, kube-system's) it
+    would cut every tenant off what runs beside Prometheus."""
+    platform = stack.platform
+    namespace = platform.monitoring.namespace
+    if namespace is None or not platform.network.pod_cidrs:
+        return []
+    if namespace in CLUSTER_NAMESPACES | {platform.network.dns.namespace}:
+        return [
+            f"{KEY}.namespace: {namespace!r} is one of the cluster's own namespaces; the platform keeps every tenant's "
+            "pods out of its monitoring namespace (a NetworkPolicy over all its pods, docs/guide/monitoring.md), which "
+            f"here would cut them off what else runs in {namespace!r} (the cluster's DNS among it): run your Prometheus "
+            "in a namespace of its own and name that"
+        ]
+    return []
 
 
 def pod_monitors_served(read_whole: Reader | None) -> bool | None:
@@ -67,7 +89,7 @@ def check_monitoring(stack: PlatformStack, read_whole: Reader | None) -> Platfor
     monitoring = stack.platform.monitoring
     if monitoring.namespace is None:
         return stack
-    problems = []
+    problems = fence_problems(stack)
     if read_whole is not None:
         problems += namespace_problems(monitoring.namespace, read_whole(NAMESPACE_KIND.path(monitoring.namespace)))
     served = pod_monitors_served(read_whole)

@@ -110,11 +110,10 @@ class MonitoringFence(pulumi.ComponentResource):
     policy_name: pulumi.Output[str]
 
     def __init__(self, name: str, args: MonitoringFenceArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        if not args.pod_cidrs:  # before anything is declared
-            raise ValueError("MonitoringFenceArgs.pod_cidrs: the pod network, or a node cannot be told from a pod")
+        spec = network_policy.tenants_kept_out(args.pod_cidrs)  # refuses no pod network, before anything is declared
         super().__init__("tfk8s:index:MonitoringFence", name, None, opts)
         owner = args.owner
-        policy = kube.NetworkPolicy(
+        self.policy = kube.NetworkPolicy(
             f"{name}-policy",
             metadata={
                 "name": network_policy.TENANTS_KEPT_OUT,
@@ -122,8 +121,8 @@ class MonitoringFence(pulumi.ComponentResource):
                 "labels": {"app.kubernetes.io/part-of": PART_OF, "app.kubernetes.io/managed-by": "pulumi"} | owner.labels(),
                 "annotations": owner.annotations(),
             },
-            spec=network_policy.tenants_kept_out(args.pod_cidrs),
+            spec=spec,
             opts=pulumi.ResourceOptions(parent=self),
         )
-        self.policy_name = policy.name
+        self.policy_name = self.policy.name
         self.register_outputs({"policy_name": self.policy_name})

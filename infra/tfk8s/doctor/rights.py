@@ -88,7 +88,17 @@ QUEUEING = dict(
         _of(LOCAL_QUEUE, f"{TENANT}: its queue"),
     ]
 )
-MONITORING = dict([_of(POD_MONITOR, f"{TENANT}: the scrape of its training pods")])
+MONITORING = dict([_of(POD_MONITOR, f"{PLATFORM}: the scrape of its tenants' training pods")])
+# Where the platform fences its monitoring namespace (it names its pod network), it declares a
+# NetworkPolicy too, beside the tenants' own.
+FENCED = {
+    ("networking.k8s.io", "NetworkPolicy"): _perm(
+        "networking.k8s.io",
+        "networkpolicies",
+        f"{TENANT}: its firewall; {PLATFORM}: its monitoring namespace's fence",
+        namespaced=True,
+    )
+}
 
 
 def needed(settings: PlatformSettings, *, pod_monitors: bool) -> Sequence[Permission]:
@@ -99,4 +109,6 @@ def needed(settings: PlatformSettings, *, pod_monitors: bool) -> Sequence[Permis
         table.update(QUEUEING)
     if settings.monitoring.namespace and pod_monitors and settings.monitoring.scrape != "scrapeConfig":
         table.update(MONITORING)
+    if settings.monitoring.namespace and settings.network.pod_cidrs:
+        table.update(FENCED)
     return list(table.values())

@@ -95,6 +95,8 @@ def tenants_kept_out(pod_cidrs: list[str]) -> Json:
     experiments and losses, nor flood it. Policies add up, so one of the team's own that lets tenants
     in (to a Pushgateway, say) still does. Only with `pod_cidrs`: without them a node's address, where
     kubelet probes come from, cannot be told from a pod's."""
+    if not pod_cidrs:
+        raise ValueError("tenants_kept_out: the pod network, or a node cannot be told from a pod")
     return {
         "podSelector": {},
         "policyTypes": ["Ingress"],

@@ -92,17 +92,17 @@ def build(stack: PlatformStack, owner: Owner) -> dict[str, Any]:
             "experiments first, then tenants. Nor can it refuse what RBAC lets tenants do beyond experiments "
             "(tfk8s.components.tenant_admission): pods on the User Node, NodePort Services, bindings to everyone"
         )
-    scrapes: list[pulumi.Resource] = []
+    monitoring_objects: list[pulumi.Resource] = []
     if platform.monitoring.namespace is not None:  # `scrape` resolved by tfk8s.checks.monitoring
         scrape_args = monitoring.TrainingScrapeArgs(
             monitoring=platform.monitoring, namespace_prefix=platform.namespace_prefix, owner=owner
         )
-        scrapes.append(monitoring.TrainingScrape("training-scrape", scrape_args))
+        monitoring_objects.append(monitoring.TrainingScrape("training-scrape", scrape_args))
         if platform.network.pod_cidrs:
             fence_args = monitoring.MonitoringFenceArgs(
                 namespace=platform.monitoring.namespace, pod_cidrs=platform.network.pod_cidrs, owner=owner
             )
-            scrapes.append(monitoring.MonitoringFence("monitoring-fence", fence_args))
+            monitoring_objects.append(monitoring.MonitoringFence("monitoring-fence", fence_args))
     queues: list[pulumi.Resource] = []
     if platform.queueing.enabled:  # Kueue and JobSet served: tfk8s.checks.queueing
         queues.append(
@@ -119,7 +119,7 @@ def build(stack: PlatformStack, owner: Owner) -> dict[str, Any]:
             experimenter_rules=access.rules_for_role(
                 access.experimenter_rules(guard.layout_kind(group), queueing=platform.queueing.enabled)
             ),
-            guarded=[shared, user_node, *admission, *scrapes, *queues],
+            guarded=[shared, user_node, *admission, *monitoring_objects, *queues],
         ),
     )
     storage_report = shared.class_name.apply(lambda name: {"className": name, "problems": []})

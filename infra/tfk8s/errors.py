@@ -3,11 +3,12 @@
 Every error the program (a stack's build, its checks and reads) raises on purpose is a `Refusal`,
 and so a `pulumi.RunError`: the CLI shows its message alone, without a Python traceback, because
 the message is already what the user needs (the key as written in the stack file, what is wrong,
-the fix). The commands beside the program keep errors of their own, each caught where the command
-prints it as one line: the Kubernetes client's (`KubeApiError`, `ExecCredentialError`,
-`SecretUnreadable`), `tfk8s status` and `logs`' (`DiscoveryError`, `GateError`), the doctor's
+the fix). Other errors are raised below and beside the program: the Kubernetes client's
+(`KubeApiError`, `ExecCredentialError`, `SecretUnreadable`), which the program's checks turn into
+refusals and the commands into one line; and the commands' own, each caught where its command
+prints it: `tfk8s status` and `logs`' (`DiscoveryError`, `GateError`), the doctor's
 (`TargetError`), GitOps' (`GitError`, `TeamFileError`, `NotPlanned`, `ImpersonationError`,
-`OperatorError`); one root for all of them is issue 58's. Each is raised before anything is
+`OperatorError`). One root for all of them is issue 58's. Each is raised before anything is
 declared, so a refusal changes nothing; where several findings are reported at once they are
 listed one a line (`listing`), and a refusal that says so ends with `NOTHING_CHANGED`.
 

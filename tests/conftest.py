@@ -17,6 +17,9 @@ group's tests over every worker, where they wait on the real node's lock one aft
 from __future__ import annotations
 
 import os
+import resource
+import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -49,13 +52,48 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 # What each module cost (its tests' set-up, call and tear-down, summed over whichever worker ran
 # them), printed at the end of the run: docs/tests.md keeps the latest, so that a change that adds
-# a heavy module says so.
+# a heavy module says so. Wall seconds, and CPU-seconds: what the worker's process and the children
+# it waited for (pulumi and its plugins, TensorFlow's loopback tasks, kubectl) spent, which is what
+# a cold CI, busy on both cores, pays for. Not counted: daemons no test waits for (a kwok cluster's
+# components, the real node's containers).
 MODULE_SECONDS: dict[str, float] = {}
+MODULE_CPU_SECONDS: dict[str, float] = {}
+CPU_PROPERTY = "tfk8s-cpu-seconds"
+
+
+def cpu_seconds() -> float:
+    """This process's CPU-seconds, and its reaped children's."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
+
+
+def _timed_phase(item: pytest.Item, when: str) -> Iterator[None]:
+    started = cpu_seconds()
+    yield
+    # Read into this phase's report (pytest copies the item's properties into each report it makes).
+    item.user_properties.append((f"{CPU_PROPERTY}:{when}", cpu_seconds() - started))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    yield from _timed_phase(item, "setup")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    yield from _timed_phase(item, "call")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
+    yield from _timed_phase(item, "teardown")
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     path = suite.module_of(report.nodeid)
     MODULE_SECONDS[path] = MODULE_SECONDS.get(path, 0.0) + report.duration
+    spent = sum(v for k, v in report.user_properties if k == f"{CPU_PROPERTY}:{report.when}")
+    MODULE_CPU_SECONDS[path] = MODULE_CPU_SECONDS.get(path, 0.0) + spent
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
@@ -69,7 +107,8 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
             out.write(f"{len(stats.get('passed', []))} passed, {failed} failed, {len(stats.get('skipped', []))} skipped\n")
     if not MODULE_SECONDS:
         return
-    terminalreporter.section("seconds per module (set-up, tests and tear-down)")
+    terminalreporter.section("seconds per module (set-up, tests and tear-down): wall, CPU")
     for path, seconds in sorted(MODULE_SECONDS.items(), key=lambda item: -item[1]):
         if seconds >= 1:
-            terminalreporter.write_line(f"{seconds:8.0f}  {path}")
+            terminalreporter.write_line(f"{seconds:8.0f}  {MODULE_CPU_SECONDS.get(path, 0.0):8.0f}  {path}")
+    terminalreporter.write_line(f"{sum(MODULE_SECONDS.values()):8.0f}  {sum(MODULE_CPU_SECONDS.values()):8.0f}  (all)")

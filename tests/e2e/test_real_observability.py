@@ -64,6 +64,7 @@ import dashboards
 
 PLATFORM, TENANT, EXPERIMENT, NAMESPACE = "platform-dev", "tenant-alice", "watch", "tfk8s-alice"
 MONITORING = "tfk8s-monitoring"
+TEAM = "tfk8s-e2e-team"  # a namespace of the platform team's own (a Grafana's, say): no tenant's
 GROUP = "tfk8s-users"  # what hack/cluster.sh user-kubeconfig mints alice's certificate into
 OLD_USER_NODE = "tfk8s-user-node"
 # 2-3 minutes at 55-75 steps/s: past the set-up (slower in the suite) and the tests that need the
@@ -357,6 +358,7 @@ def test_a_tenant_who_opens_her_egress_still_reaches_nothing_in_the_monitoring_n
     made = _create(alice, json.dumps(opened))
     assert made.returncode == 0, made.stderr  # her own certificate: NetworkPolicies are hers to manage
     try:
+        team_pod = _team_pod(kube, node_of(kube), worker["spec"]["containers"][0]["image"])
         # The control: the platform team takes its fence away, and her open egress reaches Prometheus.
         try:
             kube.run("delete", "networkpolicy", "-n", MONITORING, TENANTS_KEPT_OUT)
@@ -373,11 +375,50 @@ def test_a_tenant_who_opens_her_egress_still_reaches_nothing_in_the_monitoring_n
         # in a row, each time with the DNS reached beside it.
         until("with the fence back her worker reaches Prometheus no more", 60, refused_beside_dns)
         assert refused_beside_dns(), "her worker reached Prometheus again with the fence in place"
+        # The fence's other side: a pod of a namespace that is no tenant's, in the same pod network,
+        # reaches Prometheus with the fence in place.
+        assert probe_from_pod(kube, team_pod, targets)["prometheus"], "the fence keeps the team's own pods out too"
     finally:
         kube.run("delete", "networkpolicy", "-n", NAMESPACE, "egress-open")
+        kube.run("delete", "namespace", TEAM, "--wait=false", "--ignore-not-found")
     # Afterwards this machine, the node (whence kubelet probes come), still reaches Prometheus.
     assert http_get(f"{watched.prometheus}/-/ready").status == 200
-    print("[real observability] alice's egress opened: Prometheus refused her worker, and reached it only without the fence")
+    print(
+        "[real observability] alice's egress opened: Prometheus refused her worker, reached it only without the fence, "
+        "and let the team's own pod in under it"
+    )
+
+
+def _team_pod(kube: Kube, node: str, image: str) -> dict[str, Any]:
+    """A pod of the platform team's own namespace on the real node (the training image: its Python
+    probes), Running."""
+    kube.run("create", "namespace", TEAM)
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "client", "namespace": TEAM},
+        "spec": {
+            "nodeSelector": {"kubernetes.io/hostname": node},
+            "tolerations": [{"operator": "Exists"}],
+            "containers": [
+                {
+                    "name": "client",
+                    "image": image,
+                    "imagePullPolicy": "Never",
+                    "command": ["python3", "-c", "import time; time.sleep(3600)"],
+                    "resources": {"requests": {"cpu": "10m", "memory": "64Mi"}},
+                }
+            ],
+        },
+    }
+    made = _create(kube, json.dumps(pod))
+    assert made.returncode == 0, made.stderr
+
+    def running() -> dict[str, Any] | None:
+        found = kube.get("pod", TEAM, "client")
+        return found if found["status"].get("phase") == "Running" and found["status"].get("podIP") else None
+
+    return until("the team's pod runs", 120, running)
 
 
 def _create(kube: Kube, manifest: str) -> subprocess.CompletedProcess[str]:

@@ -137,15 +137,19 @@ report_component() {
   tail -n 15 "$KWOK_WORKDIR/clusters/$name/logs/$1.log" >&2 || true
 }
 
-# report_closed_ports: every component whose port is closed, with its log (before a cluster that did
-# not come up is deleted, and its logs with it).
+# report_closed_ports: every component whose port is closed, with its log; fails if there is one.
+# (`status`, and a creation that failed, before the cluster and its logs are deleted.)
 report_closed_ports() {
-  local component port state
-  [ -f "$KWOK_WORKDIR/clusters/$name/kwok.yaml" ] || { log "kwokctl left no kwok.yaml for $name"; return; }
+  local component port state closed=0
+  [ -f "$KWOK_WORKDIR/clusters/$name/kwok.yaml" ] || { log "kwokctl left no kwok.yaml for $name"; return 1; }
   while read -r component port; do
     state=$(component_state "$component" "$port")
-    [ "$state" = listening ] || report_component "$component" "$port" "is $state, not listening"
+    if [ "$state" != listening ]; then
+      report_component "$component" "$port" "is $state, not listening"
+      closed=1
+    fi
   done < <(component_ports)
+  return $closed
 }
 
 # wait_for_ports: until every port kwokctl gave this cluster's components accepts connections: only
@@ -185,7 +189,7 @@ create_once() {
     --kwok-controller-binary "$bin/kwok" \
     --etcd-binary "$bin/etcd" \
     --wait 2m 9>&- >&2; then
-    report_closed_ports
+    report_closed_ports || true
     return 1
   fi
   wait_for_ports
@@ -250,15 +254,8 @@ stop() {
 # status: the nodes, or which of the control plane's components is down (a cluster whose scheduler
 # exited still answers /readyz, and every new pod stays Pending).
 status() {
-  local component port down=0
   if running; then
-    while read -r component port; do
-      if [ "$(component_state "$component" "$port")" != listening ]; then
-        report_component "$component" "$port" "is down"
-        down=1
-      fi
-    done < <(component_ports)
-    [ $down = 0 ] || { echo "cluster $name is running without all of its components: hack/cluster.sh stop, then start"; return 1; }
+    report_closed_ports || { echo "cluster $name is running without all of its components: hack/cluster.sh stop, then start"; return 1; }
     kubectl get nodes -o wide
     if [ -d "$KWOK_WORKDIR/clusters/$name/queueing" ]; then "$here/queueing.sh" status; fi
   else

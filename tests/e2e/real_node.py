@@ -185,6 +185,17 @@ with ThreadPoolExecutor(16) as pool:
 """
 
 
+def create(kube: Kube, manifest: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+    """`kubectl create -f -` of `manifest` as `kube`'s identity (a tenant's, to be refused or not),
+    its outcome for the caller to judge."""
+    return subprocess.run(
+        [kube.binary, "--kubeconfig", str(kube.kubeconfig), "create", "-f", "-"],
+        input=json.dumps(manifest),
+        capture_output=True,
+        text=True,
+    )
+
+
 def probe_from_pod(kube: Kube, pod: dict[str, Any], targets: dict[str, str]) -> dict[str, bool]:
     """From inside `pod` (its own Python): which of `targets` (`name: address:port`) accept a connection."""
     where = ["-n", pod["metadata"]["namespace"], pod["metadata"]["name"]]

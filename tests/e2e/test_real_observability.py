@@ -44,6 +44,7 @@ from drivers import CLUSTER, ROOT, Cli, Kube, user_kube
 from real_node import (
     BRIDGE_ADDRESS,
     REAL_NODE_KEY,
+    create,
     failure_report,
     give_volumes_to_pods,
     http_get,
@@ -348,14 +349,14 @@ def test_a_tenant_who_opens_her_egress_still_reaches_nothing_in_the_monitoring_n
     assert refused_beside_dns(), "her worker reaches Prometheus before she opens anything"
     fence = kube.get("networkpolicy", MONITORING, TENANTS_KEPT_OUT)
     kept = {k: fence["metadata"][k] for k in ("name", "namespace", "labels", "annotations")}
-    fence_again = json.dumps({"apiVersion": fence["apiVersion"], "kind": fence["kind"], "metadata": kept, "spec": fence["spec"]})
+    fence_again = {"apiVersion": fence["apiVersion"], "kind": fence["kind"], "metadata": kept, "spec": fence["spec"]}
     opened = {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
         "metadata": {"name": "egress-open", "namespace": NAMESPACE},
         "spec": {"podSelector": {}, "policyTypes": ["Egress"], "egress": [{}]},
     }
-    made = _create(alice, json.dumps(opened))
+    made = create(alice, opened)
     assert made.returncode == 0, made.stderr  # her own certificate: NetworkPolicies are hers to manage
     try:
         team_pod = _team_pod(kube, node_of(kube), worker["spec"]["containers"][0]["image"])
@@ -369,7 +370,7 @@ def test_a_tenant_who_opens_her_egress_still_reaches_nothing_in_the_monitoring_n
             )
         finally:
             if not any(p["metadata"]["name"] == TENANTS_KEPT_OUT for p in kube.get("networkpolicy", MONITORING)):
-                restored = _create(kube, fence_again)
+                restored = create(kube, fence_again)
                 assert restored.returncode == 0, restored.stderr
         # Her egress is open (the control just proved it), and the fence alone keeps her out: twice
         # in a row, each time with the DNS reached beside it.
@@ -411,7 +412,7 @@ def _team_pod(kube: Kube, node: str, image: str) -> dict[str, Any]:
             ],
         },
     }
-    made = _create(kube, json.dumps(pod))
+    made = create(kube, pod)
     assert made.returncode == 0, made.stderr
 
     def running() -> dict[str, Any] | None:
@@ -419,13 +420,6 @@ def _team_pod(kube: Kube, node: str, image: str) -> dict[str, Any]:
         return found if found["status"].get("phase") == "Running" and found["status"].get("podIP") else None
 
     return until("the team's pod runs", 120, running)
-
-
-def _create(kube: Kube, manifest: str) -> subprocess.CompletedProcess[str]:
-    """`kubectl create -f -` as `kube`'s identity, its outcome for the caller to judge."""
-    return subprocess.run(
-        [kube.binary, "--kubeconfig", str(kube.kubeconfig), "create", "-f", "-"], input=manifest, capture_output=True, text=True
-    )
 
 
 def test_promql_over_a_real_prometheus_returns_the_runs_step_rate(watched: Watched) -> None:

@@ -31,8 +31,6 @@ What is tried, with what the attacker holds:
 from __future__ import annotations
 
 import base64
-import json
-import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -41,6 +39,7 @@ import pytest
 from drivers import CLUSTER, Cli, Kube, user_kube
 from real_node import (
     BRIDGE_ADDRESS,
+    create,
     give_volumes_to_pods,
     http_get,
     import_image,
@@ -260,15 +259,6 @@ def _interceptor(node_port: int, selector: dict[str, str]) -> dict[str, Any]:
     }
 
 
-def _create(kube: Kube, manifest: dict[str, Any]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [kube.binary, "--kubeconfig", str(kube.kubeconfig), "create", "-f", "-"],
-        input=json.dumps(manifest),
-        capture_output=True,
-        text=True,
-    )
-
-
 def test_alice_cannot_put_her_pods_in_front_of_bobs_node_port(user_node: UserNode) -> None:
     kube = user_node.kube
     alice = user_kube(kube, "alice", [GROUP])
@@ -280,11 +270,11 @@ def test_alice_cannot_put_her_pods_in_front_of_bobs_node_port(user_node: UserNod
     interceptor = _interceptor(user_node.apps[("bob", "jupyter")].node_port, selector)
 
     # With her own certificate, for real (not a dry run): refused, and bob's NodePort is bob's.
-    refused = _create(alice, interceptor)
+    refused = create(alice, interceptor)
     assert refused.returncode != 0 and "externalIPs" in refused.stderr, refused.stdout + refused.stderr
     node_port = {**interceptor, "metadata": {**interceptor["metadata"], "name": "own-node-port"}}
     node_port["spec"] = {"type": "NodePort", "selector": selector, "ports": [{"port": TF_PORT}]}
-    refused_node_port = _create(alice, node_port)
+    refused_node_port = create(alice, node_port)
     assert refused_node_port.returncode != 0, refused_node_port.stdout
     assert not [s for s in kube.get("svc", "tfk8s-alice") if s["metadata"]["name"] in ("intercept", "own-node-port")]
     still = http_get(bobs, user_node.tokens["bob"])
@@ -292,7 +282,7 @@ def test_alice_cannot_put_her_pods_in_front_of_bobs_node_port(user_node: UserNod
 
     # The control: the same Service from the platform team, whom the rules do not bind, does take
     # bob's NodePort over under this kube-proxy; so the refusal above is what keeps it bob's.
-    made = _create(kube, interceptor)
+    made = create(kube, interceptor)
     assert made.returncode == 0, made.stderr
     try:
 
@@ -322,7 +312,7 @@ def test_a_tenant_who_opens_her_namespace_still_reaches_no_app(user_node: UserNo
         "metadata": {"name": "all-open", "namespace": "tfk8s-alice"},
         "spec": {"podSelector": {}, "policyTypes": ["Ingress", "Egress"], "ingress": [{}], "egress": [{}]},
     }
-    made = _create(alice, opened)
+    made = create(alice, opened)
     assert made.returncode == 0, made.stderr
     try:
         # Her policy is in force: her worker now reaches what it could not before.

@@ -39,15 +39,16 @@ def progress(tmp_path: Path, task: str) -> dict[str, Any]:
 
 def trainer_lines(steps: int, *, every: float = 0.1, code: int = 0, target: int = 40, first: int = 10) -> str:
     """A child that reports like the built-in trainer, `steps` reports apart by `every` seconds, at
-    global steps `first`, `first` + 10, ..."""
+    global steps `first`, `first` + 10, ..., each line timed by the child's own clock."""
     return textwrap.dedent(f"""
         import sys, time
-        print("tfk8s-phase tensorflow_imported", flush=True)
-        print("tfk8s-phase cluster_ready", flush=True)
+        print(f"tfk8s-phase tensorflow_imported at={{time.time():.3f}}", flush=True)
+        print(f"tfk8s-phase cluster_ready at={{time.time():.3f}}", flush=True)
         print("tfk8s-placement ps-0=3 ps-1=2", flush=True)
         for i in range(1, {steps} + 1):
             time.sleep({every})
             fields = f"step={{{first} + (i - 1) * 10}} loss={{1 / i:.4f}} accuracy=0.5 examples_per_sec=640.0 target={target}"
+            fields += f" at={{time.time():.3f}}"
             print("tfk8s-progress task=worker-0 " + fields, flush=True)
         sys.exit({code})
     """)
@@ -79,7 +80,7 @@ def test_the_progress_file_follows_the_trainer_and_ends_with_the_exit(tmp_path: 
     assert (report["state"], report["exit_code"], report["source"]) == ("failed", 3, "trainer")
     assert (report["step"], report["target_steps"], report["loss"]) == (60, 40, pytest.approx(1 / 6, abs=1e-3))
     assert report["examples_per_second"] == 640.0
-    # 10 steps every ~0.1 s, over a window that holds them all: about 100 steps/s.
+    # 10 steps every ~0.1 s of the child's clock, over a window that holds them all: about 100 steps/s.
     assert 30 < report["steps_per_second"] < 110, report
     assert started < report["phases"]["child_started_at"] <= report["phases"]["tensorflow_imported_at"]
     assert report["phases"]["cluster_ready_at"] <= report["first_step_at"] < report["updated_at"]
@@ -294,6 +295,28 @@ def test_a_workers_first_step_is_its_own_line_not_another_workers_event(tmp_path
     report = tracker.snapshot()
     assert report["source"] == "trainer"
     assert report["phases"]["cluster_ready_at"] < report["first_step_at"] == now[0], report
+
+
+def test_lines_read_in_one_burst_are_timed_by_when_the_trainer_printed_them(tmp_path: Path) -> None:
+    """A busy node schedules the launcher late and it reads a second of lines at once (CI,
+    2026-11-30: six lines 0.1 s apart read within 0.5 s, no rate at all). Their `at` times them; a
+    line without one is timed by its reading, and an `at` is never later than the reading."""
+    from tfk8s_train.task_progress import Tracker
+
+    read_at = time.time()
+    tracker = Tracker(task="worker-0", run=RUN, run_dir=str(tmp_path), target=None, read_events=False, clock=lambda: read_at)
+    tracker.on_line(f"tfk8s-phase cluster_ready at={read_at - 2.5:.3f}")
+    for printed, step in ((read_at - 2.0, 10), (read_at - 1.0, 60), (read_at - 0.0, 110)):
+        tracker.on_line(f"tfk8s-progress task=worker-0 step={step} loss=0.1 accuracy=0.9 examples_per_sec=10.0 at={printed:.3f}")
+    report = tracker.snapshot()
+    assert report["steps_per_second"] == pytest.approx(50, rel=1e-3), report
+    assert report["phases"]["cluster_ready_at"] == pytest.approx(read_at - 2.5, abs=1e-3)
+    assert report["first_step_at"] == pytest.approx(read_at - 2.0, abs=1e-3)
+    tracker.on_line("tfk8s-phase tensorflow_imported")
+    tracker.on_line(f"tfk8s-progress task=worker-0 step=120 loss=0.1 accuracy=0.9 examples_per_sec=10.0 at={read_at + 60:.3f}")
+    report = tracker.snapshot()
+    assert report["phases"]["tensorflow_imported_at"] == read_at
+    assert report["steps_per_second"] == pytest.approx(110 / 2.0, rel=1e-3), "the future `at` is the reading's time"
 
 
 @pytest.mark.training

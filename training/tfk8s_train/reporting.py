@@ -1,11 +1,15 @@
 """What a task tells the world: progress lines, TensorBoard scalars, a result file.
 
 Progress lines have a fixed, greppable shape that ``tfk8s_train.runner`` and the launcher
-(``task_progress``: the progress file, the metrics) parse:
-``tfk8s-progress task=worker-0 step=120 loss=0.3120 accuracy=0.9219 examples_per_sec=5120.4 target=300``,
-the first one after the task's first step. ``tfk8s-phase NAME`` marks when TensorFlow is imported
-and when the cluster is formed (the time-to-first-step benchmark's phases), ``tfk8s-placement
-ps-0=N ...`` how many variables each PS holds.
+(``task_progress``: the progress file, the metrics) parse, the first one after the task's first step::
+
+    tfk8s-progress task=worker-0 step=120 loss=0.3120 accuracy=0.9219 examples_per_sec=5120.4 target=300 at=1764547200.125
+
+``tfk8s-phase NAME at=T`` marks when TensorFlow is imported and when the cluster is formed (the
+time-to-first-step benchmark's phases), ``tfk8s-placement ps-0=N ...`` how many variables each PS
+holds. ``at`` is the trainer's own clock when it printed the line: the launcher reads the pipe when
+it is scheduled, on a busy node a burst of lines at once, and a rate or a phase timed by the
+reading would be the launcher's.
 TensorBoard event files go to ``<log_dir>/tensorboard/<task>/`` so every task is a run.
 """
 
@@ -29,7 +33,7 @@ ScalarWriter = Callable[[str, float, int], None]
 
 def phase(name: str) -> None:
     """Mark a phase of the task's start (``tensorflow_imported``, ``cluster_ready``) for the launcher."""
-    print(f"{PHASE_PREFIX}{name}", flush=True)
+    print(f"{PHASE_PREFIX}{name} at={time.time():.3f}", flush=True)
 
 
 def placement_line(variable_devices: dict[str, str]) -> None:
@@ -100,7 +104,7 @@ class Progress:
         self.write("accuracy", accuracy, step)
         self.write("examples_per_sec", rate, step)
         target = f" target={self.target}" if self.target is not None else ""
-        fields = f"step={step} loss={loss:.4f} accuracy={accuracy:.4f} examples_per_sec={rate:.1f}{target}"
+        fields = f"step={step} loss={loss:.4f} accuracy={accuracy:.4f} examples_per_sec={rate:.1f}{target} at={time.time():.3f}"
         print(f"{PROGRESS_PREFIX}task={self.task} {fields}", flush=True)
         return rate
 

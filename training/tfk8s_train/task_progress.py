@@ -2,8 +2,9 @@
 
 Two sources, never a change to the user's code:
 * the built-in trainer's lines (`tfk8s_train.reporting`): `tfk8s-progress ... step=N target=T loss=L
-  examples_per_sec=R`, `tfk8s-phase NAME` (TensorFlow imported, cluster formed) and
-  `tfk8s-placement ps-0=N ...` (variables per PS);
+  examples_per_sec=R at=T`, `tfk8s-phase NAME at=T` (TensorFlow imported, cluster formed) and
+  `tfk8s-placement ps-0=N ...` (variables per PS), each timed by its `at` (when the trainer
+  printed it) if it has one, else by its reading;
 * for any other script, the TensorBoard event files under the run's directory (`event_files`): the
   largest step, the event's own wall time, and a scalar tagged `loss` if there is one. The target
   comes from the command line the launcher started (`--train_steps=N` and its kin) or from
@@ -69,6 +70,13 @@ def _number(text: Optional[str]) -> Optional[float]:
         return float(text) if text is not None else None
     except ValueError:
         return None
+
+
+def _printed_at(fields: Dict[str, str], read_at: float) -> float:
+    """When the trainer printed a line (its `at=`, the pod's own clock), never later than its
+    reading; the reading's time for a line without one."""
+    printed = _number(fields.get("at"))
+    return min(printed, read_at) if printed is not None else read_at
 
 
 def read_progress(path: str) -> Dict[str, Any]:
@@ -177,9 +185,10 @@ class Tracker:
 
     def on_line(self, line: str) -> None:
         """A line of the child's output: the trainer's reports; anything else is ignored."""
-        now = self.clock()
+        read_at = self.clock()
         if line.startswith(PROGRESS_PREFIX):
             fields = _fields(line, PROGRESS_PREFIX)
+            now = _printed_at(fields, read_at)
             step = _number(fields.get("step"))
             with self.lock:
                 if self.source == "events":  # the rate so far was the run's, read from every task's events
@@ -193,9 +202,9 @@ class Tracker:
                     self._observe(int(step), now, "trainer")
         elif line.startswith(PHASE_PREFIX):
             name = line[len(PHASE_PREFIX) :].split()
-            if name:
+            if name and "=" not in name[0]:
                 with self.lock:
-                    self.phases.setdefault(name[0] + "_at", now)
+                    self.phases.setdefault(name[0] + "_at", _printed_at(_fields(line, PHASE_PREFIX), read_at))
         elif line.startswith(PLACEMENT_PREFIX):
             placed = {name: _number(count) for name, count in _fields(line, PLACEMENT_PREFIX).items()}
             with self.lock:

@@ -7,8 +7,8 @@ Config arrives as the official host passes it: `PULUMI_CONFIG` (a JSON map) and
 `PULUMI_CONFIG_SECRET_KEYS` (a JSON list). ENTRY is a file, or a directory holding
 `__main__.py` (Pulumi.yaml's `main: infra/` arrives as pwd `<root>/infra` and entry `.`).
 
-Errors: a `pulumi.RunError` is the program's own, already-worded message (tfk8s's config and
-ownership errors are RunErrors): it is reported once, without a traceback. Anything else is a
+Errors: a `pulumi.RunError` is the program's own, already-worded message (tfk8s's own errors
+leave its program as RunErrors): it is reported once, without a traceback. Anything else is a
 bug and is reported with its traceback. Either way the process exits 32 ("bail": the engine has
 the message, the CLI adds no second one). SIGINT (the host's Cancel) stops the program quietly.
 """

@@ -10,8 +10,9 @@ for the program's fixed cost (paid by every `preview` and `up`):
 3. no pydantic plugin lookup (it reads the entry points of every distribution in the virtualenv,
    TensorFlow's among them, when the first model is built: 4 ms of every import,
    bench/program_import.py). A user who wants a plugin sets the variable to something else.
-`main` then imports the program (tfk8s.program) and runs it. With TFK8S_TIMINGS set, the phases
-`start` and `import` are marked as before (tfk8s.timings).
+`main` then imports the program (tfk8s.program) and runs it; the program's own errors leave as
+`pulumi.RunError`s, which the CLI shows as their message alone (tfk8s.pulumi_errors). With
+TFK8S_TIMINGS set, the phases `start` and `import` are marked as before (tfk8s.timings).
 
 Standard library only at import, for the same reason: what this module imports runs before the
 thresholds are set.
@@ -41,6 +42,8 @@ def boot() -> None:
 def main() -> None:
     """Import the program, then run it (after `boot`)."""
     from tfk8s import program, timings
+    from tfk8s.pulumi_errors import shown_by_pulumi
 
     timings.mark("import")
-    program.main()
+    with shown_by_pulumi():
+        program.main()

@@ -1,25 +1,34 @@
-"""The Pulumi program's refusals: one family of errors and one way to word them.
+"""tfk8s's errors: one root, one family per who must act, and one way to word them.
 
-Every error the program (a stack's build, its checks and reads) raises on purpose is a `Refusal`,
-and so a `pulumi.RunError`: the CLI shows its message alone, without a Python traceback, because
-the message is already what the user needs (the key as written in the stack file, what is wrong,
-the fix). Other errors are raised below and beside the program: the Kubernetes client's
-(`KubeApiError`, `ExecCredentialError`, `SecretUnreadable`), which the program's checks turn into
-refusals and the commands into one line; and the commands' own, each caught where its command
-prints it: `tfk8s status` and `logs`' (`DiscoveryError`, `GateError`), the doctor's
-(`TargetError`), GitOps' (`GitError`, `TeamFileError`, `NotPlanned`, `ImpersonationError`,
-`OperatorError`). One root for all of them is issue 58's. Each is raised before anything is
-declared, so a refusal changes nothing; where several findings are reported at once they are
-listed one a line (`listing`), and a refusal that says so ends with `NOTHING_CHANGED`.
+Every error tfk8s raises on purpose is a `Tfk8sError`: its message is already what the user needs
+(the key as written in the stack file or the command, what is wrong, the fix), so it is shown
+alone, and anything else that escapes is a bug, shown with its traceback. Beneath the root:
 
-Nothing here imports the rest of tfk8s: every layer may raise these.
+- `Refusal`: what was asked cannot be done as asked; the stack file or the arguments must change
+  (`ConfigError`, one finding a line), or they collide with what the cluster holds
+  (`OwnershipConflict`, `UserNodeTaken`).
+- `MissingPrerequisite`: what was asked is fine, but the cluster or the stacks it builds on lack
+  what it needs (`ClusterUnreachable`, `ClusterLacks`, `StackUnavailable`, `ContractUnavailable`,
+  `AccessDenied`, `UserNodeTooSmall`): someone deploys or grants something, and runs it again.
+- the Kubernetes client's (`tfk8s.kube`: `KubeApiError`, `ExecCredentialError`,
+  `SecretUnreadable`), which the program's checks turn into the two above and the commands into
+  one line; and the commands' own, each caught where its command prints it: `tfk8s status` and
+  `logs`' (`DiscoveryError`, `GateError`), the doctor's (`TargetError`), GitOps' (`GitError`,
+  `TeamFileError`, `NotPlanned`, `ImpersonationError`, `OperatorError`).
+
+Refusals and missing prerequisites are raised before anything is declared, so they change
+nothing; where several findings are reported at once they are listed one a line (`listing`), and
+a message that says so ends with `NOTHING_CHANGED`.
+
+Nothing here imports Pulumi or the rest of tfk8s: every layer may raise these, the Pulumi-free ones
+(the schema, the client, the commands, GitOps) included. Pulumi shows a `pulumi.RunError` alone
+and any other exception as a bug; tfk8s.pulumi_errors turns these into RunErrors where they leave
+for the Pulumi SDK.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-
-import pulumi
 
 NOTHING_CHANGED = "nothing was changed"
 
@@ -39,8 +48,17 @@ def unchanged(message: str) -> str:
     return f"{message}; {NOTHING_CHANGED}"
 
 
-class Refusal(pulumi.RunError):
-    """tfk8s refuses, before anything is declared; the message names the key and the fix."""
+class Tfk8sError(Exception):
+    """An error tfk8s raises on purpose; its message is whole (what, where, the fix) and is shown alone."""
+
+
+class Refusal(Tfk8sError):
+    """tfk8s refuses what was asked, before anything is declared; the message names the key and the fix."""
+
+
+class MissingPrerequisite(Tfk8sError):
+    """The cluster, or a stack this one builds on, lacks what the run needs; nothing was declared.
+    The message names what is missing and who provides it."""
 
 
 class ConfigError(Refusal, ValueError):
@@ -51,22 +69,6 @@ class ConfigError(Refusal, ValueError):
         super().__init__(listing("invalid tfk8s configuration", problems))
 
 
-class ClusterUnreachable(Refusal):
-    """No cluster to deploy to; the message names the kubeconfig and the fix (tfk8s.checks.preflight)."""
-
-
-class StackUnavailable(Refusal):
-    """The platform stack is not there or not deployed; the message names it, the key and the fix (tfk8s.stacks.ref)."""
-
-
-class ContractUnavailable(Refusal):
-    """The experiment's namespace has no contract it may read (tfk8s.stacks.tenant_contract)."""
-
-
-class AccessDenied(Refusal):
-    """The caller's credentials may not do in the tenant's namespace what the experiment needs (tfk8s.checks.access)."""
-
-
 class OwnershipConflict(Refusal):
     """An object this stack would create exists and belongs to someone else (tfk8s.specs.ownership)."""
 
@@ -75,5 +77,30 @@ class UserNodeTaken(Refusal):
     """The User Node's taints belong to someone else: patching ours in would conflict or clobber theirs."""
 
 
-class UserNodeTooSmall(Refusal):
+class ClusterUnreachable(MissingPrerequisite):
+    """No cluster to deploy to; the message names the kubeconfig and the fix (tfk8s.checks.preflight)."""
+
+
+class ClusterLacks(MissingPrerequisite):
+    """The cluster does not serve an API the stack's settings need (Kueue's, JobSet's);
+    `problems` lists each with its settings key and the fix."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        super().__init__(listing("the cluster lacks what the stack needs", problems))
+
+
+class StackUnavailable(MissingPrerequisite):
+    """The platform stack is not there or not deployed; the message names it, the key and the fix (tfk8s.stacks.ref)."""
+
+
+class ContractUnavailable(MissingPrerequisite):
+    """The experiment's namespace has no contract it may read (tfk8s.stacks.tenant_contract)."""
+
+
+class AccessDenied(MissingPrerequisite):
+    """The caller's credentials may not do in the tenant's namespace what the experiment needs (tfk8s.checks.access)."""
+
+
+class UserNodeTooSmall(MissingPrerequisite):
     """The User Node cannot hold one more tenant's apps: one node exposes them all, so its pod capacity caps the tenants."""

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
 
+from tfk8s.errors import Tfk8sError
+
 # Every answer of the gate's own routes starts so; anything else came from TensorBoard.
 GATE_TEXT = b"tfk8s:"
 STATUS = "/tfk8s/status"
@@ -58,7 +60,7 @@ class Caller:
     unreachable: str  # after "nothing answers at <url> (<reason>):"
 
 
-class GateError(Exception):
+class GateError(Tfk8sError):
     """The gate did not give what was asked; `status` is its HTTP status (None: no answer), `own`
     whether the answer was the gate's own (a refusal of its routes) rather than TensorBoard's."""
 

@@ -21,11 +21,11 @@ import sys
 import time
 from pathlib import Path
 
-from tfk8s.errors import ConfigError
+from tfk8s.errors import Tfk8sError
 
 from tfk8s_gitops import operator, pipeline, summary
-from tfk8s_gitops.plan import NotPlanned, make_plan
-from tfk8s_gitops.repo import GitError, Repo, TeamFileError
+from tfk8s_gitops.plan import make_plan
+from tfk8s_gitops.repo import Repo
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -142,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
 if __name__ == "__main__":
     try:
         sys.exit(main())
-    # A user's mistake is one line; anything else (a KeyError among them) is a bug, with its traceback.
-    except (GitError, TeamFileError, NotPlanned, operator.OperatorError, ConfigError) as error:
+    # tfk8s's own errors (a user's mistake, a missing prerequisite) are one line; anything else is a
+    # bug, with its traceback.
+    except Tfk8sError as error:
         sys.exit(f"gitops: {error}")

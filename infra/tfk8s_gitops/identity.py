@@ -20,10 +20,11 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from tfk8s.checks.preflight import IMPERSONATION_KEYS
+from tfk8s.errors import MissingPrerequisite
 from tfk8s.schema.tenant import GITOPS_NAMESPACE, SERVICE_ACCOUNT_PREFIX
 
 
-class ImpersonationError(RuntimeError):
+class ImpersonationError(MissingPrerequisite):
     """The pipeline cannot act as a stack's identity; the message names what to change."""
 
 

@@ -22,6 +22,7 @@ from importlib.metadata import version
 from typing import Any
 
 import yaml
+from tfk8s.errors import Refusal
 from tfk8s.schema import NAMESPACE
 from tfk8s.schema.experiment import ExperimentStack
 from tfk8s.schema.platform import PlatformStack
@@ -41,7 +42,7 @@ PASSPHRASE_ENV = {"PULUMI_CONFIG_PASSPHRASE": "passphrase"}
 S3_ENV = {"AWS_ACCESS_KEY_ID": "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY": "AWS_SECRET_ACCESS_KEY"}
 
 
-class OperatorError(ValueError):
+class OperatorError(Refusal):
     """A stack that cannot be reconciled as asked; the message names the key or flag and the fix."""
 
 

@@ -29,13 +29,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
+from tfk8s.errors import Refusal
+
 from tfk8s_gitops.identity import identity
 from tfk8s_gitops.repo import NO_COMMIT, TEAM_KINDS, Repo, StackFile, TeamStacks, is_program_path, stack_name
 
 Action = Literal["destroy", "update"]
 
 
-class NotPlanned(ValueError):
+class NotPlanned(Refusal):
     """A stack the command names (`apply --only`) is not in the plan; the message names what is."""
 
 

@@ -12,6 +12,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 import yaml
+from tfk8s.errors import Refusal, Tfk8sError
 from tfk8s.schema import NAMESPACE
 from tfk8s.schema.platform import PlatformSettings
 
@@ -24,7 +25,7 @@ STACK_FILE_PREFIX, STACK_FILE_SUFFIX = "Pulumi.", ".yaml"
 PROGRAM_PATHS = ("Pulumi.yaml", "infra/", "training/", "policies/", "requirements.txt", "pyproject.toml")
 
 
-class GitError(RuntimeError):
+class GitError(Tfk8sError):
     """A git command failed; the message has git's own words."""
 
 
@@ -36,7 +37,7 @@ TEAM_FILE = "team.yaml"
 TEAM_KINDS = {"platforms": "platform", "tenants": "tenant"}
 
 
-class TeamFileError(ValueError):
+class TeamFileError(Refusal):
     """The team file is not what it must be; the message names the key and the fix."""
 
 

@@ -1280,12 +1280,6 @@ def test_the_jupyter_token_is_optional() -> None:
     assert parse_jupyter_token("0123456789abcdef", True) == "0123456789abcdef"
 
 
-def test_config_errors_are_run_errors_the_cli_shows_without_a_traceback() -> None:
-    import pulumi
-
-    assert issubclass(ConfigError, pulumi.RunError)
-
-
 def test_requirements_txt_is_generated_from_pyproject() -> None:
     """`pulumi install` (pip toolchain) reads requirements.txt only; it must list exactly the program's dependencies."""
     import subprocess

@@ -11,6 +11,8 @@ import copy
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pulumi
@@ -38,6 +40,7 @@ from tfk8s.errors import ConfigError, OwnershipConflict
 from tfk8s.kube import api_paths
 from tfk8s.package import VERSION, training_cluster
 from tfk8s.package.training_cluster import TrainingCluster
+from tfk8s.pulumi_errors import Shown
 from tfk8s.schema.types import PUBLISH_DOCSTRINGS_ENV
 from tfk8s.specs import ownership, quota
 from tfk8s.specs.code import installed_launcher_bundle
@@ -100,6 +103,14 @@ def package_api(
     monkeypatch.setattr(training_cluster, "connect", lambda environ: preflight.Cluster(None, api))
     monkeypatch.setenv("PULUMI_BACKEND_URL", "file:///test-state")
     return api
+
+
+@contextmanager
+def refused(kind: type[Exception], match: str | None = None) -> Iterator[pytest.ExceptionInfo[Shown]]:
+    """The constructor refuses with a `kind` the SDK is handed as a RunError (one message, no traceback)."""
+    with pytest.raises(Shown, match=match) as raised:
+        yield raised
+    assert isinstance(raised.value.__cause__, kind), repr(raised.value.__cause__)
 
 
 def declare_package_clusters(
@@ -246,7 +257,7 @@ def test_bad_properties_are_refused_by_path_before_anything_is_declared(
     monkeypatch: pytest.MonkeyPatch, change: dict[str, Any], expected: str
 ) -> None:
     properties = {"namespace": stack_config("dev")["namespace"], "cluster": {**snake(dev_cluster()), **change}}
-    with pytest.raises(ConfigError) as raised:
+    with refused(ConfigError) as raised:
         declare_package_cluster(monkeypatch, properties)
     assert expected in str(raised.value)
     assert "tfk8s:" not in str(raised.value).split("\n", 1)[1]  # keyed as properties, not as a stack file
@@ -312,7 +323,7 @@ def test_numbers_the_engine_sends_as_doubles_are_the_models_integers() -> None:
 
 
 def test_a_refused_cluster_registers_nothing_not_even_itself(monkeypatch: pytest.MonkeyPatch) -> None:
-    with declared_types() as declared, pytest.raises(ConfigError, match=r"cluster\.workers\.count"):
+    with declared_types() as declared, refused(ConfigError, match=r"cluster\.workers\.count"):
         declare_package_clusters(monkeypatch, {"dev-mnist": dev_properties(workers={"count": 0})})
     assert declared == []
 
@@ -322,7 +333,7 @@ def test_another_resources_output_or_a_secret_is_refused_by_its_path(monkeypatch
     they cannot name objects, so they are refused naming where they are."""
     properties = dev_properties(image=pulumi.Output.secret("tensorflow/tensorflow:2.21.0"))
     properties["cluster"]["workers"] = {"count": pulumi.Output.from_input(2)}
-    with pytest.raises(ConfigError) as raised:
+    with refused(ConfigError) as raised:
         declare_package_clusters(monkeypatch, {"dev-mnist": properties})
     assert "cluster.image: must be a value known before the deployment" in str(raised.value)
     assert "cluster.workers.count: must be a value known before the deployment" in str(raised.value)
@@ -332,20 +343,20 @@ def test_another_resources_output_or_a_secret_is_refused_by_its_path(monkeypatch
 def test_kubernetes_config_of_the_programs_own_is_refused(monkeypatch: pytest.MonkeyPatch, key: str) -> None:
     """The checks read with the environment's kubeconfig: objects written with other credentials
     would pass checks made as someone else, or on another cluster."""
-    with declared_types() as declared, pytest.raises(ConfigError, match=rf"{key}: set in the stack's config"):
+    with declared_types() as declared, refused(ConfigError, match=rf"{key}: set in the stack's config"):
         declare_package_clusters(monkeypatch, {"dev-mnist": dev_properties()}, config={key: "elsewhere"})
     assert declared == []
 
 
 def test_a_kubernetes_provider_of_the_programs_own_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     opts = pulumi.ResourceOptions(providers={"kubernetes": object()})  # type: ignore[dict-item]
-    with pytest.raises(ConfigError, match=r"options\.providers: a Kubernetes provider of the program's own"):
+    with refused(ConfigError, match=r"options\.providers: a Kubernetes provider of the program's own"):
         declare_package_clusters(monkeypatch, {"dev-mnist": dev_properties()}, opts=opts)
 
 
 def test_one_program_cannot_declare_the_same_cluster_twice(monkeypatch: pytest.MonkeyPatch) -> None:
     """Neither exists yet for the ownership check to find: the provider process remembers."""
-    with pytest.raises(ConfigError, match=r"cluster\.name: TrainingCluster 'first' of this program already declares"):
+    with refused(ConfigError, match=r"cluster\.name: TrainingCluster 'first' of this program already declares"):
         declare_package_clusters(monkeypatch, {"first": dev_properties(), "second": dev_properties()})
     monkeypatch.setattr(training_cluster, "_DECLARED", {})  # another program: another provider process
     mocks, _ = declare_package_clusters(monkeypatch, {"one": dev_properties(), "two": dev_properties(name="other")})
@@ -377,7 +388,7 @@ def test_its_own_trainer_configmap_is_claimed_and_not_the_experiments(monkeypatc
     theirs = {"metadata": {"annotations": {ownership.OWNER: "organization/other/stack"}}}
     own = api_paths.CONFIG_MAP.path(f"dev-mnist-trainer-{launcher.digest[:10]}", "tfk8s-alice")
     shared = api_paths.CONFIG_MAP.path(f"dev-trainer-{launcher.digest[:10]}", "tfk8s-alice")
-    with pytest.raises(OwnershipConflict, match=r"dev-mnist-trainer-"):
+    with refused(OwnershipConflict, match=r"dev-mnist-trainer-"):
         declare_package_clusters(monkeypatch, {"dev-mnist": dev_properties()}, objects={own: theirs})
     mocks, _ = declare_package_clusters(monkeypatch, {"dev-mnist": dev_properties()}, objects={shared: theirs})
     assert mocks.resources
@@ -397,5 +408,5 @@ def test_the_quota_counts_the_experiments_other_clusters_against_it(monkeypatch:
         api_paths.POD.list_path("tfk8s-alice", experiment): {"items": [{**other, "status": {"phase": "Running"}}]},
         api_paths.POD.list_path("tfk8s-alice", this_cluster): {"items": []},
     }
-    with pytest.raises(ConfigError, match=r"cluster\.workers\.count: the experiment asks cpu 2\.5.*has 1\.5 of 4 left"):
+    with refused(ConfigError, match=r"cluster\.workers\.count: the experiment asks cpu 2\.5.*has 1\.5 of 4 left"):
         declare_package_clusters(monkeypatch, {"dev-mnist": dev_properties()}, objects=objects)

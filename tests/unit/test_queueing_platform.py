@@ -11,7 +11,7 @@ from typing import Any
 import pulumi
 import pytest
 from mocked_program import after, declared_types, facts_for, run_program
-from tfk8s.errors import ConfigError
+from tfk8s.errors import ClusterLacks
 from tfk8s.schema.contract import PlatformFacts
 from tfk8s.specs import queueing as spec
 from tfk8s.specs import quota
@@ -122,8 +122,10 @@ def test_queueing_on_a_cluster_without_kueue_or_jobset_is_refused_before_anythin
     message = (
         rf"tfk8s:platform\.queueing\.enabled: is true, but the cluster serves no {missing} .*start --queueing.*enabled: false"
     )
-    with declared_types() as declared, pytest.raises(ConfigError, match=message):
+    # Not the stack file's fault: a missing prerequisite, distinct from a ConfigError.
+    with declared_types() as declared, pytest.raises(ClusterLacks, match=message) as raised:
         run_program(queued(platform_config), read_whole=read_whole)
+    assert str(raised.value).startswith("the cluster lacks what the stack needs:\n  - tfk8s:platform.queueing.enabled")
     assert [t for t in declared if t.startswith("kubernetes:")] == []
 
 

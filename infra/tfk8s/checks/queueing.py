@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from tfk8s.errors import ConfigError
+from tfk8s.errors import ClusterLacks
 from tfk8s.kube.api_paths import CLUSTER_QUEUE, JOBSET, ApiKind
 from tfk8s.schema import NAMESPACE
 from tfk8s.schema.platform import PlatformStack
@@ -29,12 +29,12 @@ def served(kind: ApiKind, read_whole: Reader) -> bool:
 
 
 def check_queueing(stack: PlatformStack, read_whole: Reader | None) -> None:
-    """A ConfigError when queueing is enabled on a cluster that does not serve what it needs."""
+    """`ClusterLacks` when queueing is enabled on a cluster that does not serve what it needs."""
     if not stack.platform.queueing.enabled or read_whole is None:
         return
     missing = [f"{kind.api_version} {kind.plural}" for kind in NEEDED if not served(kind, read_whole)]
     if missing:
-        raise ConfigError(
+        raise ClusterLacks(
             [
                 f"{KEY}.enabled: is true, but the cluster serves no {' and no '.join(missing)} (Kueue and JobSet are not "
                 "installed): install them (on the local cluster: hack/cluster.sh start --queueing), or set enabled: false"

@@ -23,9 +23,8 @@ from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from tfk8s.checks import access, preflight
-from tfk8s.errors import Refusal
+from tfk8s.errors import Tfk8sError
 from tfk8s.kube import secrets
-from tfk8s.kube.api_error import KubeApiError
 from tfk8s.specs.app_sessions import TOKEN_KEY, TOKEN_SECRET
 from tfk8s.stacks import tenant_contract
 from tfk8s.tenant_gate import Gate
@@ -38,7 +37,7 @@ PULUMI_FIX = (
 )
 
 
-class DiscoveryError(Exception):
+class DiscoveryError(Tfk8sError):
     """What could not be found, and the fix."""
 
 
@@ -72,7 +71,7 @@ def kube_api(environ: Mapping[str, str]) -> Api:
     """The API server of the kubeconfig's current context, with its credentials (tfk8s.checks.preflight)."""
     try:
         cluster = preflight.check_cluster(environ, kubeconfig_in_config=False)
-    except Refusal as error:
+    except Tfk8sError as error:
         raise DiscoveryError(f"{error}; or set TFK8S_TOKEN (and --url)") from None
     if cluster.api is None:
         raise DiscoveryError("the kubeconfig's credentials cannot be used by tfk8s (set KUBECONFIG to yours), or set TFK8S_TOKEN")
@@ -158,7 +157,7 @@ class Discovery:
         namespace = self.namespace()
         try:
             tenant, platform = tenant_contract.read(namespace, self.api().get, self._identity)
-        except (Refusal, KubeApiError) as error:
+        except Tfk8sError as error:  # the contract unreadable, the API's failure among them
             raise DiscoveryError(f"the stack has no TensorBoard URL, nor could its tenant's contract give one: {error}") from None
         if not platform.tensorboard_requires_token:
             raise DiscoveryError(

@@ -18,8 +18,8 @@ from typing import IO
 from tfk8s.checks import preflight
 from tfk8s.doctor import report
 from tfk8s.doctor.checkup import Options, checkup
-from tfk8s.doctor.target import Placement, TargetError, load
-from tfk8s.errors import Refusal
+from tfk8s.doctor.target import Placement, load
+from tfk8s.errors import Tfk8sError
 from tfk8s.kube.api_error import KubeApiError
 
 Connect = Callable[[Mapping[str, str]], preflight.Cluster]
@@ -76,7 +76,7 @@ def run(args: argparse.Namespace, environ: Mapping[str, str], out: IO[str], err:
     try:
         target = load(args.stack, args.cwd)
         cluster = connect(environ)
-    except (TargetError, Refusal) as error:
+    except Tfk8sError as error:  # the stack file's (TargetError) or the cluster's (ClusterUnreachable)
         print(f"tfk8s doctor: {error}", file=err)
         return 2
     if cluster.api is None:

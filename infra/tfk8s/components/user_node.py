@@ -11,6 +11,7 @@ import pulumi
 
 from tfk8s.errors import UserNodeTaken, UserNodeTooSmall
 from tfk8s.kube import objects as kube
+from tfk8s.pulumi_errors import shown_when_raised
 from tfk8s.schema.platform import UserNodeSettings
 from tfk8s.schema.quantities import parse_quantity
 from tfk8s.specs.quota import format_amount
@@ -133,8 +134,9 @@ class UserNode(pulumi.ComponentResource):
         settings = args.node
         self.live = live = kube.Node.get(f"{name}-live", settings.name, opts=pulumi.ResourceOptions(parent=self))
 
+        # Checked again here for a program of one's own (tfk8s's checks the node before it declares it).
         self.checked_taints = pulumi.Output.all(live.metadata, live.spec).apply(
-            lambda ms: checked_taints(settings, {"metadata": ms[0], "spec": ms[1]})
+            shown_when_raised(lambda ms: checked_taints(settings, {"metadata": ms[0], "spec": ms[1]}))
         )
         # A shared node's patch names no taints at all: an empty list would be a claim on the
         # node's one atomic taint list, in conflict with any other manager's.

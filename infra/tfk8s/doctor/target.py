@@ -13,12 +13,12 @@ from pathlib import Path
 
 import yaml
 
-from tfk8s.errors import ConfigError
+from tfk8s.errors import ConfigError, Tfk8sError
 from tfk8s.schema.platform import PlatformSettings, PlatformStack
 from tfk8s.stacks.config import secret_keys, stack_values, validate
 
 
-class TargetError(Exception):
+class TargetError(Tfk8sError):
     """A stack file the doctor cannot check against: one line naming it and the fix."""
 
 

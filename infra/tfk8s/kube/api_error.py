@@ -4,8 +4,10 @@ tfk8s.stacks.tenant_contract)."""
 
 from __future__ import annotations
 
+from tfk8s.errors import Tfk8sError
 
-class KubeApiError(Exception):
+
+class KubeApiError(Tfk8sError):
     """A request tfk8s needed could not be made (for GETs not a 404: that is "absent").
 
     `status` is the HTTP status when the server answered (403: not allowed, 404: no such API on

@@ -18,12 +18,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from tfk8s.errors import Tfk8sError
+
 API_VERSIONS = ("client.authentication.k8s.io/v1", "client.authentication.k8s.io/v1beta1")
 TIMEOUT_SECONDS = 60
 KEY = "users[].user.exec"
 
 
-class ExecCredentialError(RuntimeError):
+class ExecCredentialError(Tfk8sError):
     """The plugin could not give a credential; the message names the kubeconfig key, the plugin and why."""
 
 

@@ -14,6 +14,7 @@ import binascii
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
+from tfk8s.errors import Tfk8sError
 from tfk8s.kube.api_error import KubeApiError
 from tfk8s.kube.api_paths import SECRET
 
@@ -24,7 +25,7 @@ Get = Callable[[str], Mapping[str, Any] | None]
 Reason = Literal["forbidden", "absent", "no-key", "failed"]
 
 
-class SecretUnreadable(Exception):
+class SecretUnreadable(Tfk8sError):
     """Why the value could not be had: `reason` (`forbidden`: the credentials may not get the
     Secret; `absent`: no such Secret; `no-key`: it holds no such key; `failed`: the request failed),
     `where` names the Secret. The message says what happened; the caller adds the fix."""

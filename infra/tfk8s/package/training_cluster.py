@@ -25,8 +25,9 @@ from tfk8s import program, pulumi_internals
 from tfk8s.checks import preflight
 from tfk8s.components.experiment import cluster_readiness
 from tfk8s.components.training_cluster import TOKEN, TrainingClusterBody, in_tenant
-from tfk8s.errors import ConfigError, Refusal
+from tfk8s.errors import ClusterLacks, ConfigError, MissingPrerequisite, Refusal
 from tfk8s.package.args import TrainingClusterArgs
+from tfk8s.pulumi_errors import shown_by_pulumi
 from tfk8s.schema.experiment import LAUNCHER_PACKAGE, ExperimentStack
 from tfk8s.schema.problems import schema_problems
 from tfk8s.specs.code import installed_launcher_bundle
@@ -159,31 +160,34 @@ class TrainingCluster(TrainingClusterBody):
     """Whether every task of the cluster is up (or the run is done)."""
 
     def __init__(self, name: str, args: TrainingClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        # Every check first: a refused cluster registers nothing, not even this component.
-        stack = settings(args)
-        refuse_other_credentials(opts)
-        cluster = connect(os.environ)
-        api = cluster.api
-        read = (lambda path: api.get(path, metadata_only=True)) if api is not None else None
-        read_whole = (lambda path: api.get(path, metadata_only=False)) if api is not None else None
-        try:
-            checked = program.check_experiment(
-                stack,
-                cluster.version,
-                read,
-                os.environ,
-                program.PROJECT_ROOT,
-                read_whole,
-                api.post if api is not None else None,
-                installed_launcher_bundle("experiment"),
-                standalone=True,
-            )
-        except ConfigError as error:
-            raise ConfigError(as_properties(error.problems)) from None
-        except Refusal as error:  # its message names the stack file's key: name the property
-            raise type(error)(as_properties([str(error)])[0]) from None
-        tenant, settings_ = checked.tenant, stack.clusters[0]
-        refuse_twice_in_one_program(name, tenant.namespace, checked.experiment, settings_.name)
+        # Every check first: a refused cluster registers nothing, not even this component; the
+        # refusal reaches the SDK as one message (tfk8s.pulumi_errors).
+        with shown_by_pulumi():
+            stack = settings(args)
+            refuse_other_credentials(opts)
+            cluster = connect(os.environ)
+            api = cluster.api
+            read = (lambda path: api.get(path, metadata_only=True)) if api is not None else None
+            read_whole = (lambda path: api.get(path, metadata_only=False)) if api is not None else None
+            try:
+                checked = program.check_experiment(
+                    stack,
+                    cluster.version,
+                    read,
+                    os.environ,
+                    program.PROJECT_ROOT,
+                    read_whole,
+                    api.post if api is not None else None,
+                    installed_launcher_bundle("experiment"),
+                    standalone=True,
+                )
+            # Their messages name the stack file's keys: name the properties instead.
+            except (ConfigError, ClusterLacks) as error:
+                raise type(error)(as_properties(error.problems)) from None
+            except (Refusal, MissingPrerequisite) as error:
+                raise type(error)(as_properties([str(error)])[0]) from None
+            tenant, settings_ = checked.tenant, stack.clusters[0]
+            refuse_twice_in_one_program(name, tenant.namespace, checked.experiment, settings_.name)
         assert read_whole is not None  # check_experiment refuses without it
 
         super().__init__(TOKEN, name, {}, opts)

@@ -1,5 +1,5 @@
-"""tfk8s's component provider: serves `tfk8s:index:TrainingCluster` (tfk8s.package) to the Pulumi
-engine, its schema inferred from the component's annotations (package/schema.json is a copy).
+"""tfk8s's component provider: serves `tfk8s:index:TrainingCluster` (tfk8s.package.provider) to the
+Pulumi engine, its schema inferred from the component's annotations (package/schema.json is a copy).
 
 It runs tfk8s from the checkout it sits in, as tfk8s's own program does (Pulumi.yaml `main:
 infra`): the code the package's version names, whatever else the plugin's virtualenv holds.
@@ -12,9 +12,7 @@ from pathlib import Path
 CHECKOUT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(CHECKOUT / "infra"), str(CHECKOUT / "training")]
 
-from pulumi.provider.experimental import component_provider_host  # noqa: E402
-from tfk8s.package import VERSION  # noqa: E402
-from tfk8s.package.training_cluster import TrainingCluster  # noqa: E402
+from tfk8s.package import provider  # noqa: E402
 
 if __name__ == "__main__":
-    component_provider_host(components=[TrainingCluster], name="tfk8s", version=VERSION)
+    provider.serve()

@@ -54,6 +54,15 @@ The internals, what each is for, and what public API would replace it:
   preview (tfk8s.stacks.progress). Exported by `pulumi.runtime` and what Pulumi's docs show for
   this, but runtime support like the config reads above, so it comes through here too. Public
   replacement: none outside `pulumi.runtime`.
+- **The component provider's construct** (`pulumi.provider.experimental.component
+  .ComponentProvider`, `pulumi.provider.server.ComponentInitError`) -> `component_provider`. The
+  SDK's host of components (`component_provider_host`) wraps whatever a component's constructor
+  raises in a ComponentInitError and reports it as a bug: "Unexpected <class 'Exception'>", the
+  message, then the provider's traceback. The package's refusals are the user's to fix, not bugs
+  (tfk8s.package.provider): the provider here hands each to `refused`, whose answer (the SDK's
+  public `pulumi.InputPropertiesError`, which the engine shows as the message and a line per
+  property) is raised instead. Public replacement: none; `component_provider_host` takes no
+  provider and no error handler.
 
 Not here: the language host's runner (hack/langhost/run_program.py) uses internals too
 (`Settings`, `configure`, `run_in_stack`, `set_all_config`, the engine's gRPC stub). It is the
@@ -63,12 +72,13 @@ without it. Its internals are the host's business, checked by the same test so a
 it too.
 
 Light on purpose: imported before the program's own modules (tfk8s.entry), so only `pulumi` and
-`google.protobuf`, both already loaded by `import pulumi`.
+`google.protobuf`, both already loaded by `import pulumi`; the component provider's modules are
+imported by `component_provider`, which the package's provider alone calls.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from google.protobuf import struct_pb2
@@ -129,3 +139,26 @@ def is_config_secret(key: str) -> bool:
 def is_preview() -> bool:
     """Whether this run is a preview (`pulumi preview`, or the one before an `up`), not an update."""
     return runtime_settings.is_dry_run()
+
+
+def component_provider(
+    components: Sequence[type[Any]], *, name: str, version: str, refused: Callable[[Exception], Exception | None]
+) -> Any:
+    """The provider `component_provider_host` serves `components` with (a
+    `pulumi.provider.Provider`, for `pulumi.provider.main`), except that what a component's
+    constructor raises goes to `refused` first: the error to raise in its place, or None to let the
+    SDK report it as it would (a bug, with its traceback)."""
+    from pulumi.provider.experimental.component import ComponentProvider
+    from pulumi.provider.server import ComponentInitError
+
+    class Refusing(ComponentProvider):  # type: ignore[misc]
+        def construct(self, name: str, resource_type: str, inputs: Any, options: Any = None) -> Any:
+            try:
+                return super().construct(name, resource_type, inputs, options)
+            except ComponentInitError as error:
+                instead = refused(error.inner)
+                if instead is None:
+                    raise
+                raise instead from None
+
+    return Refusing(list(components), name, None, version)

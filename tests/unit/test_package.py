@@ -39,6 +39,7 @@ from tfk8s.components.training_cluster import TrainingCluster as LibraryTraining
 from tfk8s.errors import ConfigError, OwnershipConflict
 from tfk8s.kube import api_paths
 from tfk8s.package import VERSION, training_cluster
+from tfk8s.package.provider import invalid_inputs
 from tfk8s.package.training_cluster import TrainingCluster
 from tfk8s.pulumi_errors import Shown
 from tfk8s.schema.types import PUBLISH_DOCSTRINGS_ENV
@@ -410,3 +411,16 @@ def test_the_quota_counts_the_experiments_other_clusters_against_it(monkeypatch:
     }
     with refused(ConfigError, match=r"cluster\.workers\.count: the experiment asks cpu 2\.5.*has 1\.5 of 4 left"):
         declare_package_clusters(monkeypatch, {"dev-mnist": dev_properties()}, objects=objects)
+
+
+def test_the_engine_gets_a_refusal_as_its_message_alone_and_a_bug_as_the_sdk_reports_it() -> None:
+    """No per-property details: the engine would print each named property's value, a secret's in
+    plain text; the message already names each property and its fix."""
+    refusal = ConfigError(["cluster.workers.count: must be at least 1"])
+    shown = Shown(str(refusal))
+    shown.__cause__ = refusal
+    for raised in (shown, refusal, OwnershipConflict("cluster.name: taken")):
+        given = invalid_inputs(raised)
+        assert isinstance(given, pulumi.InputPropertiesError) and given.errors is None
+        assert given.message == str(raised)
+    assert invalid_inputs(KeyError("cluster")) is None

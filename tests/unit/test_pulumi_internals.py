@@ -46,7 +46,7 @@ def pinned_sdk() -> str:
 
 
 # The SDK's internal modules: only tfk8s.pulumi_internals may touch them.
-INTERNAL = re.compile(r"pulumi\.runtime(\.|$)|google\.protobuf(\.|$)")
+INTERNAL = re.compile(r"pulumi\.runtime(\.|$)|google\.protobuf(\.|$)|pulumi\.provider\.(server|experimental\.component)(\.|$)")
 ADAPTER = ROOT / "infra" / "tfk8s" / "pulumi_internals.py"
 
 
@@ -287,3 +287,25 @@ def test_the_runners_engine_client_receives_the_sdks_logs() -> None:
     contextvars.Context().run(log)
     assert client.drain(10)
     assert sorted(engine.logs) == [(engine_pb2.DEBUG, "step", "debug-logs"), (engine_pb2.INFO, "told", "MainThread")]
+
+
+def test_a_component_constructors_error_goes_to_refused_and_what_it_answers_is_raised_instead() -> None:
+    """The SDK's ComponentProvider still wraps a constructor's error in a ComponentInitError (its
+    `inner`), which `component_provider` hands to `refused`; None lets the SDK's error through."""
+    from pulumi.provider.server import ComponentInitError
+    from refusing_component import Refusing
+
+    seen: list[Exception] = []
+
+    def refused(error: Exception) -> Exception | None:
+        seen.append(error)
+        return RuntimeError(f"instead: {error}") if isinstance(error, ValueError) else None
+
+    provider = pulumi_internals.component_provider([Refusing], name="check", version="0.0.1", refused=refused)
+    with pytest.raises(RuntimeError, match=r"^instead: one: refused$") as raised:
+        provider.construct(name="one", resource_type="check:index:Refusing", inputs={"reason": "value"}, options=None)
+    assert raised.value.__cause__ is None and raised.value.__suppress_context__
+    with pytest.raises(ComponentInitError) as bug:
+        provider.construct(name="two", resource_type="check:index:Refusing", inputs={"reason": "key"}, options=None)
+    assert isinstance(bug.value.inner, KeyError)
+    assert [type(error) for error in seen] == [ValueError, KeyError]

@@ -67,7 +67,7 @@ def render_experiment(work: Path, out: Path, stack_name: str) -> None:
     """The objects of the experiment stack `stack_name` of the project copy `work`, as `pulumi up
     -s <stack_name>` would create them (its stack file's config, its experiment name), into `out`."""
     from tfk8s import program
-    from tfk8s.checks import preflight
+    from tfk8s.kube import client as kube_client
     from tfk8s.schema.experiment import ExperimentStack
     from tfk8s.stacks.config import load
 
@@ -79,7 +79,7 @@ def render_experiment(work: Path, out: Path, stack_name: str) -> None:
         assert isinstance(stack, ExperimentStack)
         # The names `pulumi up -s <stack_name>` gives (an experiment is named after its stack by default).
         stack = stack.model_copy(update={"experiment": config.get("tfk8s:experiment", stack_name)})
-        api = preflight.check_cluster(cluster, kubeconfig_in_config=False).api
+        api = kube_client.connect(cluster, kubeconfig_in_config=False).api
         assert api is not None, "the bench's cluster is not readable with its kubeconfig"
         # The tenant's contract is read from the cluster; no ownership reads (read=None): the
         # rendered objects are applied by kubectl, not adopted.

@@ -78,7 +78,7 @@ class UserNodeTaken(Refusal):
 
 
 class ClusterUnreachable(MissingPrerequisite):
-    """No cluster to deploy to; the message names the kubeconfig and the fix (tfk8s.checks.preflight)."""
+    """No cluster to deploy to; the message names the kubeconfig and the fix (tfk8s.kube.client)."""
 
 
 class ClusterLacks(MissingPrerequisite):

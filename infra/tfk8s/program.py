@@ -1,7 +1,7 @@
 """The Pulumi program: which kind of stack this is, checks before anything exists, then declare.
 
 Order, so that nothing is created on bad input: the configuration (schema), the cluster
-(preflight: reachable, which version), for tenants and experiments the facts of the stacks they
+(tfk8s.kube.client.connect: reachable, which version), for tenants and experiments the facts of the stacks they
 build on, the context checks (for platforms also their Prometheus's namespace and the scrape's
 kind), the ownership reads of every object to be created under a fixed name, for tenants whether
 the User Node has room, and for experiments whether the caller may act in the tenant's namespace
@@ -20,7 +20,7 @@ from typing import Any
 import pulumi
 
 from tfk8s import pulumi_internals, tenant_gate, timings
-from tfk8s.checks import access, preflight
+from tfk8s.checks import access
 from tfk8s.checks import context as context_checks
 from tfk8s.checks import monitoring as monitoring_checks
 from tfk8s.checks import queueing as queueing_checks
@@ -30,6 +30,7 @@ from tfk8s.components.user_env import USER_NODE_PODS_PER_USER
 from tfk8s.components.user_node import check_room, checked_taints
 from tfk8s.errors import AccessDenied, ConfigError, ContractUnavailable, OwnershipConflict, refusing, unchanged
 from tfk8s.kube import api_paths
+from tfk8s.kube import client as kube_client
 from tfk8s.schema import NAMESPACE
 from tfk8s.schema.contract import PlatformFacts, TenantFacts
 from tfk8s.schema.experiment import ExperimentStack
@@ -324,7 +325,7 @@ def main() -> None:
     timings.mark("settings")
     # Presence only: reading a kubeconfig stored as a secret through Config.get would warn.
     kubeconfig_in_config = pulumi_internals.raw_config("kubernetes:kubeconfig") is not None
-    cluster = preflight.check_cluster(os.environ, kubeconfig_in_config=kubeconfig_in_config)
+    cluster = kube_client.connect(os.environ, kubeconfig_in_config=kubeconfig_in_config)
     timings.mark("preflight")
     api = cluster.api
     read = (lambda path: api.get(path, metadata_only=True)) if api is not None else None

@@ -19,8 +19,8 @@ import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
-from tfk8s.checks.preflight import IMPERSONATION_KEYS
 from tfk8s.errors import MissingPrerequisite
+from tfk8s.kube.client import IMPERSONATION_KEYS
 from tfk8s.schema.tenant import GITOPS_NAMESPACE, SERVICE_ACCOUNT_PREFIX
 
 

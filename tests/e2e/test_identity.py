@@ -4,7 +4,7 @@ alice gets a client certificate the local cluster's CA signed (hack/cluster.sh u
 way a tenant's user arrives with credentials of their organisation: the API server knows her user
 name and group, and RBAC grants her nothing until a binding does. Then the experimenter table
 (tfk8s.checks.access), bound to her in one namespace, is exactly what `access.missing` finds there, through
-the program's own client (preflight.KubeApi), and nothing of it anywhere else.
+the program's own client (tfk8s.kube.client.KubeApi), and nothing of it anywhere else.
 """
 
 from __future__ import annotations
@@ -21,8 +21,10 @@ from typing import Any
 import pytest
 import yaml
 from drivers import Kube, user_kube
-from tfk8s.checks import access, preflight
+from tfk8s.checks import access
 from tfk8s.components import guard
+from tfk8s.kube import client as kube_client
+from tfk8s.kube.api_error import KubeApiError
 from tfk8s_gitops import identity as gitops_identity
 
 import toolenv
@@ -126,9 +128,9 @@ def test_the_experimenter_table_is_what_the_access_check_finds(
     cluster_objects = apply(kube, tmp_path, cluster_role, binding("ClusterRoleBinding", "ident-experimenter", "ClusterRole"))
     try:
         apply(kube, tmp_path, role, binding("RoleBinding", "ident-experimenter", "Role", granted))
-        server, user, cluster = preflight.current_entries([yaml.safe_load(alice.kubeconfig.read_text())])
+        server, user, cluster = kube_client.current_entries([yaml.safe_load(alice.kubeconfig.read_text())])
         assert server
-        api = preflight.KubeApi(server, cluster, user)
+        api = kube_client.KubeApi(server, cluster, user)
         requests: list[str] = []
 
         def post(path: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -164,10 +166,10 @@ def test_the_programs_client_asks_as_the_user_the_kubeconfig_impersonates(kube: 
         entry["user"].update({"as": "alice", "as-groups": [GROUP]})
     impersonating = tmp_path / "as-alice.kubeconfig"
     impersonating.write_text(yaml.safe_dump(document))
-    api = preflight.check_cluster({"KUBECONFIG": str(impersonating)}, kubeconfig_in_config=False).api
+    api = kube_client.connect({"KUBECONFIG": str(impersonating)}, kubeconfig_in_config=False).api
     assert api is not None
     assert access.identity(api.post) == f"user 'alice' (groups {GROUP})"
-    with pytest.raises(preflight.KubeApiError) as refused:
+    with pytest.raises(KubeApiError) as refused:
         api.get("/api/v1/namespaces/default/configmaps")
     assert refused.value.status == 403  # hers: the admin could
     assert kube.get("configmaps", "default") is not None
@@ -213,7 +215,7 @@ def test_a_kubeconfig_whose_exec_plugin_prints_alices_certificate_is_alice(alice
     mine["exec"] = {"apiVersion": "client.authentication.k8s.io/v1", "command": str(plugin), "interactionMode": "Never"}
     with_plugin = tmp_path / "exec.kubeconfig"
     with_plugin.write_text(yaml.safe_dump(document))
-    api = preflight.check_cluster({**os.environ, "KUBECONFIG": str(with_plugin)}, kubeconfig_in_config=False).api
+    api = kube_client.connect({**os.environ, "KUBECONFIG": str(with_plugin)}, kubeconfig_in_config=False).api
     assert api is not None
     assert access.identity(api.post) == f"user 'alice' (groups {GROUP})"
     assert "client-certificate-data" not in with_plugin.read_text()  # the credential came from the plugin

@@ -26,8 +26,9 @@ from typing import Any
 import pytest
 import yaml
 from drivers import RESTRICTED, Kube, user_kube
-from tfk8s.checks import access, preflight
+from tfk8s.checks import access
 from tfk8s.components import guard, tenant_admission
+from tfk8s.kube import client as kube_client
 from tfk8s.schema.platform import PlacementSettings, UserNodeSettings
 from tfk8s.specs.jobset import QUEUE_NAME_LABEL
 from tfk8s.specs.queueing import LOCAL_QUEUE_NAME
@@ -360,9 +361,9 @@ def test_quinns_only_workload_is_a_jobset(quinn: Kube) -> None:
     refused_job = attempt(quinn, "create", "job", "probe", "--image", "busybox", "-n", NAMESPACE)
     assert refused_job.returncode != 0 and 'cannot create resource "jobs"' in refused_job.stderr, refused_job.stderr
     # What the program's preflight asks on a queueing platform is what this grant gives, through its own client.
-    server, user, cluster = preflight.current_entries([yaml.safe_load(quinn.kubeconfig.read_text())])
+    server, user, cluster = kube_client.current_entries([yaml.safe_load(quinn.kubeconfig.read_text())])
     assert server
-    api = preflight.KubeApi(server, cluster, user)
+    api = kube_client.KubeApi(server, cluster, user)
     table = access.experimenter_rules(guard.layout_kind(GROUP), queueing=True)
     assert access.missing(api.post, NAMESPACE, table) == []
     assert access.missing(api.post, NAMESPACE, access.experimenter_rules(guard.layout_kind(GROUP))) != []

@@ -18,13 +18,13 @@ from typing import Any
 import pytest
 import yaml
 from mocked_program import ROOT
-from tfk8s.checks import preflight
 from tfk8s.cli import main as cli
 from tfk8s.doctor import probes, reads, rights
 from tfk8s.doctor.checkup import Options, checkup
 from tfk8s.doctor.findings import Verdict
 from tfk8s.doctor.sandbox import Sandbox
 from tfk8s.doctor.target import Placement, TargetError, load
+from tfk8s.kube import client as kube_client
 from tfk8s.kube.api_error import KubeApiError
 from tfk8s.kube.api_paths import VALIDATING_ADMISSION_POLICY
 
@@ -317,8 +317,8 @@ def test_version_older_than_the_guards_fails_and_a_pinned_version_must_be_the_se
     assert [f.verdict for f in reads.version((1, 34), settings)] == [Verdict.PASSED]
 
 
-def cluster_of(api: Any) -> Callable[[Any], preflight.Cluster]:
-    return lambda environ: preflight.Cluster((1, 34), api)
+def cluster_of(api: Any) -> Callable[[Any], kube_client.Cluster]:
+    return lambda environ: kube_client.Cluster((1, 34), api)
 
 
 def test_the_command_exits_2_with_one_line_when_it_cannot_start(tmp_path: Path) -> None:

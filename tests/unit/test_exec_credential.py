@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from api_echo import Server
 from tfk8s import errors
-from tfk8s.checks import preflight
+from tfk8s.kube import client as kube_client
 from tfk8s.kube import exec_credential
 from tfk8s.kube.exec_credential import ExecCredentialError
 
@@ -53,7 +53,7 @@ def test_the_plugins_token_is_the_bearer_and_it_runs_once_with_its_args_env_and_
     spec, record = plugin(tmp_path, credential(token="t0k3n", expirationTimestamp="2030-01-01T00:00:00Z"))
     spec["provideClusterInfo"] = True
     url = f"http://127.0.0.1:{server.server_address[1]}"
-    api = preflight.KubeApi(url, {"certificate-authority-data": "Q0E="}, {"exec": spec})
+    api = kube_client.KubeApi(url, {"certificate-authority-data": "Q0E="}, {"exec": spec})
     assert (api.get("/version") or {})["authorization"] == "Bearer t0k3n"
     called = json.loads(record.read_text())
     assert called["args"] == ["token", "--cluster", "c1"] and called["region"] == "eu"
@@ -118,4 +118,4 @@ def test_a_failing_plugin_stops_the_program_before_anything_is_declared(tmp_path
         errors.ClusterUnreachable,
         match=r"the kubeconfig's credentials: users\[\]\.user\.exec\.command .* exited 3: no credentials",
     ):
-        preflight.check_cluster({"KUBECONFIG": str(kubeconfig)}, kubeconfig_in_config=False)
+        kube_client.connect({"KUBECONFIG": str(kubeconfig)}, kubeconfig_in_config=False)

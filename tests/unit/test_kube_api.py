@@ -1,12 +1,12 @@
-"""The program's own requests to the API server (tfk8s.checks.preflight.KubeApi): one kept-alive connection
+"""The program's own requests to the API server (tfk8s.kube.client.KubeApi): one kept-alive connection
 for a run's dozen reads, a new one when the server closed it, the same answers as before."""
 
 from __future__ import annotations
 
 import pytest
 from api_echo import Server
-from tfk8s.checks.preflight import KubeApi
 from tfk8s.kube.api_error import KubeApiError
+from tfk8s.kube.client import KubeApi
 
 
 def _api(server: Server, prefix: str = "") -> KubeApi:

@@ -33,11 +33,11 @@ from mocked_program import (
 )
 from mocks import RecordingMocks, healthy_status, plain_nodes
 from test_golden_manifests import GOLDEN, UPDATE, manifests
-from tfk8s.checks import preflight
 from tfk8s.components.training_cluster import TOKEN
 from tfk8s.components.training_cluster import TrainingCluster as LibraryTrainingCluster
 from tfk8s.errors import ConfigError, OwnershipConflict
 from tfk8s.kube import api_paths
+from tfk8s.kube import client as kube_client
 from tfk8s.package import VERSION, training_cluster
 from tfk8s.package.provider import invalid_inputs
 from tfk8s.package.training_cluster import TrainingCluster
@@ -101,7 +101,7 @@ def package_api(
     `platform` (default: that tenant's platform of stacks/)."""
     facts = platform or facts_for(stack_config(platform_of(tenant_of(namespace))))
     api = ContractApi(namespace, tenant_facts_for(tenant_of(namespace), facts), facts, objects)
-    monkeypatch.setattr(training_cluster, "connect", lambda environ: preflight.Cluster(None, api))
+    monkeypatch.setattr(training_cluster, "connect", lambda environ: kube_client.Cluster(None, api))
     monkeypatch.setenv("PULUMI_BACKEND_URL", "file:///test-state")
     return api
 

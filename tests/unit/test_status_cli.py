@@ -16,10 +16,10 @@ import pytest
 from fake_gate import FakeGate, cluster, status_json
 from mocked_program import facts_for, stack_config, tenant_facts_for, with_contract
 from tfk8s import tenant_gate
-from tfk8s.checks.preflight import KubeApiError
 from tfk8s.cli import gate_client, render
 from tfk8s.cli import main as cli
 from tfk8s.cli.discovery import Discovery, DiscoveryError, pulumi_runner
+from tfk8s.kube.api_error import KubeApiError
 from tfk8s.kube.api_paths import SECRET
 
 TOKEN = "the-token-of-alice"

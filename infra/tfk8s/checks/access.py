@@ -18,7 +18,7 @@ RoleBinding's namespace grants GET of that namespace alone.
 
 `missing` asks the API server what the current credentials may do; `refusals` turns the answer into
 messages that name the identity, the namespace, the verbs and the fix. Pure: the requests go
-through a `post` function (preflight.KubeApi.post), so tests need neither Pulumi nor a cluster.
+through a `post` function (tfk8s.kube.client.KubeApi.post), so tests need neither Pulumi nor a cluster.
 """
 
 from __future__ import annotations

@@ -22,8 +22,9 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
-from tfk8s.checks import access, preflight
+from tfk8s.checks import access
 from tfk8s.errors import Tfk8sError
+from tfk8s.kube import client as kube_client
 from tfk8s.kube import secrets
 from tfk8s.specs.app_sessions import TOKEN_KEY, TOKEN_SECRET
 from tfk8s.stacks import tenant_contract
@@ -68,9 +69,9 @@ def pulumi_runner(cwd: Path) -> Run:
 
 
 def kube_api(environ: Mapping[str, str]) -> Api:
-    """The API server of the kubeconfig's current context, with its credentials (tfk8s.checks.preflight)."""
+    """The API server of the kubeconfig's current context, with its credentials (tfk8s.kube.client)."""
     try:
-        cluster = preflight.check_cluster(environ, kubeconfig_in_config=False)
+        cluster = kube_client.connect(environ, kubeconfig_in_config=False)
     except Tfk8sError as error:
         raise DiscoveryError(f"{error}; or set TFK8S_TOKEN (and --url)") from None
     if cluster.api is None:

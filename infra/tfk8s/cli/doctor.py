@@ -15,18 +15,18 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO
 
-from tfk8s.checks import preflight
 from tfk8s.doctor import report
 from tfk8s.doctor.checkup import Options, checkup
 from tfk8s.doctor.target import Placement, load
 from tfk8s.errors import Tfk8sError
+from tfk8s.kube import client as kube_client
 from tfk8s.kube.api_error import KubeApiError
 
-Connect = Callable[[Mapping[str, str]], preflight.Cluster]
+Connect = Callable[[Mapping[str, str]], kube_client.Cluster]
 
 
-def connect(environ: Mapping[str, str]) -> preflight.Cluster:
-    return preflight.check_cluster(environ, kubeconfig_in_config=False)
+def connect(environ: Mapping[str, str]) -> kube_client.Cluster:
+    return kube_client.connect(environ, kubeconfig_in_config=False)
 
 
 def label(text: str) -> tuple[str, str]:

@@ -19,7 +19,7 @@ from tfk8s.kube.api_error import KubeApiError
 from tfk8s.kube.api_paths import SECRET
 
 # GET an API path: the object, None when it does not exist (404), a KubeApiError when the request
-# failed (tfk8s.checks.preflight.KubeApi.get, and the program's `read_whole`).
+# failed (tfk8s.kube.client.KubeApi.get, and the program's `read_whole`).
 Get = Callable[[str], Mapping[str, Any] | None]
 
 Reason = Literal["forbidden", "absent", "no-key", "failed"]

@@ -22,10 +22,10 @@ import pulumi
 from pydantic import ValidationError
 
 from tfk8s import program, pulumi_internals
-from tfk8s.checks import preflight
 from tfk8s.components.experiment import cluster_readiness
 from tfk8s.components.training_cluster import TOKEN, TrainingClusterBody, in_tenant
 from tfk8s.errors import ClusterLacks, ConfigError, MissingPrerequisite, Refusal
+from tfk8s.kube import client as kube_client
 from tfk8s.package.args import TrainingClusterArgs
 from tfk8s.pulumi_errors import shown_by_pulumi
 from tfk8s.schema.experiment import LAUNCHER_PACKAGE, ExperimentStack
@@ -36,10 +36,10 @@ from tfk8s.stacks import queue_status
 PREFIX = "tfk8s:"
 
 
-def connect(environ: Mapping[str, str]) -> preflight.Cluster:
+def connect(environ: Mapping[str, str]) -> kube_client.Cluster:
     """The caller's cluster, as the experiment program reaches it: the kubeconfig of the environment
     the CLI gave the provider (KUBECONFIG), or the pod's own credentials. Tests replace it."""
-    return preflight.check_cluster(environ, kubeconfig_in_config=False)
+    return kube_client.connect(environ, kubeconfig_in_config=False)
 
 
 def as_properties(problems: list[str]) -> list[str]:

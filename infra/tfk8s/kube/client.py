@@ -1,15 +1,20 @@
-"""Before anything is declared: is there a Kubernetes cluster to talk to, and which version is it?
+"""The Kubernetes API as tfk8s reaches it without Pulumi: the cluster of the kubeconfig's current
+context (or the pod's own credentials), its credentials, and `KubeApi`, the one HTTP client that
+the program's checks, the commands (`tfk8s status`, `logs`, `doctor`) and the component package
+read and ask through.
 
-Without this, a stopped or missing cluster surfaces as the provider's "failed to read resource
-state due to unreachable cluster" with advice to set PULUMI_K8S_DELETE_UNREACHABLE, which would
-drop the stack's resources from its state: the wrong fix for "the cluster is not started".
+`connect` is the program's first question, before anything is declared: is there a Kubernetes
+cluster to talk to, and which version is it? Without it, a stopped or missing cluster surfaces as
+the provider's "failed to read resource state due to unreachable cluster" with advice to set
+PULUMI_K8S_DELETE_UNREACHABLE, which would drop the stack's resources from its state: the wrong
+fix for "the cluster is not started".
 
-The check mirrors how the default Kubernetes provider finds its cluster: the `kubernetes:kubeconfig`
-config if set (then we trust it), else `KUBECONFIG` (a list of files) or `~/.kube/config`, else
-in-cluster credentials (as a GitOps runner pod has). It only opens a TCP connection to the
-current context's API server, and reads its `/version` with the kubeconfig's own credentials
-(client certificate, token, basic auth, or what its exec plugin prints: tfk8s.kube.exec_credential),
-so version-dependent objects follow the server, not a guess.
+It finds the cluster as the default Kubernetes provider does: the `kubernetes:kubeconfig` config
+if set (then we trust it), else `KUBECONFIG` (a list of files) or `~/.kube/config`, else in-cluster
+credentials (as a GitOps runner pod has). It only opens a TCP connection to the current context's
+API server, and reads its `/version` with the kubeconfig's own credentials (client certificate,
+token, basic auth, or what its exec plugin prints: tfk8s.kube.exec_credential), so
+version-dependent objects follow the server, not a guess.
 """
 
 from __future__ import annotations
@@ -54,13 +59,13 @@ def kubeconfig_files(environ: Mapping[str, str]) -> list[Path]:
 
 @dataclass(frozen=True)
 class Cluster:
-    """What preflight learnt: the server's (major, minor) and a reader, when the credentials allow."""
+    """What `connect` learnt: the server's (major, minor) and a reader, when the credentials allow."""
 
     version: tuple[int, int] | None
     api: KubeApi | None
 
 
-def check_cluster(environ: Mapping[str, str], kubeconfig_in_config: bool) -> Cluster:
+def connect(environ: Mapping[str, str], kubeconfig_in_config: bool) -> Cluster:
     """Raise ClusterUnreachable with the fix; else the server's version and a reader, if they can be had."""
     if kubeconfig_in_config:
         return Cluster(None, None)

@@ -5,6 +5,11 @@ What a restructuring must not change: every object the program declares (type, l
 inputs), for the three kinds of stack, every storage backend, with and without scratch
 volumes, every replication mode, with and without monitoring, on Kubernetes 1.25 and 1.34. A change that is meant to change
 manifests regenerates them (`make golden`) and the diff shows what it changed.
+
+Nor every resource's URN (tests/unit/golden/urns/): a URN is the resource's identity in the
+stack's state, its type and name under each parent's, so a component moved under another parent,
+or renamed, is a delete and a create at the next `up` of every existing stack, even with
+manifests byte for byte the same.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import copy
 import hashlib
 import json
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,6 +28,7 @@ import pytest
 from mocked_program import Deployment, after, facts_for, facts_with_scratch, run_program, stack_config
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
+URNS = GOLDEN / "urns"
 UPDATE = os.environ.get("TFK8S_UPDATE_GOLDEN") == "1"
 HEKETI_KEY = {"heketiAdminKey": "golden-heketi-key"}
 
@@ -186,5 +193,43 @@ def test_the_manifests_of_every_stack_are_the_golden_ones(case: str) -> None:
     check_case(case, check)
 
 
+def urns(d: Deployment) -> list[str]:
+    """Every resource the mocked program registered or read, by URN, sorted. The SDK's mock monitor
+    keeps them (its `resources`, by URN; the mocks' own calls are not told the parent), each a
+    moment after the mocks saw it, from the thread that registered it: waited for here. Its URN
+    names the parent's type alone, not the chain of every ancestor's the engine's has: a resource
+    moved under another parent changes its own URN here, its descendants' only there."""
+    monitor = pulumi.runtime.settings.get_monitor()
+    declared = {(r.typ, r.name) for r in d.mocks.resources + d.mocks.reads}
+    deadline = time.monotonic() + 10
+    while not declared <= {_type_and_name(urn) for urn in list(monitor.resources)}:
+        assert time.monotonic() < deadline, "the mock monitor never kept every resource the mocks saw"
+        time.sleep(0.01)
+    return sorted(monitor.resources)
+
+
+def _type_and_name(urn: str) -> tuple[str, str]:
+    """`urn:pulumi:stack::project::Parent$Type::name` -> (Type, name)."""
+    _, _, qualified, name = urn.split("::", 3)
+    return qualified.rsplit("$", 1)[-1], name
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_the_urns_of_every_stack_are_the_golden_ones(case: str) -> None:
+    def check(d: Deployment) -> None:
+        registered = urns(d)
+        path = URNS / f"{case}.txt"
+        if UPDATE:
+            URNS.mkdir(exist_ok=True)
+            path.write_text("".join(f"{urn}\n" for urn in registered))
+        assert path.is_file(), f"no golden URNs for {case}: `make golden` writes them"
+        assert registered == path.read_text().splitlines(), (
+            f"{case}: the URNs changed (every existing stack would replace those resources); if that was meant, `make golden`"
+        )
+
+    check_case(case, check)
+
+
 def test_every_golden_file_belongs_to_a_case() -> None:
     assert {p.stem for p in GOLDEN.glob("*.jsonl")} == set(CASES)
+    assert {p.stem for p in URNS.glob("*.txt")} == set(CASES)

@@ -23,11 +23,10 @@ from typing import Any
 
 import yaml
 from tfk8s.errors import Refusal
-from tfk8s.schema import NAMESPACE
+from tfk8s.schema import NAMESPACE, stack_file
 from tfk8s.schema.experiment import ExperimentStack
 from tfk8s.schema.platform import PlatformStack
 from tfk8s.schema.tenant import GITOPS_NAMESPACE, SERVICE_ACCOUNT_PREFIX, TenantStack
-from tfk8s.stacks import config as stack_config
 
 from tfk8s_gitops.identity import identity, service_account
 from tfk8s_gitops.plan import disagreement
@@ -67,8 +66,8 @@ def settings(file: StackFile) -> PlatformStack | TenantStack | ExperimentStack:
     """The stack file's model (secrets left out), or the program's own ConfigError."""
     prefix = f"{NAMESPACE}:"
     raw = {k[len(prefix) :]: v for k, v in file.config.items() if k.startswith(prefix)}
-    secrets = [k for k in raw if k in stack_config.SECRET_KEYS]
-    return stack_config.validate({k: v for k, v in raw.items() if k not in stack_config.SECRET_KEYS}, secrets)
+    secrets = [k for k in raw if k in stack_file.SECRET_KEYS]
+    return stack_file.validate({k: v for k, v in raw.items() if k not in stack_file.SECRET_KEYS}, secrets)
 
 
 def destroy_on_finalize(model: PlatformStack | TenantStack | ExperimentStack) -> bool:

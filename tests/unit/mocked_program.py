@@ -56,9 +56,9 @@ def facts_for(platform_raw: dict[str, Any]) -> dict[str, Any]:
     platform builds it (its owner, API group and User Node address the ones a test platform has)."""
     from tfk8s.checks.context import check_platform
     from tfk8s.components import guard
+    from tfk8s.schema.stack_file import validate
     from tfk8s.specs import backends
     from tfk8s.stacks import platform as platform_stack
-    from tfk8s.stacks.config import validate
 
     stack = check_platform(validate(platform_raw), None)  # type: ignore[arg-type]
     p = stack.platform
@@ -82,8 +82,8 @@ def tenant_facts_for(tenant_stack: str, platform_output: dict[str, Any] | None =
     """The `tenant` output of stacks/Pulumi.<tenant_stack>.yaml, deployed on `platform_output`
     (default: its own platform stack file's facts), its app URLs the ones a test tenant has."""
     from tfk8s.schema.contract import PlatformFacts
+    from tfk8s.schema.stack_file import validate
     from tfk8s.stacks import tenant as tenants
-    from tfk8s.stacks.config import validate
 
     stack = validate(stack_config(tenant_stack))
     platform = PlatformFacts.model_validate(
@@ -198,7 +198,7 @@ def run_program(
     for progress (None: no gate answers; no unit test reaches the network). `preview`: a preview's run.
     """
     from tfk8s import program
-    from tfk8s.stacks.config import validate
+    from tfk8s.schema.stack_file import validate
 
     kind = raw.get("kind")
     mocks = RecordingMocks(status_hook, live_hook)

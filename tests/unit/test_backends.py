@@ -6,8 +6,8 @@ from typing import get_args
 
 import pytest
 from tfk8s.schema.platform import CsiSettings, GlusterfsSettings, StorageBackend, StorageSettings
+from tfk8s.schema.stack_file import SECRET_KEYS
 from tfk8s.specs import backends
-from tfk8s.stacks.config import SECRET_KEYS
 
 # One valid setting per backend, as check_platform would let through.
 SAMPLES = {

@@ -16,8 +16,9 @@ from tfk8s.checks.tenant import check_tenant
 from tfk8s.errors import ConfigError
 from tfk8s.schema.contract import PlatformFacts
 from tfk8s.schema.platform import ImageSettings, PlatformStack
+from tfk8s.schema.stack_file import secret_keys, stack_values, validate
 from tfk8s.schema.tenant import TenantStack
-from tfk8s.stacks.config import JUPYTER_TOKEN_RULES, parse_jupyter_token, parse_secret, secret_keys, stack_values, validate
+from tfk8s.stacks.config import JUPYTER_TOKEN_RULES, parse_jupyter_token, parse_secret
 
 Raw = dict[str, Any]
 SCHEMA_DIR = ROOT / "schema"
@@ -1600,7 +1601,7 @@ def test_an_image_floats_only_without_a_tag_or_on_latest_and_never_with_a_digest
 def test_a_platform_that_allows_latest_lets_its_experiments_run_it() -> None:
     from tfk8s.errors import ConfigError
     from tfk8s.schema.contract import PlatformFacts
-    from tfk8s.stacks.config import validate
+    from tfk8s.schema.stack_file import validate
 
     raw = stack_config("dev")
     raw["clusters"][0]["image"] = "tensorflow/tensorflow:latest"

@@ -23,6 +23,7 @@ DRIFTS = [
     ("tfk8s/components/queued_cluster.py", "from tfk8s.components import user_env", "An experiment's components never reach"),
     ("tfk8s_gitops/plan.py", "from tfk8s.checks import context", "GitOps runs the program through the pulumi CLI"),
     ("tfk8s_gitops/plan.py", "from tfk8s.components import training_cluster", "GitOps runs the program through the pulumi CLI"),
+    ("tfk8s_gitops/operator.py", "from tfk8s.stacks import config", "GitOps runs the program through the pulumi CLI"),
 ]
 
 

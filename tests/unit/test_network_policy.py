@@ -15,8 +15,8 @@ from tfk8s import program
 from tfk8s.errors import ConfigError
 from tfk8s.schema.experiment import ClusterSettings
 from tfk8s.schema.platform import MonitoringSettings, PortSettings
+from tfk8s.schema.stack_file import validate
 from tfk8s.specs import network_policy
-from tfk8s.stacks.config import validate
 
 POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
 API_SERVER = {"cidrs": ["10.0.0.1/32"], "ports": [6443]}

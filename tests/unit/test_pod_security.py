@@ -14,8 +14,8 @@ from restricted_profile import violations
 from test_golden_manifests import CASES
 from tfk8s.errors import ConfigError
 from tfk8s.schema.platform import PodIdentity
+from tfk8s.schema.stack_file import validate
 from tfk8s.specs import pod_security
-from tfk8s.stacks.config import validate
 
 NAMESPACE = "kubernetes:core/v1:Namespace"
 JOBSET = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"

@@ -11,10 +11,10 @@ import yaml
 from mocked_program import stack_config
 from tfk8s.errors import ConfigError
 from tfk8s.schema.platform import PlatformStack, QueueCapacity, Quota
+from tfk8s.schema.stack_file import validate
 from tfk8s.schema.tenant import QuotaOverrides, TenantSettings, TenantStack
 from tfk8s.specs import jobset, queueing
 from tfk8s.specs import quota as namespace_quota
-from tfk8s.stacks.config import validate
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULTS = Quota()

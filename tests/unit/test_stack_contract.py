@@ -31,11 +31,11 @@ from tfk8s.components import guard
 from tfk8s.errors import ContractUnavailable, OwnershipConflict, StackUnavailable
 from tfk8s.kube.api_error import KubeApiError
 from tfk8s.schema.contract import PlatformFacts, TenantFacts
+from tfk8s.schema.stack_file import validate
 from tfk8s.specs import ownership
 from tfk8s.stacks import outputs as stack_outputs
 from tfk8s.stacks import ref as stack_ref
 from tfk8s.stacks import tenant_contract
-from tfk8s.stacks.config import validate
 
 
 def live(owner: str | None = None, managers: tuple[str, ...] = ()) -> dict[str, Any]:

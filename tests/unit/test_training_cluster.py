@@ -26,9 +26,9 @@ from mocked_program import (
     run_program,
     stack_config,
 )
+from tfk8s.schema.stack_file import validate
 from tfk8s.specs import cluster_spec as cs
 from tfk8s.specs import run_policy
-from tfk8s.stacks.config import validate
 
 
 def selects(selector: dict[str, str], labels: dict[str, str]) -> bool:

@@ -15,7 +15,7 @@ import yaml
 
 from tfk8s.errors import ConfigError, Tfk8sError
 from tfk8s.schema.platform import PlatformSettings, PlatformStack
-from tfk8s.stacks.config import secret_keys, stack_values, validate
+from tfk8s.schema.stack_file import secret_keys, stack_values, validate
 
 
 class TargetError(Tfk8sError):

@@ -5,7 +5,7 @@ Three kinds of stack share the project (see docs/concepts/stacks.md): a platform
 `tfk8s.schema.tenant`) and experiment stacks (`tfk8s:kind: experiment`, `tfk8s.schema.experiment`).
 The models are pydantic v2, frozen, with camelCase aliases (the names in the stack file),
 `extra="forbid"` (a typo is an error, never a silent default) and each field's documentation next
-to it (`tfk8s.schema.types.Model`). `tfk8s.stacks.config` validates raw config with them;
+to it (`tfk8s.schema.types.Model`). `tfk8s.schema.stack_file` validates raw config with them;
 `hack/schema.py` publishes their JSON Schema for editors. Nothing here touches Pulumi.
 """
 

@@ -43,6 +43,10 @@ from tfk8s.schema.types import (
 TENSORBOARD_BACKEND_PORT = 16006
 
 StorageBackend = Literal["glusterfs", "csi", "existing", "local"]
+# The stack file's secret key each storage backend reads its provisioner's Secret from
+# (`tfk8s:<key>`, set with `pulumi config set --secret`): never part of the models
+# (tfk8s.schema.stack_file); the Secret itself is tfk8s.specs.backends'.
+BACKEND_SECRET_KEYS: dict[str, str] = {"glusterfs": "heketiAdminKey"}
 # Where the platform keeps a storage backend's Secret by default: never a tenant's namespace.
 DEFAULT_SECRET_NAMESPACE = "tfk8s-storage"
 

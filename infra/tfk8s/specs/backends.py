@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import get_args
 
 from tfk8s.kube.api_paths import STORAGE_CLASS
-from tfk8s.schema.platform import StorageBackend, StorageSettings
+from tfk8s.schema.platform import BACKEND_SECRET_KEYS, StorageBackend, StorageSettings
 
 HEKETI_SECRET_NAME = "tfk8s-heketi-admin"
 
@@ -165,7 +165,7 @@ BACKENDS: Mapping[StorageBackend, Backend] = _complete(
             claims_await_bound=True,
             # The in-tree provisioner reads the Heketi admin key from this Secret (the class names it).
             secret=BackendSecret(
-                config_key="heketiAdminKey",
+                config_key=BACKEND_SECRET_KEYS["glusterfs"],
                 name=HEKETI_SECRET_NAME,
                 type="kubernetes.io/glusterfs",
                 data_key="key",
@@ -186,9 +186,6 @@ BACKENDS: Mapping[StorageBackend, Backend] = _complete(
         "existing": Backend(class_spec=None, offers_scratch=True, claims_await_bound=False),
     }
 )
-
-# Secret config keys, read on their own (require_secret), never part of the settings models.
-SECRET_CONFIG_KEYS = frozenset(b.secret.config_key for b in BACKENDS.values() if b.secret is not None)
 
 
 def backend_of(storage: StorageSettings) -> Backend:

@@ -15,9 +15,10 @@ import pulumi
 import pytest
 from mocked_program import after, facts_for, run_program
 from tfk8s.checks import access
-from tfk8s.components import guard, tenant_admission
+from tfk8s.components import guard
 from tfk8s.schema.contract import PlatformKind
 from tfk8s.schema.platform import PlacementSettings, UserNodeSettings
+from tfk8s.specs import tenant_admission
 from tfk8s.specs.labels import TENANT_NAMESPACE
 
 VAP = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy"

@@ -27,7 +27,6 @@ from typing import Any
 
 import pulumi
 
-from tfk8s.components import tenant_admission
 from tfk8s.components.storage import claim
 from tfk8s.kube import awaits
 from tfk8s.kube import objects as kube
@@ -35,7 +34,17 @@ from tfk8s.kube.api_paths import LIMIT_RANGE, NAMESPACE, NETWORK_POLICY, RESOURC
 from tfk8s.schema.contract import PlatformFacts, PlatformKind
 from tfk8s.schema.platform import PodIdentity
 from tfk8s.schema.tenant import TenantSettings
-from tfk8s.specs import app_sessions, network_policy, pod_security, pods, quota, readiness, tenant_access, user_apps
+from tfk8s.specs import (
+    app_sessions,
+    network_policy,
+    pod_security,
+    pods,
+    quota,
+    readiness,
+    tenant_access,
+    tenant_admission,
+    user_apps,
+)
 from tfk8s.specs.code import CodeBundle, trainer_archive
 from tfk8s.specs.labels import labels, selector_of
 from tfk8s.specs.ownership import Claimed, Owner

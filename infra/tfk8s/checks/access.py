@@ -94,85 +94,112 @@ def experimenter_rules(layouts: PlatformKind, *, queueing: bool = False) -> tupl
     watch of that kind, a GET, and the object's events), so RETIRE holds no other kind.
     """
 
-    def rule(group: str, resource: str, verbs: tuple[str, ...], needed_for: str) -> Permission:
-        return Permission(api_group=group, resource=resource, verbs=verbs, needed_for=needed_for)
-
-    def unqueued(group: str, resource: str, needed_for: str) -> Permission:
-        """A kind only a training cluster of a platform that does not queue creates."""
-        if queueing:
-            return rule(
-                group,
-                resource,
-                RETIRE,
-                f"{needed_for}, to replace or destroy those of clusters declared before the platform queued",
-            )
-        return rule(group, resource, MANAGED, needed_for)
-
-    def only_unqueued(*perms: Permission) -> tuple[Permission, ...]:
-        """Rules nothing needs on a platform that queues."""
-        return () if queueing else perms
-
-    rbac = "rbac.authorization.k8s.io"
     return (
-        # Read before anything is declared (tfk8s.program).
-        rule("", "namespaces", ("get",), "the program, which reads the namespace's owner before declaring anything"),
-        rule("", "resourcequotas", ("get",), "the quota check, which reads the tenant's quota"),
-        # What an experiment creates (its golden manifests hold exactly these kinds).
-        rule("", "configmaps", MANAGED, "the experiment's trainer package and each cluster's code"),
-        rule(
-            "",
-            "services",
-            MANAGED,
-            "each cluster's task Services; the quota check lists them"
-            if queueing
-            else "each cluster's PS and Job Services; the quota check lists them",
+        *_read_first(),
+        *_created(layouts, queueing),
+        *_granted_on(queueing),
+        *_observed(queueing),
+        *(queueing_rules() if queueing else ()),
+    )
+
+
+def _rule(group: str, resource: str, verbs: tuple[str, ...], needed_for: str) -> Permission:
+    return Permission(api_group=group, resource=resource, verbs=verbs, needed_for=needed_for)
+
+
+def _unqueued(queueing: bool, group: str, resource: str, needed_for: str) -> Permission:
+    """A kind only a training cluster of a platform that does not queue creates."""
+    if queueing:
+        return _rule(
+            group, resource, RETIRE, f"{needed_for}, to replace or destroy those of clusters declared before the platform queued"
+        )
+    return _rule(group, resource, MANAGED, needed_for)
+
+
+def _read_first() -> tuple[Permission, ...]:
+    """Read before anything is declared (tfk8s.program)."""
+    return (
+        _rule("", "namespaces", ("get",), "the program, which reads the namespace's owner before declaring anything"),
+        _rule("", "resourcequotas", ("get",), "the quota check, which reads the tenant's quota"),
+    )
+
+
+def _created(layouts: PlatformKind, queueing: bool) -> tuple[Permission, ...]:
+    """What an experiment creates (its golden manifests hold exactly these kinds)."""
+    rbac = "rbac.authorization.k8s.io"
+    services = "each cluster's task Services" if queueing else "each cluster's PS and Job Services"
+    return (
+        _rule("", "configmaps", MANAGED, "the experiment's trainer package and each cluster's code"),
+        _rule("", "services", MANAGED, f"{services}; the quota check lists them"),
+        _rule(
+            "", "persistentvolumeclaims", MANAGED, "scratch claims; listed by the quota check, watched by the Deployment await"
         ),
-        rule("", "persistentvolumeclaims", MANAGED, "scratch claims; listed by the quota check, watched by the Deployment await"),
-        unqueued("", "serviceaccounts", "each cluster's PS retirement account"),
-        unqueued("apps", "deployments", "each cluster's PS Deployments"),
-        unqueued("batch", "jobs", "each cluster's worker and chief Jobs (their waitFor condition watches them)"),
-        unqueued(rbac, "roles", "each cluster's PS retirement Role"),
-        unqueued(rbac, "rolebindings", "each cluster's PS retirement RoleBinding"),
+        _unqueued(queueing, "", "serviceaccounts", "each cluster's PS retirement account"),
+        _unqueued(queueing, "apps", "deployments", "each cluster's PS Deployments"),
+        _unqueued(queueing, "batch", "jobs", "each cluster's worker and chief Jobs (their waitFor condition watches them)"),
+        _unqueued(queueing, rbac, "roles", "each cluster's PS retirement Role"),
+        _unqueued(queueing, rbac, "rolebindings", "each cluster's PS retirement RoleBinding"),
         # Its pods are the Job controller's, from the Jobs JobSet's controller makes: the tenant's
         # identities need no right on either. No await (tfk8s.kube.awaits.QUEUED_NO_AWAIT); a
         # refresh GETs the JobSet for readiness. Server-side apply is authorized as `patch`.
         *(
-            (rule(JOBSET.group, JOBSET.plural, MANAGED, "each cluster's JobSet, which Kueue queues and admits"),)
+            (_rule(JOBSET.group, JOBSET.plural, MANAGED, "each cluster's JobSet, which Kueue queues and admits"),)
             if queueing
             else ()
         ),
-        rule(layouts.group, layouts.plural, MANAGED, "each cluster's Layout, which the tenant's Jupyter reads"),
+        _rule(layouts.group, layouts.plural, MANAGED, "each cluster's Layout, which the tenant's Jupyter reads"),
         # A tenant's identities can thus open their own namespace, never another's: a policy selects
         # pods of its own namespace only, and another tenant's pods still deny what theirs do not allow.
-        rule("networking.k8s.io", "networkpolicies", MANAGED, "each cluster's NetworkPolicy (gRPC among its own pods)"),
-        *only_unqueued(
-            # Not used by the program: the PS retirement Role grants it, and a Role may grant only what
-            # its creator holds (without it, creating that Role is Forbidden as an escalation).
-            rule("apps", "deployments/scale", ("patch",), "the PS retirement Role, which grants it to the PS"),
-            # A RoleBinding's creator must hold its Role's rules, which the API server reads from the
-            # Role; in `preview` (a dry run) a new Role does not exist, and the dry-run create of its
-            # binding fails with NotFound unless the creator may `bind` Roles. Roles only, so no
-            # ClusterRole can be bound; the Roles of a tenant's namespace grant nothing its experimenters lack.
-            rule(rbac, "roles", ("bind",), "`preview` of the PS retirement RoleBinding, whose Role does not exist yet"),
+        _rule("networking.k8s.io", "networkpolicies", MANAGED, "each cluster's NetworkPolicy (gRPC among its own pods)"),
+    )
+
+
+def _granted_on(queueing: bool) -> tuple[Permission, ...]:
+    """What only the PS retirement Role needs its creator to hold: nothing on a platform that queues."""
+    if queueing:
+        return ()
+    return (
+        # Not used by the program: the PS retirement Role grants it, and a Role may grant only what
+        # its creator holds (without it, creating that Role is Forbidden as an escalation).
+        _rule("apps", "deployments/scale", ("patch",), "the PS retirement Role, which grants it to the PS"),
+        # A RoleBinding's creator must hold its Role's rules, which the API server reads from the
+        # Role; in `preview` (a dry run) a new Role does not exist, and the dry-run create of its
+        # binding fails with NotFound unless the creator may `bind` Roles. Roles only, so no
+        # ClusterRole can be bound; the Roles of a tenant's namespace grant nothing its experimenters lack.
+        _rule(
+            "rbac.authorization.k8s.io",
+            "roles",
+            ("bind",),
+            "`preview` of the PS retirement RoleBinding, whose Role does not exist yet",
         ),
-        # Only read, by the quota check and the provider's awaits, and by the tenant's people when
-        # readiness says a pod failed: `kubectl get pod`, `describe` (its events) and `logs` tell why.
-        # Never pods/exec or pods/attach: Jupyter and TensorBoard hold the tenant's token.
-        rule(
+    )
+
+
+def _observed(queueing: bool) -> tuple[Permission, ...]:
+    """Only read, by the quota check and the provider's awaits, and by the tenant's people when
+    readiness says a pod failed: `kubectl get pod`, `describe` (its events) and `logs` tell why.
+    Never pods/exec or pods/attach: Jupyter and TensorBoard hold the tenant's token."""
+    awaits = (
+        ()
+        if queueing
+        else (
+            _rule("apps", "replicasets", WATCHED, "the provider's Deployment await"),
+            _rule("", "endpoints", WATCHED, "the provider's await of the Jobs' headless Services (PS Services skip it)"),
+        )
+    )
+    return (
+        _rule(
             "",
             "pods",
             READ,
             "the quota check (the experiment's own pods); the Deployment await and Job refresh; kubectl get pods",
         ),
-        rule("", "pods/log", ("get",), "kubectl logs: why a training task failed"),
-        *only_unqueued(
-            rule("apps", "replicasets", WATCHED, "the provider's Deployment await"),
-            rule("", "endpoints", WATCHED, "the provider's await of the Jobs' headless Services (PS Services skip it)"),
-        ),
-        rule(
+        _rule("", "pods/log", ("get",), "kubectl logs: why a training task failed"),
+        *awaits,
+        _rule(
             "", "events", READ, "every await of the provider, which reports the warnings of what it waits for; kubectl describe"
         ),
-    ) + (queueing_rules() if queueing else ())
+    )
 
 
 def queueing_rules() -> tuple[Permission, ...]:

@@ -120,6 +120,35 @@ class TrainingClusterBody(pulumi.ComponentResource):
     def _declare(self, name: str, args: TrainingClusterArgs) -> None:
         """Declare the cluster's objects, children of this component. Its outputs are the caller's
         to register: a component registers them once."""
+        self._identify(args)
+        self._ship_code(name, args)
+        self.scratch_claim = self._build_scratch(name, args) if args.cluster.scratch is not None else None
+        self.network_policy = self._build_network_policy(name, args)
+        self.cluster_pods = self._cluster_pods(args)
+        self.chief_expected = cs.has_chief_job(args.cluster)
+        self.queued_workloads: queued_cluster.QueuedWorkloads | None = None
+        self.chief_job: kube.Job | None = None
+        if self.queued:
+            self.queued_workloads = queued_cluster.declare(
+                f"{name}-jobset",
+                jobset_name=self.names.cluster,
+                cluster_pods=self.cluster_pods,
+                run_id=self.run_id,
+                platform=args.platform,
+                owner_labels=args.owner.labels(),
+                meta=self._meta,
+                cluster_labels=self._labels,
+                after=[self.network_policy, *([self.scratch_claim] if self.scratch_claim else [])],
+                parent=self,
+            )
+            self.run_uid: pulumi.Output[str] = self.queued_workloads.run_uid
+        else:
+            self.run_uid = self._build_deployments_and_jobs(name, args)
+        self.layout = self._build_layout(name, args) if args.publish_layout else None
+        self.status = self._status()
+
+    def _identify(self, args: TrainingClusterArgs) -> None:
+        """What names the cluster and its run: the names, the TF cluster spec, the run's id."""
         c, platform = args.cluster, args.platform
         self.args = args
         self.names = cs.Names(cluster=cs.qualified_name(args.experiment, c.name))
@@ -134,11 +163,13 @@ class TrainingClusterBody(pulumi.ComponentResource):
         job_policy = run_policy.immutable_fields(c, self.kubernetes_version)
         self.run_id = cs.run_id(c, self.spec, image, code_digest, job_policy)
         self.log_sub_path = layout_document.log_sub_path(args.experiment, c.name)
-        child = pulumi.ResourceOptions(parent=self)
+
+    def _ship_code(self, name: str, args: TrainingClusterArgs) -> None:
+        """The trainer package (the experiment's, or its own outside one) and the cluster's code."""
         self.trainer_config = None
         self.launcher_config_map = args.launcher_config_map
         if self.launcher_config_map is None:
-            self.launcher_config_map = own_trainer(args.experiment, c.name, args.launcher)
+            self.launcher_config_map = own_trainer(args.experiment, args.cluster.name, args.launcher)
             self.trainer_config = self._build_trainer(name, self.launcher_config_map)
         self.code_config = None
         if args.code is not None:
@@ -146,12 +177,14 @@ class TrainingClusterBody(pulumi.ComponentResource):
                 f"{name}-code",
                 metadata=self._meta(labels=self._labels("tensorflow", role="code")),
                 data=args.code.config_map_data(),
-                opts=child,
+                opts=pulumi.ResourceOptions(parent=self),
             )
-        self.scratch_claim = self._build_scratch(name, args) if c.scratch is not None else None
-        # gRPC only among this cluster's pods (and its notebook client), metrics to the platform's
-        # Prometheus alone: before any of them starts.
-        self.network_policy = kube.NetworkPolicy(
+
+    def _build_network_policy(self, name: str, args: TrainingClusterArgs) -> kube.NetworkPolicy:
+        """gRPC only among this cluster's pods (and its notebook client), metrics to the platform's
+        Prometheus alone: before any of them starts."""
+        c, platform = args.cluster, args.platform
+        return kube.NetworkPolicy(
             f"{name}-network",
             metadata=self._meta(name=self.names.cluster, labels=self._labels("network")),
             spec=network_policy.cluster_policy(
@@ -162,59 +195,40 @@ class TrainingClusterBody(pulumi.ComponentResource):
                 platform.monitoring,
                 notebook_client=c.replication == "in-graph" and args.notebook_host is not None,
             ),
-            opts=child,
+            opts=pulumi.ResourceOptions(parent=self),
         )
-        self.cluster_pods = self._cluster_pods(args)
-        self.chief_expected = cs.has_chief_job(c)
-        self.queued_workloads: queued_cluster.QueuedWorkloads | None = None
-        self.chief_job: kube.Job | None = None
-        if self.queued:
-            self.queued_workloads = queued_cluster.declare(
-                f"{name}-jobset",
-                jobset_name=self.names.cluster,
-                cluster_pods=self.cluster_pods,
+
+    def _build_layout(self, name: str, args: TrainingClusterArgs) -> kube.CustomObject:
+        """The cluster's Layout (the platform's kind), which the tenant's Jupyter reads."""
+        layout_kind = args.platform.layouts
+        return kube.CustomObject(
+            f"{name}-layout",
+            api_version=layout_kind.api_version,
+            kind=layout_kind.kind,
+            metadata=self._meta(name=self.names.layout(), labels=self._labels("layout")),
+            spec=layout_document.spec(
+                experiment=args.experiment,
+                cluster=args.cluster,
+                spec=self.spec,
                 run_id=self.run_id,
-                platform=platform,
-                owner_labels=args.owner.labels(),
-                meta=self._meta,
-                cluster_labels=self._labels,
-                after=[self.network_policy, *([self.scratch_claim] if self.scratch_claim else [])],
-                parent=self,
-            )
-            self.run_uid: pulumi.Output[str] = self.queued_workloads.run_uid
-        else:
-            self.run_uid = self._build_deployments_and_jobs(name, args)
+                run_uid=self.run_uid,
+                log_sub_path=self.log_sub_path,
+            ),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
 
-        layout_kind = platform.layouts
-        self.layout = None
-        if args.publish_layout:
-            self.layout = kube.CustomObject(
-                f"{name}-layout",
-                api_version=layout_kind.api_version,
-                kind=layout_kind.kind,
-                metadata=self._meta(name=self.names.layout(), labels=self._labels("layout")),
-                spec=layout_document.spec(
-                    experiment=args.experiment,
-                    cluster=c,
-                    spec=self.spec,
-                    run_id=self.run_id,
-                    run_uid=self.run_uid,
-                    log_sub_path=self.log_sub_path,
-                ),
-                opts=child,
-            )
-
-        # `scratch` only when the cluster has one (readiness.cluster_readiness tells absent from unbound).
+    def _status(self) -> pulumi.Output[dict[str, Any]]:
+        """Every workload's live status, for readiness; `scratch` only when the cluster has one
+        (readiness.cluster_readiness tells absent from unbound)."""
         scratch = {"scratch": self.scratch_claim.status} if self.scratch_claim else {}
         if self.queued_workloads is not None:
-            self.status = pulumi.Output.all(jobset=self.queued_workloads.status, **scratch)
-        else:
-            self.status = pulumi.Output.all(
-                ps=pulumi.Output.all(*[d.status for d in self.ps_deployments]),
-                workers=self.worker_job.status,
-                chief=self.chief_job.status if self.chief_job else None,
-                **scratch,
-            ).apply(lambda s: {**s, "ps": list(s["ps"])})
+            return pulumi.Output.all(jobset=self.queued_workloads.status, **scratch)
+        return pulumi.Output.all(
+            ps=pulumi.Output.all(*[d.status for d in self.ps_deployments]),
+            workers=self.worker_job.status,
+            chief=self.chief_job.status if self.chief_job else None,
+            **scratch,
+        ).apply(lambda s: {**s, "ps": list(s["ps"])})
 
     def _build_deployments_and_jobs(self, name: str, args: TrainingClusterArgs) -> pulumi.Output[str]:
         """The seed's shape, on a platform that does not queue: per PS a Deployment and its Service,

@@ -110,31 +110,54 @@ class UserEnvironment(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: UserEnvironmentArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("tfk8s:index:UserEnvironment", name, None, opts)
-        user, platform = args.user, args.platform
         self.args = args
-        keep = user.volumes.keep_on_destroy
+        self.namespace = self._build_namespace(name, args)
+        ns = self.namespace.name
+        self._build_quota(name, args, ns)
+        self._build_network_policies(name, args, ns)
+        self.claims = self._build_claims(name, args, ns)
+        self.trainer_config = self._build_trainer(name, args, ns)
+        self._build_jupyter(name, args, ns)
+        self._build_tensorboard(name, args, ns)
+        self._readiness(args)
+        self._build_access(args, ns)
+        self._build_contract(args, ns)
+        self.register_outputs(
+            {
+                "jupyter_token": self.jupyter_token,
+                "jupyter_url": self.jupyter_url,
+                "tensorboard_url": self.tensorboard_url,
+                "readiness": self.readiness,
+            }
+        )
+
+    def _build_namespace(self, name: str, args: UserEnvironmentArgs) -> kube.Namespace:
+        """Deleting a namespace deletes its claims (and every experiment in it): kept with the data.
+        Its Pod Security labels make the API server refuse any pod in it that is not `restricted`."""
+        user, platform = args.user, args.platform
         assert platform.version is not None  # resolved by context_checks.check_platform
-        # Deleting a namespace deletes its claims (and every experiment in it): keep it with the data.
-        # Its Pod Security labels make the API server refuse any pod in it that is not `restricted`.
-        self.namespace = kube.Namespace(
+        return kube.Namespace(
             name,
             metadata={
                 "name": namespace_name(platform, user.name),
                 "labels": {
                     **labels(user.name, "namespace"),
                     **pod_security.namespace_labels(platform.version),
-                    # Under the platform's admission policies (tfk8s.components.tenant_admission).
+                    # Under the platform's admission policies (tfk8s.specs.tenant_admission).
                     **tenant_admission.namespace_labels(platform.layouts.group),
                     **args.owner.labels(),
                 },
                 "annotations": args.owner.annotations(),
             },
-            opts=pulumi.ResourceOptions(parent=self, retain_on_delete=keep, depends_on=list(args.after)),
+            opts=pulumi.ResourceOptions(
+                parent=self, retain_on_delete=args.user.volumes.keep_on_destroy, depends_on=list(args.after)
+            ),
         )
-        ns = self.namespace.name
-        self._build_quota(name, args, ns)
-        self._build_network_policies(name, args, ns)
-        self.claims = {
+
+    def _build_claims(self, name: str, args: UserEnvironmentArgs, ns: pulumi.Input[str]) -> dict[str, kube.PersistentVolumeClaim]:
+        """The user's data and log volumes (ReadWriteMany), kept on destroy when the settings say so."""
+        user, platform = args.user, args.platform
+        return {
             purpose: claim(
                 f"{name}-{purpose}",
                 claim_name=claim_name,
@@ -143,7 +166,7 @@ class UserEnvironment(pulumi.ComponentResource):
                 class_name=platform.storage_class,
                 user=user.name,
                 purpose=purpose,
-                keep=keep,
+                keep=user.volumes.keep_on_destroy,
                 storage=platform.storage,
                 await_timeout_seconds=platform.await_timeout_seconds,
                 owner=args.owner,
@@ -154,24 +177,27 @@ class UserEnvironment(pulumi.ComponentResource):
                 ("log", LOG_CLAIM, user.volumes.log_size),
             )
         }
-        # The trainer package for notebooks and the TensorBoard gate (experiments ship their own copy:
-        # their code may be newer), as experiments ship theirs: one zip archive (~97 KB in base64)
-        # instead of its sources (~200 KB), which Pulumi kept three copies of (600 of a tenant's 830
-        # KB of state), rewrote at every checkpoint of a tenant's `up` and checked and diffed at
-        # every command (docs/benchmarks.md "A fleet"). The digest of the sources is in
-        # the resource's name: new sources are a new ConfigMap, and a rollout of both apps, never an
-        # update of this one, which `ignore_changes` would skip (deflate's bytes depend on the zlib
-        # Python links: tfk8s.specs.code.CodeBundle.zipped).
-        self.trainer_config = kube.ConfigMap(
+
+    def _build_trainer(self, name: str, args: UserEnvironmentArgs, ns: pulumi.Input[str]) -> kube.ConfigMap:
+        """The trainer package for notebooks and the TensorBoard gate (experiments ship their own
+        copy: their code may be newer), as experiments ship theirs: one zip archive (~97 KB in
+        base64) instead of its sources (~200 KB), which Pulumi kept three copies of (600 of a
+        tenant's 830 KB of state), rewrote at every checkpoint of a tenant's `up` and checked and
+        diffed at every command (docs/benchmarks.md "A fleet"). The digest of the sources is in the
+        resource's name: new sources are a new ConfigMap, and a rollout of both apps, never an update
+        of this one, which `ignore_changes` would skip (deflate's bytes depend on the zlib Python
+        links: tfk8s.specs.code.CodeBundle.zipped)."""
+        return kube.ConfigMap(
             f"{name}-trainer-{args.launcher.digest[:10]}",
-            metadata=self._meta(ns, labels(user.name, "jupyter", role="code")),
+            metadata=self._meta(ns, labels(args.user.name, "jupyter", role="code")),
             binary_data=trainer_archive(args.launcher),
             immutable=True,
             opts=pulumi.ResourceOptions(parent=self, ignore_changes=["binaryData"]),
         )
-        self._build_jupyter(name, args, ns)
-        self._build_tensorboard(name, args, ns)
-        address = pulumi.Output.from_input(platform.user_node.address)
+
+    def _readiness(self, args: UserEnvironmentArgs) -> None:
+        """The apps' URLs on the User Node, and the readiness of the volumes and both apps, from live status."""
+        address = pulumi.Output.from_input(args.platform.user_node.address)
 
         def url(service: kube.Service) -> pulumi.Output[str | None]:
             return pulumi.Output.all(service.spec, address).apply(lambda a: readiness.app_url(service_spec=a[0], address=a[1]))
@@ -185,16 +211,6 @@ class UserEnvironment(pulumi.ComponentResource):
         }
         volumes = pulumi.Output.all(**{p: c.status for p, c in self.claims.items()}).apply(readiness.volumes_readiness)
         self.readiness = pulumi.Output.all(volumes=volumes, **apps)
-        self._build_access(args, ns)
-        self._build_contract(args, ns)
-        self.register_outputs(
-            {
-                "jupyter_token": self.jupyter_token,
-                "jupyter_url": self.jupyter_url,
-                "tensorboard_url": self.tensorboard_url,
-                "readiness": self.readiness,
-            }
-        )
 
     def _meta(
         self, ns: pulumi.Input[str], own_labels: dict[str, str], *, annotations: dict[str, str] | None = None, **extra: Any

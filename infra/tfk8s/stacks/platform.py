@@ -69,40 +69,8 @@ def build(stack: PlatformStack, owner: Owner) -> dict[str, Any]:
         "storage", SharedStorageArgs(storage=platform.storage, owner=owner, kubernetes_version=platform.version, secret_value=key)
     )
     group = guard.platform_group(owner)
-    admission: list[pulumi.Resource] = []
-    if guard.policy_supported(platform.version):
-        admission.append(
-            tenant_admission.TenantAdmission(
-                "tenant-admission",
-                tenant_admission.TenantAdmissionArgs(
-                    group=group,
-                    tenants=guard.tenant_kind(group),
-                    user_node=platform.user_node,
-                    placement=platform.placement,
-                    owner=owner,
-                    queueing=platform.queueing.enabled,
-                    kueue=platform.queueing.controller,
-                ),
-            )
-        )
-    else:
-        pulumi.log.warn(
-            f"Kubernetes {platform.kubernetes_version} has no ValidatingAdmissionPolicy (1.30+): `pulumi destroy` of this "
-            "platform cannot refuse while tenants still use it, nor of a tenant while experiments do; destroy "
-            "experiments first, then tenants. Nor can it refuse what RBAC lets tenants do beyond experiments "
-            "(tfk8s.components.tenant_admission): pods on the User Node, NodePort Services, bindings to everyone"
-        )
-    monitoring_objects: list[pulumi.Resource] = []
-    if platform.monitoring.namespace is not None:  # `scrape` resolved by tfk8s.checks.monitoring
-        scrape_args = monitoring.TrainingScrapeArgs(
-            monitoring=platform.monitoring, namespace_prefix=platform.namespace_prefix, owner=owner
-        )
-        monitoring_objects.append(monitoring.TrainingScrape("training-scrape", scrape_args))
-        if platform.network.pod_cidrs:
-            fence_args = monitoring.MonitoringFenceArgs(
-                namespace=platform.monitoring.namespace, pod_cidrs=platform.network.pod_cidrs, owner=owner
-            )
-            monitoring_objects.append(monitoring.MonitoringFence("monitoring-fence", fence_args))
+    admission = _admission(platform, group, owner)
+    monitoring_objects = _monitoring(platform, owner)
     queues: list[pulumi.Resource] = []
     if platform.queueing.enabled:  # Kueue and JobSet served: tfk8s.checks.queueing
         queues.append(
@@ -126,7 +94,59 @@ def build(stack: PlatformStack, owner: Owner) -> dict[str, Any]:
     node_report = user_node.address.apply(lambda address: readiness.node_readiness(platform.user_node.name, address))
     report = pulumi.Output.all(storage_report, node_report).apply(lambda parts: readiness.platform_readiness(parts[0], parts[1]))
     export_readiness(report)
-    # Built once every value is known: the output is exactly the model, dumped.
+    platform_output = _publish(platform, owner, group, shared, user_node, platform_guard)
+    return {"user_node": user_node, "storage": shared, "guard": platform_guard, "readiness": report, "platform": platform_output}
+
+
+def _admission(platform: PlatformSettings, group: str, owner: Owner) -> list[pulumi.Resource]:
+    """The tenants' admission policies, where the API server has them (1.30+); a warning elsewhere."""
+    assert platform.version is not None
+    if guard.policy_supported(platform.version):
+        args = tenant_admission.TenantAdmissionArgs(
+            group=group,
+            tenants=guard.tenant_kind(group),
+            user_node=platform.user_node,
+            placement=platform.placement,
+            owner=owner,
+            queueing=platform.queueing.enabled,
+            kueue=platform.queueing.controller,
+        )
+        return [tenant_admission.TenantAdmission("tenant-admission", args)]
+    pulumi.log.warn(
+        f"Kubernetes {platform.kubernetes_version} has no ValidatingAdmissionPolicy (1.30+): `pulumi destroy` of this "
+        "platform cannot refuse while tenants still use it, nor of a tenant while experiments do; destroy "
+        "experiments first, then tenants. Nor can it refuse what RBAC lets tenants do beyond experiments "
+        "(tfk8s.components.tenant_admission): pods on the User Node, NodePort Services, bindings to everyone"
+    )
+    return []
+
+
+def _monitoring(platform: PlatformSettings, owner: Owner) -> list[pulumi.Resource]:
+    """The scrape of training tasks by the platform's Prometheus and, with the pod network named,
+    the fence of its namespace against tenants' pods; nothing without a monitoring namespace."""
+    if platform.monitoring.namespace is None:  # `scrape` resolved by tfk8s.checks.monitoring
+        return []
+    scrape_args = monitoring.TrainingScrapeArgs(
+        monitoring=platform.monitoring, namespace_prefix=platform.namespace_prefix, owner=owner
+    )
+    found: list[pulumi.Resource] = [monitoring.TrainingScrape("training-scrape", scrape_args)]
+    if platform.network.pod_cidrs:
+        fence_args = monitoring.MonitoringFenceArgs(
+            namespace=platform.monitoring.namespace, pod_cidrs=platform.network.pod_cidrs, owner=owner
+        )
+        found.append(monitoring.MonitoringFence("monitoring-fence", fence_args))
+    return found
+
+
+def _publish(
+    platform: PlatformSettings,
+    owner: Owner,
+    group: str,
+    shared: SharedStorage,
+    user_node: UserNode,
+    platform_guard: guard.PlatformGuard,
+) -> pulumi.Output[Any]:
+    """The `platform` output: the tenants' contract, built once every value is known, exactly the model dumped."""
     resolved = (shared.class_name, shared.scratch_class_name, user_node.address, platform_guard.experimenter_role)
     platform_output = pulumi.Output.all(*resolved).apply(
         lambda parts: facts(
@@ -140,7 +160,7 @@ def build(stack: PlatformStack, owner: Owner) -> dict[str, Any]:
         ).published()
     )
     pulumi.export("platform", platform_output)
-    return {"user_node": user_node, "storage": shared, "guard": platform_guard, "readiness": report, "platform": platform_output}
+    return platform_output
 
 
 def facts(

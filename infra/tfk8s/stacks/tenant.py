@@ -82,15 +82,7 @@ def build(
 ) -> dict[str, Any]:
     """Declare the tenant; export its readiness, its experiments' contract and where its Jupyter token is."""
     tenant = stack.tenant
-    meta = {"labels": {**labels(tenant.name, "tenant"), **owner.labels()}, "annotations": owner.annotations()}
-    # First in, last out: the platform refuses its own destroy while this exists (tfk8s.components.guard).
-    registration = kube.CustomObject(
-        "tenant",
-        api_version=platform.tenants.api_version,
-        kind=platform.tenants.kind,
-        metadata={**meta, "name": tenant.name},
-        spec={"namespace": user_env.namespace_name(platform, tenant.name), "stack": owner.stack},
-    )
+    registration = _register(tenant, platform, owner)
     notebooks = {notebook.name: notebook.read_text(encoding="utf-8")} if notebook.exists() else {}
 
     def facts_at(jupyter_url: str | None, tensorboard_url: str | None) -> TenantFacts:
@@ -122,15 +114,7 @@ def build(
     )
     namespace = env.namespace.name
     tenant_facts = pulumi.Output.all(env.jupyter_url, env.tensorboard_url).apply(lambda urls: facts_at(urls[0], urls[1]))
-    # Deleted before the environment, its identities' bindings and its contract (tfk8s.components.guard).
-    guarded: list[pulumi.Resource] = [env, *env.access, *([env.contract] if env.contract is not None else [])]
-    if platform.queueing.enabled:
-        queue_args = queueing.TenantQueuesArgs(
-            queue=tenant_queue(tenant, platform), cohort=platform.queueing.cohort, namespace=namespace, owner=owner
-        )
-        guarded.append(queueing.TenantQueues(f"{tenant.name}-queues", queue_args))
-    if guard.policy_supported(platform.version):
-        guard.tenant_guard("tenant-guard", namespace, platform.layouts.group, owner, guarded)
+    _guard(tenant, platform, owner, env)
     report = env.readiness.apply(readiness.tenant_readiness)
     export_readiness(report)
     tenant_output = tenant_facts.apply(TenantFacts.published)
@@ -139,6 +123,33 @@ def build(
     # never needs this stack's secrets provider. The tenant's identities read the Secret themselves.
     pulumi.export("jupyterTokenSecret", namespace.apply(lambda ns: token_location(ns)))
     return {"user": env, "registration": registration, "readiness": report, "tenant": tenant_output}
+
+
+def _register(tenant: TenantSettings, platform: PlatformFacts, owner: Owner) -> kube.CustomObject:
+    """The tenant's registration with its platform, first in and last out: the platform refuses its
+    own destroy while one exists (tfk8s.components.guard)."""
+    meta = {"labels": {**labels(tenant.name, "tenant"), **owner.labels()}, "annotations": owner.annotations()}
+    return kube.CustomObject(
+        "tenant",
+        api_version=platform.tenants.api_version,
+        kind=platform.tenants.kind,
+        metadata={**meta, "name": tenant.name},
+        spec={"namespace": user_env.namespace_name(platform, tenant.name), "stack": owner.stack},
+    )
+
+
+def _guard(tenant: TenantSettings, platform: PlatformFacts, owner: Owner, env: UserEnvironment) -> None:
+    """The tenant's queues on a queueing platform, and its guard: deleted before the environment, its
+    identities' bindings, its contract and its queues (tfk8s.components.guard)."""
+    namespace = env.namespace.name
+    guarded: list[pulumi.Resource] = [env, *env.access, *([env.contract] if env.contract is not None else [])]
+    if platform.queueing.enabled:
+        queue_args = queueing.TenantQueuesArgs(
+            queue=tenant_queue(tenant, platform), cohort=platform.queueing.cohort, namespace=namespace, owner=owner
+        )
+        guarded.append(queueing.TenantQueues(f"{tenant.name}-queues", queue_args))
+    if guard.policy_supported(platform.version):
+        guard.tenant_guard("tenant-guard", namespace, platform.layouts.group, owner, guarded)
 
 
 def facts(

@@ -71,22 +71,7 @@ def declare(
     start behind (the NetworkPolicy fencing their gRPC in, a scratch claim)."""
     cluster = cluster_pods.cluster
     services = [
-        kube.Service(
-            f"{name}-{task.role}-{task.index}",
-            metadata=meta(
-                name=task.name,
-                labels=cluster_labels("tensorflow", role=task.role, index=task.index, run=run_id),
-                annotations=awaits.SERVICE_NO_AWAIT,
-            ),
-            # publishNotReadyAddresses: a task resolves its peers as soon as their pods exist, instead
-            # of crashing on NXDOMAIN while they start (kubeflow/trainer#1458).
-            spec={
-                "selector": task.selector,
-                "publishNotReadyAddresses": True,
-                "ports": [{"name": "grpc", "port": platform.ports.tensorflow, "targetPort": "grpc"}],
-            },
-            opts=pulumi.ResourceOptions(parent=parent),
-        )
+        _task_service(f"{name}-{task.role}-{task.index}", task, run_id, platform, meta, cluster_labels, parent)
         for task in jobset.task_services(jobset_name, cluster, run_id)
     ]
     document = jobset.jobset(
@@ -115,3 +100,30 @@ def declare(
         ),
     )
     return QueuedWorkloads(services=services, jobset=declared)
+
+
+def _task_service(
+    name: str,
+    task: jobset.TaskService,
+    run_id: str,
+    platform: PlatformFacts,
+    meta: Meta,
+    cluster_labels: Labels,
+    parent: pulumi.Resource,
+) -> kube.Service:
+    """One task's stable DNS name. publishNotReadyAddresses: a task resolves its peers as soon as
+    their pods exist, instead of crashing on NXDOMAIN while they start (kubeflow/trainer#1458)."""
+    return kube.Service(
+        name,
+        metadata=meta(
+            name=task.name,
+            labels=cluster_labels("tensorflow", role=task.role, index=task.index, run=run_id),
+            annotations=awaits.SERVICE_NO_AWAIT,
+        ),
+        spec={
+            "selector": task.selector,
+            "publishNotReadyAddresses": True,
+            "ports": [{"name": "grpc", "port": platform.ports.tensorflow, "targetPort": "grpc"}],
+        },
+        opts=pulumi.ResourceOptions(parent=parent),
+    )

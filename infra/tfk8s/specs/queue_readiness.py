@@ -166,43 +166,11 @@ def queued_cluster_readiness(
     ps = role_tasks(jobs[PS], ps_expected)
     workers = role_tasks(jobs[WORKER], workers_expected)
     chief = role_tasks(jobs[CHIEF], 1)
-    not_ready = [
-        *([f"parameter servers: {ps['ready']}/{ps_expected} available"] if ps["ready"] + ps["succeeded"] < ps_expected else []),
-        *(
-            [f"workers: {workers['ready'] + workers['succeeded']}/{workers_expected} ready or done"]
-            if workers["ready"] + workers["succeeded"] < workers_expected
-            else []
-        ),
-        *(["chief: not ready"] if chief_expected and chief["ready"] + chief["succeeded"] < 1 else []),
-    ]
-    all_ready = not suspended and not not_ready
+    not_ready = _not_ready(ps, ps_expected, workers, workers_expected, chief if chief_expected else None)
     facts, unknown = _usable(queue, uid)
-    completed, failed = _jobset_condition(js_status, "Completed"), _jobset_condition(js_status, "Failed")
-
-    reason: str | None
-    if failed is not None:
-        state, reason = FAILED, f"JobSet failed: {_says(failed)}" if _says(failed) else "JobSet failed"
-    elif completed is not None:
-        state, reason = SUCCEEDED, None
-    elif facts is not None:
-        state, reason = _from_workload(facts, all_ready)
-    elif suspended:
-        state, reason = QUEUED, NO_WORKLOAD_READ
-    else:
-        state, reason = (RUNNING, None) if all_ready else (ADMITTED, "unsuspended: its tasks are starting")
-
-    problems: list[str] = []
-    if state == FAILED:
-        problems.append(f"training failed: {reason}")
-    elif state in (QUEUED, PREEMPTED, EVICTED):
-        where = f" ({_position(facts)} in the tenant's queue)" if _position(facts) else ""
-        problems.append(f"{state.lower()}{where}: {reason}")  # "queued (2 of 3 in the tenant's queue): couldn't ..."
-    elif state == ADMITTED:
-        problems += [f"admitted: {reason}", *not_ready]
-    elif state == RUNNING and "scratch" in status:  # a Lost scratch claim breaks running tasks
-        problems += readiness.volumes_readiness({"scratch": status["scratch"]})["problems"]
+    state, reason = _state(js_status, facts, suspended, all_ready=not suspended and not not_ready)
+    problems = _problems(state, reason, facts, not_ready, status)
     phase = PHASES[state] if state != RUNNING or not problems else readiness.PENDING
-
     report: dict[str, Any] = {
         "state": state,
         "reason": reason,
@@ -222,3 +190,46 @@ def queued_cluster_readiness(
         "problems": problems,
         "queue": report,
     }
+
+
+def _not_ready(
+    ps: dict[str, int], ps_expected: int, workers: dict[str, int], workers_expected: int, chief: dict[str, int] | None
+) -> list[str]:
+    """Each role short of its tasks, ready or done (`chief`: None when the cluster has none)."""
+    return [
+        *([f"parameter servers: {ps['ready']}/{ps_expected} available"] if ps["ready"] + ps["succeeded"] < ps_expected else []),
+        *(
+            [f"workers: {workers['ready'] + workers['succeeded']}/{workers_expected} ready or done"]
+            if workers["ready"] + workers["succeeded"] < workers_expected
+            else []
+        ),
+        *(["chief: not ready"] if chief is not None and chief["ready"] + chief["succeeded"] < 1 else []),
+    ]
+
+
+def _state(js_status: Json, facts: Json | None, suspended: bool, *, all_ready: bool) -> tuple[str, str | None]:
+    """The cluster's state and why: the JobSet's end first, then its Workload's word, then its own."""
+    failed, completed = _jobset_condition(js_status, "Failed"), _jobset_condition(js_status, "Completed")
+    if failed is not None:
+        return FAILED, f"JobSet failed: {_says(failed)}" if _says(failed) else "JobSet failed"
+    if completed is not None:
+        return SUCCEEDED, None
+    if facts is not None:
+        return _from_workload(facts, all_ready)
+    if suspended:
+        return QUEUED, NO_WORKLOAD_READ
+    return (RUNNING, None) if all_ready else (ADMITTED, "unsuspended: its tasks are starting")
+
+
+def _problems(state: str, reason: str | None, facts: Json | None, not_ready: list[str], status: Json) -> list[str]:
+    """What keeps the cluster from ready, as the readiness output says it."""
+    if state == FAILED:
+        return [f"training failed: {reason}"]
+    if state in (QUEUED, PREEMPTED, EVICTED):
+        where = f" ({_position(facts)} in the tenant's queue)" if _position(facts) else ""
+        return [f"{state.lower()}{where}: {reason}"]  # "queued (2 of 3 in the tenant's queue): couldn't ..."
+    if state == ADMITTED:
+        return [f"admitted: {reason}", *not_ready]
+    if state == RUNNING and "scratch" in status:  # a Lost scratch claim breaks running tasks
+        return list(readiness.volumes_readiness({"scratch": status["scratch"]})["problems"])
+    return []

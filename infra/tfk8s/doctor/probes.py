@@ -21,7 +21,7 @@ from tfk8s.doctor.findings import Finding, failed, not_proven, passed
 from tfk8s.doctor.sandbox import PodOutcome, Sandbox
 from tfk8s.kube.api_error import KubeApiError
 from tfk8s.kube.api_paths import NETWORK_POLICY, PERSISTENT_VOLUME, PERSISTENT_VOLUME_CLAIM, POD, SERVICE, STORAGE_CLASS
-from tfk8s.schema.platform import PlatformSettings, PodIdentity
+from tfk8s.schema.platform import PlatformSettings, PodIdentity, StorageSettings
 
 PORT = 8080
 GREETING = "tfk8s-doctor"
@@ -138,22 +138,33 @@ def _network(sandbox: Sandbox, settings: PlatformSettings, image: str, timeout: 
     if reached.exit_code is None or reached.exit_code & 0b100:
         why = "the pods could not reach each other without any policy, so a policy's effect cannot be told"
         return findings + [not_proven(c, why) for c in ("network-policy-deny", "network-policy-allow")]
+    return findings + [
+        _policy_denies(sandbox, settings, image, address, timeout),
+        _policy_allows(sandbox, settings, image, address, timeout),
+    ]
+
+
+def _policy_denies(sandbox: Sandbox, settings: PlatformSettings, image: str, address: str, timeout: float) -> Finding:
+    """A default-deny ingress policy blocks a pod's connection to the server."""
+    identity = settings.pod_security.tensorflow
     enforced_fix = CNI_FIX if settings.network.policy_enforced else None
     sandbox.create(NETWORK_POLICY, _policy("deny", []))
     denied = _client(sandbox, "denied", image, identity, "blocked", [f"tcp:{address}"], timeout)
     if not denied.finished:
-        findings.append(not_proven("network-policy-deny", f"the client did not run: {denied.why}", _pod_fix(denied)))
-    elif denied.exit_code == 0:
-        findings.append(passed("network-policy-deny", "a default-deny ingress policy blocked a pod's connection to the server"))
-    else:
-        findings.append(
-            failed(
-                "network-policy-deny",
-                f"a default-deny ingress policy did not block a pod's connection to the server (still open after {timeout:g} s): "
-                "NetworkPolicies are not enforced",
-                enforced_fix or "none needed: the stack file says policies are not enforced (policyEnforced: false)",
-            )
-        )
+        return not_proven("network-policy-deny", f"the client did not run: {denied.why}", _pod_fix(denied))
+    if denied.exit_code == 0:
+        return passed("network-policy-deny", "a default-deny ingress policy blocked a pod's connection to the server")
+    return failed(
+        "network-policy-deny",
+        f"a default-deny ingress policy did not block a pod's connection to the server (still open after {timeout:g} s): "
+        "NetworkPolicies are not enforced",
+        enforced_fix or "none needed: the stack file says policies are not enforced (policyEnforced: false)",
+    )
+
+
+def _policy_allows(sandbox: Sandbox, settings: PlatformSettings, image: str, address: str, timeout: float) -> Finding:
+    """A policy allowing the client's labels lets its connection through the default deny."""
+    identity = settings.pod_security.tensorflow
     sandbox.create(
         NETWORK_POLICY, _policy("allow", [{"from": [{"podSelector": {"matchLabels": {"tfk8s-doctor/allowed": "true"}}}]}])
     )
@@ -161,20 +172,14 @@ def _network(sandbox: Sandbox, settings: PlatformSettings, image: str, timeout: 
         sandbox, "allowed", image, identity, "open", [f"tcp:{address}"], timeout, labels={"tfk8s-doctor/allowed": "true"}
     )
     if not allowed.finished:
-        findings.append(not_proven("network-policy-allow", f"the client did not run: {allowed.why}", _pod_fix(allowed)))
-    elif allowed.exit_code == 0:
-        findings.append(
-            passed("network-policy-allow", "a policy allowing the client's labels let its connection through the default deny")
-        )
-    else:
-        findings.append(
-            failed(
-                "network-policy-allow",
-                f"a policy allowing the client's labels did not let its connection through within {timeout:g} s",
-                "check the CNI's NetworkPolicy support (ingress from podSelector) and its logs",
-            )
-        )
-    return findings
+        return not_proven("network-policy-allow", f"the client did not run: {allowed.why}", _pod_fix(allowed))
+    if allowed.exit_code == 0:
+        return passed("network-policy-allow", "a policy allowing the client's labels let its connection through the default deny")
+    return failed(
+        "network-policy-allow",
+        f"a policy allowing the client's labels did not let its connection through within {timeout:g} s",
+        "check the CNI's NetworkPolicy support (ingress from podSelector) and its logs",
+    )
 
 
 def _client(
@@ -297,34 +302,7 @@ def shared_volume(sandbox: Sandbox, settings: PlatformSettings, nodes: reads.Nod
             f"{len(usable)} node(s) match the probes' placement; two are needed",
             "give --node-selector and --toleration that match two nodes",
         )
-    if store.backend == "csi" and store.csi is not None:
-        made = sandbox.create(
-            STORAGE_CLASS,
-            {
-                "apiVersion": "storage.k8s.io/v1",
-                "kind": "StorageClass",
-                "metadata": {"name": sandbox.namespace, "labels": {"app.kubernetes.io/managed-by": "tfk8s-doctor"}},
-                "provisioner": store.csi.provisioner,
-                "parameters": dict(store.csi.parameters),
-                "reclaimPolicy": "Delete",
-            },
-        )
-        class_name = made["metadata"]["name"]
-    else:
-        class_name = store.class_name
-    sandbox.create(
-        PERSISTENT_VOLUME_CLAIM,
-        {
-            "apiVersion": "v1",
-            "kind": "PersistentVolumeClaim",
-            "metadata": {"name": "shared"},
-            "spec": {
-                "accessModes": ["ReadWriteMany"],
-                "storageClassName": class_name,
-                "resources": {"requests": {"storage": "1Gi"}},
-            },
-        },
-    )
+    class_name = _shared_claim(sandbox, store)
     token = secrets.token_hex(8)
     identity = settings.pod_security.tensorflow
     image = settings.images.tensorflow
@@ -348,6 +326,40 @@ def shared_volume(sandbox: Sandbox, settings: PlatformSettings, nodes: reads.Nod
         return passed(check, f"a file written on {usable[0]} was read on {usable[1]} through one claim of class {class_name!r}")
     why = reader.why or f"it exited {reader.exit_code}"
     return failed(check, f"a pod on {usable[1]} did not read the file written on {usable[0]}: {why}", _volume_fix(store.backend))
+
+
+def _shared_claim(sandbox: Sandbox, store: StorageSettings) -> str:
+    """A ReadWriteMany claim `shared` in the sandbox, of the platform's class (for csi, a class of
+    the sandbox's own with the platform's provisioner and parameters, deleted with it); its class."""
+    if store.backend == "csi" and store.csi is not None:
+        made = sandbox.create(
+            STORAGE_CLASS,
+            {
+                "apiVersion": "storage.k8s.io/v1",
+                "kind": "StorageClass",
+                "metadata": {"name": sandbox.namespace, "labels": {"app.kubernetes.io/managed-by": "tfk8s-doctor"}},
+                "provisioner": store.csi.provisioner,
+                "parameters": dict(store.csi.parameters),
+                "reclaimPolicy": "Delete",
+            },
+        )
+        class_name = str(made["metadata"]["name"])
+    else:
+        class_name = store.class_name
+    sandbox.create(
+        PERSISTENT_VOLUME_CLAIM,
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "shared"},
+            "spec": {
+                "accessModes": ["ReadWriteMany"],
+                "storageClassName": class_name,
+                "resources": {"requests": {"storage": "1Gi"}},
+            },
+        },
+    )
+    return class_name
 
 
 def _retain_cleanup(sandbox: Sandbox) -> None:

@@ -82,16 +82,10 @@ def destroy_on_finalize(model: PlatformStack | TenantStack | ExperimentStack) ->
 
 
 def render(repo: Repo, args: argparse.Namespace) -> list[dict[str, Any]]:
+    """The operator's objects for `args.stack`: its ServiceAccount, the ClusterRoleBindings its kind
+    needs, and its Stack; an OperatorError naming the flag or key and the fix first."""
     stacks = repo.stack_files("HEAD")
-    if args.stack not in stacks:
-        raise OperatorError(f"{args.stack}: no stack file of that name at HEAD (have: {', '.join(sorted(stacks))})")
-    if not args.backend or args.backend.startswith("file:"):
-        raise OperatorError(
-            f"--backend {args.backend or '(unset)'}: the workspace pod cannot reach this machine's files; "
-            "give the team's object store, e.g. s3://bucket?endpoint=...&s3ForcePathStyle=true"
-        )
-    if args.resync_seconds < 60:
-        raise OperatorError(f"--resync-seconds {args.resync_seconds}: the operator requires at least 60")
+    _check_arguments(args, stacks)
     file = stacks[args.stack]
     team = repo.team_stacks("HEAD")
     why = disagreement(team, file)
@@ -119,11 +113,6 @@ def render(repo: Repo, args: argparse.Namespace) -> list[dict[str, Any]]:
                 "subjects": subject,
             }
         )
-    env = {**PASSPHRASE_ENV}
-    env_secret = {name: args.passphrase_secret for name in PASSPHRASE_ENV}
-    if args.backend.startswith("s3:"):
-        env.update(S3_ENV)
-        env_secret.update({name: args.backend_secret for name in S3_ENV})
     spec: dict[str, Any] = {
         "stack": f"organization/{project}/{args.stack}",
         "projectRepo": args.repo,
@@ -135,13 +124,35 @@ def render(repo: Repo, args: argparse.Namespace) -> list[dict[str, Any]]:
         "resyncFrequencySeconds": args.resync_seconds,
         # A stack file must be in git (the truth); never create a stack the repository lacks.
         "useLocalStackOnly": True,
-        "envRefs": {name: {"type": "Secret", "secret": {"name": env_secret[name], "key": key}} for name, key in env.items()},
+        "envRefs": _env_refs(args),
         "workspaceTemplate": {"spec": {"image": WORKSPACE_IMAGE, "securityProfile": "restricted"}},
     }
     if file.upstream is not None and file.upstream in stacks:
         spec["prerequisites"] = [{"name": service_account(file.upstream)}]
     objects.append({"apiVersion": API_VERSION, "kind": "Stack", "metadata": {**meta}, "spec": spec})
     return objects
+
+
+def _check_arguments(args: argparse.Namespace, stacks: dict[str, StackFile]) -> None:
+    if args.stack not in stacks:
+        raise OperatorError(f"{args.stack}: no stack file of that name at HEAD (have: {', '.join(sorted(stacks))})")
+    if not args.backend or args.backend.startswith("file:"):
+        raise OperatorError(
+            f"--backend {args.backend or '(unset)'}: the workspace pod cannot reach this machine's files; "
+            "give the team's object store, e.g. s3://bucket?endpoint=...&s3ForcePathStyle=true"
+        )
+    if args.resync_seconds < 60:
+        raise OperatorError(f"--resync-seconds {args.resync_seconds}: the operator requires at least 60")
+
+
+def _env_refs(args: argparse.Namespace) -> dict[str, Any]:
+    """The workspace CLI's variables, each from its Secret: the passphrase, and an S3 backend's keys."""
+    env = {**PASSPHRASE_ENV}
+    env_secret = {name: args.passphrase_secret for name in PASSPHRASE_ENV}
+    if args.backend.startswith("s3:"):
+        env.update(S3_ENV)
+        env_secret.update({name: args.backend_secret for name in S3_ENV})
+    return {name: {"type": "Secret", "secret": {"name": env_secret[name], "key": key}} for name, key in env.items()}
 
 
 def _check_tenant_lists(stacks: dict[str, StackFile], file: StackFile, user: str) -> None:

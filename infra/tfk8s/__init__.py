@@ -39,7 +39,7 @@ _PUBLIC = {
     # What the arguments are made of.
     "ClusterSettings": ("tfk8s.schema.experiment", "ClusterSettings"),
     "PlatformSettings": ("tfk8s.schema.platform", "PlatformSettings"),
-    "StorageSettings": ("tfk8s.schema.platform", "StorageSettings"),
+    "StorageSettings": ("tfk8s.schema.storage", "StorageSettings"),
     "UserNodeSettings": ("tfk8s.schema.platform", "UserNodeSettings"),
     "TenantSettings": ("tfk8s.schema.tenant", "TenantSettings"),
     "PlatformFacts": ("tfk8s.schema.contract", "PlatformFacts"),
@@ -91,7 +91,8 @@ if TYPE_CHECKING:
     from tfk8s.library import standalone_platform, this_stack
     from tfk8s.schema.contract import PlatformFacts
     from tfk8s.schema.experiment import ClusterSettings
-    from tfk8s.schema.platform import PlatformSettings, StorageSettings, UserNodeSettings
+    from tfk8s.schema.platform import PlatformSettings, UserNodeSettings
+    from tfk8s.schema.storage import StorageSettings
     from tfk8s.schema.tenant import TenantSettings
     from tfk8s.specs.code import CodeBundle
     from tfk8s.specs.code import bundle as code_bundle

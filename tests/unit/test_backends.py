@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import get_args
 
 import pytest
-from tfk8s.schema.platform import CsiSettings, GlusterfsSettings, StorageBackend, StorageSettings
 from tfk8s.schema.stack_file import SECRET_KEYS
+from tfk8s.schema.storage import CsiSettings, GlusterfsSettings, StorageBackend, StorageSettings
 from tfk8s.specs import backends
 
 # One valid setting per backend, as check_platform would let through.

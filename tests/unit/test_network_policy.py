@@ -14,7 +14,8 @@ from mocked_program import DEPLOYMENT, JOB, after, facts_for, pod_labels, run_pr
 from tfk8s import program
 from tfk8s.errors import ConfigError
 from tfk8s.schema.experiment import ClusterSettings
-from tfk8s.schema.platform import MonitoringSettings, PortSettings
+from tfk8s.schema.monitoring import MonitoringSettings
+from tfk8s.schema.platform import PortSettings
 from tfk8s.schema.stack_file import validate
 from tfk8s.specs import network_policy
 

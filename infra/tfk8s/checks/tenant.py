@@ -12,8 +12,8 @@ from __future__ import annotations
 from tfk8s.errors import ConfigError
 from tfk8s.schema import NAMESPACE
 from tfk8s.schema.contract import PlatformFacts
-from tfk8s.schema.platform import DEFAULT_SECRET_NAMESPACE
 from tfk8s.schema.quantities import parse_quantity
+from tfk8s.schema.storage import DEFAULT_SECRET_NAMESPACE
 from tfk8s.schema.tenant import GITOPS_NAMESPACE, SERVICE_ACCOUNT_PREFIX, TenantStack
 from tfk8s.specs import backends, quota
 

@@ -12,7 +12,8 @@ import pulumi
 
 from tfk8s.kube import objects as kube
 from tfk8s.schema.contract import PlatformKind
-from tfk8s.schema.platform import PlacementSettings, QueueingSettings, UserNodeSettings
+from tfk8s.schema.platform import PlacementSettings, UserNodeSettings
+from tfk8s.schema.queueing import QueueingSettings
 from tfk8s.specs.ownership import Owner
 from tfk8s.specs.tenant_admission import policies
 

@@ -21,7 +21,8 @@ from tfk8s.doctor.findings import Finding, failed, not_proven, passed
 from tfk8s.doctor.sandbox import PodOutcome, Sandbox
 from tfk8s.kube.api_error import KubeApiError
 from tfk8s.kube.api_paths import NETWORK_POLICY, PERSISTENT_VOLUME, PERSISTENT_VOLUME_CLAIM, POD, SERVICE, STORAGE_CLASS
-from tfk8s.schema.platform import PlatformSettings, PodIdentity, StorageSettings
+from tfk8s.schema.platform import PlatformSettings, PodIdentity
+from tfk8s.schema.storage import StorageSettings
 
 PORT = 8080
 GREETING = "tfk8s-doctor"

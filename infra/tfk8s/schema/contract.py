@@ -17,18 +17,18 @@ from pydantic import BaseModel, ConfigDict, model_validator
 from pydantic.alias_generators import to_camel
 
 from tfk8s.kube.api_paths import ApiKind
+from tfk8s.schema.monitoring import MonitoringSettings
 from tfk8s.schema.platform import (
     ContainerDefaults,
     ImageSettings,
-    MonitoringSettings,
     NetworkSettings,
     PlacementSettings,
     PodSecuritySettings,
     PortSettings,
-    QueueingSettings,
     Quota,
-    StorageSettings,
 )
+from tfk8s.schema.queueing import QueueingSettings
+from tfk8s.schema.storage import StorageSettings
 from tfk8s.schema.types import KubeVersion, Model, Positive, version_tuple
 
 

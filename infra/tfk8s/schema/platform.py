@@ -13,15 +13,15 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, model_validator
 
+from tfk8s.schema.monitoring import MonitoringSettings
 from tfk8s.schema.node_keys import selectable_key, tolerable_key
+from tfk8s.schema.queueing import QueueingSettings
+from tfk8s.schema.storage import StorageSettings
 from tfk8s.schema.types import (
-    AbsolutePath,
     Bytes,
     Cidr,
     DnsName,
     DnsSubdomain,
-    Duration,
-    HeketiUrl,
     Host,
     Image,
     KubeVersion,
@@ -29,7 +29,6 @@ from tfk8s.schema.types import (
     LabelValue,
     LinuxId,
     Model,
-    NamespaceName,
     NamespacePrefix,
     NonNegative,
     Port,
@@ -41,74 +40,6 @@ from tfk8s.schema.types import (
 
 # Where TensorBoard listens, on its pod's loopback, behind the token gate users reach (tfk8s.components.user_env).
 TENSORBOARD_BACKEND_PORT = 16006
-
-StorageBackend = Literal["glusterfs", "csi", "existing", "local"]
-# The stack file's secret key each storage backend reads its provisioner's Secret from
-# (`tfk8s:<key>`, set with `pulumi config set --secret`): never part of the models
-# (tfk8s.schema.stack_file); the Secret itself is tfk8s.specs.backends'.
-BACKEND_SECRET_KEYS: dict[str, str] = {"glusterfs": "heketiAdminKey"}
-# Where the platform keeps a storage backend's Secret by default: never a tenant's namespace.
-DEFAULT_SECRET_NAMESPACE = "tfk8s-storage"
-
-
-class GlusterfsSettings(Model):
-    """Heketi-backed in-tree GlusterFS provisioning (Kubernetes < 1.26 only)."""
-
-    rest_url: HeketiUrl = Field(description="the Heketi REST endpoint, e.g. http://heketi.storage:8080")
-    rest_user: str = Field(default="admin", pattern=r"^[A-Za-z0-9_.@-]+$")
-    """Heketi's user; its key is the secret `tfk8s:heketiAdminKey`."""
-    cluster_id: str | None = None
-    """Heketi cluster id(s) to provision from; None: any."""
-    volume_type: str = Field(default="replicate:3", pattern=r"^(replicate:[1-9][0-9]?|disperse:[1-9][0-9]?:[1-9][0-9]?|none)$")
-    """Heketi's volume type: replicate:N, disperse:D:R or none."""
-    gid_min: PositiveId = 2000
-    """Lowest GID the provisioner gives a volume (added to the pods' groups)."""
-    gid_max: PositiveId = 2147483647
-    """Highest GID the provisioner gives a volume."""
-    secret_namespace: DnsName = DEFAULT_SECRET_NAMESPACE
-    """Namespace of the Secret holding the Heketi admin key; the provisioner reads it there. The
-    platform creates it (restricted, no pods, no traffic), so no tenant's role reaches it; a built-in
-    namespace (default, kube-system) is used as it is."""
-
-
-class CsiSettings(Model):
-    """Any CSI driver with ReadWriteMany support (NFS CSI, CephFS, Kadalu, ...)."""
-
-    provisioner: str = Field(description="the CSI driver name, e.g. nfs.csi.k8s.io")
-    parameters: dict[str, str] = Field(default_factory=dict)
-    """The driver's StorageClass parameters, e.g. {"server": "nfs.example.com", "share": "/tfk8s"}."""
-
-
-class LocalSettings(Model):
-    """Statically provisioned hostPath volumes, bound by Kubernetes' own PV binder.
-
-    For single-node and simulated (kwok) clusters: hostPath is only "shared" when every pod
-    runs on one machine, so never use it for real multi-node training.
-    """
-
-    host_path_root: AbsolutePath = "/var/lib/tfk8s"
-    """The node directory the users' volumes are created under; on a real node, owned by the
-    training UID (`podSecurity.tensorflow`)."""
-
-
-class StorageSettings(Model):
-    """How the tenants' shared volumes (ReadWriteMany) are provisioned."""
-
-    backend: StorageBackend = "local"
-    """local: hostPath volumes (single-node and simulated clusters); glusterfs: Heketi (Kubernetes
-    < 1.26); csi: a CSI driver's class; existing: a StorageClass the cluster already has."""
-    class_name: DnsName = "tfk8s-shared"
-    """Name of the StorageClass to create (or, for `existing`, to use)."""
-    reclaim_policy: Literal["Retain", "Delete"] = "Retain"
-    """Retain: deleting a claim never deletes the data behind it."""
-    scratch_class_name: DnsName | None = None
-    """The class of experiments' scratch volumes (`clusters[].scratch`), which go with their
-    experiment, so it reclaims with Delete. glusterfs/csi: the class the platform creates next to
-    className (default `<className>-scratch`); existing: a class the cluster has (unset: no
-    scratch volumes); local: none (its volumes are pre-created by the platform alone)."""
-    glusterfs: GlusterfsSettings | None = None
-    csi: CsiSettings | None = None
-    local: LocalSettings = Field(default_factory=LocalSettings)
 
 
 class UserNodeSettings(Model):
@@ -230,90 +161,6 @@ class NetworkSettings(Model):
     apps; users still come from outside the pod network through the User Node's NodePorts (which keep
     their address: `externalTrafficPolicy: Local`). Required where `policyEnforced` (the platform's
     `up` refuses it empty there); empty where policies are not enforced."""
-
-
-ScrapeMode = Literal["auto", "podMonitor", "scrapeConfig"]
-# Labels tfk8s writes on its own objects (tfk8s.specs.ownership, tfk8s.specs.labels): never set by a stack file.
-RESERVED_LABEL_PREFIX = "tfk8s.io/"
-
-
-def _no_reserved_labels(labels: dict[str, str]) -> dict[str, str]:
-    reserved = sorted(k for k in labels if k.startswith(RESERVED_LABEL_PREFIX))
-    if reserved:
-        raise ValueError(f"{reserved} are tfk8s's own labels (which stack owns the object): remove them")
-    return labels
-
-
-class MonitoringSettings(Model):
-    """Where the platform's Prometheus runs and how it is told to scrape training tasks
-    (docs/guide/monitoring.md). tfk8s runs no Prometheus: the platform team does, in a namespace
-    of its own, which must exist before the platform's `up`."""
-
-    namespace: NamespaceName | None = None
-    """The namespace of the platform's Prometheus, e.g. monitoring; there the platform declares the
-    scrape (a PodMonitor or a ConfigMap, see `scrape`), and only its pods matching `podLabels` may
-    reach the training pods' metrics port. None: no monitoring (no scrape is declared, and no pod may
-    reach the metrics port)."""
-    pod_labels: dict[LabelKey, LabelValue] = Field(default_factory=lambda: {"app.kubernetes.io/name": "prometheus"})
-    """The labels of the Prometheus pods in `namespace`, the only pods the training pods' policies let
-    in on the metrics port; {} lets in every pod of that namespace."""
-    scrape: ScrapeMode = "auto"
-    """How the scrape is declared in `namespace`: podMonitor, a monitoring.coreos.com/v1 PodMonitor
-    (the Prometheus Operator's; refused where the cluster does not serve it); scrapeConfig, a ConfigMap
-    holding a `scrape_configs` file for a Prometheus without the operator to load
-    (`scrape_config_files`); auto: podMonitor where the cluster serves that kind, else scrapeConfig."""
-    monitor_labels: Annotated[dict[LabelKey, LabelValue], AfterValidator(_no_reserved_labels)] = Field(default_factory=dict)
-    """Labels put on the PodMonitor or ConfigMap besides tfk8s's own, for a Prometheus that selects by
-    them, e.g. {release: kube-prometheus-stack} (that chart's podMonitorSelector)."""
-    interval: Duration = "15s"
-    """How often Prometheus scrapes each task, e.g. 15s or 1m (launchers refresh their figures every 5 s)."""
-
-
-class QueueCapacity(Model):
-    """The training nodes' allocatable resources, all together: what Kueue may admit at once."""
-
-    cpu: Quantity = Field(description='CPU cores of the training nodes together, e.g. "64" or "500m"')
-    memory: Bytes = Field(description="memory of the training nodes together, e.g. 256Gi")
-    gpus: NonNegative = 0
-    """`nvidia.com/gpu` of the training nodes together (0: none)."""
-
-
-# Kueue's WorkloadPriorityClass value is an int32; a higher value is admitted first and may preempt.
-PriorityValue = Annotated[int, Field(ge=-(2**31), le=2**31 - 1)]
-
-
-class QueueingSettings(Model):
-    """Queue experiments in Kueue instead of refusing what does not fit the free capacity
-    (issue 38; lab/kueue/README.md). Off by default: the cluster then keeps today's behaviour,
-    where an experiment within its tenant's quota is created and its pods wait for the scheduler.
-    On, the cluster must serve Kueue's kueue.x-k8s.io/v1beta2 and JobSet's jobset.x-k8s.io/v1alpha2
-    (locally: `hack/cluster.sh start --queueing`), which preview checks."""
-
-    enabled: bool = False
-    """Declare the platform's Cohort, ResourceFlavors and WorkloadPriorityClasses, and each tenant's
-    ClusterQueue and LocalQueue."""
-    capacity: QueueCapacity | None = None
-    """The cohort's own quota: the training capacity every tenant's queue borrows from, up to the
-    tenant's quota. Required when `enabled`."""
-    cohort: DnsName = "tfk8s"
-    """The name of the Kueue Cohort every tenant's ClusterQueue joins (cluster-scoped: one per platform)."""
-    controller: str = "system:serviceaccount:kueue-system:kueue-controller-manager"
-    """The user name Kueue's controller acts as (its upstream manifests' account by default): it
-    alone may resume a suspended JobSet in a tenant namespace, when it admits the workload; a
-    tenant's own resume would start her run beside the queue."""
-    priority_classes: dict[DnsName, PriorityValue] = Field(default_factory=dict)
-    """WorkloadPriorityClasses experiments may ask for, name -> value, e.g. {urgent: 1000, batch: 10}:
-    a higher value is admitted first and preempts a lower one of the same tenant, or what another
-    tenant borrowed beyond its fair share."""
-
-    @model_validator(mode="after")
-    def _capacity_when_enabled(self) -> QueueingSettings:
-        if self.enabled and self.capacity is None:
-            raise ValueError(
-                "enabled is true but capacity is not set: give the training nodes' cpu, memory and gpus "
-                '(capacity: {cpu: "64", memory: 256Gi, gpus: 8}), the quota every tenant\'s queue borrows from'
-            )
-        return self
 
 
 class PlacementSettings(Model):

@@ -18,8 +18,9 @@ from pydantic import ValidationError
 from tfk8s.errors import ConfigError
 from tfk8s.schema import NAMESPACE, STACK_KINDS
 from tfk8s.schema.experiment import ExperimentStack
-from tfk8s.schema.platform import BACKEND_SECRET_KEYS, PlatformStack
+from tfk8s.schema.platform import PlatformStack
 from tfk8s.schema.problems import schema_problems
+from tfk8s.schema.storage import BACKEND_SECRET_KEYS
 from tfk8s.schema.tenant import TenantStack
 
 # Secret keys, by the kind of stack that reads them: read on their own (is_config_secret), never part

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import get_args
 
 from tfk8s.kube.api_paths import STORAGE_CLASS
-from tfk8s.schema.platform import BACKEND_SECRET_KEYS, StorageBackend, StorageSettings
+from tfk8s.schema.storage import BACKEND_SECRET_KEYS, StorageBackend, StorageSettings
 
 HEKETI_SECRET_NAME = "tfk8s-heketi-admin"
 

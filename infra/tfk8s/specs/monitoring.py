@@ -30,7 +30,7 @@ from typing import Any
 
 import yaml
 
-from tfk8s.schema.platform import MonitoringSettings
+from tfk8s.schema.monitoring import MonitoringSettings
 from tfk8s.specs import labels as tfk8s_labels
 from tfk8s.specs.network_policy import TRAINING_COMPONENT
 from tfk8s.specs.pods import METRICS_PORT_NAME

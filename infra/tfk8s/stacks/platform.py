@@ -19,7 +19,8 @@ from tfk8s.errors import ConfigError
 from tfk8s.release import VERSION
 from tfk8s.schema import NAMESPACE
 from tfk8s.schema.contract import PlatformFacts, UserNodeFacts
-from tfk8s.schema.platform import PlatformSettings, PlatformStack, StorageSettings
+from tfk8s.schema.platform import PlatformSettings, PlatformStack
+from tfk8s.schema.storage import StorageSettings
 from tfk8s.specs import backends, readiness
 from tfk8s.specs.ownership import Claimed, Owner
 from tfk8s.stacks import config as stack_config

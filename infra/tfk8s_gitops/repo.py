@@ -171,7 +171,7 @@ DEFAULT_NAMESPACE_PREFIX = PlatformSettings.model_fields["namespace_prefix"].def
 
 
 def tenant_namespaces(stacks: dict[str, StackFile]) -> dict[str, str]:
-    """The tenant stacks of this repository by the namespace each one holds (user_env.namespace_name)."""
+    """The tenant stacks of this repository by the namespace each one holds (tfk8s.specs.fixed_names.namespace_name)."""
     found = {}
     for name, file in stacks.items():
         tenant = file.config.get(f"{NAMESPACE}:tenant")

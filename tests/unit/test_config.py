@@ -1176,7 +1176,7 @@ def test_a_cluster_name_may_start_with_a_digit_as_every_name_it_makes_starts_wit
     (or the experiment's own name), and the experiment's name starts with a letter."""
     import re
 
-    from tfk8s.components import training_cluster
+    from tfk8s.specs import fixed_names
     from tfk8s.specs.cluster_spec import cluster_spec
 
     cluster(dev_config).update(name="2d-unet", scratch={"size": "1Gi"})
@@ -1184,7 +1184,7 @@ def test_a_cluster_name_may_start_with_a_digit_as_every_name_it_makes_starts_wit
     facts = PlatformFacts.model_validate(facts_for(stack_config("platform-dev")), strict=False)
     for experiment in ("dev", "e"):
         c = stack.clusters[0]  # type: ignore[union-attr]
-        names = [o.name for o in training_cluster.fixed_objects(experiment, c, "tfk8s-alice", facts.layouts, "k")]
+        names = [o.name for o in fixed_names.cluster_claims(experiment, c, "tfk8s-alice", facts.layouts, "k")]
         hosts = [h.split(".")[0].split(":")[0] for hosts in cluster_spec(c, 2222, experiment=experiment).values() for h in hosts]
         assert names and hosts
         for name in names + hosts:

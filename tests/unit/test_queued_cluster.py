@@ -134,12 +134,12 @@ def test_cluster_spec_hosts_on_a_queueing_platform_are_the_task_services() -> No
 
 
 def test_fixed_objects_of_a_queued_cluster_are_its_jobset_and_task_services() -> None:
-    from tfk8s.components import training_cluster
     from tfk8s.schema.contract import PlatformFacts
+    from tfk8s.specs import fixed_names
 
     facts = PlatformFacts.model_validate(queueing_facts(), strict=False)
     cluster = ClusterSettings.model_validate({"name": "net", "workers": {"count": 2}})
-    claimed = training_cluster.fixed_objects("exp", cluster, "ns", facts.layouts, "tfk8s:clusters[0]", queued=True)
+    claimed = fixed_names.cluster_claims("exp", cluster, "ns", facts.layouts, "tfk8s:clusters[0]", queued=True)
     by_kind = {(c.kind.kind, c.name) for c in claimed}
     assert ("JobSet", "exp-net") in by_kind
     assert {n for k, n in by_kind if k == "Service"} == {"exp-net-ps-0", "exp-net-worker-0", "exp-net-worker-1"}

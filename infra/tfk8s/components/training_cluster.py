@@ -44,15 +44,14 @@ import pulumi
 from tfk8s.components import queued_cluster
 from tfk8s.kube import awaits
 from tfk8s.kube import objects as kube
-from tfk8s.kube.api_paths import CONFIG_MAP, JOB, JOBSET, NETWORK_POLICY, PERSISTENT_VOLUME_CLAIM, SERVICE
-from tfk8s.schema import NAMESPACE
-from tfk8s.schema.contract import PlatformFacts, PlatformKind, TenantFacts
+from tfk8s.schema.contract import PlatformFacts, TenantFacts
 from tfk8s.schema.experiment import ClusterSettings, TrainingMode
 from tfk8s.specs import cluster_spec as cs
-from tfk8s.specs import jobset, layout_document, network_policy, pods, run_policy
+from tfk8s.specs import layout_document, network_policy, pods, run_policy
 from tfk8s.specs.code import CodeBundle, installed_launcher_bundle, trainer_archive
+from tfk8s.specs.fixed_names import own_trainer
 from tfk8s.specs.labels import labels, selector_of
-from tfk8s.specs.ownership import Claimed, Owner
+from tfk8s.specs.ownership import Owner
 from tfk8s.specs.roles import CHIEF_ROLE, PS_ROLE, WORKER_ROLE, Role
 
 
@@ -490,37 +489,3 @@ class TrainingCluster(TrainingClusterBody):
         super().__init__(TOKEN, name, None, opts)
         self._declare(name, args)
         self.register_outputs({"spec": self.spec, "status": self.status})
-
-
-def own_trainer(experiment: str, cluster: str, launcher: CodeBundle) -> str:
-    """The name of a cluster's own trainer ConfigMap, outside an Experiment (which shares one):
-    the cluster's and the content's digest, as the experiment's is (tfk8s.components.experiment)."""
-    return f"{cs.qualified_name(experiment, cluster)}-trainer-{launcher.digest[:10]}"
-
-
-def own_trainer_claim(experiment: str, cluster: str, namespace: str, launcher: CodeBundle) -> Claimed:
-    name = own_trainer(experiment, cluster, launcher)
-    return Claimed(kind=CONFIG_MAP, namespace=namespace, name=name, key=f"{NAMESPACE}:clusters[0].name")
-
-
-def fixed_objects(
-    experiment: str, cluster: ClusterSettings, namespace: str, layouts: PlatformKind, key: str, *, queued: bool = False
-) -> list[Claimed]:
-    """What a TrainingCluster creates under fixed names (its `Names`, which are DNS identities): the
-    Services and Jobs of its tasks (or, `queued`, its task Services and its JobSet), its scratch
-    claim and its Layout. `key` is where `cluster` sits in the stack file (`tfk8s:clusters[0]`)."""
-    names = cs.Names(cluster=cs.qualified_name(experiment, cluster.name))
-    found: list[Claimed] = []
-    if queued:
-        services = [task.name for task in jobset.task_services(names.cluster, cluster, run_id="")]
-        found.append(Claimed(kind=JOBSET, namespace=namespace, name=names.cluster, key=f"{key}.name"))
-    else:
-        roles = [cs.WORKER, cs.CHIEF] if cs.has_chief_job(cluster) else [cs.WORKER]
-        services = [names.ps_service(i) for i in range(cluster.ps.count)] + [names.indexed(role) for role in roles]
-        found += [Claimed(kind=JOB, namespace=namespace, name=names.indexed(role), key=f"{key}.name") for role in roles]
-    found += [Claimed(kind=SERVICE, namespace=namespace, name=n, key=f"{key}.name") for n in services]
-    if cluster.scratch is not None:
-        found.append(Claimed(kind=PERSISTENT_VOLUME_CLAIM, namespace=namespace, name=names.scratch_claim(), key=f"{key}.scratch"))
-    found.append(Claimed(kind=layouts.api, namespace=namespace, name=names.layout(), key=f"{key}.name"))
-    found.append(Claimed(kind=NETWORK_POLICY, namespace=namespace, name=names.cluster, key=f"{key}.name"))
-    return found

@@ -30,7 +30,6 @@ import pulumi
 from tfk8s.components.storage import claim
 from tfk8s.kube import awaits
 from tfk8s.kube import objects as kube
-from tfk8s.kube.api_paths import LIMIT_RANGE, NAMESPACE, NETWORK_POLICY, RESOURCE_QUOTA, SECRET
 from tfk8s.schema.contract import PlatformFacts, PlatformKind
 from tfk8s.schema.platform import PodIdentity
 from tfk8s.schema.tenant import TenantSettings
@@ -46,8 +45,9 @@ from tfk8s.specs import (
     user_apps,
 )
 from tfk8s.specs.code import CodeBundle, trainer_archive
+from tfk8s.specs.fixed_names import namespace_name
 from tfk8s.specs.labels import labels, selector_of
-from tfk8s.specs.ownership import Claimed, Owner
+from tfk8s.specs.ownership import Owner
 
 # The tenant's Jupyter token, under a fixed name: the tenant's own identities may read this one Secret
 # (`_build_access`), which is how a user gets the token (and `tfk8s status`); no stack exports it.
@@ -80,25 +80,6 @@ class UserEnvironmentArgs:
     jupyter_token: pulumi.Output[str] | None = None
     # None: the environment publishes no contract.
     contract: PublishedContract | None = None
-
-
-def namespace_name(platform: PlatformFacts, user: str) -> str:
-    return f"{platform.namespace_prefix}{user}"
-
-
-def fixed_objects(platform: PlatformFacts, user: TenantSettings, key: str) -> list[Claimed]:
-    """What a UserEnvironment creates under fixed names: the namespace, and in it the namespace's
-    quota, container defaults (tfk8s.specs.quota) and network policies (everything else of theirs is
-    auto-named). `key` is where the tenant sits in the stack file (`tfk8s:tenant`)."""
-    ns = namespace_name(platform, user.name)
-    policies = network_policy.tenant_policies(user.name, platform.network, platform.ports)
-    return [
-        Claimed(kind=NAMESPACE, name=ns, key=f"{key}.name"),
-        Claimed(kind=RESOURCE_QUOTA, namespace=ns, name=quota.QUOTA_NAME, key=f"{key}.quota"),
-        Claimed(kind=LIMIT_RANGE, namespace=ns, name=quota.LIMIT_RANGE_NAME, key=f"{key}.name"),
-        Claimed(kind=SECRET, namespace=ns, name=TOKEN_SECRET, key=f"{key}.name"),
-        *(Claimed(kind=NETWORK_POLICY, namespace=ns, name=n, key=f"{key}.name") for n in policies),
-    ]
 
 
 class UserEnvironment(pulumi.ComponentResource):

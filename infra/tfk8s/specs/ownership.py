@@ -100,8 +100,9 @@ def foreign(live: Mapping[str, Any] | None, owner: str) -> str | None:
 class Claimed:
     """An object a stack will create under a fixed name, as the component creating it lists it.
 
-    Components list these before anything is declared (`fixed_objects` next to each of them, from the
-    same names they create); `refusals` reads each one at its kind's API path (tfk8s.kube.api_paths).
+    Listed before anything is declared, from the same names the components create: a training
+    cluster's and a tenant's in tfk8s.specs.fixed_names, the platform's components' beside each of
+    them (`fixed_objects`); `refusals` reads each one at its kind's API path (tfk8s.kube.api_paths).
     """
 
     kind: ApiKind

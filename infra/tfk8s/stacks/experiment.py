@@ -8,12 +8,12 @@ from typing import Any
 import pulumi
 
 from tfk8s import tenant_gate
-from tfk8s.components import training_cluster
 from tfk8s.components.experiment import Experiment, ExperimentArgs, trainer_claims
 from tfk8s.kube.secrets import Get
 from tfk8s.schema import NAMESPACE
 from tfk8s.schema.contract import PlatformFacts, TenantFacts
 from tfk8s.schema.experiment import LAUNCHER_PACKAGE, ExperimentStack
+from tfk8s.specs import fixed_names
 from tfk8s.specs.code import CodeBundle, bundle
 from tfk8s.specs.ownership import Claimed, Owner
 from tfk8s.stacks import progress, queue_status
@@ -37,7 +37,7 @@ def claimed(
     return trainer_claims(experiment, tenant.namespace, launcher) + [
         claim
         for i, cluster in enumerate(stack.clusters)
-        for claim in training_cluster.fixed_objects(
+        for claim in fixed_names.cluster_claims(
             experiment,
             cluster,
             tenant.namespace,
@@ -55,8 +55,8 @@ def standalone_claimed(
     package's): its own objects and its own copy of the trainer package, no experiment's."""
     (cluster,) = stack.clusters
     return [
-        training_cluster.own_trainer_claim(experiment, cluster.name, tenant.namespace, launcher),
-        *training_cluster.fixed_objects(
+        fixed_names.own_trainer_claim(experiment, cluster.name, tenant.namespace, launcher),
+        *fixed_names.cluster_claims(
             experiment, cluster, tenant.namespace, platform.layouts, f"{NAMESPACE}:clusters[0]", queued=platform.queueing.enabled
         ),
     ]

@@ -25,9 +25,9 @@ from tfk8s.release import VERSION
 from tfk8s.schema import NAMESPACE
 from tfk8s.schema.contract import PlatformFacts, TenantFacts
 from tfk8s.schema.tenant import TenantSettings, TenantStack
+from tfk8s.specs import app_sessions, fixed_names, readiness
 from tfk8s.specs import queueing as queueing_spec
 from tfk8s.specs import quota as namespace_quota
-from tfk8s.specs import readiness
 from tfk8s.specs.code import launcher_bundle
 from tfk8s.specs.labels import labels
 from tfk8s.specs.ownership import Claimed, Owner
@@ -45,8 +45,8 @@ def claimed(stack: TenantStack, platform: PlatformFacts) -> list[Claimed]:
     tenant stacks can never share a user name."""
     return [
         Claimed(kind=platform.tenants.api, name=stack.tenant.name, key=f"{TENANT_KEY}.name"),
-        *user_env.fixed_objects(platform, stack.tenant, TENANT_KEY),
-        tenant_contract.claim(user_env.namespace_name(platform, stack.tenant.name), f"{TENANT_KEY}.name"),
+        *fixed_names.tenant_claims(platform, stack.tenant, TENANT_KEY),
+        tenant_contract.claim(fixed_names.namespace_name(platform, stack.tenant.name), f"{TENANT_KEY}.name"),
         *queueing.tenant_fixed_objects(platform.queueing, tenant_queue(stack.tenant, platform), f"{TENANT_KEY}.name"),
     ]
 
@@ -55,7 +55,7 @@ def tenant_queue(tenant: TenantSettings, platform: PlatformFacts) -> queueing_sp
     """The tenant's queue: its quota is what it may borrow from the platform's cohort, its weight its fair share."""
     return queueing.tenant_queue(
         tenant.name,
-        user_env.namespace_name(platform, tenant.name),
+        fixed_names.namespace_name(platform, tenant.name),
         tenant.effective_quota(platform.default_quota),
         tenant.queueing.weight,
         namespace_quota.apps_requests(platform.container_defaults, gated=platform.tensorboard_requires_token),
@@ -65,9 +65,9 @@ def tenant_queue(tenant: TenantSettings, platform: PlatformFacts) -> queueing_sp
 def token_location(namespace: str) -> dict[str, str]:
     return {
         "namespace": namespace,
-        "name": user_env.TOKEN_SECRET,
+        "name": app_sessions.TOKEN_SECRET,
         "key": user_env.TOKEN_KEY,
-        "read": f"kubectl -n {namespace} get secret {user_env.TOKEN_SECRET} -o jsonpath='{{.data.token}}' | base64 -d",
+        "read": f"kubectl -n {namespace} get secret {app_sessions.TOKEN_SECRET} -o jsonpath='{{.data.token}}' | base64 -d",
     }
 
 
@@ -134,7 +134,7 @@ def _register(tenant: TenantSettings, platform: PlatformFacts, owner: Owner) -> 
         api_version=platform.tenants.api_version,
         kind=platform.tenants.kind,
         metadata={**meta, "name": tenant.name},
-        spec={"namespace": user_env.namespace_name(platform, tenant.name), "stack": owner.stack},
+        spec={"namespace": fixed_names.namespace_name(platform, tenant.name), "stack": owner.stack},
     )
 
 
@@ -168,7 +168,7 @@ def facts(
         platform_stack=platform_stack,
         owner=owner,
         name=tenant.name,
-        namespace=user_env.namespace_name(platform, tenant.name),
+        namespace=fixed_names.namespace_name(platform, tenant.name),
         data_claim=user_env.DATA_CLAIM,
         log_claim=user_env.LOG_CLAIM,
         notebook_host=f"{user_env.NOTEBOOK_SERVICE}:{platform.ports.tensorflow}",

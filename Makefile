@@ -219,7 +219,7 @@ lint: venv ## ruff, mypy, the layers' import contracts (pyproject.toml), gofmt a
 	$(VENV)/bin/mypy hack/langhost hack/requirements.py hack/schema.py hack/package_args.py hack/docs_reference.py hack/project.py lab/toolenv.py lab/realnode.py lab/queue_stacks.py lab/images.py lab/dashboards.py lab/kms.py lab/suite.py lab/demo_real_node.py lab/doc_blocks.py
 	cd hack/langhost && test -z "$$(gofmt -l .)" && CGO_ENABLED=0 GOFLAGS=-mod=readonly go vet -trimpath -gcflags=all=-dwarf=false .
 	cd hack/gensdk && test -z "$$(gofmt -l .)" && CGO_ENABLED=0 GOFLAGS=-mod=readonly go vet -trimpath -gcflags=all=-dwarf=false .
-	test -z "$$(gofmt -l hack/coredns)"
+	test -z "$$(gofmt -l lab/realnode/coredns)"
 	# The launcher and what it imports run in TF 1.x images: Python 3.6 and newer.
 	$(VENV)/bin/vermin --target=3.6- --no-tips --violations --eval-annotations $(addprefix training/tfk8s_train/,$(LAUNCHER_MODULES))
 	cd infra && ../$(VENV)/bin/mypy tfk8s tfk8s_gitops

@@ -515,18 +515,18 @@ build_node() {
   build_kube_router
 }
 
-# CoreDNS with the real node's plugins alone (hack/coredns/main.go): its own main, which imports
+# CoreDNS with the real node's plugins alone (lab/realnode/coredns/main.go): its own main, which imports
 # every plugin and the cloud SDKs behind them, took 149 s on an empty build cache, this 85 s.
 # Rebuilt when main.go changes.
 build_coredns() {
   local sources dest
-  sources=$(sha256sum <"$here/coredns/main.go" | cut -c1-12)
+  sources=$(sha256sum <"$here/../lab/realnode/coredns/main.go" | cut -c1-12)
   dest=$tools/coredns-$COREDNS_VERSION-$sources
   if [ -x "$dest/coredns" ]; then link coredns "$dest"; return; fi
   log "coredns $COREDNS_VERSION: building with the real node's plugins"
   local mod=$work/coredns
   scratch_module "$mod"
-  cp "$here/coredns/main.go" "$mod/main.go"
+  cp "$here/../lab/realnode/coredns/main.go" "$mod/main.go"
   (cd "$mod" && go get "github.com/coredns/coredns@$COREDNS_VERSION" && mkdir -p "$dest.tmp" &&
     go build -trimpath -gcflags "$GO_GCFLAGS" -ldflags "-s -w" -o "$dest.tmp/coredns" .)
   rm -rf "$dest" && mv "$dest.tmp" "$dest"

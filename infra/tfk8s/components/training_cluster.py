@@ -16,9 +16,10 @@ outlive the experiment. The one claim a cluster may own is its scratch volume (`
 /scratch in workers and chief), in the platform's scratch class, which deletes the volume with the
 claim: scratch goes with the experiment. `<c>` in names is `<experiment>-<cluster>`.
 
-On a platform that queues in Kueue (`platform.queueing.enabled`), the PS Deployments, the Jobs,
-their Services and the PS's RBAC give way to one JobSet, admitted whole or not at all, and a
-Service per task (tfk8s.components.queued_cluster); the rest is the same.
+The PS Deployments, the Jobs, their Services and the PS's RBAC are tfk8s.components.unqueued_cluster's.
+On a platform that queues in Kueue (`platform.queueing.enabled`), they give way to one JobSet,
+admitted whole or not at all, and a Service per task (tfk8s.components.queued_cluster); the rest
+is the same, declared here along one path for both shapes.
 
 What `pulumi up` waits for: PS Deployments until available; the worker Job only until every
 worker pod is Ready, or one has failed or succeeded (never until training completes).
@@ -41,7 +42,7 @@ from typing import Any
 
 import pulumi
 
-from tfk8s.components import queued_cluster
+from tfk8s.components import queued_cluster, unqueued_cluster
 from tfk8s.kube import awaits
 from tfk8s.kube import objects as kube
 from tfk8s.schema.contract import PlatformFacts, TenantFacts
@@ -50,9 +51,8 @@ from tfk8s.specs import cluster_spec as cs
 from tfk8s.specs import layout_document, network_policy, pods, run_policy
 from tfk8s.specs.code import CodeBundle, installed_launcher_bundle, trainer_archive
 from tfk8s.specs.fixed_names import own_trainer
-from tfk8s.specs.labels import labels, selector_of
+from tfk8s.specs.labels import labels
 from tfk8s.specs.ownership import Owner
-from tfk8s.specs.roles import CHIEF_ROLE, PS_ROLE, WORKER_ROLE, Role
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -126,7 +126,7 @@ class TrainingClusterBody(pulumi.ComponentResource):
         self.cluster_pods = self._cluster_pods(args)
         self.chief_expected = cs.has_chief_job(args.cluster)
         self.queued_workloads: queued_cluster.QueuedWorkloads | None = None
-        self.chief_job: kube.Job | None = None
+        self.unqueued_workloads: unqueued_cluster.UnqueuedWorkloads | None = None
         if self.queued:
             self.queued_workloads = queued_cluster.declare(
                 f"{name}-jobset",
@@ -142,7 +142,24 @@ class TrainingClusterBody(pulumi.ComponentResource):
             )
             self.run_uid: pulumi.Output[str] = self.queued_workloads.run_uid
         else:
-            self.run_uid = self._build_deployments_and_jobs(name, args)
+            self.unqueued_workloads = unqueued_cluster.declare(
+                unqueued_cluster.Shape(
+                    name=name,
+                    names=self.names,
+                    run_id=self.run_id,
+                    cluster_pods=self.cluster_pods,
+                    platform=args.platform,
+                    namespace=args.namespace,
+                    kubernetes_version=self.kubernetes_version,
+                    meta=self._meta,
+                    cluster_labels=self._labels,
+                    network_policy=self.network_policy,
+                    after=[self.scratch_claim] if self.scratch_claim else [],
+                    parent=self,
+                ),
+                chief_expected=self.chief_expected,
+            )
+            self.run_uid = self.unqueued_workloads.run_job.uid
         self.layout = self._build_layout(name, args) if args.publish_layout else None
         self.status = self._status()
 
@@ -222,35 +239,8 @@ class TrainingClusterBody(pulumi.ComponentResource):
         scratch = {"scratch": self.scratch_claim.status} if self.scratch_claim else {}
         if self.queued_workloads is not None:
             return pulumi.Output.all(jobset=self.queued_workloads.status, **scratch)
-        return pulumi.Output.all(
-            ps=pulumi.Output.all(*[d.status for d in self.ps_deployments]),
-            workers=self.worker_job.status,
-            chief=self.chief_job.status if self.chief_job else None,
-            **scratch,
-        ).apply(lambda s: {**s, "ps": list(s["ps"])})
-
-    def _build_deployments_and_jobs(self, name: str, args: TrainingClusterArgs) -> pulumi.Output[str]:
-        """The seed's shape, on a platform that does not queue: per PS a Deployment and its Service,
-        the run's Job(s) and their headless Services, the PS's RBAC and ownership. Returns the run's uid."""
-        c = args.cluster
-        # The Job a PS watches: when it fails (or ends, or is deleted) the run is over.
-        self.watched_job = self.names.indexed((CHIEF_ROLE if self.chief_expected else WORKER_ROLE).name)
-        self.ps_deployment_names = [f"{self.names.cluster}-ps-{i}-{self.run_id[:8]}" for i in range(c.ps.count)]
-        self._build_ps_rbac(name, args)
-        self.ps_services = [self._build_ps_service(name, args, i) for i in range(c.ps.count)]
-        # Beside the run's Job, not after it: the PS read their uid themselves (module docstring).
-        self.ps_deployments = [self._build_ps_deployment(name, i) for i in range(c.ps.count)]
-
-        # The run's Job, then whatever is given its uid.
-        own_uid = pods.run_uid_of_own_job(self.kubernetes_version)
-        self.chief_service = None
-        if self.chief_expected:
-            self.chief_service, self.chief_job = self._build_indexed(name, CHIEF_ROLE, own_uid)
-        worker_uid = pods.run_uid_value(self.chief_job.uid) if self.chief_job else own_uid
-        self.worker_service, self.worker_job = self._build_indexed(name, WORKER_ROLE, worker_uid)
-        run_job = self.chief_job or self.worker_job
-        self.ps_owners = [self._own_ps(name, i, run_job) for i in range(c.ps.count)]
-        return run_job.uid
+        assert self.unqueued_workloads is not None
+        return self.unqueued_workloads.status(**scratch)
 
     def _labels(self, component: str, **extra: Any) -> dict[str, str]:
         """Our recommended labels plus the owning stack's (see tfk8s.specs.ownership)."""
@@ -322,162 +312,6 @@ class TrainingClusterBody(pulumi.ComponentResource):
             },
             opts=pulumi.ResourceOptions(parent=self),
         )
-
-    def _build_ps_rbac(self, name: str, args: TrainingClusterArgs) -> None:
-        """Lets PS pods read and watch the Job they serve and scale their own Deployments to zero, and nothing else."""
-        child = pulumi.ResourceOptions(parent=self)
-        meta = self._meta(labels=self._labels("tensorflow", role=PS_ROLE.name))
-        self.ps_account = kube.ServiceAccount(f"{name}-ps", metadata=meta, automount_service_account_token=False, opts=child)
-        self.ps_role = kube.Role(
-            f"{name}-ps-retire",
-            metadata=meta,
-            rules=[
-                {
-                    "apiGroups": ["apps"],
-                    "resources": ["deployments/scale"],
-                    # `patch` alone: tfk8s_train.kube_retire PATCHes the scale subresource.
-                    "verbs": ["patch"],
-                    "resourceNames": self.ps_deployment_names,
-                },
-                {
-                    "apiGroups": ["batch"],
-                    "resources": ["jobs"],
-                    # `get` (the run's uid, and the poll where a watch is refused), `list` and `watch`
-                    # through an exact metadata.name field selector, which the API server takes as the
-                    # request's name, so resourceNames applies (tfk8s_train.job_watch).
-                    "verbs": ["get", "list", "watch"],
-                    "resourceNames": [self.watched_job],
-                },
-            ],
-            opts=child,
-        )
-        kube.RoleBinding(
-            f"{name}-ps-retire",
-            metadata=meta,
-            role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": self.ps_role.name},
-            subjects=[{"kind": "ServiceAccount", "name": self.ps_account.name, "namespace": args.namespace}],
-            opts=child,
-        )
-
-    def _ps_labels(self, index: int) -> dict[str, str]:
-        return self._labels("tensorflow", role=PS_ROLE.name, index=index, run=self.run_id)
-
-    def _build_ps_service(self, name: str, args: TrainingClusterArgs, index: int) -> kube.Service:
-        pod_labels = self._ps_labels(index)
-        return kube.Service(
-            f"{name}-ps-{index}",
-            metadata=self._meta(name=self.names.ps_service(index), labels=pod_labels, annotations=awaits.SERVICE_NO_AWAIT),
-            # publishNotReadyAddresses: workers resolve a PS as soon as its pod exists, instead of
-            # crashing on NXDOMAIN while it starts (kubeflow/trainer#1458). The selector holds the
-            # run id: a PS of an earlier run that is still stopping is never an endpoint.
-            spec={
-                "selector": selector_of(pod_labels),
-                "publishNotReadyAddresses": True,
-                "ports": [{"name": "grpc", "port": args.platform.ports.tensorflow, "targetPort": "grpc"}],
-            },
-            opts=pulumi.ResourceOptions(parent=self),
-        )
-
-    def _build_ps_deployment(self, name: str, index: int) -> kube.Deployment:
-        pod_labels = self._ps_labels(index)
-        # The run id in the name: a new run gets a fresh Deployment, and the PS can find its own
-        # Deployment to retire it (see tfk8s_train.launch).
-        deployment_name = self.ps_deployment_names[index]
-        template = pods.pod_template(
-            PS_ROLE,
-            self.cluster_pods,
-            labels=pod_labels,
-            index=index,
-            run_uid=pods.run_uid_of_watched_job(self.run_id),
-            scale_to_zero=pods.ScaleToZero(
-                deployment=deployment_name, watched_job=self.watched_job, service_account=self.ps_account.name
-            ),
-        )
-        return kube.Deployment(
-            f"{name}-ps-{index}",
-            metadata=self._meta(
-                name=deployment_name,
-                labels=pod_labels,
-                annotations=awaits.timeout(self.args.platform.await_timeout_seconds),
-            ),
-            # No `replicas`: the server default (1) applies, and the PS may scale itself to zero
-            # without Pulumi fighting it.
-            spec={"selector": {"matchLabels": selector_of(pod_labels)}, "strategy": {"type": "Recreate"}, "template": template},
-            # A PS serves unauthenticated gRPC: never before the policy that fences it in.
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.network_policy]),
-        )
-
-    def _own_ps(self, name: str, index: int, run_job: kube.Job) -> kube.DeploymentPatch:
-        """The run's Job as the owner of PS `index`'s Deployment, so Kubernetes deletes the PS with
-        that Job. A patch of its own (its own field manager), because the Job's uid is known only
-        once the Job is up, and the PS must not wait for that to start.
-
-        Kept on delete: the owner goes with its Deployment (a new run is a new Deployment), and
-        the provider's delete of a patch re-applies the object's bare name, which fails, or would
-        create it, once the Deployment is gone, as it is after the Job's TTL clean-up."""
-        return kube.DeploymentPatch(
-            f"{name}-ps-{index}-owner",
-            metadata={
-                "name": self.ps_deployments[index].name,
-                "namespace": self.args.namespace,
-                "annotations": awaits.PATCH_NO_AWAIT,
-                "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": run_job.name, "uid": run_job.uid}],
-            },
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.ps_deployments[index]], retain_on_delete=True),
-        )
-
-    def _build_indexed(self, name: str, role: Role, run_uid: dict[str, Any]) -> tuple[kube.Service, kube.Job]:
-        """The Indexed Job of `role` (workers, chief) and the headless Service that is its pods' subdomain."""
-        c, platform = self.args.cluster, self.args.platform
-        tasks = role.count(c)
-        job_name = self.names.indexed(role.name)
-        # The run id in the pods' labels: a changed cluster (or a bumped `run.number`) changes the
-        # Job's template, so the Job is replaced: a new run, also after a failed one.
-        pod_labels = self._labels("tensorflow", role=role.name, run=self.run_id)
-        service = kube.Service(
-            f"{name}-{role.name}",
-            metadata=self._meta(name=job_name, labels=pod_labels, annotations=awaits.SERVICE_NO_AWAIT),
-            spec={
-                "clusterIP": "None",
-                "selector": selector_of(pod_labels),
-                "publishNotReadyAddresses": True,
-                "ports": [{"name": "grpc", "port": platform.ports.tensorflow, "targetPort": "grpc"}],
-            },
-            opts=pulumi.ResourceOptions(parent=self),
-        )
-        # Many tasks read their index from JOB_COMPLETION_INDEX (one template for all); one task is task 0.
-        index = 0 if role.one_task else None
-        template = pods.pod_template(role, self.cluster_pods, labels=pod_labels, index=index, run_uid=run_uid, subdomain=job_name)
-        # Before Kubernetes 1.29 a Job's tasks share its retries: worth a word when there are several.
-        warning = None if role.one_task else run_policy.shared_retries_warning(c, tasks, self.kubernetes_version)
-        if warning:
-            pulumi.log.warn(warning, resource=self)
-        job = kube.Job(
-            f"{name}-{role.name}",
-            metadata=self._meta(
-                name=job_name, labels=pod_labels, annotations=awaits.training_job(platform.await_timeout_seconds, tasks)
-            ),
-            spec={
-                "completionMode": "Indexed",
-                "completions": tasks,
-                "parallelism": tasks,
-                # Retries (per index where the server can), deadline and TTL: see run_policy.
-                **run_policy.job_fields(c, tasks, self.kubernetes_version),
-                "template": template,
-            },
-            # The Job name is its pods' DNS identity, so a changed Job must go before its successor.
-            # Its pods start behind their NetworkPolicy (they serve unauthenticated gRPC) and on a
-            # bound scratch claim. Not after the Services: those are created in the same wave,
-            # within a fraction of a second, long before a pod's container has started and
-            # imported TensorFlow to look a peer up; waiting for them held every new run's Job
-            # for about 0.1 s (docs/benchmarks.md "Fixed cost").
-            opts=pulumi.ResourceOptions(
-                parent=self,
-                delete_before_replace=True,
-                depends_on=[self.network_policy, *([self.scratch_claim] if self.scratch_claim else [])],
-            ),
-        )
-        return service, job
 
 
 class TrainingCluster(TrainingClusterBody):

@@ -24,7 +24,7 @@ server's creationTimestamp and conditions have 1 s resolution and are only the f
 task's launcher progress file on the log volume, `<log volume>/<experiment>/<cluster>/run-<Job
 uid>/.tfk8s/progress/<task>.json` (training/tfk8s_train/task_progress.py: `started_at`, when the
 launcher started, which for a PS is after it read its run's Job uid from the API; `phases`; and
-`first_step_at`, taken from the trainer's lines as they come). Which task ends each phase:
+`first_step_at`, from the trainer's lines, each timed by when the trainer printed it). Which task ends each phase:
 bench/first_step_phases.py. Medians of the runs; ratios are pulumi / kubectl.
 
     make tools real-node-deps && .venv/bin/python bench/first_step.py [--repeat 3] [--raw FILE] [--set PATH=VALUE ...]

@@ -8,7 +8,7 @@ A start's timeline, every time in epoch seconds of this one machine:
   else the pod's creationTimestamp and PodScheduled condition, which have 1 s resolution), its
   launcher started (the progress file's `started_at`, else the container's `startedAt`),
   TensorFlow imported, its cluster formed, its first step (the progress file's `phases` and
-  `first_step_at`, which the launcher takes from the trainer's lines as they come).
+  `first_step_at`, which the launcher takes from the trainer's lines, each timed by when the trainer printed it).
 
 The cluster's first step is the earliest first step of the tasks that step (the workers; a chief
 that drives in-graph training). A phase ends when the last task that gates that first step is

@@ -29,6 +29,8 @@ from schema import ROOT, SECRETS, schema, write_or_check  # noqa: I001  (hack/ i
 TARGET_DIR = ROOT / "docs" / "reference"
 TITLES = {"platform": "Platform stack", "tenant": "Tenant stack", "experiment": "Experiment stack"}
 SOURCES = {kind: f"infra/tfk8s/schema/{kind}.py" for kind in TITLES}
+# The platform's storage, monitoring and queueing settings are models of their own modules.
+SOURCES["platform"] += " (storage.py, monitoring.py, queueing.py beside it)"
 KIND_TEXT = "which kind of stack the file is, its first key: `platform`, `tenant` or `experiment` (each has a page here)"
 
 # What a value type of tfk8s.schema.types (or a kind's own check) accepts, by its validator's name.

@@ -5,16 +5,16 @@ Every error tfk8s raises on purpose is a `Tfk8sError`: its message is already wh
 alone, and anything else that escapes is a bug, shown with its traceback. Beneath the root:
 
 - `Refusal`: what was asked cannot be done as asked; the stack file or the arguments must change
-  (`ConfigError`, one finding a line), or they collide with what the cluster holds
-  (`OwnershipConflict`, `UserNodeTaken`).
+  (`ConfigError`, one finding a line; GitOps' `TeamFileError`, `NotPlanned`, `OperatorError`), or
+  they collide with what the cluster holds (`OwnershipConflict`, `UserNodeTaken`).
 - `MissingPrerequisite`: what was asked is fine, but the cluster or the stacks it builds on lack
   what it needs (`ClusterUnreachable`, `ClusterLacks`, `StackUnavailable`, `ContractUnavailable`,
-  `AccessDenied`, `UserNodeTooSmall`): someone deploys or grants something, and runs it again.
+  `AccessDenied`, `UserNodeTooSmall`; GitOps' `ImpersonationError`): someone deploys or grants
+  something, and runs it again.
 - the Kubernetes client's (`tfk8s.kube`: `KubeApiError`, `ExecCredentialError`,
   `SecretUnreadable`), which the program's checks turn into the two above and the commands into
   one line; and the commands' own, each caught where its command prints it: `tfk8s status` and
-  `logs`' (`DiscoveryError`, `GateError`), the doctor's (`TargetError`), GitOps' (`GitError`,
-  `TeamFileError`, `NotPlanned`, `ImpersonationError`, `OperatorError`).
+  `logs`' (`DiscoveryError`, `GateError`), the doctor's (`TargetError`), GitOps' `GitError`.
 
 Refusals and missing prerequisites are raised before anything is declared, so they change
 nothing; where several findings are reported at once they are listed one a line (`listing`), and

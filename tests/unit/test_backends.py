@@ -24,7 +24,7 @@ def test_the_table_has_exactly_the_backends_the_schema_accepts() -> None:
 
 def test_a_table_missing_a_backend_is_refused_on_import() -> None:
     partial = {name: b for name, b in backends.BACKENDS.items() if name != "csi"}
-    with pytest.raises(TypeError, match="do not match schema_platform.StorageBackend"):
+    with pytest.raises(TypeError, match="do not match tfk8s.schema.storage.StorageBackend"):
         backends._complete(partial)
 
 

@@ -160,14 +160,16 @@ def give_volumes_to_pods(kube: Kube, log_dirs: Iterable[str]) -> None:
     realnode.give_volumes_to_pods(kube.kubeconfig, log_dirs)
 
 
-def until(what: str, seconds: float, probe: Callable[[], T | None]) -> T:
-    """Polls `probe` every second until it returns something; fails naming `what` after `seconds`."""
+def until(what: str, seconds: float, probe: Callable[[], T | None], *, report: Callable[[], str] | None = None) -> T:
+    """Polls `probe` every second until it returns something; fails naming `what` after `seconds`,
+    with what `report` says of why (e.g. failure_report's pods and node)."""
     deadline = time.monotonic() + seconds
     while True:
         found = probe()
         if found:
             return found
-        assert time.monotonic() < deadline, f"{what} within {seconds} s"
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"{what} within {seconds} s" + (f"\n{report()}" if report else ""))
         time.sleep(1)
 
 

@@ -181,16 +181,16 @@ def test_no_stack_has_pulumi_wait_for_a_service(case: str) -> None:
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_the_manifests_of_every_stack_are_the_golden_ones(case: str) -> None:
-    def check(d: Deployment) -> None:
-        rendered = manifests(d)
-        path = GOLDEN / f"{case}.jsonl"
-        if UPDATE:
-            GOLDEN.mkdir(exist_ok=True)
-            path.write_text(rendered)
-        assert path.is_file(), f"no golden manifests for {case}: `make golden` writes them"
-        assert rendered == path.read_text(), f"{case}: the manifests changed; if that was meant, `make golden`"
+    check_case(case, lambda d: kept(GOLDEN / f"{case}.jsonl", manifests(d), f"{case}: the manifests changed"))
 
-    check_case(case, check)
+
+def kept(path: Path, rendered: str, changed: str) -> None:
+    """`rendered` is what `path` keeps (`make golden` writes it), or fails saying what `changed`."""
+    if UPDATE:
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(rendered)
+    assert path.is_file(), f"no golden file {path.name}: `make golden` writes it"
+    assert rendered == path.read_text(), f"{changed}; if that was meant, `make golden`"
 
 
 def urns(d: Deployment) -> list[str]:
@@ -216,18 +216,8 @@ def _type_and_name(urn: str) -> tuple[str, str]:
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_the_urns_of_every_stack_are_the_golden_ones(case: str) -> None:
-    def check(d: Deployment) -> None:
-        registered = urns(d)
-        path = URNS / f"{case}.txt"
-        if UPDATE:
-            URNS.mkdir(exist_ok=True)
-            path.write_text("".join(f"{urn}\n" for urn in registered))
-        assert path.is_file(), f"no golden URNs for {case}: `make golden` writes them"
-        assert registered == path.read_text().splitlines(), (
-            f"{case}: the URNs changed (every existing stack would replace those resources); if that was meant, `make golden`"
-        )
-
-    check_case(case, check)
+    changed = f"{case}: the URNs changed (every existing stack would replace those resources)"
+    check_case(case, lambda d: kept(URNS / f"{case}.txt", "".join(f"{urn}\n" for urn in urns(d)), changed))
 
 
 def test_every_golden_file_belongs_to_a_case() -> None:

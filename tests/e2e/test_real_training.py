@@ -83,14 +83,19 @@ from upgrade_env import destructive, kind_in, preview_steps
 
 TENANT, PLATFORM, NAMESPACE = "tenant-alice", "platform-dev", "tfk8s-alice"
 STACK = "real-mnist"  # the run to its end
-# The run that loses its PS, its chief, a worker. Its steps: the chief, alone at about 40 steps/s
-# while the worker's new pod starts (20-30 s alone, longer in the suite), must not reach the target
-# before that pod trains.
-FAULTS, FAULT_STEPS, CHECKPOINT_STEPS = "real-faults", 5000, 100
+# The run that loses its PS, its chief, a worker, then its node. Its steps: the chief, alone at
+# about 40 steps/s while the worker's new pod starts (20-30 s alone, longer in the suite), must not
+# reach the target before that pod trains; nor may the run, training on through the node's outage
+# (NODE_OUTAGE_SECONDS), before its next pods start: 90 steps/s on 2026-12-01's machine, where 5,000
+# steps ended during the outage (`_room_for_the_node_outage`).
+FAULTS, FAULT_STEPS, CHECKPOINT_STEPS = "real-faults", 15000, 100
 # How long its pods wait for a node that stopped answering (run.nodeLostSeconds), after the control
 # plane's own grace (kube-controller-manager's --node-monitor-grace-period: 40 s on a local cluster
 # with a real node, hack/cluster.sh).
 NODE_LOST_SECONDS = 10
+# From the kubelet's stop to its evicted pods' end: the node's grace, NODE_LOST_SECONDS, the kill
+# once the kubelet is back (52.4 s to the eviction on 2026-11-30), with a margin.
+NODE_OUTAGE_SECONDS = 90
 CHIEF, WORKER = "worker-0", "worker-1"  # its tasks, as their logs name them
 # The in-graph run that loses its PS, and its client's task. Its four faults come by step 700 or so,
 # each on a checkpoint after the last recovery (its one worker: training waits out each fault), and
@@ -175,6 +180,17 @@ def _step_before_a_fault(run: Path) -> int:
     step = chief_step(run)
     assert step < FAULT_STEPS - 500, f"the run is at step {step} of {FAULT_STEPS} before a fault: give it more steps"
     return step
+
+
+def _room_for_the_node_outage(run: Path, step: int) -> None:
+    """The run cannot reach its target while its node is away (its containers train on): at the
+    chief's rate, the outage's steps fit in what is left, or the test says to give it more."""
+    rate = progress(run, CHIEF).get("steps_per_second") or 0.0
+    outage = rate * NODE_OUTAGE_SECONDS
+    assert step + outage < FAULT_STEPS, (
+        f"the run is at step {step} of {FAULT_STEPS} at {rate:.0f} steps/s: it would end during the node's "
+        f"outage (~{outage:.0f} steps), before its next pods: give it more steps"
+    )
 
 
 def _pod_of(cluster: Kube, task: str, stack: str = FAULTS) -> dict[str, Any]:
@@ -312,6 +328,7 @@ def test_a_run_that_loses_its_ps_its_chief_and_a_worker_resumes_each_time_and_re
     failed = job["status"].get("failed", 0)
     before = {p["metadata"]["uid"] for p in _running(cluster, FAULTS)}
     starts, step = len(task_runs(run, CHIEF)), _step_before_a_fault(run)
+    _room_for_the_node_outage(run, step)
     fault = Fault.now("the node's kubelet stopped past run.nodeLostSeconds", step)
     with kubelet_stopped(cluster):
         until(

@@ -32,6 +32,7 @@ from mocked_program import (
     with_contract,
 )
 from mocks import RecordingMocks, healthy_status, plain_nodes
+from pulumi.provider.server import ProviderServicer
 from test_golden_manifests import GOLDEN, UPDATE, manifests
 from tfk8s.components.training_cluster import TOKEN
 from tfk8s.components.training_cluster import TrainingCluster as LibraryTrainingCluster
@@ -421,6 +422,10 @@ def test_the_engine_gets_a_refusal_as_its_message_alone_and_a_bug_as_the_sdk_rep
     shown.__cause__ = refusal
     for raised in (shown, refusal, OwnershipConflict("cluster.name: taken")):
         given = invalid_inputs(raised)
-        assert isinstance(given, pulumi.InputPropertiesError) and given.errors is None
+        assert isinstance(given, pulumi.InputPropertiesError) and given.errors == []
         assert given.message == str(raised)
+        # What the SDK's server makes of it for the engine: a status it can abort with (its trailing
+        # metadata; without it, abort_with_status raised AttributeError and the user read that).
+        status = ProviderServicer.create_grpc_invalid_properties_status(None, given.message, given.errors)  # type: ignore[arg-type]
+        assert status.details == str(raised) and status.trailing_metadata[0][0] == "grpc-status-details-bin"
     assert invalid_inputs(KeyError("cluster")) is None

@@ -32,7 +32,9 @@ def invalid_inputs(raised: Exception) -> pulumi.InputPropertiesError | None:
     refusal = raised.__cause__ if isinstance(raised, Shown) else raised
     if not isinstance(refusal, Tfk8sError):
         return None
-    return pulumi.InputPropertiesError(str(refusal))
+    # An empty list, not None: the SDK's server builds the gRPC status's trailing metadata only from
+    # a list (3.259.0), and its abort fails on a status without it.
+    return pulumi.InputPropertiesError(str(refusal), errors=[])
 
 
 def serve(args: list[str] | None = None) -> None:

@@ -36,7 +36,7 @@ from tfk8s.schema.contract import PlatformFacts, TenantFacts
 from tfk8s.schema.experiment import ExperimentStack
 from tfk8s.schema.platform import NetworkSettings, PlatformStack
 from tfk8s.schema.tenant import TenantStack
-from tfk8s.specs import backends, network_policy, ownership
+from tfk8s.specs import backends, experimenter_rights, network_policy, ownership
 from tfk8s.specs import quota as namespace_quota
 from tfk8s.specs.code import CodeBundle, launcher_bundle
 from tfk8s.stacks import config as stack_config
@@ -219,11 +219,11 @@ def run_tenant(
 
 def refuse_without_access(platform: PlatformFacts, tenant: TenantFacts, post: access.Post | None) -> None:
     """Ask the API server, before anything is read or declared, whether the caller may do what this
-    experiment's `up` and `destroy` need in its tenant's namespace (tfk8s.checks.access); refuse naming the
+    experiment's `up` and `destroy` need in its tenant's namespace (tfk8s.specs.experimenter_rights); refuse naming the
     identity, the namespace and every missing verb. One request when everything is allowed."""
     if post is None:
         return
-    rules = access.experimenter_rules(platform.layouts, queueing=platform.queueing.enabled)
+    rules = experimenter_rights.experimenter_rules(platform.layouts, queueing=platform.queueing.enabled)
     missed = access.missing(post, tenant.namespace, rules)
     if missed:
         who = access.identity(post)

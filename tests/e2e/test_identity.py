@@ -3,7 +3,7 @@
 alice gets a client certificate the local cluster's CA signed (hack/cluster.sh user-kubeconfig), the
 way a tenant's user arrives with credentials of their organisation: the API server knows her user
 name and group, and RBAC grants her nothing until a binding does. Then the experimenter table
-(tfk8s.checks.access), bound to her in one namespace, is exactly what `access.missing` finds there, through
+(tfk8s.specs.experimenter_rights), bound to her in one namespace, is exactly what `access.missing` finds there, through
 the program's own client (tfk8s.kube.client.KubeApi), and nothing of it anywhere else.
 """
 
@@ -25,6 +25,7 @@ from tfk8s.checks import access
 from tfk8s.components import guard
 from tfk8s.kube import client as kube_client
 from tfk8s.kube.api_error import KubeApiError
+from tfk8s.specs import experimenter_rights
 from tfk8s_gitops import identity as gitops_identity
 
 import toolenv
@@ -111,19 +112,19 @@ def test_the_experimenter_table_is_what_the_access_check_finds(
     kube: Kube, alice: Kube, namespaces: tuple[str, str], tmp_path: Path
 ) -> None:
     granted, other = namespaces
-    table = access.experimenter_rules(LAYOUTS)
-    cluster_table = access.experimenter_cluster_rules("ident-scratch")
+    table = experimenter_rights.experimenter_rules(LAYOUTS)
+    cluster_table = experimenter_rights.experimenter_cluster_rules("ident-scratch")
     role = {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "Role",
         "metadata": {"name": "ident-experimenter", "namespace": granted},
-        "rules": access.rules_for_role(table),
+        "rules": experimenter_rights.rules_for_role(table),
     }
     cluster_role = {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRole",
         "metadata": {"name": "ident-experimenter"},
-        "rules": access.rules_for_role(cluster_table),
+        "rules": experimenter_rights.rules_for_role(cluster_table),
     }
     cluster_objects = apply(kube, tmp_path, cluster_role, binding("ClusterRoleBinding", "ident-experimenter", "ClusterRole"))
     try:
@@ -144,7 +145,7 @@ def test_the_experimenter_table_is_what_the_access_check_finds(
         assert access.missing(post, other, table) == everything
         # Cluster-scoped, by name: the ClusterRole's class and no other.
         assert access.missing(post, granted, cluster_table) == []
-        assert access.missing(post, granted, access.experimenter_cluster_rules("another-class")) != []
+        assert access.missing(post, granted, experimenter_rights.experimenter_cluster_rules("another-class")) != []
         identity = access.identity(api.post)
         assert identity == f"user 'alice' (groups {GROUP})"
         (message,) = access.refusals(access.missing(post, other, table), identity, other, "tfk8s:user")

@@ -30,7 +30,7 @@ from tfk8s.checks import access
 from tfk8s.components import guard
 from tfk8s.kube import client as kube_client
 from tfk8s.schema.platform import PlacementSettings, UserNodeSettings
-from tfk8s.specs import tenant_admission
+from tfk8s.specs import experimenter_rights, tenant_admission
 from tfk8s.specs.jobset import QUEUE_NAME_LABEL
 from tfk8s.specs.queueing import LOCAL_QUEUE_NAME
 
@@ -136,7 +136,7 @@ def quinn(kube: Kube, jobsets: None) -> Iterator[Kube]:
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "Role",
         "metadata": {"name": "experimenter", "namespace": NAMESPACE},
-        "rules": access.rules_for_role(access.experimenter_rules(layouts, queueing=True)),
+        "rules": experimenter_rights.rules_for_role(experimenter_rights.experimenter_rules(layouts, queueing=True)),
     }
     binding = {
         "apiVersion": "rbac.authorization.k8s.io/v1",
@@ -365,6 +365,6 @@ def test_quinns_only_workload_is_a_jobset(quinn: Kube) -> None:
     server, user, cluster = kube_client.current_entries([yaml.safe_load(quinn.kubeconfig.read_text())])
     assert server
     api = kube_client.KubeApi(server, cluster, user)
-    table = access.experimenter_rules(guard.layout_kind(GROUP), queueing=True)
+    table = experimenter_rights.experimenter_rules(guard.layout_kind(GROUP), queueing=True)
     assert access.missing(api.post, NAMESPACE, table) == []
-    assert access.missing(api.post, NAMESPACE, access.experimenter_rules(guard.layout_kind(GROUP))) != []
+    assert access.missing(api.post, NAMESPACE, experimenter_rights.experimenter_rules(guard.layout_kind(GROUP))) != []

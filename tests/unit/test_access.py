@@ -15,13 +15,14 @@ from mocked_program import facts_for, stack_config
 from tfk8s.checks import access
 from tfk8s.kube import api_paths
 from tfk8s.schema.contract import PlatformFacts
+from tfk8s.specs import experimenter_rights
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 NAMESPACE = "tfk8s-alice"
 ALICE = {"username": "alice", "groups": ["tfk8s-users", "system:authenticated"]}
 # The platform the golden manifests were rendered against (mocked_program.facts_for).
 LAYOUTS = PlatformFacts.model_validate(facts_for(stack_config("platform-dev")), strict=False).layouts
-TABLE = access.experimenter_rules(LAYOUTS)
+TABLE = experimenter_rights.experimenter_rules(LAYOUTS)
 
 
 class FakeApi:
@@ -60,7 +61,7 @@ def without(rules: list[dict[str, Any]], resource: str, verb: str) -> list[dict[
 
 
 def test_a_full_grant_is_one_request_and_no_refusal() -> None:
-    api = FakeApi(access.rules_for_role(TABLE))
+    api = FakeApi(experimenter_rights.rules_for_role(TABLE))
     missed = access.missing(api.post, NAMESPACE, TABLE)
     assert missed == []
     assert access.refusals(missed, access.identity(api.post), NAMESPACE, "tfk8s:user") == []
@@ -68,7 +69,7 @@ def test_a_full_grant_is_one_request_and_no_refusal() -> None:
 
 
 def test_a_missing_verb_is_one_message_naming_who_where_what_and_the_fix() -> None:
-    api = FakeApi(without(access.rules_for_role(TABLE), "events", "watch"))
+    api = FakeApi(without(experimenter_rights.rules_for_role(TABLE), "events", "watch"))
     missed = access.missing(api.post, NAMESPACE, TABLE)
     assert [(p.resource, verb) for p, verb in missed] == [("events", "watch")]
     (message,) = access.refusals(missed, access.identity(api.post), NAMESPACE, "tfk8s:user")
@@ -80,7 +81,7 @@ def test_a_missing_verb_is_one_message_naming_who_where_what_and_the_fix() -> No
 
 
 def test_a_namespace_without_a_binding_refuses_every_rule_with_its_verbs() -> None:
-    api = FakeApi(access.rules_for_role(TABLE))
+    api = FakeApi(experimenter_rights.rules_for_role(TABLE))
     missed = access.missing(api.post, "tfk8s-bob", TABLE)
     assert len(missed) == sum(len(p.verbs) for p in TABLE)
     (message,) = access.refusals(missed, access.UNKNOWN_IDENTITY, "tfk8s-bob", "tfk8s:user")
@@ -99,7 +100,7 @@ def test_a_namespace_without_a_binding_refuses_every_rule_with_its_verbs() -> No
 )
 def test_grants_the_listed_rules_do_not_spell_out_are_still_grants(rules: list[dict[str, Any]]) -> None:
     """Wildcards are matched as RBAC matches them; what the listed rules do not show is asked one by one."""
-    api = FakeApi(access.rules_for_role(TABLE))
+    api = FakeApi(experimenter_rights.rules_for_role(TABLE))
     real_post = api.post
 
     def post(path: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -111,14 +112,14 @@ def test_grants_the_listed_rules_do_not_spell_out_are_still_grants(rules: list[d
 
 
 def test_without_a_rules_review_each_distinct_question_is_asked_once() -> None:
-    api = FakeApi(access.rules_for_role(TABLE), rules_review=False)
+    api = FakeApi(experimenter_rights.rules_for_role(TABLE), rules_review=False)
     assert access.missing(api.post, NAMESPACE, [*TABLE, *TABLE]) == []
     asked = [json.dumps(body, sort_keys=True) for path, body in api.requests if path == access.ACCESS_REVIEW]
     assert len(asked) == len(set(asked)) == sum(len(p.verbs) for p in TABLE)
 
 
 def test_a_cluster_scoped_rule_is_asked_without_a_namespace_and_by_name() -> None:
-    (storage_class,) = access.experimenter_cluster_rules("tfk8s-scratch")
+    (storage_class,) = experimenter_rights.experimenter_cluster_rules("tfk8s-scratch")
     api = FakeApi([])
     assert access.missing(api.post, NAMESPACE, [storage_class]) == [(storage_class, "get")]
     (_, body) = api.requests[-1]
@@ -130,7 +131,7 @@ def test_a_cluster_scoped_rule_is_asked_without_a_namespace_and_by_name() -> Non
     }
     (message,) = access.refusals([(storage_class, "get")], "user 'alice'", NAMESPACE, "tfk8s:user")
     assert "may not get storageclasses.storage.k8s.io 'tfk8s-scratch' cluster-wide" in message
-    assert access.experimenter_cluster_rules(None) == ()
+    assert experimenter_rights.experimenter_cluster_rules(None) == ()
 
 
 @pytest.mark.parametrize(
@@ -147,7 +148,7 @@ def test_the_identity_is_named_as_the_api_server_reports_it(user: dict[str, Any]
 
 
 def test_rules_render_as_role_rules() -> None:
-    rules = access.rules_for_role(TABLE + access.experimenter_cluster_rules("tfk8s-scratch"))
+    rules = experimenter_rights.rules_for_role(TABLE + experimenter_rights.experimenter_cluster_rules("tfk8s-scratch"))
     assert rules[0] == {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get"]}
     assert rules[-1]["resourceNames"] == ["tfk8s-scratch"]
     assert all(set(r) <= {"apiGroups", "resources", "verbs", "resourceNames"} for r in rules)
@@ -183,7 +184,7 @@ def test_every_kind_an_experiment_creates_can_be_applied_read_and_deleted(queued
     assert (LAYOUTS.group, LAYOUTS.plural) in kinds
     assert (("jobset.x-k8s.io", "jobsets") if queued else ("apps", "deployments")) in kinds
     verbs: dict[tuple[str, str], set[str]] = {}
-    for p in access.experimenter_rules(LAYOUTS, queueing=queued):
+    for p in experimenter_rights.experimenter_rules(LAYOUTS, queueing=queued):
         verbs.setdefault((p.api_group, p.resource), set()).update(p.verbs)
     for kind in sorted(kinds):
         assert {"create", "patch", "get", "delete"} <= verbs.get(kind, set()), kind
@@ -246,10 +247,10 @@ def test_an_experiment_its_caller_may_run_proceeds(dev_config: dict[str, Any], m
 
 # --- a platform that queues: a training cluster is one JobSet (issue 38) -----------------------------
 
-QUEUED_TABLE = access.experimenter_rules(LAYOUTS, queueing=True)
+QUEUED_TABLE = experimenter_rights.experimenter_rules(LAYOUTS, queueing=True)
 
 
-def verbs_of(table: tuple[access.Permission, ...]) -> dict[tuple[str, str], set[str]]:
+def verbs_of(table: tuple[experimenter_rights.Permission, ...]) -> dict[tuple[str, str], set[str]]:
     found: dict[tuple[str, str], set[str]] = {}
     for p in table:
         found.setdefault((p.api_group, p.resource), set()).update(p.verbs)
@@ -257,12 +258,12 @@ def verbs_of(table: tuple[access.Permission, ...]) -> dict[tuple[str, str], set[
 
 
 def test_without_queueing_the_table_is_todays() -> None:
-    assert access.experimenter_rules(LAYOUTS, queueing=False) == TABLE
+    assert experimenter_rights.experimenter_rules(LAYOUTS, queueing=False) == TABLE
 
 
 def test_a_queued_experiment_applies_jobsets_and_creates_no_workload_of_another_kind() -> None:
     queued, today = verbs_of(QUEUED_TABLE), verbs_of(TABLE)
-    assert queued[("jobset.x-k8s.io", "jobsets")] == set(access.MANAGED)
+    assert queued[("jobset.x-k8s.io", "jobsets")] == set(experimenter_rights.MANAGED)
     # What only the PS's Deployments, the worker Jobs and the PS retirement needed: read and deleted
     # (clusters declared before the platform queued), never created or changed.
     for kind in (

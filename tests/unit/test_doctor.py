@@ -19,7 +19,7 @@ import pytest
 import yaml
 from mocked_program import ROOT
 from tfk8s.cli import main as cli
-from tfk8s.doctor import probes, reads, rights
+from tfk8s.doctor import network_probe, node_reads, reads, rights
 from tfk8s.doctor.checkup import Options, checkup
 from tfk8s.doctor.findings import Verdict
 from tfk8s.doctor.sandbox import Sandbox
@@ -151,7 +151,7 @@ def network_verdicts(statuses: dict[str, dict[str, Any]], *, enforced: bool = Tr
     settings = settings.model_copy(update={"network": settings.network.model_copy(update={"policy_enforced": enforced})})
     api = FakeApi(lambda name: statuses[name])
     with sandbox(api) as box:
-        found = probes.network(box, settings, "img", timeout=20)
+        found = network_probe.network(box, settings, "img", timeout=20)
     return {f.check: f for f in found}
 
 
@@ -239,7 +239,7 @@ def greeter() -> Iterator[int]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    script = probes.SERVER.replace(str(probes.PORT), str(port)).replace('"0.0.0.0"', '"127.0.0.1"')
+    script = network_probe.SERVER.replace(str(network_probe.PORT), str(port)).replace('"0.0.0.0"', '"127.0.0.1"')
     server = subprocess.Popen([sys.executable, "-c", script])
     try:
         deadline = time.monotonic() + 10
@@ -256,7 +256,7 @@ def greeter() -> Iterator[int]:
 
 
 def client(*args: str) -> int:
-    return subprocess.run([sys.executable, "-c", probes.CLIENT, *args], timeout=60).returncode
+    return subprocess.run([sys.executable, "-c", network_probe.CLIENT, *args], timeout=60).returncode
 
 
 def test_the_client_sees_the_server_open_and_a_closed_port_blocked(greeter: int) -> None:
@@ -288,25 +288,25 @@ def kwok_node(name: str, *, taints: list[dict[str, str]] | None = None) -> dict[
 def test_reads_of_nodes_the_user_node_capacity_and_pod_networks() -> None:
     settings = load("platform-dev", ROOT).settings
     tainted = kwok_node("gpu-1", taints=[{"key": "gpu", "effect": "NoSchedule"}])
-    found = {f.check: f for f in reads.nodes([kwok_node("tfk8s-user-node"), tainted], settings, Placement(), user_node=True)}
+    found = {f.check: f for f in node_reads.nodes([kwok_node("tfk8s-user-node"), tainted], settings, Placement(), user_node=True)}
     assert found["nodes"].verdict is Verdict.PASSED and "gpu-1" not in found["nodes"].detail
     assert found["user-node"].verdict is Verdict.PASSED and "192.0.2.7" in found["user-node"].detail
     assert found["capacity"].verdict is Verdict.ADVICE and "32 cpu" in found["capacity"].detail  # 32 CPUs asked of 4
-    missing = {f.check: f for f in reads.nodes([tainted], settings, Placement(), user_node=True)}
+    missing = {f.check: f for f in node_reads.nodes([tainted], settings, Placement(), user_node=True)}
     assert missing["nodes"].verdict is Verdict.FAILED and missing["user-node"].verdict is Verdict.FAILED
     # A cluster of one node whose User Node trains too: its control-plane taint keeps everything off.
     shared = settings.model_copy(update={"user_node": settings.user_node.model_copy(update={"shared_with_training": True})})
     kubeadm_taint = {"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}
     control_plane = kwok_node("tfk8s-user-node", taints=[kubeadm_taint])
     control_plane["metadata"]["managedFields"] = [{"manager": "kubeadm", "fieldsV1": {"f:spec": {"f:taints": {}}}}]
-    one = {f.check: f for f in reads.nodes([control_plane], shared, Placement(), user_node=True)}
+    one = {f.check: f for f in node_reads.nodes([control_plane], shared, Placement(), user_node=True)}
     assert one["user-node"].verdict is Verdict.FAILED and "sharedWithTraining" in one["user-node"].detail
-    untainted = {f.check: f for f in reads.nodes([kwok_node("tfk8s-user-node")], shared, Placement(), user_node=True)}
+    untainted = {f.check: f for f in node_reads.nodes([kwok_node("tfk8s-user-node")], shared, Placement(), user_node=True)}
     assert untainted["user-node"].verdict is Verdict.PASSED
     covered = settings.model_copy(update={"network": settings.network.model_copy(update={"pod_cidrs": ("10.244.0.0/16",)})})
-    assert reads.pod_networks([tainted], covered)[0].verdict is Verdict.PASSED
+    assert node_reads.pod_networks([tainted], covered)[0].verdict is Verdict.PASSED
     elsewhere = settings.model_copy(update={"network": settings.network.model_copy(update={"pod_cidrs": ("10.88.0.0/16",)})})
-    assert reads.pod_networks([tainted], elsewhere)[0].verdict is Verdict.FAILED
+    assert node_reads.pod_networks([tainted], elsewhere)[0].verdict is Verdict.FAILED
 
 
 def test_version_older_than_the_guards_fails_and_a_pinned_version_must_be_the_servers() -> None:

@@ -20,7 +20,7 @@ from tfk8s.checks import access
 from tfk8s.errors import AccessDenied
 from tfk8s.kube.api_error import KubeApiError
 from tfk8s.schema.contract import PlatformFacts, TenantFacts
-from tfk8s.specs import queue_readiness
+from tfk8s.specs import experimenter_rights, queue_readiness
 from tfk8s.stacks import queue_status
 
 NOW = datetime(2026, 11, 27, 12, 0, tzinfo=UTC)
@@ -171,11 +171,11 @@ def test_a_preview_or_a_platform_without_queueing_reads_nothing(platform: Platfo
 
 
 def test_the_experimenter_table_reads_workloads_only_with_queueing() -> None:
-    kueue = [p for p in access.experimenter_rules(QUEUEING.layouts, queueing=True) if "kueue" in p.api_group]
+    kueue = [p for p in experimenter_rights.experimenter_rules(QUEUEING.layouts, queueing=True) if "kueue" in p.api_group]
     assert [(p.api_group, p.resource, p.verbs, p.resource_names) for p in kueue] == [
         ("kueue.x-k8s.io", "workloads", ("get", "list"), ())
     ]
-    assert not [p for p in access.experimenter_rules(NOT_QUEUEING.layouts) if "kueue" in p.api_group]
+    assert not [p for p in experimenter_rights.experimenter_rules(NOT_QUEUEING.layouts) if "kueue" in p.api_group]
 
 
 @pytest.mark.parametrize("queueing", [True, False], ids=["queueing", "without"])

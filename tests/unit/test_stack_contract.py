@@ -26,13 +26,12 @@ from mocked_program import (
 )
 from mocks import RecordingMocks
 from tfk8s import program, release
-from tfk8s.checks import access
 from tfk8s.components import guard
 from tfk8s.errors import ContractUnavailable, OwnershipConflict, StackUnavailable
 from tfk8s.kube.api_error import KubeApiError
 from tfk8s.schema.contract import PlatformFacts, TenantFacts
 from tfk8s.schema.stack_file import validate
-from tfk8s.specs import ownership
+from tfk8s.specs import experimenter_rights, ownership
 from tfk8s.stacks import outputs as stack_outputs
 from tfk8s.stacks import ref as stack_ref
 from tfk8s.stacks import tenant_contract
@@ -533,7 +532,9 @@ def test_the_platform_defines_its_kinds_the_experimenter_role_and_the_guards(
             assert (crds["Tenant"]["metadata"]["name"], crds["Tenant"]["spec"]["scope"]) == (f"tenants.{group}", "Cluster")
             (role,) = d.mocks.of_type(f"kubernetes:{RBAC}/v1:ClusterRole")
             assert role.inputs["metadata"]["name"] == guard.experimenter_role(group)
-            assert role.inputs["rules"] == access.rules_for_role(access.experimenter_rules(guard.layout_kind(group)))
+            assert role.inputs["rules"] == experimenter_rights.rules_for_role(
+                experimenter_rights.experimenter_rules(guard.layout_kind(group))
+            )
             assert role.inputs["metadata"]["labels"][guard.GUARD_LABEL] == group
             # Deleted first on destroy: after it, only what no tenant uses any more.
             depends = {

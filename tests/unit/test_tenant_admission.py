@@ -14,11 +14,10 @@ from typing import Any
 import pulumi
 import pytest
 from mocked_program import after, facts_for, run_program
-from tfk8s.checks import access
 from tfk8s.components import guard
 from tfk8s.schema.contract import PlatformKind
 from tfk8s.schema.platform import PlacementSettings, UserNodeSettings
-from tfk8s.specs import tenant_admission
+from tfk8s.specs import experimenter_rights, tenant_admission
 from tfk8s.specs.labels import TENANT_NAMESPACE
 
 VAP = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy"
@@ -201,7 +200,7 @@ def test_only_a_queueing_platform_checks_jobsets_and_lets_its_experimenters_appl
             assert (("jobset.x-k8s.io", "jobsets") in checked) is queueing
             expected = tenant_admission.policies("g", TENANTS, UserNodeSettings(name="n"), PlacementSettings(), queueing=queueing)
             assert len(policies) == len(expected)
-            # The experimenter role every tenant binds: the queued table (tfk8s.checks.access), JobSets in it.
+            # The experimenter role every tenant binds: the queued table (tfk8s.specs.experimenter_rights), JobSets in it.
             (role,) = d.mocks.of_type(CLUSTER_ROLE)
             (crd,) = [
                 r
@@ -209,7 +208,9 @@ def test_only_a_queueing_platform_checks_jobsets_and_lets_its_experimenters_appl
                 if r.inputs["metadata"]["name"].startswith("tenants.")
             ]
             layouts = guard.layout_kind(crd.inputs["spec"]["group"])
-            assert role.inputs["rules"] == access.rules_for_role(access.experimenter_rules(layouts, queueing=queueing))
+            assert role.inputs["rules"] == experimenter_rights.rules_for_role(
+                experimenter_rights.experimenter_rules(layouts, queueing=queueing)
+            )
             applies_jobsets = any(
                 r["apiGroups"] == ["jobset.x-k8s.io"] and r["resources"] == ["jobsets"] and "patch" in r["verbs"]
                 for r in role.inputs["rules"]

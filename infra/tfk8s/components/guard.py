@@ -166,7 +166,7 @@ class PlatformGuardArgs:
     owner: Owner
     group: str  # the platform's API group (`platform_group(owner)`)
     with_policy: bool  # the cluster has ValidatingAdmissionPolicy (`policy_supported`)
-    # What the experimenter role lets its tenants do (tfk8s.checks.access.experimenter_rules, as RBAC rules).
+    # What the experimenter role lets its tenants do (tfk8s.specs.experimenter_rights.experimenter_rules, as RBAC rules).
     experimenter_rules: list[dict[str, Any]]
     # The rest of the platform: the role is deleted before any of it.
     guarded: Sequence[pulumi.Resource] = ()

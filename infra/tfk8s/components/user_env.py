@@ -27,6 +27,7 @@ from typing import Any
 
 import pulumi
 
+from tfk8s.components import namespace_bounds
 from tfk8s.components.storage import claim
 from tfk8s.kube import awaits
 from tfk8s.kube import objects as kube
@@ -35,12 +36,10 @@ from tfk8s.schema.platform import PodIdentity
 from tfk8s.schema.tenant import TenantSettings
 from tfk8s.specs import (
     app_sessions,
-    network_policy,
     pod_security,
     pods,
     quota,
     readiness,
-    tenant_access,
     tenant_admission,
     user_apps,
 )
@@ -94,14 +93,15 @@ class UserEnvironment(pulumi.ComponentResource):
         self.args = args
         self.namespace = self._build_namespace(name, args)
         ns = self.namespace.name
-        self._build_quota(name, args, ns)
-        self._build_network_policies(name, args, ns)
+        bounded = (args.user, args.platform, args.owner, ns, self)
+        self.resource_quota, self.limit_range = namespace_bounds.declare_quota(name, *bounded)
+        self.network_policies = namespace_bounds.declare_network_policies(name, *bounded)
         self.claims = self._build_claims(name, args, ns)
         self.trainer_config = self._build_trainer(name, args, ns)
         self._build_jupyter(name, args, ns)
         self._build_tensorboard(name, args, ns)
         self._readiness(args)
-        self._build_access(args, ns)
+        self.access = namespace_bounds.declare_access(*bounded, token_secret=TOKEN_SECRET)
         self._build_contract(args, ns)
         self.register_outputs(
             {
@@ -193,45 +193,8 @@ class UserEnvironment(pulumi.ComponentResource):
         volumes = pulumi.Output.all(**{p: c.status for p, c in self.claims.items()}).apply(readiness.volumes_readiness)
         self.readiness = pulumi.Output.all(volumes=volumes, **apps)
 
-    def _meta(
-        self, ns: pulumi.Input[str], own_labels: dict[str, str], *, annotations: dict[str, str] | None = None, **extra: Any
-    ) -> dict[str, Any]:
-        return {
-            "namespace": ns,
-            "labels": {**own_labels, **self.args.owner.labels()},
-            "annotations": {**(annotations or {}), **self.args.owner.annotations()},
-            **extra,
-        }
-
-    def _build_access(self, args: UserEnvironmentArgs, ns: pulumi.Output[str]) -> None:
-        """The user's identities (none: only the platform team's act here) get the platform's experimenter
-        role in this namespace alone, and may `get` their Jupyter token's Secret and no other."""
-        # Logical names without the environment's, as the tenant stack first declared them (renaming would
-        # replace them): a program holds one UserEnvironment whose user has identities.
-        members = tenant_access.subjects(args.user.identities)
-        self.access: list[pulumi.Resource] = []
-        if not members:
-            return
-        child = pulumi.ResourceOptions(parent=self)
-        meta = self._meta(ns, labels(args.user.name, "tenant"))
-        experimenters = kube.RoleBinding(
-            "experimenters",
-            metadata=meta,
-            role_ref=tenant_access.role_ref("ClusterRole", args.platform.experimenter_role),
-            subjects=members,
-            opts=child,
-        )
-        reader = kube.Role(
-            "jupyter-token-reader", metadata=meta, rules=tenant_access.secret_reader_rules(TOKEN_SECRET), opts=child
-        )
-        readers = kube.RoleBinding(
-            "jupyter-token-reader",
-            metadata=meta,
-            role_ref=tenant_access.role_ref("Role", reader.name),
-            subjects=members,
-            opts=child,
-        )
-        self.access = [experimenters, reader, readers]
+    def _meta(self, ns: pulumi.Input[str], own_labels: dict[str, str], **more: Any) -> dict[str, Any]:
+        return namespace_bounds.metadata(self.args.owner, ns, own_labels, **more)
 
     def _build_contract(self, args: UserEnvironmentArgs, ns: pulumi.Output[str]) -> None:
         """The contract its owner publishes here (logical name `contract`, as first declared: one per program)."""
@@ -246,40 +209,6 @@ class UserEnvironment(pulumi.ComponentResource):
             data=urls.apply(lambda u: dict(published.data(u[0], u[1]))),
             opts=pulumi.ResourceOptions(parent=self),
         )
-
-    def _build_quota(self, name: str, args: UserEnvironmentArgs, ns: pulumi.Output[str]) -> None:
-        """The namespace's ResourceQuota and LimitRange (tfk8s.specs.quota). The LimitRange sizes containers
-        that set no resources (a user's own pods): without it the quota would refuse them."""
-        child = pulumi.ResourceOptions(parent=self)
-        own_labels = labels(args.user.name, "quota")
-        self.resource_quota = kube.ResourceQuota(
-            f"{name}-quota",
-            metadata=self._meta(ns, own_labels, name=quota.QUOTA_NAME),
-            spec=quota.resource_quota_spec(args.user.effective_quota(args.platform.default_quota)),
-            opts=child,
-        )
-        self.limit_range = kube.LimitRange(
-            f"{name}-container-defaults",
-            metadata=self._meta(ns, own_labels, name=quota.LIMIT_RANGE_NAME),
-            spec=quota.limit_range_spec(args.platform.container_defaults),
-            opts=child,
-        )
-
-    def _build_network_policies(self, name: str, args: UserEnvironmentArgs, ns: pulumi.Output[str]) -> None:
-        """Deny by default, then what the namespace's pods need (tfk8s.specs.network_policy); each training
-        cluster adds its own. Before the apps and volumes: no pod of the namespace starts unshielded."""
-        own_labels = labels(args.user.name, "network")
-        self.network_policies = [
-            kube.NetworkPolicy(
-                f"{name}-{policy_name}",
-                metadata=self._meta(ns, own_labels, name=policy_name),
-                spec=spec,
-                opts=pulumi.ResourceOptions(parent=self),
-            )
-            for policy_name, spec in network_policy.tenant_policies(
-                args.user.name, args.platform.network, args.platform.ports
-            ).items()
-        ]
 
     def _build_jupyter(self, name: str, args: UserEnvironmentArgs, ns: pulumi.Output[str]) -> None:
         user, platform = args.user, args.platform

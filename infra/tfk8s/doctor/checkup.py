@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from tfk8s.checks import access
 from tfk8s.components.guard import POLICY_SINCE
-from tfk8s.doctor import probes, reads
+from tfk8s.doctor import network_probe, node_reads, probes, reads
 from tfk8s.doctor.findings import Finding, not_proven, ready
 from tfk8s.doctor.sandbox import Api, Sandbox
 from tfk8s.doctor.target import Placement, Target
@@ -95,8 +95,8 @@ def checkup(
         nodes = []
         findings += [_unread(check, error) for check in ("nodes", "user-node", "pod-cidrs")]
     else:
-        findings += _timed(lambda: reads.nodes(nodes, settings, options.placement, user_node=target.user_node), clock)
-        findings += _timed(lambda: reads.pod_networks(nodes, settings), clock)
+        findings += _timed(lambda: node_reads.nodes(nodes, settings, options.placement, user_node=target.user_node), clock)
+        findings += _timed(lambda: node_reads.pod_networks(nodes, settings), clock)
     findings += _guarded(("dns-route",), lambda: reads.dns_route(api, settings), clock)
     findings += _guarded(("queueing",), lambda: reads.queueing_findings(api, settings), clock)
     findings += monitoring
@@ -106,7 +106,7 @@ def checkup(
 
 
 def _probe(
-    api: Api, version: tuple[int, int], target: Target, options: Options, nodes: reads.Nodes, clock: Callable[[], float]
+    api: Api, version: tuple[int, int], target: Target, options: Options, nodes: node_reads.Nodes, clock: Callable[[], float]
 ) -> list[Finding]:
     settings = target.settings
     image = options.image or settings.images.tensorflow
@@ -121,7 +121,7 @@ def _probe(
         )
         with ThreadPoolExecutor(2) as pool:
             network = pool.submit(
-                _guarded, NETWORK_PROBES, lambda: probes.network(sandbox, settings, image, options.timeout), clock
+                _guarded, NETWORK_PROBES, lambda: network_probe.network(sandbox, settings, image, options.timeout), clock
             )
             storage = pool.submit(
                 _guarded,

@@ -1,7 +1,7 @@
 """What the platform team's credentials must be allowed, asked of the API server before the first `up`.
 
 The platform stack and the tenant stacks (both the platform team's) manage the kinds below; each
-is asked with the verbs the provider uses on what it manages (tfk8s.checks.access.MANAGED), cluster-wide:
+is asked with the verbs the provider uses on what it manages (tfk8s.specs.experimenter_rights.MANAGED), cluster-wide:
 a tenant's namespaced objects live in namespaces that do not exist yet. tests/unit/test_doctor.py
 holds this table to what the programs declare under mocks (their golden manifests), so a kind a
 stack starts declaring cannot be left out here.
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tfk8s.checks.access import MANAGED, Permission
 from tfk8s.kube.api_paths import (
     CLUSTER_QUEUE,
     COHORT,
@@ -26,6 +25,7 @@ from tfk8s.kube.api_paths import (
     ApiKind,
 )
 from tfk8s.schema.platform import PlatformSettings
+from tfk8s.specs.experimenter_rights import MANAGED, Permission
 
 PLATFORM = "the platform stack"
 TENANT = "each tenant stack"

@@ -53,6 +53,21 @@ class PodOutcome:
     """Why it did not finish: stuck (the waiting reason and message), unschedulable, or out of time."""
     stuck: bool = False
 
+    @property
+    def fix(self) -> str | None:
+        """The fix for a pod stuck before it ran (its image not pulled or not runnable); None otherwise."""
+        if self.stuck:
+            return (
+                "make the image pullable from the nodes (a registry they reach, an imagePullSecret) "
+                "and runnable as a non-root user"
+            )
+        return None
+
+
+def python_command(script: str, *args: str) -> list[str]:
+    """A probe pod's command: Python runs `script` (every tfk8s image has Python)."""
+    return ["python3", "-c", script, *args]
+
 
 class Sandbox:
     def __init__(

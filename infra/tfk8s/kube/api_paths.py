@@ -85,7 +85,7 @@ PERSISTENT_VOLUME = ApiKind(kind="PersistentVolume", api_version="v1", plural="p
 CUSTOM_RESOURCE_DEFINITION = ApiKind(
     kind="CustomResourceDefinition", api_version="apiextensions.k8s.io/v1", plural="customresourcedefinitions", namespaced=False
 )
-# The platform's experimenter role, which tenants bind in their namespaces (tfk8s.checks.access).
+# The platform's experimenter role, which tenants bind in their namespaces (tfk8s.specs.experimenter_rights).
 CLUSTER_ROLE = ApiKind(kind="ClusterRole", api_version="rbac.authorization.k8s.io/v1", plural="clusterroles", namespaced=False)
 # The User Node, read whole by a tenant for its allocatable pods (tfk8s.components.user_node.check_room).
 NODE = ApiKind(kind="Node", api_version="v1", plural="nodes", namespaced=False)

@@ -132,7 +132,7 @@ class KubeApi:
 
     Reads, and the POSTs of reviews that change nothing (tfk8s.checks.access asks what the credentials
     may do); everything else is the provider's job, except `tfk8s doctor`'s throwaway probe objects
-    (tfk8s.doctor.probes), which it creates and deletes itself. Every request of a program run goes over one
+    (tfk8s.doctor.probes, network_probe), which it creates and deletes itself. Every request of a program run goes over one
     kept-alive connection with one TLS context, as kubectl's do: a dozen reads before anything is
     declared would otherwise pay a dozen TCP and TLS handshakes and credential loads. Through the
     proxy the environment names for the server (HTTPS_PROXY, NO_PROXY), as kubectl goes.

@@ -128,7 +128,7 @@ class PlatformFacts(Facts):
     layouts: PlatformKind
     tenants: PlatformKind
     experimenter_role: str
-    """The ClusterRole a tenant binds its identities to, in its namespace alone (tfk8s.checks.access)."""
+    """The ClusterRole a tenant binds its identities to, in its namespace alone (tfk8s.specs.experimenter_rights)."""
     namespace_prefix: str
     images: ImageSettings
     ports: PortSettings

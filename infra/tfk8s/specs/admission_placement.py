@@ -163,7 +163,7 @@ def jobset_validations(user_node: UserNodeSettings, placement: PlacementSettings
     ]
     # Without the label, Kueue leaves the JobSet alone (manageJobsWithoutQueueName is off) and JobSet's
     # controller starts it at once: beside the queue, its capacity, priorities and fair share. The
-    # tenant's LocalQueue is the only one in her namespace (she may create none: tfk8s.checks.access),
+    # tenant's LocalQueue is the only one in her namespace (she may create none: tfk8s.specs.experimenter_rights),
     # and a JobSet may only name a LocalQueue of its own namespace.
     # What this does not close, said plainly: a tenant's pods outside the queue by any other kind. The
     # queued experimenter table gives her identities no create of Jobs, Deployments or pods, so a JobSet

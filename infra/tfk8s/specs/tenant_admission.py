@@ -1,6 +1,6 @@
 """What RBAC leaves open in tenants' namespaces, closed by the API server itself.
 
-A tenant's identities hold the experimenter role in their namespace (tfk8s.checks.access): enough to run
+A tenant's identities hold the experimenter role in their namespace (tfk8s.specs.experimenter_rights): enough to run
 experiments, and, through kubectl, more than experiments need. RBAC grants verbs on kinds; it cannot
 say "a Job, but not one that tolerates the User Node's taint", "a RoleBinding, but not to everyone",
 "this Deployment, but not the tenant's Jupyter". Found by trying, with a tenant's own certificate:

@@ -11,7 +11,6 @@ from typing import Any, Final
 
 import pulumi
 
-from tfk8s.checks import access
 from tfk8s.components import guard, monitoring, queueing, storage, tenant_admission
 from tfk8s.components.storage import SharedStorage, SharedStorageArgs
 from tfk8s.components.user_node import UserNode, UserNodeArgs
@@ -21,7 +20,7 @@ from tfk8s.schema import NAMESPACE
 from tfk8s.schema.contract import PlatformFacts, UserNodeFacts
 from tfk8s.schema.platform import PlatformSettings, PlatformStack
 from tfk8s.schema.storage import StorageSettings
-from tfk8s.specs import backends, readiness
+from tfk8s.specs import backends, experimenter_rights, readiness
 from tfk8s.specs.ownership import Claimed, Owner
 from tfk8s.stacks import config as stack_config
 from tfk8s.stacks.exports import export_readiness
@@ -85,8 +84,8 @@ def build(stack: PlatformStack, owner: Owner) -> dict[str, Any]:
             owner=owner,
             group=group,
             with_policy=guard.policy_supported(platform.version),
-            experimenter_rules=access.rules_for_role(
-                access.experimenter_rules(guard.layout_kind(group), queueing=platform.queueing.enabled)
+            experimenter_rules=experimenter_rights.rules_for_role(
+                experimenter_rights.experimenter_rules(guard.layout_kind(group), queueing=platform.queueing.enabled)
             ),
             guarded=[shared, user_node, *admission, *monitoring_objects, *queues],
         ),

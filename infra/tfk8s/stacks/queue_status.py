@@ -2,7 +2,7 @@
 (issue 38): read during a real `up`, never in a preview, with the credentials the program already
 reads the tenant's Secret with (tfk8s.kube.secrets: the kubeconfig's identity, over the program's
 kept-alive connection), which may `get` and `list` workloads.kueue.x-k8s.io in the tenant's
-namespace on a queueing platform (tfk8s.checks.access.experimenter_rules) and nothing more of Kueue.
+namespace on a queueing platform (tfk8s.specs.experimenter_rights.experimenter_rules) and nothing more of Kueue.
 
 One LIST of the namespace's Workloads per experiment, in a thread of its own (as tfk8s.stacks.progress
 reads the gate), bounded by TIMEOUT_SECONDS. It never fails the `up`: what cannot be read is

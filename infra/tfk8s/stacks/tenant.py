@@ -3,7 +3,7 @@
 It registers the tenant with its platform (a cluster-wide `Tenant`, tfk8s.components.guard), then declares the
 namespace and what lives there beyond any experiment (tfk8s.components.user_env: volumes, Jupyter, TensorBoard,
 quota, container defaults, the tenant's identities bound to the platform's experimenter role in that
-namespace alone, tfk8s.checks.access), and guards the namespace while experiments use it. Its
+namespace alone, tfk8s.specs.experimenter_rights), and guards the namespace while experiments use it. Its
 environment publishes the contract its experiments read in that namespace (tfk8s.stacks.tenant_contract), and the
 same tenant facts as its `tenant` output (a contract.TenantFacts, dumped by alias) for people and
 pipelines.

@@ -36,5 +36,8 @@ case $command in
   *) ;; # plan and operator-stack read git only; usage errors are the command's own
 esac
 eval "$("$root/hack/env.sh")"
+# The entry point of the console script `tfk8s-gitops` (pyproject.toml), on this checkout's code:
+# the virtualenv may be another checkout's (the tests' copies, a release's upgrade links one), whose
+# bin/ holds that checkout's script or none, so through `python -m`, which calls the same `run`.
 export PYTHONPATH="$root/infra${PYTHONPATH:+:$PYTHONPATH}"
 exec "$root/.venv/bin/python" -m tfk8s_gitops "$@"

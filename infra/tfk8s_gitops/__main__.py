@@ -1,4 +1,5 @@
-"""`hack/gitops.sh <command>`: the one GitOps command CI and the tests run (docs/guide/gitops.md).
+"""`tfk8s-gitops <command>`: the one GitOps command CI and the tests run (docs/guide/gitops.md), as
+`hack/gitops.sh <command>` in a checkout.
 
   plan    --base B [--head H] [--json]         the stacks B..H touches, in order (and each one's wave)
   preview --base B [--head H] [--summary F]    a pull request: previews with the policy pack
@@ -29,7 +30,7 @@ from tfk8s_gitops.repo import Repo
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="hack/gitops.sh", description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser = argparse.ArgumentParser(prog="tfk8s-gitops", description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     parser.add_argument("--checkout", type=Path, default=Path.cwd(), help="the git checkout (default: .)")
     commands = parser.add_subparsers(dest="command", required=True)
     for name in ("plan", "preview", "apply"):
@@ -139,10 +140,14 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if report.ok else 1
 
 
-if __name__ == "__main__":
+def run() -> None:
+    """The console script `tfk8s-gitops`. tfk8s's own errors (a user's mistake, a missing
+    prerequisite) are one line; anything else is a bug, with its traceback."""
     try:
         sys.exit(main())
-    # tfk8s's own errors (a user's mistake, a missing prerequisite) are one line; anything else is a
-    # bug, with its traceback.
     except Tfk8sError as error:
         sys.exit(f"gitops: {error}")
+
+
+if __name__ == "__main__":
+    run()

@@ -26,7 +26,11 @@ DRIFTS = [
     ("tfk8s_gitops/operator.py", "from tfk8s.stacks import config", "GitOps runs the program through the pulumi CLI"),
     ("tfk8s/doctor/reads.py", "from tfk8s.doctor import probes", "The doctor's layers"),
     ("tfk8s/doctor/network_probe.py", "from tfk8s.doctor import probes", "The doctor's layers"),
-    ("tfk8s/components/training_cluster.py", "from tfk8s.components import namespace_bounds", "An experiment's components never reach"),
+    (
+        "tfk8s/components/training_cluster.py",
+        "from tfk8s.components import namespace_bounds",
+        "An experiment's components never reach",
+    ),
     ("tfk8s/stacks/progress.py", "from tfk8s.stacks import experiment", "The stacks' layers"),
     ("tfk8s/stacks/platform.py", "from tfk8s.stacks import tenant", "The stacks' layers"),
     ("tfk8s/cli/render.py", "from tfk8s.cli import main", "The command's layers"),

@@ -1,6 +1,7 @@
 """GitOps for real: a team's repository, the pipeline command exactly as CI runs it
 (`hack/gitops.sh`, see .github/workflows/), team state in a real S3 server (versitygw), a cluster
-of its own. One scenario per test, in order, each a commit or pull request on the same repository:
+of its own. One scenario per step, in order, each a commit or pull request on the same repository,
+each step reported on its own (a subtest: SUBPASSED or SUBFAILED with its name):
 
   set-up     the first push: a platform, two tenants, alice's experiment, applied in order, the
              two tenants at once (`apply --parallel 4`, as `make apply-fleet` runs it)
@@ -32,7 +33,7 @@ import secrets
 import shutil
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -265,23 +266,47 @@ def _versions(objects: dict[tuple[str, str], dict[str, Any]]) -> dict[tuple[str,
 
 
 def test_a_team_repository_through_pull_requests_merges_and_a_schedule(
-    team: Team, cluster: Kube, tmp_path_factory: pytest.TempPathFactory
+    team: Team, cluster: Kube, tmp_path_factory: pytest.TempPathFactory, subtests: pytest.Subtests
 ) -> None:
     """The scenarios share one repository, backend and cluster, each building on the last, as a
-    team's history does."""
-    first = _first_push(team)
-    _pull_request_adding_an_experiment_then_its_merge(team, cluster)
-    _a_merged_experiment_in_another_users_namespace(team, cluster)
-    _a_merged_file_claiming_to_be_a_tenant(team, cluster)
-    _pull_request_changing_a_worker_count(team, cluster)
-    _commit_removing_an_experiment(team, cluster)
-    _pull_request_adding_a_tenant(team, cluster)
-    _drift(team, cluster, first)
-    _mandatory_policy_violation(team, cluster)
-    _a_new_stack_refused_by_a_mandatory_policy(team, cluster)
-    _pull_request_that_rewrites_its_own_judge(team, cluster, tmp_path_factory.mktemp("runner"))
-    _removing_a_tenant_needs_a_persons_confirmation(team, cluster)
-    _two_applies_at_once(team, cluster)
+    team's history does: each is a step reported on its own, and the first that fails ends the run
+    (the steps after it would start from a history that did not happen), naming those not run."""
+    first: list[str] = []
+    steps: list[tuple[str, Callable[[], object]]] = [
+        ("the first push: a platform, two tenants, an experiment", lambda: first.append(_first_push(team))),
+        (
+            "a pull request adding an experiment, then its merge",
+            lambda: _pull_request_adding_an_experiment_then_its_merge(team, cluster),
+        ),
+        (
+            "a merged experiment in another user's namespace",
+            lambda: _a_merged_experiment_in_another_users_namespace(team, cluster),
+        ),
+        ("a merged file claiming to be a tenant", lambda: _a_merged_file_claiming_to_be_a_tenant(team, cluster)),
+        ("a pull request changing a worker count", lambda: _pull_request_changing_a_worker_count(team, cluster)),
+        ("a commit removing an experiment", lambda: _commit_removing_an_experiment(team, cluster)),
+        ("a pull request adding a tenant", lambda: _pull_request_adding_a_tenant(team, cluster)),
+        ("the schedule's drift check", lambda: _drift(team, cluster, first[0])),
+        ("a pull request with a :latest image", lambda: _mandatory_policy_violation(team, cluster)),
+        ("a new stack refused by a mandatory policy", lambda: _a_new_stack_refused_by_a_mandatory_policy(team, cluster)),
+        (
+            "a pull request rewriting its own judge",
+            lambda: _pull_request_that_rewrites_its_own_judge(team, cluster, tmp_path_factory.mktemp("runner")),
+        ),
+        (
+            "removing a tenant needs a person's confirmation",
+            lambda: _removing_a_tenant_needs_a_persons_confirmation(team, cluster),
+        ),
+        ("two applies of one stack at once", lambda: _two_applies_at_once(team, cluster)),
+    ]
+    for number, (scenario, step) in enumerate(steps, 1):
+        passed = False
+        with subtests.test(msg=f"{number:02d} {scenario}"):
+            step()
+            passed = True
+        if not passed:
+            not_run = [name for name, _ in steps[number:]]
+            pytest.fail(f"step {number:02d} ({scenario}) failed; not run, as they build on it: {not_run}")
 
 
 def _first_push(team: Team) -> str:

@@ -79,7 +79,7 @@ def make_room_on_user_node(tenants: int) -> None:
     110 of hack/kwok/nodes.yaml hold 55 tenants, and tfk8s refuses a tenant beyond them) and their
     CPU and memory: Jupyter and TensorBoard at platform.containerDefaults (1 CPU, 2Gi) and
     TensorBoard's token gate (100m, 128Mi), `quota.apps_requests`: the node's 16 CPUs hold 7
-    tenants, and tfk8s refuses the 8th (tfk8s.components.user_node.check_room). Counting the pods'
+    tenants, and tfk8s refuses the 8th (tfk8s.checks.user_node.check_room). Counting the pods'
     defaults without the gate left 4 CPUs short at 220 tenants: the last two tenants of
     bench/fleet.py's N=100 P=4 run timed out (2026-11-27), before tfk8s counted CPU and memory."""
     pods = tenants * USER_NODE_PODS_PER_USER

@@ -26,8 +26,8 @@ from tfk8s.checks import monitoring as monitoring_checks
 from tfk8s.checks import queueing as queueing_checks
 from tfk8s.checks import quota as quota_check
 from tfk8s.checks import tenant as tenant_checks
+from tfk8s.checks import user_node as user_node_checks
 from tfk8s.components.user_env import USER_NODE_PODS_PER_USER
-from tfk8s.components.user_node import check_room, checked_taints
 from tfk8s.errors import AccessDenied, ConfigError, ContractUnavailable, OwnershipConflict, refusing, unchanged
 from tfk8s.kube import api_paths
 from tfk8s.kube import client as kube_client
@@ -148,7 +148,7 @@ def refuse_bad_user_node(stack: PlatformStack, read_whole: Reader | None) -> Non
                 "node (kubectl get nodes) to dedicate to the users' Jupyter and TensorBoard"
             ]
         )
-    checked_taints(settings, node)  # UserNodeTaken, naming the key and the fix
+    user_node_checks.check_taints(settings, node)  # UserNodeTaken, naming the key and the fix
 
 
 def run_platform(
@@ -191,7 +191,9 @@ def refuse_full_user_node(stack: TenantStack, platform: PlatformFacts, read: Rea
     registered = read(platform.tenants.api.path(stack.tenant.name)) is not None
     apps = namespace_quota.apps_requests(platform.container_defaults, gated=platform.tensorboard_requires_token)
     each = {"pods": Decimal(USER_NODE_PODS_PER_USER), **apps}
-    check_room(platform.user_node.name, node.get("status"), tenants + (0 if registered else 1), each, f"{NAMESPACE}:tenant")
+    user_node_checks.check_room(
+        platform.user_node.name, node.get("status"), tenants + (0 if registered else 1), each, f"{NAMESPACE}:tenant"
+    )
 
 
 def run_tenant(

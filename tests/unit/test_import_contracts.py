@@ -20,6 +20,7 @@ DRIFTS = [
     ("tfk8s/kube/client.py", "from tfk8s.checks import access", "The program's layers: each imports only the layers below it"),
     ("tfk8s/checks/quota.py", "from tfk8s.checks import access", "Each check stands alone"),
     ("tfk8s/components/user_node.py", "from tfk8s.components import guard", "The platform's components are independent"),
+    ("tfk8s/components/user_node.py", "from tfk8s.checks import user_node", "The program's layers: each imports only the layers below it"),
     ("tfk8s/components/queued_cluster.py", "from tfk8s.components import user_env", "An experiment's components never reach"),
     ("tfk8s_gitops/plan.py", "from tfk8s.checks import context", "GitOps runs the program through the pulumi CLI"),
     ("tfk8s_gitops/plan.py", "from tfk8s.components import training_cluster", "GitOps runs the program through the pulumi CLI"),

@@ -12,12 +12,13 @@ import pulumi
 import pytest
 from mocked_program import after, declared_types, facts_for, run_program, stack_config
 from mocks import LiveHook
-from tfk8s.components.user_node import check_room, checked_taints
+from tfk8s.checks.user_node import check_room
 from tfk8s.errors import UserNodeTaken, UserNodeTooSmall
 from tfk8s.kube.api_paths import NODE
 from tfk8s.schema.contract import PlatformFacts
 from tfk8s.schema.platform import UserNodeSettings
 from tfk8s.specs import ownership
+from tfk8s.specs.user_node import patch_taints
 from tfk8s.stacks import tenant as tenant_stack
 
 SETTINGS = UserNodeSettings(name="gpu-7")
@@ -43,13 +44,13 @@ def node(taints: list[dict[str, str]], *managers: str) -> dict[str, Any]:
     ids=["untainted", "ours", "ours-renamed", "same-value-elsewhere", "unknown-in-preview"],
 )
 def test_a_node_we_may_patch_gets_exactly_our_taint(live: dict[str, Any]) -> None:
-    assert checked_taints(SETTINGS, live) == OURS
+    assert patch_taints(SETTINGS, live) == OURS
 
 
 def test_someone_elses_taints_stop_the_run_naming_the_key_the_owner_and_the_fix() -> None:
     theirs = [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
     with pytest.raises(UserNodeTaken) as caught:
-        checked_taints(SETTINGS, node(theirs, "kubectl-taint"))
+        patch_taints(SETTINGS, node(theirs, "kubectl-taint"))
     message = str(caught.value)
     assert message.startswith("tfk8s:platform.userNode.name: node 'gpu-7'")
     assert "nvidia.com/gpu=present:NoSchedule" in message and "set by kubectl-taint" in message
@@ -58,13 +59,13 @@ def test_someone_elses_taints_stop_the_run_naming_the_key_the_owner_and_the_fix(
 
 def test_a_node_shared_with_training_gets_no_taint_and_refuses_anyone_elses_that_would_keep_pods_off() -> None:
     shared = UserNodeSettings(name="gpu-7", shared_with_training=True)
-    assert checked_taints(shared, node([])) == []
-    assert checked_taints(shared, node(OURS, "pulumi-kubernetes-7f6d523d")) == []  # ours, from before: the patch drops it
+    assert patch_taints(shared, node([])) == []
+    assert patch_taints(shared, node(OURS, "pulumi-kubernetes-7f6d523d")) == []  # ours, from before: the patch drops it
     soft = [{"key": "spot", "value": "true", "effect": "PreferNoSchedule"}]
-    assert checked_taints(shared, node(soft, "kubelet")) == []
+    assert patch_taints(shared, node(soft, "kubelet")) == []
     theirs = [{"key": "node-role.kubernetes.io/control-plane", "value": "", "effect": "NoSchedule"}]
     with pytest.raises(UserNodeTaken) as caught:
-        checked_taints(shared, node(theirs, "kubeadm"))
+        patch_taints(shared, node(theirs, "kubeadm"))
     message = str(caught.value)
     assert message.startswith("tfk8s:platform.userNode.name: node 'gpu-7' has taints [node-role.kubernetes.io/control-plane=:")
     assert "sharedWithTraining" in message and "kubectl taint node gpu-7 node-role.kubernetes.io/control-plane-" in message

@@ -13,13 +13,14 @@ from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
-from tfk8s.components import user_node
+from tfk8s.checks import user_node as user_node_checks
 from tfk8s.doctor.findings import Finding, advice, failed, passed
 from tfk8s.doctor.target import Placement
 from tfk8s.errors import UserNodeTaken
 from tfk8s.schema.platform import PlatformSettings
 from tfk8s.schema.quantities import parse_quantity
 from tfk8s.specs.quota import format_amount
+from tfk8s.specs.user_node import node_address
 
 Nodes = Sequence[Mapping[str, Any]]
 
@@ -80,12 +81,12 @@ def user_node_finding(nodes: Nodes, settings: PlatformSettings) -> Finding:
             "user-node", f"{key}: the cluster has no node {wanted.name!r}", "name an existing node (`kubectl get nodes`)"
         )
     try:
-        user_node.checked_taints(wanted, node)
+        user_node_checks.check_taints(wanted, node)
     except UserNodeTaken as error:
         return failed("user-node", str(error), "as the message says")
     if not is_ready(node):
         return failed("user-node", f"node {wanted.name!r} is not Ready", "fix the node or choose another for userNode.name")
-    address = user_node.node_address(wanted, node.get("status"))
+    address = node_address(wanted, node.get("status"))
     if address is None:
         return failed(
             "user-node",

@@ -87,7 +87,7 @@ CUSTOM_RESOURCE_DEFINITION = ApiKind(
 )
 # The platform's experimenter role, which tenants bind in their namespaces (tfk8s.specs.experimenter_rights).
 CLUSTER_ROLE = ApiKind(kind="ClusterRole", api_version="rbac.authorization.k8s.io/v1", plural="clusterroles", namespaced=False)
-# The User Node, read whole by a tenant for its allocatable pods (tfk8s.components.user_node.check_room).
+# The User Node, read whole by a tenant for its allocatable pods (tfk8s.checks.user_node.check_room).
 NODE = ApiKind(kind="Node", api_version="v1", plural="nodes", namespaced=False)
 # Tenants' and training clusters' NetworkPolicies (tfk8s.specs.network_policy), created under fixed names.
 NETWORK_POLICY = ApiKind(kind="NetworkPolicy", api_version="networking.k8s.io/v1", plural="networkpolicies", namespaced=True)

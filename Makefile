@@ -46,7 +46,7 @@ policy-venv: $(POLICY_VENV)/.installed ## The policy pack's virtualenv (policies
 requirements: ## Regenerate requirements.txt from pyproject.toml
 	$(PYTHON) hack/requirements.py
 
-schema: venv ## Regenerate schema/*.schema.json (the stack files' JSON Schema) from the models in infra/tfk8s/schema/
+schema: venv ## Regenerate schema/*.schema.json (the stack files' JSON Schema) from the models in infra/tfk8s/settings/
 	$(PY) hack/schema.py
 
 docs-reference: venv ## Regenerate docs/reference/<kind>.md (the configuration reference) from the same models

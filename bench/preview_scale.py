@@ -55,10 +55,13 @@ SERVER_FIELDS = ("uid", "resourceVersion", "managedFields", "creationTimestamp",
 
 def experiment(clusters: int, tree: Path) -> dict[str, Any]:
     """tenant-alice's experiment of `clusters` clusters, for the program in `tree`: a revision from
-    before tenant contracts (tfk8s.stacks.tenant_contract) names the tenant stack, not its namespace."""
+    before tenant contracts (tfk8s.stack_kinds.tenant_contract) names the tenant stack, not its namespace."""
     tenant = (
         {"tfk8s:namespace": "tfk8s-alice"}
-        if any((tree / "infra" / "tfk8s" / path).exists() for path in ("tenant_contract.py", "stacks/tenant_contract.py"))
+        if any(
+            (tree / "infra" / "tfk8s" / path).exists()
+            for path in ("tenant_contract.py", "stacks/tenant_contract.py", "stack_kinds/tenant_contract.py")
+        )
         else {"tfk8s:tenantStack": "tenant-alice"}
     )
     return {

@@ -36,7 +36,7 @@ if {thresholds!r}:
     gc_policy.use_evaluation_thresholds()
 from tfk8s import timings
 from tfk8s.kube import objects
-from tfk8s.stacks import outputs
+from tfk8s.stack_kinds import outputs
 started = time.perf_counter()
 import tfk8s.program
 print(time.perf_counter() - started)

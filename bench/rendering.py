@@ -68,8 +68,8 @@ def render_experiment(work: Path, out: Path, stack_name: str) -> None:
     -s <stack_name>` would create them (its stack file's config, its experiment name), into `out`."""
     from tfk8s import program
     from tfk8s.kube import client as kube_client
-    from tfk8s.schema.experiment import ExperimentStack
-    from tfk8s.stacks.config import load
+    from tfk8s.settings.experiment import ExperimentStack
+    from tfk8s.stack_kinds.config import load
 
     cluster = {**os.environ}  # rendering hides KUBECONFIG from the provider; the contract read needs it
     config = yaml.safe_load((work / "stacks" / f"Pulumi.{stack_name}.yaml").read_text())["config"]

@@ -53,7 +53,7 @@ sys.path[:0] = [str(ROOT / "infra"), str(ROOT / "lab"), str(ROOT / "bench")]
 
 from deploy_vs_apply import revision_project  # noqa: E402
 from tfk8s.components.user_env import USER_NODE_PODS_PER_USER  # noqa: E402
-from tfk8s.schema.platform import ContainerDefaults  # noqa: E402
+from tfk8s.settings.platform import ContainerDefaults  # noqa: E402
 from tfk8s.specs.quota import apps_requests  # noqa: E402
 
 import toolenv  # noqa: E402

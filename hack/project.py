@@ -65,7 +65,7 @@ def share_salt(stack_file: Path) -> str | None:
     costs a 1,000,000-round PBKDF2 per command (about 0.17 s here), and a tenant's `up` reads its
     platform's outputs, which the engine decrypts with the platform's salt: one shared salt is one
     derivation (docs/benchmarks.md "Fixed cost"). Both are the platform team's, under its passphrase. An
-    experiment reads no other stack (tfk8s.stacks.tenant_contract) and keeps a salt of its own, under its
+    experiment reads no other stack (tfk8s.stack_kinds.tenant_contract) and keeps a salt of its own, under its
     tenant's passphrase. Salts are not secret; the passphrase stays what protects the secrets.
     Returns the salt the file has afterwards, if any."""
     own = salts.of_file(stack_file)

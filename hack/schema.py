@@ -1,6 +1,6 @@
 """Write schema/<kind>.schema.json: the JSON Schema of each kind of stack file, from the models.
 
-The models in infra/tfk8s/schema/ are the one schema (`tfk8s.schema.STACK_KINDS`: each kind's
+The models in infra/tfk8s/settings/ are the one schema (`tfk8s.settings.STACK_KINDS`: each kind's
 model); this publishes it for editors (the stack files name it in a `yaml-language-server:
 $schema=` comment), each field's documentation included. `python hack/schema.py` rewrites
 the files; `--check` fails if they are stale (a unit test runs that).
@@ -17,10 +17,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "infra"))
 # The field docstrings are the schema's documentation; only this process has the models read them
-# (tfk8s.schema.types.PUBLISH_DOCSTRINGS_ENV, set before the models are built).
+# (tfk8s.settings.types.PUBLISH_DOCSTRINGS_ENV, set before the models are built).
 os.environ["TFK8S_SCHEMA_DOCSTRINGS"] = "1"
 
-from tfk8s import schema  # noqa: E402
+from tfk8s import settings  # noqa: E402
 
 SECURE = {"type": "object", "properties": {"secure": {"type": "string"}}, "required": ["secure"], "additionalProperties": False}
 # Secrets are read on their own (never part of the models); the file holds them encrypted.
@@ -36,7 +36,7 @@ SECRETS: dict[str, dict[str, dict[str, Any]]] = {
 
 
 def stack_file_schema(kind: str) -> dict[str, Any]:
-    model = schema.STACK_KINDS[kind]
+    model = settings.STACK_KINDS[kind]
     inner = model.model_json_schema(by_alias=True, mode="validation")
     properties = {f"tfk8s:{key}": value for key, value in inner["properties"].items()} | SECRETS[kind]
     config = {
@@ -84,7 +84,7 @@ def write_or_check(generated: dict[Path, str], *, check: bool, remedy: str) -> i
 
 
 def main(argv: list[str]) -> int:
-    generated = {ROOT / "schema" / f"{kind}.schema.json": render(kind) for kind in schema.STACK_KINDS}
+    generated = {ROOT / "schema" / f"{kind}.schema.json": render(kind) for kind in settings.STACK_KINDS}
     return write_or_check(generated, check="--check" in argv, remedy="make schema")
 
 

@@ -37,12 +37,12 @@ _PUBLIC = {
     "TenantAdmission": ("tfk8s.components.tenant_admission", "TenantAdmission"),
     "TenantAdmissionArgs": ("tfk8s.components.tenant_admission", "TenantAdmissionArgs"),
     # What the arguments are made of.
-    "ClusterSettings": ("tfk8s.schema.experiment", "ClusterSettings"),
-    "PlatformSettings": ("tfk8s.schema.platform", "PlatformSettings"),
-    "StorageSettings": ("tfk8s.schema.storage", "StorageSettings"),
-    "UserNodeSettings": ("tfk8s.schema.platform", "UserNodeSettings"),
-    "TenantSettings": ("tfk8s.schema.tenant", "TenantSettings"),
-    "PlatformFacts": ("tfk8s.schema.contract", "PlatformFacts"),
+    "ClusterSettings": ("tfk8s.settings.experiment", "ClusterSettings"),
+    "PlatformSettings": ("tfk8s.settings.platform", "PlatformSettings"),
+    "StorageSettings": ("tfk8s.settings.storage", "StorageSettings"),
+    "UserNodeSettings": ("tfk8s.settings.platform", "UserNodeSettings"),
+    "TenantSettings": ("tfk8s.settings.tenant", "TenantSettings"),
+    "PlatformFacts": ("tfk8s.settings.contract", "PlatformFacts"),
     "Owner": ("tfk8s.specs.ownership", "Owner"),
     "CodeBundle": ("tfk8s.specs.code", "CodeBundle"),
     # Making them.
@@ -89,11 +89,11 @@ if TYPE_CHECKING:
     from tfk8s.components.user_env import UserEnvironment, UserEnvironmentArgs
     from tfk8s.components.user_node import UserNode, UserNodeArgs
     from tfk8s.library import standalone_platform, this_stack
-    from tfk8s.schema.contract import PlatformFacts
-    from tfk8s.schema.experiment import ClusterSettings
-    from tfk8s.schema.platform import PlatformSettings, UserNodeSettings
-    from tfk8s.schema.storage import StorageSettings
-    from tfk8s.schema.tenant import TenantSettings
+    from tfk8s.settings.contract import PlatformFacts
+    from tfk8s.settings.experiment import ClusterSettings
+    from tfk8s.settings.platform import PlatformSettings, UserNodeSettings
+    from tfk8s.settings.storage import StorageSettings
+    from tfk8s.settings.tenant import TenantSettings
     from tfk8s.specs.code import CodeBundle
     from tfk8s.specs.code import bundle as code_bundle
     from tfk8s.specs.code import installed_launcher_bundle as trainer_bundle

@@ -5,7 +5,7 @@ for the program's fixed cost (paid by every `preview` and `up`):
 1. the garbage collector's thresholds for a process that keeps its whole heap (tfk8s.gc_policy:
    the imports alone cost ~26 ms more under Python's defaults);
 2. the Kubernetes provider's start and configuration, in the background (tfk8s.kube.objects
-   .warm_up_provider), and the read of the stack this one builds on (tfk8s.stacks.outputs
+   .warm_up_provider), and the read of the stack this one builds on (tfk8s.stack_kinds.outputs
    .prefetch), both meanwhile: the imports take ~0.12 s;
 3. no pydantic plugin lookup (it reads the entry points of every distribution in the virtualenv,
    TensorFlow's among them, when the first model is built: 4 ms of every import,
@@ -31,7 +31,7 @@ def boot() -> None:
 
     from tfk8s import timings
     from tfk8s.kube import objects as kube_objects
-    from tfk8s.stacks import outputs as stack_outputs
+    from tfk8s.stack_kinds import outputs as stack_outputs
 
     timings.mark("start")
     kube_objects.warm_up_provider()

@@ -62,7 +62,7 @@ class MissingPrerequisite(Tfk8sError):
 
 
 class ConfigError(Refusal, ValueError):
-    """The stack configuration is invalid; `problems` lists every finding (tfk8s.schema.problems words them)."""
+    """The stack configuration is invalid; `problems` lists every finding (tfk8s.settings.problems words them)."""
 
     def __init__(self, problems: list[str]) -> None:
         self.problems = problems
@@ -91,11 +91,11 @@ class ClusterLacks(MissingPrerequisite):
 
 
 class StackUnavailable(MissingPrerequisite):
-    """The platform stack is not there or not deployed; the message names it, the key and the fix (tfk8s.stacks.ref)."""
+    """The platform stack is not there or not deployed; the message names it, the key and the fix (tfk8s.stack_kinds.ref)."""
 
 
 class ContractUnavailable(MissingPrerequisite):
-    """The experiment's namespace has no contract it may read (tfk8s.stacks.tenant_contract)."""
+    """The experiment's namespace has no contract it may read (tfk8s.stack_kinds.tenant_contract)."""
 
 
 class AccessDenied(MissingPrerequisite):

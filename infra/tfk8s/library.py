@@ -11,11 +11,11 @@ from __future__ import annotations
 import pulumi
 
 from tfk8s.components import guard
-from tfk8s.schema.contract import PlatformFacts
-from tfk8s.schema.platform import PlatformSettings, UserNodeSettings
+from tfk8s.settings.contract import PlatformFacts
+from tfk8s.settings.platform import PlatformSettings, UserNodeSettings
 from tfk8s.specs import backends
 from tfk8s.specs.ownership import Owner
-from tfk8s.stacks import platform as platform_stack
+from tfk8s.stack_kinds import platform as platform_stack
 
 
 def this_stack(kind: str = "experiment", state: str | None = None) -> Owner:

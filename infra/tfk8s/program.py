@@ -31,20 +31,20 @@ from tfk8s.components.user_env import USER_NODE_PODS_PER_USER
 from tfk8s.errors import AccessDenied, ConfigError, ContractUnavailable, OwnershipConflict, refusing, unchanged
 from tfk8s.kube import api_paths
 from tfk8s.kube import client as kube_client
-from tfk8s.schema import NAMESPACE
-from tfk8s.schema.contract import PlatformFacts, TenantFacts
-from tfk8s.schema.experiment import ExperimentStack
-from tfk8s.schema.platform import NetworkSettings, PlatformStack
-from tfk8s.schema.tenant import TenantStack
+from tfk8s.settings import NAMESPACE
+from tfk8s.settings.contract import PlatformFacts, TenantFacts
+from tfk8s.settings.experiment import ExperimentStack
+from tfk8s.settings.platform import NetworkSettings, PlatformStack
+from tfk8s.settings.tenant import TenantStack
 from tfk8s.specs import backends, experimenter_rights, network_policy, ownership
 from tfk8s.specs import quota as namespace_quota
 from tfk8s.specs.code import CodeBundle, launcher_bundle
-from tfk8s.stacks import config as stack_config
-from tfk8s.stacks import experiment as experiment_stack
-from tfk8s.stacks import platform as platform_stack
-from tfk8s.stacks import ref as stack_ref
-from tfk8s.stacks import tenant as tenant_stack
-from tfk8s.stacks import tenant_contract
+from tfk8s.stack_kinds import config as stack_config
+from tfk8s.stack_kinds import experiment as experiment_stack
+from tfk8s.stack_kinds import platform as platform_stack
+from tfk8s.stack_kinds import ref as stack_ref
+from tfk8s.stack_kinds import tenant as tenant_stack
+from tfk8s.stack_kinds import tenant_contract
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = PROJECT_ROOT / "training" / "master_client.ipynb"
@@ -258,7 +258,7 @@ def check_experiment(
     """Everything an experiment is checked against before a resource is declared: its tenant's
     contract (read with the caller's own credentials), the settings against the platform, the
     caller's rights, whose the namespace and the fixed names are, and the quota. The experiment
-    program and the component package's TrainingCluster (tfk8s.package) both start here; `launcher`
+    program and the component package's TrainingCluster (tfk8s.component_package) both start here; `launcher`
     is the trainer package its pods run (its content names the experiment's trainer ConfigMap).
     `standalone`: the stack's one cluster stands alone (the package's): it ships its own trainer
     ConfigMap, and what else its experiment runs is another stack's, counted against the quota."""

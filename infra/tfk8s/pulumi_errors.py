@@ -5,7 +5,7 @@ tfk8s.errors imports no Pulumi, so the layers without the SDK (the schema, the K
 the commands, GitOps) raise the project's own errors too. The SDK shows any exception that is not
 a RunError as a bug, with a Python traceback, so each door through which a `Tfk8sError` can reach
 the SDK turns it into one: the program's entry (tfk8s.entry), a callback of an Output that runs a
-check (the User Node's taints), and the component package's constructor (tfk8s.package).
+check (the User Node's taints), and the component package's constructor (tfk8s.component_package).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ The internals, what each is for, and what public API would replace it:
 - **The resource monitor** (`pulumi.runtime.settings.get_monitor`) -> `resource_monitor`. Two
   reads start in threads of their own at the program's first line, while the program imports its
   modules: the provider's warm-up (tfk8s.kube.objects.warm_up_provider) and the read ahead of
-  the stack a tenant builds on (tfk8s.stacks.outputs.prefetch). The SDK keeps its settings in
+  the stack a tenant builds on (tfk8s.stack_kinds.outputs.prefetch). The SDK keeps its settings in
   context variables, which a new thread does not inherit: there it sees the first values ever set
   (the SDK's ContextProperty keeps them as a process-wide default), which for the monitor happens
   to be the engine's and for the project is the placeholder "project". So the monitor is taken
@@ -38,20 +38,20 @@ The internals, what each is for, and what public API would replace it:
   internal wire format).
 - **The runtime's config** (`pulumi.runtime.config.CONFIG` and `get_config_env`) -> `all_config`.
   Every key the stack sets, so the stack file is validated whole, typos in key names included
-  (tfk8s.stacks.config). Public replacement: none; `pulumi.Config` reads a key the program names
+  (tfk8s.stack_kinds.config). Public replacement: none; `pulumi.Config` reads a key the program names
   and cannot list the keys that are set.
 - **Raw config reads** (`pulumi.runtime.get_config`, `pulumi.runtime.is_config_secret`) ->
   `raw_config`, `is_config_secret`. Exported by `pulumi.runtime`, whose config module says "Please
   use pulumi.Config instead": runtime support, not the program's API, so they come through here
   too. `raw_config` reads a value without `pulumi.Config.get`'s warning for a secret (the
   kubeconfig's presence, the stack a tenant builds on before validation); `is_config_secret` tells
-  a secret set in plain text from one set with `--secret`, which tfk8s refuses (tfk8s.stacks.config
+  a secret set in plain text from one set with `--secret`, which tfk8s refuses (tfk8s.stack_kinds.config
   .parse_secret). Public replacements: `pulumi.Config(namespace).get(key)` where the warning does
   not matter; for `is_config_secret` none (`Config.get_secret` answers an Output, after the program
   has run; pulumi/pulumi#13063 found `is_config_secret` undocumented, and blind to `--path` keys).
 - **Whether this run is a preview** (`pulumi.runtime.is_dry_run`) -> `is_preview`. An experiment's
   readiness asks its tenant's TensorBoard gate for progress during an `up` alone, never in a
-  preview (tfk8s.stacks.progress). Exported by `pulumi.runtime` and what Pulumi's docs show for
+  preview (tfk8s.stack_kinds.progress). Exported by `pulumi.runtime` and what Pulumi's docs show for
   this, but runtime support like the config reads above, so it comes through here too. Public
   replacement: none outside `pulumi.runtime`.
 - **The component provider's construct** (`pulumi.provider.experimental.component
@@ -59,7 +59,7 @@ The internals, what each is for, and what public API would replace it:
   SDK's host of components (`component_provider_host`) wraps whatever a component's constructor
   raises in a ComponentInitError and reports it as a bug: "Unexpected <class 'Exception'>", the
   message, then the provider's traceback. The package's refusals are the user's to fix, not bugs
-  (tfk8s.package.provider): the provider here hands each to `refused`, whose answer (the SDK's
+  (tfk8s.component_package.provider): the provider here hands each to `refused`, whose answer (the SDK's
   public `pulumi.InputPropertiesError`, which the engine shows as the message and a line per
   property) is raised instead. Public replacement: none; `component_provider_host` takes no
   provider and no error handler.

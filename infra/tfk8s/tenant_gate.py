@@ -3,7 +3,7 @@ the tenant's token in the `Authorization` header (never in the address, where lo
 would keep it), and what its answers mean.
 
 Two callers ask it: the user's command (`tfk8s status`, `tfk8s logs`: tfk8s.cli) and the experiment
-stack's readiness during an `up` (tfk8s.stacks.progress). Each is a `Caller`: how long it waits, and
+stack's readiness during an `up` (tfk8s.stack_kinds.progress). Each is a `Caller`: how long it waits, and
 what its user should do when the gate refuses the token or does not answer. Every failure is a
 GateError that says what happened and that fix; none carries the token.
 """

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from tfk8s.errors import MissingPrerequisite
 from tfk8s.kube.client import IMPERSONATION_KEYS
-from tfk8s.schema.tenant import GITOPS_NAMESPACE, SERVICE_ACCOUNT_PREFIX
+from tfk8s.settings.tenant import GITOPS_NAMESPACE, SERVICE_ACCOUNT_PREFIX
 
 
 class ImpersonationError(MissingPrerequisite):

@@ -23,10 +23,10 @@ from typing import Any
 
 import yaml
 from tfk8s.errors import Refusal
-from tfk8s.schema import NAMESPACE, stack_file
-from tfk8s.schema.experiment import ExperimentStack
-from tfk8s.schema.platform import PlatformStack
-from tfk8s.schema.tenant import GITOPS_NAMESPACE, SERVICE_ACCOUNT_PREFIX, TenantStack
+from tfk8s.settings import NAMESPACE, stack_file
+from tfk8s.settings.experiment import ExperimentStack
+from tfk8s.settings.platform import PlatformStack
+from tfk8s.settings.tenant import GITOPS_NAMESPACE, SERVICE_ACCOUNT_PREFIX, TenantStack
 
 from tfk8s_gitops.identity import identity, service_account
 from tfk8s_gitops.plan import disagreement

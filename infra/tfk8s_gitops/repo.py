@@ -13,8 +13,8 @@ from typing import Any
 
 import yaml
 from tfk8s.errors import Refusal, Tfk8sError
-from tfk8s.schema import NAMESPACE
-from tfk8s.schema.platform import PlatformSettings
+from tfk8s.settings import NAMESPACE
+from tfk8s.settings.platform import PlatformSettings
 
 # A commit id of zeros: GitHub's `before` of a branch's first push. Nothing came before it.
 NO_COMMIT = "0" * 40
@@ -164,7 +164,7 @@ def stack_name(path: str, prefix: str) -> str | None:
 
 
 # A tenant names the stack it builds on; an experiment names its tenant's namespace, whose stack is
-# the tenant stack of that user name on a platform with that namespace prefix (the schema's aliases, tfk8s.schema).
+# the tenant stack of that user name on a platform with that namespace prefix (the schema's aliases, tfk8s.settings).
 PLATFORM_STACK_KEY = f"{NAMESPACE}:platformStack"
 EXPERIMENT_NAMESPACE_KEY = f"{NAMESPACE}:namespace"
 DEFAULT_NAMESPACE_PREFIX = PlatformSettings.model_fields["namespace_prefix"].default

@@ -29,7 +29,7 @@ from drivers import RESTRICTED, Kube, user_kube
 from tfk8s.checks import access
 from tfk8s.components import guard
 from tfk8s.kube import client as kube_client
-from tfk8s.schema.platform import PlacementSettings, UserNodeSettings
+from tfk8s.settings.platform import PlacementSettings, UserNodeSettings
 from tfk8s.specs import experimenter_rights, tenant_admission
 from tfk8s.specs.jobset import QUEUE_NAME_LABEL
 from tfk8s.specs.queueing import LOCAL_QUEUE_NAME

@@ -3,7 +3,7 @@ with a log volume of fabricated runs: progress as JSON and a task's log as text,
 token as everything else, answered by the gate itself and never forwarded, with no way out of the
 log volume (`..`, its percent-encodings, absolute paths, links). Then `tfk8s status` and `tfk8s
 logs` (tfk8s.cli) against that gate, as a user runs them, and an experiment's readiness reading its
-clusters' progress from it (tfk8s.stacks.progress), as `pulumi up` does."""
+clusters' progress from it (tfk8s.stack_kinds.progress), as `pulumi up` does."""
 
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ from gate_processes import TOKEN, RecordingBackend, gate_process, request
 from tfk8s.cli import main as cli
 from tfk8s.kube.api_paths import SECRET
 from tfk8s.kube.secrets import Get
-from tfk8s.schema.contract import TenantFacts
-from tfk8s.stacks import progress
+from tfk8s.settings.contract import TenantFacts
+from tfk8s.stack_kinds import progress
 
 AUTH = {"Authorization": f"token {TOKEN}"}
 PS_LINES = [f"ps line {i}" for i in range(5)]

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import pytest
-from tfk8s.schema.experiment import ClusterSettings, PsSettings, WorkerSettings
+from tfk8s.settings.experiment import ClusterSettings, PsSettings, WorkerSettings
 from tfk8s.specs import cluster_spec as cs
 from tfk8s.specs import labels, pods
 from tfk8s_train import kube_retire, launch

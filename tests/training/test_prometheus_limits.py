@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 import yaml
-from tfk8s.schema.monitoring import MonitoringSettings
+from tfk8s.settings.monitoring import MonitoringSettings
 from tfk8s.specs import monitoring
 from tfk8s_train import task_metrics
 

@@ -56,9 +56,9 @@ def facts_for(platform_raw: dict[str, Any]) -> dict[str, Any]:
     platform builds it (its owner, API group and User Node address the ones a test platform has)."""
     from tfk8s.checks.context import check_platform
     from tfk8s.components import guard
-    from tfk8s.schema.stack_file import validate
+    from tfk8s.settings.stack_file import validate
     from tfk8s.specs import backends
-    from tfk8s.stacks import platform as platform_stack
+    from tfk8s.stack_kinds import platform as platform_stack
 
     stack = check_platform(validate(platform_raw), None)  # type: ignore[arg-type]
     p = stack.platform
@@ -81,9 +81,9 @@ def tenant_owner(stack: str) -> str:
 def tenant_facts_for(tenant_stack: str, platform_output: dict[str, Any] | None = None) -> dict[str, Any]:
     """The `tenant` output of stacks/Pulumi.<tenant_stack>.yaml, deployed on `platform_output`
     (default: its own platform stack file's facts), its app URLs the ones a test tenant has."""
-    from tfk8s.schema.contract import PlatformFacts
-    from tfk8s.schema.stack_file import validate
-    from tfk8s.stacks import tenant as tenants
+    from tfk8s.settings.contract import PlatformFacts
+    from tfk8s.settings.stack_file import validate
+    from tfk8s.stack_kinds import tenant as tenants
 
     stack = validate(stack_config(tenant_stack))
     platform = PlatformFacts.model_validate(
@@ -125,7 +125,7 @@ def platform_of(stack: str) -> str:
 def contract_metadata(namespace: str, owner: str) -> dict[str, Any]:
     """The contract ConfigMap's metadata as its tenant stack writes it: its labels and owner mark."""
     from tfk8s.specs import ownership
-    from tfk8s.stacks import tenant_contract
+    from tfk8s.stack_kinds import tenant_contract
 
     return {
         "name": tenant_contract.NAME,
@@ -137,9 +137,9 @@ def contract_metadata(namespace: str, owner: str) -> dict[str, Any]:
 
 def with_contract(namespace: str, tenant: dict[str, Any], platform: dict[str, Any], read_whole: Any) -> Any:
     """`read_whole` (None: the cluster has nothing else) that also answers the tenant's contract
-    ConfigMap in `namespace`, as the tenant stack publishes it (tfk8s.stacks.tenant_contract)."""
+    ConfigMap in `namespace`, as the tenant stack publishes it (tfk8s.stack_kinds.tenant_contract)."""
     from tfk8s.kube import api_paths
-    from tfk8s.stacks import tenant_contract
+    from tfk8s.stack_kinds import tenant_contract
 
     path = api_paths.CONFIG_MAP.path(tenant_contract.NAME, namespace)
     data = {tenant_contract.TENANT_DATA: json.dumps(tenant), tenant_contract.PLATFORM_DATA: json.dumps(platform)}
@@ -198,7 +198,7 @@ def run_program(
     for progress (None: no gate answers; no unit test reaches the network). `preview`: a preview's run.
     """
     from tfk8s import program
-    from tfk8s.schema.stack_file import validate
+    from tfk8s.settings.stack_file import validate
 
     kind = raw.get("kind")
     mocks = RecordingMocks(status_hook, live_hook)

@@ -14,7 +14,7 @@ import pytest
 from mocked_program import facts_for, stack_config
 from tfk8s.checks import access
 from tfk8s.kube import api_paths
-from tfk8s.schema.contract import PlatformFacts
+from tfk8s.settings.contract import PlatformFacts
 from tfk8s.specs import experimenter_rights
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
@@ -217,7 +217,7 @@ def test_an_experiment_its_caller_may_not_run_is_refused_before_any_read_or_decl
 ) -> None:
     from mocked_program import run_program
     from tfk8s.errors import AccessDenied
-    from tfk8s.stacks import experiment as experiment_stack
+    from tfk8s.stack_kinds import experiment as experiment_stack
 
     monkeypatch.setattr(experiment_stack, "build", lambda *args, **kwargs: pytest.fail("declared resources"))
     reads: list[str] = []
@@ -234,7 +234,7 @@ def test_an_experiment_its_caller_may_not_run_is_refused_before_any_read_or_decl
 
 def test_an_experiment_its_caller_may_run_proceeds(dev_config: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
     from mocked_program import run_program
-    from tfk8s.stacks import experiment as experiment_stack
+    from tfk8s.stack_kinds import experiment as experiment_stack
 
     declared: list[bool] = []
     monkeypatch.setattr(experiment_stack, "build", lambda *args, **kwargs: declared.append(True) or {})
@@ -299,7 +299,7 @@ def test_a_queued_experiment_is_refused_without_jobsets_before_any_read(
     from mocked_program import run_program
     from test_queued_cluster import queueing_facts
     from tfk8s.errors import AccessDenied
-    from tfk8s.stacks import experiment as experiment_stack
+    from tfk8s.stack_kinds import experiment as experiment_stack
 
     monkeypatch.setattr(experiment_stack, "build", lambda *args, **kwargs: pytest.fail("declared resources"))
     post, asked = reviews({("patch", "jobsets")})

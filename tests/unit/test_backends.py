@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import get_args
 
 import pytest
-from tfk8s.schema.stack_file import SECRET_KEYS
-from tfk8s.schema.storage import CsiSettings, GlusterfsSettings, StorageBackend, StorageSettings
+from tfk8s.settings.stack_file import SECRET_KEYS
+from tfk8s.settings.storage import CsiSettings, GlusterfsSettings, StorageBackend, StorageSettings
 from tfk8s.specs import backends
 
 # One valid setting per backend, as check_platform would let through.
@@ -24,7 +24,7 @@ def test_the_table_has_exactly_the_backends_the_schema_accepts() -> None:
 
 def test_a_table_missing_a_backend_is_refused_on_import() -> None:
     partial = {name: b for name, b in backends.BACKENDS.items() if name != "csi"}
-    with pytest.raises(TypeError, match="do not match tfk8s.schema.storage.StorageBackend"):
+    with pytest.raises(TypeError, match="do not match tfk8s.settings.storage.StorageBackend"):
         backends._complete(partial)
 
 

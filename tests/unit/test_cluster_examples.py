@@ -13,7 +13,7 @@ import pytest
 import yaml
 from mocked_program import ROOT, after, facts_for, run_program
 from tfk8s.doctor.target import load
-from tfk8s.schema.stack_file import stack_values
+from tfk8s.settings.stack_file import stack_values
 
 EXAMPLES = ROOT / "examples" / "clusters"
 KINDS = {

@@ -3,7 +3,7 @@ flags, is the launcher's: tests/training/test_launch.py tests it on this spec.)"
 
 from __future__ import annotations
 
-from tfk8s.schema.experiment import ClusterSettings, PsSettings, RunSettings, WorkerSettings
+from tfk8s.settings.experiment import ClusterSettings, PsSettings, RunSettings, WorkerSettings
 from tfk8s.specs import cluster_spec as cs
 from tfk8s.specs import run_policy
 

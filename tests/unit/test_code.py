@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from mocked_program import ROOT
-from tfk8s.schema.experiment import DEFAULT_TRAINER, LAUNCHER_PACKAGE
+from tfk8s.settings.experiment import DEFAULT_TRAINER, LAUNCHER_PACKAGE
 from tfk8s.specs.code import NOT_SHIPPED, PackageUse, launcher_bundle
 from tfk8s.specs.pods import LAUNCH_MODULE
 

@@ -14,11 +14,11 @@ from mocked_program import ROOT, facts_for, stack_config
 from tfk8s.checks.context import check_experiment, check_platform
 from tfk8s.checks.tenant import check_tenant
 from tfk8s.errors import ConfigError
-from tfk8s.schema.contract import PlatformFacts
-from tfk8s.schema.platform import ImageSettings, PlatformStack
-from tfk8s.schema.stack_file import secret_keys, stack_values, validate
-from tfk8s.schema.tenant import TenantStack
-from tfk8s.stacks.config import JUPYTER_TOKEN_RULES, parse_jupyter_token, parse_secret
+from tfk8s.settings.contract import PlatformFacts
+from tfk8s.settings.platform import ImageSettings, PlatformStack
+from tfk8s.settings.stack_file import secret_keys, stack_values, validate
+from tfk8s.settings.tenant import TenantStack
+from tfk8s.stack_kinds.config import JUPYTER_TOKEN_RULES, parse_jupyter_token, parse_secret
 
 Raw = dict[str, Any]
 SCHEMA_DIR = ROOT / "schema"
@@ -1124,7 +1124,7 @@ def test_a_secret_in_plain_text_or_with_a_line_break_is_refused(key: str, raw: s
 
 def test_a_heketi_key_in_plain_text_stops_the_platform_before_anything_exists(imagenet_platform_config: Raw) -> None:
     """As a Jupyter token in plain text does: the key would sit readable in the stack file."""
-    from tfk8s.stacks.platform import backend_secret
+    from tfk8s.stack_kinds.platform import backend_secret
 
     settings = validate(imagenet_platform_config).platform.storage  # type: ignore[union-attr]
     pulumi.runtime.set_all_config({"tfk8s:heketiAdminKey": "admin-key"}, secret_keys=[])
@@ -1361,8 +1361,8 @@ def test_a_missing_key_says_what_the_published_schema_says_without_reading_docst
     """Programs build the models without their field docstrings (0.055 s of every `up`); only
     hack/schema.py reads them. A required field's description, the hint of its missing-key error,
     must not depend on that: the one published for editors is the one the error gives."""
-    from tfk8s import schema as schemas
-    from tfk8s.schema.types import Model
+    from tfk8s import settings as schemas
+    from tfk8s.settings.types import Model
 
     assert Model.model_config["use_attribute_docstrings"] is False  # this process: as a program
     published = json.loads((SCHEMA_DIR / f"{kind}.schema.json").read_text())
@@ -1593,15 +1593,15 @@ def test_a_code_directory_ships_no_link_and_no_git_file(
     ],
 )
 def test_an_image_floats_only_without_a_tag_or_on_latest_and_never_with_a_digest(image: str, floats: str | None) -> None:
-    from tfk8s.schema.types import floating_tag
+    from tfk8s.settings.types import floating_tag
 
     assert floating_tag(image) == floats
 
 
 def test_a_platform_that_allows_latest_lets_its_experiments_run_it() -> None:
     from tfk8s.errors import ConfigError
-    from tfk8s.schema.contract import PlatformFacts
-    from tfk8s.schema.stack_file import validate
+    from tfk8s.settings.contract import PlatformFacts
+    from tfk8s.settings.stack_file import validate
 
     raw = stack_config("dev")
     raw["clusters"][0]["image"] = "tensorflow/tensorflow:latest"

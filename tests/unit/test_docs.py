@@ -18,7 +18,7 @@ CITATION = re.compile(r"README,? [\"'][A-Z`]")
 
 
 def test_the_configuration_reference_is_what_the_models_say() -> None:
-    """docs/reference/<kind>.md is generated from infra/tfk8s/schema/ (`make docs-reference`)."""
+    """docs/reference/<kind>.md is generated from infra/tfk8s/settings/ (`make docs-reference`)."""
     check = subprocess.run([sys.executable, str(ROOT / "hack" / "docs_reference.py"), "--check"], capture_output=True, text=True)
     assert check.returncode == 0, check.stdout + check.stderr
 

@@ -16,15 +16,23 @@ LINT = Path(sys.executable).parent / "lint-imports"
 # (module file under infra/, the line added to it, the contract it breaks)
 DRIFTS = [
     ("tfk8s/errors.py", "import pulumi", "The schema, the pure builders and the errors touch no Pulumi"),
-    ("tfk8s/specs/labels.py", "from tfk8s.stacks import progress", "The program's layers: each imports only the layers below it"),
+    (
+        "tfk8s/specs/labels.py",
+        "from tfk8s.stack_kinds import progress",
+        "The program's layers: each imports only the layers below it",
+    ),
     ("tfk8s/kube/client.py", "from tfk8s.checks import access", "The program's layers: each imports only the layers below it"),
     ("tfk8s/checks/quota.py", "from tfk8s.checks import access", "Each check stands alone"),
     ("tfk8s/components/user_node.py", "from tfk8s.components import guard", "The platform's components are independent"),
-    ("tfk8s/components/user_node.py", "from tfk8s.checks import user_node", "The program's layers: each imports only the layers below it"),
+    (
+        "tfk8s/components/user_node.py",
+        "from tfk8s.checks import user_node",
+        "The program's layers: each imports only the layers below it",
+    ),
     ("tfk8s/components/queued_cluster.py", "from tfk8s.components import user_env", "An experiment's components never reach"),
     ("tfk8s_gitops/plan.py", "from tfk8s.checks import context", "GitOps runs the program through the pulumi CLI"),
     ("tfk8s_gitops/plan.py", "from tfk8s.components import training_cluster", "GitOps runs the program through the pulumi CLI"),
-    ("tfk8s_gitops/operator.py", "from tfk8s.stacks import config", "GitOps runs the program through the pulumi CLI"),
+    ("tfk8s_gitops/operator.py", "from tfk8s.stack_kinds import config", "GitOps runs the program through the pulumi CLI"),
     ("tfk8s/doctor/reads.py", "from tfk8s.doctor import probes", "The doctor's layers"),
     ("tfk8s/doctor/network_probe.py", "from tfk8s.doctor import probes", "The doctor's layers"),
     (
@@ -32,8 +40,8 @@ DRIFTS = [
         "from tfk8s.components import namespace_bounds",
         "An experiment's components never reach",
     ),
-    ("tfk8s/stacks/progress.py", "from tfk8s.stacks import experiment", "The stacks' layers"),
-    ("tfk8s/stacks/platform.py", "from tfk8s.stacks import tenant", "The stacks' layers"),
+    ("tfk8s/stack_kinds/progress.py", "from tfk8s.stack_kinds import experiment", "The stacks' layers"),
+    ("tfk8s/stack_kinds/platform.py", "from tfk8s.stack_kinds import tenant", "The stacks' layers"),
     ("tfk8s/cli/render.py", "from tfk8s.cli import main", "The command's layers"),
 ]
 

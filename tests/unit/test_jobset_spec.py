@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 from mocked_program import facts_for, stack_config
-from tfk8s.schema.contract import PlatformFacts
-from tfk8s.schema.experiment import ClusterSettings
+from tfk8s.settings.contract import PlatformFacts
+from tfk8s.settings.experiment import ClusterSettings
 from tfk8s.specs import cluster_spec as cs
 from tfk8s.specs import jobset as js
 from tfk8s.specs import pods

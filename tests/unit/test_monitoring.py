@@ -26,8 +26,8 @@ from mocked_program import (
 )
 from tfk8s.checks import monitoring as monitoring_checks
 from tfk8s.errors import ConfigError
-from tfk8s.schema.contract import PlatformFacts
-from tfk8s.schema.monitoring import MonitoringSettings
+from tfk8s.settings.contract import PlatformFacts
+from tfk8s.settings.monitoring import MonitoringSettings
 from tfk8s.specs import monitoring as monitoring_spec
 from tfk8s.specs.labels import labels
 from tfk8s.specs.network_policy import tenants_kept_out

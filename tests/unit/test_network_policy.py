@@ -13,10 +13,10 @@ import pytest
 from mocked_program import DEPLOYMENT, JOB, after, facts_for, pod_labels, run_program
 from tfk8s import program
 from tfk8s.errors import ConfigError
-from tfk8s.schema.experiment import ClusterSettings
-from tfk8s.schema.monitoring import MonitoringSettings
-from tfk8s.schema.platform import PortSettings
-from tfk8s.schema.stack_file import validate
+from tfk8s.settings.experiment import ClusterSettings
+from tfk8s.settings.monitoring import MonitoringSettings
+from tfk8s.settings.platform import PortSettings
+from tfk8s.settings.stack_file import validate
 from tfk8s.specs import network_policy
 
 POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"

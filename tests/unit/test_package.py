@@ -1,4 +1,4 @@
-"""The component package (package/, tfk8s.package) in process: its generated argument types and
+"""The component package (package/, tfk8s.component_package) in process: its generated argument types and
 schema are current, its TrainingCluster declares under mocks what an experiment stack of the same
 cluster declares, and bad properties are refused with their path before anything is declared.
 
@@ -34,16 +34,16 @@ from mocked_program import (
 from mocks import RecordingMocks, healthy_status, plain_nodes
 from pulumi.provider.server import ProviderServicer
 from test_golden_manifests import GOLDEN, UPDATE, manifests
+from tfk8s.component_package import VERSION, training_cluster
+from tfk8s.component_package.provider import invalid_inputs
+from tfk8s.component_package.training_cluster import TrainingCluster
 from tfk8s.components.training_cluster import TOKEN
 from tfk8s.components.training_cluster import TrainingCluster as LibraryTrainingCluster
 from tfk8s.errors import ConfigError, OwnershipConflict
 from tfk8s.kube import api_paths
 from tfk8s.kube import client as kube_client
-from tfk8s.package import VERSION, training_cluster
-from tfk8s.package.provider import invalid_inputs
-from tfk8s.package.training_cluster import TrainingCluster
 from tfk8s.pulumi_errors import Shown
-from tfk8s.schema.types import PUBLISH_DOCSTRINGS_ENV
+from tfk8s.settings.types import PUBLISH_DOCSTRINGS_ENV
 from tfk8s.specs import ownership, quota
 from tfk8s.specs.code import installed_launcher_bundle
 from tfk8s.specs.labels import CLUSTER, EXPERIMENT

@@ -13,8 +13,8 @@ from mocked_program import DEPLOYMENT, JOB, after, facts_for, pod_labels, pod_sp
 from restricted_profile import violations
 from test_golden_manifests import CASES
 from tfk8s.errors import ConfigError
-from tfk8s.schema.platform import PodIdentity
-from tfk8s.schema.stack_file import validate
+from tfk8s.settings.platform import PodIdentity
+from tfk8s.settings.stack_file import validate
 from tfk8s.specs import pod_security
 
 NAMESPACE = "kubernetes:core/v1:Namespace"

@@ -1,4 +1,4 @@
-"""The live reader of queued clusters' Workloads (tfk8s.stacks.queue_status) and the one permission it
+"""The live reader of queued clusters' Workloads (tfk8s.stack_kinds.queue_status) and the one permission it
 needs: one LIST of the tenant's namespace during a real `up`, never in a preview, bounded in time;
 whatever goes wrong is an `unknown` with the fix; and the experimenter role may get and list
 Workloads on a queueing platform only."""
@@ -19,9 +19,9 @@ from tfk8s import program
 from tfk8s.checks import access
 from tfk8s.errors import AccessDenied
 from tfk8s.kube.api_error import KubeApiError
-from tfk8s.schema.contract import PlatformFacts, TenantFacts
+from tfk8s.settings.contract import PlatformFacts, TenantFacts
 from tfk8s.specs import experimenter_rights, queue_readiness
-from tfk8s.stacks import queue_status
+from tfk8s.stack_kinds import queue_status
 
 NOW = datetime(2026, 11, 27, 12, 0, tzinfo=UTC)
 LIST = f"/apis/kueue.x-k8s.io/v1beta2/namespaces/{NAMESPACE}/workloads"

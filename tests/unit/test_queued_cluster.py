@@ -16,10 +16,10 @@ from mocked_program import DEPLOYMENT, JOB, SERVICE, after, facts_for, run_progr
 from test_quota import cluster_with
 from tfk8s.checks import quota as quota_check
 from tfk8s.errors import ConfigError
-from tfk8s.schema.experiment import ClusterSettings
+from tfk8s.settings.experiment import ClusterSettings
 from tfk8s.specs import cluster_spec as cs
 from tfk8s.specs import jobset
-from tfk8s.stacks import experiment as experiment_stack
+from tfk8s.stack_kinds import experiment as experiment_stack
 
 JOBSET = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
 CAPACITY = {"cpu": "64", "memory": "256Gi", "gpus": 8}
@@ -134,7 +134,7 @@ def test_cluster_spec_hosts_on_a_queueing_platform_are_the_task_services() -> No
 
 
 def test_fixed_objects_of_a_queued_cluster_are_its_jobset_and_task_services() -> None:
-    from tfk8s.schema.contract import PlatformFacts
+    from tfk8s.settings.contract import PlatformFacts
     from tfk8s.specs import fixed_names
 
     facts = PlatformFacts.model_validate(queueing_facts(), strict=False)
@@ -174,7 +174,7 @@ def test_a_priority_the_platform_does_not_offer_is_refused_before_anything_is_de
 def test_every_cluster_name_the_experiment_check_allows_gives_pod_names_jobset_accepts() -> None:
     # The longest `<experiment>-<cluster>` the context check allows (MAX_NAME_LENGTH), with more
     # workers than a cluster spec can hold (its size check): JobSet's own limit is never reached.
-    from tfk8s.schema.types import MAX_NAME_LENGTH
+    from tfk8s.settings.types import MAX_NAME_LENGTH
 
     qualified = "e" * 20 + "-" + "c" * (MAX_NAME_LENGTH - 21)
     assert len(qualified) == MAX_NAME_LENGTH

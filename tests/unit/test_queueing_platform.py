@@ -12,7 +12,7 @@ import pulumi
 import pytest
 from mocked_program import after, declared_types, facts_for, run_program
 from tfk8s.errors import ClusterLacks
-from tfk8s.schema.contract import PlatformFacts
+from tfk8s.settings.contract import PlatformFacts
 from tfk8s.specs import queueing as spec
 from tfk8s.specs import quota
 

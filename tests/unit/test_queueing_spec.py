@@ -10,10 +10,10 @@ import pytest
 import yaml
 from mocked_program import stack_config
 from tfk8s.errors import ConfigError
-from tfk8s.schema.platform import PlatformStack, Quota
-from tfk8s.schema.queueing import QueueCapacity
-from tfk8s.schema.stack_file import validate
-from tfk8s.schema.tenant import QuotaOverrides, TenantSettings, TenantStack
+from tfk8s.settings.platform import PlatformStack, Quota
+from tfk8s.settings.queueing import QueueCapacity
+from tfk8s.settings.stack_file import validate
+from tfk8s.settings.tenant import QuotaOverrides, TenantSettings, TenantStack
 from tfk8s.specs import jobset, queueing
 from tfk8s.specs import quota as namespace_quota
 

@@ -12,11 +12,11 @@ from mocked_program import DEPLOYMENT, after, facts_for, facts_with_scratch, run
 from tfk8s.checks import quota as quota_check
 from tfk8s.errors import ConfigError
 from tfk8s.kube.api_paths import PERSISTENT_VOLUME_CLAIM, POD, RESOURCE_QUOTA, SERVICE
-from tfk8s.schema.experiment import ClusterSettings
-from tfk8s.schema.stack_file import validate
+from tfk8s.settings.experiment import ClusterSettings
+from tfk8s.settings.stack_file import validate
 from tfk8s.specs import quota
 from tfk8s.specs.labels import EXPERIMENT
-from tfk8s.stacks import experiment as experiment_stack
+from tfk8s.stack_kinds import experiment as experiment_stack
 
 QUOTA_TYPE, LIMIT_RANGE_TYPE = "kubernetes:core/v1:ResourceQuota", "kubernetes:core/v1:LimitRange"
 NAMESPACE = "tfk8s-alice"

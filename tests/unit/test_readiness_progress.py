@@ -1,4 +1,4 @@
-"""Each training cluster's progress in the experiment's `readiness` (tfk8s.stacks.progress): read
+"""Each training cluster's progress in the experiment's `readiness` (tfk8s.stack_kinds.progress): read
 from the tenant's TensorBoard gate during a real `up` with the token her Secret holds, never in a
 preview, never without a URL; whatever goes wrong is an `unknown` naming the fix, the `up` goes on,
 and the token is nowhere in what the stack exports."""
@@ -18,10 +18,10 @@ from fake_gate import FakeGate, cluster, status_json
 from mocked_program import facts_for, run_program, stack_config, tenant_facts_for
 from tfk8s.kube.api_error import KubeApiError
 from tfk8s.kube.api_paths import SECRET
-from tfk8s.schema.contract import TenantFacts
+from tfk8s.settings.contract import TenantFacts
 from tfk8s.specs import readiness
 from tfk8s.specs.readiness import PROGRESS_FIELDS, clusters_progress, experiment_readiness
-from tfk8s.stacks import progress
+from tfk8s.stack_kinds import progress
 
 TOKEN = "the-token-of-alice"
 SECRET_PATH = SECRET.path("tfk8s-jupyter-token", "tfk8s-alice")

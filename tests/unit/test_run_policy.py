@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from tfk8s.schema.experiment import ClusterSettings, RunSettings, WorkerSettings
+from tfk8s.settings.experiment import ClusterSettings, RunSettings, WorkerSettings
 from tfk8s.specs import run_policy
 
 

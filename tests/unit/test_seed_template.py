@@ -6,7 +6,7 @@ from pathlib import Path
 
 import jinja2
 import yaml
-from tfk8s.schema.experiment import ClusterSettings, PsSettings, WorkerSettings
+from tfk8s.settings.experiment import ClusterSettings, PsSettings, WorkerSettings
 from tfk8s.specs import cluster_spec as cs
 
 TEMPLATE = Path(__file__).resolve().parents[1] / "fixtures" / "seed" / "tfcluster_template.yaml.jinja"

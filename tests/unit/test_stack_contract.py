@@ -29,12 +29,12 @@ from tfk8s import program, release
 from tfk8s.components import guard
 from tfk8s.errors import ContractUnavailable, OwnershipConflict, StackUnavailable
 from tfk8s.kube.api_error import KubeApiError
-from tfk8s.schema.contract import PlatformFacts, TenantFacts
-from tfk8s.schema.stack_file import validate
+from tfk8s.settings.contract import PlatformFacts, TenantFacts
+from tfk8s.settings.stack_file import validate
 from tfk8s.specs import experimenter_rights, ownership
-from tfk8s.stacks import outputs as stack_outputs
-from tfk8s.stacks import ref as stack_ref
-from tfk8s.stacks import tenant_contract
+from tfk8s.stack_kinds import outputs as stack_outputs
+from tfk8s.stack_kinds import ref as stack_ref
+from tfk8s.stack_kinds import tenant_contract
 
 
 def live(owner: str | None = None, managers: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -171,7 +171,7 @@ def test_an_experiment_in_its_tenants_namespace_creates_only_its_own_objects(dev
     return after(d, check)
 
 
-# --- what an experiment reads: its tenant's contract, in its namespace (tfk8s.stacks.tenant_contract) -----------
+# --- what an experiment reads: its tenant's contract, in its namespace (tfk8s.stack_kinds.tenant_contract) -----------
 
 
 PLATFORM_DEV = {"platform": facts_for(stack_config("platform-dev"))}
@@ -336,7 +336,7 @@ def test_a_tenants_platform_is_named_with_its_own_key() -> None:
 
 @pytest.mark.parametrize("ref", ["platform-dev", "tfk8s/platform-dev", "organization/tfk8s/platform-dev"])
 def test_every_form_of_stack_reference_the_schema_offers_reads_the_same_stack(ref: str) -> None:
-    """`stack`, `project/stack` and `org/project/stack` (tfk8s.schema.types.StackReference) all name
+    """`stack`, `project/stack` and `org/project/stack` (tfk8s.settings.types.StackReference) all name
     the same stack: the engine's stack-reference call is asked for its qualified name, never
     `org/project/project/stack`."""
     asked: list[str] = []

@@ -1,4 +1,4 @@
-"""Reading the stacks a stack builds on ahead, while the program imports (tfk8s.stacks.outputs)."""
+"""Reading the stacks a stack builds on ahead, while the program imports (tfk8s.stack_kinds.outputs)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any
 import pulumi
 import pytest
 from mocks import RecordingMocks
-from tfk8s.stacks import outputs as stack_outputs
-from tfk8s.stacks.outputs import ReadAhead
+from tfk8s.stack_kinds import outputs as stack_outputs
+from tfk8s.stack_kinds.outputs import ReadAhead
 
 TENANT = "organization/tfk8s/tenant-alice"
 PLATFORM = "organization/tfk8s/platform-dev"
@@ -70,7 +70,7 @@ def test_a_read_ahead_that_failed_is_made_again_and_its_error_is_the_engines() -
     ids=["platform", "experiment"],
 )
 def test_a_platform_and_an_experiment_read_no_stack(config: dict[str, str]) -> None:
-    """An experiment reads its tenant's contract from the cluster (tfk8s.stacks.tenant_contract), no other stack's state."""
+    """An experiment reads its tenant's contract from the cluster (tfk8s.stack_kinds.tenant_contract), no other stack's state."""
     pulumi.runtime.set_all_config(config)
     nothing = Engine()
     stack_outputs.prefetch(ReadAhead(nothing))

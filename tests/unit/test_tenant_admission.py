@@ -15,8 +15,8 @@ import pulumi
 import pytest
 from mocked_program import after, facts_for, run_program
 from tfk8s.components import guard
-from tfk8s.schema.contract import PlatformKind
-from tfk8s.schema.platform import PlacementSettings, UserNodeSettings
+from tfk8s.settings.contract import PlatformKind
+from tfk8s.settings.platform import PlacementSettings, UserNodeSettings
 from tfk8s.specs import experimenter_rights, tenant_admission
 from tfk8s.specs.labels import TENANT_NAMESPACE
 

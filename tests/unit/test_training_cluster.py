@@ -26,7 +26,7 @@ from mocked_program import (
     run_program,
     stack_config,
 )
-from tfk8s.schema.stack_file import validate
+from tfk8s.settings.stack_file import validate
 from tfk8s.specs import cluster_spec as cs
 from tfk8s.specs import run_policy
 

@@ -15,11 +15,11 @@ from mocks import LiveHook
 from tfk8s.checks.user_node import check_room
 from tfk8s.errors import UserNodeTaken, UserNodeTooSmall
 from tfk8s.kube.api_paths import NODE
-from tfk8s.schema.contract import PlatformFacts
-from tfk8s.schema.platform import UserNodeSettings
+from tfk8s.settings.contract import PlatformFacts
+from tfk8s.settings.platform import UserNodeSettings
 from tfk8s.specs import ownership
 from tfk8s.specs.user_node import patch_taints
-from tfk8s.stacks import tenant as tenant_stack
+from tfk8s.stack_kinds import tenant as tenant_stack
 
 SETTINGS = UserNodeSettings(name="gpu-7")
 OURS = [{"key": "tfk8s.io/user-node", "value": "true", "effect": "NoSchedule"}]

@@ -2,7 +2,7 @@
 files and, for experiments, the facts of the stacks they build on (a tenant's are `tfk8s.checks.tenant`).
 Run once, before any resource exists.
 
-The schema (`tfk8s.schema`) checks what a value is on its own; these check what it means here.
+The schema (`tfk8s.settings`) checks what a value is on its own; these check what it means here.
 Every problem found is reported together, as a `ConfigError` naming its key and the fix.
 """
 
@@ -12,12 +12,12 @@ import json
 from pathlib import Path
 
 from tfk8s.errors import ConfigError
-from tfk8s.schema import NAMESPACE
-from tfk8s.schema.contract import PlatformFacts
-from tfk8s.schema.experiment import LAUNCHER_PACKAGE, ClusterSettings, CodeSettings, ExperimentStack, Placement
-from tfk8s.schema.node_keys import CONTROL_PLANE, HOSTNAME_LABEL, KUBERNETES_TAINTS
-from tfk8s.schema.platform import PlatformSettings, PlatformStack, PortSettings
-from tfk8s.schema.types import MAX_NAME_LENGTH, floating_tag, service_name
+from tfk8s.settings import NAMESPACE
+from tfk8s.settings.contract import PlatformFacts
+from tfk8s.settings.experiment import LAUNCHER_PACKAGE, ClusterSettings, CodeSettings, ExperimentStack, Placement
+from tfk8s.settings.node_keys import CONTROL_PLANE, HOSTNAME_LABEL, KUBERNETES_TAINTS
+from tfk8s.settings.platform import PlatformSettings, PlatformStack, PortSettings
+from tfk8s.settings.types import MAX_NAME_LENGTH, floating_tag, service_name
 from tfk8s.specs import backends, quota
 from tfk8s.specs import cluster_spec as cs
 from tfk8s.specs.code import code_files
@@ -307,7 +307,7 @@ def _code_problems(code: CodeSettings, key: str, project_root: Path) -> list[str
     if unused:
         return unused
     # The launcher is never shipped from the project but from the tfk8s_train beside tfk8s
-    # (tfk8s.stacks.experiment.codes): nothing of the project's to check.
+    # (tfk8s.stack_kinds.experiment.codes): nothing of the project's to check.
     if code.source != "configmap" or code.path in (None, LAUNCHER_PACKAGE):
         return []
     # Only the project's own files are shipped: an absolute path, a '..' or a symlink out of the

@@ -20,9 +20,9 @@ from typing import Any
 from tfk8s.errors import ConfigError
 from tfk8s.kube.api_paths import NAMESPACE as NAMESPACE_KIND
 from tfk8s.kube.api_paths import POD_MONITOR
-from tfk8s.schema import NAMESPACE
-from tfk8s.schema.monitoring import ScrapeMode
-from tfk8s.schema.platform import PlatformStack
+from tfk8s.settings import NAMESPACE
+from tfk8s.settings.monitoring import ScrapeMode
+from tfk8s.settings.platform import PlatformStack
 from tfk8s.specs.ownership import STACK, STACK_KIND
 
 Reader = Callable[[str], Mapping[str, Any] | None]

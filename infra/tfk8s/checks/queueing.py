@@ -15,8 +15,8 @@ from typing import Any
 
 from tfk8s.errors import ClusterLacks
 from tfk8s.kube.api_paths import CLUSTER_QUEUE, JOBSET, ApiKind
-from tfk8s.schema import NAMESPACE
-from tfk8s.schema.platform import PlatformStack
+from tfk8s.settings import NAMESPACE
+from tfk8s.settings.platform import PlatformStack
 
 Reader = Callable[[str], Mapping[str, Any] | None]
 KEY = f"{NAMESPACE}:platform.queueing"

@@ -26,8 +26,8 @@ from decimal import Decimal
 from typing import Any
 
 from tfk8s.kube.api_paths import PERSISTENT_VOLUME_CLAIM, POD, RESOURCE_QUOTA, SERVICE
-from tfk8s.schema import NAMESPACE
-from tfk8s.schema.experiment import ClusterSettings
+from tfk8s.settings import NAMESPACE
+from tfk8s.settings.experiment import ClusterSettings
 from tfk8s.specs import quota
 from tfk8s.specs.cluster_spec import has_chief_job
 from tfk8s.specs.labels import CLUSTER, EXPERIMENT

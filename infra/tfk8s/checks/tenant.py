@@ -2,19 +2,19 @@
 exists: the tenant's namespace is none the cluster or the platform keeps for itself, its identities
 reach no other namespace's accounts, and its quota holds its own volumes, Jupyter, TensorBoard and other objects.
 
-The schema (`tfk8s.schema.tenant`) checks what each value is on its own; these need the platform's
-namespace prefix, storage and container defaults (`tfk8s.schema.contract.PlatformFacts`). Every problem
+The schema (`tfk8s.settings.tenant`) checks what each value is on its own; these need the platform's
+namespace prefix, storage and container defaults (`tfk8s.settings.contract.PlatformFacts`). Every problem
 is reported together, as a `ConfigError` naming its key and the fix.
 """
 
 from __future__ import annotations
 
 from tfk8s.errors import ConfigError
-from tfk8s.schema import NAMESPACE
-from tfk8s.schema.contract import PlatformFacts
-from tfk8s.schema.quantities import parse_quantity
-from tfk8s.schema.storage import DEFAULT_SECRET_NAMESPACE
-from tfk8s.schema.tenant import GITOPS_NAMESPACE, SERVICE_ACCOUNT_PREFIX, TenantStack
+from tfk8s.settings import NAMESPACE
+from tfk8s.settings.contract import PlatformFacts
+from tfk8s.settings.quantities import parse_quantity
+from tfk8s.settings.storage import DEFAULT_SECRET_NAMESPACE
+from tfk8s.settings.tenant import GITOPS_NAMESPACE, SERVICE_ACCOUNT_PREFIX, TenantStack
 from tfk8s.specs import backends, quota
 
 KEY = f"{NAMESPACE}:tenant"

@@ -9,8 +9,8 @@ from decimal import Decimal
 from typing import Any
 
 from tfk8s.errors import UserNodeTooSmall
-from tfk8s.schema.platform import UserNodeSettings
-from tfk8s.schema.quantities import parse_quantity
+from tfk8s.settings.platform import UserNodeSettings
+from tfk8s.settings.quantities import parse_quantity
 from tfk8s.specs.quota import format_amount
 from tfk8s.specs.user_node import patch_taints
 

@@ -4,7 +4,7 @@ environment) and her kubeconfig (her tenant's contract and token Secret, which h
 read: tfk8s.specs.tenant_access). Flags and environment variables come first:
 
   URL         --url, $TFK8S_TENSORBOARD_URL, the stack's `readiness.tensorboard` output, the tenant
-              contract's `tensorboardUrl` (tfk8s.stacks.tenant_contract)
+              contract's `tensorboardUrl` (tfk8s.stack_kinds.tenant_contract)
   token       $TFK8S_TOKEN, the tenant's Secret `tfk8s-jupyter-token` (never printed, never a flag:
               a flag would show in `ps` and the shell's history)
   namespace   --namespace, $TFK8S_NAMESPACE, the stack's `tfk8s:namespace`
@@ -27,7 +27,7 @@ from tfk8s.errors import Tfk8sError
 from tfk8s.kube import client as kube_client
 from tfk8s.kube import secrets
 from tfk8s.specs.app_sessions import TOKEN_KEY, TOKEN_SECRET
-from tfk8s.stacks import tenant_contract
+from tfk8s.stack_kinds import tenant_contract
 from tfk8s.tenant_gate import Gate
 
 NAMESPACE_KEY = "tfk8s:namespace"

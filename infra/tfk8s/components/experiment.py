@@ -17,9 +17,9 @@ import pulumi
 from tfk8s.components.training_cluster import TrainingCluster, TrainingClusterBody, in_tenant
 from tfk8s.kube import objects as kube
 from tfk8s.kube.api_paths import CONFIG_MAP
-from tfk8s.schema import NAMESPACE
-from tfk8s.schema.contract import PlatformFacts, TenantFacts
-from tfk8s.schema.experiment import ClusterSettings
+from tfk8s.settings import NAMESPACE
+from tfk8s.settings.contract import PlatformFacts, TenantFacts
+from tfk8s.settings.experiment import ClusterSettings
 from tfk8s.specs import queue_readiness, readiness
 from tfk8s.specs.code import CodeBundle, trainer_archive
 from tfk8s.specs.labels import labels
@@ -55,11 +55,11 @@ class ExperimentArgs:
     owner: Owner
     launcher: CodeBundle
     codes: dict[str, CodeBundle | None]  # cluster name -> its code (None: launcher/trainer only)
-    # Cluster name -> its training progress or `unknown`, read by the stack (tfk8s.stacks.progress);
+    # Cluster name -> its training progress or `unknown`, read by the stack (tfk8s.stack_kinds.progress);
     # None: readiness reports none (a preview).
     progress: pulumi.Output[dict[str, dict[str, Any]]] | None = None
     # On a queueing platform: (JobSet names, what to read after) -> each JobSet's Workload facts or
-    # `unknown`, read by the stack (tfk8s.stacks.queue_status); None, or returning None: not read (a preview).
+    # `unknown`, read by the stack (tfk8s.stack_kinds.queue_status); None, or returning None: not read (a preview).
     read_queue: QueueReader | None = None
 
 

@@ -36,7 +36,7 @@ import pulumi
 
 from tfk8s.kube import objects as kube
 from tfk8s.kube.api_paths import CLUSTER_ROLE, CUSTOM_RESOURCE_DEFINITION
-from tfk8s.schema.contract import PlatformKind
+from tfk8s.settings.contract import PlatformKind
 from tfk8s.specs.ownership import Claimed, Owner
 
 # The guards' label: its value is the platform's group, which each policy selects on.

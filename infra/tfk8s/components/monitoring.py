@@ -19,7 +19,7 @@ import pulumi
 
 from tfk8s.kube import objects as kube
 from tfk8s.kube.api_paths import CONFIG_MAP, NETWORK_POLICY, POD_MONITOR
-from tfk8s.schema.monitoring import MonitoringSettings
+from tfk8s.settings.monitoring import MonitoringSettings
 from tfk8s.specs import monitoring as scrape
 from tfk8s.specs import network_policy
 from tfk8s.specs.labels import PART_OF

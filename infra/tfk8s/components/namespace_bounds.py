@@ -12,8 +12,8 @@ from typing import Any
 import pulumi
 
 from tfk8s.kube import objects as kube
-from tfk8s.schema.contract import PlatformFacts
-from tfk8s.schema.tenant import TenantSettings
+from tfk8s.settings.contract import PlatformFacts
+from tfk8s.settings.tenant import TenantSettings
 from tfk8s.specs import network_policy, quota, tenant_access
 from tfk8s.specs.labels import labels
 from tfk8s.specs.ownership import Owner

@@ -21,7 +21,7 @@ import pulumi
 
 from tfk8s.kube import awaits
 from tfk8s.kube import objects as kube
-from tfk8s.schema.contract import PlatformFacts
+from tfk8s.settings.contract import PlatformFacts
 from tfk8s.specs import jobset, pods
 from tfk8s.specs.labels import RUN
 from tfk8s.specs.queueing import LOCAL_QUEUE_NAME

@@ -20,8 +20,8 @@ import pulumi
 
 from tfk8s.kube import objects as kube
 from tfk8s.kube.api_paths import CLUSTER_QUEUE, COHORT, LOCAL_QUEUE, RESOURCE_FLAVOR, WORKLOAD_PRIORITY_CLASS
-from tfk8s.schema.platform import Quota
-from tfk8s.schema.queueing import QueueingSettings
+from tfk8s.settings.platform import Quota
+from tfk8s.settings.queueing import QueueingSettings
 from tfk8s.specs import queueing as spec
 from tfk8s.specs.ownership import Claimed, Owner
 
@@ -64,7 +64,7 @@ def _declare(
 
 @dataclass(frozen=True, kw_only=True)
 class QueueingPlatformArgs:
-    queueing: QueueingSettings  # enabled, with a capacity (tfk8s.schema.queueing.QueueingSettings)
+    queueing: QueueingSettings  # enabled, with a capacity (tfk8s.settings.queueing.QueueingSettings)
     owner: Owner
 
 

@@ -17,7 +17,7 @@ import pulumi
 from tfk8s.kube import awaits
 from tfk8s.kube import objects as kube
 from tfk8s.kube.api_paths import NAMESPACE, NETWORK_POLICY, RESOURCE_QUOTA, SECRET, STORAGE_CLASS
-from tfk8s.schema.storage import StorageSettings
+from tfk8s.settings.storage import StorageSettings
 from tfk8s.specs import network_policy, pod_security
 from tfk8s.specs.backends import StorageClassSpec, backend_of, classes, scratch_class
 from tfk8s.specs.labels import labels

@@ -11,9 +11,9 @@ from typing import Any
 import pulumi
 
 from tfk8s.kube import objects as kube
-from tfk8s.schema.contract import PlatformKind
-from tfk8s.schema.platform import PlacementSettings, UserNodeSettings
-from tfk8s.schema.queueing import QueueingSettings
+from tfk8s.settings.contract import PlatformKind
+from tfk8s.settings.platform import PlacementSettings, UserNodeSettings
+from tfk8s.settings.queueing import QueueingSettings
 from tfk8s.specs.ownership import Owner
 from tfk8s.specs.tenant_admission import policies
 

@@ -45,8 +45,8 @@ import pulumi
 from tfk8s.components import queued_cluster, unqueued_cluster
 from tfk8s.kube import awaits
 from tfk8s.kube import objects as kube
-from tfk8s.schema.contract import PlatformFacts, TenantFacts
-from tfk8s.schema.experiment import ClusterSettings, TrainingMode
+from tfk8s.settings.contract import PlatformFacts, TenantFacts
+from tfk8s.settings.experiment import ClusterSettings, TrainingMode
 from tfk8s.specs import cluster_spec as cs
 from tfk8s.specs import layout_document, network_policy, pods, run_policy
 from tfk8s.specs.code import CodeBundle, installed_launcher_bundle, trainer_archive
@@ -112,7 +112,7 @@ TOKEN = "tfk8s:index:TrainingCluster"
 
 class TrainingClusterBody(pulumi.ComponentResource):
     """What a training cluster declares, shared by the library's `TrainingCluster` and the component
-    package's (tfk8s.package.training_cluster), which reads its arguments from the tenant's contract.
+    package's (tfk8s.component_package.training_cluster), which reads its arguments from the tenant's contract.
     No class annotations: the package's schema is inferred from its class's annotations, and would
     read these too (lab/component-package/README.md, 4.1)."""
 

@@ -18,7 +18,7 @@ import pulumi
 from tfk8s.components.queued_cluster import Labels, Meta
 from tfk8s.kube import awaits
 from tfk8s.kube import objects as kube
-from tfk8s.schema.contract import PlatformFacts
+from tfk8s.settings.contract import PlatformFacts
 from tfk8s.specs import cluster_spec as cs
 from tfk8s.specs import pods, run_policy
 from tfk8s.specs.labels import selector_of

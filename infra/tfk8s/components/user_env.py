@@ -31,9 +31,9 @@ from tfk8s.components import namespace_bounds
 from tfk8s.components.storage import claim
 from tfk8s.kube import awaits
 from tfk8s.kube import objects as kube
-from tfk8s.schema.contract import PlatformFacts, PlatformKind
-from tfk8s.schema.platform import PodIdentity
-from tfk8s.schema.tenant import TenantSettings
+from tfk8s.settings.contract import PlatformFacts, PlatformKind
+from tfk8s.settings.platform import PodIdentity
+from tfk8s.settings.tenant import TenantSettings
 from tfk8s.specs import (
     app_sessions,
     pod_security,
@@ -60,7 +60,7 @@ USER_NODE_PODS_PER_USER = quota.TENANT_APP_PODS
 @dataclass(frozen=True, kw_only=True)
 class PublishedContract:
     """A ConfigMap the environment publishes in its namespace under a fixed `name`, its data made from
-    where the user's apps answer: the tenant's contract for its experiments (tfk8s.stacks.tenant_contract)."""
+    where the user's apps answer: the tenant's contract for its experiments (tfk8s.stack_kinds.tenant_contract)."""
 
     name: str
     data: Callable[[str | None, str | None], Mapping[str, str]]  # (jupyter_url, tensorboard_url) -> data

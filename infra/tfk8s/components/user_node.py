@@ -8,7 +8,7 @@ import pulumi
 
 from tfk8s.kube import objects as kube
 from tfk8s.pulumi_errors import shown_when_raised
-from tfk8s.schema.platform import UserNodeSettings
+from tfk8s.settings.platform import UserNodeSettings
 from tfk8s.specs.user_node import node_address, patch_taints
 
 

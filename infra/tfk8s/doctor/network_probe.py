@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from tfk8s.doctor.findings import Finding, failed, not_proven, passed
 from tfk8s.doctor.sandbox import PodOutcome, Sandbox, python_command
 from tfk8s.kube.api_paths import NETWORK_POLICY, SERVICE
-from tfk8s.schema.platform import PlatformSettings, PodIdentity
+from tfk8s.settings.platform import PlatformSettings, PodIdentity
 
 PORT = 8080
 GREETING = "tfk8s-doctor"

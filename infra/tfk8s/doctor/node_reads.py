@@ -17,8 +17,8 @@ from tfk8s.checks import user_node as user_node_checks
 from tfk8s.doctor.findings import Finding, advice, failed, passed
 from tfk8s.doctor.target import Placement
 from tfk8s.errors import UserNodeTaken
-from tfk8s.schema.platform import PlatformSettings
-from tfk8s.schema.quantities import parse_quantity
+from tfk8s.settings.platform import PlatformSettings
+from tfk8s.settings.quantities import parse_quantity
 from tfk8s.specs.quota import format_amount
 from tfk8s.specs.user_node import node_address
 

@@ -16,8 +16,8 @@ from tfk8s.doctor.findings import Finding, failed, not_proven, passed
 from tfk8s.doctor.sandbox import Sandbox, python_command
 from tfk8s.kube.api_error import KubeApiError
 from tfk8s.kube.api_paths import PERSISTENT_VOLUME, PERSISTENT_VOLUME_CLAIM, POD, STORAGE_CLASS
-from tfk8s.schema.platform import PlatformSettings, PodIdentity
-from tfk8s.schema.storage import StorageSettings
+from tfk8s.settings.platform import PlatformSettings, PodIdentity
+from tfk8s.settings.storage import StorageSettings
 
 
 def pod_security(sandbox: Sandbox, identity: PodIdentity, image: str) -> Finding:

@@ -17,7 +17,7 @@ from tfk8s.doctor import rights
 from tfk8s.doctor.findings import Finding, advice, failed, not_proven, passed
 from tfk8s.kube.api_error import KubeApiError
 from tfk8s.kube.api_paths import CSI_DRIVER, NAMESPACE, NODE, POD, STORAGE_CLASS, VALIDATING_ADMISSION_POLICY
-from tfk8s.schema.platform import PlatformSettings
+from tfk8s.settings.platform import PlatformSettings
 from tfk8s.specs.experimenter_rights import Permission
 
 

@@ -24,7 +24,7 @@ from tfk8s.kube.api_paths import (
     WORKLOAD_PRIORITY_CLASS,
     ApiKind,
 )
-from tfk8s.schema.platform import PlatformSettings
+from tfk8s.settings.platform import PlatformSettings
 from tfk8s.specs.experimenter_rights import MANAGED, Permission
 
 PLATFORM = "the platform stack"

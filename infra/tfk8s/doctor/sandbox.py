@@ -16,7 +16,7 @@ from tfk8s.doctor import reads
 from tfk8s.doctor.target import Placement
 from tfk8s.kube.api_error import KubeApiError
 from tfk8s.kube.api_paths import NAMESPACE, POD, ApiKind
-from tfk8s.schema.platform import PodIdentity
+from tfk8s.settings.platform import PodIdentity
 from tfk8s.specs import pod_security
 
 MANAGED_BY = {"app.kubernetes.io/managed-by": "tfk8s-doctor"}

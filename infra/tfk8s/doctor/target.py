@@ -2,7 +2,7 @@
 
 `--stack platform-prod` is looked up where `pulumi` looks (the project's `stackConfigDir`); a path
 to a stack file works too. The file is validated by the same schema `pulumi up` applies
-(tfk8s.schema.stack_file.validate), so a bad key is refused here, naming the key and the fix, before
+(tfk8s.settings.stack_file.validate), so a bad key is refused here, naming the key and the fix, before
 anything touches the cluster. Its secrets are never read: only their names are checked.
 """
 
@@ -14,8 +14,8 @@ from pathlib import Path
 import yaml
 
 from tfk8s.errors import ConfigError, Tfk8sError
-from tfk8s.schema.platform import PlatformSettings, PlatformStack
-from tfk8s.schema.stack_file import secret_keys, stack_values, validate
+from tfk8s.settings.platform import PlatformSettings, PlatformStack
+from tfk8s.settings.stack_file import secret_keys, stack_values, validate
 
 
 class TargetError(Tfk8sError):

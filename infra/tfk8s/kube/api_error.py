@@ -1,6 +1,6 @@
 """What a request of the Kubernetes API that could not be made raises, whoever made it: the program's
 reads (tfk8s.kube.client.KubeApi), and what reads through them (tfk8s.kube.secrets,
-tfk8s.stacks.tenant_contract)."""
+tfk8s.stack_kinds.tenant_contract)."""
 
 from __future__ import annotations
 

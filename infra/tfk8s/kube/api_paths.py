@@ -105,6 +105,6 @@ LOCAL_QUEUE = ApiKind(kind="LocalQueue", api_version="kueue.x-k8s.io/v1beta2", p
 WORKLOAD_PRIORITY_CLASS = ApiKind(
     kind="WorkloadPriorityClass", api_version="kueue.x-k8s.io/v1beta2", plural="workloadpriorityclasses", namespaced=False
 )
-# A queued cluster's Workload, which its readiness lists (tfk8s.stacks.queue_status).
+# A queued cluster's Workload, which its readiness lists (tfk8s.stack_kinds.queue_status).
 WORKLOAD = ApiKind(kind="Workload", api_version="kueue.x-k8s.io/v1beta2", plural="workloads", namespaced=True)
 JOBSET = ApiKind(kind="JobSet", api_version="jobset.x-k8s.io/v1alpha2", plural="jobsets", namespaced=True)

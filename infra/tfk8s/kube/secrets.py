@@ -1,7 +1,7 @@
 """One value of a Secret, read with the caller's own Kubernetes credentials.
 
 How a tenant's token reaches whoever asks her TensorBoard gate for progress: `tfk8s status`
-(tfk8s.cli.discovery) and the experiment stack's readiness (tfk8s.stacks.progress) read it from
+(tfk8s.cli.discovery) and the experiment stack's readiness (tfk8s.stack_kinds.progress) read it from
 the tenant's Secret with the kubeconfig of the user running them (her identities may `get` that one
 Secret: tfk8s.specs.tenant_access), never from a stack's outputs. The value is returned, never
 logged or put in a message.

@@ -2,5 +2,5 @@
 templates, storage backends, network policies, quotas, sessions and readiness.
 
 Plain functions of settings that return Kubernetes' own dicts, tested directly; no Pulumi resource
-is created here. May import `tfk8s.schema` and `tfk8s.kube` (the import-linter contracts in pyproject.toml).
+is created here. May import `tfk8s.settings` and `tfk8s.kube` (the import-linter contracts in pyproject.toml).
 """

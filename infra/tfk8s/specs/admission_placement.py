@@ -13,8 +13,8 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 
-from tfk8s.schema.node_keys import NODE_LOST_TAINTS
-from tfk8s.schema.platform import PlacementSettings, UserNodeSettings
+from tfk8s.settings.node_keys import NODE_LOST_TAINTS
+from tfk8s.settings.platform import PlacementSettings, UserNodeSettings
 from tfk8s.specs import jobset
 from tfk8s.specs.queueing import LOCAL_QUEUE_NAME
 

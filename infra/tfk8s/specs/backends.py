@@ -4,9 +4,9 @@ Every difference between `local`, `csi`, `glusterfs` and `existing` is a trait o
 entry: the StorageClass it builds (none: it uses the cluster's classes), its scratch class, how
 its claims are awaited, whether claims get a pre-bound hostPath volume, the Secret it needs, the
 Kubernetes versions it works on, and the checks of its own settings. The schema
-(`tfk8s.schema.storage.StorageBackend`) already refuses a name the table lacks; the table is checked once, on
+(`tfk8s.settings.storage.StorageBackend`) already refuses a name the table lacks; the table is checked once, on
 import, to cover exactly those names, and is then only looked up. Adding a backend: its settings
-in tfk8s.schema.storage, its entry here, its tests.
+in tfk8s.settings.storage, its entry here, its tests.
 
 Pure: no Pulumi, so config checks and tests read it without a program; tfk8s.components.storage turns its
 traits into resources.
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import get_args
 
 from tfk8s.kube.api_paths import STORAGE_CLASS
-from tfk8s.schema.storage import BACKEND_SECRET_KEYS, StorageBackend, StorageSettings
+from tfk8s.settings.storage import BACKEND_SECRET_KEYS, StorageBackend, StorageSettings
 
 HEKETI_SECRET_NAME = "tfk8s-heketi-admin"
 
@@ -143,7 +143,7 @@ def _complete(table: dict[StorageBackend, Backend]) -> dict[StorageBackend, Back
     """The table, if it has exactly one entry per name the schema accepts."""
     if set(table) != set(get_args(StorageBackend)):
         raise TypeError(
-            f"storage backends {sorted(table)} do not match tfk8s.schema.storage.StorageBackend {get_args(StorageBackend)}"
+            f"storage backends {sorted(table)} do not match tfk8s.settings.storage.StorageBackend {get_args(StorageBackend)}"
         )
     return table
 

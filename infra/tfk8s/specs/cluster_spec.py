@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from tfk8s.schema.experiment import ClusterSettings
+from tfk8s.settings.experiment import ClusterSettings
 
 PS, WORKER, CHIEF = "ps", "worker", "chief"
 DATA_DIR, LOG_DIR = "/data", "/log"

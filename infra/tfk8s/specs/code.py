@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from tfk8s.schema.experiment import LAUNCHER_PACKAGE
+from tfk8s.settings.experiment import LAUNCHER_PACKAGE
 from tfk8s.specs.pods import TRAINER_ARCHIVE, TRAINER_PACKAGE, key_of
 
 

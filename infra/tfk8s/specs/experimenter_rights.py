@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tfk8s.kube.api_paths import JOBSET
-from tfk8s.schema.contract import PlatformKind
+from tfk8s.settings.contract import PlatformKind
 
 # What the provider does to an object it manages: apply (patch, and create when it is new), GET on
 # update and refresh, DELETE on destroy and replace, and list+watch of the kind until the object is
@@ -75,7 +75,7 @@ def experimenter_rules(layouts: PlatformKind, *, queueing: bool = False) -> tupl
         by its Role) and `bind` on roles (the `preview` of its RoleBinding); so do the watches of
         the provider's awaits of kinds it no longer creates: replicasets (the Deployment await)
         and endpoints (the Job Services' await: every task Service skips its await).
-    It also reads its clusters' Workloads (tfk8s.stacks.queue_status: `queueing_rules`).
+    It also reads its clusters' Workloads (tfk8s.stack_kinds.queue_status: `queueing_rules`).
     Deleting waits on the deleted object's own kind alone (pulumi-kubernetes `await.Deletion`: a
     watch of that kind, a GET, and the object's events), so RETIRE holds no other kind.
     """
@@ -190,7 +190,7 @@ def _observed(queueing: bool) -> tuple[Permission, ...]:
 
 def queueing_rules() -> tuple[Permission, ...]:
     """What an experiment on a queueing platform reads of Kueue: its clusters' Workloads, listed once
-    per `up` for readiness (tfk8s.stacks.queue_status), and `kubectl get workload` of one. Read only:
+    per `up` for readiness (tfk8s.stack_kinds.queue_status), and `kubectl get workload` of one. Read only:
     Kueue alone writes a Workload, and a tenant who could would admit herself."""
     return (
         Permission(

@@ -20,10 +20,10 @@ from tfk8s.kube.api_paths import (
     SECRET,
     SERVICE,
 )
-from tfk8s.schema import NAMESPACE as CONFIG_NAMESPACE
-from tfk8s.schema.contract import PlatformFacts, PlatformKind
-from tfk8s.schema.experiment import ClusterSettings
-from tfk8s.schema.tenant import TenantSettings
+from tfk8s.settings import NAMESPACE as CONFIG_NAMESPACE
+from tfk8s.settings.contract import PlatformFacts, PlatformKind
+from tfk8s.settings.experiment import ClusterSettings
+from tfk8s.settings.tenant import TenantSettings
 from tfk8s.specs import app_sessions, jobset, network_policy, quota
 from tfk8s.specs import cluster_spec as cs
 from tfk8s.specs.code import CodeBundle

@@ -211,7 +211,7 @@ def task_services(jobset_name: str, cluster: cs.ClusterSettings, run_id: str) ->
 def longest_name(jobset_name: str, cluster: cs.ClusterSettings) -> str:
     """The longest pod or Service name of `cluster`'s JobSet, as JobSet's webhook and the API server
     check them (a placeholder for the pods' random suffix). tfk8s's own limit on `<experiment>-<cluster>`
-    (tfk8s.schema.types.MAX_NAME_LENGTH) keeps it within MAX_NAME_LENGTH for any cluster whose spec fits
+    (tfk8s.settings.types.MAX_NAME_LENGTH) keeps it within MAX_NAME_LENGTH for any cluster whose spec fits
     (tests/unit/test_queued_cluster.py), so no check of its own refuses it."""
     pods = [f"{jobset_name}-{r.name}-0-{r.count(cluster) - 1}{RANDOM_SUFFIX}" for r in roles_of(cluster)]
     return max(pods + [s.name for s in task_services(jobset_name, cluster, run_id="")], key=len)

@@ -11,7 +11,7 @@ logs at /logs) and training pods mount per run.
 
 from __future__ import annotations
 
-from tfk8s.schema.experiment import ClusterSettings
+from tfk8s.settings.experiment import ClusterSettings
 
 
 def log_sub_path(experiment: str, cluster: str) -> str:

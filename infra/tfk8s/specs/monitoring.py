@@ -30,7 +30,7 @@ from typing import Any
 
 import yaml
 
-from tfk8s.schema.monitoring import MonitoringSettings
+from tfk8s.settings.monitoring import MonitoringSettings
 from tfk8s.specs import labels as tfk8s_labels
 from tfk8s.specs.network_policy import TRAINING_COMPONENT
 from tfk8s.specs.pods import METRICS_PORT_NAME
@@ -116,7 +116,7 @@ def target_relabelings(namespace_prefix: str, *, operator: bool) -> list[Relabel
     keep = [
         Relabel(action="keep", source=tuple(pod_label(k) for k in selected), regex=";".join(selected.values())),
         # This platform's tenants alone: their namespaces are its prefix (letters, digits and '-', no
-        # regex syntax: tfk8s.schema.types) and a tenant's name.
+        # regex syntax: tfk8s.settings.types) and a tenant's name.
         Relabel(action="keep", source=("__meta_kubernetes_namespace",), regex=f"{namespace_prefix}.+"),
     ]
     if not operator:

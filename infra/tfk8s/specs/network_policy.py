@@ -31,9 +31,9 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-from tfk8s.schema.experiment import ClusterSettings, url_address
-from tfk8s.schema.monitoring import MonitoringSettings
-from tfk8s.schema.platform import ApiServerSettings, NetworkSettings, PortSettings
+from tfk8s.settings.experiment import ClusterSettings, url_address
+from tfk8s.settings.monitoring import MonitoringSettings
+from tfk8s.settings.platform import ApiServerSettings, NetworkSettings, PortSettings
 from tfk8s.specs.labels import TENANT_NAMESPACE, labels, selector_of
 
 Json = dict[str, Any]

@@ -3,7 +3,7 @@ enforce it (pure: plain dicts in Kubernetes' own camelCase, no Pulumi calls).
 
 Every pod builder (tfk8s.specs.pods for the training pods, tfk8s.components.user_env for Jupyter and TensorBoard)
 takes its securityContexts from here, so one place says what `restricted` is given: a non-root
-identity (tfk8s.schema.platform.PodIdentity), the runtime's default seccomp profile, no privilege
+identity (tfk8s.settings.platform.PodIdentity), the runtime's default seccomp profile, no privilege
 escalation, no capabilities. A read-only root filesystem is not required by `restricted`; the
 containers that can have one get it, and `/tmp` (their HOME too) as an emptyDir to write in.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tfk8s.schema.platform import PodIdentity
+from tfk8s.settings.platform import PodIdentity
 
 Json = dict[str, Any]
 

@@ -14,9 +14,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from tfk8s.schema.contract import PlatformFacts
-from tfk8s.schema.experiment import DEFAULT_CHECKPOINT_SECONDS, DEFAULT_TRAINER, ClusterSettings, Resources
-from tfk8s.schema.node_keys import NODE_LOST_TAINTS
+from tfk8s.settings.contract import PlatformFacts
+from tfk8s.settings.experiment import DEFAULT_CHECKPOINT_SECONDS, DEFAULT_TRAINER, ClusterSettings, Resources
+from tfk8s.settings.node_keys import NODE_LOST_TAINTS
 from tfk8s.specs import cluster_spec as cs
 from tfk8s.specs import pod_security
 from tfk8s.specs.roles import TASK_CONTAINER, Role, Volume

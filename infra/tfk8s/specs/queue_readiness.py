@@ -7,7 +7,7 @@ report reads two things: `status`, the cluster's `TrainingCluster.status`
     {"jobset": {"spec": {"suspend": bool | None}, "status": <the JobSet's .status, camelCase> | None,
                 "uid": str | None},
      "scratch": <its scratch claim's status>}   (only when the cluster has scratch)
-and `queue`, its Workload's facts as tfk8s.stacks.queue_status read them (tfk8s.specs.workloads.facts),
+and `queue`, its Workload's facts as tfk8s.stack_kinds.queue_status read them (tfk8s.specs.workloads.facts),
 `{"unknown": why}` when they could not be read, or None when nothing was read (a preview).
 
 States (`queue.state`), and the phase each has among today's:

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from tfk8s.schema.platform import Quota
-from tfk8s.schema.queueing import QueueCapacity
+from tfk8s.settings.platform import Quota
+from tfk8s.settings.queueing import QueueCapacity
 from tfk8s.specs import quota as namespace_quota
 
 API_VERSION = "kueue.x-k8s.io/v1beta2"

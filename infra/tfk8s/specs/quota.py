@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from tfk8s.schema.platform import ContainerDefaults, Quota
-from tfk8s.schema.quantities import parse_quantity
+from tfk8s.settings.platform import ContainerDefaults, Quota
+from tfk8s.settings.quantities import parse_quantity
 
 QUOTA_NAME = "tfk8s-quota"
 LIMIT_RANGE_NAME = "tfk8s-container-defaults"
@@ -57,7 +57,7 @@ TOKEN_GATE_CPU, TOKEN_GATE_MEMORY = "100m", "128Mi"
 # their Services and the notebook's (jupyter-tf).
 TENANT_APP_PODS, TENANT_SERVICES = 2, 3
 # What the tenant's own objects count in its quota, at most (tfk8s.components.user_env,
-# tfk8s.stacks.tenant; tests/unit/test_quota.py counts what a tenant declares). The quota exists
+# tfk8s.stack_kinds.tenant; tests/unit/test_quota.py counts what a tenant declares). The quota exists
 # before them, so the API server would refuse the one beyond it halfway through the tenant's `up`:
 # `own_shortfalls` refuses the quota before anything is declared instead. Kubernetes adds one
 # ConfigMap (kube-root-ca.crt) and one ServiceAccount (default) to every namespace.

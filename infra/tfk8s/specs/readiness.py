@@ -5,7 +5,7 @@ Pure functions over the status fields the Kubernetes provider returns (Deploymen
 `nodePort`), never over the configuration: a cluster is ready because Kubernetes says so.
 A platform stack reports its storage and per-user apps and volumes; an experiment its clusters,
 and during an `up` each one's training progress as its tenant's TensorBoard gate summarises it
-(read by tfk8s.stacks.progress; `ready` says whether the clusters run, not how far they got).
+(read by tfk8s.stack_kinds.progress; `ready` says whether the clusters run, not how far they got).
 """
 
 from __future__ import annotations

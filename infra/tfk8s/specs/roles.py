@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from tfk8s.schema.experiment import ClusterSettings, Placement, PsSettings, Resources, WorkerSettings
+from tfk8s.settings.experiment import ClusterSettings, Placement, PsSettings, Resources, WorkerSettings
 from tfk8s.specs.cluster_spec import CHIEF, PS, WORKER
 
 # The volumes a TensorFlow pod may mount (tfk8s.specs.pods builds them).

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tfk8s.schema.experiment import ClusterSettings
+from tfk8s.settings.experiment import ClusterSettings
 from tfk8s.specs.roles import TASK_CONTAINER
 
 # Job backoffLimitPerIndex / maxFailedIndexes: beta (on by default) from 1.29; older API servers

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tfk8s.schema.tenant import Identities
+from tfk8s.settings.tenant import Identities
 
 RBAC = "rbac.authorization.k8s.io"
 

@@ -46,9 +46,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tfk8s.kube.api_paths import JOBSET
-from tfk8s.schema.contract import PlatformKind
-from tfk8s.schema.platform import PlacementSettings, UserNodeSettings
-from tfk8s.schema.queueing import QueueingSettings
+from tfk8s.settings.contract import PlatformKind
+from tfk8s.settings.platform import PlacementSettings, UserNodeSettings
+from tfk8s.settings.queueing import QueueingSettings
 from tfk8s.specs.admission_placement import cel, jobset_validations, placement_validations, pod_spec_variables
 from tfk8s.specs.labels import TENANT_NAMESPACE
 from tfk8s.specs.ownership import STACK_KIND

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tfk8s.schema.contract import PlatformFacts
-from tfk8s.schema.experiment import Resources
-from tfk8s.schema.platform import TENSORBOARD_BACKEND_PORT, PodIdentity
+from tfk8s.settings.contract import PlatformFacts
+from tfk8s.settings.experiment import Resources
+from tfk8s.settings.platform import TENSORBOARD_BACKEND_PORT, PodIdentity
 from tfk8s.specs import app_sessions, pod_security, pods, quota
 from tfk8s.specs.labels import selector_of
 from tfk8s.specs.pods import TRAINER_DIR, TRAINER_PATH

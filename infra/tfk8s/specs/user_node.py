@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from tfk8s.errors import UserNodeTaken
-from tfk8s.schema.platform import UserNodeSettings
+from tfk8s.settings.platform import UserNodeSettings
 
 # pulumi-kubernetes applies as `pulumi-kubernetes-<hash>`; any other manager is someone else.
 PULUMI_MANAGER_PREFIX = "pulumi-kubernetes"

@@ -10,14 +10,14 @@ import pulumi
 from tfk8s import tenant_gate
 from tfk8s.components.experiment import Experiment, ExperimentArgs, trainer_claims
 from tfk8s.kube.secrets import Get
-from tfk8s.schema import NAMESPACE
-from tfk8s.schema.contract import PlatformFacts, TenantFacts
-from tfk8s.schema.experiment import LAUNCHER_PACKAGE, ExperimentStack
+from tfk8s.settings import NAMESPACE
+from tfk8s.settings.contract import PlatformFacts, TenantFacts
+from tfk8s.settings.experiment import LAUNCHER_PACKAGE, ExperimentStack
 from tfk8s.specs import fixed_names
 from tfk8s.specs.code import CodeBundle, bundle
 from tfk8s.specs.ownership import Claimed, Owner
-from tfk8s.stacks import progress, queue_status
-from tfk8s.stacks.exports import export_readiness
+from tfk8s.stack_kinds import progress, queue_status
+from tfk8s.stack_kinds.exports import export_readiness
 
 
 def codes(stack: ExperimentStack, root: Path) -> dict[str, CodeBundle | None]:

@@ -1,11 +1,11 @@
 """A tenant's view of the platform it builds on: its `platform` output, read before anything is
-declared. (An experiment reads its tenant's contract from the cluster instead: tfk8s.stacks.tenant_contract.)
+declared. (An experiment reads its tenant's contract from the cluster instead: tfk8s.stack_kinds.tenant_contract.)
 
 The read goes through the engine's stack-reference builtin (`pulumi:pulumi:readStackOutputs`,
 the call `pulumi.StackReference` makes; it works with the local file backend) as a synchronous
 invoke, not through a `StackReference` resource: its Outputs resolve only after the program has
 run, too late to refuse a missing platform or tenant before any resource is declared. What comes
-back is input like a stack file, so it is validated against its contract (tfk8s.schema.contract).
+back is input like a stack file, so it is validated against its contract (tfk8s.settings.contract).
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from pydantic import ValidationError
 
 from tfk8s import release
 from tfk8s.errors import StackUnavailable
-from tfk8s.schema import NAMESPACE
-from tfk8s.schema.contract import PlatformFacts
-from tfk8s.stacks import outputs as stack_outputs
-from tfk8s.stacks.outputs import qualified
+from tfk8s.settings import NAMESPACE
+from tfk8s.settings.contract import PlatformFacts
+from tfk8s.stack_kinds import outputs as stack_outputs
+from tfk8s.stack_kinds.outputs import qualified
 
 PLATFORM_OUTPUT = "platform"
 
@@ -29,7 +29,7 @@ ReadOutputs = Callable[[str], dict[str, Any]]
 
 def read_outputs(name: str) -> dict[str, Any]:
     """The stack's outputs, read ahead at the program's start where its config names it
-    (tfk8s.stacks.outputs.prefetch); raises on an unknown stack."""
+    (tfk8s.stack_kinds.outputs.prefetch); raises on an unknown stack."""
     return stack_outputs.read(name)
 
 

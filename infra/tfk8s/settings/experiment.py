@@ -1,8 +1,8 @@
 """The schema of an experiment stack file (`tfk8s:kind: experiment`): types, defaults and value checks.
 
 An experiment stack holds one tenant's training clusters, placed in that tenant's namespace; it
-reads its tenant's and platform's facts (`tfk8s.schema.contract`) from the contract the tenant stack
-publishes in that namespace (`tfk8s.stacks.tenant_contract`), with the experimenter's own credentials, and
+reads its tenant's and platform's facts (`tfk8s.settings.contract`) from the contract the tenant stack
+publishes in that namespace (`tfk8s.stack_kinds.tenant_contract`), with the experimenter's own credentials, and
 the checks that need them are `tfk8s.checks.context`. Nothing here touches Pulumi: the launcher's tests
 build these models without an engine.
 """
@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 
 from pydantic import Field, model_validator
 
-from tfk8s.schema.types import (
+from tfk8s.settings.types import (
     Bytes,
     Cidr,
     CodeUrl,

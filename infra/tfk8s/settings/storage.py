@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from tfk8s.schema.types import (
+from tfk8s.settings.types import (
     AbsolutePath,
     DnsName,
     HeketiUrl,
@@ -18,7 +18,7 @@ from tfk8s.schema.types import (
 StorageBackend = Literal["glusterfs", "csi", "existing", "local"]
 # The stack file's secret key each storage backend reads its provisioner's Secret from
 # (`tfk8s:<key>`, set with `pulumi config set --secret`): never part of the models
-# (tfk8s.schema.stack_file); the Secret itself is tfk8s.specs.backends'.
+# (tfk8s.settings.stack_file); the Secret itself is tfk8s.specs.backends'.
 BACKEND_SECRET_KEYS: dict[str, str] = {"glusterfs": "heketiAdminKey"}
 # Where the platform keeps a storage backend's Secret by default: never a tenant's namespace.
 DEFAULT_SECRET_NAMESPACE = "tfk8s-storage"

@@ -1,7 +1,7 @@
 """Other stacks' outputs through the engine (`pulumi:pulumi:readStackOutputs`), read ahead.
 
-A tenant reads its platform's outputs (tfk8s.stacks.ref; an experiment reads its tenant's contract
-from the cluster instead, tfk8s.stacks.tenant_contract). The platform's name is in the tenant's config,
+A tenant reads its platform's outputs (tfk8s.stack_kinds.ref; an experiment reads its tenant's contract
+from the cluster instead, tfk8s.stack_kinds.tenant_contract). The platform's name is in the tenant's config,
 so `prefetch` starts that read in a thread of its own at the program's first line, while the
 program imports its modules (~0.12 s), and `read` then answers from it. The same request, the same deserialization as the
 SDK's `pulumi.runtime.invoke` (tfk8s.pulumi_internals.invoke); a read ahead that failed, or never
@@ -95,7 +95,7 @@ AHEAD = ReadAhead()
 
 def prefetch(ahead: ReadAhead = AHEAD) -> None:
     """Start reading what this stack builds on: a tenant's platform. Raw config: the stack file is
-    validated later (tfk8s.stacks.config); a name that fails validation is read for nothing, and
+    validated later (tfk8s.stack_kinds.config); a name that fails validation is read for nothing, and
     never used."""
     kind = pulumi_internals.raw_config("tfk8s:kind")
     ref = pulumi_internals.raw_config(UPSTREAM_KEY.get(str(kind), ""))

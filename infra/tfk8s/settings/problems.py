@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from tfk8s.schema import NAMESPACE
+from tfk8s.settings import NAMESPACE
 
 
 def key_path(loc: tuple[int | str, ...]) -> str:

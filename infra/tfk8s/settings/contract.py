@@ -4,7 +4,7 @@ experiments.
 
 Written once: each stack builds its facts (platform_stack.facts, tenant_stack.facts) and exports
 them dumped by alias; readers parse them back with the same model (a tenant its platform's output,
-tfk8s.stacks.ref; an experiment both from its tenant's ConfigMap, tfk8s.stacks.tenant_contract). A stack may
+tfk8s.stack_kinds.ref; an experiment both from its tenant's ConfigMap, tfk8s.stack_kinds.tenant_contract). A stack may
 rely on these facts and on nothing else of the stack it reads. Nothing here touches Pulumi.
 """
 
@@ -17,8 +17,8 @@ from pydantic import BaseModel, ConfigDict, model_validator
 from pydantic.alias_generators import to_camel
 
 from tfk8s.kube.api_paths import ApiKind
-from tfk8s.schema.monitoring import MonitoringSettings
-from tfk8s.schema.platform import (
+from tfk8s.settings.monitoring import MonitoringSettings
+from tfk8s.settings.platform import (
     ContainerDefaults,
     ImageSettings,
     NetworkSettings,
@@ -27,9 +27,9 @@ from tfk8s.schema.platform import (
     PortSettings,
     Quota,
 )
-from tfk8s.schema.queueing import QueueingSettings
-from tfk8s.schema.storage import StorageSettings
-from tfk8s.schema.types import KubeVersion, Model, Positive, version_tuple
+from tfk8s.settings.queueing import QueueingSettings
+from tfk8s.settings.storage import StorageSettings
+from tfk8s.settings.types import KubeVersion, Model, Positive, version_tuple
 
 
 class Facts(Model):

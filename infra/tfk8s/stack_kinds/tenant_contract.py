@@ -1,5 +1,5 @@
 """The contract a tenant publishes for its experiments, in its own namespace: its facts and its
-platform's (tfk8s.schema.contract) as of the tenant's last `up`, in one ConfigMap the tenant stack owns.
+platform's (tfk8s.settings.contract) as of the tenant's last `up`, in one ConfigMap the tenant stack owns.
 
 Why in the cluster and not only in the tenant stack's outputs: an experiment then reads no other
 stack's state and needs no other stack's secrets provider. Its experimenter reads the contract with
@@ -25,8 +25,8 @@ from tfk8s import release
 from tfk8s.errors import ContractUnavailable, unchanged
 from tfk8s.kube import api_paths
 from tfk8s.kube.api_error import KubeApiError
-from tfk8s.schema import NAMESPACE
-from tfk8s.schema.contract import Facts, PlatformFacts, TenantFacts
+from tfk8s.settings import NAMESPACE
+from tfk8s.settings.contract import Facts, PlatformFacts, TenantFacts
 from tfk8s.specs import ownership
 from tfk8s.specs.ownership import Claimed
 

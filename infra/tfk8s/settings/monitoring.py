@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field
 
-from tfk8s.schema.types import (
+from tfk8s.settings.types import (
     Duration,
     LabelKey,
     LabelValue,

@@ -7,7 +7,7 @@ from typing import Annotated
 
 from pydantic import Field, model_validator
 
-from tfk8s.schema.types import (
+from tfk8s.settings.types import (
     Bytes,
     DnsName,
     Model,

@@ -1,8 +1,8 @@
 """The building blocks of the stack-file schema: the base model and the value types fields share.
 
 Each type checks what a value is on its own (a DNS name, a quantity, a port) and says why it is
-refused; the schemas of the two kinds of stack file (`tfk8s.schema.platform`,
-`tfk8s.schema.experiment`) and the platform's contract (`tfk8s.schema.contract`) are built from them.
+refused; the schemas of the two kinds of stack file (`tfk8s.settings.platform`,
+`tfk8s.settings.experiment`) and the platform's contract (`tfk8s.settings.contract`) are built from them.
 Nothing here touches Pulumi: `hack/schema.py` and the tests import it without an engine.
 """
 
@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from tfk8s.schema.quantities import BYTE_SUFFIXES, parse_quantity, suffix
+from tfk8s.settings.quantities import BYTE_SUFFIXES, parse_quantity, suffix
 
 # Leaves room for "-worker-<index>" in pod hostnames and "-ps-<index>-<run>" in Deployment names.
 MAX_NAME_LENGTH = 40

@@ -16,14 +16,14 @@ from tfk8s.components.storage import SharedStorage, SharedStorageArgs
 from tfk8s.components.user_node import UserNode, UserNodeArgs
 from tfk8s.errors import ConfigError
 from tfk8s.release import VERSION
-from tfk8s.schema import NAMESPACE
-from tfk8s.schema.contract import PlatformFacts, UserNodeFacts
-from tfk8s.schema.platform import PlatformSettings, PlatformStack
-from tfk8s.schema.storage import StorageSettings
+from tfk8s.settings import NAMESPACE
+from tfk8s.settings.contract import PlatformFacts, UserNodeFacts
+from tfk8s.settings.platform import PlatformSettings, PlatformStack
+from tfk8s.settings.storage import StorageSettings
 from tfk8s.specs import backends, experimenter_rights, readiness
 from tfk8s.specs.ownership import Claimed, Owner
-from tfk8s.stacks import config as stack_config
-from tfk8s.stacks.exports import export_readiness
+from tfk8s.stack_kinds import config as stack_config
+from tfk8s.stack_kinds.exports import export_readiness
 
 # PlatformFacts.schema_version: Final, so that it types as that Literal.
 SCHEMA_VERSION: Final = 1

@@ -4,7 +4,7 @@ reads the tenant's Secret with (tfk8s.kube.secrets: the kubeconfig's identity, o
 kept-alive connection), which may `get` and `list` workloads.kueue.x-k8s.io in the tenant's
 namespace on a queueing platform (tfk8s.specs.experimenter_rights.experimenter_rules) and nothing more of Kueue.
 
-One LIST of the namespace's Workloads per experiment, in a thread of its own (as tfk8s.stacks.progress
+One LIST of the namespace's Workloads per experiment, in a thread of its own (as tfk8s.stack_kinds.progress
 reads the gate), bounded by TIMEOUT_SECONDS. It never fails the `up`: what cannot be read is
 `{"unknown": "<why, and the fix>"}` for each JobSet, and readiness then says what the JobSet alone
 says (tfk8s.specs.queue_readiness).
@@ -27,9 +27,9 @@ from tfk8s import pulumi_internals
 from tfk8s.kube import secrets
 from tfk8s.kube.api_error import KubeApiError
 from tfk8s.kube.api_paths import WORKLOAD
-from tfk8s.schema.contract import PlatformFacts
+from tfk8s.settings.contract import PlatformFacts
 from tfk8s.specs import workloads
-from tfk8s.stacks import progress
+from tfk8s.stack_kinds import progress
 
 # One LIST of one namespace's Workloads, from the API server `pulumi up` is talking to anyway: it
 # answers in milliseconds (a tenant has a few experiments' Workloads). One that has not answered
@@ -86,7 +86,7 @@ def _read(namespace: str, jobsets: Sequence[str], read_whole: secrets.Get, now: 
 
 
 def bounded(work: Callable[[], Found], late: Callable[[], Found], seconds: float) -> asyncio.Future[Found]:
-    """`work()` in a thread of its own (tfk8s.stacks.progress.in_a_thread), or `late()` once `seconds`
+    """`work()` in a thread of its own (tfk8s.stack_kinds.progress.in_a_thread), or `late()` once `seconds`
     have passed without it; a late answer is dropped. `work` must not raise."""
     future = progress.in_a_thread(work, "tfk8s-queue-status")
     loop = asyncio.get_event_loop()

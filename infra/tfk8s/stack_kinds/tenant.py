@@ -4,7 +4,7 @@ It registers the tenant with its platform (a cluster-wide `Tenant`, tfk8s.compon
 namespace and what lives there beyond any experiment (tfk8s.components.user_env: volumes, Jupyter, TensorBoard,
 quota, container defaults, the tenant's identities bound to the platform's experimenter role in that
 namespace alone, tfk8s.specs.experimenter_rights), and guards the namespace while experiments use it. Its
-environment publishes the contract its experiments read in that namespace (tfk8s.stacks.tenant_contract), and the
+environment publishes the contract its experiments read in that namespace (tfk8s.stack_kinds.tenant_contract), and the
 same tenant facts as its `tenant` output (a contract.TenantFacts, dumped by alias) for people and
 pipelines.
 Nothing here reads or declares anything of another tenant, so a tenant's preview and `up` cost the
@@ -22,17 +22,17 @@ from tfk8s.components import guard, queueing, user_env
 from tfk8s.components.user_env import PublishedContract, UserEnvironment, UserEnvironmentArgs
 from tfk8s.kube import objects as kube
 from tfk8s.release import VERSION
-from tfk8s.schema import NAMESPACE
-from tfk8s.schema.contract import PlatformFacts, TenantFacts
-from tfk8s.schema.tenant import TenantSettings, TenantStack
+from tfk8s.settings import NAMESPACE
+from tfk8s.settings.contract import PlatformFacts, TenantFacts
+from tfk8s.settings.tenant import TenantSettings, TenantStack
 from tfk8s.specs import app_sessions, fixed_names, readiness
 from tfk8s.specs import queueing as queueing_spec
 from tfk8s.specs import quota as namespace_quota
 from tfk8s.specs.code import launcher_bundle
 from tfk8s.specs.labels import labels
 from tfk8s.specs.ownership import Claimed, Owner
-from tfk8s.stacks import tenant_contract
-from tfk8s.stacks.exports import export_readiness
+from tfk8s.stack_kinds import tenant_contract
+from tfk8s.stack_kinds.exports import export_readiness
 
 # TenantFacts.schema_version: Final, so that it types as that Literal.
 SCHEMA_VERSION: Final = 1
@@ -105,7 +105,7 @@ def build(
             notebooks=notebooks,
             after=[registration],
             jupyter_token=jupyter_token,
-            # What its experiments read in its namespace (tfk8s.stacks.tenant_contract).
+            # What its experiments read in its namespace (tfk8s.stack_kinds.tenant_contract).
             contract=PublishedContract(
                 name=tenant_contract.NAME,
                 data=lambda jupyter_url, tensorboard_url: tenant_contract.data(facts_at(jupyter_url, tensorboard_url), platform),

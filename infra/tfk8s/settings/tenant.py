@@ -3,8 +3,8 @@
 A tenant stack holds one user's namespace and everything in it that outlives experiments: the
 shared data and log volumes, Jupyter and TensorBoard, the namespace's quota and container defaults,
 and the binding that lets the tenant's identities run experiments there (see docs/guide/tenants.md).
-It reads its platform's facts (`tfk8s.schema.contract.PlatformFacts`) and publishes its own
-(`tfk8s.schema.contract.TenantFacts`) for its experiments. Nothing here touches Pulumi.
+It reads its platform's facts (`tfk8s.settings.contract.PlatformFacts`) and publishes its own
+(`tfk8s.settings.contract.TenantFacts`) for its experiments. Nothing here touches Pulumi.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, model_validator
 
-from tfk8s.schema.platform import PlatformSettings, Quota
-from tfk8s.schema.types import (
+from tfk8s.settings.platform import PlatformSettings, Quota
+from tfk8s.settings.types import (
     MAX_NAMESPACE_LENGTH,
     Bytes,
     Model,

@@ -10,7 +10,7 @@ TrainingCluster outside an Experiment has. Its outputs are the cluster's TF clus
 readiness from live status.
 
 No `from __future__ import annotations`: Pulumi's component provider infers the package's schema
-from the annotations of this class and of its `args` (tfk8s.package.args), and cannot read strings.
+from the annotations of this class and of its `args` (tfk8s.component_package.args), and cannot read strings.
 """
 
 import json
@@ -22,16 +22,16 @@ import pulumi
 from pydantic import ValidationError
 
 from tfk8s import program, pulumi_internals
+from tfk8s.component_package.args import TrainingClusterArgs
 from tfk8s.components.experiment import cluster_readiness
 from tfk8s.components.training_cluster import TOKEN, TrainingClusterBody, in_tenant
 from tfk8s.errors import ClusterLacks, ConfigError, MissingPrerequisite, Refusal
 from tfk8s.kube import client as kube_client
-from tfk8s.package.args import TrainingClusterArgs
 from tfk8s.pulumi_errors import shown_by_pulumi
-from tfk8s.schema.experiment import LAUNCHER_PACKAGE, ExperimentStack
-from tfk8s.schema.problems import schema_problems
+from tfk8s.settings.experiment import LAUNCHER_PACKAGE, ExperimentStack
+from tfk8s.settings.problems import schema_problems
 from tfk8s.specs.code import installed_launcher_bundle
-from tfk8s.stacks import queue_status
+from tfk8s.stack_kinds import queue_status
 
 PREFIX = "tfk8s:"
 

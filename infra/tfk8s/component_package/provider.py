@@ -18,9 +18,9 @@ import pulumi
 from pulumi.provider import main as serve_provider
 
 from tfk8s import pulumi_internals
+from tfk8s.component_package import VERSION
+from tfk8s.component_package.training_cluster import TrainingCluster
 from tfk8s.errors import Tfk8sError
-from tfk8s.package import VERSION
-from tfk8s.package.training_cluster import TrainingCluster
 from tfk8s.pulumi_errors import Shown
 
 NAME = "tfk8s"

@@ -24,7 +24,7 @@ import pulumi
 
 from tfk8s import pulumi_internals, tenant_gate
 from tfk8s.kube import secrets
-from tfk8s.schema.contract import PlatformFacts, TenantFacts
+from tfk8s.settings.contract import PlatformFacts, TenantFacts
 from tfk8s.specs import readiness
 from tfk8s.specs.app_sessions import TOKEN_KEY, TOKEN_SECRET
 

@@ -1,10 +1,10 @@
 """The running stack's `tfk8s:` configuration, read into its model once, before any resource exists.
 
-`pulumi.Config` values become the model of the stack's kind (tfk8s.schema.stack_file validates
+`pulumi.Config` values become the model of the stack's kind (tfk8s.settings.stack_file validates
 them, with the Pulumi-free readers of a stack file). Secrets are read on their own and never enter
 the models: a tenant's `jupyterToken` and a storage backend's key (`tfk8s.specs.backends`), each
 checked here (`parse_secret`) and allowed on its kind of stack alone
-(tfk8s.schema.stack_file.SECRETS_BY_KIND).
+(tfk8s.settings.stack_file.SECRETS_BY_KIND).
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ import pulumi
 
 from tfk8s import pulumi_internals
 from tfk8s.errors import ConfigError
-from tfk8s.schema import NAMESPACE
-from tfk8s.schema.experiment import ExperimentStack
-from tfk8s.schema.platform import PlatformStack
-from tfk8s.schema.stack_file import secret_keys, stack_values, validate
-from tfk8s.schema.tenant import TenantStack
+from tfk8s.settings import NAMESPACE
+from tfk8s.settings.experiment import ExperimentStack
+from tfk8s.settings.platform import PlatformStack
+from tfk8s.settings.stack_file import secret_keys, stack_values, validate
+from tfk8s.settings.tenant import TenantStack
 
 
 def load() -> PlatformStack | TenantStack | ExperimentStack:

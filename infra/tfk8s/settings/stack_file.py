@@ -1,9 +1,9 @@
 """A stack file's `tfk8s:` keys, read into the model of its kind, or a `ConfigError` listing every
-problem (tfk8s.schema.problems words them), before anything is declared.
+problem (tfk8s.settings.problems words them), before anything is declared.
 
 Secrets never enter the models: a tenant's `jupyterToken` and a storage backend's key
 (`BACKEND_SECRET_KEYS`) are named here, by kind of stack (`SECRETS_BY_KIND`), and read on their own
-by the program (tfk8s.stacks.config). Nothing here touches Pulumi: the program, the doctor and
+by the program (tfk8s.stack_kinds.config). Nothing here touches Pulumi: the program, the doctor and
 GitOps (which checks stack files of a commit without running them) validate alike.
 """
 
@@ -16,12 +16,12 @@ from typing import Any
 from pydantic import ValidationError
 
 from tfk8s.errors import ConfigError
-from tfk8s.schema import NAMESPACE, STACK_KINDS
-from tfk8s.schema.experiment import ExperimentStack
-from tfk8s.schema.platform import PlatformStack
-from tfk8s.schema.problems import schema_problems
-from tfk8s.schema.storage import BACKEND_SECRET_KEYS
-from tfk8s.schema.tenant import TenantStack
+from tfk8s.settings import NAMESPACE, STACK_KINDS
+from tfk8s.settings.experiment import ExperimentStack
+from tfk8s.settings.platform import PlatformStack
+from tfk8s.settings.problems import schema_problems
+from tfk8s.settings.storage import BACKEND_SECRET_KEYS
+from tfk8s.settings.tenant import TenantStack
 
 # Secret keys, by the kind of stack that reads them: read on their own (is_config_secret), never part
 # of the models. One set on a stack of another kind is an error, as any key of the other kind is.

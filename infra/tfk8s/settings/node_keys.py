@@ -1,5 +1,5 @@
 """Kubernetes' own node taints and labels, which training pods never tolerate or select: the
-platform's `placement` lists may not name them (tfk8s.schema.platform), nor may an experiment's
+platform's `placement` lists may not name them (tfk8s.settings.platform), nor may an experiment's
 tolerations and node selectors (tfk8s.checks.context). Pure: no Pulumi.
 """
 

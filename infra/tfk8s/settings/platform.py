@@ -2,8 +2,8 @@
 
 A platform stack holds what the cluster's tenants share: storage, the User Node, the Layout and
 Tenant kinds, the experimenter role and the destroy guards (see docs/concepts/stacks.md).
-What it publishes for tenants and experiments is `tfk8s.schema.contract`; the tenant and experiment stack
-files' schemas are `tfk8s.schema.tenant` and `tfk8s.schema.experiment`.
+What it publishes for tenants and experiments is `tfk8s.settings.contract`; the tenant and experiment stack
+files' schemas are `tfk8s.settings.tenant` and `tfk8s.settings.experiment`.
 Nothing here touches Pulumi.
 """
 
@@ -13,11 +13,11 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, model_validator
 
-from tfk8s.schema.monitoring import MonitoringSettings
-from tfk8s.schema.node_keys import selectable_key, tolerable_key
-from tfk8s.schema.queueing import QueueingSettings
-from tfk8s.schema.storage import StorageSettings
-from tfk8s.schema.types import (
+from tfk8s.settings.monitoring import MonitoringSettings
+from tfk8s.settings.node_keys import selectable_key, tolerable_key
+from tfk8s.settings.queueing import QueueingSettings
+from tfk8s.settings.storage import StorageSettings
+from tfk8s.settings.types import (
     Bytes,
     Cidr,
     DnsName,
@@ -167,7 +167,7 @@ class PlacementSettings(Model):
     """Where training pods may ask to run: what an experiment's `ps` and `workers` `tolerations` and
     `nodeSelector` may name. Never the taints Kubernetes puts on nodes (the control plane's, a cordoned
     or failing node's) nor the User Node's; never its label, the control plane's or `kubernetes.io/hostname`
-    (tfk8s.schema.node_keys)."""
+    (tfk8s.settings.node_keys)."""
 
     toleration_keys: list[Annotated[LabelKey, AfterValidator(tolerable_key)]] = Field(default_factory=list)
     """Taint keys training pods may tolerate, e.g. ["nvidia.com/gpu"]; empty: any but Kubernetes' own
@@ -319,7 +319,7 @@ class PlatformSettings(Model):
 
 class PlatformStack(Model):
     """The `tfk8s:` keys of a platform stack file (the secret `heketiAdminKey` apart). Users are
-    tenant stacks of their own (tfk8s.schema.tenant)."""
+    tenant stacks of their own (tfk8s.settings.tenant)."""
 
     kind: Literal["platform"]
     platform: PlatformSettings

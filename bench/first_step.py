@@ -283,19 +283,10 @@ def deploy_base(work: Path, volumes: Path, image: str, settings: dict[str, str])
     stack with `settings`, its PS and workers placed on the real node."""
     os.environ["PULUMI_BACKEND_URL"] = f"file://{work / 'state'}"
     flags = ["--non-interactive", "--color", "never"]
-    platform = {
-        **realnode.platform_settings(volumes),
-        "tfk8s:platform.images.tensorflow": image,
-        "tfk8s:platform.images.tensorboard": image,
-        "tfk8s:platform.containerDefaults.cpu": "500m",
-        "tfk8s:platform.containerDefaults.memory": "1536Mi",
-    }
+    # test_real_training.py's platform, its apps sized as there.
+    platform = realnode.platform_on_the_node(volumes, tensorflow=image, app_cpu="500m")
     toolenv.share_salt(work / "stacks" / f"Pulumi.{TENANT}.yaml")
-    for stack, values in ((PLATFORM, platform), (TENANT, {})):
-        pulumi(work, "stack", "init", stack, *flags)
-        for path, value in values.items():
-            pulumi(work, "config", "set", "--stack", stack, "--path", path, value)
-        pulumi(work, "up", "--stack", stack, "--yes", "--skip-preview", *flags)
+    realnode.deploy_platform_and_tenant(lambda *args: pulumi(work, *args, *flags), platform, platform=PLATFORM, tenant=TENANT)
     pulumi(work, "stack", "init", EXPERIMENT, *flags)
     for path, value in settings.items():
         pulumi(work, "config", "set", "--stack", EXPERIMENT, "--path", "--", path, value)

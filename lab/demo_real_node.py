@@ -46,7 +46,7 @@ SIZES = {
     "tfk8s:clusters[0].workers.cpu": "300m",
     "tfk8s:clusters[0].workers.memory": "1500Mi",
 }
-APP_SIZES = {"tfk8s:platform.containerDefaults.cpu": "300m", "tfk8s:platform.containerDefaults.memory": "1536Mi"}
+APP_CPU = "300m"  # each tenant app's CPU (its memory: realnode.platform_on_the_node's)
 FIRST_STEP_TIMEOUT = 900
 
 
@@ -95,12 +95,8 @@ def main(argv: Sequence[str]) -> int:
     mark("images imported")
 
     platform = {
-        **realnode.platform_settings(VOLUMES),
+        **realnode.platform_on_the_node(VOLUMES, tensorflow=tensorflow, jupyter=jupyter, app_cpu=APP_CPU),
         **realnode.shared_user_node(node),
-        "tfk8s:platform.images.tensorflow": tensorflow,
-        "tfk8s:platform.images.tensorboard": tensorflow,
-        "tfk8s:platform.images.jupyter": jupyter,
-        **APP_SIZES,
     }
     for stack in (PLATFORM, TENANT):
         run([PY, "hack/project.py", "share-salt", str(DEMO / "stacks" / f"Pulumi.{stack}.yaml")], quiet=True)

@@ -11,7 +11,7 @@ import fcntl
 import json
 import os
 import subprocess
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 
 import toolenv
@@ -108,6 +108,40 @@ def platform_settings(volumes: Path) -> dict[str, str]:
         # The pods' addresses (the bridge's network): the apps refuse them.
         "tfk8s:platform.network.podCidrs[0]": POD_CIDR,
     }
+
+
+def platform_on_the_node(
+    volumes: Path,
+    *,
+    tensorflow: str | None = None,
+    jupyter: str | None = None,
+    tensorboard: str | None = None,
+    app_cpu: str | None = None,
+    app_memory: str = "1536Mi",
+) -> dict[str, str]:
+    """The platform of the real-node tests, the demo and the benches: `platform_settings`, the
+    images built here and imported (TensorBoard's is the TensorFlow image unless named), and the size
+    of every tenant's Jupyter and TensorBoard (`app_cpu`; None: the platform's default), which on the
+    node's 2 cores decides the room a run has beside them."""
+    images = {"tensorflow": tensorflow, "tensorboard": tensorboard or tensorflow, "jupyter": jupyter}
+    sizes = {"cpu": app_cpu, "memory": app_memory} if app_cpu else {}
+    return {
+        **platform_settings(volumes),
+        **{f"tfk8s:platform.images.{app}": image for app, image in images.items() if image},
+        **{f"tfk8s:platform.containerDefaults.{resource}": value for resource, value in sizes.items()},
+    }
+
+
+def deploy_platform_and_tenant(pulumi: Callable[..., object], settings: Mapping[str, str], *, platform: str, tenant: str) -> None:
+    """`pulumi up` of the `platform` stack with `settings` (config paths to values), then of the
+    `tenant` stack (its stack file in the project), each through `pulumi(*args)`: the plain CLI in
+    the project, as the tests' drivers and the benches run it."""
+    pulumi("stack", "select", "--create", platform)
+    for path, value in settings.items():
+        pulumi("config", "set", "--stack", platform, "--path", path, value)
+    pulumi("up", "--stack", platform, "--yes", "--skip-preview")
+    pulumi("stack", "select", "--create", tenant)
+    pulumi("up", "--stack", tenant, "--yes", "--skip-preview")
 
 
 # The digits experiment of the real-node tests and benches: one PS and two workers sized for the

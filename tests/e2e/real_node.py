@@ -16,7 +16,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -31,6 +31,8 @@ from realnode import POD_CIDR as POD_CIDR
 from realnode import REAL_NODE_KEY as REAL_NODE_KEY
 from realnode import REALNODE as REALNODE
 from realnode import UID as UID
+from realnode import deploy_platform_and_tenant as deploy_platform_and_tenant
+from realnode import platform_on_the_node as platform_on_the_node
 from realnode import platform_settings as platform_settings
 from realnode import shared_user_node as shared_user_node
 
@@ -136,16 +138,6 @@ def project(kube: Kube, work: Path, passphrase: str) -> Cli:
     env.pop("PULUMI_CONFIG_PASSPHRASE_FILE", None)
     env.update(toolenv.exported(env))
     return Cli(work, env)
-
-
-def platform_and_tenant(cli: Cli, settings: Mapping[str, str], *, platform: str, tenant: str) -> None:
-    """`pulumi up` of `platform` with `settings` (config paths to values), then of `tenant`."""
-    cli("stack", "select", "--create", platform)
-    for path, value in settings.items():
-        cli("config", "set", "--stack", platform, "--path", path, value)
-    cli("up", "--stack", platform, "--yes", "--skip-preview")
-    cli("stack", "select", "--create", tenant)
-    cli("up", "--stack", tenant, "--yes", "--skip-preview")
 
 
 def place_on_real_node(cli: Cli, stack: str, cluster: int) -> None:

@@ -45,14 +45,14 @@ from real_node import (
     BRIDGE_ADDRESS,
     REAL_NODE_KEY,
     create,
+    deploy_platform_and_tenant,
     failure_report,
     give_volumes_to_pods,
     http_get,
     import_image,
     node_of,
     place_on_real_node,
-    platform_and_tenant,
-    platform_settings,
+    platform_on_the_node,
     probe_from_pod,
     project,
     real_cluster,
@@ -99,17 +99,12 @@ def watched(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Watched]:
         cli = project(kube, work / "project", "real-observability-test")
         kube.run("create", "namespace", MONITORING)  # the platform team's, where its Prometheus runs
         settings = {
-            **platform_settings(work / "volumes"),
-            "tfk8s:platform.images.tensorflow": tensorflow,
-            "tfk8s:platform.images.tensorboard": tensorflow,
-            "tfk8s:platform.images.jupyter": jupyter,
-            "tfk8s:platform.containerDefaults.cpu": "300m",
-            "tfk8s:platform.containerDefaults.memory": "1536Mi",
+            **platform_on_the_node(work / "volumes", tensorflow=tensorflow, jupyter=jupyter, app_cpu="300m"),
             "tfk8s:platform.monitoring.namespace": MONITORING,
             "tfk8s:platform.monitoring.scrape": "scrapeConfig",
             "tfk8s:platform.monitoring.interval": "2s",
         }
-        platform_and_tenant(cli, settings, platform=PLATFORM, tenant=TENANT)
+        deploy_platform_and_tenant(cli, settings, platform=PLATFORM, tenant=TENANT)
         # Prometheus first: the run then trains through as little of the set-up as it can (the tests
         # need it running; what it trains before them is time the last one waits for).
         node = node_of(kube)

@@ -30,7 +30,7 @@ from real_node import (
     import_image,
     kill_container,
     place_on_real_node,
-    platform_settings,
+    platform_on_the_node,
     project,
     real_cluster,
     until,
@@ -95,7 +95,7 @@ def test_a_preempted_run_resumes_from_its_checkpoint_on_the_real_node(cluster: K
     volumes = tmp_path / "volumes"
     cli = project(cluster, tmp_path / "project", "real-queueing-test")
     cli("stack", "select", "--create", "platform-dev")
-    for path, value in {**platform_settings(volumes), "tfk8s:platform.images.tensorflow": image}.items():
+    for path, value in platform_on_the_node(volumes, tensorflow=image).items():
         cli("config", "set", "--stack", "platform-dev", "--path", path, value)
 
     def queueing(config: dict[str, Any]) -> None:

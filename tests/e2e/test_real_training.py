@@ -63,6 +63,7 @@ from real_node import (
     MNIST_ON_THE_NODE,
     REAL_NODE_KEY,
     delete_at_once,
+    deploy_platform_and_tenant,
     failure_report,
     first_answer,
     give_volumes_to_pods,
@@ -72,8 +73,7 @@ from real_node import (
     kubelet_stopped,
     node_of,
     place_on_real_node,
-    platform_and_tenant,
-    platform_settings,
+    platform_on_the_node,
     project,
     real_cluster,
     until,
@@ -135,16 +135,9 @@ def alice(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Alice]:
         work = tmp_path_factory.mktemp("real-training")
         volumes = work / "volumes"
         cli = project(cluster, work / "project", "real-node-test")
-        settings = {
-            **platform_settings(volumes),
-            "tfk8s:platform.images.tensorflow": images["tensorflow"],
-            "tfk8s:platform.images.tensorboard": images["tensorflow"],
-            "tfk8s:platform.images.jupyter": images["jupyter"],
-            # Jupyter and TensorBoard (with its gate) on the real node's 2 cores, once it is the User Node.
-            "tfk8s:platform.containerDefaults.cpu": "500m",
-            "tfk8s:platform.containerDefaults.memory": "1536Mi",
-        }
-        platform_and_tenant(cli, settings, platform=PLATFORM, tenant=TENANT)
+        # Jupyter and TensorBoard (with its gate) on the real node's 2 cores, once it is the User Node.
+        settings = platform_on_the_node(volumes, tensorflow=images["tensorflow"], jupyter=images["jupyter"], app_cpu="500m")
+        deploy_platform_and_tenant(cli, settings, platform=PLATFORM, tenant=TENANT)
         yield Alice(cluster, cli, volumes, imported)
 
 

@@ -45,7 +45,7 @@ from real_node import (
     import_image,
     node_of,
     place_on_real_node,
-    platform_settings,
+    platform_on_the_node,
     probe_from_node,
     probe_from_pod,
     project,
@@ -106,14 +106,10 @@ def user_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UserNode]:
         node = node_of(kube)
         untaint(kube)
         for path, value in {
-            **platform_settings(work / "volumes"),
+            # The Jupyter image holds TensorBoard too (it is the TensorFlow image and one layer more);
+            # two tenants' apps and alice's training pods on the real node's 2 cores.
+            **platform_on_the_node(work / "volumes", jupyter=jupyter, tensorboard=jupyter, app_cpu="300m", app_memory="1Gi"),
             **shared_user_node(node),
-            "tfk8s:platform.images.jupyter": jupyter,
-            # The Jupyter image holds TensorBoard too (it is the TensorFlow image and one layer more).
-            "tfk8s:platform.images.tensorboard": jupyter,
-            # Two tenants' apps and alice's training pods on the real node's 2 cores.
-            "tfk8s:platform.containerDefaults.cpu": "300m",
-            "tfk8s:platform.containerDefaults.memory": "1Gi",
         }.items():
             cli("config", "set", "--stack", PLATFORM, "--path", path, value)
         cli("up", "--stack", PLATFORM, "--yes", "--skip-preview")

@@ -1,7 +1,7 @@
 """This machine's real node (lab/realnode.sh) from Python, for the e2e tests and the benchmarks
 that run pods for real: a throwaway local cluster with it, images built here imported into it,
 what a platform and an experiment need to run there, and the volumes given to the pods' user.
-The tests' view of it (tests/e2e/real_node.py) adds their drivers and probes.
+The tests' view of it (tests/e2e/realnode_drivers.py) adds their drivers and probes.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ import pytest
 from doctor_run import Run, doctor, sandboxes_kept, stack_file
 from drivers import CLUSTER, Cli, Kube
 from policy_matrix import designed, evaluate, short_name
-from real_node import (
+from realnode_drivers import (
     POD_CIDR,
     REAL_NODE_KEY,
     REALNODE,

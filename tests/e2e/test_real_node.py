@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from drivers import CLUSTER, Kube
-from real_node import REALNODE, assert_machine_can_run_it, import_image
+from realnode_drivers import REALNODE, assert_machine_can_run_it, import_image
 
 import realnode
 import toolenv

@@ -41,7 +41,7 @@ from typing import Any
 import pytest
 import yaml
 from drivers import CLUSTER, ROOT, Cli, Kube, user_kube
-from real_node import (
+from realnode_drivers import (
     BRIDGE_ADDRESS,
     REAL_NODE_KEY,
     create,

@@ -24,7 +24,7 @@ import pytest
 from drivers import CLUSTER, Kube
 from fault_record import Fault, record, started_again
 from queueing_env import pods_of
-from real_node import (
+from realnode_drivers import (
     delete_at_once,
     give_volumes_to_pods,
     import_image,

@@ -58,7 +58,7 @@ from typing import Any
 import pytest
 from drivers import CLUSTER, Cli, Kube
 from fault_record import Fault, progress, record, started_again
-from real_node import (
+from realnode_drivers import (
     BRIDGE_ADDRESS,
     MNIST_ON_THE_NODE,
     REAL_NODE_KEY,

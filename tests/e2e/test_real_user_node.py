@@ -37,7 +37,7 @@ from typing import Any
 
 import pytest
 from drivers import CLUSTER, Cli, Kube, user_kube
-from real_node import (
+from realnode_drivers import (
     BRIDGE_ADDRESS,
     create,
     give_volumes_to_pods,

@@ -99,3 +99,38 @@ def test_the_formats() -> None:
     assert errors.unchanged("tfk8s:namespace: not yours") == "tfk8s:namespace: not yours; nothing was changed"
     assert str(errors.ConfigError(["tfk8s:x: is required"])) == "invalid tfk8s configuration:\n  - tfk8s:x: is required"
     assert str(errors.ClusterLacks(["tfk8s:y: no Kueue"])) == "the cluster lacks what the stack needs:\n  - tfk8s:y: no Kueue"
+
+
+def test_a_library_users_mistake_in_a_components_arguments_is_a_refusal_naming_the_argument(tmp_path: Path) -> None:
+    """What a program of one's own passes the platform's components, and `code_bundle`, is input
+    too: a mistake is a ConfigError (a Refusal) naming the argument and the fix, raised before
+    anything is declared (no Pulumi engine is needed to see it)."""
+    import tfk8s
+    from tfk8s.components.monitoring import TrainingScrape, TrainingScrapeArgs
+    from tfk8s.components.queueing import QueueingPlatform, QueueingPlatformArgs
+    from tfk8s.components.storage import SharedStorage, SharedStorageArgs
+    from tfk8s.settings.monitoring import MonitoringSettings
+    from tfk8s.settings.queueing import QueueingSettings
+    from tfk8s.settings.storage import StorageSettings
+    from tfk8s.specs.ownership import Owner
+
+    owner = Owner(organization="organization", project="tfk8s", stack="mine", kind="platform")
+    mistakes = {
+        "TrainingScrapeArgs.monitoring": lambda: TrainingScrape(
+            "scrape", TrainingScrapeArgs(monitoring=MonitoringSettings(), namespace_prefix="tfk8s-", owner=owner)
+        ),
+        "QueueingPlatformArgs.queueing": lambda: QueueingPlatform(
+            "queueing", QueueingPlatformArgs(queueing=QueueingSettings(), owner=owner)
+        ),
+        "SharedStorageArgs.secret_value": lambda: SharedStorage(
+            "storage",
+            SharedStorageArgs(storage=StorageSettings(backend="glusterfs"), owner=owner, kubernetes_version=(1, 25)),
+        ),
+        "code_bundle": lambda: tfk8s.code_bundle(tmp_path),
+    }
+    for argument, declare in mistakes.items():
+        with pytest.raises(errors.ConfigError) as refused:
+            declare()
+        assert isinstance(refused.value, errors.Refusal)
+        (problem,) = refused.value.problems
+        assert problem.startswith(f"{argument}: ") and ": " in problem.removeprefix(f"{argument}: "), problem

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import pulumi
 
+from tfk8s.errors import ConfigError
 from tfk8s.kube import objects as kube
 from tfk8s.kube.api_paths import CONFIG_MAP, NETWORK_POLICY, POD_MONITOR
 from tfk8s.settings.monitoring import MonitoringSettings
@@ -58,7 +59,12 @@ class TrainingScrape(pulumi.ComponentResource):
     def __init__(self, name: str, args: TrainingScrapeArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         monitoring = args.monitoring
         if monitoring.namespace is None or monitoring.scrape == "auto":  # before anything is declared
-            raise ValueError("TrainingScrapeArgs.monitoring: a namespace, and scrape resolved to podMonitor or scrapeConfig")
+            raise ConfigError(
+                [
+                    f"TrainingScrapeArgs.monitoring: namespace {monitoring.namespace!r}, scrape {monitoring.scrape!r}: "
+                    "name the Prometheus's namespace, and a scrape of podMonitor or scrapeConfig (the kind its cluster serves)"
+                ]
+            )
         super().__init__("tfk8s:index:TrainingScrape", name, None, opts)
         owner = args.owner
         metadata = {

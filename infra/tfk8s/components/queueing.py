@@ -18,6 +18,7 @@ from typing import Any
 
 import pulumi
 
+from tfk8s.errors import ConfigError
 from tfk8s.kube import objects as kube
 from tfk8s.kube.api_paths import CLUSTER_QUEUE, COHORT, LOCAL_QUEUE, RESOURCE_FLAVOR, WORKLOAD_PRIORITY_CLASS
 from tfk8s.settings.platform import Quota
@@ -76,7 +77,12 @@ class QueueingPlatform(pulumi.ComponentResource):
     def __init__(self, name: str, args: QueueingPlatformArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         queueing = args.queueing
         if not queueing.enabled or queueing.capacity is None:  # before anything is declared
-            raise ValueError("QueueingPlatformArgs.queueing: enabled, with a capacity")
+            raise ConfigError(
+                [
+                    "QueueingPlatformArgs.queueing: a queueing platform needs enabled=True and a capacity (the cpu and "
+                    "memory its tenants share): set both, or declare no QueueingPlatform"
+                ]
+            )
         super().__init__("tfk8s:index:QueueingPlatform", name, None, opts)
         owner = args.owner
         child = pulumi.ResourceOptions(parent=self)

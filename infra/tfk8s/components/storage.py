@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 
 import pulumi
 
+from tfk8s.errors import ConfigError
 from tfk8s.kube import awaits
 from tfk8s.kube import objects as kube
 from tfk8s.kube.api_paths import NAMESPACE, NETWORK_POLICY, RESOURCE_QUOTA, SECRET, STORAGE_CLASS
@@ -86,7 +87,12 @@ class SharedStorage(pulumi.ComponentResource):
         storage = args.storage
         backend = backend_of(storage)
         if backend.secret is not None and args.secret_value is None:  # before anything is declared
-            raise ValueError(f"SharedStorageArgs.secret_value: backend {storage.backend!r} needs its Secret's value")
+            raise ConfigError(
+                [
+                    f"SharedStorageArgs.secret_value: backend {storage.backend!r} needs its Secret's value: "
+                    "pass it as a secret (pulumi.Output.secret, or a secret of the stack's config)"
+                ]
+            )
         super().__init__("tfk8s:index:SharedStorage", name, None, opts)
         owner, secret_value = args.owner, args.secret_value
         self.secret: kube.Secret | None = None

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from tfk8s.errors import ConfigError
 from tfk8s.settings.experiment import LAUNCHER_PACKAGE
 from tfk8s.specs.pods import TRAINER_ARCHIVE, TRAINER_PACKAGE, key_of
 
@@ -80,7 +81,7 @@ def bundle(directory: Path, pattern: str = "**/*") -> CodeBundle:
     for path in code_files(directory, pattern):
         files[path.relative_to(directory).as_posix()] = path.read_text(encoding="utf-8")
     if not files:
-        raise FileNotFoundError(f"no files to ship in {directory}")
+        raise ConfigError([f"code_bundle: {directory} holds no file to ship: name the directory of your training code"])
     return CodeBundle(files=files)
 
 

@@ -8,7 +8,10 @@ from its step, not from zero. Readiness says each state on `pulumi up --refresh`
 the admitted JobSet loses its parameter server's pod, a worker's and the chief's, each deleted at
 once, then its parameter server's container, killed in place: each replicated Job starts its own
 task again, the chief restores the newest checkpoint, and the JobSet neither restarts nor leaves
-the queue.
+the queue. And an in-graph run driven by a chief (ParameterServerStrategy), queued as a JobSet the
+same way, loses its parameter server's pod: its chief says so and exits with 75, its launcher starts
+it again in the same pod (its Job spends no retry, the JobSet does not restart), and it restores the
+newest checkpoint once the PS's next pod serves.
 
 Prints the run's timeline (seconds since `slow`'s `pulumi up`) for the issue's closing note.
 """
@@ -17,11 +20,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from drivers import CLUSTER, Kube
+from drivers import CLUSTER, Cli, Kube
 from fault_record import Fault, record, started_again
 from queueing_env import pods_of
 from realnode_drivers import (
@@ -35,7 +39,7 @@ from realnode_drivers import (
     real_cluster,
     until,
 )
-from run_logs import TaskRun, checkpoint_step, last_step, sessions_recreated, task_runs
+from run_logs import TaskRun, checkpoint_step, last_step, sessions_recreated, task_log, task_runs
 
 from queue_stacks import edit_stack
 
@@ -53,12 +57,39 @@ CHECKPOINT_STEPS = 20
 CHIEF, WORKER = "worker-0", "worker-1"
 # Its mode, as bench/recovery.py reports it: between-graph, the built-in trainer, as one JobSet.
 QUEUED_MODE = "between-graph, queued (a JobSet)"
+# The in-graph run: its client is a chief Job of the JobSet, beside one PS and one worker.
+IN_GRAPH, IN_GRAPH_CHIEF, IN_GRAPH_STEPS = "ingraph", "chief-0", 1200
+IN_GRAPH_MODE = "in-graph, chief, queued (a JobSet)"
+
+
+@dataclass(frozen=True)
+class Alice:
+    """The module's cluster (the real node, Kueue and JobSet), the queueing platform and alice's tenant."""
+
+    cluster: Kube
+    cli: Cli
+    volumes: Path  # the platform's volumes on this machine (hostPath)
 
 
 @pytest.fixture(scope="module")
-def cluster() -> Iterator[Kube]:
-    with real_cluster(f"{CLUSTER}-rq", queueing=True) as kube:
-        yield kube
+def alice(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Alice]:
+    with real_cluster(f"{CLUSTER}-rq", queueing=True) as cluster:
+        image = import_image(cluster, "tensorflow")
+        work = tmp_path_factory.mktemp("real-queueing")
+        volumes = work / "volumes"
+        cli = project(cluster, work / "project", "real-queueing-test")
+        cli("stack", "select", "--create", "platform-dev")
+        for path, value in platform_on_the_node(volumes, tensorflow=image).items():
+            cli("config", "set", "--stack", "platform-dev", "--path", path, value)
+
+        def queueing(config: dict[str, Any]) -> None:
+            config["tfk8s:platform"]["queueing"] = {"enabled": True, "capacity": CAPACITY, "priorityClasses": {"urgent": 1000}}
+
+        edit_stack(cli.cwd, "platform-dev", queueing)
+        cli("up", "--stack", "platform-dev", "--yes", "--skip-preview")
+        cli("stack", "select", "--create", TENANT)
+        cli("up", "--stack", TENANT, "--yes", "--skip-preview")
+        yield Alice(cluster, cli, volumes)
 
 
 def run_dir(volumes: Path, experiment: str, uid: str) -> Path | None:
@@ -66,11 +97,11 @@ def run_dir(volumes: Path, experiment: str, uid: str) -> Path | None:
     return found[0] if found else None
 
 
-def task_pod(kube: Kube, role: str, index: int) -> dict[str, Any]:
-    """The running pod of slow's task `<role>-<index>` (its Job's completion index)."""
+def task_pod(kube: Kube, role: str, index: int, jobset: str = "slow-mnist") -> dict[str, Any]:
+    """The running pod of `jobset`'s task `<role>-<index>` (its Job's completion index)."""
     (pod,) = [
         p
-        for p in pods_of(kube, NAMESPACE, "slow-mnist")
+        for p in pods_of(kube, NAMESPACE, jobset)
         if p["metadata"]["labels"].get("app.kubernetes.io/component") == role
         and p["metadata"]["labels"].get("batch.kubernetes.io/job-completion-index") == str(index)
         and p["status"].get("phase") == "Running"
@@ -90,21 +121,8 @@ def _trained_after(run: Path, task: str, starts: int) -> TaskRun | None:
     return runs[0] if runs and runs[0].steps else None
 
 
-def test_a_preempted_run_resumes_from_its_checkpoint_on_the_real_node(cluster: Kube, tmp_path: Path) -> None:
-    image = import_image(cluster, "tensorflow")
-    volumes = tmp_path / "volumes"
-    cli = project(cluster, tmp_path / "project", "real-queueing-test")
-    cli("stack", "select", "--create", "platform-dev")
-    for path, value in platform_on_the_node(volumes, tensorflow=image).items():
-        cli("config", "set", "--stack", "platform-dev", "--path", path, value)
-
-    def queueing(config: dict[str, Any]) -> None:
-        config["tfk8s:platform"]["queueing"] = {"enabled": True, "capacity": CAPACITY, "priorityClasses": {"urgent": 1000}}
-
-    edit_stack(cli.cwd, "platform-dev", queueing)
-    cli("up", "--stack", "platform-dev", "--yes", "--skip-preview")
-    cli("stack", "select", "--create", TENANT)
-    cli("up", "--stack", TENANT, "--yes", "--skip-preview")
+def test_a_preempted_run_resumes_from_its_checkpoint_on_the_real_node(alice: Alice) -> None:
+    cluster, cli, volumes = alice.cluster, alice.cli, alice.volumes
     give_volumes_to_pods(cluster, ["slow/mnist", "urgent/mnist"])
 
     started = time.monotonic()
@@ -237,3 +255,81 @@ def test_a_preempted_run_resumes_from_its_checkpoint_on_the_real_node(cluster: K
         print("\n[real node, queueing]\n" + "\n".join(timeline))
         for stack in ("urgent", "slow"):
             cli("destroy", "--stack", stack, "--yes", "--skip-preview", check=False)
+
+
+def test_a_queued_in_graph_run_whose_ps_is_lost_starts_its_chief_again_from_the_checkpoint(alice: Alice) -> None:
+    """In-graph from a chief (ParameterServerStrategy, ClusterCoordinator), one PS and one worker,
+    queued as one JobSet: the PS's pod deleted at once mid-run. The chief exits with
+    tfk8s_train.in_graph.PS_LOST_EXIT and its launcher starts it again in the same pod: the chief's
+    Job spends no retry, the JobSet neither restarts nor leaves the queue, and the chief restores the
+    newest checkpoint with the PS's next pod. The run reaches its target and readiness says Succeeded."""
+    cluster, cli = alice.cluster, alice.cli
+    give_volumes_to_pods(cluster, [f"{IN_GRAPH}/mnist"])
+    settings = {
+        **CLUSTER_SETTINGS,
+        "tfk8s:clusters[0].replication": "in-graph",
+        "tfk8s:clusters[0].inGraphClient": "chief",
+        "tfk8s:clusters[0].workers.count": "1",
+    }
+    cli.init_experiment(IN_GRAPH, tenant=TENANT, settings=settings)
+    place_on_real_node(cli, IN_GRAPH, 0)
+    for i, arg in enumerate([f"--steps={IN_GRAPH_STEPS}", f"--checkpoint-steps={CHECKPOINT_STEPS}", "--log-every=5"]):
+        cli.set_value(IN_GRAPH, f"tfk8s:clusters[0].args[{i}]", arg)
+    try:
+        cli("up", "--stack", IN_GRAPH, "--yes", "--skip-preview")
+        jobset = f"{IN_GRAPH}-mnist"
+        uid = cluster.get("jobsets.jobset.x-k8s.io", NAMESPACE, jobset)["metadata"]["uid"]
+        run = until("the in-graph run's directory", 300, lambda: run_dir(alice.volumes, IN_GRAPH, uid))
+        saved = until("its second checkpoint", 600, lambda: (c := checkpointed(run)) and c >= 2 * CHECKPOINT_STEPS and c)
+        seen = last_step(run, IN_GRAPH_CHIEF)
+        assert seen < IN_GRAPH_STEPS - 300, f"the run is at step {seen} of {IN_GRAPH_STEPS} before the fault"
+        chief_pod = task_pod(cluster, "chief", 0, jobset)
+        fault = Fault.now("ps-0's pod deleted", seen)
+        delete_at_once(cluster, task_pod(cluster, "ps", 0, jobset))
+
+        chief = until(f"{IN_GRAPH_CHIEF} trains again", 300, lambda: _trained_after(run, IN_GRAPH_CHIEF, 1))
+        said = [line for line in task_log(run, IN_GRAPH_CHIEF).splitlines() if "lost a parameter server" in line]
+        assert said and "exiting with 75" in said[0], task_log(run, IN_GRAPH_CHIEF)[-3000:]
+        # The newest checkpoint at the fault, or one the chief saved after its last progress line.
+        assert chief.restored is not None and saved <= chief.restored <= chief.started_at, (chief, saved)
+        until(f"{IN_GRAPH_CHIEF} past step {seen}", 300, lambda: last_step(run, IN_GRAPH_CHIEF) > seen)
+        again = fault.since()
+        start = until(
+            f"{IN_GRAPH_CHIEF}'s progress file after {fault.what}",
+            60,
+            lambda: started_again(run, IN_GRAPH_CHIEF, fault, phase="cluster_ready"),
+        )
+        record(
+            IN_GRAPH_MODE,
+            fault,
+            task=IN_GRAPH_CHIEF,
+            start=start,
+            resumed_from=chief.restored,
+            steps_lost=max(0, seen - chief.restored),
+            training_again=again,
+        )
+        print(
+            f"\n[real node, queueing] in-graph: {fault.what} at step {seen}, checkpoint {chief.restored} restored, "
+            f"training again in {again:.1f} s"
+        )
+        # Started again by its launcher: the same pod, and its Job counts no failure.
+        same = cluster.get("pod", NAMESPACE, chief_pod["metadata"]["name"])
+        assert same["metadata"]["uid"] == chief_pod["metadata"]["uid"] and "deletionTimestamp" not in same["metadata"]
+        (job,) = [j for j in cluster.get("jobs", NAMESPACE) if j["metadata"]["name"] == f"{jobset}-chief-0"]
+        assert job["status"].get("failed", 0) == 0, job["status"]
+        found = cluster.get("jobsets.jobset.x-k8s.io", NAMESPACE, jobset)
+        assert found["metadata"]["uid"] == uid and found["status"].get("restarts", 0) == 0, found["status"]
+
+        def completed() -> bool:
+            status = cluster.get("jobsets.jobset.x-k8s.io", NAMESPACE, jobset).get("status") or {}
+            ended = {c["type"]: c["status"] for c in status.get("conditions") or [] if c["type"] in ("Completed", "Failed")}
+            assert ended.get("Failed") != "True", status
+            return ended.get("Completed") == "True"
+
+        until("the in-graph run's JobSet to complete", 600, completed)
+        cli("up", "--stack", IN_GRAPH, "--refresh", "--yes", "--skip-preview")
+        report = cli.outputs(IN_GRAPH)["readiness"]["clusters"]["mnist"]
+        assert report["phase"] == "Succeeded", report
+        until("its pods to go with the run", 120, lambda: not pods_of(cluster, NAMESPACE, jobset) or None)
+    finally:
+        cli("destroy", "--stack", IN_GRAPH, "--yes", "--skip-preview", check=False)

@@ -330,6 +330,12 @@ def test_a_queued_in_graph_run_whose_ps_is_lost_starts_its_chief_again_from_the_
         cli("up", "--stack", IN_GRAPH, "--refresh", "--yes", "--skip-preview")
         report = cli.outputs(IN_GRAPH)["readiness"]["clusters"]["mnist"]
         assert report["phase"] == "Succeeded", report
-        until("its pods to go with the run", 120, lambda: not pods_of(cluster, NAMESPACE, jobset) or None)
+
+        # The PS go with the run (JobSet deletes its still-active Jobs); the chief's and worker's pods
+        # stay, Succeeded, until the JobSet's TTL.
+        def running() -> list[str]:
+            return [p["metadata"]["name"] for p in pods_of(cluster, NAMESPACE, jobset) if p["status"].get("phase") == "Running"]
+
+        until("no pod of the run to run on", 120, lambda: not running() or None, report=lambda: f"still running: {running()}")
     finally:
         cli("destroy", "--stack", IN_GRAPH, "--yes", "--skip-preview", check=False)

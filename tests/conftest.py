@@ -90,6 +90,8 @@ def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if getattr(report, "context", None) is not None:  # a subtest's: its test's own report counts its time
+        return
     path = suite.module_of(report.nodeid)
     MODULE_SECONDS[path] = MODULE_SECONDS.get(path, 0.0) + report.duration
     spent = sum(v for k, v in report.user_properties if k == f"{CPU_PROPERTY}:{report.when}")

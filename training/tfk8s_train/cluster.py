@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import re
 import secrets
 import signal
@@ -32,13 +33,34 @@ PROGRESS = re.compile(re.escape(PROGRESS_PREFIX) + r"task=(\S+) step=(\d+) loss=
 SCRUBBED = ("TF_CONFIG", "JOB_COMPLETION_INDEX")
 
 
+# Where the kernel picks a client socket's own port (Linux's default; read from /proc where it can be).
+EPHEMERAL_PORTS = Path("/proc/sys/net/ipv4/ip_local_port_range")
+LOWEST_PORT = 10000
+
+
 def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
-    """Ports the kernel just handed out; all sockets stay open until all are chosen."""
-    sockets = [socket.socket() for _ in range(count)]
+    """Ports free now, from below the kernel's ephemeral range: a task binds its port seconds later
+    (after TensorFlow's import), and a port from that range (what binding to 0 hands out) may by
+    then be the local port of any outgoing connection on the machine, which the kernel never gives
+    one from below it. All sockets stay open until all are chosen."""
     try:
-        for s in sockets:
-            s.bind((host, 0))
-        return [s.getsockname()[1] for s in sockets]
+        first_ephemeral = int(EPHEMERAL_PORTS.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        first_ephemeral = 32768
+    candidates = random.sample(range(LOWEST_PORT, first_ephemeral), first_ephemeral - LOWEST_PORT)
+    sockets: list[socket.socket] = []
+    try:
+        for port in candidates:
+            s = socket.socket()
+            try:
+                s.bind((host, port))
+            except OSError:  # in use (or closing): the next
+                s.close()
+                continue
+            sockets.append(s)
+            if len(sockets) == count:
+                return [s.getsockname()[1] for s in sockets]
+        raise OSError(f"no {count} free ports on {host} in {LOWEST_PORT}-{first_ephemeral - 1}")
     finally:
         for s in sockets:
             s.close()

@@ -121,8 +121,8 @@ def platform_on_the_node(
 ) -> dict[str, str]:
     """The platform of the real-node tests, the demo and the benches: `platform_settings`, the
     images built here and imported (TensorBoard's is the TensorFlow image unless named), and the size
-    of every tenant's Jupyter and TensorBoard (`app_cpu`; None: the platform's default), which on the
-    node's 2 cores decides the room a run has beside them."""
+    of every tenant's Jupyter and TensorBoard (`app_cpu`, with `app_memory`; no `app_cpu`: the
+    platform's defaults for both), which on the node's 2 cores decides the room a run has beside them."""
     images = {"tensorflow": tensorflow, "tensorboard": tensorboard or tensorflow, "jupyter": jupyter}
     sizes = {"cpu": app_cpu, "memory": app_memory} if app_cpu else {}
     return {

@@ -7,6 +7,6 @@ them into Pulumi operations (docs/guide/gitops.md).
 - `summary`: one Markdown report per run, fit for a pull-request comment;
 - `operator`: the Pulumi Kubernetes Operator's `Stack` for teams that reconcile in-cluster.
 
-Run as `hack/gitops.sh` (or `python -m tfk8s_gitops` with infra/ on the path). Nothing here is
-imported by the Pulumi program.
+Run as `tfk8s-gitops` (the console script `pip install` makes), or in a checkout as `hack/gitops.sh`,
+which checks the pipeline's environment first. Nothing here is imported by the Pulumi program.
 """

@@ -9,8 +9,8 @@
   operator-stack STACK --repo URL ...          the Pulumi Kubernetes Operator's objects for STACK
 
 The Pulumi environment (PULUMI_BACKEND_URL, the passphrase, KUBECONFIG, PATH) comes from the
-caller (hack/gitops.sh checks it). Exit code: 0 when every step succeeded, 1 when one failed or
-drifted, 2 for bad usage.
+caller (hack/gitops.sh checks it first; `preview`, `apply` and `drift` fail without it). Exit
+code: 0 when every step succeeded, 1 when one failed or drifted, 2 for bad usage.
 """
 
 from __future__ import annotations

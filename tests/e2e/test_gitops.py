@@ -1,24 +1,25 @@
 """GitOps for real: a team's repository, the pipeline command exactly as CI runs it
 (`hack/gitops.sh`, see .github/workflows/), team state in a real S3 server (versitygw), a cluster
-of its own. One scenario per step, in order, each a commit or pull request on the same repository,
-each step reported on its own (a subtest: SUBPASSED or SUBFAILED with its name):
+of its own. Thirteen steps, in order, each a commit or pull request on the same repository, each
+reported on its own (a subtest: SUBFAILED with its name; SUBPASSED too under `pytest -v`):
 
-  set-up     the first push: a platform, two tenants, alice's experiment, applied in order, the
+  01 set-up  the first push: a platform, two tenants, alice's experiment, applied in order, the
              two tenants at once (`apply --parallel 4`, as `make apply-fleet` runs it)
-  PR         adds bob's experiment: previewed with the policy pack, nothing created
-  merge      the same commit applied: created, ready
-  merge      an experiment naming alice's namespace, from a stack her tenant does not list: refused
+  02 PR      adds bob's experiment: previewed with the policy pack, nothing created;
+     merge   the same commit applied: created, ready
+  03 merge   an experiment naming alice's namespace, from a stack her tenant does not list: refused
              by the API server (the pipeline acts as the stack's own account), nothing made
-  PR         bob's worker count: only his experiment previewed, and exactly what its apply changes
-  commit     removes alice's experiment: destroyed, her tenant's logs kept
-  PR         adds a tenant: only that tenant previewed
-  drift      a `kubectl` edit of a live object: reported, with the property
-  PR         a `:latest` image: the mandatory policy named, nothing applied
-  merge      a new stack with a `:latest` image (no preview before a new stack's `up`): refused,
+  04 merge   a file that says it is a tenant, which the team file does not declare: refused
+  05 PR      bob's worker count: only his experiment previewed, and exactly what its apply changes
+  06 commit removes alice's experiment: destroyed, her tenant's logs kept
+  07 PR      adds a tenant: only that tenant previewed
+  08 drift   a `kubectl` edit of a live object: reported, with the property
+  09 PR      a `:latest` image: the mandatory policy named, nothing applied
+  10 merge   a new stack with a `:latest` image (no preview before a new stack's `up`): refused,
              no object that carries the image made; the next commit's destroy removes the rest
-  PR         rewrites the policy pack and the pipeline command: the base's judge it (the workflow's step)
-  merge      removes a tenant: refused whole until a person confirms, nothing changed
-  race       two applies of one stack at once: one waits for the other's lock, nothing lost
+  11 PR      rewrites the policy pack and the pipeline command: the base's judge it (the workflow's step)
+  12 merge   removes a tenant: refused whole until a person confirms, nothing changed
+  13 race    two applies of one stack at once: one waits for the other's lock, nothing lost
 
 Each pipeline run's wall time is printed (pytest -s) and kept in the summary files under the
 test's temporary directory.

@@ -3,7 +3,7 @@
 On a queueing platform an experiment's training cluster is one JobSet (tfk8s.specs.jobset): JobSet's
 controller makes its Jobs and the Job controller its pods, identities the platform's other placement
 policies exempt or may exempt. So quinn, holding the queued experimenter table in her namespace
-(tfk8s.checks.access, `queueing=True`), tries with her own certificate what those policies refuse of
+(tfk8s.specs.experimenter_rights, `queueing=True`), tries with her own certificate what those policies refuse of
 a Job, through a JobSet, and a JobSet beside the queue: the jobset-placement policy
 (tfk8s.components.tenant_admission) refuses each with its message, and a well-formed JobSet passes.
 

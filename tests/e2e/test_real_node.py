@@ -3,7 +3,7 @@ registered on a local control plane, pods that really run in containers built he
 `restricted` Pod Security level, reaching each other and the API server through cluster DNS.
 
 On a machine that cannot run one (no root, no cgroups), these tests fail with the reason
-`lab/realnode.sh check` gives; they are not skipped (real_node.py).
+`lab/realnode.sh check` gives; they are not skipped (realnode_drivers.py).
 """
 
 from __future__ import annotations

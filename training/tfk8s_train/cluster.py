@@ -33,34 +33,51 @@ PROGRESS = re.compile(re.escape(PROGRESS_PREFIX) + r"task=(\S+) step=(\d+) loss=
 SCRUBBED = ("TF_CONFIG", "JOB_COMPLETION_INDEX")
 
 
-# Where the kernel picks a client socket's own port (Linux's default; read from /proc where it can be).
+# Where the kernel picks a client socket's own port (Linux; elsewhere, or where the range starts too
+# low to leave room beneath it, ports come from the kernel as before).
 EPHEMERAL_PORTS = Path("/proc/sys/net/ipv4/ip_local_port_range")
 LOWEST_PORT = 10000
+TRIES = 1000  # random ports tried beneath the range before asking the kernel
+
+
+def _first_ephemeral() -> int | None:
+    try:
+        return int(EPHEMERAL_PORTS.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _bound(host: str, port: int) -> socket.socket | None:
+    s = socket.socket()
+    try:
+        s.bind((host, port))
+    except OSError:  # in use (or closing)
+        s.close()
+        return None
+    return s
 
 
 def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
-    """Ports free now, from below the kernel's ephemeral range: a task binds its port seconds later
-    (after TensorFlow's import), and a port from that range (what binding to 0 hands out) may by
-    then be the local port of any outgoing connection on the machine, which the kernel never gives
-    one from below it. All sockets stay open until all are chosen."""
-    try:
-        first_ephemeral = int(EPHEMERAL_PORTS.read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        first_ephemeral = 32768
-    candidates = random.sample(range(LOWEST_PORT, first_ephemeral), first_ephemeral - LOWEST_PORT)
+    """Ports free now, from below the kernel's ephemeral range where it is known: a task binds its
+    port seconds later (after TensorFlow's import), and a port from that range (what binding to 0
+    hands out) may by then be the local port of any outgoing connection on the machine, which the
+    kernel never gives one from below it. All sockets stay open until all are chosen."""
+    first = _first_ephemeral()
     sockets: list[socket.socket] = []
     try:
-        for port in candidates:
-            s = socket.socket()
-            try:
-                s.bind((host, port))
-            except OSError:  # in use (or closing): the next
-                s.close()
-                continue
-            sockets.append(s)
-            if len(sockets) == count:
-                return [s.getsockname()[1] for s in sockets]
-        raise OSError(f"no {count} free ports on {host} in {LOWEST_PORT}-{first_ephemeral - 1}")
+        if first is not None and first - LOWEST_PORT >= 1000:
+            for _ in range(TRIES):
+                if len(sockets) >= count:
+                    break
+                port = random.randrange(LOWEST_PORT, first)
+                if port not in {s.getsockname()[1] for s in sockets} and (bound := _bound(host, port)) is not None:
+                    sockets.append(bound)
+        while len(sockets) < count:  # no range known, or too busy beneath it: the kernel's choice
+            bound = _bound(host, 0)
+            if bound is None:
+                raise OSError(f"no free port on {host}")
+            sockets.append(bound)
+        return [s.getsockname()[1] for s in sockets]
     finally:
         for s in sockets:
             s.close()

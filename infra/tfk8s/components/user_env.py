@@ -49,7 +49,8 @@ from tfk8s.specs.labels import labels, selector_of
 from tfk8s.specs.ownership import Owner
 
 # The tenant's Jupyter token, under a fixed name: the tenant's own identities may read this one Secret
-# (`_build_access`), which is how a user gets the token (and `tfk8s status`); no stack exports it.
+# (tfk8s.components.namespace_bounds.declare_access), which is how a user gets the token (and
+# `tfk8s status`); no stack exports it.
 TOKEN_SECRET, TOKEN_KEY = app_sessions.TOKEN_SECRET, app_sessions.TOKEN_KEY
 DATA_CLAIM, LOG_CLAIM = "tfk8s-data", "tfk8s-log"
 NOTEBOOK_SERVICE = "jupyter-tf"

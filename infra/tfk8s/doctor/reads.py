@@ -3,8 +3,8 @@ platform and tenant stacks need, storage, queueing and monitoring; the nodes, re
 in tfk8s.doctor.node_reads.
 
 Each returns findings (tfk8s.doctor.findings). Where the program has a check of its own for the same
-question (the User Node's taints, Kueue and JobSet served, the monitoring namespace), it is that
-check that runs here, so the doctor and `pulumi up` cannot disagree.
+question (Kueue and JobSet served, the monitoring namespace; the User Node's taints in node_reads),
+it is that check that runs here, so the doctor and `pulumi up` cannot disagree.
 """
 
 from __future__ import annotations

@@ -75,13 +75,14 @@ def code_files(directory: Path, pattern: str = "**/*") -> list[Path]:
     ]
 
 
-def bundle(directory: Path, pattern: str = "**/*") -> CodeBundle:
-    """Read a directory's text files for shipping as a ConfigMap (tfk8s.checks.context vetted them)."""
+def bundle(directory: Path, pattern: str = "**/*", *, key: str = "code_bundle") -> CodeBundle:
+    """Read a directory's text files for shipping as a ConfigMap (tfk8s.checks.context vetted them).
+    `key` names the directory in a refusal: the stack file's key, or the library's function."""
     files = {}
     for path in code_files(directory, pattern):
         files[path.relative_to(directory).as_posix()] = path.read_text(encoding="utf-8")
     if not files:
-        raise ConfigError([f"code_bundle: {directory} holds no file to ship: name the directory of your training code"])
+        raise ConfigError([f"{key}: {directory} holds no file to ship: name the directory of your training code"])
     return CodeBundle(files=files)
 
 

@@ -23,9 +23,10 @@ from tfk8s.stack_kinds.exports import export_readiness
 def codes(stack: ExperimentStack, root: Path) -> dict[str, CodeBundle | None]:
     """Per cluster, the code directory to ship (None when the launcher package suffices)."""
     result: dict[str, CodeBundle | None] = {}
-    for c in stack.clusters:
+    for i, c in enumerate(stack.clusters):
         shipped = c.code.source == "configmap" and c.code.path not in (None, LAUNCHER_PACKAGE)
-        result[c.name] = bundle(root / c.code.path) if shipped and c.code.path else None
+        key = f"{NAMESPACE}:clusters[{i}].code.path"
+        result[c.name] = bundle(root / c.code.path, key=key) if shipped and c.code.path else None
     return result
 
 

@@ -8,7 +8,8 @@ chief, that loses its parameter server's pod, its worker's, the chief's, then it
 container; and tests/e2e/test_real_queueing.py's run queued as a JobSet on a queueing platform
 (preempted and admitted again first), which loses its parameter server's pod, a worker's, the
 chief's, then its parameter server's container, and its in-graph run driven by a chief, queued as
-a JobSet too, which loses its parameter server's pod.
+a JobSet too, which loses its parameter server's pod, its worker's, the chief's, then its parameter
+server's container.
 Each fault is injected on the run's progress, never on a timer, and each test records what it
 cost (tests/e2e/fault_record.py): the seconds from the fault until the run trains past the step it had
 reached (a joining worker: until it trained a step), the step it resumed from, the steps lost, and

@@ -11,13 +11,16 @@ task again, the chief restores the newest checkpoint, and the JobSet neither res
 the queue. And an in-graph run driven by a chief (ParameterServerStrategy), queued as a JobSet the
 same way, loses its parameter server's pod: its chief says so and exits with 75, its launcher starts
 it again in the same pod (its Job spends no retry, the JobSet does not restart), and it restores the
-newest checkpoint once the PS's next pod serves.
+newest checkpoint once the PS's next pod serves; then its worker's pod (the same chief trains on),
+its chief's pod (the chief Job's next pod restores the newest checkpoint) and its PS's container
+killed in place (the chief starts again in its pod once more), and the run reaches its target.
 
 Prints the run's timeline (seconds since `slow`'s `pulumi up`) for the issue's closing note.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -58,7 +61,10 @@ CHIEF, WORKER = "worker-0", "worker-1"
 # Its mode, as bench/recovery.py reports it: between-graph, the built-in trainer, as one JobSet.
 QUEUED_MODE = "between-graph, queued (a JobSet)"
 # The in-graph run: its client is a chief Job of the JobSet, beside one PS and one worker.
-IN_GRAPH, IN_GRAPH_CHIEF, IN_GRAPH_STEPS = "ingraph", "chief-0", 1200
+IN_GRAPH, IN_GRAPH_CHIEF, IN_GRAPH_STEPS = "ingraph", "chief-0", 1800
+# Steps a fault must leave the in-graph run: its recovery (~30 s) trains no step, and the next
+# fault waits for a checkpoint past this one.
+IN_GRAPH_ROOM = 500
 IN_GRAPH_MODE = "in-graph, chief, queued (a JobSet)"
 
 
@@ -113,6 +119,15 @@ def checkpointed(run: Path) -> int | None:
     """The step of the run's newest checkpoint, once there is one."""
     step = checkpoint_step(run)
     return step if step >= 0 else None
+
+
+def step_before_a_fault(run: Path) -> int:
+    """The in-graph chief's step, with room left for a fault's recovery before the run ends."""
+    step = last_step(run, IN_GRAPH_CHIEF)
+    assert step < IN_GRAPH_STEPS - IN_GRAPH_ROOM, (
+        f"the run is at step {step} of {IN_GRAPH_STEPS} before a fault: give it more steps"
+    )
+    return step
 
 
 def _trained_after(run: Path, task: str, starts: int) -> TaskRun | None:
@@ -257,14 +272,45 @@ def test_a_preempted_run_resumes_from_its_checkpoint_on_the_real_node(alice: Ali
             cli("destroy", "--stack", stack, "--yes", "--skip-preview", check=False)
 
 
-def test_a_queued_in_graph_run_whose_ps_is_lost_starts_its_chief_again_from_the_checkpoint(alice: Alice) -> None:
+def test_a_queued_in_graph_run_that_loses_its_ps_its_worker_and_its_chief_resumes_each_time(alice: Alice) -> None:
     """In-graph from a chief (ParameterServerStrategy, ClusterCoordinator), one PS and one worker,
-    queued as one JobSet: the PS's pod deleted at once mid-run. The chief exits with
-    tfk8s_train.in_graph.PS_LOST_EXIT and its launcher starts it again in the same pod: the chief's
-    Job spends no retry, the JobSet neither restarts nor leaves the queue, and the chief restores the
-    newest checkpoint with the PS's next pod. The run reaches its target and readiness says Succeeded."""
+    queued as one JobSet, loses in turn (each fault once the run trains again after the last):
+    - its PS's pod, deleted at once: the chief exits with tfk8s_train.in_graph.PS_LOST_EXIT and its
+      launcher starts it again in the same pod (the chief's Job spends no retry), and it restores the
+      newest checkpoint with the PS Job's next pod;
+    - its worker's pod: the coordinator takes the worker Job's next pod back, the same chief trains on;
+    - its chief's pod: the chief Job's next pod restores the newest checkpoint;
+    - its PS's container, killed in place: the PS Job restarts it in its pod, the chief starts again
+      in its own.
+    The JobSet neither restarts nor leaves the queue; the run reaches its target with the accuracy of
+    a run without faults, readiness says Succeeded, and nothing of it runs on."""
     cluster, cli = alice.cluster, alice.cli
     give_volumes_to_pods(cluster, [f"{IN_GRAPH}/mnist"])
+    timeline: list[str] = []
+
+    def chief_back(run: Path, fault: Fault, seen: int, chief: TaskRun) -> None:
+        """The chief, started again from checkpoint `chief.restored`, trains past `seen`: what the fault
+        cost, on the timeline and for bench/recovery.py."""
+        until(f"{IN_GRAPH_CHIEF} past step {seen}", 300, lambda: last_step(run, IN_GRAPH_CHIEF) > seen)
+        again = fault.since()
+        start = until(
+            f"{IN_GRAPH_CHIEF}'s progress file after {fault.what}",
+            60,
+            lambda: started_again(run, IN_GRAPH_CHIEF, fault, phase="cluster_ready"),
+        )
+        assert chief.restored is not None
+        lost = max(0, seen - chief.restored)
+        record(
+            IN_GRAPH_MODE,
+            fault,
+            task=IN_GRAPH_CHIEF,
+            start=start,
+            resumed_from=chief.restored,
+            steps_lost=lost,
+            training_again=again,
+        )
+        timeline.append(f"{fault.what} at step {seen}: checkpoint {chief.restored} restored, training again in {again:.1f} s")
+
     settings = {
         **CLUSTER_SETTINGS,
         "tfk8s:clusters[0].replication": "in-graph",
@@ -281,8 +327,7 @@ def test_a_queued_in_graph_run_whose_ps_is_lost_starts_its_chief_again_from_the_
         uid = cluster.get("jobsets.jobset.x-k8s.io", NAMESPACE, jobset)["metadata"]["uid"]
         run = until("the in-graph run's directory", 300, lambda: run_dir(alice.volumes, IN_GRAPH, uid))
         saved = until("its second checkpoint", 600, lambda: (c := checkpointed(run)) and c >= 2 * CHECKPOINT_STEPS and c)
-        seen = last_step(run, IN_GRAPH_CHIEF)
-        assert seen < IN_GRAPH_STEPS - 300, f"the run is at step {seen} of {IN_GRAPH_STEPS} before the fault"
+        seen = step_before_a_fault(run)
         chief_pod = task_pod(cluster, "chief", 0, jobset)
         fault = Fault.now("ps-0's pod deleted", seen)
         delete_at_once(cluster, task_pod(cluster, "ps", 0, jobset))
@@ -292,26 +337,7 @@ def test_a_queued_in_graph_run_whose_ps_is_lost_starts_its_chief_again_from_the_
         assert said and "exiting with 75" in said[0], task_log(run, IN_GRAPH_CHIEF)[-3000:]
         # The newest checkpoint at the fault, or one the chief saved after its last progress line.
         assert chief.restored is not None and saved <= chief.restored, (chief, saved)
-        until(f"{IN_GRAPH_CHIEF} past step {seen}", 300, lambda: last_step(run, IN_GRAPH_CHIEF) > seen)
-        again = fault.since()
-        start = until(
-            f"{IN_GRAPH_CHIEF}'s progress file after {fault.what}",
-            60,
-            lambda: started_again(run, IN_GRAPH_CHIEF, fault, phase="cluster_ready"),
-        )
-        record(
-            IN_GRAPH_MODE,
-            fault,
-            task=IN_GRAPH_CHIEF,
-            start=start,
-            resumed_from=chief.restored,
-            steps_lost=max(0, seen - chief.restored),
-            training_again=again,
-        )
-        print(
-            f"\n[real node, queueing] in-graph: {fault.what} at step {seen}, checkpoint {chief.restored} restored, "
-            f"training again in {again:.1f} s"
-        )
+        chief_back(run, fault, seen, chief)
         # Started again by its launcher: the same pod, and its Job counts no failure.
         same = cluster.get("pod", NAMESPACE, chief_pod["metadata"]["name"])
         assert same["metadata"]["uid"] == chief_pod["metadata"]["uid"] and "deletionTimestamp" not in same["metadata"]
@@ -319,6 +345,49 @@ def test_a_queued_in_graph_run_whose_ps_is_lost_starts_its_chief_again_from_the_
         assert job["status"].get("failed", 0) == 0, job["status"]
         found = cluster.get("jobsets.jobset.x-k8s.io", NAMESPACE, jobset)
         assert found["metadata"]["uid"] == uid and found["status"].get("restarts", 0) == 0, found["status"]
+
+        # Its worker: the coordinator holds the worker's closures until the worker Job's next pod
+        # serves at the task's address, and retries them there; the chief is not started again.
+        seen, serving = step_before_a_fault(run), task_log(run, "worker-0").count(" serving at ")
+        fault = Fault.now("worker-0's pod deleted", seen)
+        delete_at_once(cluster, task_pod(cluster, "worker", 0, jobset))
+        until("worker-0's next pod serves", 300, lambda: task_log(run, "worker-0").count(" serving at ") > serving)
+        at = last_step(run, IN_GRAPH_CHIEF)
+        until(f"{IN_GRAPH_CHIEF} trains again", 300, lambda: last_step(run, IN_GRAPH_CHIEF) > at)
+        again = fault.since()
+        assert len(task_runs(run, IN_GRAPH_CHIEF)) == 2, "the chief started again over a lost worker"
+        start = until("worker-0's progress file", 60, lambda: started_again(run, "worker-0", fault, phase="tensorflow_imported"))
+        record(IN_GRAPH_MODE, fault, task="worker-0", start=start, resumed_from=at, steps_lost=0, training_again=again)
+        timeline.append(f"{fault.what} at step {seen}: its next pod served, the same chief training again in {again:.1f} s")
+
+        # The chief's own pod: the chief Job's next pod (a retry spent) restores the newest checkpoint
+        # and drives the same PS and worker on.
+        saved = until("a checkpoint after the worker's", 600, lambda: (c := checkpointed(run)) and c > at and c)
+        seen, client = step_before_a_fault(run), task_pod(cluster, "chief", 0, jobset)
+        fault = Fault.now(f"{IN_GRAPH_CHIEF}'s pod deleted", seen)
+        delete_at_once(cluster, client)
+        third = until(f"{IN_GRAPH_CHIEF} trains a third time", 300, lambda: _trained_after(run, IN_GRAPH_CHIEF, 2))
+        assert third.restored is not None and saved <= third.restored <= third.started_at, (third, saved)
+        chief_back(run, fault, seen, third)
+
+        # The PS's container killed in place: its Job restarts it in the same pod (OnFailure), at the
+        # same address, its variables gone; the chief starts again in its own pod, as for the PS's pod.
+        saved = until("a checkpoint after the chief's", 600, lambda: (c := checkpointed(run)) and c > seen and c)
+        seen, ps = step_before_a_fault(run), task_pod(cluster, "ps", 0, jobset)
+        client = task_pod(cluster, "chief", 0, jobset)
+        fault = Fault.now("ps-0's container killed in place", seen)
+        kill_container(cluster, ps)
+        fourth = until(f"{IN_GRAPH_CHIEF} trains a fourth time", 300, lambda: _trained_after(run, IN_GRAPH_CHIEF, 3))
+        assert fourth.restored is not None and saved <= fourth.restored <= fourth.started_at, (fourth, saved)
+        chief_back(run, fault, seen, fourth)
+        ps_now, client_now = (cluster.get("pod", NAMESPACE, p["metadata"]["name"]) for p in (ps, client))
+        for before, now in ((ps, ps_now), (client, client_now)):  # the same pods, neither deleted
+            assert now["metadata"]["uid"] == before["metadata"]["uid"] and "deletionTimestamp" not in now["metadata"], now
+        restarts = [p["status"]["containerStatuses"][0]["restartCount"] for p in (ps, ps_now)]
+        assert restarts[1] == restarts[0] + 1, restarts
+        found = cluster.get("jobsets.jobset.x-k8s.io", NAMESPACE, jobset)
+        assert found["metadata"]["uid"] == uid and found["status"].get("restarts", 0) == 0, found["status"]
+        print("\n[real node, queueing] in-graph from a chief:\n" + "\n".join(timeline))
 
         def completed() -> bool:
             status = cluster.get("jobsets.jobset.x-k8s.io", NAMESPACE, jobset).get("status") or {}
@@ -330,6 +399,9 @@ def test_a_queued_in_graph_run_whose_ps_is_lost_starts_its_chief_again_from_the_
         cli("up", "--stack", IN_GRAPH, "--refresh", "--yes", "--skip-preview")
         report = cli.outputs(IN_GRAPH)["readiness"]["clusters"]["mnist"]
         assert report["phase"] == "Succeeded", report
+        result = json.loads((run / "results" / f"{IN_GRAPH_CHIEF}.json").read_text())
+        assert result["first_step"] == fourth.started_at and result["global_step"] >= IN_GRAPH_STEPS, result
+        assert result["test_accuracy"] >= 0.9, result
 
         # The PS go with the run (JobSet deletes its still-active Jobs): nothing of it runs on.
         def running() -> list[str]:

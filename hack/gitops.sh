@@ -2,6 +2,9 @@
 # The GitOps pipeline command (docs/guide/gitops.md): what CI runs, and the tests run the same way.
 #
 #   hack/gitops.sh preview --base <sha> [--head <sha>] [--summary pr.md]   # a pull request
+#   hack/gitops.sh preview-state --base <sha> --out DIR                    # a pull request, the team's job
+#   hack/gitops.sh preview-kubeconfig [--duration 1h]                      # a pull request, the team's job
+#   hack/gitops.sh preview --recorded-state DIR --base <sha> ...           # a pull request, its own job
 #   hack/gitops.sh apply   --base <sha> [--head <sha>] [--only STACK]      # a merge
 #   hack/gitops.sh drift   [--summary drift.md]                            # a schedule
 #   hack/gitops.sh plan    --base <sha> [--json]                           # what would run
@@ -18,9 +21,20 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # The subcommand: the first word that is one (options such as --checkout DIR may come first).
 command=
 for word in "$@"; do
-  case $word in plan | preview | apply | drift | operator-stack) command=$word && break ;; esac
+  case $word in plan | preview | preview-state | preview-kubeconfig | apply | drift | operator-stack) command=$word && break ;; esac
 done
+# A pull request's own job holds the preview identity's kubeconfig alone: no state, no passphrase.
+case " $* " in *" --recorded-state "*) [ "$command" = preview ] && command=preview-recorded ;; esac
 case $command in
+  preview-recorded)
+    [ -n "${KUBECONFIG:-}" ] || { echo "gitops: set KUBECONFIG (the preview identity's, tfk8s.specs.preview_identity)" >&2 && exit 2; }
+    ;;
+  preview-kubeconfig)
+    [ -n "${KUBECONFIG:-}" ] || { echo "gitops: set KUBECONFIG (an identity that may mint the preview identity's token)" >&2 && exit 2; }
+    ;;
+  preview-state)
+    [ -n "${PULUMI_BACKEND_URL:-}" ] || { echo "gitops: set PULUMI_BACKEND_URL (the team's state)" >&2 && exit 2; }
+    ;;
   preview | apply | drift)
     missing=()
     [ -n "${PULUMI_BACKEND_URL:-}" ] || missing+=("PULUMI_BACKEND_URL (the team's state, e.g. s3://tfk8s-state?endpoint=https://s3.example.com&s3ForcePathStyle=true)")

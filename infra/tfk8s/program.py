@@ -31,7 +31,7 @@ from tfk8s.components.user_env import USER_NODE_PODS_PER_USER
 from tfk8s.errors import AccessDenied, ConfigError, ContractUnavailable, OwnershipConflict, refusing, unchanged
 from tfk8s.kube import api_paths
 from tfk8s.kube import client as kube_client
-from tfk8s.settings import NAMESPACE
+from tfk8s.settings import NAMESPACE, state_store
 from tfk8s.settings.contract import PlatformFacts, TenantFacts
 from tfk8s.settings.experiment import ExperimentStack
 from tfk8s.settings.platform import NetworkSettings, PlatformStack
@@ -58,7 +58,7 @@ def owner_of(kind: str, environ: Mapping[str, str]) -> ownership.Owner:
         project=pulumi.get_project(),
         stack=pulumi.get_stack(),
         kind=kind,
-        state=ownership.state_id(environ),
+        state=state_store.state_id(environ),
     )
 
 
@@ -225,7 +225,7 @@ def refuse_without_access(platform: PlatformFacts, tenant: TenantFacts, post: ac
     identity, the namespace and every missing verb. One request when everything is allowed."""
     if post is None:
         return
-    rules = experimenter_rights.experimenter_rules(platform.layouts, queueing=platform.queueing.enabled)
+    rules = experimenter_rights.program_rules(platform.layouts, queueing=platform.queueing.enabled)
     missed = access.missing(post, tenant.namespace, rules)
     if missed:
         who = access.identity(post)

@@ -5,6 +5,9 @@
   preview --base B [--head H] [--summary F]    a pull request: previews with the policy pack
   apply   --base B [--head H] [--only STACK]   a merge: destroys, then ups, in order
           [--parallel N]                       N at once where the order allows (a fleet of tenants)
+  preview --recorded-state DIR ...             a pull request's job: its experiments, as the preview identity
+  preview-state --base B [--head H] --out DIR  the team's job: export the state those previews start from
+  preview-kubeconfig [--duration 1h]           the team's job: the preview identity's kubeconfig, a token minted now
   drift   [--summary F]                        a schedule: refresh --preview-only of every stack
   operator-stack STACK --repo URL ...          the Pulumi Kubernetes Operator's objects for STACK
 
@@ -25,7 +28,9 @@ from pathlib import Path
 from tfk8s.errors import Tfk8sError
 
 from tfk8s_gitops import operator, pipeline, summary
+from tfk8s_gitops.identity import preview_kubeconfig
 from tfk8s_gitops.plan import make_plan
+from tfk8s_gitops.recorded_state import Recorded
 from tfk8s_gitops.repo import Repo
 
 
@@ -56,6 +61,23 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="the repository wins over hand edits: take over fields another field manager (kubectl) changed",
     )
+    commands.choices["preview"].add_argument(
+        "--recorded-state",
+        type=Path,
+        metavar="DIR",
+        help="a pull request's job: preview its experiments against the state `preview-state` exported, as the "
+        "environment's identity (the preview identity), in a scratch backend; platforms and tenants are left to the team's job",
+    )
+    state = commands.add_parser(
+        "preview-state", help="the team's job: export the state of the experiments a pull request previews"
+    )
+    state.add_argument("--base", required=True, help="the commit the change starts from (0000... for none)")
+    state.add_argument("--head", default="HEAD", help="the commit the change ends at, checked out (default: HEAD)")
+    state.add_argument("--out", type=Path, required=True, help="the directory to export into (the job's artifact)")
+    minted = commands.add_parser(
+        "preview-kubeconfig", help="print a kubeconfig of the preview identity, with a token minted now (the team's job)"
+    )
+    minted.add_argument("--duration", default="1h", help="how long the token is good for (kubectl's --duration)")
     commands.add_parser("drift")
     for name in ("preview", "apply", "drift"):
         command = commands.choices[name]
@@ -105,11 +127,15 @@ def _options(args: argparse.Namespace, checkout: Path) -> pipeline.Options:
         confirmed_destroys=tuple(getattr(args, "confirm_destroy", ())),
         confirmed_config_dir_move=getattr(args, "confirm_config_dir_move", False),
         parallel=args.parallel,
+        recorded_state=Recorded.read(args.recorded_state) if getattr(args, "recorded_state", None) else None,
     )
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "preview-kubeconfig":  # no checkout: the workflow's job runs it beside two
+        print(json.dumps(preview_kubeconfig(os.environ, args.duration)))
+        return 0
     checkout = Path(Repo(args.checkout).git("rev-parse", "--show-toplevel").strip())
     repo = Repo(checkout)
     if args.command == "operator-stack":
@@ -130,6 +156,10 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if repo.resolve("HEAD") != plan.head:
             raise SystemExit(f"--head {args.head} is {plan.head[:12]} but the checkout is at another commit: check it out first")
+        if args.command == "preview-state":
+            exported = pipeline.export_recorded_state(plan, checkout, args.out)
+            print(f"exported the state of {len(exported)} experiment(s) into {args.out}: {', '.join(exported) or 'none'}")
+            return 0
         options = _options(args, checkout)
         report = pipeline.preview(plan, options) if args.command == "preview" else pipeline.apply(plan, options, args.only)
     report.seconds = time.monotonic() - start

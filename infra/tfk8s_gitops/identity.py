@@ -18,10 +18,11 @@ import os
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from tfk8s.errors import MissingPrerequisite
 from tfk8s.kube.client import IMPERSONATION_KEYS
-from tfk8s.settings.tenant import GITOPS_NAMESPACE, SERVICE_ACCOUNT_PREFIX
+from tfk8s.settings.tenant import GITOPS_NAMESPACE, PREVIEW_ACCOUNT, SERVICE_ACCOUNT_PREFIX
 
 
 class ImpersonationError(MissingPrerequisite):
@@ -71,6 +72,34 @@ def impersonating_kubeconfig(env: Mapping[str, str], stack: str, directory: Path
     with os.fdopen(descriptor, "w") as out:
         json.dump(config, out)
     return path
+
+
+def preview_kubeconfig(env: Mapping[str, str], duration: str) -> dict[str, Any]:
+    """A kubeconfig of the pull requests' preview identity (`platform.gitops.previewIdentity`): the
+    caller's cluster (its server and CA, flattened) and a token of the preview account minted now for
+    `duration`, nothing of the caller's own credentials. The caller needs `create` on that account's
+    `serviceaccounts/token` alone (docs/guide/gitops.md)."""
+    flattened = _kubectl(env, "config", "view", "--flatten", "--minify", "--output", "json")
+    if flattened.returncode != 0:
+        raise ImpersonationError(f"KUBECONFIG: kubectl cannot read it: {flattened.stderr.strip()}")
+    clusters = json.loads(flattened.stdout).get("clusters") or []
+    if len(clusters) != 1:
+        raise ImpersonationError("KUBECONFIG: its current context names no cluster: set current-context")
+    minted = _kubectl(env, "create", "token", PREVIEW_ACCOUNT, "--namespace", GITOPS_NAMESPACE, "--duration", duration)
+    if minted.returncode != 0:
+        raise ImpersonationError(
+            f"KUBECONFIG: cannot mint a token of {SERVICE_ACCOUNT_PREFIX}{GITOPS_NAMESPACE}:{PREVIEW_ACCOUNT} "
+            f"({minted.stderr.strip()}): create the account, and grant this identity `create` on its serviceaccounts/token"
+        )
+    name = PREVIEW_ACCOUNT
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{**clusters[0], "name": name}],
+        "users": [{"name": name, "user": {"token": minted.stdout.strip()}}],
+        "contexts": [{"name": name, "context": {"cluster": name, "user": name}}],
+        "current-context": name,
+    }
 
 
 def _kubectl(env: Mapping[str, str], *args: str) -> subprocess.CompletedProcess[str]:

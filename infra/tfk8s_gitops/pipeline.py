@@ -2,7 +2,10 @@
 
 - `preview` (a pull request): `pulumi preview --diff` of every planned update with the policy pack,
   `pulumi destroy --preview-only` of every removed stack file; nothing changes but a new stack's
-  empty entry in the backend (a preview needs the stack to exist);
+  empty entry in the backend (a preview needs the stack to exist). In a pull request's own job
+  (`Options.recorded_state`), its experiments alone, against the state the team's job exported,
+  as the environment's identity (the preview identity), in a scratch backend: nothing of the
+  team's is read or written (tfk8s_gitops.recorded_state);
 - `apply` (a merge): the destroys, then `pulumi up` with the policy pack and the stack's `ready`
   output, from the `up`'s own events; a step is skipped when a stack it depends on failed
   (`Plan.blocked_by`); `parallel` steps at a time where the plan's order allows
@@ -35,16 +38,20 @@ selects the new stack unless told not to, and no command here selects one (each 
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from tfk8s_gitops import salts
+from tfk8s.settings.state_store import state_id
+
+from tfk8s_gitops import recorded_state, salts
 from tfk8s_gitops.engine import Pulumi, Result, Workspace
 from tfk8s_gitops.identity import ImpersonationError, impersonating_kubeconfig
 from tfk8s_gitops.plan import Plan, Step
+from tfk8s_gitops.recorded_state import Recorded, previewed
 from tfk8s_gitops.repo import Repo
 from tfk8s_gitops.schedule import run as run_steps
 
@@ -100,6 +107,9 @@ class Options:
     confirmed_config_dir_move: bool = False
     parallel: int = 1
     """Steps run at once where the plan's order allows (`--parallel`); 1: one by one, in order."""
+    recorded_state: Recorded | None = None
+    """A pull request's job (`preview --recorded-state`): its experiments previewed against the team
+    job's export, as the environment's identity, in a scratch backend (tfk8s_gitops.recorded_state)."""
 
 
 def _workspace(options: Options) -> Workspace:
@@ -136,10 +146,12 @@ class Clis:
 
     def exists(self, stack: str) -> bool:
         """Whether the backend has `stack`: listed once per run (a listing reads every stack's entry,
-        so one per step would cost a fleet of N stacks N x N reads), then kept by `created`."""
+        so one per step would cost a fleet of N stacks N x N reads), then kept by `created`. Against
+        recorded state: whether the team's job exported it."""
         with self._lock:
             if self._stacks is None:
-                self._stacks = self.team.stack_names()
+                recorded = self.options.recorded_state
+                self._stacks = set(recorded.stacks) if recorded else self.team.stack_names()
             return stack in self._stacks
 
     def created(self, stack: str) -> None:
@@ -150,7 +162,7 @@ class Clis:
     def of(self, entry: StepReport) -> Pulumi | None:
         """The CLI for `entry`'s stack; None, with `entry` failed and why, when the pipeline cannot
         act as the stack."""
-        if entry.team:
+        if entry.team or self.options.recorded_state:  # the preview identity impersonates no one
             return self.team
         with self._lock:
             lock = self._locks.setdefault(entry.stack, threading.Lock())
@@ -174,6 +186,8 @@ def _ensure_stack(clis: Clis, cli: Pulumi, options: Options, step: Step) -> Resu
     """Create the step's stack (empty) if the backend has none: None, or the failed command. A new
     tenant takes its platform's salt under the passphrase provider (tfk8s_gitops.salts)."""
     stack = step.stack
+    if options.recorded_state:
+        return options.recorded_state.prepare(cli, clis.workspace, stack)
     if clis.exists(stack):
         return None
     if step.kind == "tenant" and step.upstream and not options.secrets_provider:
@@ -203,16 +217,29 @@ def preview(plan: Plan, options: Options) -> Report:
     # Shown, not refused: the reviewer learns before the merge what it will need.
     report = Report("preview", plan, refused=_unconfirmed(plan, options))
     workspace = _workspace(options)
+    if options.recorded_state:  # a backend of its own, in the workspace, gone with it
+        options = replace(options, env=options.recorded_state.environment(dict(options.env), workspace.path / ".state"))
     clis = Clis(workspace, options)
     try:
         # In the plan's order too (a new tenant's preview after its new platform's stack exists),
         # but a failed preview skips nothing: every stack's own verdict is shown.
-        report.steps = run_steps(
-            plan, plan.steps, options.parallel, lambda step, _: _preview_step(clis, options, step, plan.refusals)
-        )
+        steps = previewed(plan) if options.recorded_state else plan.steps
+        ran = run_steps(plan, steps, options.parallel, lambda step, _: _preview_step(clis, options, step, plan.refusals))
+        # In the plan's order; the team's stacks are theirs to preview: they hold secrets.
+        by_stack = {entry.stack: entry for entry in ran}
+        report.steps = [by_stack.get(step.stack) or _left_to_the_team(step, plan.refusals) for step in plan.steps]
     finally:
         workspace.close()
     return report
+
+
+def _left_to_the_team(step: Step, refusals: dict[str, str]) -> StepReport:
+    entry = _entry(step)
+    entry.outcome = FAILED if step.stack in refusals else SKIPPED
+    entry.note = (
+        refusals.get(step.stack) or "previewed by the team's job, with the team's credentials, once a maintainer approves it"
+    )
+    return entry
 
 
 def _preview_step(clis: Clis, options: Options, step: Step, refusals: dict[str, str]) -> StepReport:
@@ -227,11 +254,22 @@ def _preview_step(clis: Clis, options: Options, step: Step, refusals: dict[str, 
         if not clis.exists(step.stack):
             entry.note = "never deployed: nothing to destroy"
             return entry
-        entry.result = cli.run(step.stack, "destroy", "--preview-only")
+        entry.result = _ensure_stack(clis, cli, options, step) or cli.run(step.stack, "destroy", "--preview-only")
     else:
         entry.result = _ensure_stack(clis, cli, options, step) or cli.run(step.stack, "preview", "--diff", *_policy(options))
     entry.outcome = DONE if entry.result.ok else FAILED
     return entry
+
+
+def export_recorded_state(plan: Plan, checkout: Path, out: Path) -> list[str]:
+    """The team's job of a pull request (`preview-state`): the state of each experiment it previews,
+    exported into `out` with the environment's (the team's) credentials; no program runs."""
+    workspace = _workspace(Options(checkout, {}, None))
+    try:
+        team = Pulumi(workspace, os.environ)
+        return recorded_state.export(plan, team, team.stack_names(), out, state_id(os.environ))
+    finally:
+        workspace.close()
 
 
 def apply(plan: Plan, options: Options, only: str | None = None) -> Report:

@@ -44,3 +44,13 @@ def give(stack_file: Path, salt: str) -> bool:
         return False
     stack_file.write_text(f"{SALT_KEY}: {salt}\n" + stack_file.read_text())
     return True
+
+
+def drop(stack_file: Path) -> None:
+    """Take the salt out of a stack file (a workspace's copy), so that `pulumi stack init` writes one
+    for the passphrase it runs under (tfk8s_gitops.recorded_state: not the team's)."""
+    if of_file(stack_file) is None:
+        return
+    document = yaml.safe_load(stack_file.read_text())
+    document.pop(SALT_KEY)
+    stack_file.write_text(yaml.safe_dump(document, sort_keys=False))

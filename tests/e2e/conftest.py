@@ -82,9 +82,11 @@ def deployed(cli: Cli, stack: str) -> None:
 
 @pytest.fixture(scope="session")
 def configured_platform(cli: Cli, host_volumes: Path) -> str:
-    """The project copy's platform-dev stack, configured once (not deployed: see `platform`)."""
+    """The project copy's platform-dev stack, configured once (not deployed: see `platform`), with the
+    pull requests' preview identity (test_preview_identity.py tries it; every module's tenants bind it)."""
     cli("stack", "select", "--create", PLATFORM)
     cli("config", "set", "--stack", PLATFORM, "--path", "tfk8s:platform.storage.local.hostPathRoot", str(host_volumes))
+    cli("config", "set", "--stack", PLATFORM, "--path", "tfk8s:platform.gitops.previewIdentity", "true")
     return PLATFORM
 
 

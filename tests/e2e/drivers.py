@@ -165,6 +165,38 @@ def cli_of_its_own(work: Path, kubeconfig: Path, *, tree: Path = ROOT) -> Cli:
     return Cli(work, env=env | toolenv.exported(mine, tree=tree))
 
 
+PREVIEW_NAMESPACE, PREVIEW_ACCOUNT = "tfk8s-gitops", "tfk8s-preview"  # tfk8s.specs.preview_identity
+
+
+def preview_account(admin: Kube) -> None:
+    """The pull requests' preview identity's account, in its namespace, made if missing, as a team
+    makes it once (docs/guide/gitops.md)."""
+    account = subprocess.run(
+        [admin.binary, "--kubeconfig", str(admin.kubeconfig), "apply", "-f", "-"],
+        input=admin.run("create", "namespace", PREVIEW_NAMESPACE, "--dry-run=client", "-o", "yaml")
+        + "---\n"
+        + admin.run("create", "serviceaccount", PREVIEW_ACCOUNT, "-n", PREVIEW_NAMESPACE, "--dry-run=client", "-o", "yaml"),
+        capture_output=True,
+        text=True,
+    )
+    assert account.returncode == 0, account.stderr
+
+
+def preview_kube(admin: Kube, directory: Path) -> Kube:
+    """kubectl as the pull requests' preview identity: the kubeconfig the preview workflow's team job
+    mints (tfk8s_gitops.identity.preview_kubeconfig: `admin`'s server and CA, a token of the account,
+    nothing of the admin's). The platform must declare the identity (`platform.gitops.previewIdentity`)
+    for the token to be any use."""
+    from tfk8s_gitops.identity import preview_kubeconfig
+
+    preview_account(admin)
+    config = preview_kubeconfig(toolenv.exported({"KUBECONFIG": str(admin.kubeconfig)}), "2h")
+    path = directory / "preview.kubeconfig.json"
+    path.touch(mode=0o600)
+    path.write_text(json.dumps(config))
+    return Kube(path)
+
+
 def team_platform(volumes: Path, storage_class: str) -> dict[str, Any]:
     """A GitOps team's platform stack config on a cluster of its own: kwok's User Node, local volumes
     under `volumes` in a StorageClass named for the test (the session's other platform has its own)."""

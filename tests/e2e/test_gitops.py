@@ -1,6 +1,6 @@
 """GitOps for real: a team's repository, the pipeline command exactly as CI runs it
 (`hack/gitops.sh`, see .github/workflows/), team state in a real S3 server (versitygw), a cluster
-of its own. Thirteen steps, in order, each a commit or pull request on the same repository, each
+of its own. Fourteen steps, in order, each a commit or pull request on the same repository, each
 reported on its own (a subtest: SUBFAILED with its name; SUBPASSED too under `pytest -v`):
 
   01 set-up  the first push: a platform, two tenants, alice's experiment, applied in order, the
@@ -11,15 +11,19 @@ reported on its own (a subtest: SUBFAILED with its name; SUBPASSED too under `py
              by the API server (the pipeline acts as the stack's own account), nothing made
   04 merge   a file that says it is a tenant, which the team file does not declare: refused
   05 PR      bob's worker count: only his experiment previewed, and exactly what its apply changes
-  06 commit removes alice's experiment: destroyed, her tenant's logs kept
-  07 PR      adds a tenant: only that tenant previewed
-  08 drift   a `kubectl` edit of a live object: reported, with the property
-  09 PR      a `:latest` image: the mandatory policy named, nothing applied
-  10 merge   a new stack with a `:latest` image (no preview before a new stack's `up`): refused,
+  06 PR      a hostile program, previewed as a pull request's own job runs it: the team's job
+             exports the experiments' state, the pull request's job holds the preview identity's
+             token alone; the program runs, sees no credential of the team's, its write is refused,
+             the team's store and the cluster unchanged; never merged
+  07 commit removes alice's experiment: destroyed, her tenant's logs kept
+  08 PR      adds a tenant: only that tenant previewed
+  09 drift   a `kubectl` edit of a live object: reported, with the property
+  10 PR      a `:latest` image: the mandatory policy named, nothing applied
+  11 merge   a new stack with a `:latest` image (no preview before a new stack's `up`): refused,
              no object that carries the image made; the next commit's destroy removes the rest
-  11 PR      rewrites the policy pack and the pipeline command: the base's judge it (the workflow's step)
-  12 merge   removes a tenant: refused whole until a person confirms, nothing changed
-  13 race    two applies of one stack at once: one waits for the other's lock, nothing lost
+  12 PR      rewrites the policy pack and the pipeline command: the base's judge it (the workflow's step)
+  13 merge   removes a tenant: refused whole until a person confirms, nothing changed
+  14 race    two applies of one stack at once: one waits for the other's lock, nothing lost
 
 Each pipeline run's wall time is printed (pytest -s) and kept in the summary files under the
 test's temporary directory.
@@ -42,7 +46,7 @@ from typing import Any
 
 import pytest
 import yaml
-from drivers import CLUSTER, ROOT, Kube, team_platform
+from drivers import CLUSTER, ROOT, Kube, preview_account, team_platform
 from s3_server import s3_server
 from tfk8s_gitops.identity import identity
 
@@ -142,11 +146,12 @@ class Team:
     def checkout(self, commit: str) -> None:
         self.git("checkout", "-q", "--detach", commit)
 
-    def start(self, label: str, *args: str) -> tuple[subprocess.Popen[str], float]:
-        """`hack/gitops.sh ARGS --summary <label>.md` in the repository, as the workflow runs it."""
+    def start(self, label: str, *args: str, env: dict[str, str] | None = None) -> tuple[subprocess.Popen[str], float]:
+        """`hack/gitops.sh ARGS --summary <label>.md` in the repository, as the workflow runs it (in
+        `env`: a job of its own; default: the team's)."""
         command = [str(self.repo / "hack" / "gitops.sh"), *args, "--summary", str(self.summaries / f"{label}.md")]
         started = subprocess.Popen(
-            command, cwd=self.repo, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+            command, cwd=self.repo, env=env or self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
         )
         return started, time.monotonic()
 
@@ -160,8 +165,8 @@ class Team:
         summary = self.summaries / f"{label}.md"
         return Run(process.returncode, summary.read_text() if summary.exists() else "", seconds, output)
 
-    def pipeline(self, label: str, *args: str) -> Run:
-        return self.finish(label, self.start(label, *args))
+    def pipeline(self, label: str, *args: str, env: dict[str, str] | None = None) -> Run:
+        return self.finish(label, self.start(label, *args, env=env))
 
     def plan(self, base: str) -> list[dict[str, str]]:
         done = subprocess.run(
@@ -216,6 +221,8 @@ def team(tmp_path_factory: pytest.TempPathFactory, s3: S3, cluster: Kube) -> Tea
     # This team lets its program run floating images (platform.images.allowLatest): its policy pack's
     # mandatory no-latest-image is then the gate that stops one, which the `:latest` scenarios prove.
     platform["tfk8s:platform"]["images"] = {"allowLatest": True}
+    # Its pull requests' own jobs hold the preview identity's token alone (step 06).
+    platform["tfk8s:platform"]["gitops"] = {"previewIdentity": True}
     (repo / "stacks" / f"Pulumi.{PLATFORM}.yaml").write_text(_stack_file(platform))
     # The team's own stacks, declared before their files come (tfk8s_gitops.repo.TEAM_FILE).
     team_file = {"platforms": [PLATFORM], "tenants": [ALICE, BOB, CAROL]}
@@ -285,6 +292,12 @@ def test_a_team_repository_through_pull_requests_merges_and_a_schedule(
         ),
         ("a merged file claiming to be a tenant", lambda: _a_merged_file_claiming_to_be_a_tenant(team, cluster)),
         ("a pull request changing a worker count", lambda: _pull_request_changing_a_worker_count(team, cluster)),
+        (
+            "a hostile pull request previewed as the preview identity",
+            lambda: _a_hostile_pull_request_previewed_as_the_preview_identity(
+                team, cluster, tmp_path_factory.mktemp("pr-runner")
+            ),
+        ),
         ("a commit removing an experiment", lambda: _commit_removing_an_experiment(team, cluster)),
         ("a pull request adding a tenant", lambda: _pull_request_adding_a_tenant(team, cluster)),
         ("the schedule's drift check", lambda: _drift(team, cluster, first[0])),
@@ -425,6 +438,103 @@ def _pull_request_changing_a_worker_count(team: Team, cluster: Kube) -> None:
     assert {key for key in before if _named(key, predicted)} == moved, (predicted, moved)
 
 
+# Prepended to the program's entry by the hostile pull request: what its code finds in its job's
+# environment, and a real write with the kubeconfig it holds, kept where the test reads them.
+HOSTILE = """
+import json as _json, os as _os, subprocess as _subprocess
+_write = _subprocess.run(
+    [{kubectl!r}, "create", "configmap", "pr-exfil", "-n", "tfk8s-bob", "--from-literal=stolen=yes"],
+    capture_output=True, text=True,
+)
+Path({record!r}).write_text(_json.dumps({{"env": dict(_os.environ), "write": [_write.returncode, _write.stderr]}}))
+"""
+
+
+def _store_files(team: Team) -> dict[str, tuple[int, int]]:
+    """Every file of the team's state store: (size, mtime in ns)."""
+    root = team.s3.root / BUCKET
+    return {str(f.relative_to(root)): (f.stat().st_size, f.stat().st_mtime_ns) for f in root.rglob("*") if f.is_file()}
+
+
+def _workflow_step(workspace: Path, job: str, step_id: str) -> str:
+    """The `run` script of a step of the base's preview workflow, as its runner runs it."""
+    workflow = yaml.safe_load((workspace / "trusted" / ".github" / "workflows" / "tfk8s-preview.yml").read_text())
+    script: str = next(s for s in workflow["jobs"][job]["steps"] if s.get("id") == step_id)["run"]
+    return script
+
+
+def _a_hostile_pull_request_previewed_as_the_preview_identity(team: Team, cluster: Kube, runner: Path) -> None:
+    """A same-repository pull request whose program is its author's own (it reads its environment and
+    writes to the cluster with the kubeconfig it holds), previewed by the preview workflow's own
+    scripts, as its runner runs them, in a workspace of the base's checkout and the pull request's:
+    the `state` job (the team's store and a minter's kubeconfig) exports the experiments' state and
+    mints the preview identity's token, running none of its code; the `experiments` job previews
+    them with those alone. Its program runs, finds no credential of the team's, and its write is
+    refused; the cluster and the team's state store are as they were. Never merged."""
+    base = team.git("rev-parse", "HEAD")
+    record = runner / "what-the-program-found.json"
+    entry = team.repo / "infra" / "__main__.py"
+    anchor = "sys.path.insert(0, str(Path(__file__).resolve().parent))\n"
+    entry.write_text(entry.read_text().replace(anchor, anchor + HOSTILE.format(kubectl=toolenv.KUBECTL, record=str(record))))
+    team.git("add", "infra/__main__.py")
+    head = team.commit("bob: 4 workers (and a program of the author's own)", {EXP_B: _experiment(BOB, workers=4)})
+    workspace = runner / "work"
+    for path, commit in (("trusted", base), ("pr", head)):
+        team.git("worktree", "add", "-q", "--detach", str(workspace / path), commit)
+    (workspace / "trusted" / ".venv").symlink_to(ROOT / ".venv")  # what the set-up action leaves there
+    (workspace / "trusted" / "policies" / ".venv").symlink_to(ROOT / "policies" / ".venv")
+    shas = {"BASE_SHA": base, "HEAD_SHA": head, "RUNNER_TEMP": str(runner)}
+    try:
+        # The `state` job: the team's store; a kubeconfig that may mint the preview identity's token
+        # (the admin's here; the guide's minter may do nothing else).
+        preview_account(cluster)
+        exported = subprocess.run(
+            ["bash", "-e", "-c", _workflow_step(workspace, "state", "export")],
+            cwd=workspace,
+            env={**team.env, **shas},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert exported.returncode == 0, exported.stdout + exported.stderr
+        assert f"{EXP_A}, {EXP_B}" in exported.stdout, exported.stdout  # the program changed: every experiment
+        # The `experiments` job: that directory alone, nothing of the team's in its environment.
+        job = {k: v for k, v in team.env.items() if not k.startswith(("PULUMI_", "AWS_")) and k != "KUBECONFIG"}
+        store, objects = _store_files(team), _versions(_stack_objects(cluster, "tfk8s-bob", EXP_B))
+        done = subprocess.run(
+            ["bash", "-e", "-c", _workflow_step(workspace, "experiments", "preview")],
+            cwd=workspace,
+            env={**job, **shas},
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        summary = (runner / "summary.md").read_text() if (runner / "summary.md").exists() else ""
+        print(f"\n[gitops] pr-as-preview-identity: the workflow's experiments job exited {done.returncode}")
+        assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+        row = next(line for line in summary.splitlines() if f"`{EXP_B}`" in line)
+        assert "✅ ok" in row and "~" in row, row  # bob's experiment previewed from its recorded state: an update
+        for stack in (PLATFORM, ALICE, BOB):  # theirs hold secrets: the team's approved job previews them
+            assert "⏭️" in next(line for line in summary.splitlines() if f"`{stack}`" in line), summary
+
+        found = json.loads(record.read_text())  # the author's code ran, with what the job holds
+        # (The store's access key id is a user name, "tfk8s": its secret key and the passphrase are the secrets.)
+        team_secrets = [team.env[k] for k in ("PULUMI_CONFIG_PASSPHRASE", "AWS_SECRET_ACCESS_KEY")]
+        assert not [v for v in team_secrets if v in json.dumps(found["env"])], "a credential of the team's reached the program"
+        assert not [k for k in found["env"] if k.startswith("AWS_")], found["env"].keys()
+        assert found["env"]["PULUMI_BACKEND_URL"].startswith("file://")
+        assert found["env"]["KUBECONFIG"] == str(runner / "state" / "preview.kubeconfig")
+        returncode, said = found["write"]
+        assert returncode != 0 and "may only dry-run: CREATE of configmaps refused" in said, said
+        assert "pr-exfil" not in cluster.run("get", "configmaps", "-n", "tfk8s-bob", "-o", "name")
+        assert _versions(_stack_objects(cluster, "tfk8s-bob", EXP_B)) == objects
+        assert _store_files(team) == store, "the pull request's job touched the team's state store"
+    finally:  # never merged
+        for path in ("trusted", "pr"):
+            team.git("worktree", "remove", "--force", str(workspace / path))
+        team.git("reset", "-q", "--hard", base)
+
+
 def _commit_removing_an_experiment(team: Team, cluster: Kube) -> None:
     (claim,) = [c for c in cluster.get("pvc", "tfk8s-alice") if "log" in c["metadata"]["name"]]
     logs = Path(cluster.get("pv", name=claim["spec"]["volumeName"])["spec"]["hostPath"]["path"])
@@ -531,8 +641,7 @@ def _pull_request_that_rewrites_its_own_judge(team: Team, cluster: Kube, runner:
     (workspace / "trusted" / "policies" / ".venv").symlink_to(ROOT / "policies" / ".venv")
     try:
         workflow = yaml.safe_load((workspace / "trusted" / ".github" / "workflows" / "tfk8s-preview.yml").read_text())
-        (job,) = workflow["jobs"].values()
-        step = next(s for s in job["steps"] if s.get("id") == "preview")
+        step = next(s for s in workflow["jobs"]["team"]["steps"] if s.get("id") == "preview")
         env = {**team.env, "BASE_SHA": base, "HEAD_SHA": head, "RUNNER_TEMP": str(runner)}
         done = subprocess.run(
             ["bash", "-e", "-c", step["run"]], cwd=workspace, env=env, capture_output=True, text=True, timeout=900
@@ -615,7 +724,8 @@ def test_operator_stacks_of_every_kind_validate_against_the_operators_crds(clust
     ):
         assert time.monotonic() < deadline, "the Stack CRD was not established in 60 s"
         time.sleep(0.2)
-    cluster.run("create", "namespace", "tfk8s-gitops")
+    if "tfk8s-gitops" not in {n["metadata"]["name"] for n in cluster.get("namespaces")}:  # the team's, made once
+        cluster.run("create", "namespace", "tfk8s-gitops")
     repo = tmp_path / "repo"
     (repo / "stacks").mkdir(parents=True)
     shutil.copy(ROOT / "Pulumi.yaml", repo / "Pulumi.yaml")

@@ -48,6 +48,7 @@ PLATFORM_OWNER = "organization/tfk8s/platform-dev@test"
 
 
 TEST_GROUP = "ptest.layouts.tfk8s.io"
+PREVIEW_ROLE = "preview-identity-role-test"  # the auto-named ClusterRole a test platform publishes
 USER_NODE_ADDRESS = "10.0.0.10"
 
 
@@ -70,6 +71,7 @@ def facts_for(platform_raw: dict[str, Any]) -> dict[str, Any]:
         scratch_storage_class=backends.scratch_class(p.storage),
         user_node_address=USER_NODE_ADDRESS,
         experimenter_role=guard.experimenter_role(TEST_GROUP),
+        preview_role=PREVIEW_ROLE if p.gitops.preview_identity else None,
     )
     return through_the_engine(contract.published())
 

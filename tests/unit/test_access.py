@@ -241,7 +241,10 @@ def test_an_experiment_its_caller_may_run_proceeds(dev_config: dict[str, Any], m
     post, asked = reviews(set())
     run_program(dev_config, post=post)
     assert declared == [True]
-    assert asked.count(access.ACCESS_REVIEW) == sum(len(p.verbs) for p in TABLE)  # each asked, none refused
+    # Each rule the program needs asked, none refused; not `kubectl logs`, which only people use.
+    assert asked.count(access.ACCESS_REVIEW) == sum(len(p.verbs) for p in experimenter_rights.program_rules(LAYOUTS))
+    assert not [p for p in experimenter_rights.program_rules(LAYOUTS) if p.resource == "pods/log"]
+    assert [p.resource for p in TABLE if p.resource in experimenter_rights.FOR_PEOPLE] == ["pods/log"]
     assert access.SUBJECT_REVIEW not in asked  # nobody to name
 
 
@@ -306,4 +309,6 @@ def test_a_queued_experiment_is_refused_without_jobsets_before_any_read(
     with pytest.raises(AccessDenied, match=r"may not patch jobsets\.jobset\.x-k8s\.io in namespace 'tfk8s-alice'"):
         run_program(dev_config, platform=queueing_facts(), post=post)
     # The queued table is what was asked, one question per verb: no create of Jobs or Deployments among them.
-    assert asked.count(access.ACCESS_REVIEW) == sum(len(p.verbs) for p in QUEUED_TABLE)
+    assert asked.count(access.ACCESS_REVIEW) == sum(
+        len(p.verbs) for p in experimenter_rights.program_rules(LAYOUTS, queueing=True)
+    )

@@ -50,6 +50,7 @@ def test_every_component_is_found() -> None:
         "Experiment",
         "MonitoringFence",
         "PlatformGuard",
+        "PreviewIdentity",
         "QueueingPlatform",
         "SharedStorage",
         "TenantAdmission",
@@ -155,6 +156,13 @@ def queueing_platform() -> dict[str, Any]:
     return raw
 
 
+def previewing_platform() -> dict[str, Any]:
+    """platform-dev with the pull requests' preview identity (its PreviewIdentity exists only then)."""
+    raw = stack_config("platform-dev")
+    raw["platform"]["gitops"] = {"previewIdentity": True}
+    return raw
+
+
 def test_a_queueing_platforms_components_follow_the_contract() -> None:
     d, events = run_recording(queueing_platform())
     assert "QueueingPlatform" in check_contract(events)
@@ -183,6 +191,7 @@ def test_every_component_registers_its_outputs_in_some_stack() -> None:
         (stack_config("platform-dev"), {}),
         (monitored_platform(), {}),
         (queueing_platform(), {}),
+        (previewing_platform(), {}),
         (stack_config("tenant-alice"), {}),
         (stack_config("tenant-alice"), {"platform": facts_for(queueing_platform())}),  # its TenantQueues
         (stack_config("dev"), {}),

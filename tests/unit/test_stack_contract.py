@@ -27,8 +27,9 @@ from mocked_program import (
 from mocks import RecordingMocks
 from tfk8s import program, release
 from tfk8s.components import guard
-from tfk8s.errors import ContractUnavailable, OwnershipConflict, StackUnavailable
+from tfk8s.errors import ConfigError, ContractUnavailable, OwnershipConflict, StackUnavailable
 from tfk8s.kube.api_error import KubeApiError
+from tfk8s.settings import state_store
 from tfk8s.settings.contract import PlatformFacts, TenantFacts
 from tfk8s.settings.stack_file import validate
 from tfk8s.specs import experimenter_rights, ownership
@@ -60,10 +61,17 @@ def test_foreign_tells_who_else_manages_an_object(obj: dict[str, Any] | None, ve
 
 
 def test_the_state_id_tells_two_checkouts_apart_and_is_stable() -> None:
-    one = ownership.state_id({"PULUMI_BACKEND_URL": "file:///a/.state/backend"})
-    assert one == ownership.state_id({"PULUMI_BACKEND_URL": "file:///a/.state/backend/"})
-    assert one != ownership.state_id({"PULUMI_BACKEND_URL": "file:///b/.state/backend"})
-    assert ownership.state_id({"HOME": "/nonexistent"}) is None
+    one = state_store.state_id({"PULUMI_BACKEND_URL": "file:///a/.state/backend"})
+    assert one == state_store.state_id({"PULUMI_BACKEND_URL": "file:///a/.state/backend/"})
+    assert one != state_store.state_id({"PULUMI_BACKEND_URL": "file:///b/.state/backend"})
+    assert state_store.state_id({"HOME": "/nonexistent"}) is None
+
+
+def test_a_copy_of_a_state_is_told_the_originals_id_and_a_bad_one_is_refused() -> None:
+    copy = {"PULUMI_BACKEND_URL": "file:///scratch", state_store.STATE_ID_ENV: "41bb4c3d"}
+    assert state_store.state_id(copy) == "41bb4c3d"
+    with pytest.raises(ConfigError, match="TFK8S_STATE_ID: 'alice' is no state id"):
+        state_store.state_id({**copy, state_store.STATE_ID_ENV: "alice"})
     assert ownership.label_value("team/a b") == "team-a-b" and len(ownership.label_value("x" * 80)) == 63
 
 

@@ -15,6 +15,7 @@ from mocks import LiveHook
 from tfk8s.checks.user_node import check_room
 from tfk8s.errors import UserNodeTaken, UserNodeTooSmall
 from tfk8s.kube.api_paths import NODE
+from tfk8s.settings import state_store
 from tfk8s.settings.contract import PlatformFacts
 from tfk8s.settings.platform import UserNodeSettings
 from tfk8s.specs import ownership
@@ -223,7 +224,7 @@ def test_the_user_node_must_have_the_cpu_and_memory_every_tenants_apps_request(
     assert "pods with this one" not in message and "tfk8s:platform.containerDefaults" in message
 
 
-TENANT_OWNER = f"organization/tfk8s/tenant-alice@{ownership.state_id({'PULUMI_BACKEND_URL': 'file:///test-state'})}"
+TENANT_OWNER = f"organization/tfk8s/tenant-alice@{state_store.state_id({'PULUMI_BACKEND_URL': 'file:///test-state'})}"
 
 
 def a_cluster_with(tenants: int, registered: bool, max_pods: str = "4", cpu: str | None = None) -> tuple[Any, Any]:

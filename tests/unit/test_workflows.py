@@ -27,33 +27,90 @@ def steps(job: dict[str, Any]) -> list[dict[str, Any]]:
     return list(job["steps"])
 
 
-def test_a_pull_requests_preview_gets_the_teams_secrets_only_in_its_protected_environment() -> None:
+def secrets_named(node: Any) -> set[str]:
+    """The secrets a workflow's node names (`${{ secrets.X }}`); `github.token` is no secret of the team's."""
+    return set(re.findall(r"secrets\.(\w+)", yaml.safe_dump(node)))
+
+
+def runs_pull_request_code(job: dict[str, Any]) -> bool:
+    """Whether the job runs the pull request's program: a pipeline command that previews `pr`'s tree."""
+    scripts = "\n".join(s.get("run", "") for s in steps(job))
+    return bool(re.search(r"--checkout pr preview(?!-)", scripts))
+
+
+def test_the_preview_is_the_base_branchs_workflow_and_holds_no_token_of_its_own() -> None:
     preview = workflow("tfk8s-preview.yml")
-    assert "secrets." not in yaml.safe_dump(preview.get("env") or {})  # nothing workflow-wide
-    (job,) = preview["jobs"].values()
-    assert job["environment"] == "tfk8s-preview"
-    # Every secret the job names is in the job itself (its environment's), none in another job.
-    assert "secrets." in yaml.safe_dump(job["env"])
+    # `pull_request` would run the pull request's own copy of this file, which its author could
+    # rewrite to name any secret or environment; `pull_request_target` runs the base branch's.
+    assert set(preview[True]) == {"pull_request_target"}  # PyYAML reads the key `on` as True
+    assert preview["permissions"] == {} and not secrets_named(preview.get("env") or {})
+
+
+def test_no_job_that_holds_a_secret_runs_the_pull_requests_code_unapproved() -> None:
+    jobs = workflow("tfk8s-preview.yml")["jobs"]
+    for name, job in jobs.items():
+        held = secrets_named(job)
+        if held:
+            assert job.get("environment"), f"{name}: secrets {held} outside an environment"
+        if runs_pull_request_code(job) and held:
+            assert job["environment"] == "tfk8s-preview", f"{name}: runs the pull request's code with {held}"
+    # The pull request's own job: no secret, no token of the repository's, its recorded state and the
+    # preview identity's token from the team's job, the cache never written.
+    experiments = jobs["experiments"]
+    assert runs_pull_request_code(experiments) and not secrets_named(experiments)
+    assert experiments["permissions"] == {} and "environment" not in experiments
+    setup = next(s for s in steps(experiments) if s.get("uses") == "./trusted/.github/actions/tfk8s-setup")
+    assert setup["with"] == {"root": "trusted", "save-cache": "false"}
+    script = next(s["run"] for s in steps(experiments) if "run" in s and "--recorded-state" in s["run"])
+    assert 'export KUBECONFIG="$RUNNER_TEMP/state/preview.kubeconfig"' in script
+    # The team's job, which holds the store's read keys and may mint the preview token, runs none of it.
+    state = jobs["state"]
+    assert not runs_pull_request_code(state) and state["environment"] == "tfk8s-preview-state"
+    assert secrets_named(state) == {
+        "TFK8S_BACKEND_URL",
+        "TFK8S_S3_READ_ACCESS_KEY_ID",
+        "TFK8S_S3_READ_SECRET_ACCESS_KEY",
+        "TFK8S_PREVIEW_MINTER_KUBECONFIG",
+    }
+    # Platforms and tenants: the team's credentials, once a maintainer approves; its cache not written either.
+    team = jobs["team"]
+    assert runs_pull_request_code(team) and team["environment"] == "tfk8s-preview" and team["permissions"] == {}
+    assert next(s for s in steps(team) if "uses" in s and "tfk8s-setup" in s["uses"])["with"]["save-cache"] == "false"
+    comment = jobs["comment"]
+    assert not secrets_named(comment) and comment["permissions"] == {"pull-requests": "write"}
+    assert not [s for s in steps(comment) if str(s.get("uses", "")).startswith("actions/checkout@")]
+
+
+@pytest.mark.parametrize("name", ["tfk8s-apply.yml", "tfk8s-drift.yml"])
+def test_the_teams_credentials_are_an_environments_that_only_the_default_branch_deploys_to(name: str) -> None:
+    found = workflow(name)
+    assert not secrets_named(found.get("env") or {}), f"{name}: secrets for every job"
+    for job_name, job in found["jobs"].items():
+        if secrets_named(job):
+            assert job.get("environment") == "tfk8s-apply", (name, job_name)
 
 
 def test_nothing_from_the_pull_requests_tree_runs_as_tooling() -> None:
-    (job,) = workflow("tfk8s-preview.yml")["jobs"].values()
-    checkouts = {s["with"]["path"]: s["with"] for s in steps(job) if str(s.get("uses", "")).startswith("actions/checkout@")}
-    assert checkouts["trusted"]["ref"] == "${{ github.event.pull_request.base.sha }}"
-    assert checkouts["pr"]["ref"] == "${{ github.event.pull_request.head.sha }}"
-    assert all(c["persist-credentials"] is False for c in checkouts.values())
-    # Actions: the marketplace's pinned ones, or the base branch's own.
-    local = [s["uses"] for s in steps(job) if str(s.get("uses", "")).startswith("./")]
-    assert local == ["./trusted/.github/actions/tfk8s-setup"]
-    setup = next(s for s in steps(job) if s.get("uses") == local[0])
-    assert setup["with"]["root"] == "trusted"
-    # Scripts: the pull request's tree is named only as the checkout to preview and where the base's
-    # virtualenv is linked; the pipeline command and the policy pack are the base's.
-    scripts = "\n".join(s["run"] for s in steps(job) if "run" in s)
-    mentions = re.findall(r"(?<![\w/])pr/[\w./-]*|--checkout pr\b", scripts)
-    assert sorted(set(mentions)) == ["--checkout pr", "pr/.venv"], mentions
-    assert "trusted/hack/gitops.sh --checkout pr preview" in scripts
-    assert '--policy-pack "$PWD/trusted/policies"' in scripts
+    for name, job in workflow("tfk8s-preview.yml")["jobs"].items():
+        checkouts = {s["with"]["path"]: s["with"] for s in steps(job) if str(s.get("uses", "")).startswith("actions/checkout@")}
+        if not checkouts:
+            continue
+        assert checkouts["trusted"]["ref"] == "${{ github.event.pull_request.base.sha }}", name
+        assert checkouts["pr"]["ref"] == "${{ github.event.pull_request.head.sha }}", name
+        assert all(c["persist-credentials"] is False for c in checkouts.values()), name
+        # Actions: the marketplace's pinned ones, or the base branch's own.
+        local = [s["uses"] for s in steps(job) if str(s.get("uses", "")).startswith("./")]
+        assert local == ["./trusted/.github/actions/tfk8s-setup"], name
+        setup = next(s for s in steps(job) if s.get("uses") == local[0])
+        assert setup["with"]["root"] == "trusted", name
+        # Scripts: the pull request's tree is named only as the checkout to preview and where the
+        # base's virtualenv is linked; the pipeline command and the policy pack are the base's.
+        scripts = "\n".join(s["run"] for s in steps(job) if "run" in s)
+        mentions = re.findall(r"(?<![\w/])pr/[\w./-]*|--checkout pr\b", scripts)
+        assert sorted(set(mentions)) == ["--checkout pr", "pr/.venv"], (name, mentions)
+        assert re.search(r"trusted/hack/gitops.sh --checkout pr preview", scripts), name
+        if runs_pull_request_code(job):
+            assert '--policy-pack "$PWD/trusted/policies"' in scripts, name
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in WORKFLOWS.glob("*.yml")))
@@ -75,6 +132,15 @@ def test_the_setup_action_builds_in_the_checkout_it_is_given() -> None:
     assert action["inputs"]["root"]["default"] == "."
     runs = [s for s in action["runs"]["steps"] if "run" in s and "make venv" in s["run"]]
     assert [s["working-directory"] for s in runs] == ["${{ inputs.root }}"]
+
+
+def test_the_setup_action_writes_no_cache_when_told_not_to() -> None:
+    action = yaml.safe_load((WORKFLOWS.parent / "actions" / "tfk8s-setup" / "action.yml").read_text())
+    caches = {s["uses"]: s["if"] for s in action["runs"]["steps"] if str(s.get("uses", "")).startswith("actions/cache")}
+    assert caches == {
+        "actions/cache@v4": "inputs.save-cache == 'true'",  # restores, and saves at the job's end
+        "actions/cache/restore@v4": "inputs.save-cache != 'true'",  # restores only
+    }
 
 
 def test_a_merge_can_be_given_the_confirmations_a_destroy_needs_only_by_a_person() -> None:

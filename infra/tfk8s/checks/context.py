@@ -22,6 +22,7 @@ from tfk8s.specs import backends, quota
 from tfk8s.specs import cluster_spec as cs
 from tfk8s.specs.code import code_files
 from tfk8s.specs.network_policy import code_url_port
+from tfk8s.specs.tenant_admission import policy_supported
 
 CONFIGMAP_LIMIT_BYTES = 1024 * 1024
 # Linux's MAX_ARG_STRLEN (128 KiB) is the longest single environment string a process can be started
@@ -51,6 +52,11 @@ def check_platform(stack: PlatformStack, server_version: tuple[int, int] | None)
     problems += backends.problems(platform.storage, kube, f"{key}.storage")
     problems += _network_problems(platform, key) + _placement_keys_problems(platform, key) + _quota_problems(platform, key)
     problems += _monitoring_problems(platform, key)
+    if platform.gitops.preview_identity and kube is not None and not policy_supported(kube):
+        problems.append(
+            f"{key}.gitops.previewIdentity: Kubernetes {kube[0]}.{kube[1]} has no ValidatingAdmissionPolicy (1.30+), and "
+            "without one the preview identity could write what it may only dry-run: upgrade the control plane, or set it false"
+        )
     if not platform.images.allow_latest:
         images = {
             "tensorflow": platform.images.tensorflow,

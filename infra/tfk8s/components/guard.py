@@ -60,8 +60,6 @@ KEEPS_GUARD_LABEL = (
     f"object.metadata.labels['{GUARD_LABEL}'] == oldObject.metadata.labels['{GUARD_LABEL}'])"
 )
 STRIPPED = f"'removing or changing the label {GUARD_LABEL} would unguard it; refused: ' + "
-# ValidatingAdmissionPolicy: GA (admissionregistration.k8s.io/v1, on by default) since 1.30.
-POLICY_SINCE = (1, 30)
 
 
 def platform_group(owner: Owner) -> str:
@@ -90,10 +88,6 @@ def fixed_objects(group: str, key: str) -> list[Claimed]:
         *(Claimed(kind=CUSTOM_RESOURCE_DEFINITION, name=k.crd_name, key=key) for k in (layout_kind(group), tenant_kind(group))),
         Claimed(kind=CLUSTER_ROLE, name=experimenter_role(group), key=key),
     ]
-
-
-def policy_supported(version: tuple[int, int]) -> bool:
-    return version >= POLICY_SINCE
 
 
 def _crd(name: str, kind: PlatformKind, description: str, opts: pulumi.ResourceOptions, meta: dict[str, Any]) -> Any:
@@ -165,7 +159,7 @@ def _refusal(
 class PlatformGuardArgs:
     owner: Owner
     group: str  # the platform's API group (`platform_group(owner)`)
-    with_policy: bool  # the cluster has ValidatingAdmissionPolicy (`policy_supported`)
+    with_policy: bool  # the cluster has ValidatingAdmissionPolicy (tfk8s.specs.tenant_admission.policy_supported)
     # What the experimenter role lets its tenants do (tfk8s.specs.experimenter_rights.experimenter_rules, as RBAC rules).
     experimenter_rules: list[dict[str, Any]]
     # The rest of the platform: the role is deleted before any of it.

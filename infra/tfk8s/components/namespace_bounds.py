@@ -14,7 +14,7 @@ import pulumi
 from tfk8s.kube import objects as kube
 from tfk8s.settings.contract import PlatformFacts
 from tfk8s.settings.tenant import TenantSettings
-from tfk8s.specs import network_policy, quota, tenant_access
+from tfk8s.specs import network_policy, preview_identity, quota, tenant_access
 from tfk8s.specs.labels import labels
 from tfk8s.specs.ownership import Owner
 
@@ -80,14 +80,26 @@ def declare_access(
     token_secret: str,
 ) -> list[pulumi.Resource]:
     """The user's identities (none: only the platform team's act here) get the platform's experimenter
-    role in this namespace alone, and may `get` their Jupyter token's Secret (`token_secret`) and no other."""
+    role in this namespace alone, and may `get` their Jupyter token's Secret (`token_secret`) and no other;
+    the pull requests' preview identity, where the platform has one, gets its preview role here."""
+    child = pulumi.ResourceOptions(parent=parent)
+    meta = metadata(owner, ns, labels(user.name, "tenant"))
+    previews: list[pulumi.Resource] = []
+    if platform.preview_role is not None:
+        previews.append(
+            kube.RoleBinding(
+                "previews",
+                metadata=meta,
+                role_ref=tenant_access.role_ref("ClusterRole", platform.preview_role),
+                subjects=[preview_identity.subject()],
+                opts=child,
+            )
+        )
     # Logical names without the environment's, as the tenant stack first declared them: a program
     # holds one UserEnvironment whose user has identities.
     members = tenant_access.subjects(user.identities)
     if not members:
-        return []
-    child = pulumi.ResourceOptions(parent=parent)
-    meta = metadata(owner, ns, labels(user.name, "tenant"))
+        return previews
     experimenters = kube.RoleBinding(
         "experimenters",
         metadata=meta,
@@ -103,4 +115,4 @@ def declare_access(
         subjects=members,
         opts=child,
     )
-    return [experimenters, reader, readers]
+    return [*previews, experimenters, reader, readers]

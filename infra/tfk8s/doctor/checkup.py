@@ -14,12 +14,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from tfk8s.checks import access
-from tfk8s.components.guard import POLICY_SINCE
 from tfk8s.doctor import network_probe, node_reads, probes, reads
 from tfk8s.doctor.findings import Finding, not_proven, ready
 from tfk8s.doctor.sandbox import Api, Sandbox
 from tfk8s.doctor.target import Placement, Target
 from tfk8s.kube.api_error import KubeApiError
+from tfk8s.specs.tenant_admission import POLICY_SINCE
 
 NETWORK_PROBES = ("dns", "pod-network", "network-policy-deny", "network-policy-allow")
 STORAGE_PROBES = ("images", "rwx-two-nodes")

@@ -12,13 +12,13 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from tfk8s.checks import access, monitoring, queueing
-from tfk8s.components.guard import POLICY_SINCE
 from tfk8s.doctor import rights
 from tfk8s.doctor.findings import Finding, advice, failed, not_proven, passed
 from tfk8s.kube.api_error import KubeApiError
 from tfk8s.kube.api_paths import CSI_DRIVER, NAMESPACE, NODE, POD, STORAGE_CLASS, VALIDATING_ADMISSION_POLICY
 from tfk8s.settings.platform import PlatformSettings
 from tfk8s.specs.experimenter_rights import Permission
+from tfk8s.specs.tenant_admission import POLICY_SINCE
 
 
 class Api(Protocol):

@@ -129,6 +129,9 @@ class PlatformFacts(Facts):
     tenants: PlatformKind
     experimenter_role: str
     """The ClusterRole a tenant binds its identities to, in its namespace alone (tfk8s.specs.experimenter_rights)."""
+    preview_role: str | None = None
+    """The ClusterRole a tenant binds the pull requests' preview identity to, in its namespace alone
+    (tfk8s.specs.preview_identity); None: the platform declares no preview identity."""
     namespace_prefix: str
     images: ImageSettings
     ports: PortSettings
@@ -157,11 +160,14 @@ class PlatformFacts(Facts):
         return version_tuple(self.kubernetes_version)
 
     def published(self) -> dict[str, Any]:
-        """As Facts.published, without `queueing` while it is off: a reader parses its absence back as
-        off, and the contracts of platforms without queueing stay as they were."""
+        """As Facts.published, without `queueing` while it is off and `previewRole` while there is
+        none: a reader parses their absence back as such, and the contracts of platforms without them
+        stay as they were."""
         out = super().published()
         if self.queueing == QueueingSettings():
             out.pop("queueing")
+        if self.preview_role is None:  # the same for a platform without a preview identity
+            out.pop("previewRole")
         return out
 
 

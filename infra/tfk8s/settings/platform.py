@@ -277,6 +277,17 @@ class ContainerDefaults(Model):
     tenants' pods. 4Gi: room for Jupyter's pip installs in its home."""
 
 
+class GitOpsSettings(Model):
+    """What the platform gives the team's GitOps pipeline (docs/guide/gitops.md)."""
+
+    preview_identity: bool = False
+    """Declare the identity a pull request's preview runs as, `system:serviceaccount:tfk8s-gitops:tfk8s-preview`
+    (tfk8s.specs.preview_identity): in every tenant's namespace it may read and dry-run what an experiment
+    declares (no Secret, no log, no exec), and the API server refuses each of its requests that is not a
+    dry run. Its token is what the preview workflow holds instead of the team's credentials. Needs
+    Kubernetes 1.30+ (ValidatingAdmissionPolicy)."""
+
+
 class PlatformSettings(Model):
     user_node: UserNodeSettings
     storage: StorageSettings = Field(default_factory=StorageSettings)
@@ -311,6 +322,8 @@ class PlatformSettings(Model):
     """Every tenant's namespace quota unless the tenant stack sets its own (`tenant.quota`)."""
     container_defaults: ContainerDefaults = Field(default_factory=ContainerDefaults)
     """Requests = limits of containers that set none, in every user's namespace (a LimitRange)."""
+    gitops: GitOpsSettings = Field(default_factory=GitOpsSettings)
+    """What the team's GitOps pipeline gets from the platform: an identity for pull requests' previews."""
 
     @property
     def version(self) -> tuple[int, int] | None:

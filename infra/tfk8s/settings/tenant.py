@@ -36,6 +36,8 @@ MAX_IDENTITY_LENGTH = 253
 # Where the Pulumi Kubernetes Operator's Stacks and their workspaces' service accounts live
 # (tfk8s_gitops.operator): besides the tenant's own namespace, the one whose accounts a tenant may name.
 GITOPS_NAMESPACE = "tfk8s-gitops"
+# The account, in that namespace, pull requests' previews run as (tfk8s.specs.preview_identity).
+PREVIEW_ACCOUNT = "tfk8s-preview"
 # Every identity is a subject of the tenant's RoleBindings, which are one object each: a bound that
 # keeps them far below the API server's object size limit (1.5 MiB: 100 names of 253 characters are
 # 40 KiB) and the list readable. More people: bind a group of theirs.

@@ -89,6 +89,17 @@ def experimenter_rules(layouts: PlatformKind, *, queueing: bool = False) -> tupl
     )
 
 
+# What the table grants a tenant's people and no program of hers uses: `kubectl logs` of a failed task.
+FOR_PEOPLE = frozenset({"pods/log"})
+
+
+def program_rules(layouts: PlatformKind, *, queueing: bool = False) -> tuple[Permission, ...]:
+    """What the program itself needs (`preview`/`up`/`refresh`/`destroy`): the table but what only
+    people use; what an experiment's `up` checks it holds (tfk8s.program), and all a pull request's
+    preview identity holds (tfk8s.specs.preview_identity)."""
+    return tuple(p for p in experimenter_rules(layouts, queueing=queueing) if p.resource not in FOR_PEOPLE)
+
+
 def _rule(group: str, resource: str, verbs: tuple[str, ...], needed_for: str) -> Permission:
     return Permission(api_group=group, resource=resource, verbs=verbs, needed_for=needed_for)
 

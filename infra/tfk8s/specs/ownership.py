@@ -15,13 +15,9 @@ with none (`foreign`), stops preview/up with the object, its manager and the fix
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from tfk8s.kube.api_paths import NAMESPACE, ApiKind
@@ -34,22 +30,6 @@ OWNER = "tfk8s.io/owner"
 def label_value(text: str) -> str:
     """A label-safe form of a stack name: at most 63 of [A-Za-z0-9._-], alphanumeric at both ends."""
     return re.sub(r"[^A-Za-z0-9._-]", "-", text)[:63].strip("-._") or "stack"
-
-
-def state_id(environ: Mapping[str, str]) -> str | None:
-    """A short hash of the Pulumi backend this stack's state lives in, if it can be known."""
-    url = environ.get("PULUMI_BACKEND_URL")
-    if not url:
-        home = Path(environ.get("PULUMI_HOME") or Path(environ.get("HOME", str(Path.home()))) / ".pulumi")
-        try:
-            url = json.loads((home / "credentials.json").read_text()).get("current")
-        except (OSError, ValueError):
-            url = None
-    if not url:
-        return None
-    if url.startswith("file://"):
-        url = "file://" + os.path.abspath(os.path.expanduser(url[len("file://") :]))
-    return hashlib.sha256(url.rstrip("/").encode()).hexdigest()[:8]
 
 
 @dataclass(frozen=True, kw_only=True)

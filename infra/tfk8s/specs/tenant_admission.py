@@ -53,6 +53,14 @@ from tfk8s.specs.admission_placement import cel, jobset_validations, placement_v
 from tfk8s.specs.labels import TENANT_NAMESPACE
 from tfk8s.specs.ownership import STACK_KIND
 
+# ValidatingAdmissionPolicy: GA (admissionregistration.k8s.io/v1, on by default) since 1.30.
+POLICY_SINCE = (1, 30)
+
+
+def policy_supported(version: tuple[int, int]) -> bool:
+    return version >= POLICY_SINCE
+
+
 # kube-controller-manager's controllers, as they authenticate with --use-service-account-credentials
 # (kubeadm's default, CIS 1.3.3): each its own account in kube-system, named by Kubernetes' bootstrap
 # RBAC policy (k8s.io/kubernetes plugin/pkg/auth/authorizer/rbac/bootstrappolicy, 1.34.4: every

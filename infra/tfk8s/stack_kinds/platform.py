@@ -12,6 +12,7 @@ from typing import Any, Final
 import pulumi
 
 from tfk8s.components import guard, monitoring, queueing, storage, tenant_admission
+from tfk8s.components.preview_identity import PreviewIdentity, PreviewIdentityArgs
 from tfk8s.components.storage import SharedStorage, SharedStorageArgs
 from tfk8s.components.user_node import UserNode, UserNodeArgs
 from tfk8s.errors import ConfigError
@@ -22,6 +23,7 @@ from tfk8s.settings.platform import PlatformSettings, PlatformStack
 from tfk8s.settings.storage import StorageSettings
 from tfk8s.specs import backends, experimenter_rights, readiness
 from tfk8s.specs.ownership import Claimed, Owner
+from tfk8s.specs.tenant_admission import policy_supported
 from tfk8s.stack_kinds import config as stack_config
 from tfk8s.stack_kinds.exports import export_readiness
 
@@ -76,6 +78,7 @@ def build(stack: PlatformStack, owner: Owner) -> dict[str, Any]:
         queues.append(
             queueing.QueueingPlatform("queueing", queueing.QueueingPlatformArgs(queueing=platform.queueing, owner=owner))
         )
+    previews = _preview_identity(platform, group, owner)
     # Last: its experimenter role, which every tenant binds, is the platform's guard, deleted first
     # and only when no tenant is left.
     platform_guard = guard.PlatformGuard(
@@ -83,25 +86,26 @@ def build(stack: PlatformStack, owner: Owner) -> dict[str, Any]:
         guard.PlatformGuardArgs(
             owner=owner,
             group=group,
-            with_policy=guard.policy_supported(platform.version),
+            with_policy=policy_supported(platform.version),
             experimenter_rules=experimenter_rights.rules_for_role(
                 experimenter_rights.experimenter_rules(guard.layout_kind(group), queueing=platform.queueing.enabled)
             ),
-            guarded=[shared, user_node, *admission, *monitoring_objects, *queues],
+            guarded=[shared, user_node, *admission, *monitoring_objects, *queues, *previews],
         ),
     )
     storage_report = shared.class_name.apply(lambda name: {"className": name, "problems": []})
     node_report = user_node.address.apply(lambda address: readiness.node_readiness(platform.user_node.name, address))
     report = pulumi.Output.all(storage_report, node_report).apply(lambda parts: readiness.platform_readiness(parts[0], parts[1]))
     export_readiness(report)
-    platform_output = _publish(platform, owner, group, shared, user_node, platform_guard)
+    preview_role = previews[0].role if previews else None
+    platform_output = _publish(platform, owner, group, shared, user_node, platform_guard, preview_role)
     return {"user_node": user_node, "storage": shared, "guard": platform_guard, "readiness": report, "platform": platform_output}
 
 
 def _admission(platform: PlatformSettings, group: str, owner: Owner) -> list[pulumi.Resource]:
     """The tenants' admission policies, where the API server has them (1.30+); a warning elsewhere."""
     assert platform.version is not None
-    if guard.policy_supported(platform.version):
+    if policy_supported(platform.version):
         args = tenant_admission.TenantAdmissionArgs(
             group=group,
             tenants=guard.tenant_kind(group),
@@ -119,6 +123,14 @@ def _admission(platform: PlatformSettings, group: str, owner: Owner) -> list[pul
         "(tfk8s.components.tenant_admission): pods on the User Node, NodePort Services, bindings to everyone"
     )
     return []
+
+
+def _preview_identity(platform: PlatformSettings, group: str, owner: Owner) -> list[PreviewIdentity]:
+    """The pull requests' preview identity, when asked for (1.30+: tfk8s.checks.context)."""
+    if not platform.gitops.preview_identity:
+        return []
+    args = PreviewIdentityArgs(layouts=guard.layout_kind(group), queueing=platform.queueing.enabled, owner=owner)
+    return [PreviewIdentity("preview-identity", args)]
 
 
 def _monitoring(platform: PlatformSettings, owner: Owner) -> list[pulumi.Resource]:
@@ -145,9 +157,10 @@ def _publish(
     shared: SharedStorage,
     user_node: UserNode,
     platform_guard: guard.PlatformGuard,
+    preview_role: pulumi.Output[str] | None,
 ) -> pulumi.Output[Any]:
     """The `platform` output: the tenants' contract, built once every value is known, exactly the model dumped."""
-    resolved = (shared.class_name, shared.scratch_class_name, user_node.address, platform_guard.experimenter_role)
+    resolved = (shared.class_name, shared.scratch_class_name, user_node.address, platform_guard.experimenter_role, preview_role)
     platform_output = pulumi.Output.all(*resolved).apply(
         lambda parts: facts(
             platform,
@@ -157,6 +170,7 @@ def _publish(
             scratch_storage_class=parts[1],
             user_node_address=parts[2],
             experimenter_role=parts[3],
+            preview_role=parts[4],
         ).published()
     )
     pulumi.export("platform", platform_output)
@@ -172,6 +186,7 @@ def facts(
     scratch_storage_class: str | None,
     user_node_address: str | None,
     experimenter_role: str,
+    preview_role: str | None = None,
 ) -> PlatformFacts:
     """The tenants' and experiments' contract, from resolved values (the platform's own outputs among them)."""
     assert platform.kubernetes_version is not None  # resolved by context_checks.check_platform
@@ -192,6 +207,7 @@ def facts(
         layouts=guard.layout_kind(group),
         tenants=guard.tenant_kind(group),
         experimenter_role=experimenter_role,
+        preview_role=preview_role,
         namespace_prefix=platform.namespace_prefix,
         images=platform.images,
         ports=platform.ports,

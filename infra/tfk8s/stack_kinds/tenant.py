@@ -31,6 +31,7 @@ from tfk8s.specs import quota as namespace_quota
 from tfk8s.specs.code import launcher_bundle
 from tfk8s.specs.labels import labels
 from tfk8s.specs.ownership import Claimed, Owner
+from tfk8s.specs.tenant_admission import policy_supported
 from tfk8s.stack_kinds import tenant_contract
 from tfk8s.stack_kinds.exports import export_readiness
 
@@ -148,7 +149,7 @@ def _guard(tenant: TenantSettings, platform: PlatformFacts, owner: Owner, env: U
             queue=tenant_queue(tenant, platform), cohort=platform.queueing.cohort, namespace=namespace, owner=owner
         )
         guarded.append(queueing.TenantQueues(f"{tenant.name}-queues", queue_args))
-    if guard.policy_supported(platform.version):
+    if policy_supported(platform.version):
         guard.tenant_guard("tenant-guard", namespace, platform.layouts.group, owner, guarded)
 
 

@@ -10,7 +10,7 @@
 #   hack/gitops.sh plan    --base <sha> [--json]                           # what would run
 #   hack/gitops.sh operator-stack STACK --repo URL                         # in-cluster instead
 #
-# The team's state and secrets come from the caller's environment (CI: repository secrets), never
+# The team's state and secrets come from the caller's environment (CI: a GitHub environment's), never
 # from this machine's defaults: PULUMI_BACKEND_URL (s3://bucket?endpoint=...&s3ForcePathStyle=true
 # with AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY; file:// for one machine), PULUMI_CONFIG_PASSPHRASE
 # (or _FILE, or TFK8S_SECRETS_PROVIDER such as awskms://...) and KUBECONFIG. The rest (PATH to the
@@ -24,7 +24,9 @@ for word in "$@"; do
   case $word in plan | preview | preview-state | preview-kubeconfig | apply | drift | operator-stack) command=$word && break ;; esac
 done
 # A pull request's own job holds the preview identity's kubeconfig alone: no state, no passphrase.
-case " $* " in *" --recorded-state "*) [ "$command" = preview ] && command=preview-recorded ;; esac
+for word in "$@"; do
+  case $word in --recorded-state | --recorded-state=*) [ "$command" = preview ] && command=preview-recorded ;; esac
+done
 case $command in
   preview-recorded)
     [ -n "${KUBECONFIG:-}" ] || { echo "gitops: set KUBECONFIG (the preview identity's, tfk8s.specs.preview_identity)" >&2 && exit 2; }

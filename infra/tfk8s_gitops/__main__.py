@@ -157,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         if repo.resolve("HEAD") != plan.head:
             raise SystemExit(f"--head {args.head} is {plan.head[:12]} but the checkout is at another commit: check it out first")
         if args.command == "preview-state":
-            exported = pipeline.export_recorded_state(plan, checkout, args.out)
+            exported = pipeline.export_recorded_state(plan, checkout, os.environ, args.out)
             print(f"exported the state of {len(exported)} experiment(s) into {args.out}: {', '.join(exported) or 'none'}")
             return 0
         options = _options(args, checkout)

@@ -38,7 +38,6 @@ selects the new stack unless told not to, and no command here selects one (each 
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -112,10 +111,10 @@ class Options:
     job's export, as the environment's identity, in a scratch backend (tfk8s_gitops.recorded_state)."""
 
 
-def _workspace(options: Options) -> Workspace:
-    repo = Repo(options.checkout)
+def _workspace(checkout: Path) -> Workspace:
+    repo = Repo(checkout)
     _, folder = repo.project("HEAD")
-    return Workspace(options.checkout, folder)
+    return Workspace(checkout, folder)
 
 
 class Clis:
@@ -216,7 +215,7 @@ def _entry(step: Step) -> StepReport:
 def preview(plan: Plan, options: Options) -> Report:
     # Shown, not refused: the reviewer learns before the merge what it will need.
     report = Report("preview", plan, refused=_unconfirmed(plan, options))
-    workspace = _workspace(options)
+    workspace = _workspace(options.checkout)
     if options.recorded_state:  # a backend of its own, in the workspace, gone with it
         options = replace(options, env=options.recorded_state.environment(dict(options.env), workspace.path / ".state"))
     clis = Clis(workspace, options)
@@ -261,13 +260,13 @@ def _preview_step(clis: Clis, options: Options, step: Step, refusals: dict[str, 
     return entry
 
 
-def export_recorded_state(plan: Plan, checkout: Path, out: Path) -> list[str]:
+def export_recorded_state(plan: Plan, checkout: Path, env: Mapping[str, str], out: Path) -> list[str]:
     """The team's job of a pull request (`preview-state`): the state of each experiment it previews,
-    exported into `out` with the environment's (the team's) credentials; no program runs."""
-    workspace = _workspace(Options(checkout, {}, None))
+    exported into `out` with `env`'s (the team's) credentials; no program runs."""
+    workspace = _workspace(checkout)
     try:
-        team = Pulumi(workspace, os.environ)
-        return recorded_state.export(plan, team, team.stack_names(), out, state_id(os.environ))
+        team = Pulumi(workspace, env)
+        return recorded_state.export(plan, team, team.stack_names(), out, state_id(env))
     finally:
         workspace.close()
 
@@ -280,7 +279,7 @@ def apply(plan: Plan, options: Options, only: str | None = None) -> Report:
     if report.refused:
         return report
     steps = [plan.step(only)] if only else list(plan.steps)
-    workspace = _workspace(options)
+    workspace = _workspace(options.checkout)
     clis = Clis(workspace, options)
     try:
         report.steps = run_steps(
@@ -331,7 +330,7 @@ def drift(checkout: Path, options: Options) -> Report:
     """Every stack file of the checkout against its live objects; a stack never deployed is drift too."""
     report = Report("drift", None)
     repo = Repo(checkout)
-    workspace = _workspace(options)
+    workspace = _workspace(options.checkout)
     clis = Clis(workspace, options)
     # A refresh runs no program: the team file alone says whose credentials read each stack.
     team = repo.team_stacks("HEAD")

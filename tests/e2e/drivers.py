@@ -182,6 +182,49 @@ def preview_account(admin: Kube) -> None:
     assert account.returncode == 0, account.stderr
 
 
+def preview_minter(admin: Kube, directory: Path) -> Path:
+    """The kubeconfig of the account that may mint the preview identity's tokens and do nothing else,
+    made as docs/guide/gitops.md makes it (its Role: `create` on that one account's
+    serviceaccounts/token): what the preview workflow's `state` job holds."""
+    preview_account(admin)
+    minter, namespace = f"{PREVIEW_ACCOUNT}-minter", PREVIEW_NAMESPACE
+    made = subprocess.run(
+        [admin.binary, "--kubeconfig", str(admin.kubeconfig), "apply", "-f", "-"],
+        input="---\n".join(
+            admin.run(*command, "-n", namespace, "--dry-run=client", "-o", "yaml")
+            for command in (
+                ("create", "serviceaccount", minter),
+                (
+                    "create",
+                    "role",
+                    minter,
+                    "--verb=create",
+                    "--resource=serviceaccounts/token",
+                    f"--resource-name={PREVIEW_ACCOUNT}",
+                ),
+                ("create", "rolebinding", minter, f"--role={minter}", f"--serviceaccount={namespace}:{minter}"),
+            )
+        ),
+        capture_output=True,
+        text=True,
+    )
+    assert made.returncode == 0, made.stderr
+    (cluster,) = json.loads(admin.run("config", "view", "--raw", "--minify", "--flatten", "-o", "json"))["clusters"]
+    token = admin.run("create", "token", minter, "-n", namespace, "--duration", "2h").strip()
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [cluster],
+        "users": [{"name": minter, "user": {"token": token}}],
+        "contexts": [{"name": minter, "context": {"cluster": cluster["name"], "user": minter}}],
+        "current-context": minter,
+    }
+    path = directory / "minter.kubeconfig.json"
+    path.touch(mode=0o600)
+    path.write_text(json.dumps(config))
+    return path
+
+
 def preview_kube(admin: Kube, directory: Path) -> Kube:
     """kubectl as the pull requests' preview identity: the kubeconfig the preview workflow's team job
     mints (tfk8s_gitops.identity.preview_kubeconfig: `admin`'s server and CA, a token of the account,

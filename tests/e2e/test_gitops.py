@@ -46,7 +46,7 @@ from typing import Any
 
 import pytest
 import yaml
-from drivers import CLUSTER, ROOT, Kube, preview_account, team_platform
+from drivers import CLUSTER, ROOT, Kube, preview_minter, team_platform
 from s3_server import s3_server
 from tfk8s_gitops.identity import identity
 
@@ -470,7 +470,9 @@ def _a_hostile_pull_request_previewed_as_the_preview_identity(team: Team, cluste
     the `state` job (the team's store and a minter's kubeconfig) exports the experiments' state and
     mints the preview identity's token, running none of its code; the `experiments` job previews
     them with those alone. Its program runs, finds no credential of the team's, and its write is
-    refused; the cluster and the team's state store are as they were. Never merged."""
+    refused; the cluster and the team's state store are as they were. Never merged. (The store's
+    read-only keys the guide asks of its administrator are not made here: the `state` job holds the
+    team's keys, which it only reads with.)"""
     base = team.git("rev-parse", "HEAD")
     record = runner / "what-the-program-found.json"
     entry = team.repo / "infra" / "__main__.py"
@@ -485,13 +487,13 @@ def _a_hostile_pull_request_previewed_as_the_preview_identity(team: Team, cluste
     (workspace / "trusted" / "policies" / ".venv").symlink_to(ROOT / "policies" / ".venv")
     shas = {"BASE_SHA": base, "HEAD_SHA": head, "RUNNER_TEMP": str(runner)}
     try:
-        # The `state` job: the team's store; a kubeconfig that may mint the preview identity's token
-        # (the admin's here; the guide's minter may do nothing else).
-        preview_account(cluster)
+        # The `state` job: the team's store; the minter's kubeconfig, which may mint the preview
+        # identity's token and do nothing else (as the guide makes it).
+        minter = {"KUBECONFIG": str(preview_minter(cluster, runner))}
         exported = subprocess.run(
             ["bash", "-e", "-c", _workflow_step(workspace, "state", "export")],
             cwd=workspace,
-            env={**team.env, **shas},
+            env={**team.env, **minter, **shas},
             capture_output=True,
             text=True,
             timeout=300,

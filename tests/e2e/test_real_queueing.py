@@ -387,7 +387,6 @@ def test_a_queued_in_graph_run_that_loses_its_ps_its_worker_and_its_chief_resume
         assert restarts[1] == restarts[0] + 1, restarts
         found = cluster.get("jobsets.jobset.x-k8s.io", NAMESPACE, jobset)
         assert found["metadata"]["uid"] == uid and found["status"].get("restarts", 0) == 0, found["status"]
-        print("\n[real node, queueing] in-graph from a chief:\n" + "\n".join(timeline))
 
         def completed() -> bool:
             status = cluster.get("jobsets.jobset.x-k8s.io", NAMESPACE, jobset).get("status") or {}
@@ -409,4 +408,5 @@ def test_a_queued_in_graph_run_that_loses_its_ps_its_worker_and_its_chief_resume
 
         until("no pod of the run to run on", 120, lambda: not running() or None, report=lambda: f"still running: {running()}")
     finally:
+        print("\n[real node, queueing] in-graph from a chief:\n" + "\n".join(timeline))  # as far as it got
         cli("destroy", "--stack", IN_GRAPH, "--yes", "--skip-preview", check=False)

@@ -166,7 +166,7 @@ class PlatformFacts(Facts):
         out = super().published()
         if self.queueing == QueueingSettings():
             out.pop("queueing")
-        if self.preview_role is None:  # the same for a platform without a preview identity
+        if self.preview_role is None:
             out.pop("previewRole")
         return out
 

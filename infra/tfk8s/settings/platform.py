@@ -278,7 +278,7 @@ class ContainerDefaults(Model):
 
 
 class GitOpsSettings(Model):
-    """What the platform gives the team's GitOps pipeline (docs/guide/gitops.md)."""
+    """See docs/guide/gitops.md, "What a pull request runs"."""
 
     preview_identity: bool = False
     """Declare the identity a pull request's preview runs as, `system:serviceaccount:tfk8s-gitops:tfk8s-preview`

@@ -173,8 +173,14 @@ ATTACKS = [
 ]
 
 
+def is_experimenters(binding: dict[str, Any]) -> bool:
+    """The tenant's binding of the platform's experimenter role (tfk8s.components.guard.experimenter_role),
+    not of its preview role, which the session's platform declares too."""
+    return binding["roleRef"]["kind"] == "ClusterRole" and binding["roleRef"]["name"].startswith("tfk8s-experimenter-")
+
+
 def experimenter_role(kube: Kube) -> str:
-    (binding,) = [b for b in kube.get("rolebindings", ALICE) if b["roleRef"]["kind"] == "ClusterRole"]
+    (binding,) = [b for b in kube.get("rolebindings", ALICE) if is_experimenters(b)]
     return str(binding["roleRef"]["name"])
 
 
@@ -199,9 +205,7 @@ def test_alice_cannot_change_what_her_tenant_stack_owns(kube: Kube, alice: Kube)
     """RBAC lets her patch Deployments, RoleBindings and NetworkPolicies and delete claims in her
     namespace; the tenant stack's own (her Jupyter, the experimenters binding, the deny-by-default
     policy, her data volume) are the platform team's."""
-    (experimenters,) = [
-        b["metadata"]["name"] for b in tenant_objects(kube, "rolebindings") if b["roleRef"]["kind"] == "ClusterRole"
-    ]
+    (experimenters,) = [b["metadata"]["name"] for b in tenant_objects(kube, "rolebindings") if is_experimenters(b)]
     everyone = json.dumps([{"op": "add", "path": "/subjects/-", "value": {"kind": "Group", "name": "system:authenticated"}}])
     for args in (
         ("delete", "rolebinding", experimenters, "-n", ALICE),

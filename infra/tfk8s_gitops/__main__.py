@@ -38,7 +38,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tfk8s-gitops", description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     parser.add_argument("--checkout", type=Path, default=Path.cwd(), help="the git checkout (default: .)")
     commands = parser.add_subparsers(dest="command", required=True)
-    for name in ("plan", "preview", "apply"):
+    for name in ("plan", "preview", "apply", "preview-state"):
         command = commands.add_parser(name)
         command.add_argument("--base", required=True, help="the commit the change starts from (0000... for none)")
         command.add_argument("--head", default="HEAD", help="the commit the change ends at, checked out (default: HEAD)")
@@ -68,12 +68,9 @@ def _parser() -> argparse.ArgumentParser:
         help="a pull request's job: preview its experiments against the state `preview-state` exported, as the "
         "environment's identity (the preview identity), in a scratch backend; platforms and tenants are left to the team's job",
     )
-    state = commands.add_parser(
-        "preview-state", help="the team's job: export the state of the experiments a pull request previews"
+    commands.choices["preview-state"].add_argument(
+        "--out", type=Path, required=True, help="the directory to export into (the job's artifact)"
     )
-    state.add_argument("--base", required=True, help="the commit the change starts from (0000... for none)")
-    state.add_argument("--head", default="HEAD", help="the commit the change ends at, checked out (default: HEAD)")
-    state.add_argument("--out", type=Path, required=True, help="the directory to export into (the job's artifact)")
     minted = commands.add_parser(
         "preview-kubeconfig", help="print a kubeconfig of the preview identity, with a token minted now (the team's job)"
     )

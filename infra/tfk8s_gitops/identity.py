@@ -44,10 +44,7 @@ def impersonating_kubeconfig(env: Mapping[str, str], stack: str, directory: Path
     0600 in `directory` (the run's scratch workspace, removed with it). Refused, before any
     Pulumi command, when the pipeline's user already impersonates someone or may not impersonate
     this account."""
-    flattened = _kubectl(env, "config", "view", "--flatten", "--minify", "--output", "json")
-    if flattened.returncode != 0:
-        raise ImpersonationError(f"KUBECONFIG: kubectl cannot read the pipeline's kubeconfig: {flattened.stderr.strip()}")
-    config = json.loads(flattened.stdout)
+    config = _flattened(env)
     users = config.get("users") or []
     if len(users) != 1:
         raise ImpersonationError("KUBECONFIG: its current context names no user: set current-context")
@@ -76,30 +73,41 @@ def impersonating_kubeconfig(env: Mapping[str, str], stack: str, directory: Path
 
 def preview_kubeconfig(env: Mapping[str, str], duration: str) -> dict[str, Any]:
     """A kubeconfig of the pull requests' preview identity (`platform.gitops.previewIdentity`): the
-    caller's cluster (its server and CA, flattened) and a token of the preview account minted now for
-    `duration`, nothing of the caller's own credentials. The caller needs `create` on that account's
-    `serviceaccounts/token` alone (docs/guide/gitops.md)."""
-    flattened = _kubectl(env, "config", "view", "--flatten", "--minify", "--output", "json")
-    if flattened.returncode != 0:
-        raise ImpersonationError(f"KUBECONFIG: kubectl cannot read it: {flattened.stderr.strip()}")
-    clusters = json.loads(flattened.stdout).get("clusters") or []
+    caller's cluster and a token of the preview account minted now for `duration`. The caller needs
+    `create` on that account's `serviceaccounts/token` alone (docs/guide/gitops.md)."""
+    return minted_kubeconfig(env, PREVIEW_ACCOUNT, GITOPS_NAMESPACE, duration)
+
+
+def minted_kubeconfig(env: Mapping[str, str], account: str, namespace: str, duration: str) -> dict[str, Any]:
+    """A kubeconfig of the service account `namespace`/`account`: the caller's cluster (its server
+    and CA, flattened) and a token of the account minted now for `duration`, nothing of the
+    caller's own credentials."""
+    clusters = _flattened(env).get("clusters") or []
     if len(clusters) != 1:
         raise ImpersonationError("KUBECONFIG: its current context names no cluster: set current-context")
-    minted = _kubectl(env, "create", "token", PREVIEW_ACCOUNT, "--namespace", GITOPS_NAMESPACE, "--duration", duration)
+    minted = _kubectl(env, "create", "token", account, "--namespace", namespace, "--duration", duration)
     if minted.returncode != 0:
         raise ImpersonationError(
-            f"KUBECONFIG: cannot mint a token of {SERVICE_ACCOUNT_PREFIX}{GITOPS_NAMESPACE}:{PREVIEW_ACCOUNT} "
+            f"KUBECONFIG: cannot mint a token of {SERVICE_ACCOUNT_PREFIX}{namespace}:{account} "
             f"({minted.stderr.strip()}): create the account, and grant this identity `create` on its serviceaccounts/token"
         )
-    name = PREVIEW_ACCOUNT
     return {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{**clusters[0], "name": name}],
-        "users": [{"name": name, "user": {"token": minted.stdout.strip()}}],
-        "contexts": [{"name": name, "context": {"cluster": name, "user": name}}],
-        "current-context": name,
+        "clusters": [{**clusters[0], "name": account}],
+        "users": [{"name": account, "user": {"token": minted.stdout.strip()}}],
+        "contexts": [{"name": account, "context": {"cluster": account, "user": account}}],
+        "current-context": account,
     }
+
+
+def _flattened(env: Mapping[str, str]) -> dict[str, Any]:
+    """The caller's current context, flattened by kubectl (so relative certificate paths survive the move)."""
+    flattened = _kubectl(env, "config", "view", "--flatten", "--minify", "--output", "json")
+    if flattened.returncode != 0:
+        raise ImpersonationError(f"KUBECONFIG: kubectl cannot read the pipeline's kubeconfig: {flattened.stderr.strip()}")
+    config: dict[str, Any] = json.loads(flattened.stdout)
+    return config
 
 
 def _kubectl(env: Mapping[str, str], *args: str) -> subprocess.CompletedProcess[str]:

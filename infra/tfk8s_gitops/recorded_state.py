@@ -116,9 +116,11 @@ class Recorded:
         """`stack` made in the scratch backend, with a salt of its own (the stack file's is the
         team's passphrase's) and its recorded state, if it has one: None, or the failed command."""
         salts.drop(workspace.stack_file(stack))
-        done = cli.plain("stack", "init", stack, "--no-select")
-        if done.returncode == 0 and stack in self.stacks:
-            done = cli.plain("stack", "import", "--stack", stack, "--file", str(self.directory / f"{stack}.json"))
-        if done.returncode != 0:
-            return Result(f"pulumi stack {done.args[2]}", done.returncode, done.stdout + done.stderr, 0.0)
+        commands: list[tuple[str, ...]] = [("stack", "init", stack, "--no-select")]
+        if stack in self.stacks:
+            commands.append(("stack", "import", "--stack", stack, "--file", str(self.directory / f"{stack}.json")))
+        for command in commands:
+            done = cli.plain(*command)
+            if done.returncode != 0:
+                return Result(f"pulumi {' '.join(command[:2])}", done.returncode, done.stdout + done.stderr, 0.0)
         return None

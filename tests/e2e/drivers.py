@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from tfk8s_gitops.identity import minted_kubeconfig, preview_kubeconfig
 
 import toolenv
 
@@ -66,6 +67,18 @@ class Kube:
         scope = ["-n", namespace] if namespace else (["-A"] if name is None else [])
         items = json.loads(self.run("get", kind, *([name] if name else []), *scope, "-o", "json"))
         return items if name else items["items"]
+
+    def attempt(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        """kubectl ARGS as this identity, which may be refused: the caller reads the answer."""
+        return subprocess.run(
+            [self.binary, "--kubeconfig", str(self.kubeconfig), *args], input=stdin, capture_output=True, text=True
+        )
+
+    def can_i(self, *question: str) -> bool:
+        """`kubectl auth can-i`: exit status 0 is yes, 1 is no."""
+        done = self.attempt("auth", "can-i", *question)
+        assert done.returncode in (0, 1), done.stderr
+        return done.returncode == 0
 
 
 def user_kube(admin: Kube, user: str, groups: Sequence[str]) -> Kube:
@@ -209,20 +222,8 @@ def preview_minter(admin: Kube, directory: Path) -> Path:
         text=True,
     )
     assert made.returncode == 0, made.stderr
-    (cluster,) = json.loads(admin.run("config", "view", "--raw", "--minify", "--flatten", "-o", "json"))["clusters"]
-    token = admin.run("create", "token", minter, "-n", namespace, "--duration", "2h").strip()
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [cluster],
-        "users": [{"name": minter, "user": {"token": token}}],
-        "contexts": [{"name": minter, "context": {"cluster": cluster["name"], "user": minter}}],
-        "current-context": minter,
-    }
-    path = directory / "minter.kubeconfig.json"
-    path.touch(mode=0o600)
-    path.write_text(json.dumps(config))
-    return path
+    config = minted_kubeconfig(toolenv.exported({"KUBECONFIG": str(admin.kubeconfig)}), minter, namespace, "2h")
+    return _kubeconfig_file(directory / "minter.kubeconfig.json", config)
 
 
 def preview_kube(admin: Kube, directory: Path) -> Kube:
@@ -230,14 +231,16 @@ def preview_kube(admin: Kube, directory: Path) -> Kube:
     mints (tfk8s_gitops.identity.preview_kubeconfig: `admin`'s server and CA, a token of the account,
     nothing of the admin's). The platform must declare the identity (`platform.gitops.previewIdentity`)
     for the token to be any use."""
-    from tfk8s_gitops.identity import preview_kubeconfig
-
     preview_account(admin)
     config = preview_kubeconfig(toolenv.exported({"KUBECONFIG": str(admin.kubeconfig)}), "2h")
-    path = directory / "preview.kubeconfig.json"
+    return Kube(_kubeconfig_file(directory / "preview.kubeconfig.json", config))
+
+
+def _kubeconfig_file(path: Path, config: dict[str, Any]) -> Path:
+    """`config` written to `path`, mode 0600 from its first byte (it holds a token)."""
     path.touch(mode=0o600)
     path.write_text(json.dumps(config))
-    return Kube(path)
+    return path
 
 
 def team_platform(volumes: Path, storage_class: str) -> dict[str, Any]:

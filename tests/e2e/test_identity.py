@@ -52,13 +52,6 @@ def namespaces(kube: Kube) -> Iterator[tuple[str, str]]:
         kube.run("delete", "namespace", GRANTED, OTHER, "--wait=false", "--ignore-not-found")
 
 
-def can_i(kube: Kube, *question: str) -> bool:
-    """`kubectl auth can-i`: exit status 0 is yes, 1 is no."""
-    done = subprocess.run([kube.binary, "--kubeconfig", str(kube.kubeconfig), "auth", "can-i", *question], capture_output=True)
-    assert done.returncode in (0, 1), done.stderr
-    return done.returncode == 0
-
-
 def apply(kube: Kube, tmp_path: Path, *objects: dict[str, Any]) -> Path:
     """`kubectl apply` of `objects` (as the admin); returns the file, for `kubectl delete -f`."""
     manifest = tmp_path / f"objects-{len(list(tmp_path.iterdir()))}.json"
@@ -100,12 +93,12 @@ def test_a_role_binding_grants_in_its_namespace_only(
         "metadata": {"name": "ident-jobs", "namespace": granted},
         "rules": [{"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["create", "get"]}],
     }
-    assert not can_i(alice, "create", "jobs", "-n", granted)
+    assert not alice.can_i("create", "jobs", "-n", granted)
     apply(kube, tmp_path, role, binding("RoleBinding", "ident-jobs", "Role", granted))
-    assert can_i(alice, "create", "jobs", "-n", granted)
-    assert not can_i(alice, "delete", "jobs", "-n", granted)
-    assert not can_i(alice, "create", "jobs", "-n", other)
-    assert not can_i(alice, "create", "jobs", "-n", "default")
+    assert alice.can_i("create", "jobs", "-n", granted)
+    assert not alice.can_i("delete", "jobs", "-n", granted)
+    assert not alice.can_i("create", "jobs", "-n", other)
+    assert not alice.can_i("create", "jobs", "-n", "default")
 
 
 def test_the_experimenter_table_is_what_the_access_check_finds(

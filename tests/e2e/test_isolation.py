@@ -53,12 +53,6 @@ def as_user(user: Kube) -> dict[str, str]:
     return {**os.environ, "KUBECONFIG": str(user.kubeconfig)}
 
 
-def can_i(user: Kube, *question: str) -> bool:
-    done = subprocess.run([user.binary, "--kubeconfig", str(user.kubeconfig), "auth", "can-i", *question], capture_output=True)
-    assert done.returncode in (0, 1), done.stderr
-    return done.returncode == 0
-
-
 def layout_resource(kube: Kube) -> str:
     (crd,) = [c["metadata"]["name"] for c in kube.get("crd") if c["spec"]["names"]["kind"] == "Layout"]
     return crd
@@ -155,9 +149,9 @@ def test_alice_reads_her_jupyter_token_with_her_own_credentials_and_no_other_sec
     where = cli.outputs(tenants["alice"])["jupyterTokenSecret"]
     mine = alice.get("secret", where["namespace"], where["name"])
     assert mine["data"][where["key"]] == kube.get("secret", where["namespace"], where["name"])["data"][where["key"]]
-    assert not can_i(alice, "list", "secrets", "-n", ALICE)  # that one Secret, by name
-    assert not can_i(alice, "get", "secrets/tfk8s-heketi-admin", "-n", ALICE)
-    assert not can_i(alice, "get", f"secrets/{where['name']}", "-n", BOB)
+    assert not alice.can_i("list", "secrets", "-n", ALICE)  # that one Secret, by name
+    assert not alice.can_i("get", "secrets/tfk8s-heketi-admin", "-n", ALICE)
+    assert not alice.can_i("get", f"secrets/{where['name']}", "-n", BOB)
 
 
 def test_alice_cannot_create_read_or_delete_anything_in_bobs_namespace(
@@ -181,11 +175,11 @@ def test_alice_cannot_create_read_or_delete_anything_in_bobs_namespace(
     # The API server refuses the same objects to her: every kind tfk8s creates there, every verb.
     for kind in (*KINDS, layout_resource(kube)):
         for verb in ("create", "get", "list", "delete", "patch"):
-            assert not can_i(alice, verb, kind, "-n", BOB), (verb, kind)
-    assert not can_i(alice, "get", "namespace", BOB)
-    assert can_i(alice, "create", "jobs.batch", "-n", ALICE)  # her own namespace: what experiments need
-    assert not can_i(alice, "get", "secrets", "-n", ALICE)  # and not more: no Secrets, not even her own
-    assert not can_i(alice, "create", "jobs.batch", "-n", "default")
+            assert not alice.can_i(verb, kind, "-n", BOB), (verb, kind)
+    assert not alice.can_i("get", "namespace", BOB)
+    assert alice.can_i("create", "jobs.batch", "-n", ALICE)  # her own namespace: what experiments need
+    assert not alice.can_i("get", "secrets", "-n", ALICE)  # and not more: no Secrets, not even her own
+    assert not alice.can_i("create", "jobs.batch", "-n", "default")
     for attempt in (
         ("create", "configmap", "stolen", "-n", BOB),
         ("get", "secrets", "-n", BOB),

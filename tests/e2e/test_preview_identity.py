@@ -13,7 +13,6 @@ nothing outside tenants' namespaces, and meets the tenants' own admission rules.
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Iterator
 
 import pytest
@@ -32,16 +31,6 @@ def preview(kube: Kube, tenants: dict[str, str], tmp_path_factory: pytest.TempPa
 
 def as_preview(preview: Kube) -> dict[str, str]:
     return {**os.environ, "KUBECONFIG": str(preview.kubeconfig)}
-
-
-def kubectl(user: Kube, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([user.binary, "--kubeconfig", str(user.kubeconfig), *args], input=stdin, capture_output=True, text=True)
-
-
-def can_i(user: Kube, *question: str) -> bool:
-    done = kubectl(user, "auth", "can-i", *question)
-    assert done.returncode in (0, 1), done.stderr
-    return done.returncode == 0
 
 
 def experiment_objects(kube: Kube) -> list[str]:
@@ -83,29 +72,29 @@ def test_a_preview_runs_with_the_preview_identity_and_its_up_is_refused_creating
 
 def test_its_token_reads_no_secret_or_log_and_writes_nothing_but_dry_runs(preview: Kube, kube: Kube) -> None:
     # RBAC: no Secret, no log, no exec, no one else's identity or token, nothing outside tenants' namespaces.
-    assert not can_i(preview, "get", "secrets", "-n", ALICE)
-    assert not can_i(preview, "list", "secrets", "--all-namespaces")
-    assert not can_i(preview, "get", "pods", "--subresource=log", "-n", ALICE)
-    assert not can_i(preview, "create", "pods", "--subresource=exec", "-n", ALICE)
-    assert not can_i(preview, "impersonate", "serviceaccounts", "-n", PREVIEW_NAMESPACE)
-    assert not can_i(preview, "create", "serviceaccounts", "--subresource=token", "-n", PREVIEW_NAMESPACE)
-    assert not can_i(preview, "get", "configmaps", "-n", "kube-system")
-    assert not can_i(preview, "create", "clusterrolebindings")
-    assert can_i(preview, "get", "configmaps", "-n", ALICE), "a preview reads what an experiment declares"
-    refused = kubectl(preview, "get", "secrets", "-n", ALICE)
+    assert not preview.can_i("get", "secrets", "-n", ALICE)
+    assert not preview.can_i("list", "secrets", "--all-namespaces")
+    assert not preview.can_i("get", "pods", "--subresource=log", "-n", ALICE)
+    assert not preview.can_i("create", "pods", "--subresource=exec", "-n", ALICE)
+    assert not preview.can_i("impersonate", "serviceaccounts", "-n", PREVIEW_NAMESPACE)
+    assert not preview.can_i("create", "serviceaccounts", "--subresource=token", "-n", PREVIEW_NAMESPACE)
+    assert not preview.can_i("get", "configmaps", "-n", "kube-system")
+    assert not preview.can_i("create", "clusterrolebindings")
+    assert preview.can_i("get", "configmaps", "-n", ALICE), "a preview reads what an experiment declares"
+    refused = preview.attempt("get", "secrets", "-n", ALICE)
     assert refused.returncode != 0 and "forbidden" in refused.stderr, refused
 
     # Admission: RBAC lets it write what an experiment writes; the API server keeps it to dry runs.
     config_map = kube.run("create", "configmap", "pr-probe", "-n", ALICE, "--from-literal=a=b", "--dry-run=client", "-o", "yaml")
-    dry = kubectl(preview, "create", "-f", "-", "--dry-run=server", stdin=config_map)
+    dry = preview.attempt("create", "-f", "-", "--dry-run=server", stdin=config_map)
     assert dry.returncode == 0, dry.stderr
-    real = kubectl(preview, "create", "-f", "-", stdin=config_map)
+    real = preview.attempt("create", "-f", "-", stdin=config_map)
     assert real.returncode != 0 and "may only dry-run: CREATE of configmaps refused" in real.stderr, real.stderr
     assert "pr-probe" not in kube.run("get", "configmaps", "-n", ALICE, "-o", "name")
     kube.run("create", "configmap", "pr-target", "-n", ALICE, "--from-literal=a=b")  # no tenant stack's object
     try:
-        assert kubectl(preview, "delete", "configmap", "pr-target", "-n", ALICE, "--dry-run=server").returncode == 0
-        gone = kubectl(preview, "delete", "configmap", "pr-target", "-n", ALICE)
+        assert preview.attempt("delete", "configmap", "pr-target", "-n", ALICE, "--dry-run=server").returncode == 0
+        gone = preview.attempt("delete", "configmap", "pr-target", "-n", ALICE)
         assert gone.returncode != 0 and "may only dry-run: DELETE of configmaps refused" in gone.stderr, gone.stderr
         assert kube.get("configmap", ALICE, "pr-target")["data"] == {"a": "b"}
     finally:
@@ -113,5 +102,5 @@ def test_its_token_reads_no_secret_or_log_and_writes_nothing_but_dry_runs(previe
 
     # The tenants' own rules bind it as they bind her: a NodePort is refused even as a dry run.
     node_port = kube.run("create", "service", "nodeport", "pr-probe", "-n", ALICE, "--tcp=8888", "--dry-run=client", "-o", "yaml")
-    tenant_rule = kubectl(preview, "create", "-f", "-", "--dry-run=server", stdin=node_port)
+    tenant_rule = preview.attempt("create", "-f", "-", "--dry-run=server", stdin=node_port)
     assert tenant_rule.returncode != 0 and "ValidatingAdmissionPolicy" in tenant_rule.stderr, tenant_rule.stderr

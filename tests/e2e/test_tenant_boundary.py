@@ -313,12 +313,7 @@ def test_alice_reads_her_pods_their_logs_and_events_but_never_execs(kube: Kube, 
     assert alice.get("pod", ALICE, name)["metadata"]["name"] == name
     alice.run("get", "events", "-n", ALICE)
 
-    def can_i(*question: str) -> bool:
-        done = subprocess.run(
-            [alice.binary, "--kubeconfig", str(alice.kubeconfig), "auth", "can-i", *question], capture_output=True
-        )
-        assert done.returncode in (0, 1), done.stderr
-        return done.returncode == 0
+    can_i = alice.can_i
 
     assert can_i("get", "pods", "--subresource", "log", "-n", ALICE)
     assert not can_i("create", "pods", "--subresource", "exec", "-n", ALICE)

@@ -33,10 +33,9 @@ def previewing(raw: dict[str, Any]) -> dict[str, Any]:
 @pytest.mark.parametrize("queueing", [False, True], ids=["unqueued", "queueing"])
 def test_the_preview_role_is_what_the_program_needs_and_holds_nothing_that_leaves_a_dry_run(queueing: bool) -> None:
     layouts = guard.layout_kind(TEST_GROUP)
-    rules = preview_identity.preview_rules(layouts, queueing=queueing)
+    rules = experimenter_rights.program_rules(layouts, queueing=queueing)
     experimenter = experimenter_rights.experimenter_rules(layouts, queueing=queueing)
     assert {p.resource for p in rules} == {p.resource for p in experimenter} - {"pods/log"}
-    assert rules == experimenter_rights.program_rules(layouts, queueing=queueing), "what the program's access check asks"
     assert not {p.resource for p in rules} & NEVER
     assert not {v for p in rules for v in p.verbs} & NEVER_VERBS
     assert all(p.namespaced for p in rules), "a tenant binds it in her namespace: nothing cluster-wide"
@@ -67,7 +66,9 @@ def test_a_platform_with_it_declares_the_role_after_the_policy_binding_and_publi
         assert d.declared[f"{POLICY_BINDING}::preview-identity-dry-run-only"] in d.options[role_key].depends_on
         role = d.mocks.named(CLUSTER_ROLE, "preview-identity-role")
         layouts = guard.layout_kind(guard.platform_group(PLATFORM))
-        assert role.inputs["rules"] == experimenter_rights.rules_for_role(preview_identity.preview_rules(layouts, queueing=False))
+        assert role.inputs["rules"] == experimenter_rights.rules_for_role(
+            experimenter_rights.program_rules(layouts, queueing=False)
+        )
         # The role is named by the provider (the mocks: `<logical name>-auto`): tenants read its name from the contract.
         assert "name" not in role.inputs["metadata"] and facts["previewRole"] == f"{role.name}-auto"
 

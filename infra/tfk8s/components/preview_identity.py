@@ -12,7 +12,7 @@ import pulumi
 from tfk8s.kube import objects as kube
 from tfk8s.settings.contract import PlatformKind
 from tfk8s.specs import preview_identity
-from tfk8s.specs.experimenter_rights import rules_for_role
+from tfk8s.specs.experimenter_rights import program_rules, rules_for_role
 from tfk8s.specs.ownership import Owner
 
 
@@ -45,7 +45,8 @@ class PreviewIdentity(pulumi.ComponentResource):
             opts=child,
         )
         # After the policy's binding, deleted before it: the role never grants a write undry-run.
-        rules = preview_identity.preview_rules(args.layouts, queueing=args.queueing)
+        # What the program needs of the experimenter table: no Secret, log or exec (tfk8s.specs.preview_identity).
+        rules = program_rules(args.layouts, queueing=args.queueing)
         cluster_role = kube.ClusterRole(
             f"{name}-role",
             metadata=meta,

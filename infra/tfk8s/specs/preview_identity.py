@@ -4,7 +4,7 @@ A pull request's program is its author's code, run by the preview workflow befor
 it. With the team's credentials it could change the cluster or read any Secret; with this identity
 (`platform.gitops.previewIdentity`) the API server itself holds it to what a preview does:
 
-  * RBAC: in each tenant's namespace (the tenant stack binds `preview_rules`' ClusterRole there, as
+  * RBAC: in each tenant's namespace (the tenant stack binds the preview ClusterRole there, as
     it binds the experimenter role to its people) what an experiment's `pulumi preview` reads and
     writes: what the program needs of the experimenter's table (tfk8s.specs.experimenter_rights:
     `program_rules`), which holds no Secret, no pods/exec or pods/attach, and not pods/log (a tenant's
@@ -23,19 +23,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from tfk8s.settings.contract import PlatformKind
 from tfk8s.settings.tenant import GITOPS_NAMESPACE, PREVIEW_ACCOUNT, SERVICE_ACCOUNT_PREFIX
-from tfk8s.specs.experimenter_rights import Permission, program_rules
 
 USER = f"{SERVICE_ACCOUNT_PREFIX}{GITOPS_NAMESPACE}:{PREVIEW_ACCOUNT}"
 WRITES = ("CREATE", "UPDATE", "DELETE", "CONNECT")
-
-
-def preview_rules(layouts: PlatformKind, *, queueing: bool) -> tuple[Permission, ...]:
-    """What a preview of an experiment needs in a tenant's namespace: what the program needs of the
-    experimenter's table (its writes, which admission lets through only as dry runs, included); not
-    what only her people use, her tasks' logs."""
-    return program_rules(layouts, queueing=queueing)  # no Secret among them: tests/unit/test_preview_rules.py
 
 
 def subject() -> dict[str, str]:

@@ -242,11 +242,15 @@ def test_a_run_that_loses_its_ps_its_chief_and_a_worker_resumes_each_time_and_re
     _past(cluster, run, seen)
     # Restored from the newest checkpoint at the fault (at least the one seen before it). The chief
     # reads the global step once its new session is up, and by then the other worker, training
-    # asynchronously, may have gone past the checkpoint (203 restored, 211 read: a warm run).
-    assert 0 < saved <= restored <= resumed <= seen, (saved, restored, resumed, seen)
-    _record(BETWEEN_GRAPH, fault, run, "ps-0", resumed_from=restored, steps_lost=seen - restored, training_again=fault.since())
+    # asynchronously, may have gone past the checkpoint (203 restored, 211 read: a warm run). Not
+    # `resumed <= seen` either: the step seen is the chief's last progress line, and its saver may
+    # have written one more checkpoint after it (302 restored, 303 resumed after 301 seen: CI on
+    # 2026-12-01).
+    assert 0 < saved <= restored <= resumed, (saved, restored, resumed, seen)
+    lost = max(0, seen - restored)
+    _record(BETWEEN_GRAPH, fault, run, "ps-0", resumed_from=restored, steps_lost=lost, training_again=fault.since())
     report.append(
-        f"{fault.what} at step {seen}: checkpoint {restored} restored ({seen - restored} steps lost); "
+        f"{fault.what} at step {seen}: checkpoint {restored} restored ({lost} steps lost); "
         f"the chief's new session in {back:.1f} s, past step {seen} again in {fault.since():.1f} s"
     )
 

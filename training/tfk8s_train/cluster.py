@@ -208,10 +208,12 @@ class LocalCluster:
                     print(f"[{task.name}] {line}", file=self.output, flush=True)
 
     def signal_task(self, name: str, signum: int = signal.SIGKILL) -> None:
+        """Send `signum` to the task's process group; wait for it to end unless it only pauses or resumes it."""
         process = self.tasks[name].process
         if process is not None and process.poll() is None:
             _killpg(process.pid, signum)
-            process.wait()
+            if signum not in (signal.SIGSTOP, signal.SIGCONT):
+                process.wait()
 
     def returncodes(self) -> dict[str, int | None]:
         return {name: (t.process.poll() if t.process else None) for name, t in self.tasks.items()}

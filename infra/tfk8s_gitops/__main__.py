@@ -27,7 +27,7 @@ from pathlib import Path
 
 from tfk8s.errors import Tfk8sError
 
-from tfk8s_gitops import operator, pipeline, summary
+from tfk8s_gitops import drift, operator, pipeline, summary
 from tfk8s_gitops.identity import preview_kubeconfig
 from tfk8s_gitops.plan import make_plan
 from tfk8s_gitops.recorded_state import Recorded
@@ -45,22 +45,7 @@ def _parser() -> argparse.ArgumentParser:
     commands.choices["plan"].add_argument(
         "--json", action="store_true", help="one {stack, action, kind, reason, wave} per step, for a CI matrix per wave"
     )
-    commands.choices["apply"].add_argument("--only", metavar="STACK", help="run this one step of the plan (one CI job per stack)")
-    commands.choices["apply"].add_argument(
-        "--confirm-destroy",
-        metavar="STACK",
-        action="append",
-        default=[],
-        help="destroy this platform or tenant, whose stack file the change removes (repeatable); without it, refused",
-    )
-    commands.choices["apply"].add_argument(
-        "--confirm-config-dir-move", action="store_true", help="apply although Pulumi.yaml's stackConfigDir moved"
-    )
-    commands.choices["apply"].add_argument(
-        "--force-conflicts",
-        action="store_true",
-        help="the repository wins over hand edits: take over fields another field manager (kubectl) changed",
-    )
+    _add_apply_options(commands.choices["apply"])
     commands.choices["preview"].add_argument(
         "--recorded-state",
         type=Path,
@@ -77,25 +62,45 @@ def _parser() -> argparse.ArgumentParser:
     minted.add_argument("--duration", default="1h", help="how long the token is good for (kubectl's --duration)")
     commands.add_parser("drift")
     for name in ("preview", "apply", "drift"):
-        command = commands.choices[name]
-        command.add_argument("--summary", type=Path, help="write the Markdown report here too (default: stdout only)")
-        command.add_argument("--policy-pack", type=Path, help="default: <checkout>/policies; 'none' runs no pack")
-        command.add_argument("--lock-wait", type=float, default=600.0, help="seconds to wait for another run's stack lock")
-        command.add_argument(
-            "--secrets-provider", default=os.environ.get("TFK8S_SECRETS_PROVIDER"), help="for stacks created here"
-        )
-        command.add_argument(
-            "--parallel",
-            type=_positive,
-            default=1,
-            metavar="N",
-            help="run up to N stacks at once where the plan's order allows (a stack after the stacks it builds on; "
-            "two tenants of one platform at once); default 1: one by one, in order. A platform team onboarding "
-            "many tenants: start at 4 on a 2-core CI runner (each stack is a `pulumi` process, its program and "
-            "its policy pack)",
-        )
+        _add_run_options(commands.choices[name])
     operator.add_arguments(commands.add_parser("operator-stack", help=operator.__doc__))
     return parser
+
+
+def _add_apply_options(apply: argparse.ArgumentParser) -> None:
+    """What a merge's run alone takes: one step, and the confirmations of what it would not do unasked."""
+    apply.add_argument("--only", metavar="STACK", help="run this one step of the plan (one CI job per stack)")
+    apply.add_argument(
+        "--confirm-destroy",
+        metavar="STACK",
+        action="append",
+        default=[],
+        help="destroy this platform or tenant, whose stack file the change removes (repeatable); without it, refused",
+    )
+    apply.add_argument("--confirm-config-dir-move", action="store_true", help="apply although Pulumi.yaml's stackConfigDir moved")
+    apply.add_argument(
+        "--force-conflicts",
+        action="store_true",
+        help="the repository wins over hand edits: take over fields another field manager (kubectl) changed",
+    )
+
+
+def _add_run_options(command: argparse.ArgumentParser) -> None:
+    """What every run that calls `pulumi` takes (preview, apply, drift)."""
+    command.add_argument("--summary", type=Path, help="write the Markdown report here too (default: stdout only)")
+    command.add_argument("--policy-pack", type=Path, help="default: <checkout>/policies; 'none' runs no pack")
+    command.add_argument("--lock-wait", type=float, default=600.0, help="seconds to wait for another run's stack lock")
+    command.add_argument("--secrets-provider", default=os.environ.get("TFK8S_SECRETS_PROVIDER"), help="for stacks created here")
+    command.add_argument(
+        "--parallel",
+        type=_positive,
+        default=1,
+        metavar="N",
+        help="run up to N stacks at once where the plan's order allows (a stack after the stacks it builds on; "
+        "two tenants of one platform at once); default 1: one by one, in order. A platform team onboarding "
+        "many tenants: start at 4 on a 2-core CI runner (each stack is a `pulumi` process, its program and "
+        "its policy pack)",
+    )
 
 
 def _positive(text: str) -> int:
@@ -140,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     start = time.monotonic()
     if args.command == "drift":
-        report = pipeline.drift(checkout, _options(args, checkout))
+        report = drift.check(checkout, _options(args, checkout))
     else:
         plan = make_plan(repo, args.base, args.head)
         if args.command == "plan":

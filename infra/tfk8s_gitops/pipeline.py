@@ -1,4 +1,5 @@
-"""The three runs of a GitOps pipeline, one `Report` each:
+"""Two of the three runs of a GitOps pipeline, one `Report` each (the third, `drift` on a
+schedule, is `tfk8s_gitops.drift`):
 
 - `preview` (a pull request): `pulumi preview --diff` of every planned update with the policy pack,
   `pulumi destroy --preview-only` of every removed stack file; nothing changes but a new stack's
@@ -17,9 +18,7 @@
   its objects exist, either way); and the engine runs every resource policy on each object before
   creating it, in `up` as in a preview. So a refused new stack holds what passed and never what was
   refused, and its step fails. The preview ran the program, the pack and the provider once more: a
-  third of a new tenant's step (docs/benchmarks.md "A fleet");
-- `drift` (a schedule): `pulumi refresh --preview-only` of every stack file of the checkout, and
-  which managed objects changed live (what the program only reads is left out).
+  third of a new tenant's step (docs/benchmarks.md "A fleet").
 A removed experiment's destroy leaves its tenant's volumes: they are the tenant stack's
 (`keepOnDestroy`, docs/guide/tenants.md).
 
@@ -40,7 +39,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -111,7 +109,7 @@ class Options:
     job's export, as the environment's identity, in a scratch backend (tfk8s_gitops.recorded_state)."""
 
 
-def _workspace(checkout: Path) -> Workspace:
+def open_workspace(checkout: Path) -> Workspace:
     repo = Repo(checkout)
     _, folder = repo.project("HEAD")
     return Workspace(checkout, folder)
@@ -215,7 +213,7 @@ def _entry(step: Step) -> StepReport:
 def preview(plan: Plan, options: Options) -> Report:
     # Shown, not refused: the reviewer learns before the merge what it will need.
     report = Report("preview", plan, refused=_unconfirmed(plan, options))
-    workspace = _workspace(options.checkout)
+    workspace = open_workspace(options.checkout)
     if options.recorded_state:  # a backend of its own, in the workspace, gone with it
         options = replace(options, env=options.recorded_state.environment(dict(options.env), workspace.path / ".state"))
     clis = Clis(workspace, options)
@@ -263,7 +261,7 @@ def _preview_step(clis: Clis, options: Options, step: Step, refusals: dict[str, 
 def export_recorded_state(plan: Plan, checkout: Path, env: Mapping[str, str], out: Path) -> list[str]:
     """The team's job of a pull request (`preview-state`): the state of each experiment it previews,
     exported into `out` with `env`'s (the team's) credentials; no program runs."""
-    workspace = _workspace(checkout)
+    workspace = open_workspace(checkout)
     try:
         team = Pulumi(workspace, env)
         return recorded_state.export(plan, team, team.stack_names(), out, state_id(env))
@@ -279,7 +277,7 @@ def apply(plan: Plan, options: Options, only: str | None = None) -> Report:
     if report.refused:
         return report
     steps = [plan.step(only)] if only else list(plan.steps)
-    workspace = _workspace(options.checkout)
+    workspace = open_workspace(options.checkout)
     clis = Clis(workspace, options)
     try:
         report.steps = run_steps(
@@ -324,53 +322,3 @@ def _apply_step(clis: Clis, options: Options, plan: Plan, step: Step, failed: se
                 entry.note = "deployed, but its `ready` output is not true (see its notReady output)"
     entry.outcome = DONE if entry.result.ok and entry.ready is not False else FAILED
     return entry
-
-
-def drift(checkout: Path, options: Options) -> Report:
-    """Every stack file of the checkout against its live objects; a stack never deployed is drift too."""
-    report = Report("drift", None)
-    repo = Repo(checkout)
-    workspace = _workspace(options.checkout)
-    clis = Clis(workspace, options)
-    # A refresh runs no program: the team file alone says whose credentials read each stack.
-    team = repo.team_stacks("HEAD")
-    entries = [
-        StepReport(name, file.kind, "refresh", "scheduled", team.kind_of(name) is not None)
-        for name, file in sorted(repo.stack_files("HEAD").items())
-    ]
-    try:
-        # A refresh changes no state another stack reads: no order; the report in the entries' order.
-        with ThreadPoolExecutor(max_workers=options.parallel, thread_name_prefix="tfk8s-drift") as pool:
-            report.steps = list(pool.map(lambda entry: _drift_step(clis, entry), entries))
-    finally:
-        workspace.close()
-    return report
-
-
-def _drift_step(clis: Clis, entry: StepReport) -> StepReport:
-    cli = clis.of(entry)
-    if cli is None:
-        return entry
-    if not clis.exists(entry.stack):
-        entry.outcome = FAILED
-        entry.note = "never deployed: the stack file has no stack in the backend"
-        return entry
-    # Objects the program only reads (`.get`, e.g. the platform's look at the User Node)
-    # change with every heartbeat, and are nobody's to put back: not drift.
-    read_only = cli.external_urns(entry.stack)
-    entry.result = cli.run(entry.stack, "refresh", "--preview-only")
-    entry.result.changed = [c for c in entry.result.changed if c[1] not in read_only]
-    entry.result.changes = _count(entry.result.changed)
-    if entry.result.changed:
-        entry.outcome = FAILED
-        entry.note = "drifted: the live objects differ from the last deployment"
-    elif not entry.result.ok:
-        entry.outcome = FAILED
-    return entry
-
-
-def _count(changed: list[tuple[str, str, list[str]]]) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for op, _, _ in changed:
-        counts[op] = counts.get(op, 0) + 1
-    return counts

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tfk8s_gitops import pipeline, salts, summary
+from tfk8s_gitops import drift, pipeline, salts, summary
 from tfk8s_gitops.engine import Result
 from tfk8s_gitops.pipeline import DONE, FAILED, SKIPPED, Options
 from tfk8s_gitops.plan import Plan, Step
@@ -108,7 +108,7 @@ def cli(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Cli]:
     monkeypatch.setattr(pipeline, "Pulumi", FakePulumi)
     stack_file = lambda self, stack: tmp_path / "stacks" / f"Pulumi.{stack}.yaml"  # noqa: E731
     workspace = type("Workspace", (), {"path": tmp_path, "close": lambda self: None, "stack_file": stack_file})()
-    monkeypatch.setattr(pipeline, "_workspace", lambda options: workspace)
+    monkeypatch.setattr(pipeline, "open_workspace", lambda options: workspace)
     monkeypatch.setattr(pipeline, "impersonating_kubeconfig", lambda env, stack, directory: directory / stack)
     yield shared
 
@@ -298,7 +298,7 @@ def test_drift_checks_stacks_at_once_and_reports_them_in_name_order(cli: Cli, tm
     for command in (["init", "-q"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@e", "commit", "-q", "-m", "c"]):
         subprocess.run(["git", "-C", str(checkout), *command], check=True, capture_output=True)
     cli.meet, cli.seconds = {"a-platform", "c-exp"}, {"a-platform": 0.1}
-    report = pipeline.drift(checkout, Options(checkout, {}, None, parallel=3))
+    report = drift.check(checkout, Options(checkout, {}, None, parallel=3))
     assert [(s.stack, s.outcome) for s in report.steps] == [("a-platform", DONE), ("b-tenant", DONE), ("c-exp", DONE)]
 
 

@@ -323,7 +323,7 @@ def test_an_unconfirmed_apply_runs_no_pulumi_command_at_all(repo: GitRepo, monke
     def no_workspace(options: pipeline.Options) -> None:
         raise AssertionError("an unconfirmed apply reached the workspace")
 
-    monkeypatch.setattr(pipeline, "_workspace", no_workspace)
+    monkeypatch.setattr(pipeline, "open_workspace", no_workspace)
     for only in (None, "big"):  # CI runs one job per stack: the experiment's job refuses too
         report = pipeline.apply(plan, pipeline.Options(repo.root, {}, None), only)
         assert not report.ok and report.steps == []
@@ -400,7 +400,7 @@ def test_an_unconfirmed_or_undeclared_apply_refuses_whole(repo: GitRepo, monkeyp
     base = repo.git("rev-parse", "HEAD")
     head = repo.commit({"tenant-mallory": _tenant("platform-dev", "mallory"), "dev": _experiment("tenant-alice", 3)})
     plan = make_plan(Repo(repo.root), base, head)
-    monkeypatch.setattr(pipeline, "_workspace", lambda options: (_ for _ in ()).throw(AssertionError("ran")))
+    monkeypatch.setattr(pipeline, "open_workspace", lambda options: (_ for _ in ()).throw(AssertionError("ran")))
     for only in (None, "dev"):
         report = pipeline.apply(plan, pipeline.Options(repo.root, {}, None), only)
         assert not report.ok and report.steps == []

@@ -11,20 +11,18 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from tfk8s.checks import shipped_code
 from tfk8s.errors import ConfigError
 from tfk8s.settings import NAMESPACE
 from tfk8s.settings.contract import PlatformFacts
-from tfk8s.settings.experiment import LAUNCHER_PACKAGE, ClusterSettings, CodeSettings, ExperimentStack, Placement
+from tfk8s.settings.experiment import ClusterSettings, ExperimentStack, Placement
 from tfk8s.settings.node_keys import CONTROL_PLANE, HOSTNAME_LABEL, KUBERNETES_TAINTS
-from tfk8s.settings.platform import PlatformSettings, PlatformStack, PortSettings
+from tfk8s.settings.platform import PlatformSettings, PlatformStack
 from tfk8s.settings.types import MAX_NAME_LENGTH, floating_tag, service_name
 from tfk8s.specs import backends, quota
 from tfk8s.specs import cluster_spec as cs
-from tfk8s.specs.code import code_files
-from tfk8s.specs.network_policy import code_url_port
 from tfk8s.specs.tenant_admission import policy_supported
 
-CONFIGMAP_LIMIT_BYTES = 1024 * 1024
 # Linux's MAX_ARG_STRLEN (128 KiB) is the longest single environment string a process can be started
 # with; 1 KiB of it is left for what the launcher adds when it writes TF_CONFIG (the task's part).
 ENV_STRING_LIMIT_BYTES = 127 * 1024
@@ -192,8 +190,7 @@ def check_experiment(stack: ExperimentStack, stack_name: str, facts: PlatformFac
             )
         if c.image is not None and not facts.images.allow_latest and floating_tag(c.image):
             problems.append(_floating_problem(c.image, f"{key}.image"))
-        problems += _code_problems(c.code, f"{key}.code", project_root)
-        problems += _code_url_port_problems(c.code, facts.ports, f"{key}.code")
+        problems += shipped_code.problems(c.code, facts.ports, f"{key}.code", project_root)
     if problems:
         raise ConfigError(problems)
 
@@ -281,75 +278,3 @@ def _name_problem(name: str) -> str | None:
     except ValueError as error:
         return str(error)
     return None
-
-
-def _code_url_port_problems(code: CodeSettings, ports: PortSettings, key: str) -> list[str]:
-    """A `code.url` opens its port to every address for the cluster's pods (NetworkPolicy knows no
-    host names, tfk8s.specs.network_policy); on the port where every tenant's Jupyter or TensorBoard
-    answers anyone, that would hand the training code a way into other tenants' apps."""
-    if code.source != "url" or not code.url:
-        return []
-    port = code_url_port(code.url)
-    apps = {ports.jupyter: "Jupyter", ports.tensorboard: "TensorBoard"}
-    if port not in apps:
-        return []
-    return [
-        f"{key}.url: its port {port} is where every tenant's {apps[port]} answers, and a code URL opens its port to every "
-        "address for the cluster's pods, other tenants' apps among them: serve the code on another port, or set "
-        f"{key}.source: configmap or image"
-    ]
-
-
-def _code_problems(code: CodeSettings, key: str, project_root: Path) -> list[str]:
-    if code.source == "url" and not code.url:
-        return [f"{key}.url: source 'url' needs an http(s) URL to fetch the training script from"]
-    # A setting of another source would be ignored: the code that runs would not be the one named.
-    unused = [
-        f"{key}.{setting}: applies to source {source!r} alone, and the source is {code.source!r}: remove it, or set "
-        f"{key}.source: {source}"
-        for setting, source in (("url", "url"), ("path", "configmap"))
-        if code.source != source and setting in code.model_fields_set and getattr(code, setting) is not None
-    ]
-    if unused:
-        return unused
-    # The launcher is never shipped from the project but from the tfk8s_train beside tfk8s
-    # (tfk8s.stack_kinds.experiment.codes): nothing of the project's to check.
-    if code.source != "configmap" or code.path in (None, LAUNCHER_PACKAGE):
-        return []
-    # Only the project's own files are shipped: an absolute path, a '..' or a symlink out of the
-    # project would put the operator's files (a kubeconfig among them) into a ConfigMap and the state.
-    root = project_root.resolve()
-    directory = (project_root / code.path).resolve()
-    if Path(code.path).is_absolute() or not directory.is_relative_to(root):
-        return [f"{key}.path: {code.path!r} is outside the project: give a directory of this repository, relative to its root"]
-    if not directory.is_dir():
-        return [f"{key}.path: {code.path!r} is not a directory of the project ({directory})"]
-    # Inside the project a link can still reach what must never ship: a CI checkout's .git/config holds
-    # its token when the checkout persists credentials. So no link (to a file or a directory, which
-    # would not even ship) and nothing of a .git directory, anywhere in the code directory.
-    for entry in sorted(directory.rglob("*")):
-        name = entry.relative_to(directory).as_posix()
-        if entry.is_symlink():
-            return [f"{key}.path: {code.path}/{name} is a symbolic link: copy the file in, or remove the link"]
-        if ".git" in entry.relative_to(directory).parts:
-            return [
-                f"{key}.path: {code.path}/{name}: a git repository's .git never ships (a checkout's credentials live "
-                "there); keep the code outside it"
-            ]
-    size = 0
-    for path in code_files(directory):
-        name = path.relative_to(directory).as_posix()
-        size += path.stat().st_size
-        if size > CONFIGMAP_LIMIT_BYTES * 0.9:
-            return [
-                f"{key}.path: {code.path!r} holds more than {int(CONFIGMAP_LIMIT_BYTES * 0.9)} bytes; a ConfigMap carries "
-                "at most 1 MiB: bake the code into the image (source: image) or serve it (source: url)"
-            ]
-        try:
-            path.read_text(encoding="utf-8")
-        except UnicodeDecodeError:
-            return [
-                f"{key}.path: {code.path}/{name} is not UTF-8 text; a code ConfigMap ships text files alone: remove it, "
-                "or bake binary files into the image (source: image)"
-            ]
-    return []

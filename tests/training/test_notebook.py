@@ -145,3 +145,58 @@ def test_notebook_whose_ps_is_lost_mid_run_keeps_its_kernel_and_resumes_from_the
         f"\n[notebook] PS lost at checkpoint {fault['checkpoint']}; the kernel waited {waited:.1f} s for it, "
         f"restored step {restored}, lost {lost} steps, finished {result['finished_at'] - fault['at']:.1f} s after the fault"
     )
+
+
+def test_notebook_whose_worker_is_lost_mid_run_goes_on_in_the_same_kernel_without_a_restart(
+    tmp_path: Path, digits_tfrecords: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The notebook as the in-graph client, worker-1 killed mid-run and started again at its address
+    2 s later, as its Job's next pod would be. TensorFlow's coordinator runs the lost worker's steps
+    on worker-0: nothing to restore, so the result counts no recovery and the run starts at step 0;
+    the kernel lives, the run reaches its target with an uninterrupted run's accuracy, and every
+    server (worker-1's second process too) retires on the done marker."""
+    from tfk8s_train.cluster import LocalCluster, make_spec
+    from tfk8s_train.runner import client_env, trainer_command
+
+    steps = 2000
+    servers_log = (tmp_path / "servers.log").open("w")
+    cluster = LocalCluster(
+        spec=make_spec(1, 2, True),
+        command=trainer_command("in-graph", "mlp", steps),
+        log_dir=str(tmp_path / "log"),
+        data_dir=str(digits_tfrecords),
+        jobs=["ps", "worker"],
+        output=servers_log,
+    )
+    checkpoints = cluster.run_log_dir / "checkpoints"
+    fault: dict[str, float] = {}
+
+    def lose_a_worker() -> None:  # once the run has a checkpoint past its start
+        deadline = time.monotonic() + 240
+        while latest_checkpoint_step(checkpoints) < 200 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        fault["checkpoint"] = latest_checkpoint_step(checkpoints)
+        cluster.signal_task("worker-1", signal.SIGKILL)
+        time.sleep(2)
+        cluster.start_task("worker-1")
+
+    with cluster:
+        for key, value in client_env(cluster).items():
+            monkeypatch.setenv(key, value)
+        monkeypatch.setenv("TFK8S_STEPS", str(steps))
+        monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "2")
+        killer = threading.Thread(target=lose_a_worker, daemon=True)
+        killer.start()
+        notebook = nbformat.read(TRAINING_DIR / "master_client.ipynb", as_version=4)
+        NotebookClient(
+            notebook, timeout=480, kernel_name="python3", resources={"metadata": {"path": str(TRAINING_DIR)}}
+        ).execute()  # raises CellExecutionError should a cell fail, DeadKernelError should the kernel exit
+        killer.join(5)
+        codes = cluster.wait(60)
+
+    assert 200 <= fault.get("checkpoint", -1) < steps, f"the worker was never lost mid-run: {fault}"
+    assert cluster.tasks["worker-1"].starts == 2
+    result = json.loads((cluster.run_log_dir / "results" / "chief-0.json").read_text())
+    assert result["recoveries"] == [] and result["first_step"] == 0, result
+    assert result["global_step"] >= steps and result["test_accuracy"] >= 0.90, result
+    assert codes == {"ps-0": 0, "worker-0": 0, "worker-1": 0}, (tmp_path / "servers.log").read_text()[-3000:]

@@ -9,11 +9,13 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import nbformat
 import pytest
 from checkpoints import latest_checkpoint_step
 from nbclient import NotebookClient
+from tfk8s_train.cluster import LocalCluster, make_spec
 
 pytestmark = pytest.mark.training
 TRAINING_DIR = Path(__file__).resolve().parents[2] / "training"
@@ -80,19 +82,25 @@ def test_notebook_trains_against_servers_started_by_the_runner(
         runner_log.close()
 
 
-def test_notebook_whose_ps_is_lost_mid_run_keeps_its_kernel_and_resumes_from_the_checkpoint(
-    tmp_path: Path, digits_tfrecords: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The notebook as the in-graph client, its PS killed mid-run (every variable gone with it) and
-    started again at its address 2 s later, as its Deployment's next pod would be. The kernel is the
-    user's: it must not exit (the chief's client does, for its launcher to start it again). The
-    training cell waits for the PS, restores the newest checkpoint in the same kernel, and the
-    notebook runs to its last cell: the run at its target and an uninterrupted run's accuracy, one
-    recovery in the result, the servers retired by the done marker."""
-    from tfk8s_train.cluster import LocalCluster, make_spec
+class LostMidRun(NamedTuple):
+    """A notebook-driven run that lost a task: its servers, their exit codes, the notebook as executed,
+    the newest checkpoint when the task was lost and when (time.time())."""
+
+    cluster: LocalCluster
+    codes: dict[str, int | None]
+    notebook: nbformat.NotebookNode
+    checkpoint: int
+    at: float
+
+
+def run_notebook_losing(
+    task: str, steps: int, tmp_path: Path, digits_tfrecords: Path, monkeypatch: pytest.MonkeyPatch
+) -> LostMidRun:
+    """The notebook as the in-graph client of 1 PS x 2 workers started as pods would be; `task` killed
+    once the run has a checkpoint at step 200 or later, and started again at its address 2 s later,
+    as its Deployment's or Job's next pod would be."""
     from tfk8s_train.runner import client_env, trainer_command
 
-    steps = 1000
     servers_log = (tmp_path / "servers.log").open("w")
     cluster = LocalCluster(
         spec=make_spec(1, 2, True),
@@ -105,22 +113,22 @@ def test_notebook_whose_ps_is_lost_mid_run_keeps_its_kernel_and_resumes_from_the
     checkpoints = cluster.run_log_dir / "checkpoints"
     fault: dict[str, float] = {}
 
-    def lose_the_ps() -> None:  # once the run has a checkpoint past its start
+    def lose_the_task() -> None:
         deadline = time.monotonic() + 240
         while latest_checkpoint_step(checkpoints) < 200 and time.monotonic() < deadline:
             time.sleep(0.1)
         fault["checkpoint"] = latest_checkpoint_step(checkpoints)
         fault["at"] = time.time()
-        cluster.signal_task("ps-0", signal.SIGKILL)
+        cluster.signal_task(task, signal.SIGKILL)
         time.sleep(2)
-        cluster.start_task("ps-0")
+        cluster.start_task(task)
 
     with cluster:
         for key, value in client_env(cluster).items():
             monkeypatch.setenv(key, value)
         monkeypatch.setenv("TFK8S_STEPS", str(steps))
         monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "2")
-        killer = threading.Thread(target=lose_the_ps, daemon=True)
+        killer = threading.Thread(target=lose_the_task, daemon=True)
         killer.start()
         notebook = nbformat.read(TRAINING_DIR / "master_client.ipynb", as_version=4)
         NotebookClient(
@@ -128,75 +136,50 @@ def test_notebook_whose_ps_is_lost_mid_run_keeps_its_kernel_and_resumes_from_the
         ).execute()  # raises CellExecutionError should a cell fail, DeadKernelError should the kernel exit
         killer.join(5)
         codes = cluster.wait(60)
+    servers_log.close()
+    assert 200 <= fault.get("checkpoint", -1) < steps, f"{task} was never lost mid-run: {fault}"
+    return LostMidRun(cluster, codes, notebook, int(fault["checkpoint"]), fault["at"])
 
-    text = "".join(out.get("text", "") for cell in notebook.cells for out in cell.get("outputs", []))
-    assert fault.get("checkpoint", -1) >= 200, f"the PS was never lost mid-run: {fault}"
+
+def test_notebook_whose_ps_is_lost_mid_run_keeps_its_kernel_and_resumes_from_the_checkpoint(
+    tmp_path: Path, digits_tfrecords: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The notebook as the in-graph client, its PS killed mid-run (every variable gone with it) and
+    started again. The kernel is the user's: it must not exit (the chief's client does, for its
+    launcher to start it again). The training cell waits for the PS, restores the newest checkpoint
+    in the same kernel, and the notebook runs to its last cell: the run at its target and an
+    uninterrupted run's accuracy, one recovery in the result, the servers retired by the done marker."""
+    steps = 1000
+    run = run_notebook_losing("ps-0", steps, tmp_path, digits_tfrecords, monkeypatch)
+    text = "".join(out.get("text", "") for cell in run.notebook.cells for out in cell.get("outputs", []))
     assert "chief-0 lost a parameter server" in text and "waiting for every PS to answer" in text, text[-3000:]
-    result = json.loads((cluster.run_log_dir / "results" / "chief-0.json").read_text())
+    result = json.loads((run.cluster.run_log_dir / "results" / "chief-0.json").read_text())
     [recovery] = result["recoveries"]
     restored = int(recovery["checkpoint"].rsplit("-", 1)[1])
-    assert restored >= fault["checkpoint"], (recovery, fault)  # the newest checkpoint, not an older one
+    assert restored >= run.checkpoint, (recovery, run.checkpoint)  # the newest checkpoint, not an older one
     assert recovery["resumed_at"] == restored == result["first_step"] > 0, (recovery, result)
-    assert recovery["seen"] >= restored and recovery["lost_at"] >= fault["at"], (recovery, fault)
+    assert recovery["seen"] >= restored and recovery["lost_at"] >= run.at, (recovery, run.at)
     assert result["global_step"] >= steps and result["test_accuracy"] >= 0.90, result
-    assert codes == {"ps-0": 0, "worker-0": 0, "worker-1": 0}, (tmp_path / "servers.log").read_text()[-3000:]
+    assert run.codes == {"ps-0": 0, "worker-0": 0, "worker-1": 0}, (tmp_path / "servers.log").read_text()[-3000:]
     waited, lost = recovery["ps_back_at"] - recovery["lost_at"], recovery["seen"] - restored
     print(
-        f"\n[notebook] PS lost at checkpoint {fault['checkpoint']}; the kernel waited {waited:.1f} s for it, "
-        f"restored step {restored}, lost {lost} steps, finished {result['finished_at'] - fault['at']:.1f} s after the fault"
+        f"\n[notebook] PS lost at checkpoint {run.checkpoint}; the kernel waited {waited:.1f} s for it, "
+        f"restored step {restored}, lost {lost} steps, finished {result['finished_at'] - run.at:.1f} s after the fault"
     )
 
 
 def test_notebook_whose_worker_is_lost_mid_run_goes_on_in_the_same_kernel_without_a_restart(
     tmp_path: Path, digits_tfrecords: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The notebook as the in-graph client, worker-1 killed mid-run and started again at its address
-    2 s later, as its Job's next pod would be. TensorFlow's coordinator runs the lost worker's steps
-    on worker-0: nothing to restore, so the result counts no recovery and the run starts at step 0;
-    the kernel lives, the run reaches its target with an uninterrupted run's accuracy, and every
-    server (worker-1's second process too) retires on the done marker."""
-    from tfk8s_train.cluster import LocalCluster, make_spec
-    from tfk8s_train.runner import client_env, trainer_command
-
+    """The notebook as the in-graph client, worker-1 killed mid-run and started again. TensorFlow's
+    coordinator runs the lost worker's steps on worker-0: nothing to restore, so the result counts no
+    recovery and the run starts at step 0; the kernel lives, the run reaches its target with an
+    uninterrupted run's accuracy, and every server (worker-1's second process too) retires on the
+    done marker."""
     steps = 2000
-    servers_log = (tmp_path / "servers.log").open("w")
-    cluster = LocalCluster(
-        spec=make_spec(1, 2, True),
-        command=trainer_command("in-graph", "mlp", steps),
-        log_dir=str(tmp_path / "log"),
-        data_dir=str(digits_tfrecords),
-        jobs=["ps", "worker"],
-        output=servers_log,
-    )
-    checkpoints = cluster.run_log_dir / "checkpoints"
-    fault: dict[str, float] = {}
-
-    def lose_a_worker() -> None:  # once the run has a checkpoint past its start
-        deadline = time.monotonic() + 240
-        while latest_checkpoint_step(checkpoints) < 200 and time.monotonic() < deadline:
-            time.sleep(0.1)
-        fault["checkpoint"] = latest_checkpoint_step(checkpoints)
-        cluster.signal_task("worker-1", signal.SIGKILL)
-        time.sleep(2)
-        cluster.start_task("worker-1")
-
-    with cluster:
-        for key, value in client_env(cluster).items():
-            monkeypatch.setenv(key, value)
-        monkeypatch.setenv("TFK8S_STEPS", str(steps))
-        monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "2")
-        killer = threading.Thread(target=lose_a_worker, daemon=True)
-        killer.start()
-        notebook = nbformat.read(TRAINING_DIR / "master_client.ipynb", as_version=4)
-        NotebookClient(
-            notebook, timeout=480, kernel_name="python3", resources={"metadata": {"path": str(TRAINING_DIR)}}
-        ).execute()  # raises CellExecutionError should a cell fail, DeadKernelError should the kernel exit
-        killer.join(5)
-        codes = cluster.wait(60)
-
-    assert 200 <= fault.get("checkpoint", -1) < steps, f"the worker was never lost mid-run: {fault}"
-    assert cluster.tasks["worker-1"].starts == 2
-    result = json.loads((cluster.run_log_dir / "results" / "chief-0.json").read_text())
+    run = run_notebook_losing("worker-1", steps, tmp_path, digits_tfrecords, monkeypatch)
+    assert run.cluster.tasks["worker-1"].starts == 2
+    result = json.loads((run.cluster.run_log_dir / "results" / "chief-0.json").read_text())
     assert result["recoveries"] == [] and result["first_step"] == 0, result
     assert result["global_step"] >= steps and result["test_accuracy"] >= 0.90, result
-    assert codes == {"ps-0": 0, "worker-0": 0, "worker-1": 0}, (tmp_path / "servers.log").read_text()[-3000:]
+    assert run.codes == {"ps-0": 0, "worker-0": 0, "worker-1": 0}, (tmp_path / "servers.log").read_text()[-3000:]

@@ -25,6 +25,9 @@ PROBE = (
 )
 # What the Job controller adds to the labels of every pod it creates (Kubernetes >= 1.27).
 JOB_UID_LABEL = "batch.kubernetes.io/controller-uid"
+# A guard against a hang, never a speed check: some of these processes import TensorFlow, whose time
+# on two cores busy with a cold CI's builds and three test workers is no bound worth testing here.
+SUBPROCESS_TIMEOUT = 300
 
 
 def downward(entry: dict[str, Any], pod: dict[str, Any]) -> str:
@@ -99,7 +102,9 @@ def test_worker_pod_runs_the_shipped_launcher_with_the_infra_contract(dev_config
         (tmp_path / "log").mkdir()
         env.update(TFK8S_LOG_DIR=str(tmp_path / "log"))
 
-        probe = subprocess.run([*command, sys.executable, "-c", PROBE], env=env, capture_output=True, text=True, timeout=60)
+        probe = subprocess.run(
+            [*command, sys.executable, "-c", PROBE], env=env, capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT
+        )
         assert probe.returncode == 0, probe.stderr
         seen = json.loads(probe.stdout.strip().splitlines()[-1])
         assert seen["tf_config"]["task"] == {"type": "worker", "index": 1}  # from JOB_COMPLETION_INDEX
@@ -112,7 +117,12 @@ def test_worker_pod_runs_the_shipped_launcher_with_the_infra_contract(dev_config
 
         # The default command imports our trainer from the same shipped files.
         trainer = subprocess.run(
-            [sys.executable, "-c", "import tfk8s_train.cli"], env=env, capture_output=True, text=True, timeout=60, cwd=tmp_path
+            [sys.executable, "-c", "import tfk8s_train.cli"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=SUBPROCESS_TIMEOUT,
+            cwd=tmp_path,
         )
         assert trainer.returncode == 0, trainer.stderr
 
@@ -165,7 +175,9 @@ def test_jupyter_and_the_token_gate_run_the_trainer_from_the_tenants_archive(
                 # What the container runs: the gate's command, Jupyter's in-graph trainer.
                 command = container.get("command", ["python", "-c", "import tfk8s_train.in_graph"])
                 argv = [sys.executable, *command[1:], *(["--help"] if "-m" in command else [])]
-                ran = subprocess.run(argv, env={**os.environ, **pythonpath}, capture_output=True, text=True, timeout=60)
+                ran = subprocess.run(
+                    argv, env={**os.environ, **pythonpath}, capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT
+                )
                 assert ran.returncode == 0, (container["name"], ran.stderr)
         assert set(found) == {"jupyter", "token-gate"}, found
         archive = f"{tmp_path}/{{}}/opt/tfk8s/trainer/tfk8s_train.zip/tfk8s_train/__init__.py"

@@ -159,8 +159,10 @@ class NetworkSettings(Model):
     """The cluster's pod addresses, e.g. ["10.244.0.0/16"]: Jupyter and TensorBoard refuse connections
     from them, so a pod of another tenant (which may open its own egress) never reaches a tenant's
     apps; users still come from outside the pod network through the User Node's NodePorts (which keep
-    their address: `externalTrafficPolicy: Local`). Required where `policyEnforced` (the platform's
-    `up` refuses it empty there); empty where policies are not enforced."""
+    their address: `externalTrafficPolicy: Local`). On a dual-stack cluster name both families' (a
+    family whose pod network is not named reaches no app: its pods could not be told from users).
+    Required where `policyEnforced` (the platform's `up` refuses it empty there); empty where
+    policies are not enforced."""
 
 
 class PlacementSettings(Model):

@@ -45,7 +45,7 @@ TENSORBOARD = "tfk8s-tensorboard"
 PS_API = "tfk8s-ps-api"
 TENANTS_KEPT_OUT = "tfk8s-tenants-kept-out"  # in the monitoring namespace
 TRAINING_COMPONENT = "tensorflow"
-ANYWHERE = ({"ipBlock": {"cidr": "0.0.0.0/0"}}, {"ipBlock": {"cidr": "::/0"}})
+IPV4_ANYWHERE, IPV6_ANYWHERE = "0.0.0.0/0", "::/0"
 
 
 def _tcp(port: int) -> Json:
@@ -71,12 +71,15 @@ def api_server_rule(api: ApiServerSettings) -> list[Json]:
 
 def outside_the_pod_network(pod_cidrs: list[str]) -> list[Json]:
     """Peers: every address but the pod network's (`platform.network.podCidrs`, not empty): nodes,
-    the control plane, users' machines."""
-    v6 = [c for c in pod_cidrs if ":" in c]
+    the control plane, users' machines; of each address family `pod_cidrs` names, and of no other.
+    On a dual-stack cluster whose IPv6 pod network is not named, "all of IPv6" would take in every
+    pod's IPv6 address too: that family is then left out (its users reach no app), not opened."""
     v4 = [c for c in pod_cidrs if ":" not in c]
+    v6 = [c for c in pod_cidrs if ":" in c]
     return [
-        {"ipBlock": {"cidr": block["ipBlock"]["cidr"], **({"except": excepted} if excepted else {})}}
-        for block, excepted in zip(ANYWHERE, (v4, v6), strict=True)
+        {"ipBlock": {"cidr": anywhere, "except": excepted}}
+        for anywhere, excepted in ((IPV4_ANYWHERE, v4), (IPV6_ANYWHERE, v6))
+        if excepted
     ]
 
 

@@ -58,13 +58,20 @@ def test_notebook_trains_against_servers_started_by_the_runner(
         client_env = json.loads((log_dir / "cluster.json").read_text())["client_env"]
         for key, value in client_env.items():
             monkeypatch.setenv(key, value)
+        # The kernel sees the log directory at a path of its own, which the servers do not have, as a
+        # Jupyter pod sees the log volume where the PS pods do not (/logs/<experiment>/<cluster>, the
+        # pods /log): the client reads and writes the checkpoints itself.
+        kernel_home = tmp_path / "jupyter"
+        kernel_home.mkdir()
+        (kernel_home / "logs").symlink_to(log_dir)
+        notebook_view = Path("logs", Path(client_env["TFK8S_LOG_DIR"]).name)
+        assert not (TRAINING_DIR / notebook_view).exists()  # the servers' directory: no such path there
+        monkeypatch.setenv("TFK8S_LOG_DIR", str(notebook_view))
         monkeypatch.setenv("TFK8S_STEPS", "300")
         monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "2")
 
         notebook = nbformat.read(TRAINING_DIR / "master_client.ipynb", as_version=4)
-        NotebookClient(
-            notebook, timeout=400, kernel_name="python3", resources={"metadata": {"path": str(TRAINING_DIR)}}
-        ).execute()
+        NotebookClient(notebook, timeout=400, kernel_name="python3", resources={"metadata": {"path": str(kernel_home)}}).execute()
 
         text = "".join(out.get("text", "") for cell in notebook.cells for out in cell.get("outputs", []))
         assert "tfk8s-progress task=chief-0 step=300" in text
@@ -72,6 +79,7 @@ def test_notebook_trains_against_servers_started_by_the_runner(
         assert run_dir.parent == log_dir and run_dir.name == f"run-{client_env['TFK8S_RUN_UID']}"
         result = json.loads((run_dir / "results" / "chief-0.json").read_text())
         assert result["mode"] == "in-graph" and result["test_accuracy"] >= 0.90
+        assert latest_checkpoint_step(run_dir / "checkpoints") == 300  # saved by the kernel, at its path
         # The notebook's done marker retires every server: the runner exits 0 on its own.
         assert runner.wait(60) == 0, (tmp_path / "runner.log").read_text()[-3000:]
         assert (tmp_path / "runner.log").read_text().count("are done; retiring") == 3

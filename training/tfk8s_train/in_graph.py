@@ -117,6 +117,13 @@ def make_strategy(role: ClusterRole) -> tf.distribute.ParameterServerStrategy:
     return tf.distribute.ParameterServerStrategy(resolver)
 
 
+# The client reads and writes the checkpoints itself, at its own path of the log directory. By
+# default each PS would, for its own variables, at the client's path: a notebook's kernel sees the log
+# volume where the PS pods do not (Jupyter at /logs/<experiment>/<cluster>, the PS at /log), and its
+# first save failed on the PS with "ckpt-101_temp: No such file or directory" (test_real_notebook).
+CLIENT_IO = tf.train.CheckpointOptions(experimental_io_device="/job:chief/replica:0/task:0/device:CPU:0")
+
+
 @dataclass
 class _Start:
     """One start of the client: the last global step it saw (what a PS lost then cost)."""
@@ -210,7 +217,9 @@ def _drive(
     placement = {name: v.device for name, v in params.items()}
     checkpoint = tf.train.Checkpoint(global_step=global_step, params=params, adam=adam)
     manager = tf.train.CheckpointManager(checkpoint, str(checkpoint_dir(cfg.log_dir)), max_to_keep=3)
-    restored = manager.restore_or_initialize()
+    restored = manager.latest_checkpoint
+    if restored:
+        checkpoint.restore(restored, options=CLIENT_IO)
     first_step = int(global_step.numpy())
     start.step = first_step
     if recoveries:
@@ -282,10 +291,10 @@ def _drive(
             # Every checkpoint_steps global steps, and at least every checkpoint_seconds: a lost PS or
             # chief costs at most that much training, however long a step takes.
             if step - last_saved >= cfg.checkpoint_steps or time.monotonic() - saved_at >= cfg.checkpoint_seconds:
-                manager.save(checkpoint_number=step)
+                manager.save(checkpoint_number=step, options=CLIENT_IO)
                 last_saved, saved_at = step, time.monotonic()
         if step != last_saved:
-            manager.save(checkpoint_number=step)
+            manager.save(checkpoint_number=step, options=CLIENT_IO)
     finally:
         close()
     result = run_result(

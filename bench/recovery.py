@@ -9,7 +9,9 @@ container; and tests/e2e/test_real_queueing.py's run queued as a JobSet on a que
 (preempted and admitted again first), which loses its parameter server's pod, a worker's, the
 chief's, then its parameter server's container, and its in-graph run driven by a chief, queued as
 a JobSet too, which loses its parameter server's pod, its worker's, the chief's, then its parameter
-server's container.
+server's container; and tests/e2e/test_real_notebook.py's in-graph run driven from the tenant's
+notebook, in her Jupyter on the node, which loses its parameter server's pod, then a worker's (the
+other worker trains on meanwhile: its seconds are those to the worker's next pod serving).
 Each fault is injected on the run's progress, never on a timer, and each test records what it
 cost (tests/e2e/fault_record.py): the seconds from the fault until the run trains past the step it had
 reached (a joining worker: until it trained a step), the step it resumed from, the steps lost, and
@@ -48,6 +50,7 @@ from fault_record import RECORD_ENV  # noqa: E402
 TESTS = [
     "tests/e2e/test_real_training.py",
     "tests/e2e/test_real_queueing.py",
+    "tests/e2e/test_real_notebook.py",
     "-k",
     "loses_its_ps or ps_is_lost or preempted_run",
 ]

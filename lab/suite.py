@@ -55,6 +55,7 @@ REAL_NODE_ORDER = (
     "tests/e2e/test_real_demo.py",
     "tests/e2e/test_real_network.py",
     "tests/e2e/test_real_user_node.py",
+    "tests/e2e/test_real_notebook.py",
     "tests/e2e/test_real_observability.py",
     "tests/e2e/test_real_queueing.py",
 )

@@ -20,6 +20,7 @@ import os
 import resource
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -44,6 +45,11 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> LoadScopeSch
     return UnitScheduling(config, log)
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    global IS_WORKER
+    IS_WORKER = hasattr(config, "workerinput")
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     # The units are sent in the order their first tests are collected; the same on every worker
     # (a stable sort).
@@ -57,6 +63,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 # a cold CI, busy on both cores, pays for. Not counted: daemons no test waits for (a kwok cluster's
 # components, the real node's containers).
 MODULE_SECONDS: dict[str, float] = {}
+IS_WORKER = False  # this process an xdist worker (pytest_configure)
 MODULE_CPU_SECONDS: dict[str, float] = {}
 CPU_PROPERTY = "tfk8s-cpu-seconds"
 
@@ -96,6 +103,18 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     MODULE_SECONDS[path] = MODULE_SECONDS.get(path, 0.0) + report.duration
     spent = sum(v for k, v in report.user_properties if k == f"{CPU_PROPERTY}:{report.when}")
     MODULE_CPU_SECONDS[path] = MODULE_CPU_SECONDS.get(path, 0.0) + spent
+    so_far = os.environ.get("TFK8S_MODULE_TIMES")
+    if so_far and not IS_WORKER:  # the run's whole count: the controller's (or a run without xdist)
+        _write_module_times(Path(so_far))
+
+
+def _write_module_times(path: Path) -> None:
+    """The table so far, kept in a file (TFK8S_MODULE_TIMES) as each report arrives: when a run is
+    stopped before its end (CI's time limit), .ci/run prints what each module had cost by then."""
+    rows = sorted(MODULE_SECONDS.items(), key=lambda item: -item[1])
+    partial = path.with_name(path.name + ".tmp")
+    partial.write_text("".join(f"{seconds:8.0f}  {MODULE_CPU_SECONDS.get(m, 0.0):8.0f}  {m}\n" for m, seconds in rows))
+    partial.replace(path)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:

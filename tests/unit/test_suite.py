@@ -84,7 +84,19 @@ def test_the_modules_that_share_the_queueing_cluster_share_a_unit() -> None:
     assert sharers == sorted(suite.QUEUEING_MODULES)
 
 
-def xdist_run(tmp_path: Path, workers: int) -> list[tuple[str, str]]:
+# The stand-ins' modules and their tests' counts. unit/test_a is the largest unit: xdist's own order
+# (largest first) would send it first.
+STAND_INS = {
+    "unit/test_a": 8,
+    "e2e/test_real_training": 2,
+    "unit/test_b": 2,
+    "e2e/test_real_node": 2,
+    "unit/test_c": 2,
+    "e2e/test_cli": 2,
+}
+
+
+def xdist_run(tmp_path: Path, workers: int, env: dict[str, str] | None = None) -> list[tuple[str, str]]:
     """Stand-ins of the real node's two modules and four others, run by pytest-xdist with
     tests/conftest.py's scheduler; (worker, module) of each test, in the order they ran."""
     tests = tmp_path / "tests"
@@ -98,28 +110,21 @@ def xdist_run(tmp_path: Path, workers: int) -> list[tuple[str, str]]:
         "        out.write(os.environ['PYTEST_XDIST_WORKER'] + ' ' + __name__ + '\\n')\n"
         "    time.sleep(0.1)\n"
     )
-    # unit/test_a is the largest unit: xdist's own order (largest first) would send it first.
-    modules = {
-        "unit/test_a": 8,
-        "e2e/test_real_training": 2,
-        "unit/test_b": 2,
-        "e2e/test_real_node": 2,
-        "unit/test_c": 2,
-        "e2e/test_cli": 2,
-    }
-    for module, count in modules.items():
+    for module, count in STAND_INS.items():
         (tests / f"{module}.py").write_text("import os, time\n" + "".join(test.replace("INDEX", str(i)) for i in range(count)))
+    # Not the files of the run this test is part of (.ci/run's), nor its worker's identity.
+    outer = {k: v for k, v in os.environ.items() if k not in ("TFK8S_MODULE_TIMES", "TFK8S_TEST_COUNTS", "PYTEST_XDIST_WORKER")}
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "-n", str(workers), "--dist", "loadgroup", "-p", "no:cacheprovider", "-q", "tests"],
         cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(ROOT / "lab")},
+        env={**outer, "PYTHONPATH": str(ROOT / "lab"), **(env or {})},
         capture_output=True,
         text=True,
         timeout=120,
     )
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     ran = [tuple(line.split()) for line in record.read_text().splitlines()]
-    assert len(ran) == sum(modules.values())
+    assert len(ran) == sum(STAND_INS.values())
     return ran  # type: ignore[return-value]
 
 
@@ -135,6 +140,17 @@ def test_xdist_sends_the_real_nodes_unit_first_and_the_rest_in_collection_order(
     ran = xdist_run(tmp_path, workers=1)
     modules = [m for i, (_, m) in enumerate(ran) if i == 0 or ran[i - 1][1] != m]
     assert modules == ["test_real_node", "test_real_training", "test_cli", "test_a", "test_b", "test_c"], ran
+
+
+def test_each_modules_seconds_so_far_are_kept_in_a_file_for_a_run_stopped_before_its_end(tmp_path: Path) -> None:
+    """What .ci/run prints when CI's time limit stops pytest before its own table: the controller
+    keeps every module's seconds so far in TFK8S_MODULE_TIMES, the longest first."""
+    times = tmp_path / "modules.txt"
+    xdist_run(tmp_path, workers=2, env={"TFK8S_MODULE_TIMES": str(times)})
+    rows = [line.split() for line in times.read_text().splitlines()]
+    assert sorted(path for _, _, path in rows) == sorted(f"tests/{m}.py" for m in STAND_INS)
+    assert rows[0][2] == "tests/unit/test_a.py" and float(rows[0][0]) >= 0.8, rows  # 8 tests of 0.1 s at least
+    assert not list(tmp_path.glob("modules.txt.*")), "a partial write left behind"
 
 
 def test_background_builds_yield_the_cores_to_the_tests(tmp_path: Path) -> None:

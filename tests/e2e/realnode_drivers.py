@@ -109,6 +109,42 @@ def kubelet_stopped(kube: Kube) -> Iterator[None]:
         realnode.start_kubelet(kube.cluster or "")
 
 
+def experiment_pods(kube: Kube, namespace: str, stack: str) -> list[dict[str, Any]]:
+    """Every pod of the `stack` experiment in `namespace`."""
+    return [p for p in kube.get("pods", namespace) if p["metadata"]["labels"].get("tfk8s.io/stack") == stack]
+
+
+def task_pod(kube: Kube, namespace: str, stack: str, task: str) -> dict[str, Any]:
+    """The pod of the `stack` run's `task` not being deleted (`ps-<i>`: its Deployment's one pod;
+    `worker-<i>`: the Job's completion index i, 0 the chief of a between-graph run)."""
+    role, index = task.rsplit("-", 1)
+    label = "tfk8s.io/index" if role == "ps" else "batch.kubernetes.io/job-completion-index"
+    (pod,) = [
+        p
+        for p in experiment_pods(kube, namespace, stack)
+        if p["metadata"]["labels"].get("app.kubernetes.io/component") == role
+        and p["metadata"]["labels"].get(label) == index
+        and "deletionTimestamp" not in p["metadata"]
+    ]
+    return pod
+
+
+def workers_done(kube: Kube, namespace: str, stack: str) -> dict[str, Any] | None:
+    """The experiment's workers' Job once both workers succeeded; fails at once if the Job failed.
+    (A worker pod may fail and be retried, backoffLimitPerIndex: the run fails with the Job alone.)"""
+    (job,) = [j for j in kube.get("jobs", namespace) if j["metadata"]["labels"].get("tfk8s.io/stack") == stack]
+    status = job.get("status", {})
+    failed = [c for c in status.get("conditions", []) if c["type"] == "Failed" and c["status"] == "True"]
+    assert not failed, f"{failed}\n{failure_report(kube, namespace)}"
+    return job if status.get("succeeded") == 2 else None
+
+
+def ps_retired(kube: Kube, namespace: str, stack: str) -> bool:
+    """Each PS of the experiment scaled its own Deployment to zero."""
+    deployments = [d for d in kube.get("deployments", namespace) if d["metadata"]["labels"].get("tfk8s.io/stack") == stack]
+    return bool(deployments) and all(d["spec"]["replicas"] == 0 for d in deployments)
+
+
 def delete_at_once(kube: Kube, pod: dict[str, Any]) -> None:
     """The pod deleted at once, no grace, as a task is lost: the API object goes now, the kubelet
     kills what is left of it."""

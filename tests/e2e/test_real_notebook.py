@@ -34,7 +34,6 @@ from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 from drivers import CLUSTER, Cli, Kube
@@ -52,10 +51,13 @@ from realnode_drivers import (
     place_on_real_node,
     platform_on_the_node,
     project,
+    ps_retired,
     real_cluster,
     shared_user_node,
+    task_pod,
     untaint,
     until,
+    workers_done,
 )
 from run_logs import START, checkpoint_of, checkpoint_step, task_log
 
@@ -135,8 +137,9 @@ def test_a_notebook_that_loses_its_ps_and_a_worker_on_real_pods_resumes_in_its_k
 
     # The done marker retires every server: the PS scale their Deployment to zero, the workers' Job
     # completes, and readiness, from live status, says the run succeeded.
-    until("the PS scale their own Deployment to zero", 120, lambda: _ps_retired(cluster), report=lambda: _logs(cluster))
-    until("the workers' Job completes", 120, lambda: _workers_done(cluster), report=lambda: _logs(cluster))
+    retired, done = (lambda: ps_retired(cluster, NAMESPACE, STACK)), (lambda: workers_done(cluster, NAMESPACE, STACK))
+    until("the PS scale their own Deployment to zero", 120, retired, report=lambda: _logs(cluster))
+    until("the workers' Job completes", 120, done, report=lambda: _logs(cluster))
     alice.cli("up", "--stack", STACK, "--yes", "--skip-preview", "--refresh")
     assert alice.cli.outputs(STACK)["readiness"]["clusters"]["mnist"]["phase"] == "Succeeded"
     ps_waited = recovery["ps_back_at"] - recovery["lost_at"]
@@ -190,7 +193,7 @@ def _lose_the_ps(cluster: Kube, kernel: Kernel, run: Path, trained: Future[str])
     step = _step(kernel.text)
     assert step < STEPS - ROOM, f"the run is at step {step} of {STEPS} before the PS's fault: give it more steps"
     fault = Fault.now("ps-0's pod deleted", step)
-    delete_at_once(cluster, _pod(cluster, "ps", "0"))
+    delete_at_once(cluster, task_pod(cluster, NAMESPACE, STACK, "ps-0"))
     restored = until(
         "the kernel restores a checkpoint", 600, lambda: _restored(_after_the_loss(kernel.text)), report=lambda: _logs(cluster)
     )
@@ -222,7 +225,7 @@ def _lose_a_worker(cluster: Kube, kernel: Kernel, run: Path, restored: int, trai
     step = _step(kernel.text)
     assert step < STEPS - ROOM, f"the run is at step {step} of {STEPS} before the worker's fault: give it more steps"
     fault = Fault.now("worker-1's pod deleted", step)
-    delete_at_once(cluster, _pod(cluster, "worker", "1"))
+    delete_at_once(cluster, task_pod(cluster, NAMESPACE, STACK, "worker-1"))
     until(
         "worker-1's next pod serves",
         300,
@@ -285,35 +288,6 @@ def _restored(text: str) -> int | None:
     starts = [START.match(line) for line in text.splitlines()]
     found = [s for s in starts if s and s[1] == "chief-0" and s[3]]
     return checkpoint_of(found[0][3]) if found else None
-
-
-def _pod(cluster: Kube, role: str, index: str) -> dict[str, Any]:
-    """The running pod of the experiment's `role` task `index` (a PS: its Deployment's one pod; a
-    worker: the Job's completion index)."""
-    label = "tfk8s.io/index" if role == "ps" else "batch.kubernetes.io/job-completion-index"
-    (pod,) = [
-        p
-        for p in cluster.get("pods", NAMESPACE)
-        if p["metadata"]["labels"].get("tfk8s.io/stack") == STACK
-        and p["metadata"]["labels"].get("app.kubernetes.io/component") == role
-        and p["metadata"]["labels"].get(label) == index
-        and p["status"].get("phase") == "Running"
-        and "deletionTimestamp" not in p["metadata"]
-    ]
-    return pod
-
-
-def _ps_retired(cluster: Kube) -> bool:
-    deployments = [d for d in cluster.get("deployments", NAMESPACE) if d["metadata"]["labels"].get("tfk8s.io/stack") == STACK]
-    return bool(deployments) and all(d["spec"]["replicas"] == 0 for d in deployments)
-
-
-def _workers_done(cluster: Kube) -> bool:
-    (job,) = [j for j in cluster.get("jobs", NAMESPACE) if j["metadata"]["labels"].get("tfk8s.io/stack") == STACK]
-    status = job.get("status", {})
-    failed = [c for c in status.get("conditions", []) if c["type"] == "Failed" and c["status"] == "True"]
-    assert not failed, f"{failed}\n{_logs(cluster)}"
-    return status.get("succeeded") == 2
 
 
 def _logs(cluster: Kube) -> str:

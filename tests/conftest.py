@@ -63,9 +63,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 # a cold CI, busy on both cores, pays for. Not counted: daemons no test waits for (a kwok cluster's
 # components, the real node's containers).
 MODULE_SECONDS: dict[str, float] = {}
-IS_WORKER = False  # this process an xdist worker (pytest_configure)
 MODULE_CPU_SECONDS: dict[str, float] = {}
 CPU_PROPERTY = "tfk8s-cpu-seconds"
+IS_WORKER = False  # this process an xdist worker, which leaves the run's table to the controller
+
+
+def module_rows(at_least: float = 0.0) -> list[str]:
+    """The table's rows so far, of the modules that took `at_least` seconds, the longest first:
+    wall seconds, CPU-seconds, path."""
+    by_wall = sorted(((s, path) for path, s in MODULE_SECONDS.items() if s >= at_least), reverse=True)
+    return [f"{seconds:8.0f}  {MODULE_CPU_SECONDS.get(path, 0.0):8.0f}  {path}" for seconds, path in by_wall]
 
 
 def cpu_seconds() -> float:
@@ -111,14 +118,13 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 def _write_module_times(path: Path) -> None:
     """The table so far, kept in a file (TFK8S_MODULE_TIMES) as each report arrives: when a run is
     stopped before its end (CI's time limit), .ci/run prints what each module had cost by then."""
-    rows = sorted(MODULE_SECONDS.items(), key=lambda item: -item[1])
     partial = path.with_name(path.name + ".tmp")
-    partial.write_text("".join(f"{seconds:8.0f}  {MODULE_CPU_SECONDS.get(m, 0.0):8.0f}  {m}\n" for m, seconds in rows))
+    partial.write_text("".join(f"{row}\n" for row in module_rows()))
     partial.replace(path)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
-    if hasattr(config, "workerinput"):  # an xdist worker: the controller reports for the run
+    if IS_WORKER:
         return
     counts = os.environ.get("TFK8S_TEST_COUNTS")
     if counts:  # for .ci/run's closing line
@@ -132,7 +138,6 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
     if not MODULE_SECONDS:
         return
     terminalreporter.section("seconds per module (set-up, tests and tear-down): wall, CPU")
-    for path, seconds in sorted(MODULE_SECONDS.items(), key=lambda item: -item[1]):
-        if seconds >= 1:
-            terminalreporter.write_line(f"{seconds:8.0f}  {MODULE_CPU_SECONDS.get(path, 0.0):8.0f}  {path}")
+    for row in module_rows(at_least=1):
+        terminalreporter.write_line(row)
     terminalreporter.write_line(f"{sum(MODULE_SECONDS.values()):8.0f}  {sum(MODULE_CPU_SECONDS.values()):8.0f}  (all)")

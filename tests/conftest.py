@@ -123,6 +123,13 @@ def _write_module_times(path: Path) -> None:
     partial.replace(path)
 
 
+def _crash_line(report: pytest.TestReport) -> str:
+    """The line that says why a test failed (its exception's first line), cut to one screen line."""
+    crash = getattr(report.longrepr, "reprcrash", None)
+    message = crash.message if crash is not None else str(report.longrepr)
+    return " ".join(message.split())[:300]
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
     if IS_WORKER:
         return
@@ -132,9 +139,11 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
         stats = {
             kind: [r for r in reports if getattr(r, "context", None) is None] for kind, reports in terminalreporter.stats.items()
         }
-        failed = len(stats.get("failed", [])) + len(stats.get("error", []))
-        with open(counts, "a") as out:
-            out.write(f"{len(stats.get('passed', []))} passed, {failed} failed, {len(stats.get('skipped', []))} skipped\n")
+        failures = stats.get("failed", []) + stats.get("error", [])
+        with open(counts, "w") as out:
+            out.write(f"{len(stats.get('passed', []))} passed, {len(failures)} failed, {len(stats.get('skipped', []))} skipped\n")
+            # CI keeps only its output's last lines: the failures' names and causes among them.
+            out.writelines(f"FAILED {r.nodeid} ({r.when}): {_crash_line(r)}\n" for r in failures)
     if not MODULE_SECONDS:
         return
     terminalreporter.section("seconds per module (set-up, tests and tear-down): wall, CPU")

@@ -96,9 +96,10 @@ STAND_INS = {
 }
 
 
-def xdist_run(tmp_path: Path, workers: int, env: dict[str, str] | None = None) -> list[tuple[str, str]]:
+def xdist_run(tmp_path: Path, workers: int, env: dict[str, str] | None = None, failing: str = "") -> list[tuple[str, str]]:
     """Stand-ins of the real node's two modules and four others, run by pytest-xdist with
-    tests/conftest.py's scheduler; (worker, module) of each test, in the order they ran."""
+    tests/conftest.py's scheduler; (worker, module) of each test, in the order they ran. The
+    stand-in named `failing` (module::test) fails after it has run."""
     tests = tmp_path / "tests"
     for folder in ("e2e", "unit"):
         (tests / folder).mkdir(parents=True)
@@ -111,7 +112,11 @@ def xdist_run(tmp_path: Path, workers: int, env: dict[str, str] | None = None) -
         "    time.sleep(0.1)\n"
     )
     for module, count in STAND_INS.items():
-        (tests / f"{module}.py").write_text("import os, time\n" + "".join(test.replace("INDEX", str(i)) for i in range(count)))
+        body = "import os, time\n" + "".join(test.replace("INDEX", str(i)) for i in range(count))
+        if failing.startswith(f"{module}::"):
+            name = failing.split("::")[1]
+            body = body.replace(f"def {name}():\n", f"def {name}():\n    assert not 'fails', 'the stand-in fails'\n")
+        (tests / f"{module}.py").write_text(body)
     # Not the files of the run this test is part of (.ci/run's), nor its worker's identity.
     outer = {k: v for k, v in os.environ.items() if k not in ("TFK8S_MODULE_TIMES", "TFK8S_TEST_COUNTS", "PYTEST_XDIST_WORKER")}
     run = subprocess.run(
@@ -122,9 +127,9 @@ def xdist_run(tmp_path: Path, workers: int, env: dict[str, str] | None = None) -
         text=True,
         timeout=120,
     )
-    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    assert run.returncode == (1 if failing else 0), run.stdout[-2000:] + run.stderr[-2000:]
     ran = [tuple(line.split()) for line in record.read_text().splitlines()]
-    assert len(ran) == sum(STAND_INS.values())
+    assert len(ran) == sum(STAND_INS.values()) - (1 if failing else 0)
     return ran  # type: ignore[return-value]
 
 
@@ -151,6 +156,17 @@ def test_each_modules_seconds_so_far_are_kept_in_a_file_for_a_run_stopped_before
     assert sorted(path for _, _, path in rows) == sorted(f"tests/{m}.py" for m in STAND_INS)
     assert rows[0][2] == "tests/unit/test_a.py" and float(rows[0][0]) >= 0.8, rows  # 8 tests of 0.1 s at least
     assert not list(tmp_path.glob("modules.txt.*")), "a partial write left behind"
+
+
+def test_the_counts_file_names_each_failed_test_and_its_cause_after_the_counts(tmp_path: Path) -> None:
+    """CI keeps only the end of .ci/run's output: the file it prints there says which tests failed
+    and why, not only how many."""
+    counts = tmp_path / "counts.txt"
+    xdist_run(tmp_path, workers=2, env={"TFK8S_TEST_COUNTS": str(counts)}, failing="unit/test_b::test_1")
+    lines = counts.read_text().splitlines()
+    assert lines[0] == f"{sum(STAND_INS.values()) - 1} passed, 1 failed, 0 skipped", lines
+    cause = "AssertionError: the stand-in fails assert not 'fails'"
+    assert lines[1:] == [f"FAILED tests/unit/test_b.py::test_1 (call): {cause}"], lines
 
 
 def test_background_builds_yield_the_cores_to_the_tests(tmp_path: Path) -> None:

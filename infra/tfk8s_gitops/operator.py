@@ -9,9 +9,13 @@ reconcile one stack file in-cluster instead of from CI (docs/guide/gitops.md):
   `cluster-admin`, the platform team's; a stack file whose kind disagrees with the team file is
   refused; an experiment's account gets nothing here: it must be one of its tenant's identities
   (`tfk8s:tenant.identities.users`), so it has exactly the rights a person of that tenant has;
-- the `Stack` itself: the repository, branch and stack, the team's object-store backend, the
-  passphrase and the store's keys from Secrets (never inline), `prerequisites` in the plan's order
+- the `Stack` itself: the repository, branch and stack, the object-store backend, the passphrase
+  and the store's keys from Secrets (never inline), `prerequisites` in the plan's order
   (platform <- tenant <- experiment), and `destroyOnFinalize` from what destroying would lose.
+  A platform's and a tenant's workspace read the team's Secrets (`--passphrase-secret`,
+  `--backend-secret`); an experiment's reads its tenant's alone, named after the tenant
+  (`tenant_secrets`): the team's passphrase opens every platform's and tenant's secrets (the
+  Heketi key, the Jupyter tokens), which an experiment's program never needs.
 """
 
 from __future__ import annotations
@@ -39,6 +43,9 @@ WORKSPACE_IMAGE = f"pulumi/pulumi-python:{version('pulumi')}-nonroot"
 # The variables the workspace's CLI needs, and the Secret key each is read from.
 PASSPHRASE_ENV = {"PULUMI_CONFIG_PASSPHRASE": "passphrase"}
 S3_ENV = {"AWS_ACCESS_KEY_ID": "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY": "AWS_SECRET_ACCESS_KEY"}
+# The team's Secrets, which the platform's and tenants' workspaces read.
+TEAM_PASSPHRASE_SECRET = "tfk8s-gitops-passphrase"
+TEAM_BACKEND_SECRET = "tfk8s-gitops-s3"
 
 
 class OperatorError(Refusal):
@@ -54,10 +61,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=GITOPS_NAMESPACE,
         help=f"where the Stack and its ServiceAccount live; an experiment's: {GITOPS_NAMESPACE}, whose accounts tenants accept",
     )
-    parser.add_argument("--backend", default=os.environ.get("PULUMI_BACKEND_URL"), help="default: $PULUMI_BACKEND_URL")
-    parser.add_argument("--passphrase-secret", default="tfk8s-gitops-passphrase", help="a Secret with key `passphrase`")
     parser.add_argument(
-        "--backend-secret", default="tfk8s-gitops-s3", help="a Secret with keys AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
+        "--backend",
+        default=os.environ.get("PULUMI_BACKEND_URL"),
+        help="the team's store; an experiment's: its tenant's (default: $PULUMI_BACKEND_URL)",
+    )
+    parser.add_argument(
+        "--passphrase-secret",
+        help=f"a platform's or tenant's: the team's Secret with key `passphrase` (default: {TEAM_PASSPHRASE_SECRET}); "
+        "an experiment's is its tenant's, by name",
+    )
+    parser.add_argument(
+        "--backend-secret",
+        help=f"a platform's or tenant's: the team's Secret with keys AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY "
+        f"(default: {TEAM_BACKEND_SECRET}); an experiment's is its tenant's, by name",
     )
     parser.add_argument("--resync-seconds", type=int, default=300, help="how often the operator polls the branch (>= 60)")
 
@@ -99,10 +116,12 @@ def render(repo: Repo, args: argparse.Namespace) -> list[dict[str, Any]]:
     objects: list[dict[str, Any]] = [{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta}]
     subject = [{"kind": "ServiceAccount", "name": account, "namespace": args.namespace}]
     roles = ["system:auth-delegator"]
+    secrets = _team_secrets(args)
     if team.kind_of(args.stack) is not None:
         roles.append("cluster-admin")
     elif isinstance(model, ExperimentStack):
-        _check_tenant_lists(stacks, file, identity(args.stack, args.namespace))
+        tenant = _check_tenant_lists(stacks, file, identity(args.stack, args.namespace))
+        secrets = _experiment_secrets(args, tenant.tenant.name)
     for role in roles:
         objects.append(
             {
@@ -124,7 +143,7 @@ def render(repo: Repo, args: argparse.Namespace) -> list[dict[str, Any]]:
         "resyncFrequencySeconds": args.resync_seconds,
         # A stack file must be in git (the truth); never create a stack the repository lacks.
         "useLocalStackOnly": True,
-        "envRefs": _env_refs(args),
+        "envRefs": _env_refs(args.backend, *secrets),
         "workspaceTemplate": {"spec": {"image": WORKSPACE_IMAGE, "securityProfile": "restricted"}},
     }
     if file.upstream is not None and file.upstream in stacks:
@@ -145,17 +164,42 @@ def _check_arguments(args: argparse.Namespace, stacks: dict[str, StackFile]) -> 
         raise OperatorError(f"--resync-seconds {args.resync_seconds}: the operator requires at least 60")
 
 
-def _env_refs(args: argparse.Namespace) -> dict[str, Any]:
+def tenant_secrets(tenant: str) -> tuple[str, str]:
+    """The Secrets (passphrase, store's keys) of a tenant's experiments' workspaces: the tenant's
+    own passphrase and keys to its own store, which the platform team creates beside the team's."""
+    return f"tfk8s-tenant-{tenant}-passphrase", f"tfk8s-tenant-{tenant}-s3"
+
+
+def _team_secrets(args: argparse.Namespace) -> tuple[str, str]:
+    return args.passphrase_secret or TEAM_PASSPHRASE_SECRET, args.backend_secret or TEAM_BACKEND_SECRET
+
+
+def _experiment_secrets(args: argparse.Namespace, tenant: str) -> tuple[str, str]:
+    """An experiment's Secrets: its tenant's, never a name given on the command line (which may be
+    the team's)."""
+    own = tenant_secrets(tenant)
+    for flag, given in (("--passphrase-secret", args.passphrase_secret), ("--backend-secret", args.backend_secret)):
+        if given:
+            raise OperatorError(
+                f"{flag} {given}: an experiment's workspace reads its tenant's Secrets alone, {own[0]} and {own[1]} "
+                f"in {args.namespace}, never the team's; drop {flag} and create those with {tenant}'s passphrase and "
+                "keys to its own store (docs/guide/gitops.md)"
+            )
+    return own
+
+
+def _env_refs(backend: str, passphrase_secret: str, backend_secret: str) -> dict[str, Any]:
     """The workspace CLI's variables, each from its Secret: the passphrase, and an S3 backend's keys."""
     env = {**PASSPHRASE_ENV}
-    env_secret = {name: args.passphrase_secret for name in PASSPHRASE_ENV}
-    if args.backend.startswith("s3:"):
+    env_secret = {name: passphrase_secret for name in PASSPHRASE_ENV}
+    if backend.startswith("s3:"):
         env.update(S3_ENV)
-        env_secret.update({name: args.backend_secret for name in S3_ENV})
+        env_secret.update({name: backend_secret for name in S3_ENV})
     return {name: {"type": "Secret", "secret": {"name": env_secret[name], "key": key}} for name, key in env.items()}
 
 
-def _check_tenant_lists(stacks: dict[str, StackFile], file: StackFile, user: str) -> None:
+def _check_tenant_lists(stacks: dict[str, StackFile], file: StackFile, user: str) -> TenantStack:
+    """The experiment's tenant, which must list the experiment's workspace among its identities."""
     tenant_name = file.upstream
     tenant = stacks.get(tenant_name or "")
     key = f"{NAMESPACE}:tenant.identities.users"
@@ -173,6 +217,7 @@ def _check_tenant_lists(stacks: dict[str, StackFile], file: StackFile, user: str
             f"--namespace: a tenant accepts service accounts of its own namespace and of {GITOPS_NAMESPACE} alone as "
             f"identities, not {user!r}: run the experiment's Stack in {GITOPS_NAMESPACE} (the default)"
         )
+    return model
 
 
 def render_yaml(repo: Repo, args: argparse.Namespace) -> str:

@@ -48,6 +48,7 @@ import pytest
 import yaml
 from drivers import CLUSTER, ROOT, Kube, preview_minter, team_platform
 from s3_server import s3_server
+from tfk8s_gitops import operator
 from tfk8s_gitops.identity import identity
 
 import toolenv
@@ -756,6 +757,9 @@ def test_operator_stacks_of_every_kind_validate_against_the_operators_crds(clust
         (stack_object,) = [d for d in yaml.safe_load_all(out) if d["kind"] == "Stack"]
         assert stack_object["spec"]["backend"] == backend
         assert {ref["type"] for ref in stack_object["spec"]["envRefs"].values()} == {"Secret"}  # no value inline
+        read = {ref["secret"]["name"] for ref in stack_object["spec"]["envRefs"].values()}
+        team = stack != "dev"  # an experiment's workspace gets its tenant's secrets, never the team's
+        assert read == ({"tfk8s-gitops-passphrase", "tfk8s-gitops-s3"} if team else set(operator.tenant_secrets("alice"))), stack
     assert rendered["dev"] == {"serviceaccount", "clusterrolebinding.rbac.authorization.k8s.io", "stack.pulumi.com"}
     # The API server refuses what the CRD does not define: the validation above is not a formality.
     bad = tmp_path / "bad.yaml"

@@ -221,6 +221,37 @@ def test_an_experiments_workspace_is_a_tenant_identity_with_no_cluster_rights(fi
     assert all(ref["type"] == "Secret" for ref in stack["spec"]["envRefs"].values())
 
 
+def _secrets_read(stack: dict[str, Any]) -> dict[str, str]:
+    return {name: ref["secret"]["name"] for name, ref in stack["spec"]["envRefs"].items()}
+
+
+def test_an_experiments_workspace_reads_its_tenants_secrets_and_the_teams_stacks_the_teams(files: StackFiles) -> None:
+    """The team's passphrase opens every platform's and tenant's secrets; an experiment's workspace
+    gets its tenant's passphrase and store keys instead."""
+    (experiment,) = _by_kind(operator.render(Repo(files.root), _args("exp")))["Stack"]
+    assert _secrets_read(experiment) == {
+        "PULUMI_CONFIG_PASSPHRASE": "tfk8s-tenant-alice-passphrase",
+        "AWS_ACCESS_KEY_ID": "tfk8s-tenant-alice-s3",
+        "AWS_SECRET_ACCESS_KEY": "tfk8s-tenant-alice-s3",
+    }
+    for stack in ("platform-dev", "tenant-alice"):
+        (team,) = _by_kind(operator.render(Repo(files.root), _args(stack)))["Stack"]
+        assert set(_secrets_read(team).values()) == {"tfk8s-gitops-passphrase", "tfk8s-gitops-s3"}, stack
+    (team,) = _by_kind(operator.render(Repo(files.root), _args("tenant-alice", passphrase_secret="ours")))["Stack"]
+    assert _secrets_read(team)["PULUMI_CONFIG_PASSPHRASE"] == "ours"
+
+
+@pytest.mark.parametrize("flag", ["passphrase_secret", "backend_secret"])
+def test_a_secret_named_for_an_experiment_is_refused_it_may_be_the_teams(files: StackFiles, flag: str) -> None:
+    option = "--" + flag.replace("_", "-")
+    with pytest.raises(
+        operator.OperatorError,
+        match=rf"{option} tfk8s-gitops-x: an experiment's workspace reads its tenant's Secrets alone, "
+        r"tfk8s-tenant-alice-passphrase and tfk8s-tenant-alice-s3 in tfk8s-gitops, never the team's; drop " + option,
+    ):
+        operator.render(Repo(files.root), _args("exp", **{flag: "tfk8s-gitops-x"}))
+
+
 def test_scratch_data_keeps_an_experiment_and_a_tenant_follows_keep_on_destroy(files: StackFiles) -> None:
     clusters = [{"name": "mnist", "scratch": {"size": "1Gi"}}]
     files.write("exp", {"tfk8s:kind": "experiment", "tfk8s:namespace": "tfk8s-alice", "tfk8s:clusters": clusters})

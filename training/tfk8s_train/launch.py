@@ -89,18 +89,18 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Dict, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple, Union
 
 try:  # a module of the package: python -m tfk8s_train.launch, or PYTHONPATH=/opt/tfk8s as in pods
-    from tfk8s_train import run_lineage
+    from tfk8s_train import atomic_file, run_lineage
     from tfk8s_train.job_watch import RunEnd
     from tfk8s_train.kube_retire import api_server, retire_deployment, run_job_uid
     from tfk8s_train.task_watch import TaskWatch
 except ImportError:  # a plain script without the package on the path: the sibling file
+    import atomic_file  # type: ignore[no-redef]
     import run_lineage  # type: ignore[no-redef]
     from job_watch import RunEnd  # type: ignore[no-redef]
     from kube_retire import api_server, retire_deployment, run_job_uid  # type: ignore[no-redef]
@@ -326,15 +326,8 @@ def write_done_marker(run_dir: Union[str, Path], job: str, index: int) -> Path:
     Also usable from a notebook client, whose TFK8S_LOG_DIR is the run's directory:
     ``write_done_marker(os.environ["TFK8S_LOG_DIR"], "chief", 0)``.
     """
-    directory = done_dir(run_dir)
-    directory.mkdir(parents=True, exist_ok=True)
     body = json.dumps({"job": job, "index": index, "host": socket.gethostname(), "time": time.time()})
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{job}-{index}.")
-    with os.fdopen(fd, "w") as handle:
-        handle.write(body)
-    final = directory / f"{job}-{index}"
-    os.replace(tmp, final)  # rename is atomic on one filesystem: readers never see half a file
-    return final
+    return atomic_file.write_text(done_dir(run_dir) / f"{job}-{index}", body)
 
 
 def expected_markers(spec: LaunchSpec) -> Set[str]:

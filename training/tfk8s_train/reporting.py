@@ -16,7 +16,6 @@ TensorBoard event files go to ``<log_dir>/tensorboard/<task>/`` so every task is
 from __future__ import annotations
 
 import json
-import os
 import re
 import sys
 import time
@@ -26,6 +25,7 @@ from typing import Any
 
 import tensorflow as tf
 
+from tfk8s_train import atomic_file
 from tfk8s_train.task_progress import PHASE_PREFIX, PLACEMENT_PREFIX, PROGRESS_PREFIX
 
 ScalarWriter = Callable[[str, float, int], None]
@@ -140,10 +140,6 @@ def run_result(
 
 def write_result(log_dir: str, task: str, result: dict[str, Any]) -> Path:
     """``<log_dir>/results/<task>.json``: what tests and humans read after a run."""
-    path = Path(log_dir) / "results" / f"{task}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)
+    path = atomic_file.write_text(Path(log_dir) / "results" / f"{task}.json", json.dumps(result, indent=2, sort_keys=True) + "\n")
     print(f"tfk8s-result task={task} {json.dumps(result, sort_keys=True)}", file=sys.stderr, flush=True)
     return path

@@ -23,10 +23,14 @@ import json
 import os
 import re
 import shutil
-import tempfile
 import time
 from pathlib import Path
 from typing import Dict, List, NamedTuple, Optional, Union
+
+try:
+    from tfk8s_train import atomic_file
+except ImportError:  # beside launch.py as plain files
+    import atomic_file  # type: ignore[no-redef]
 
 LINEAGE_FILE = Path(".tfk8s") / "lineage"
 CONTINUED_FILE = Path(".tfk8s") / "continued.json"
@@ -54,7 +58,7 @@ def record(run_dir: Union[str, Path], lineage: str) -> None:
     path = Path(run_dir) / LINEAGE_FILE
     if path.exists():
         return
-    _write_atomically(path, lineage)
+    atomic_file.write_text(path, lineage)
 
 
 def newest_checkpoint(run_dir: Union[str, Path]) -> Optional[Earlier]:
@@ -109,9 +113,9 @@ def continue_run(run_dir: Union[str, Path], lineage: str, task: str) -> Optional
         except OSError:  # another filesystem, or one without hard links
             shutil.copy2(str(source), str(destination))
     name = json.dumps(earlier.prefix)
-    _write_atomically(target / STATE, f"model_checkpoint_path: {name}\nall_model_checkpoint_paths: {name}\n")
+    atomic_file.write_text(target / STATE, f"model_checkpoint_path: {name}\nall_model_checkpoint_paths: {name}\n")
     continued = {"run": earlier.run_dir.name, "checkpoint": earlier.prefix, "at": str(time.time())}
-    _write_atomically(Path(run_dir) / CONTINUED_FILE, json.dumps(continued))
+    atomic_file.write_text(Path(run_dir) / CONTINUED_FILE, json.dumps(continued))
     return continued
 
 
@@ -120,11 +124,3 @@ def _read(path: Path) -> Optional[str]:
         return path.read_text().strip()
     except OSError:
         return None
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=str(path.parent), prefix="." + path.name + ".")
-    with os.fdopen(fd, "w") as handle:
-        handle.write(text)
-    os.replace(tmp, str(path))

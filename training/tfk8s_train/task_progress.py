@@ -19,15 +19,16 @@ Runs on Python 3.6 and newer, like launch.py (`make lint` checks it with vermin)
 import json
 import os
 import re
-import tempfile
 import threading
 import time
 from collections import deque
 from typing import Any, Deque, Dict, Optional, Sequence, Tuple
 
 try:
+    from tfk8s_train import atomic_file
     from tfk8s_train.event_files import EventDirectory
 except ImportError:  # beside launch.py as plain files
+    import atomic_file  # type: ignore[no-redef]
     from event_files import EventDirectory  # type: ignore[no-redef]
 
 SCHEMA = 1
@@ -293,10 +294,5 @@ class Tracker:
     def write(self) -> Dict[str, Any]:
         """Replace the progress file atomically (readers never see half of it); the snapshot written."""
         snapshot = self.snapshot()
-        directory = os.path.dirname(self.path)
-        os.makedirs(directory, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{self.task}.")
-        with os.fdopen(fd, "w") as handle:
-            json.dump(snapshot, handle, sort_keys=True)
-        os.replace(tmp, self.path)
+        atomic_file.write_text(self.path, json.dumps(snapshot, sort_keys=True))
         return snapshot

@@ -9,7 +9,7 @@ alone, and anything else that escapes is a bug, shown with its traceback. Beneat
   they collide with what the cluster holds (`OwnershipConflict`, `UserNodeTaken`).
 - `MissingPrerequisite`: what was asked is fine, but the cluster or the stacks it builds on lack
   what it needs (`ClusterUnreachable`, `ClusterLacks`, `StackUnavailable`, `ContractUnavailable`,
-  `AccessDenied`, `UserNodeTooSmall`; GitOps' `ImpersonationError`): someone deploys or grants
+  `AccessDenied`, `UserNodeTooSmall`; GitOps' `ImpersonationError`, `BackendError`): someone deploys or grants
   something, and runs it again.
 - the Kubernetes client's (`tfk8s.kube`: `KubeApiError`, `ExecCredentialError`,
   `SecretUnreadable`), which the program's checks turn into the two above and the commands into
@@ -57,8 +57,9 @@ class Refusal(Tfk8sError):
 
 
 class MissingPrerequisite(Tfk8sError):
-    """The cluster, or a stack this one builds on, lacks what the run needs; nothing was declared.
-    The message names what is missing and who provides it."""
+    """The cluster, a stack this one builds on, or the Python environment (the trainer package
+    beside tfk8s) lacks what the run needs; nothing was declared. The message names what is
+    missing and who provides it."""
 
 
 class ConfigError(Refusal, ValueError):

@@ -40,8 +40,15 @@ from pathlib import Path
 from typing import Any
 
 from pulumi.automation.events import EngineEvent, OpType
+from tfk8s.errors import MissingPrerequisite
 
 from tfk8s_gitops.repo import STACK_FILE_PREFIX, STACK_FILE_SUFFIX, stack_name
+
+
+class BackendError(MissingPrerequisite):
+    """The state backend refused a read the pipeline needs (its URL, its credentials, the
+    passphrase); the message is the CLI's, after the command that failed."""
+
 
 LOCKED = "currently locked"
 LOCK_HANDOFF = "ExistingObjectIsDirectory"  # versitygw's refusal of a lock written at the handoff
@@ -197,7 +204,7 @@ class Pulumi:
         """The stack's state (`pulumi stack export`, secrets left encrypted)."""
         done = self._cli("stack", "export", "--stack", stack)
         if done.returncode != 0:
-            raise RuntimeError(f"pulumi stack export --stack {stack}: {done.stderr.strip()}")
+            raise BackendError(f"pulumi stack export --stack {stack}: {done.stderr.strip()}")
         exported: dict[str, Any] = json.loads(done.stdout)
         return exported
 
@@ -211,7 +218,7 @@ class Pulumi:
         stack's entry: a run lists them once, `pipeline.Clis.exists`, not once per stack)."""
         listed = self._cli("stack", "ls", "--json")
         if listed.returncode != 0:
-            raise RuntimeError(f"pulumi stack ls: {listed.stderr.strip()}")
+            raise BackendError(f"pulumi stack ls: {listed.stderr.strip()}")
         return {s.get("name", "").split("/")[-1] for s in json.loads(listed.stdout or "[]")}
 
     def _cli(self, *args: str) -> subprocess.CompletedProcess[str]:

@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 from mocked_program import ROOT
+from tfk8s.errors import MissingPrerequisite
 from tfk8s.settings.experiment import DEFAULT_TRAINER, LAUNCHER_PACKAGE
+from tfk8s.specs import code
 from tfk8s.specs.code import NOT_SHIPPED, PackageUse, launcher_bundle
 from tfk8s.specs.pods import LAUNCH_MODULE
 
@@ -88,3 +90,11 @@ def test_the_experiments_copy_leaves_out_what_only_the_tenant_and_the_host_use()
     assert experiment == tenant - gate - {"layouts.py"}
     # Were a left-out module imported by an experiment pod, the test above would fail: the closure sees it.
     assert "layouts.py" in closure({"layouts.py"}) and "launch.py" in closure({"layouts.py"})
+
+
+def test_a_missing_trainer_package_is_a_missing_prerequisite_naming_the_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A program that imports tfk8s as a library, where the trainer package is not installed: the
+    project's own error (shown alone, not as a bug), naming the fix."""
+    monkeypatch.setattr(code.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(MissingPrerequisite, match=r"tfk8s_train package is not installed beside tfk8s.*: pip install tfk8s"):
+        code.installed_launcher_bundle()

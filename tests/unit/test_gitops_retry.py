@@ -12,8 +12,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tfk8s.errors import MissingPrerequisite
 from tfk8s_gitops import summary
-from tfk8s_gitops.engine import LOCK_HANDOFF, LOCK_HANDOFF_TRIES, QUOTA_STATUS_CONFLICT, Pulumi, Workspace
+from tfk8s_gitops.engine import LOCK_HANDOFF, LOCK_HANDOFF_TRIES, QUOTA_STATUS_CONFLICT, BackendError, Pulumi, Workspace
 from tfk8s_gitops.pipeline import DONE, Report, StepReport
 from tfk8s_gitops.plan import Plan, Step
 
@@ -141,3 +142,21 @@ def test_the_same_refusal_after_the_engine_started_or_past_its_tries_fails(tmp_p
     result = cli.run("t", "up", "--yes")
     assert not result.ok and LOCK_HANDOFF in result.output
     assert len(calls.read_text().splitlines()) == LOCK_HANDOFF_TRIES + 1
+
+
+def test_a_backend_that_refuses_a_read_is_a_missing_prerequisite_with_the_clis_words(
+    tmp_path: Path, workspace: Workspace
+) -> None:
+    """`stack ls` and `stack export` against a backend the CLI cannot open: the project's own error
+    (one line, no traceback: tfk8s_gitops.__main__ prints every Tfk8sError alone), with the CLI's reason."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "pulumi"
+    fake.write_text("#!/bin/sh\necho 'error: unable to open state directory \"file:///x\": /x is not a directory' >&2\nexit 1\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    cli = Pulumi(workspace, {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"})
+    with pytest.raises(BackendError, match=r"^pulumi stack ls: error: unable to open state directory") as listed:
+        cli.stack_names()
+    assert isinstance(listed.value, MissingPrerequisite)
+    with pytest.raises(BackendError, match=r"^pulumi stack export --stack dev: error: unable to open state directory"):
+        cli.export("dev")

@@ -589,8 +589,10 @@ def test_without_the_pod_network_the_monitoring_namespace_is_not_fenced(platform
     run()
 
 
-def test_the_fence_needs_the_pod_network() -> None:
-    with pytest.raises(ValueError, match="pod network"):
+def test_the_fence_needs_the_pod_network_and_says_which_argument_gives_it() -> None:
+    with pytest.raises(
+        ConfigError, match=r"MonitoringFenceArgs.pod_cidrs: empty: .* give them \(a stack file's platform.network.podCidrs\)"
+    ):
         tenants_kept_out([])
 
 

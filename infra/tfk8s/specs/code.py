@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from tfk8s.errors import ConfigError
+from tfk8s.errors import ConfigError, MissingPrerequisite
 from tfk8s.settings.experiment import LAUNCHER_PACKAGE
 from tfk8s.specs.pods import TRAINER_ARCHIVE, TRAINER_PACKAGE, key_of
 
@@ -120,7 +120,10 @@ def installed_trainer_package() -> Path:
     installed in editable mode. Found, never imported: its modules are for pods."""
     spec = importlib.util.find_spec(TRAINER_PACKAGE)
     if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError(f"the {TRAINER_PACKAGE} package is not installed beside tfk8s: pip install tfk8s")
+        raise MissingPrerequisite(
+            f"the {TRAINER_PACKAGE} package is not installed beside tfk8s, and the training pods run it: "
+            "pip install tfk8s (it ships both), or give the cluster its trainer (TrainingClusterArgs.launcher)"
+        )
     return Path(next(iter(spec.submodule_search_locations)))
 
 

@@ -31,6 +31,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
+from tfk8s.errors import ConfigError
 from tfk8s.settings.experiment import ClusterSettings, url_address
 from tfk8s.settings.monitoring import MonitoringSettings
 from tfk8s.settings.platform import ApiServerSettings, NetworkSettings, PortSettings
@@ -100,7 +101,12 @@ def tenants_kept_out(pod_cidrs: list[str]) -> Json:
     in (to a Pushgateway, say) still does. Only with `pod_cidrs`: without them a node's address, where
     kubelet probes come from, cannot be told from a pod's."""
     if not pod_cidrs:
-        raise ValueError("tenants_kept_out: the pod network, or a node cannot be told from a pod")
+        raise ConfigError(
+            [
+                "MonitoringFenceArgs.pod_cidrs: empty: without the pod network's CIDRs a node's address (whence kubelet "
+                "probes come) cannot be told from a pod's; give them (a stack file's platform.network.podCidrs)"
+            ]
+        )
     return {
         "podSelector": {},
         "policyTypes": ["Ingress"],

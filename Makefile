@@ -7,7 +7,7 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 # The launcher and the modules it imports: they run in stock TF 1.x images (Python 3.6), checked by vermin.
-LAUNCHER_MODULES := launch.py run_lineage.py kube_retire.py job_watch.py task_watch.py task_log.py task_progress.py task_metrics.py event_files.py
+LAUNCHER_MODULES := launch.py atomic_file.py run_lineage.py kube_retire.py job_watch.py task_watch.py task_log.py task_progress.py task_metrics.py event_files.py
 PY := $(VENV)/bin/python
 STACK ?= dev
 PLATFORM ?= platform-dev
